@@ -1,0 +1,335 @@
+// The plugin author's view of Podium, shaped like kube-scheduler's framework
+// (staging/src/k8s.io/kube-scheduler/framework): statuses, NodeInfo, CycleState
+// and the extension-point interfaces. Nothing here knows about gRPC; the SDK's
+// Serve() (serve.h) puts these plugins behind the Plugin.Run stream.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "boost/json/object.hpp"
+#include "podium/v1/objects.pb.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::sdk {
+
+inline constexpr int64_t kMaxNodeScore = 100;
+inline constexpr int64_t kMinNodeScore = 0;
+
+// kube-scheduler's framework.Code.
+enum class Code {
+  kSuccess = 0,
+  kError = 1,
+  kUnschedulable = 2,
+  kUnschedulableAndUnresolvable = 3,
+  kWait = 4,
+  kSkip = 5,
+  kPending = 6,
+};
+
+std::string_view CodeName(Code code);
+
+// A scheduling outcome with its reasons and the plugin that produced it. A pod
+// that does not fit is an outcome, not an error.
+class Status {
+ public:
+  Status() = default;
+  Status(Code code, std::vector<std::string> reasons = {})
+      : code_(code), reasons_(std::move(reasons)) {}
+  Status(Code code, std::string reason) : code_(code), reasons_{std::move(reason)} {}
+
+  static Status Success() { return Status(); }
+
+  Code code() const { return code_; }
+  const std::vector<std::string>& reasons() const { return reasons_; }
+  const std::string& plugin() const { return plugin_; }
+  Status& WithPlugin(std::string plugin) {
+    plugin_ = std::move(plugin);
+    return *this;
+  }
+
+  bool IsSuccess() const { return code_ == Code::kSuccess; }
+  bool IsSkip() const { return code_ == Code::kSkip; }
+  bool IsWait() const { return code_ == Code::kWait; }
+  // Unschedulable or UnschedulableAndUnresolvable.
+  bool IsRejected() const {
+    return code_ == Code::kUnschedulable || code_ == Code::kUnschedulableAndUnresolvable ||
+           code_ == Code::kPending;
+  }
+  std::string Message() const;  // Reasons joined by ", ".
+
+  void ToProto(v1::Status* out) const;
+  static Status FromProto(const v1::Status& in);
+
+ private:
+  Code code_ = Code::kSuccess;
+  std::vector<std::string> reasons_;
+  std::string plugin_;
+};
+
+// Resources in the units of the wire (milli-CPU, bytes, counts).
+struct Resource {
+  int64_t milli_cpu = 0;
+  int64_t memory = 0;
+  int64_t ephemeral_storage = 0;
+  int64_t allowed_pod_number = 0;  // Only on node allocatable.
+  absl::flat_hash_map<std::string, int64_t> scalar;
+
+  static Resource FromProto(const v1::ResourceList& list);
+  void Add(const Resource& other);
+  void Subtract(const Resource& other);
+  // Component-wise max (used for init containers).
+  void SetMax(const Resource& other);
+  int64_t Get(std::string_view name) const;  // "cpu", "memory", "ephemeral-storage", "pods", scalar names.
+};
+
+// kube-scheduler's defaults for containers that request nothing, used by
+// scoring so that such pods still spread (DefaultMilliCPURequest,
+// DefaultMemoryRequest).
+inline constexpr int64_t kDefaultMilliCpuRequest = 100;
+inline constexpr int64_t kDefaultMemoryRequest = 200 * 1024 * 1024;
+
+struct HostPort {
+  std::string ip;  // "0.0.0.0" when unset.
+  std::string protocol;  // "TCP" when unset.
+  int32_t port = 0;
+  bool operator==(const HostPort& other) const {
+    return ip == other.ip && protocol == other.protocol && port == other.port;
+  }
+};
+
+// A pod with what plugins need precomputed once, when it enters the mirror.
+struct PodInfo {
+  std::shared_ptr<const v1::Pod> pod;
+  // Effective requests as kube-scheduler computes them: max(sum of containers
+  // + restartable init containers, each init container + the sidecars started
+  // before it) + overhead.
+  Resource requests;
+  // The same with kube-scheduler's non-zero defaults per container (scoring).
+  int64_t non_zero_milli_cpu = 0;
+  int64_t non_zero_memory = 0;
+  std::vector<HostPort> host_ports;
+
+  const std::string& uid() const { return pod->meta().uid(); }
+  static std::shared_ptr<const PodInfo> Create(v1::Pod pod);
+};
+using PodInfoPtr = std::shared_ptr<const PodInfo>;
+
+// One image on a node with how many nodes in the cluster have it (ImageLocality).
+struct ImageState {
+  int64_t size_bytes = 0;
+  int32_t num_nodes = 0;
+};
+
+// A node and the pods assigned to it (bound or assumed), with aggregates kept
+// current as pods are added and removed.
+class NodeInfo {
+ public:
+  NodeInfo() = default;
+  NodeInfo(uint32_t id, std::shared_ptr<const v1::Node> node);
+
+  uint32_t id() const { return id_; }
+  const v1::Node& node() const { return *node_; }
+  const std::string& name() const { return node_->meta().name(); }
+  void SetNode(std::shared_ptr<const v1::Node> node);
+
+  const std::vector<PodInfoPtr>& pods() const { return pods_; }
+  const Resource& allocatable() const { return allocatable_; }
+  const Resource& requested() const { return requested_; }
+  int64_t non_zero_requested_milli_cpu() const { return non_zero_milli_cpu_; }
+  int64_t non_zero_requested_memory() const { return non_zero_memory_; }
+  const std::vector<HostPort>& used_ports() const { return used_ports_; }
+  // Images on this node by every name they are known by.
+  const absl::flat_hash_map<std::string, ImageState>& images() const { return images_; }
+  absl::flat_hash_map<std::string, ImageState>& mutable_images() { return images_; }
+
+  void AddPod(PodInfoPtr pod);
+  // Returns false when no pod with that uid is on the node.
+  bool RemovePod(std::string_view uid);
+  const PodInfo* FindPod(std::string_view uid) const;
+
+ private:
+  uint32_t id_ = 0;
+  std::shared_ptr<const v1::Node> node_;
+  std::vector<PodInfoPtr> pods_;
+  Resource allocatable_;
+  Resource requested_;
+  int64_t non_zero_milli_cpu_ = 0;
+  int64_t non_zero_memory_ = 0;
+  std::vector<HostPort> used_ports_;
+  absl::flat_hash_map<std::string, ImageState> images_;
+};
+
+// The mirrored cluster as plugins see it during a cycle.
+class Snapshot {
+ public:
+  virtual ~Snapshot() = default;
+  // Every node, in ascending id order.
+  virtual const std::vector<const NodeInfo*>& Nodes() const = 0;
+  virtual const NodeInfo* Get(std::string_view node_name) const = 0;
+  virtual const NodeInfo* GetById(uint32_t id) const = 0;
+  virtual size_t NumNodes() const = 0;
+};
+
+// Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
+// Filter, Score, Reserve...).
+class StateData {
+ public:
+  virtual ~StateData() = default;
+  virtual std::unique_ptr<StateData> Clone() const = 0;
+};
+
+class CycleState {
+ public:
+  StateData* Read(std::string_view key) const;
+  template <typename T>
+  T* ReadAs(std::string_view key) const {
+    return dynamic_cast<T*>(Read(key));
+  }
+  void Write(std::string key, std::unique_ptr<StateData> data);
+  void Delete(std::string_view key);
+  // Deep copy, for preemption's dry runs.
+  std::unique_ptr<CycleState> Clone() const;
+  // Plugins whose PreFilter returned Skip (their Filter is not run).
+  absl::flat_hash_set<std::string>& skip_filter_plugins() { return skip_filter_plugins_; }
+  absl::flat_hash_set<std::string>& skip_score_plugins() { return skip_score_plugins_; }
+
+ private:
+  absl::flat_hash_map<std::string, std::unique_ptr<StateData>> data_;
+  absl::flat_hash_set<std::string> skip_filter_plugins_;
+  absl::flat_hash_set<std::string> skip_score_plugins_;
+};
+
+// What the SDK offers a plugin beyond its arguments.
+class Handle {
+ public:
+  virtual ~Handle() = default;
+  virtual const Snapshot& snapshot() const = 0;
+  // Permit: allow or reject a pod waiting at this plugin's Permit. Returns false
+  // when no such pod waits.
+  virtual bool AllowWaitingPod(std::string_view pod_uid, std::string_view plugin) = 0;
+  virtual bool RejectWaitingPod(std::string_view pod_uid, std::string_view plugin,
+                                std::string_view reason) = 0;
+};
+
+class Plugin {
+ public:
+  virtual ~Plugin() = default;
+  virtual std::string_view Name() const = 0;
+};
+
+// PreFilter may narrow the nodes to look at (kube-scheduler's PreFilterResult).
+struct PreFilterResult {
+  std::optional<absl::flat_hash_set<std::string>> node_names;  // nullopt = all.
+};
+
+class PreFilterExtensions {
+ public:
+  virtual ~PreFilterExtensions() = default;
+  virtual Status AddPod(CycleState& state, const PodInfo& pod_to_schedule,
+                        const PodInfo& pod_to_add, const NodeInfo& node) = 0;
+  virtual Status RemovePod(CycleState& state, const PodInfo& pod_to_schedule,
+                           const PodInfo& pod_to_remove, const NodeInfo& node) = 0;
+};
+
+class PreFilterPlugin : public virtual Plugin {
+ public:
+  virtual std::pair<PreFilterResult, Status> PreFilter(CycleState& state, const PodInfo& pod,
+                                                       const Snapshot& snapshot) = 0;
+  virtual PreFilterExtensions* Extensions() { return nullptr; }
+};
+
+class FilterPlugin : public virtual Plugin {
+ public:
+  virtual Status Filter(CycleState& state, const PodInfo& pod, const NodeInfo& node) = 0;
+};
+
+class PreScorePlugin : public virtual Plugin {
+ public:
+  virtual Status PreScore(CycleState& state, const PodInfo& pod,
+                          const std::vector<const NodeInfo*>& nodes) = 0;
+};
+
+struct NodeScore {
+  const NodeInfo* node = nullptr;
+  int64_t score = 0;
+};
+
+class ScorePlugin : public virtual Plugin {
+ public:
+  virtual std::pair<int64_t, Status> Score(CycleState& state, const PodInfo& pod,
+                                           const NodeInfo& node) = 0;
+  virtual bool HasNormalizeScore() const { return false; }
+  virtual Status NormalizeScore(CycleState& state, const PodInfo& pod,
+                                std::vector<NodeScore>& scores) {
+    return Status::Success();
+  }
+};
+
+class ReservePlugin : public virtual Plugin {
+ public:
+  virtual Status Reserve(CycleState& state, const PodInfo& pod, const std::string& node_name) = 0;
+  virtual void Unreserve(CycleState& state, const PodInfo& pod, const std::string& node_name) = 0;
+};
+
+struct PermitResult {
+  Status status;  // Success, Wait (with timeout) or a rejection.
+  int64_t timeout_ms = 0;
+};
+
+class PermitPlugin : public virtual Plugin {
+ public:
+  virtual PermitResult Permit(CycleState& state, const PodInfo& pod,
+                              const std::string& node_name) = 0;
+};
+
+class PreBindPlugin : public virtual Plugin {
+ public:
+  virtual Status PreBind(CycleState& state, const PodInfo& pod, const std::string& node_name) = 0;
+};
+
+class PostBindPlugin : public virtual Plugin {
+ public:
+  virtual void PostBind(CycleState& state, const PodInfo& pod, const std::string& node_name) = 0;
+};
+
+// kube-scheduler's QueueingHint.
+enum class QueueingHint { kQueueSkip = 0, kQueue = 1 };
+
+// An event that can make a pod this plugin rejected schedulable, with an
+// optional hint that says whether it does for one pod.
+struct ClusterEventWithHint {
+  v1::ClusterResource resource = v1::NODE;
+  uint32_t action_mask = v1::ALL;
+  // Empty: every matching event requeues the pod. old/new may be null (add,
+  // delete).
+  std::function<QueueingHint(const v1::Pod& pod, const v1::ClusterEvent& event)> hint;
+};
+
+class EnqueueExtensions : public virtual Plugin {
+ public:
+  virtual std::vector<ClusterEventWithHint> EventsToRegister() const = 0;
+};
+
+using PluginPtr = std::unique_ptr<Plugin>;
+
+// Builds a plugin from its pluginConfig args (an empty object when none). A bad
+// argument is an error naming the field.
+using PluginFactory =
+    std::function<absl::StatusOr<PluginPtr>(const boost::json::object& args, Handle& handle)>;
+
+struct PluginDefinition {
+  std::string name;
+  PluginFactory factory;
+};
+
+}  // namespace podium::sdk
