@@ -1,0 +1,520 @@
+#include "framework/framework.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace podium::scheduler {
+namespace {
+
+constexpr uint32_t kMinFeasibleNodesToFind = 100;
+constexpr int kMinFeasibleNodesPercentageToFind = 5;
+
+bool IsRejection(v1::Status::Code code) {
+  return code == v1::Status::UNSCHEDULABLE || code == v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE ||
+         code == v1::Status::ERROR || code == v1::Status::PENDING;
+}
+
+sdk::Status ErrorStatus(std::string message) {
+  return sdk::Status(sdk::Code::kError, std::move(message));
+}
+
+}  // namespace
+
+uint32_t NumFeasibleNodesToFind(int percentage, uint32_t num_all_nodes) {
+  if (num_all_nodes < kMinFeasibleNodesToFind || percentage >= 100) return num_all_nodes;
+  int adaptive = percentage;
+  if (adaptive <= 0) {
+    adaptive = 50 - static_cast<int>(num_all_nodes / 125);
+    if (adaptive < kMinFeasibleNodesPercentageToFind) adaptive = kMinFeasibleNodesPercentageToFind;
+  }
+  uint32_t num = static_cast<uint32_t>(uint64_t{num_all_nodes} * adaptive / 100);
+  return std::max(num, kMinFeasibleNodesToFind);
+}
+
+std::string Diagnosis::Message() const {
+  std::string message = absl::StrCat("0/", num_all_nodes, " nodes are available");
+  if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".");
+  std::map<std::string, int> histogram;
+  for (const auto& [node, status] : node_statuses) {
+    for (const auto& reason : status.reasons()) histogram[reason]++;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
+  std::sort(parts.begin(), parts.end());
+  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".");
+}
+
+Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), rng_(seed) {
+  absl::flat_hash_map<PluginProcess*, size_t> index;
+  auto plan_for = [&](const std::string& plugin) -> ProcessPlan* {
+    auto it = spec_.processes.find(plugin);
+    if (it == spec_.processes.end()) return nullptr;
+    auto [pos, inserted] = index.try_emplace(it->second, plans_.size());
+    if (inserted) plans_.push_back(ProcessPlan{it->second, {}, {}, {}, {}});
+    return &plans_[pos->second];
+  };
+  const std::pair<v1::ExtensionPoint, std::vector<std::string> ProcessPlan::*> phases[] = {
+      {v1::PRE_FILTER, &ProcessPlan::pre_filter},
+      {v1::FILTER, &ProcessPlan::filter},
+      {v1::PRE_SCORE, &ProcessPlan::pre_score},
+      {v1::SCORE, &ProcessPlan::score},
+  };
+  for (const auto& [point, member] : phases) {
+    auto it = spec_.plugins.find(point);
+    if (it == spec_.plugins.end()) continue;
+    for (const PluginRef& ref : it->second) {
+      if (ProcessPlan* plan = plan_for(ref.name)) (plan->*member).push_back(ref.name);
+      if (point == v1::SCORE) weights_[ref.name] = ref.weight > 0 ? ref.weight : 1;
+    }
+  }
+  // Processes that filter come first, in the order they were found.
+  std::stable_partition(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
+    return !p.pre_filter.empty() || !p.filter.empty();
+  });
+  num_filter_processes_ = std::count_if(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
+    return !p.pre_filter.empty() || !p.filter.empty();
+  });
+}
+
+bool Framework::HasRemotePlugins(v1::ExtensionPoint point) const {
+  auto it = spec_.plugins.find(point);
+  if (it == spec_.plugins.end()) return false;
+  for (const auto& ref : it->second) {
+    if (spec_.processes.contains(ref.name)) return true;
+  }
+  return false;
+}
+
+uint32_t Framework::NextStartIndex(uint32_t num_nodes) const {
+  return num_nodes == 0 ? 0 : next_start_node_index_ % num_nodes;
+}
+
+absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
+                                            const v1::CycleResponse& answer,
+                                            const sdk::Snapshot& snapshot,
+                                            bool scores_for_request_nodes) const {
+  const bool explicit_nodes = !request.nodes().all_nodes();
+  absl::flat_hash_set<uint32_t> allowed;
+  if (explicit_nodes) allowed.insert(request.nodes().node_ids().begin(), request.nodes().node_ids().end());
+  auto known = [&](uint32_t id) {
+    return explicit_nodes ? allowed.contains(id) : snapshot.GetById(id) != nullptr;
+  };
+  const uint32_t num_request_nodes =
+      explicit_nodes ? request.nodes().node_ids_size() : static_cast<uint32_t>(snapshot.NumNodes());
+  if (answer.nodes_evaluated() > num_request_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("nodes_evaluated ", answer.nodes_evaluated(),
+                                                   " exceeds the ", num_request_nodes, " nodes sent"));
+  }
+  absl::flat_hash_set<std::string> filter_plugins(request.filter_plugins().begin(),
+                                                  request.filter_plugins().end());
+  for (const auto& rejected : answer.rejected()) {
+    if (!known(rejected.node_id())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rejected node id ", rejected.node_id(), " was not in the request"));
+    }
+    if (!IsRejection(rejected.status().code())) {
+      return absl::InvalidArgumentError(absl::StrCat("rejected node id ", rejected.node_id(),
+                                                     " carries a non-rejecting status code"));
+    }
+    if (!rejected.status().plugin().empty() && !filter_plugins.contains(rejected.status().plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "node id ", rejected.node_id(), " rejected by plugin \"", rejected.status().plugin(),
+          "\" that the request did not name"));
+    }
+  }
+  for (uint32_t id : answer.feasible()) {
+    if (!known(id)) {
+      return absl::InvalidArgumentError(absl::StrCat("feasible node id ", id, " was not in the request"));
+    }
+  }
+  const size_t scored = scores_for_request_nodes ? request.nodes().node_ids_size()
+                                                 : static_cast<size_t>(answer.feasible_size());
+  absl::flat_hash_set<std::string> score_plugins(request.score_plugins().begin(),
+                                                 request.score_plugins().end());
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& scores : answer.scores()) {
+    if (!score_plugins.contains(scores.plugin())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scores from plugin \"", scores.plugin(), "\" that the request did not name"));
+    }
+    if (!seen.insert(scores.plugin()).second) {
+      return absl::InvalidArgumentError(absl::StrCat("plugin \"", scores.plugin(), "\" scored twice"));
+    }
+    if (static_cast<size_t>(scores.scores_size()) != scored) {
+      return absl::InvalidArgumentError(absl::StrCat("plugin \"", scores.plugin(), "\" returned ",
+                                                     scores.scores_size(), " scores for ", scored,
+                                                     " nodes"));
+    }
+    for (int64_t s : scores.scores()) {
+      if (s < sdk::kMinNodeScore || s > sdk::kMaxNodeScore) {
+        return absl::InvalidArgumentError(absl::StrCat("plugin \"", scores.plugin(), "\" returned score ",
+                                                       s, ", outside [", sdk::kMinNodeScore, ", ",
+                                                       sdk::kMaxNodeScore, "]"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                                      uint64_t state_seq, uint64_t cycle_id) {
+  ScheduleResult result;
+  const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
+  result.diagnosis.num_all_nodes = num_nodes;
+  if (num_nodes == 0) {
+    result.outcome = ScheduleResult::Outcome::kUnschedulable;
+    result.diagnosis.pre_filter_message = "no nodes available to schedule pods";
+    return result;
+  }
+  const auto& nodes = snapshot.Nodes();
+  const uint32_t start = NextStartIndex(num_nodes);
+  const uint32_t to_find = NumFeasibleNodesToFind(spec_.percentage_of_nodes_to_score, num_nodes);
+  const bool combined = num_filter_processes_ == 1;
+
+  auto fail = [&](PluginProcess& process, const absl::Status& status) {
+    result.outcome = ScheduleResult::Outcome::kError;
+    result.error = absl::Status(status.code(), absl::StrCat("plugin endpoint ", process.name(), ": ",
+                                                            status.message()));
+    return result;
+  };
+
+  // The feasible nodes (ids in evaluation order) and, where they were scored in
+  // the same request, their scores per plugin.
+  std::vector<uint32_t> feasible;
+  bool all_nodes = true;  // `feasible` not yet narrowed by any process.
+  uint32_t evaluated = num_nodes;
+  absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
+  absl::flat_hash_map<uint32_t, sdk::Status> rejected;
+
+  for (size_t i = 0; i < num_filter_processes_; ++i) {
+    const ProcessPlan& plan = plans_[i];
+    const bool last = i + 1 == num_filter_processes_;
+    v1::SchedulerToPlugin message;
+    v1::CycleRequest& request = *message.mutable_cycle();
+    request.set_cycle_id(cycle_id);
+    *request.mutable_pod() = pod;
+    request.set_profile(spec_.scheduler_name);
+    for (const auto& n : plan.pre_filter) request.add_pre_filter_plugins(n);
+    for (const auto& n : plan.filter) request.add_filter_plugins(n);
+    if (combined) {
+      for (const auto& n : plan.pre_score) request.add_pre_score_plugins(n);
+      for (const auto& n : plan.score) request.add_score_plugins(n);
+    }
+    if (all_nodes) {
+      request.mutable_nodes()->set_all_nodes(true);
+      request.mutable_nodes()->set_start_index(start);
+    } else {
+      request.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+    }
+    // Only the last filtering process stops early: before it, a node that
+    // passes may still fail elsewhere.
+    request.set_num_feasible_to_find(last ? to_find : 0);
+    PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
+    absl::Status valid = answer.status();
+    // Re-create the request's view for validation without copying the pod.
+    v1::CycleRequest shape;
+    if (valid.ok()) {
+      if (all_nodes) {
+        shape.mutable_nodes()->set_all_nodes(true);
+      } else {
+        shape.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+      }
+      for (const auto& n : plan.filter) shape.add_filter_plugins(n);
+      if (combined) {
+        for (const auto& n : plan.score) shape.add_score_plugins(n);
+      }
+      valid = ValidateCycleAnswer(plan, shape, answer->cycle(), snapshot, false);
+      if (!valid.ok()) {
+        plan.process->CountInvalidAnswer();
+        std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid cycle answer: %s\n",
+                     plan.process->name().c_str(), std::string(valid.message()).c_str());
+      }
+    }
+    if (!valid.ok()) {
+      if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
+        plan.process->CountIgnoredFailure();
+        continue;  // As if its plugins had let every node through.
+      }
+      return fail(*plan.process, valid);
+    }
+    const v1::CycleResponse& cycle = answer->cycle();
+    if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
+        cycle.pre_filter_status().code() != v1::Status::SKIP) {
+      sdk::Status status = sdk::Status::FromProto(cycle.pre_filter_status());
+      if (status.code() == sdk::Code::kError) {
+        return fail(*plan.process, absl::InternalError(absl::StrCat(
+                                       "PreFilter plugin ", status.plugin(), ": ", status.Message())));
+      }
+      result.outcome = ScheduleResult::Outcome::kUnschedulable;
+      result.diagnosis.pre_filter_message = status.Message();
+      result.diagnosis.unschedulable_plugins.insert(status.plugin());
+      return result;
+    }
+    for (const auto& r : cycle.rejected()) {
+      sdk::Status status = sdk::Status::FromProto(r.status());
+      if (status.code() == sdk::Code::kError) {
+        return fail(*plan.process, absl::InternalError(absl::StrCat(
+                                       "Filter plugin ", status.plugin(), ": ", status.Message())));
+      }
+      rejected[r.node_id()] = std::move(status);
+    }
+    if (last) {
+      // Where the evaluation stopped, in the rotation over all nodes.
+      if (all_nodes) {
+        evaluated = cycle.nodes_evaluated();
+      } else if (cycle.nodes_evaluated() > 0 && cycle.nodes_evaluated() < feasible.size()) {
+        const uint32_t last_id = feasible[cycle.nodes_evaluated() - 1];
+        for (uint32_t k = 0; k < num_nodes; ++k) {
+          if (nodes[(start + k) % num_nodes]->id() == last_id) {
+            evaluated = k + 1;
+            break;
+          }
+        }
+      }
+    }
+    feasible.assign(cycle.feasible().begin(), cycle.feasible().end());
+    all_nodes = false;
+    for (const auto& s : cycle.scores()) {
+      scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+    }
+  }
+  if (all_nodes) {
+    // No process filtered (none configured, or all ignored): every node fits.
+    feasible.reserve(num_nodes);
+    for (uint32_t k = 0; k < std::min(num_nodes, to_find); ++k) {
+      feasible.push_back(nodes[(start + k) % num_nodes]->id());
+    }
+    evaluated = static_cast<uint32_t>(feasible.size());
+  }
+  result.evaluated_nodes = evaluated;
+  next_start_node_index_ = (start + evaluated) % num_nodes;
+
+  if (feasible.empty()) {
+    result.outcome = ScheduleResult::Outcome::kUnschedulable;
+    for (auto& [id, status] : rejected) {
+      if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
+        result.diagnosis.unschedulable_plugins.insert(status.plugin());
+        result.diagnosis.node_statuses.emplace_back(node->name(), std::move(status));
+      }
+    }
+    return result;
+  }
+  result.feasible_nodes = static_cast<uint32_t>(feasible.size());
+
+  // Score with every process whose score plugins did not run above. A single
+  // feasible node needs no scores (kube-scheduler skips them too).
+  if (feasible.size() > 1) {
+    std::vector<std::pair<const ProcessPlan*, std::future<PluginAnswer>>> calls;
+    for (size_t i = combined ? 1 : 0; i < plans_.size(); ++i) {
+      const ProcessPlan& plan = plans_[i];
+      if (plan.score.empty() && plan.pre_score.empty()) continue;
+      v1::SchedulerToPlugin message;
+      v1::CycleRequest& request = *message.mutable_cycle();
+      request.set_cycle_id(cycle_id);
+      *request.mutable_pod() = pod;
+      request.set_profile(spec_.scheduler_name);
+      for (const auto& n : plan.pre_score) request.add_pre_score_plugins(n);
+      for (const auto& n : plan.score) request.add_score_plugins(n);
+      request.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+      calls.emplace_back(&plan, plan.process->Call(std::move(message), state_seq));
+    }
+    for (auto& [plan, future] : calls) {
+      PluginAnswer answer = future.get();
+      absl::Status valid = answer.status();
+      if (valid.ok()) {
+        v1::CycleRequest shape;
+        shape.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+        for (const auto& n : plan->score) shape.add_score_plugins(n);
+        valid = ValidateCycleAnswer(*plan, shape, answer->cycle(), snapshot, true);
+        if (!valid.ok()) {
+          plan->process->CountInvalidAnswer();
+          std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid score answer: %s\n",
+                       plan->process->name().c_str(), std::string(valid.message()).c_str());
+        } else if (answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
+          valid = absl::InternalError(absl::StrCat("PreScore plugin ",
+                                                   answer->cycle().pre_score_status().plugin(), ": ",
+                                                   sdk::Status::FromProto(answer->cycle().pre_score_status()).Message()));
+        }
+      }
+      if (!valid.ok()) {
+        if (plan->process->failure_policy() == FailurePolicy::kIgnore) {
+          plan->process->CountIgnoredFailure();
+          continue;  // Its plugins add nothing to the totals.
+        }
+        return fail(*plan->process, valid);
+      }
+      for (const auto& s : answer->cycle().scores()) {
+        scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+      }
+    }
+  }
+
+  // Weighted totals; ties broken at random, as kube-scheduler's selectHost.
+  size_t best = 0;
+  int64_t best_score = -1;
+  int ties = 0;
+  for (size_t k = 0; k < feasible.size(); ++k) {
+    int64_t total = 0;
+    for (const auto& [plugin, values] : scores) {
+      if (k < values.size()) total += values[k] * weights_[plugin];
+    }
+    if (total > best_score) {
+      best_score = total;
+      best = k;
+      ties = 1;
+    } else if (total == best_score) {
+      ++ties;
+      if (std::uniform_int_distribution<int>(0, ties - 1)(rng_) == 0) best = k;
+    }
+  }
+  const sdk::NodeInfo* chosen = snapshot.GetById(feasible[best]);
+  if (chosen == nullptr) {
+    result.outcome = ScheduleResult::Outcome::kError;
+    result.error = absl::InternalError("selected node vanished from the snapshot");
+    return result;
+  }
+  result.outcome = ScheduleResult::Outcome::kScheduled;
+  result.node_name = chosen->name();
+  return result;
+}
+
+sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod,
+                                      const std::string& node, uint64_t cycle_id, bool unreserve,
+                                      bool stop_on_skip) const {
+  auto it = spec_.plugins.find(point);
+  if (it == spec_.plugins.end()) return sdk::Status::Success();
+  // Consecutive plugins of one process travel in one request, in order.
+  std::vector<std::pair<PluginProcess*, std::vector<std::string>>> groups;
+  std::vector<PluginRef> refs = it->second;
+  // Unreserve runs the Reserve plugins in reverse order.
+  if (unreserve) std::reverse(refs.begin(), refs.end());
+  for (const auto& ref : refs) {
+    auto p = spec_.processes.find(ref.name);
+    if (p == spec_.processes.end()) continue;
+    if (groups.empty() || groups.back().first != p->second) groups.push_back({p->second, {}});
+    groups.back().second.push_back(ref.name);
+  }
+  bool all_skipped = true;
+  for (auto& [process, names] : groups) {
+    v1::SchedulerToPlugin message;
+    v1::BindingRequest* binding = nullptr;
+    switch (unreserve ? v1::EXTENSION_POINT_UNSPECIFIED : point) {
+      case v1::RESERVE: {
+        auto* r = message.mutable_reserve();
+        r->set_cycle_id(cycle_id), *r->mutable_pod() = pod, r->set_node_name(node);
+        for (auto& n : names) r->add_plugins(n);
+        break;
+      }
+      case v1::PRE_BIND: binding = message.mutable_pre_bind(); break;
+      case v1::BIND: binding = message.mutable_bind(); break;
+      case v1::POST_BIND: binding = message.mutable_post_bind(); break;
+      default: {  // Unreserve.
+        auto* r = message.mutable_unreserve();
+        r->set_cycle_id(cycle_id), *r->mutable_pod() = pod, r->set_node_name(node);
+        for (auto& n : names) r->add_plugins(n);
+      }
+    }
+    if (binding != nullptr) {
+      binding->set_cycle_id(cycle_id);
+      *binding->mutable_pod() = pod;
+      binding->set_node_name(node);
+      for (auto& n : names) binding->add_plugins(n);
+    }
+    PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
+    if (!answer.ok()) {
+      if (process->failure_policy() == FailurePolicy::kIgnore) {
+        process->CountIgnoredFailure();
+        continue;
+      }
+      return ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ", answer.status().message()));
+    }
+    bool group_skipped = false;
+    for (const auto& s : answer->status().statuses()) {
+      sdk::Status status = sdk::Status::FromProto(s);
+      if (status.IsSkip()) {
+        group_skipped = true;
+        continue;
+      }
+      if (!status.IsSuccess()) return status;
+    }
+    if (!group_skipped || !stop_on_skip) all_skipped = false;
+    if (stop_on_skip && !group_skipped) return sdk::Status::Success();
+  }
+  if (stop_on_skip && all_skipped) return sdk::Status(sdk::Code::kSkip);
+  return sdk::Status::Success();
+}
+
+sdk::Status Framework::RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false);
+}
+
+void Framework::RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  RunStatusPhase(v1::RESERVE, pod, node, cycle_id, /*unreserve=*/true, false);
+}
+
+PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  PermitOutcome outcome;
+  auto it = spec_.plugins.find(v1::PERMIT);
+  if (it == spec_.plugins.end()) return outcome;
+  absl::flat_hash_map<PluginProcess*, std::vector<std::string>> by_process;
+  std::vector<PluginProcess*> order;
+  for (const auto& ref : it->second) {
+    auto p = spec_.processes.find(ref.name);
+    if (p == spec_.processes.end()) continue;
+    auto [pos, inserted] = by_process.try_emplace(p->second);
+    if (inserted) order.push_back(p->second);
+    pos->second.push_back(ref.name);
+  }
+  std::vector<std::pair<PluginProcess*, std::future<PluginAnswer>>> calls;
+  for (PluginProcess* process : order) {
+    v1::SchedulerToPlugin message;
+    auto* r = message.mutable_permit();
+    r->set_cycle_id(cycle_id), *r->mutable_pod() = pod, r->set_node_name(node);
+    for (auto& n : by_process[process]) r->add_plugins(n);
+    calls.emplace_back(process, process->Call(std::move(message), std::nullopt));
+  }
+  for (auto& [process, future] : calls) {
+    PluginAnswer answer = future.get();
+    if (!answer.ok()) {
+      if (process->failure_policy() == FailurePolicy::kIgnore) {
+        process->CountIgnoredFailure();
+        continue;
+      }
+      outcome.status = ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ",
+                                                answer.status().message()));
+      return outcome;
+    }
+    for (const auto& r : answer->permit().results()) {
+      sdk::Status status = sdk::Status::FromProto(r.status());
+      if (status.plugin().empty()) status.WithPlugin(r.plugin());
+      if (status.IsWait()) {
+        outcome.waiting[r.plugin()] = absl::Milliseconds(std::max<int64_t>(0, r.timeout_ms()));
+      } else if (!status.IsSuccess()) {
+        outcome.status = std::move(status);
+        outcome.waiting.clear();
+        return outcome;
+      }
+    }
+  }
+  if (!outcome.waiting.empty()) outcome.status = sdk::Status(sdk::Code::kWait);
+  return outcome;
+}
+
+sdk::Status Framework::RunPreBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  return RunStatusPhase(v1::PRE_BIND, pod, node, cycle_id, false, false);
+}
+
+sdk::Status Framework::RunBindPlugins(const v1::Pod& pod, const std::string& node,
+                                      uint64_t cycle_id) {
+  if (!HasRemotePlugins(v1::BIND)) return sdk::Status(sdk::Code::kSkip);
+  return RunStatusPhase(v1::BIND, pod, node, cycle_id, false, true);
+}
+
+void Framework::RunPostBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  RunStatusPhase(v1::POST_BIND, pod, node, cycle_id, false, false);
+}
+
+}  // namespace podium::scheduler

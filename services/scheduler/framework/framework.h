@@ -1,0 +1,123 @@
+// The runner of a profile's extension points. It sees plugins only through
+// PluginProcess (plugin_process.h): which process serves which plugin comes
+// from the handshake; the rest is kube-scheduler's framework semantics.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "framework/plugin_process.h"
+#include "podium/sdk/framework.h"
+#include "podium/v1/objects.pb.h"
+
+namespace podium::scheduler {
+
+// Plugins that run inside the scheduler.
+inline constexpr char kPrioritySort[] = "PrioritySort";
+inline constexpr char kSchedulingGates[] = "SchedulingGates";
+inline constexpr char kDefaultBinder[] = "DefaultBinder";
+
+struct PluginRef {
+  std::string name;
+  int32_t weight = 0;  // Score plugins; 0 = 1.
+};
+
+// A profile with its plugins resolved per extension point (multiPoint already
+// expanded with what each plugin registered).
+struct ProfileSpec {
+  std::string scheduler_name = "default-scheduler";
+  int percentage_of_nodes_to_score = 0;  // 0 = adaptive.
+  std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
+  // plugin name -> the process serving it; built-ins are absent.
+  absl::flat_hash_map<std::string, PluginProcess*> processes;
+};
+
+// kube-scheduler's numFeasibleNodesToFind.
+uint32_t NumFeasibleNodesToFind(int percentage_of_nodes_to_score, uint32_t num_all_nodes);
+
+// Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
+struct Diagnosis {
+  uint32_t num_all_nodes = 0;
+  std::vector<std::pair<std::string, sdk::Status>> node_statuses;  // node name -> status
+  std::string pre_filter_message;
+  absl::flat_hash_set<std::string> unschedulable_plugins;
+  absl::flat_hash_set<std::string> pending_plugins;
+  // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
+  std::string Message() const;
+};
+
+struct ScheduleResult {
+  enum class Outcome { kScheduled, kUnschedulable, kError };
+  Outcome outcome = Outcome::kError;
+  std::string node_name;
+  uint32_t evaluated_nodes = 0;  // For the rotation of the first node.
+  uint32_t feasible_nodes = 0;
+  Diagnosis diagnosis;      // kUnschedulable.
+  absl::Status error;       // kError.
+};
+
+// A pod that waits at Permit (WAIT) for the plugins in `pending`.
+struct PermitOutcome {
+  sdk::Status status;  // Success, Wait or a rejection.
+  std::map<std::string, absl::Duration> waiting;  // plugin -> timeout.
+};
+
+class Framework {
+ public:
+  explicit Framework(ProfileSpec spec, uint64_t seed = std::random_device{}());
+
+  const ProfileSpec& spec() const { return spec_; }
+  const std::string& name() const { return spec_.scheduler_name; }
+
+  // PreFilter, Filter, PreScore, Score and host selection for one pod on the
+  // given snapshot (taken at state_seq). Runs on the scheduling thread.
+  ScheduleResult SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                             uint64_t state_seq, uint64_t cycle_id);
+
+  sdk::Status RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+  void RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+  PermitOutcome RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+  sdk::Status RunPreBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+  // Remote Bind plugins in order; Skip from all of them (or none configured)
+  // means the DefaultBinder's bind, which the caller issues.
+  sdk::Status RunBindPlugins(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+  void RunPostBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
+
+  bool HasRemotePlugins(v1::ExtensionPoint point) const;
+
+ private:
+  // The plugins of one process for the cycle phases.
+  struct ProcessPlan {
+    PluginProcess* process = nullptr;
+    std::vector<std::string> pre_filter, filter, pre_score, score;
+  };
+
+  // Reserve/Unreserve/PreBind/Bind/PostBind: the point's remote plugins, in
+  // order, one request per run of plugins served by one process.
+  sdk::Status RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod, const std::string& node,
+                             uint64_t cycle_id, bool unreserve, bool stop_on_skip) const;
+  // Validates a CycleResponse against its request; an error names the problem.
+  absl::Status ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
+                                   const v1::CycleResponse& answer, const sdk::Snapshot& snapshot,
+                                   bool expect_scores_for_request_nodes) const;
+  uint32_t NextStartIndex(uint32_t num_nodes) const;
+
+  ProfileSpec spec_;
+  // Every process with cycle plugins, in the order its first plugin appears.
+  std::vector<ProcessPlan> plans_;
+  size_t num_filter_processes_ = 0;
+  absl::flat_hash_map<std::string, int64_t> weights_;
+  uint32_t next_start_node_index_ = 0;
+  std::mt19937_64 rng_;
+};
+
+using FrameworkPtr = std::unique_ptr<Framework>;
+
+}  // namespace podium::scheduler

@@ -1,0 +1,62 @@
+// The framework's view of one plugin process. remote/ implements it over a
+// Plugin.Run stream; framework tests mock it (mock_plugin_process.h). Nothing
+// here is a gRPC type: requests and answers are the contract's messages.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::scheduler {
+
+enum class FailurePolicy { kFail, kIgnore };
+
+// Where the mirror of one plugin process must be brought to before a request:
+// the state the scheduling cycle's snapshot was taken at.
+class StateSource {
+ public:
+  virtual ~StateSource() = default;
+  // Fills the changes in (from_seq, to_seq]. Returns false when from_seq is too
+  // old (trimmed); the caller then sends FullState instead.
+  virtual bool ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) = 0;
+  // The whole state at to_seq, as a reset delta.
+  virtual void FullState(uint64_t to_seq, v1::StateDelta* out) = 0;
+};
+
+using PluginAnswer = absl::StatusOr<v1::PluginToScheduler>;
+
+class PluginProcess {
+ public:
+  virtual ~PluginProcess() = default;
+
+  // The endpoint's name in the configuration ("host").
+  virtual const std::string& name() const = 0;
+  virtual FailurePolicy failure_policy() const = 0;
+  // False while connecting or after the stream broke.
+  virtual bool ready() const = 0;
+  // The registration of the current stream (empty when never connected).
+  virtual v1::Registration registration() const = 0;
+
+  // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
+  // an error naming what was wrong with the answer. When state_seq is set, the
+  // mirror is first brought to that state (the delta rides in the same message).
+  // Several calls may be in flight on one stream.
+  virtual std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
+                                         std::optional<uint64_t> state_seq) = 0;
+  virtual absl::Duration timeout() const = 0;
+
+  // Counters, for failure policy accounting and the admin API.
+  virtual void CountInvalidAnswer() = 0;
+  virtual void CountIgnoredFailure() = 0;
+};
+
+using PluginProcessPtr = std::shared_ptr<PluginProcess>;
+
+}  // namespace podium::scheduler

@@ -1,0 +1,106 @@
+#include "metrics/metrics.h"
+
+namespace podium::scheduler {
+namespace {
+
+prometheus::Histogram::BucketBoundaries Exponential(double start, double factor, int count) {
+  prometheus::Histogram::BucketBoundaries b;
+  double v = start;
+  for (int i = 0; i < count; ++i, v *= factor) b.push_back(v);
+  return b;
+}
+
+// Podium's attempts take tens of microseconds: kube-scheduler's 1 ms first
+// bucket would hide them, so the buckets start at 10 µs (quantiles still work).
+const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.00001, 2, 24));
+  return *b;
+}
+
+}  // namespace
+
+SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry)
+    : registry_(std::move(registry)),
+      attempts_(prometheus::BuildCounter()
+                    .Name("scheduler_schedule_attempts_total")
+                    .Help("Number of attempts to schedule pods, by the result.")
+                    .Register(*registry_)),
+      attempt_duration_(prometheus::BuildHistogram()
+                            .Name("scheduler_scheduling_attempt_duration_seconds")
+                            .Help("Scheduling attempt latency in seconds (scheduling algorithm + binding).")
+                            .Register(*registry_)),
+      pod_attempts_(prometheus::BuildHistogram()
+                        .Name("scheduler_pod_scheduling_attempts")
+                        .Help("Number of attempts to successfully schedule a pod.")
+                        .Register(*registry_)),
+      e2e_duration_(prometheus::BuildHistogram()
+                        .Name("scheduler_pod_scheduling_sli_duration_seconds")
+                        .Help("E2e latency for a pod being scheduled, from the time the pod enters the queue.")
+                        .Register(*registry_)),
+      pending_pods_(prometheus::BuildGauge()
+                        .Name("scheduler_pending_pods")
+                        .Help("Number of pending pods, by the queue type.")
+                        .Register(*registry_)),
+      extension_point_duration_(prometheus::BuildHistogram()
+                                    .Name("scheduler_framework_extension_point_duration_seconds")
+                                    .Help("Latency for running all plugins of a specific extension point.")
+                                    .Register(*registry_)),
+      plugin_counters_(prometheus::BuildGauge()
+                           .Name("podium_plugin_endpoint_events")
+                           .Help("Requests, errors, timeouts, invalid answers and ignored failures per plugin endpoint.")
+                           .Register(*registry_)),
+      plugin_connected_(prometheus::BuildGauge()
+                            .Name("podium_plugin_endpoint_connected")
+                            .Help("1 when the plugin endpoint's stream is ready.")
+                            .Register(*registry_)),
+      invalid_objects_(prometheus::BuildCounter()
+                           .Name("podium_invalid_cluster_objects_total")
+                           .Help("Objects from the adapter refused because a field was invalid.")
+                           .Register(*registry_)),
+      queue_incoming_(prometheus::BuildCounter()
+                          .Name("scheduler_queue_incoming_pods_total")
+                          .Help("Number of pods added to scheduling queues by event and queue type.")
+                          .Register(*registry_)) {}
+
+void SchedulerMetrics::ObserveAttempt(const std::string& result, const std::string& profile,
+                                      double seconds) {
+  attempts_.Add({{"result", result}, {"profile", profile}}).Increment();
+  attempt_duration_.Add({{"result", result}, {"profile", profile}}, DurationBuckets()).Observe(seconds);
+}
+
+void SchedulerMetrics::ObservePodScheduled(int attempts, double e2e_seconds) {
+  static const prometheus::Histogram::BucketBoundaries kAttempts = Exponential(1, 2, 5);
+  pod_attempts_.Add({}, kAttempts).Observe(attempts);
+  e2e_duration_.Add({{"attempts", std::to_string(std::min(attempts, 16))}}, DurationBuckets())
+      .Observe(e2e_seconds);
+}
+
+void SchedulerMetrics::SetPendingPods(const std::string& queue, double count) {
+  pending_pods_.Add({{"queue", queue}}).Set(count);
+}
+
+void SchedulerMetrics::ObserveExtensionPoint(const std::string& point, const std::string& status,
+                                             const std::string& profile, double seconds) {
+  extension_point_duration_
+      .Add({{"extension_point", point}, {"status", status}, {"profile", profile}}, DurationBuckets())
+      .Observe(seconds);
+}
+
+void SchedulerMetrics::SetPluginCounter(const std::string& endpoint, const std::string& kind,
+                                        double value) {
+  plugin_counters_.Add({{"endpoint", endpoint}, {"kind", kind}}).Set(value);
+}
+
+void SchedulerMetrics::SetPluginConnected(const std::string& endpoint, bool connected) {
+  plugin_connected_.Add({{"endpoint", endpoint}}).Set(connected ? 1 : 0);
+}
+
+void SchedulerMetrics::CountInvalidObject(const std::string& kind) {
+  invalid_objects_.Add({{"kind", kind}}).Increment();
+}
+
+void SchedulerMetrics::CountQueueIncoming(const std::string& queue, const std::string& event) {
+  queue_incoming_.Add({{"queue", queue}, {"event", event}}).Increment();
+}
+
+}  // namespace podium::scheduler

@@ -1,0 +1,49 @@
+// kube-scheduler's metric names, so existing dashboards work, plus Podium's
+// own (podium_*) for plugin endpoints and refused input.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace podium::scheduler {
+
+class SchedulerMetrics {
+ public:
+  explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
+
+  // result: "scheduled", "unschedulable" or "error".
+  void ObserveAttempt(const std::string& result, const std::string& profile, double seconds);
+  void ObservePodScheduled(int attempts, double e2e_seconds);
+  void SetPendingPods(const std::string& queue, double count);
+  void ObserveExtensionPoint(const std::string& point, const std::string& status,
+                             const std::string& profile, double seconds);
+  // Plugin endpoint counters, refreshed from the clients' own counters.
+  void SetPluginCounter(const std::string& endpoint, const std::string& kind, double value);
+  void SetPluginConnected(const std::string& endpoint, bool connected);
+  // An object from the adapter refused at the door (kind: Pod, Node...).
+  void CountInvalidObject(const std::string& kind);
+  void CountQueueIncoming(const std::string& queue, const std::string& event);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& attempts_;
+  prometheus::Family<prometheus::Histogram>& attempt_duration_;
+  prometheus::Family<prometheus::Histogram>& pod_attempts_;
+  prometheus::Family<prometheus::Histogram>& e2e_duration_;
+  prometheus::Family<prometheus::Gauge>& pending_pods_;
+  prometheus::Family<prometheus::Histogram>& extension_point_duration_;
+  prometheus::Family<prometheus::Gauge>& plugin_counters_;
+  prometheus::Family<prometheus::Gauge>& plugin_connected_;
+  prometheus::Family<prometheus::Counter>& invalid_objects_;
+  prometheus::Family<prometheus::Counter>& queue_incoming_;
+};
+
+}  // namespace podium::scheduler

@@ -1,0 +1,434 @@
+#include "remote/grpc_plugin_process.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace podium::scheduler {
+namespace {
+
+constexpr size_t kLatencyWindow = 4096;
+
+using RequestKind = v1::SchedulerToPlugin::KindCase;
+using AnswerKind = v1::PluginToScheduler::KindCase;
+
+// The answer kind that fits each request kind.
+AnswerKind ExpectedAnswer(RequestKind kind) {
+  switch (kind) {
+    case v1::SchedulerToPlugin::kOpen: return v1::PluginToScheduler::kRegistration;
+    case v1::SchedulerToPlugin::kCycle: return v1::PluginToScheduler::kCycle;
+    case v1::SchedulerToPlugin::kDryRunFilter: return v1::PluginToScheduler::kDryRunFilter;
+    case v1::SchedulerToPlugin::kPermit: return v1::PluginToScheduler::kPermit;
+    case v1::SchedulerToPlugin::kQueueingHint: return v1::PluginToScheduler::kQueueingHint;
+    case v1::SchedulerToPlugin::kReserve:
+    case v1::SchedulerToPlugin::kUnreserve:
+    case v1::SchedulerToPlugin::kPreBind:
+    case v1::SchedulerToPlugin::kBind:
+    case v1::SchedulerToPlugin::kPostBind:
+    case v1::SchedulerToPlugin::kPreEnqueue: return v1::PluginToScheduler::kStatus;
+    default: return v1::PluginToScheduler::KIND_NOT_SET;
+  }
+}
+
+std::string RequestKindName(RequestKind kind) {
+  const auto* field = v1::SchedulerToPlugin::descriptor()->FindFieldByNumber(kind);
+  return field ? field->name() : "none";
+}
+
+std::string AnswerKindName(AnswerKind kind) {
+  const auto* field = v1::PluginToScheduler::descriptor()->FindFieldByNumber(kind);
+  return field ? field->name() : "none";
+}
+
+}  // namespace
+
+// The reactor of one Run stream. It is deleted only in OnDone; its write queue
+// and closing flag are guarded by the owner's mu_.
+class GrpcPluginProcess::Stream
+    : public grpc::ClientBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler> {
+ public:
+  Stream(GrpcPluginProcess& owner, v1::Plugin::Stub& stub) : owner_(owner) {
+    stub.async()->Run(&context_, this);
+  }
+
+  void Begin() {
+    StartRead(&incoming_);
+    StartCall();
+  }
+
+  // Requires owner_.mu_. Returns false when the stream is closing or full.
+  bool Enqueue(v1::SchedulerToPlugin&& message) {
+    if (closing_ || writes_.size() >= owner_.options_.max_in_flight) return false;
+    writes_.push_back(std::move(message));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&writes_.front());
+    }
+    return true;
+  }
+
+  // Requires owner_.mu_.
+  void Close() {
+    if (!closing_) {
+      closing_ = true;
+      context_.TryCancel();
+    }
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&owner_.mu_);
+    writes_.pop_front();
+    if (ok && !closing_ && !writes_.empty()) {
+      StartWrite(&writes_.front());
+    } else {
+      writing_ = false;
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      owner_.OnStreamBroken(this, "stream closed by the plugin process");
+      return;
+    }
+    owner_.OnMessage(this, std::move(incoming_));
+    incoming_.Clear();
+    StartRead(&incoming_);
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    if (!status.ok()) {
+      owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status.error_message()));
+    }
+    owner_.OnStreamDone(this);
+    delete this;
+  }
+
+ private:
+  GrpcPluginProcess& owner_;
+  grpc::ClientContext context_;
+  v1::PluginToScheduler incoming_;
+  std::deque<v1::SchedulerToPlugin> writes_;
+  bool writing_ = false;
+  bool closing_ = false;
+};
+
+GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource& state,
+                                     PermitDecisionHandler on_permit_decision)
+    : options_(std::move(options)),
+      state_(state),
+      on_permit_decision_(std::move(on_permit_decision)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetMaxSendMessageSize(64 << 20);
+  channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::Plugin::NewStub(channel_);
+  latencies_ms_.reserve(kLatencyWindow);
+  deadline_thread_ = std::thread([this] { DeadlineLoop(); });
+}
+
+GrpcPluginProcess::~GrpcPluginProcess() { Shutdown(); }
+
+absl::Status GrpcPluginProcess::Start() {
+  absl::Status status = Connect();
+  reconnect_thread_ = std::thread([this] { ReconnectLoop(); });
+  return status;
+}
+
+absl::Status GrpcPluginProcess::Connect() {
+  std::future<PluginAnswer> answer;
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return absl::CancelledError("shutting down");
+    // Wait for the channel so that a plugin still starting is not an error.
+    broken_ = false;
+    stream_ = new Stream(*this, *stub_);
+    stream_->Begin();
+    v1::SchedulerToPlugin open;
+    open_id_ = next_id_++;
+    open.set_id(open_id_);
+    open.mutable_open()->set_protocol_version(1);
+    open.mutable_open()->set_scheduler_id(options_.scheduler_id);
+    for (const auto& p : options_.plugins) *open.mutable_open()->add_plugins() = p;
+    Pending pending{std::promise<PluginAnswer>(), v1::SchedulerToPlugin::kOpen, absl::Now()};
+    answer = pending.promise.get_future();
+    pending_.emplace(open_id_, std::move(pending));
+    deadlines_.emplace_back(absl::Now() + options_.handshake_timeout, open_id_);
+    stream_->Enqueue(std::move(open));
+  }
+  PluginAnswer result = answer.get();
+  absl::MutexLock lock(&mu_);
+  if (!result.ok()) {
+    last_error_ = std::string(result.status().message());
+    if (stream_ != nullptr) stream_->Close();
+    return absl::UnavailableError(absl::StrCat("plugin endpoint ", options_.name, " (",
+                                               options_.address, "): ", last_error_));
+  }
+  const v1::Registration& reg = result->registration();
+  if (!reg.error().empty() || reg.protocol_version() != 1) {
+    last_error_ = !reg.error().empty()
+                      ? reg.error()
+                      : absl::StrCat("unsupported protocol_version ", reg.protocol_version());
+    if (stream_ != nullptr) stream_->Close();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "plugin endpoint ", options_.name, " refused the handshake: ", last_error_));
+  }
+  registration_ = reg;
+  ready_ = true;
+  last_error_.clear();
+  return absl::OkStatus();
+}
+
+void GrpcPluginProcess::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutdown_) return;
+    shutdown_ = true;
+    ready_ = false;
+    if (stream_ != nullptr) stream_->Close();
+    FailAllPending(absl::CancelledError("scheduler shutting down"));
+  }
+  if (reconnect_thread_.joinable()) reconnect_thread_.join();
+  if (deadline_thread_.joinable()) deadline_thread_.join();
+  // Wait for OnDone so that the reactor never outlives us.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](Stream** s) { return *s == nullptr; }, &stream_));
+}
+
+bool GrpcPluginProcess::ready() const {
+  absl::MutexLock lock(&mu_);
+  return ready_;
+}
+
+v1::Registration GrpcPluginProcess::registration() const {
+  absl::MutexLock lock(&mu_);
+  return registration_;
+}
+
+std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
+                                                  std::optional<uint64_t> state_seq) {
+  std::promise<PluginAnswer> promise;
+  std::future<PluginAnswer> future = promise.get_future();
+  std::optional<absl::MutexLock> delta_lock;
+  if (state_seq) {
+    delta_lock.emplace(&delta_mu_);
+    v1::StateDelta* delta = request.mutable_delta();
+    if (!mirror_valid_ || !state_.ReadDelta(mirror_seq_, *state_seq, delta)) {
+      delta->Clear();
+      state_.FullState(*state_seq, delta);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  stats_.requests++;
+  if (!ready_ || stream_ == nullptr) {
+    stats_.errors++;
+    if (state_seq) mirror_valid_ = false;
+    promise.set_value(absl::UnavailableError(absl::StrCat(
+        "plugin endpoint ", options_.name, " is not connected",
+        last_error_.empty() ? "" : ": ", last_error_)));
+    return future;
+  }
+  const uint64_t id = next_id_++;
+  request.set_id(id);
+  const RequestKind kind = request.kind_case();
+  if (!stream_->Enqueue(std::move(request))) {
+    stats_.errors++;
+    if (state_seq) mirror_valid_ = false;
+    promise.set_value(absl::ResourceExhaustedError(
+        absl::StrCat("plugin endpoint ", options_.name, ": too many requests in flight")));
+    return future;
+  }
+  if (state_seq) {
+    mirror_valid_ = true;
+    mirror_seq_ = *state_seq;
+  }
+  const absl::Time now = absl::Now();
+  pending_.emplace(id, Pending{std::move(promise), kind, now});
+  deadlines_.emplace_back(now + options_.timeout, id);
+  return future;
+}
+
+void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& message) {
+  if (message.id() == 0 && message.has_permit_decision()) {
+    if (on_permit_decision_) on_permit_decision_(message.permit_decision());
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (stream != stream_) return;
+  auto it = pending_.find(message.id());
+  if (it == pending_.end()) {
+    // A late answer (after its deadline) or a made-up id.
+    stats_.spurious_answers++;
+    return;
+  }
+  Pending pending = std::move(it->second);
+  pending_.erase(it);
+  RecordLatency(absl::Now() - pending.sent);
+  if (message.kind_case() == v1::PluginToScheduler::kError) {
+    stats_.errors++;
+    pending.promise.set_value(absl::InternalError(absl::StrCat(
+        "plugin endpoint ", options_.name, " failed ", RequestKindName(pending.kind),
+        " request ", message.id(), ": ", message.error())));
+    return;
+  }
+  if (message.kind_case() != ExpectedAnswer(pending.kind)) {
+    stats_.invalid_answers++;
+    pending.promise.set_value(absl::InvalidArgumentError(absl::StrCat(
+        "plugin endpoint ", options_.name, " answered ", RequestKindName(pending.kind),
+        " request ", message.id(), " with ", AnswerKindName(message.kind_case()))));
+    return;
+  }
+  pending.promise.set_value(std::move(message));
+}
+
+void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
+  absl::MutexLock lock(&mu_);
+  if (stream != stream_) return;
+  stream_->Close();
+  if (!broken_) {
+    broken_ = true;
+    ready_ = false;
+    if (!shutdown_) {
+      last_error_ = why;
+      std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s): %s\n",
+                   options_.name.c_str(), options_.address.c_str(), why.c_str());
+    }
+    FailAllPending(absl::UnavailableError(
+        absl::StrCat("plugin endpoint ", options_.name, ": ", why)));
+  }
+}
+
+void GrpcPluginProcess::OnStreamDone(Stream* stream) {
+  absl::MutexLock lock(&mu_);
+  if (stream == stream_) {
+    stream_ = nullptr;
+    broken_ = true;
+    ready_ = false;
+    FailAllPending(absl::UnavailableError(
+        absl::StrCat("plugin endpoint ", options_.name, ": stream ended")));
+  }
+}
+
+void GrpcPluginProcess::FailAllPending(const absl::Status& status) {
+  for (auto& [id, pending] : pending_) pending.promise.set_value(status);
+  pending_.clear();
+  deadlines_.clear();
+}
+
+void GrpcPluginProcess::RecordLatency(absl::Duration d) {
+  const double ms = absl::ToDoubleMilliseconds(d);
+  if (latencies_ms_.size() < kLatencyWindow) {
+    latencies_ms_.push_back(ms);
+  } else {
+    latencies_ms_[latency_next_] = ms;
+    latency_next_ = (latency_next_ + 1) % kLatencyWindow;
+  }
+}
+
+void GrpcPluginProcess::DeadlineLoop() {
+  absl::MutexLock lock(&mu_);
+  while (!shutdown_) {
+    if (deadlines_.empty()) {
+      mu_.AwaitWithTimeout(absl::Condition(
+                               +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                 return self->shutdown_ || !self->deadlines_.empty();
+                               },
+                               this),
+                           absl::Seconds(1));
+      continue;
+    }
+    const auto [deadline, id] = deadlines_.front();
+    const absl::Time now = absl::Now();
+    if (deadline > now) {
+      // Woken early by shutdown; new deadlines are always later than this one.
+      mu_.AwaitWithDeadline(absl::Condition(&shutdown_), deadline);
+      continue;
+    }
+    deadlines_.pop_front();
+    auto it = pending_.find(id);
+    if (it == pending_.end()) continue;
+    stats_.timeouts++;
+    it->second.promise.set_value(absl::DeadlineExceededError(absl::StrCat(
+        "plugin endpoint ", options_.name, " did not answer ", RequestKindName(it->second.kind),
+        " request ", id, " within ", absl::FormatDuration(options_.timeout))));
+    pending_.erase(it);
+  }
+}
+
+void GrpcPluginProcess::ReconnectLoop() {
+  absl::Duration backoff = options_.reconnect_initial_backoff;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      // Wait until the stream is gone (OnDone ran) or we shut down.
+      mu_.Await(absl::Condition(
+          +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->shutdown_ || (self->broken_ && self->stream_ == nullptr) ||
+                   (!self->ready_ && self->stream_ == nullptr);
+          },
+          this));
+      if (shutdown_) return;
+      mu_.AwaitWithTimeout(absl::Condition(&shutdown_), backoff);
+      if (shutdown_) return;
+    }
+    absl::Status status = Connect();
+    if (status.ok()) {
+      {
+        absl::MutexLock lock(&delta_mu_);
+        mirror_valid_ = false;  // The new stream's mirror starts empty.
+      }
+      absl::MutexLock lock(&mu_);
+      stats_.reconnects++;
+      std::fprintf(stderr, "podium-scheduler: plugin endpoint %s reconnected\n",
+                   options_.name.c_str());
+      backoff = options_.reconnect_initial_backoff;
+    } else {
+      // Wait for the failed stream's OnDone before dialing again.
+      absl::MutexLock lock(&mu_);
+      if (stream_ != nullptr) stream_->Close();
+      mu_.Await(absl::Condition(
+          +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return self->stream_ == nullptr;
+          },
+          this));
+      backoff = std::min(backoff * 2, options_.reconnect_max_backoff);
+    }
+  }
+}
+
+void GrpcPluginProcess::CountInvalidAnswer() {
+  absl::MutexLock lock(&mu_);
+  stats_.invalid_answers++;
+}
+
+void GrpcPluginProcess::CountIgnoredFailure() {
+  absl::MutexLock lock(&mu_);
+  stats_.ignored_failures++;
+}
+
+PluginProcessStats GrpcPluginProcess::stats() const {
+  absl::MutexLock lock(&mu_);
+  PluginProcessStats s = stats_;
+  if (!latencies_ms_.empty()) {
+    std::vector<double> sorted = latencies_ms_;
+    std::sort(sorted.begin(), sorted.end());
+    s.latency_p50_ms = sorted[sorted.size() / 2];
+    s.latency_p99_ms = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+  }
+  return s;
+}
+
+std::optional<uint64_t> GrpcPluginProcess::mirror_seq() const {
+  absl::MutexLock lock(const_cast<absl::Mutex*>(&delta_mu_));
+  if (!mirror_valid_) return std::nullopt;
+  return mirror_seq_;
+}
+
+std::string GrpcPluginProcess::last_error() const {
+  absl::MutexLock lock(&mu_);
+  return last_error_;
+}
+
+}  // namespace podium::scheduler

@@ -1,0 +1,123 @@
+// PluginProcess over one Plugin.Run stream (gRPC callback API).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "framework/plugin_process.h"
+#include "podium/v1/plugin.grpc.pb.h"
+
+namespace podium::scheduler {
+
+struct PluginEndpointOptions {
+  std::string name;
+  std::string address;  // unix:///path or host:port.
+  FailurePolicy failure_policy = FailurePolicy::kFail;
+  absl::Duration timeout = absl::Seconds(1);  // Per request.
+  std::vector<v1::PluginArgs> plugins;        // Sent in Open.
+  std::string scheduler_id = "podium-scheduler";
+  absl::Duration handshake_timeout = absl::Seconds(5);
+  absl::Duration reconnect_initial_backoff = absl::Milliseconds(100);
+  absl::Duration reconnect_max_backoff = absl::Seconds(5);
+  size_t max_in_flight = 4096;  // Bounded: beyond it a call fails at once.
+};
+
+// Counters of one endpoint, for the admin API and metrics.
+struct PluginProcessStats {
+  uint64_t requests = 0;
+  uint64_t errors = 0;
+  uint64_t timeouts = 0;
+  uint64_t invalid_answers = 0;
+  uint64_t ignored_failures = 0;
+  uint64_t spurious_answers = 0;
+  uint32_t reconnects = 0;
+  double latency_p50_ms = 0;
+  double latency_p99_ms = 0;
+};
+
+class GrpcPluginProcess : public PluginProcess {
+ public:
+  using PermitDecisionHandler = std::function<void(const v1::PermitDecision&)>;
+
+  GrpcPluginProcess(PluginEndpointOptions options, StateSource& state,
+                    PermitDecisionHandler on_permit_decision);
+  ~GrpcPluginProcess() override;
+
+  // Dials and completes the handshake, waiting up to handshake_timeout. On
+  // failure the process keeps reconnecting in the background.
+  absl::Status Start();
+  void Shutdown();
+
+  const std::string& name() const override { return options_.name; }
+  FailurePolicy failure_policy() const override { return options_.failure_policy; }
+  bool ready() const override;
+  v1::Registration registration() const override;
+  std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
+                                 std::optional<uint64_t> state_seq) override;
+  absl::Duration timeout() const override { return options_.timeout; }
+  void CountInvalidAnswer() override;
+  void CountIgnoredFailure() override;
+
+  const std::string& address() const { return options_.address; }
+  PluginProcessStats stats() const;
+  // The state the mirror is known to have (for trimming the delta log).
+  std::optional<uint64_t> mirror_seq() const;
+  std::string last_error() const;
+
+ private:
+  class Stream;
+  struct Pending {
+    std::promise<PluginAnswer> promise;
+    v1::SchedulerToPlugin::KindCase kind;
+    absl::Time sent;
+  };
+
+  absl::Status Connect();
+  void OnMessage(Stream* stream, v1::PluginToScheduler&& message);
+  void OnStreamBroken(Stream* stream, const std::string& why);
+  void OnStreamDone(Stream* stream);
+  void FailAllPending(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RecordLatency(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeadlineLoop();
+  void ReconnectLoop();
+
+  const PluginEndpointOptions options_;
+  StateSource& state_;
+  const PermitDecisionHandler on_permit_decision_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Plugin::Stub> stub_;
+
+  // Lock order: delta_mu_ before mu_.
+  absl::Mutex delta_mu_;
+  bool mirror_valid_ ABSL_GUARDED_BY(delta_mu_) = false;
+  uint64_t mirror_seq_ ABSL_GUARDED_BY(delta_mu_) = 0;
+
+  mutable absl::Mutex mu_;
+  Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool ready_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t open_id_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::Registration registration_ ABSL_GUARDED_BY(mu_);
+  std::string last_error_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
+  // Deadlines in send order; the timeout is fixed, so they only grow.
+  std::deque<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);
+  PluginProcessStats stats_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> latencies_ms_ ABSL_GUARDED_BY(mu_);  // Ring of recent ones.
+  size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;
+
+  std::thread deadline_thread_;
+  std::thread reconnect_thread_;
+};
+
+}  // namespace podium::scheduler

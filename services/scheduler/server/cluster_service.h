@@ -1,0 +1,97 @@
+// Cluster.Sync: the adapter's stream. Reactions do bookkeeping only; events
+// are validated and handed, in order, to the scheduler on the event thread.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "podium/v1/cluster.grpc.pb.h"
+
+namespace podium::scheduler {
+
+class SchedulerMetrics;
+
+// What the scheduler does with the adapter's messages (called on the event
+// thread, in stream order, with objects already validated).
+class ClusterEventHandler {
+ public:
+  virtual ~ClusterEventHandler() = default;
+  virtual void OnListBegin() = 0;
+  virtual void OnObjectEvent(const v1::ObjectEvent& event) = 0;
+  virtual void OnListEnd() = 0;
+  virtual void OnAdapterDisconnected() = 0;
+};
+
+// Where the scheduler's actions go.
+class ActionSink {
+ public:
+  using ResultCallback = std::function<void(const v1::ActionResult&)>;
+  virtual ~ActionSink() = default;
+  // on_result runs exactly once: the adapter's result, or UNAVAILABLE when no
+  // adapter is connected, the stream breaks or the result does not come in time.
+  // It runs on the event thread and must not block.
+  virtual void Send(v1::Action action, ResultCallback on_result) = 0;
+};
+
+class ClusterService final : public v1::Cluster::CallbackService, public ActionSink {
+ public:
+  struct Options {
+    std::vector<std::string> scheduler_names;
+    absl::Duration action_timeout = absl::Seconds(30);
+    size_t max_buffered_messages = 64;  // Reading pauses above this.
+  };
+
+  ClusterService(Options options, ClusterEventHandler& handler, SchedulerMetrics* metrics);
+  ~ClusterService() override;
+
+  grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage>* Sync(
+      grpc::CallbackServerContext* context) override;
+  void Send(v1::Action action, ResultCallback on_result) override;
+
+  bool adapter_connected() const;
+  void Shutdown();
+
+ private:
+  class SyncReactor;
+  struct PendingAction {
+    ResultCallback on_result;
+    absl::Time deadline;
+  };
+  struct Work {
+    SyncReactor* reactor = nullptr;  // Identity only; never dereferenced here.
+    v1::ClusterMessage message;
+    bool disconnected = false;
+  };
+
+  void EventLoop();
+  void Handle(Work& work);
+  void OnReactorMessage(SyncReactor* reactor, v1::ClusterMessage&& message);
+  void OnReactorDone(SyncReactor* reactor);
+  void FailActions(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(uint64_t id, const v1::ActionResult& result);
+
+  const Options options_;
+  ClusterEventHandler& handler_;
+  SchedulerMetrics* metrics_;
+
+  // Lock order: mu_ only; callbacks run without it.
+  mutable absl::Mutex mu_;
+  SyncReactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_action_id_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::flat_hash_map<uint64_t, PendingAction> pending_ ABSL_GUARDED_BY(mu_);
+  // Results to deliver on the event thread (failures decided under mu_).
+  std::vector<std::pair<ResultCallback, v1::ActionResult>> to_fail_ ABSL_GUARDED_BY(mu_);
+  std::thread event_thread_;
+};
+
+}  // namespace podium::scheduler
