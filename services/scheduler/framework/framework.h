@@ -24,11 +24,6 @@ inline constexpr char kPrioritySort[] = "PrioritySort";
 inline constexpr char kSchedulingGates[] = "SchedulingGates";
 inline constexpr char kDefaultBinder[] = "DefaultBinder";
 
-struct PluginRef {
-  std::string name;
-  int32_t weight = 0;  // Score plugins; 0 = 1.
-};
-
 // A profile with its plugins resolved per extension point (multiPoint already
 // expanded with what each plugin registered).
 struct ProfileSpec {

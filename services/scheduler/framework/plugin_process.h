@@ -12,11 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "config/config.h"
 #include "podium/v1/plugin.pb.h"
 
 namespace podium::scheduler {
-
-enum class FailurePolicy { kFail, kIgnore };
 
 // Where the mirror of one plugin process must be brought to before a request:
 // the state the scheduling cycle's snapshot was taken at.

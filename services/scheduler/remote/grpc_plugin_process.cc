@@ -151,10 +151,12 @@ absl::Status GrpcPluginProcess::Connect() {
     open.mutable_open()->set_protocol_version(1);
     open.mutable_open()->set_scheduler_id(options_.scheduler_id);
     for (const auto& p : options_.plugins) *open.mutable_open()->add_plugins() = p;
-    Pending pending{std::promise<PluginAnswer>(), v1::SchedulerToPlugin::kOpen, absl::Now()};
+    const absl::Time now = absl::Now();
+    Pending pending{std::promise<PluginAnswer>(), v1::SchedulerToPlugin::kOpen, now,
+                    now + options_.handshake_timeout};
     answer = pending.promise.get_future();
     pending_.emplace(open_id_, std::move(pending));
-    deadlines_.emplace_back(absl::Now() + options_.handshake_timeout, open_id_);
+    deadlines_.emplace(now + options_.handshake_timeout, open_id_);
     stream_->Enqueue(std::move(open));
   }
   PluginAnswer result = answer.get();
@@ -245,8 +247,8 @@ std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
     mirror_seq_ = *state_seq;
   }
   const absl::Time now = absl::Now();
-  pending_.emplace(id, Pending{std::move(promise), kind, now});
-  deadlines_.emplace_back(now + options_.timeout, id);
+  pending_.emplace(id, Pending{std::move(promise), kind, now, now + options_.timeout});
+  deadlines_.emplace(now + options_.timeout, id);
   return future;
 }
 
@@ -265,6 +267,7 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
   }
   Pending pending = std::move(it->second);
   pending_.erase(it);
+  deadlines_.erase({pending.deadline, message.id()});
   RecordLatency(absl::Now() - pending.sent);
   if (message.kind_case() == v1::PluginToScheduler::kError) {
     stats_.errors++;
@@ -339,14 +342,24 @@ void GrpcPluginProcess::DeadlineLoop() {
                            absl::Seconds(1));
       continue;
     }
-    const auto [deadline, id] = deadlines_.front();
+    const auto [deadline, id] = *deadlines_.begin();
     const absl::Time now = absl::Now();
     if (deadline > now) {
-      // Woken early by shutdown; new deadlines are always later than this one.
-      mu_.AwaitWithDeadline(absl::Condition(&shutdown_), deadline);
+      // Wake at the earliest deadline, or sooner when an earlier one arrives.
+      struct Args {
+        GrpcPluginProcess* self;
+        absl::Time earliest;
+      } args{this, deadline};
+      mu_.AwaitWithDeadline(absl::Condition(
+                                +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                  return a->self->shutdown_ || a->self->deadlines_.empty() ||
+                                         a->self->deadlines_.begin()->first < a->earliest;
+                                },
+                                &args),
+                            deadline);
       continue;
     }
-    deadlines_.pop_front();
+    deadlines_.erase(deadlines_.begin());
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
     stats_.timeouts++;

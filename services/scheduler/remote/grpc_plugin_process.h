@@ -2,6 +2,7 @@
 #pragma once
 
 #include <deque>
+#include <set>
 #include <functional>
 #include <memory>
 #include <string>
@@ -78,6 +79,7 @@ class GrpcPluginProcess : public PluginProcess {
     std::promise<PluginAnswer> promise;
     v1::SchedulerToPlugin::KindCase kind;
     absl::Time sent;
+    absl::Time deadline;
   };
 
   absl::Status Connect();
@@ -110,8 +112,8 @@ class GrpcPluginProcess : public PluginProcess {
   v1::Registration registration_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
-  // Deadlines in send order; the timeout is fixed, so they only grow.
-  std::deque<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);
+  // Pending requests by deadline (the per-message deadline timer).
+  std::set<std::pair<absl::Time, uint64_t>> deadlines_ ABSL_GUARDED_BY(mu_);
   PluginProcessStats stats_ ABSL_GUARDED_BY(mu_);
   std::vector<double> latencies_ms_ ABSL_GUARDED_BY(mu_);  // Ring of recent ones.
   size_t latency_next_ ABSL_GUARDED_BY(mu_) = 0;

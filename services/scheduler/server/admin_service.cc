@@ -96,7 +96,8 @@ grpc::ServerUnaryReactor* AdminService::ListPlugins(grpc::CallbackServerContext*
     auto* info = response->add_endpoints();
     info->set_endpoint(endpoint->name() + " (" + endpoint->address() + ")");
     info->set_state(endpoint->ready() ? v1::PluginEndpointInfo::READY : v1::PluginEndpointInfo::FAILED);
-    for (const auto& p : endpoint->registration().plugins()) *info->add_plugins() = p;
+    const v1::Registration registration = endpoint->registration();
+    for (const auto& p : registration.plugins()) *info->add_plugins() = p;
     info->set_ignorable(endpoint->failure_policy() == FailurePolicy::kIgnore);
     const PluginProcessStats stats = endpoint->stats();
     info->set_requests(stats.requests);

@@ -1,0 +1,61 @@
+#include "cluster/action_executor.h"
+
+#include <algorithm>
+
+namespace podium::sim {
+
+ActionExecutor::ActionExecutor(InMemoryCluster& cluster, Options options, OutcomeSink sink)
+    : cluster_(cluster), options_(options), sink_(std::move(sink)) {
+  int n = std::max(1, options_.concurrency);
+  for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Work(); });
+}
+
+ActionExecutor::~ActionExecutor() { Stop(); }
+
+bool ActionExecutor::Submit(v1::Action action) {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &ActionExecutor::HasRoom));
+  if (stopping_) return false;
+  queue_.push_back(std::move(action));
+  return true;
+}
+
+void ActionExecutor::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && workers_.empty()) return;
+    stopping_ = true;
+  }
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  workers_.clear();
+}
+
+size_t ActionExecutor::InFlight() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size() + running_;
+}
+
+bool ActionExecutor::HasRoom() const { return stopping_ || queue_.size() < options_.queue_capacity; }
+bool ActionExecutor::HasWork() const { return stopping_ || !queue_.empty(); }
+
+void ActionExecutor::Work() {
+  for (;;) {
+    v1::Action action;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ActionExecutor::HasWork));
+      if (queue_.empty()) return;  // Stopping, and the queue is drained.
+      action = std::move(queue_.front());
+      queue_.pop_front();
+      ++running_;
+    }
+    if (options_.api_latency > absl::ZeroDuration()) absl::SleepFor(options_.api_latency);
+    sink_(cluster_.Execute(action));
+    absl::MutexLock lock(&mu_);
+    --running_;
+  }
+}
+
+}  // namespace podium::sim

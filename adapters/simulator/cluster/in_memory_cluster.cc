@@ -1,0 +1,247 @@
+#include "cluster/in_memory_cluster.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace podium::sim {
+namespace {
+
+constexpr size_t kMaxEvents = 10000;
+
+std::string Key(const std::string& ns, const std::string& name) { return absl::StrCat(ns, "/", name); }
+
+v1::ObjectEvent Upsert(const v1::Pod& pod) {
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  *e.mutable_pod() = pod;
+  return e;
+}
+
+ActionOutcome Result(uint64_t id, v1::ActionResult::Code code, std::string message = "") {
+  ActionOutcome out;
+  out.result.set_action_id(id);
+  out.result.set_code(code);
+  out.result.set_message(std::move(message));
+  return out;
+}
+
+// Conditions merge by type, as a strategic-merge status patch does; the
+// transition time moves only when the status changes.
+void MergeCondition(v1::Pod* pod, const v1::PodCondition& c, int64_t now_us) {
+  for (auto& existing : *pod->mutable_conditions()) {
+    if (existing.type() != c.type()) continue;
+    int64_t transition = existing.last_transition_time_us();
+    bool changed = existing.status() != c.status();
+    existing = c;
+    if (c.last_transition_time_us() == 0) existing.set_last_transition_time_us(changed ? now_us : transition);
+    return;
+  }
+  v1::PodCondition* added = pod->add_conditions();
+  *added = c;
+  if (added->last_transition_time_us() == 0) added->set_last_transition_time_us(now_us);
+}
+
+}  // namespace
+
+InMemoryCluster::InMemoryCluster(Clock clock) : clock_(std::move(clock)) { last_change_ = clock_(); }
+
+void InMemoryCluster::Touch(v1::ObjectMeta* meta) {
+  meta->set_resource_version(absl::StrCat(++resource_version_));
+  ++generation_;
+  last_change_ = clock_();
+}
+
+v1::ObjectEvent InMemoryCluster::AddNode(v1::Node node) {
+  absl::MutexLock lock(&mu_);
+  Touch(node.mutable_meta());
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  *e.mutable_node() = node;
+  nodes_[node.meta().name()] = std::move(node);
+  return e;
+}
+
+v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
+  absl::MutexLock lock(&mu_);
+  Touch(pod.mutable_meta());
+  PodRecord rec;
+  rec.created = clock_();
+  rec.bound_at_load = !pod.node_name().empty();
+  rec.pod = std::move(pod);
+  RefreshUnschedulable(&rec);
+  v1::ObjectEvent e = Upsert(rec.pod);
+  std::string key = Key(rec.pod.meta().namespace_(), rec.pod.meta().name());
+  live_pods_[key] = pods_.size();
+  pods_.push_back(std::move(rec));
+  return e;
+}
+
+ActionOutcome InMemoryCluster::Execute(const v1::Action& action) {
+  absl::MutexLock lock(&mu_);
+  ActionOutcome out;
+  switch (action.kind_case()) {
+    case v1::Action::kBind: out = Bind(action.id(), action.bind()); ++counts_.bind; break;
+    case v1::Action::kDeletePod: out = Delete(action.id(), action.delete_pod()); ++counts_.delete_pod; break;
+    case v1::Action::kPatchPodStatus: out = Patch(action.id(), action.patch_pod_status()); ++counts_.patch; break;
+    case v1::Action::kRecordEvent: out = Record(action.id(), action.record_event()); ++counts_.event; break;
+    default: out = Result(action.id(), v1::ActionResult::INVALID, "action carries no known kind"); break;
+  }
+  if (out.result.code() != v1::ActionResult::OK) ++counts_.failed;
+  return out;
+}
+
+PodRecord* InMemoryCluster::Lookup(uint64_t id, const v1::ObjectRef& ref, ActionOutcome* failure) {
+  auto it = live_pods_.find(Key(ref.namespace_(), ref.name()));
+  if (it == live_pods_.end()) {
+    *failure = Result(id, v1::ActionResult::NOT_FOUND, absl::StrCat("pod ", ref.namespace_(), "/", ref.name(), " not found"));
+    return nullptr;
+  }
+  PodRecord& rec = pods_[it->second];
+  if (!ref.uid().empty() && ref.uid() != rec.pod.meta().uid()) {
+    *failure = Result(id, v1::ActionResult::CONFLICT,
+                      absl::StrCat("pod ", ref.namespace_(), "/", ref.name(), ": uid precondition failed: want ",
+                                   ref.uid(), ", have ", rec.pod.meta().uid()));
+    return nullptr;
+  }
+  return &rec;
+}
+
+ActionOutcome InMemoryCluster::Bind(uint64_t id, const v1::BindPod& bind) {
+  ActionOutcome out;
+  PodRecord* rec = Lookup(id, bind.pod(), &out);
+  if (rec == nullptr) return out;
+  if (!rec->pod.node_name().empty()) {
+    return Result(id, v1::ActionResult::CONFLICT,
+                  absl::StrCat("pod ", bind.pod().namespace_(), "/", bind.pod().name(), " is already assigned to node \"",
+                               rec->pod.node_name(), "\""));
+  }
+  if (bind.node_name().empty()) return Result(id, v1::ActionResult::INVALID, "binding has no node name");
+  // Like the API server, the binding does not check that the node exists.
+  rec->pod.set_node_name(bind.node_name());
+  v1::PodCondition scheduled;
+  scheduled.set_type("PodScheduled");
+  scheduled.set_status("True");
+  MergeCondition(&rec->pod, scheduled, absl::ToUnixMicros(clock_()));
+  Touch(rec->pod.mutable_meta());
+  rec->bound = clock_();
+  rec->unschedulable = false;
+  out = Result(id, v1::ActionResult::OK);
+  out.events.push_back(Upsert(rec->pod));
+  return out;
+}
+
+ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
+  ActionOutcome out;
+  PodRecord* rec = Lookup(id, del.pod(), &out);
+  if (rec == nullptr) return out;
+  // No kubelet here: a graceful deletion completes at once.
+  Touch(rec->pod.mutable_meta());
+  rec->deleted = true;
+  rec->delete_reason = del.reason();
+  live_pods_.erase(Key(del.pod().namespace_(), del.pod().name()));
+  out = Result(id, v1::ActionResult::OK);
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::DELETE);
+  *e.mutable_pod() = rec->pod;
+  out.events.push_back(std::move(e));
+  return out;
+}
+
+ActionOutcome InMemoryCluster::Patch(uint64_t id, const v1::PatchPodStatus& patch) {
+  ActionOutcome out;
+  PodRecord* rec = Lookup(id, patch.pod(), &out);
+  if (rec == nullptr) return out;
+  int64_t now_us = absl::ToUnixMicros(clock_());
+  for (const auto& c : patch.conditions()) {
+    if (c.type().empty()) return Result(id, v1::ActionResult::INVALID, "condition without a type");
+  }
+  for (const auto& c : patch.conditions()) MergeCondition(&rec->pod, c, now_us);
+  if (patch.has_nominated_node_name()) rec->pod.set_nominated_node_name(patch.nominated_node_name());
+  Touch(rec->pod.mutable_meta());
+  RefreshUnschedulable(rec);
+  out = Result(id, v1::ActionResult::OK);
+  out.events.push_back(Upsert(rec->pod));
+  return out;
+}
+
+ActionOutcome InMemoryCluster::Record(uint64_t id, const v1::RecordEvent& event) {
+  if (events_.size() < kMaxEvents) events_.push_back(event);
+  if (event.reason() == "FailedScheduling" && event.regarding().kind() != "PodGroup") {
+    auto it = live_pods_.find(Key(event.regarding().namespace_(), event.regarding().name()));
+    if (it != live_pods_.end() && pods_[it->second].failed_message.empty()) {
+      pods_[it->second].failed_message = event.note();
+    }
+  }
+  return Result(id, v1::ActionResult::OK);
+}
+
+void InMemoryCluster::RefreshUnschedulable(PodRecord* rec) {
+  rec->unschedulable = false;
+  for (const auto& c : rec->pod.conditions()) {
+    if (c.type() == "PodScheduled" && c.status() == "False") {
+      // Both are reported FailedScheduling outcomes: the pod did not fit, or an
+      // attempt failed (e.g. a plugin endpoint with failurePolicy Fail).
+      rec->unschedulable = c.reason() == "Unschedulable" || c.reason() == "SchedulerError";
+      if (!c.message().empty()) rec->failed_message = c.message();
+    }
+  }
+}
+
+std::optional<PodRecord> InMemoryCluster::GetPod(const std::string& ns, const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = live_pods_.find(Key(ns, name));
+  if (it != live_pods_.end()) return pods_[it->second];
+  for (auto r = pods_.rbegin(); r != pods_.rend(); ++r) {
+    if (r->pod.meta().namespace_() == ns && r->pod.meta().name() == name) return *r;
+  }
+  return std::nullopt;
+}
+
+std::vector<PodRecord> InMemoryCluster::Pods() const {
+  absl::MutexLock lock(&mu_);
+  return pods_;
+}
+
+InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const {
+  absl::MutexLock lock(&mu_);
+  Progress p;
+  for (const PodRecord& r : pods_) {
+    if (r.deleted) {
+      ++p.deleted;
+      continue;
+    }
+    ++p.pods;
+    if (!r.pod.node_name().empty()) ++p.bound;
+    else if (r.unschedulable) ++p.unschedulable;
+    else if (r.pod.scheduling_gates_size() > 0) ++p.gated;
+    else if (!is_ours(r.pod)) ++p.other_scheduler;
+    else ++p.pending;
+  }
+  return p;
+}
+
+size_t InMemoryCluster::NodeCount() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_.size();
+}
+
+uint64_t InMemoryCluster::Generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+absl::Time InMemoryCluster::LastChange() const {
+  absl::MutexLock lock(&mu_);
+  return last_change_;
+}
+
+InMemoryCluster::ActionCounts InMemoryCluster::Counts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
+}
+
+std::vector<v1::RecordEvent> InMemoryCluster::RecordedEvents() const {
+  absl::MutexLock lock(&mu_);
+  return events_;
+}
+
+}  // namespace podium::sim

@@ -1,0 +1,96 @@
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "podium/v1/cluster.pb.h"
+#include "podium/v1/objects.pb.h"
+
+namespace podium::sim {
+
+using Clock = std::function<absl::Time()>;
+
+// What executing one scheduler Action did: its result, and the watch events the
+// change produced (sent to the scheduler before the result).
+struct ActionOutcome {
+  v1::ActionResult result;
+  std::vector<v1::ObjectEvent> events;
+};
+
+// How far a pod got, for the report.
+struct PodRecord {
+  v1::Pod pod;
+  absl::Time created;                  // When the sim created it (sent it).
+  std::optional<absl::Time> bound;     // When a BindPod succeeded.
+  bool bound_at_load = false;          // spec.nodeName set in the input.
+  bool unschedulable = false;          // PodScheduled=False, reason Unschedulable or SchedulerError.
+  std::string failed_message;          // That condition's message, or a FailedScheduling event's note.
+  bool deleted = false;
+  std::string delete_reason;
+};
+
+// The in-memory cluster: nodes and pods as the API server would hold them, and
+// the API semantics of the scheduler's actions (binding, preconditioned
+// deletes, status patches). Thread-safe; executing is synchronous — the async
+// worker lives in ActionExecutor.
+class InMemoryCluster {
+ public:
+  explicit InMemoryCluster(Clock clock = absl::Now);
+
+  // Adds a node or a pod (created now) and returns its UPSERT event.
+  v1::ObjectEvent AddNode(v1::Node node);
+  v1::ObjectEvent CreatePod(v1::Pod pod);
+
+  ActionOutcome Execute(const v1::Action& action);
+
+  // A pod's state, or nullopt if it never existed.
+  std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
+  std::vector<PodRecord> Pods() const;  // Creation order, deleted ones included.
+
+  // Live pods by outcome. A pod is settled when bound, reported unschedulable,
+  // held by scheduling gates, or not this scheduler's (is_ours false).
+  struct Progress {
+    size_t pods = 0, bound = 0, unschedulable = 0, gated = 0, other_scheduler = 0, pending = 0, deleted = 0;
+    bool settled() const { return pending == 0; }
+  };
+  Progress Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const;
+  size_t NodeCount() const;
+  // Bumped on every change; with LastChange it tells when the cluster settled.
+  uint64_t Generation() const;
+  absl::Time LastChange() const;
+
+  struct ActionCounts {
+    uint64_t bind = 0, delete_pod = 0, patch = 0, event = 0, failed = 0;
+  };
+  ActionCounts Counts() const;
+  std::vector<v1::RecordEvent> RecordedEvents() const;
+
+ private:
+  ActionOutcome Bind(uint64_t id, const v1::BindPod& bind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ActionOutcome Delete(uint64_t id, const v1::DeletePod& del) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ActionOutcome Patch(uint64_t id, const v1::PatchPodStatus& patch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ActionOutcome Record(uint64_t id, const v1::RecordEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live pod named by ref, or an outcome carrying NOT_FOUND / CONFLICT.
+  PodRecord* Lookup(uint64_t id, const v1::ObjectRef& ref, ActionOutcome* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Touch(v1::ObjectMeta* meta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RefreshUnschedulable(PodRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Clock clock_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, v1::Node> nodes_ ABSL_GUARDED_BY(mu_);
+  std::vector<PodRecord> pods_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, size_t> live_pods_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> pods_ index.
+  uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_change_ ABSL_GUARDED_BY(mu_);
+  ActionCounts counts_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::RecordEvent> events_ ABSL_GUARDED_BY(mu_);  // Bounded: kMaxEvents.
+};
+
+}  // namespace podium::sim

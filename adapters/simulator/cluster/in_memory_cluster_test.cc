@@ -1,0 +1,176 @@
+#include "cluster/in_memory_cluster.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "cluster/action_executor.h"
+
+namespace podium::sim {
+namespace {
+
+class FakeClock {
+ public:
+  absl::Time Now() const { return now_; }
+  void Advance(absl::Duration d) { now_ += d; }
+
+ private:
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+v1::Pod MakePod(const std::string& name, const std::string& uid) {
+  v1::Pod p;
+  p.mutable_meta()->set_namespace_("default");
+  p.mutable_meta()->set_name(name);
+  p.mutable_meta()->set_uid(uid);
+  return p;
+}
+
+v1::ObjectRef Ref(const std::string& name, const std::string& uid) {
+  v1::ObjectRef r;
+  r.set_kind("Pod");
+  r.set_namespace_("default");
+  r.set_name(name);
+  r.set_uid(uid);
+  return r;
+}
+
+v1::Action BindAction(uint64_t id, const std::string& name, const std::string& uid, const std::string& node) {
+  v1::Action a;
+  a.set_id(id);
+  *a.mutable_bind()->mutable_pod() = Ref(name, uid);
+  a.mutable_bind()->set_node_name(node);
+  return a;
+}
+
+class InMemoryClusterTest : public ::testing::Test {
+ protected:
+  FakeClock clock_;
+  InMemoryCluster cluster_{[this] { return clock_.Now(); }};
+};
+
+TEST_F(InMemoryClusterTest, BindSetsNodeNameAndSendsUpsert) {
+  cluster_.CreatePod(MakePod("a", "uid-a"));
+  clock_.Advance(absl::Milliseconds(30));
+  ActionOutcome out = cluster_.Execute(BindAction(1, "a", "uid-a", "n1"));
+  EXPECT_EQ(out.result.action_id(), 1u);
+  EXPECT_EQ(out.result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_EQ(out.events[0].type(), v1::ObjectEvent::UPSERT);
+  EXPECT_EQ(out.events[0].pod().node_name(), "n1");
+  auto rec = cluster_.GetPod("default", "a");
+  ASSERT_TRUE(rec && rec->bound);
+  EXPECT_EQ(*rec->bound - rec->created, absl::Milliseconds(30));
+}
+
+TEST_F(InMemoryClusterTest, BindConflictsWhenAlreadyBoundOrUidDiffers) {
+  cluster_.CreatePod(MakePod("a", "uid-a"));
+  ASSERT_EQ(cluster_.Execute(BindAction(1, "a", "uid-a", "n1")).result.code(), v1::ActionResult::OK);
+  ActionOutcome again = cluster_.Execute(BindAction(2, "a", "uid-a", "n2"));
+  EXPECT_EQ(again.result.code(), v1::ActionResult::CONFLICT);
+  EXPECT_THAT(again.result.message(), ::testing::HasSubstr("already assigned"));
+  EXPECT_TRUE(again.events.empty());
+
+  cluster_.CreatePod(MakePod("b", "uid-b"));
+  EXPECT_EQ(cluster_.Execute(BindAction(3, "b", "other-uid", "n1")).result.code(), v1::ActionResult::CONFLICT);
+  EXPECT_EQ(cluster_.Execute(BindAction(4, "gone", "uid-x", "n1")).result.code(), v1::ActionResult::NOT_FOUND);
+  EXPECT_EQ(cluster_.GetPod("default", "b")->pod.node_name(), "");
+  EXPECT_EQ(cluster_.Counts().failed, 3u);
+}
+
+TEST_F(InMemoryClusterTest, DeleteHonoursUidPrecondition) {
+  cluster_.CreatePod(MakePod("victim", "uid-v"));
+  v1::Action del;
+  del.set_id(7);
+  *del.mutable_delete_pod()->mutable_pod() = Ref("victim", "stale-uid");
+  del.mutable_delete_pod()->set_reason("preempted by default/hi");
+  EXPECT_EQ(cluster_.Execute(del).result.code(), v1::ActionResult::CONFLICT);
+  EXPECT_FALSE(cluster_.GetPod("default", "victim")->deleted);
+
+  *del.mutable_delete_pod()->mutable_pod() = Ref("victim", "uid-v");
+  ActionOutcome out = cluster_.Execute(del);
+  EXPECT_EQ(out.result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(out.events.size(), 1u);
+  EXPECT_EQ(out.events[0].type(), v1::ObjectEvent::DELETE);
+  EXPECT_EQ(out.events[0].pod().meta().uid(), "uid-v");
+  auto rec = cluster_.GetPod("default", "victim");
+  ASSERT_TRUE(rec);
+  EXPECT_TRUE(rec->deleted);
+  EXPECT_EQ(rec->delete_reason, "preempted by default/hi");
+  EXPECT_EQ(cluster_.Execute(del).result.code(), v1::ActionResult::NOT_FOUND);
+}
+
+TEST_F(InMemoryClusterTest, PatchStatusMergesConditionsByTypeAndNominates) {
+  v1::Pod pod = MakePod("p", "uid-p");
+  auto* ready = pod.add_conditions();
+  ready->set_type("Ready");
+  ready->set_status("False");
+  cluster_.CreatePod(pod);
+
+  v1::Action patch;
+  patch.set_id(9);
+  auto* pp = patch.mutable_patch_pod_status();
+  *pp->mutable_pod() = Ref("p", "uid-p");
+  auto* c = pp->add_conditions();
+  c->set_type("PodScheduled");
+  c->set_status("False");
+  c->set_reason("Unschedulable");
+  c->set_message("0/3 nodes are available: 3 Insufficient cpu.");
+  pp->set_nominated_node_name("n2");
+  ActionOutcome out = cluster_.Execute(patch);
+  EXPECT_EQ(out.result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(out.events.size(), 1u);
+  const v1::Pod& sent = out.events[0].pod();
+  EXPECT_EQ(sent.conditions_size(), 2);
+  EXPECT_EQ(sent.nominated_node_name(), "n2");
+  auto rec = cluster_.GetPod("default", "p");
+  EXPECT_TRUE(rec->unschedulable);
+  EXPECT_EQ(rec->failed_message, "0/3 nodes are available: 3 Insufficient cpu.");
+
+  // Same type again replaces the condition; absent nominated name leaves it.
+  c->set_message("0/3 nodes are available: 3 Insufficient memory.");
+  pp->clear_nominated_node_name();
+  out = cluster_.Execute(patch);
+  EXPECT_EQ(out.events[0].pod().conditions_size(), 2);
+  EXPECT_EQ(out.events[0].pod().nominated_node_name(), "n2");
+  EXPECT_EQ(cluster_.GetPod("default", "p")->failed_message, "0/3 nodes are available: 3 Insufficient memory.");
+
+  // Present and empty clears it.
+  pp->clear_conditions();
+  pp->set_nominated_node_name("");
+  out = cluster_.Execute(patch);
+  EXPECT_EQ(out.events[0].pod().nominated_node_name(), "");
+
+  InMemoryCluster::Progress progress = cluster_.Summarize([](const v1::Pod&) { return true; });
+  EXPECT_EQ(progress.unschedulable, 1u);
+  EXPECT_TRUE(progress.settled());
+}
+
+TEST_F(InMemoryClusterTest, RecordEventIsKept) {
+  v1::Action ev;
+  ev.set_id(3);
+  ev.mutable_record_event()->set_reason("Scheduled");
+  EXPECT_EQ(cluster_.Execute(ev).result.code(), v1::ActionResult::OK);
+  EXPECT_EQ(cluster_.RecordedEvents().size(), 1u);
+}
+
+TEST(ActionExecutorTest, ExecutesAsynchronouslyAndReportsEveryAction) {
+  InMemoryCluster cluster;
+  cluster.CreatePod(MakePod("a", "uid-a"));
+  absl::Mutex mu;
+  std::vector<ActionOutcome> outcomes;
+  {
+    ActionExecutor exec(cluster, {.concurrency = 2}, [&](ActionOutcome&& o) {
+      absl::MutexLock lock(&mu);
+      outcomes.push_back(std::move(o));
+    });
+    EXPECT_TRUE(exec.Submit(BindAction(1, "a", "uid-a", "n1")));
+    EXPECT_TRUE(exec.Submit(BindAction(2, "missing", "", "n1")));
+    exec.Stop();  // Drains.
+    EXPECT_FALSE(exec.Submit(BindAction(3, "a", "uid-a", "n1")));
+  }
+  ASSERT_EQ(outcomes.size(), 2u);
+}
+
+}  // namespace
+}  // namespace podium::sim

@@ -1,0 +1,116 @@
+#include "sim/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <boost/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace podium::sim {
+namespace {
+
+boost::json::value Opt(const std::optional<double>& v) {
+  if (!v) return nullptr;
+  return std::round(*v * 1000.0) / 1000.0;
+}
+
+std::string Ms(const std::optional<double>& v) { return v ? absl::StrFormat("%.2f ms", *v) : "n/a"; }
+
+}  // namespace
+
+std::optional<double> Percentile(std::vector<double> samples, double p) {
+  if (samples.empty()) return std::nullopt;
+  std::sort(samples.begin(), samples.end());
+  size_t rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(samples.size())));
+  return samples[std::clamp<size_t>(rank, 1, samples.size()) - 1];
+}
+
+std::string ReportJson(const Report& r) {
+  boost::json::object o;
+  if (r.workload.empty()) o["workload"] = nullptr;
+  else o["workload"] = r.workload;
+  o["outcome"] = r.outcome;
+  o["nodes"] = r.nodes;
+  o["pods"] = r.pods;
+  o["measured_pods"] = r.measured_pods;
+  o["bound"] = r.bound;
+  o["unschedulable"] = r.unschedulable;
+  o["gated"] = r.gated;
+  o["other_scheduler"] = r.other_scheduler;
+  o["pending"] = r.pending;
+  o["deleted"] = r.deleted;
+  o["seconds"] = std::round(r.seconds * 1e6) / 1e6;
+  o["pods_per_second"] = Opt(r.pods_per_second);
+  o["e2e_p50_ms"] = Opt(r.e2e_p50_ms);
+  o["e2e_p99_ms"] = Opt(r.e2e_p99_ms);
+  o["attempt_p50_ms"] = Opt(r.attempt_p50_ms);
+  o["attempt_p99_ms"] = Opt(r.attempt_p99_ms);
+  o["attempts"] = r.attempts;
+  o["scheduler_peak_rss_mb"] = Opt(r.scheduler_peak_rss_mb);
+  o["plugin_host_peak_rss_mb"] = Opt(r.plugin_host_peak_rss_mb);
+  o["actions"] = {{"bind", r.actions_bind},
+                  {"delete_pod", r.actions_delete},
+                  {"patch_pod_status", r.actions_patch},
+                  {"record_event", r.actions_event},
+                  {"failed", r.actions_failed}};
+  boost::json::array placements;
+  for (const auto& p : r.placements) placements.push_back({{"namespace", p.ns}, {"name", p.name}, {"node", p.node}});
+  o["placements"] = std::move(placements);
+  boost::json::array unsched;
+  for (const auto& u : r.unschedulable_pods)
+    unsched.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
+  o["unschedulable_pods"] = std::move(unsched);
+  boost::json::array pending;
+  for (const auto& p : r.pending_pods) pending.push_back(boost::json::string(p));
+  o["pending_pods"] = std::move(pending);
+  boost::json::array deleted;
+  for (const auto& p : r.deleted_pods) deleted.push_back(boost::json::string(p));
+  o["deleted_pods"] = std::move(deleted);
+  return boost::json::serialize(o) + "\n";
+}
+
+std::string ReportText(const Report& r, size_t max_rows) {
+  std::string out;
+  if (r.placements.size() <= max_rows) {
+    size_t width = 3;
+    for (const auto& p : r.placements) width = std::max(width, p.ns.size() + 1 + p.name.size());
+    absl::StrAppend(&out, absl::StrFormat("%-*s  %s\n", static_cast<int>(width), "POD", "NODE"));
+    for (const auto& p : r.placements)
+      absl::StrAppend(&out, absl::StrFormat("%-*s  %s\n", static_cast<int>(width), absl::StrCat(p.ns, "/", p.name), p.node));
+  } else {
+    absl::StrAppend(&out, "(", r.placements.size(), " placements not listed; --output json has them)\n");
+  }
+  if (!r.unschedulable_pods.empty()) {
+    absl::StrAppend(&out, "\nUnschedulable (FailedScheduling):\n");
+    for (const auto& u : r.unschedulable_pods)
+      absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message.empty() ? "(no message)" : u.message, "\n");
+  }
+  if (!r.deleted_pods.empty()) {
+    absl::StrAppend(&out, "\nDeleted by the scheduler:\n");
+    for (const auto& d : r.deleted_pods) absl::StrAppend(&out, "  ", d, "\n");
+  }
+  if (!r.pending_pods.empty()) {
+    absl::StrAppend(&out, "\nStill pending:\n");
+    for (const auto& p : r.pending_pods) absl::StrAppend(&out, "  ", p, "\n");
+  }
+  absl::StrAppend(&out, "\n", r.workload.empty() ? "" : absl::StrCat("workload ", r.workload, ": "), r.nodes,
+                  " nodes, ", r.pods, " pods: ", r.bound, " bound, ", r.unschedulable, " unschedulable");
+  if (r.gated) absl::StrAppend(&out, ", ", r.gated, " gated");
+  if (r.other_scheduler) absl::StrAppend(&out, ", ", r.other_scheduler, " for other schedulers");
+  if (r.pending) absl::StrAppend(&out, ", ", r.pending, " pending");
+  if (r.deleted) absl::StrAppend(&out, ", ", r.deleted, " deleted");
+  absl::StrAppend(&out, "\n");
+  absl::StrAppend(&out, absl::StrFormat("measured %d pods in %.3f s", r.measured_pods, r.seconds));
+  if (r.pods_per_second) absl::StrAppend(&out, absl::StrFormat(" (%.1f pods/s)", *r.pods_per_second));
+  absl::StrAppend(&out, "; creation->bound p50 ", Ms(r.e2e_p50_ms), ", p99 ", Ms(r.e2e_p99_ms),
+                  "; attempt p50 ", Ms(r.attempt_p50_ms), ", p99 ", Ms(r.attempt_p99_ms), "\n");
+  if (r.scheduler_peak_rss_mb || r.plugin_host_peak_rss_mb) {
+    absl::StrAppend(&out, "peak RSS: scheduler ", r.scheduler_peak_rss_mb ? absl::StrFormat("%.1f MiB", *r.scheduler_peak_rss_mb) : "n/a",
+                    ", plugin host ", r.plugin_host_peak_rss_mb ? absl::StrFormat("%.1f MiB", *r.plugin_host_peak_rss_mb) : "n/a", "\n");
+  }
+  return out;
+}
+
+}  // namespace podium::sim

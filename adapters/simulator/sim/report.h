@@ -1,0 +1,43 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace podium::sim {
+
+// Nearest-rank percentile (p in [0, 100]); nullopt for no samples.
+std::optional<double> Percentile(std::vector<double> samples, double p);
+
+// What a run produced; printed as a table or as one JSON object.
+struct Report {
+  struct Placement {
+    std::string ns, name, node;
+  };
+  struct Unschedulable {
+    std::string ns, name, message;
+  };
+  std::string workload;  // Empty for --cluster runs.
+  std::string outcome = "completed";  // "completed", "timeout", "interrupted".
+  size_t nodes = 0;
+  size_t pods = 0;           // Live pods at the end.
+  size_t measured_pods = 0;  // Created later (workload) or all.
+  size_t bound = 0, unschedulable = 0, gated = 0, other_scheduler = 0, pending = 0, deleted = 0;
+  double seconds = 0;  // First measured creation to last measured binding.
+  std::optional<double> pods_per_second;
+  std::optional<double> e2e_p50_ms, e2e_p99_ms;
+  std::optional<double> attempt_p50_ms, attempt_p99_ms;
+  size_t attempts = 0;
+  std::optional<double> scheduler_peak_rss_mb, plugin_host_peak_rss_mb;
+  uint64_t actions_bind = 0, actions_delete = 0, actions_patch = 0, actions_event = 0, actions_failed = 0;
+  std::vector<Placement> placements;
+  std::vector<Unschedulable> unschedulable_pods;
+  std::vector<std::string> pending_pods;  // "ns/name".
+  std::vector<std::string> deleted_pods;  // "ns/name: reason".
+};
+
+std::string ReportJson(const Report& r);
+// max_rows: the pod -> node table is elided beyond this many pods.
+std::string ReportText(const Report& r, size_t max_rows);
+
+}  // namespace podium::sim

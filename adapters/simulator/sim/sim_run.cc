@@ -1,0 +1,377 @@
+#include "sim/sim_run.h"
+
+#include <cmath>
+#include <iostream>
+#include <map>
+#include <set>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cluster/action_executor.h"
+#include "cluster/in_memory_cluster.h"
+#include "sim/report.h"
+#include "sim/spawner.h"
+#include "sim/workload.h"
+#include "sync/cluster_sync_client.h"
+#include "sync/decision_watcher.h"
+#include "yaml/k8s_yaml.h"
+
+namespace podium::sim {
+
+const char kSimUsage[] = R"(usage: podium-sim (--cluster PATH... | --workload basic-500|basic-5000)
+                  (--spawn | --scheduler ADDR) [flags]
+
+An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
+
+  --cluster PATH          Kubernetes YAML file or directory (repeatable): Nodes,
+                          Pods, PriorityClasses; multi-document or kind: List.
+                          Pods annotated sim.podium.dev/create-later: "true" are
+                          created after the others settled.
+  --workload NAME         scheduler_perf shape: basic-500, basic-5000.
+  --create-rate N         create the later pods at N pods/s (default: at once).
+  --api-latency DUR       latency injected into each action (e.g. 5ms).
+  --api-concurrency N     actions executed concurrently (default 16).
+  --settle DUR            quiet period before finishing (default 500ms).
+  --timeout DUR           give up after DUR (default 120s); exit 3.
+  --output text|json      report format (default text).
+  --bench                 watch the scheduler's decisions; summary only.
+  --serve                 keep running after the report until SIGINT/SIGTERM.
+  --spawn                 start podium-scheduler and podium-plugin-host.
+  --scheduler ADDR        dial a running scheduler instead (unix:///..., host:port).
+  --scheduler-bin PATH    default <build>/services/scheduler/podium-scheduler.
+  --plugin-host-bin PATH  default <build>/plugin-host/podium-plugin-host.
+  --config FILE           scheduler configuration, passed to the scheduler.
+  --plugin-endpoint N=A   extra plugin endpoint, passed to the scheduler (repeatable).
+  --scheduler-name NAME   AdapterHello scheduler name (repeatable).
+)";
+
+absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
+  SimOptions o;
+  std::string output = "text";
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i], value;
+    bool has_inline = false;
+    if (auto eq = flag.find('='); flag.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = flag.substr(eq + 1);
+      flag = flag.substr(0, eq);
+      has_inline = true;
+    }
+    auto next = [&]() -> absl::StatusOr<std::string> {
+      if (has_inline) return value;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      return std::string(argv[++i]);
+    };
+    auto duration = [&](absl::Duration* out) -> absl::Status {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      if (!absl::ParseDuration(*v, out) || *out < absl::ZeroDuration())
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": invalid duration \"", *v, "\" (e.g. 500ms, 2s)"));
+      return absl::OkStatus();
+    };
+    auto str = [&](std::string* out) -> absl::Status {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      *out = *v;
+      return absl::OkStatus();
+    };
+    auto add = [&](std::vector<std::string>* out) -> absl::Status {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      out->push_back(*v);
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (flag == "--cluster") s = add(&o.clusters);
+    else if (flag == "--workload") s = str(&o.workload);
+    else if (flag == "--create-rate") {
+      std::string v;
+      s = str(&v);
+      if (s.ok() && (!absl::SimpleAtod(v, &o.create_rate) || o.create_rate < 0))
+        s = absl::InvalidArgumentError(absl::StrCat("--create-rate: invalid rate \"", v, "\""));
+    } else if (flag == "--api-latency") s = duration(&o.api_latency);
+    else if (flag == "--api-concurrency") {
+      std::string v;
+      s = str(&v);
+      if (s.ok() && (!absl::SimpleAtoi(v, &o.api_concurrency) || o.api_concurrency < 1))
+        s = absl::InvalidArgumentError(absl::StrCat("--api-concurrency: invalid value \"", v, "\""));
+    } else if (flag == "--settle") s = duration(&o.settle);
+    else if (flag == "--timeout") s = duration(&o.timeout);
+    else if (flag == "--output") s = str(&output);
+    else if (flag == "--bench") o.bench = true;
+    else if (flag == "--serve") o.serve = true;
+    else if (flag == "--spawn") o.spawn = true;
+    else if (flag == "--scheduler") s = str(&o.scheduler);
+    else if (flag == "--scheduler-bin") s = str(&o.scheduler_bin);
+    else if (flag == "--plugin-host-bin") s = str(&o.plugin_host_bin);
+    else if (flag == "--config") s = str(&o.config);
+    else if (flag == "--plugin-endpoint") {
+      s = add(&o.plugin_endpoints);
+      if (s.ok() && o.plugin_endpoints.back().find('=') == std::string::npos)
+        s = absl::InvalidArgumentError("--plugin-endpoint wants NAME=ADDR");
+    } else if (flag == "--scheduler-name") s = add(&o.scheduler_names);
+    else s = absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
+    if (!s.ok()) return s;
+  }
+  if (output != "text" && output != "json") return absl::InvalidArgumentError("--output is text or json");
+  o.json = output == "json";
+  if (o.clusters.empty() == o.workload.empty())
+    return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
+  if (!o.workload.empty() && !FindWorkload(o.workload))
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000)"));
+  if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
+  if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
+    return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");
+  if (o.scheduler_bin.empty()) o.scheduler_bin = BuildTreeBinary("services/scheduler/podium-scheduler");
+  if (o.plugin_host_bin.empty()) o.plugin_host_bin = BuildTreeBinary("plugin-host/podium-plugin-host");
+  return o;
+}
+
+namespace {
+
+std::string PodKey(const v1::Pod& p) { return absl::StrCat(p.meta().namespace_(), "/", p.meta().name()); }
+
+double ToMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
+
+// One run: load, connect, list, create later pods, wait to settle, report.
+class Simulation {
+ public:
+  Simulation(const SimOptions& options, const std::atomic<bool>& stop) : options_(options), stop_(stop) {}
+
+  int Run() {
+    int code = Execute();
+    Shutdown();
+    return code;
+  }
+
+ private:
+  int Fail(const std::string& message, int code = kExitError) {
+    std::cerr << "podium-sim: " << message << "\n";
+    return code;
+  }
+
+  int Execute() {
+    // 1. The cluster, all of it or nothing.
+    k8s::LoadedCluster loaded;
+    if (!options_.workload.empty()) {
+      shape_ = FindWorkload(options_.workload);
+      loaded = GenerateWorkload(*shape_, absl::Now());
+    } else {
+      auto c = k8s::LoadClusterPaths(options_.clusters);
+      if (!c.ok()) return Fail(std::string(c.status().message()));
+      loaded = *std::move(c);
+    }
+    for (const auto& w : loaded.warnings) std::cerr << "podium-sim: warning: " << w << "\n";
+
+    // 2. The scheduler.
+    std::string target = options_.scheduler;
+    if (options_.spawn) {
+      auto addr = spawner_.Start({.scheduler_bin = options_.scheduler_bin,
+                                  .plugin_host_bin = options_.plugin_host_bin,
+                                  .config = options_.config,
+                                  .plugin_endpoints = options_.plugin_endpoints});
+      if (!addr.ok()) return Fail(std::string(addr.status().message()));
+      target = *addr;
+    }
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
+      return Fail(absl::StrCat("cannot connect to the scheduler at ", target));
+    if (options_.bench || options_.json) {
+      watcher_ = std::make_unique<DecisionWatcher>(channel);
+      watcher_->Start();
+    }
+
+    // 3. The initial list, then the stream.
+    std::vector<v1::ObjectEvent> list;
+    for (auto& n : loaded.nodes) list.push_back(cluster_.AddNode(std::move(n)));
+    for (auto& pc : loaded.priority_classes) {
+      v1::ObjectEvent e;
+      e.set_type(v1::ObjectEvent::UPSERT);
+      *e.mutable_priority_class() = std::move(pc);
+      list.push_back(std::move(e));
+    }
+    for (auto& p : loaded.pods) {
+      if (p.create_later) later_.push_back(std::move(p.pod));
+      else list.push_back(cluster_.CreatePod(std::move(p.pod)));
+    }
+    executor_ = std::make_unique<ActionExecutor>(
+        cluster_, ActionExecutor::Options{.concurrency = options_.api_concurrency, .api_latency = options_.api_latency},
+        [this](ActionOutcome&& out) {
+          if (!out.events.empty()) client_->SendEvents(std::move(out.events));
+          client_->SendResult(std::move(out.result));
+        });
+    client_ = std::make_unique<ClusterSyncClient>(channel, ClusterSyncClient::Options{.scheduler_names = options_.scheduler_names},
+                                                  [this](v1::Action&& a) { executor_->Submit(std::move(a)); });
+    const absl::Time start = absl::Now();
+    if (later_.empty()) {
+      // Nothing created later: every pod is measured from the list.
+      for (const auto& e : list)
+        if (e.has_pod()) measured_.insert(PodKey(e.pod()));
+      measure_start_ = start;
+    }
+    client_->Start(std::move(list));
+
+    // 4. Wait: init pods settle, later pods get created, everything settles.
+    bool creating = false, reported = false;
+    size_t created = 0;
+    absl::Time create_start;
+    for (;;) {
+      absl::SleepFor(absl::Milliseconds(5));
+      const absl::Time now = absl::Now();
+      if (stop_.load()) {
+        if (reported) return kExitOk;
+        return Finish("interrupted", kExitInterrupted);
+      }
+      if (client_->ended()) {
+        return Fail(absl::StrCat("the scheduler ended the Sync stream: ", client_->status().ToString()));
+      }
+      auto progress = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); });
+      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle();
+      if (!later_.empty() && !creating && quiet) {
+        creating = true;
+        create_start = measure_start_ = now;
+      }
+      if (creating && created < later_.size()) {
+        size_t due = later_.size();
+        if (options_.create_rate > 0) {
+          due = std::min(due, static_cast<size_t>(std::floor(absl::ToDoubleSeconds(now - create_start) * options_.create_rate)) + 1);
+        }
+        std::vector<v1::ObjectEvent> batch;
+        for (; created < due; ++created) {
+          v1::Pod& p = later_[created];
+          measured_.insert(PodKey(p));
+          p.mutable_meta()->set_creation_timestamp_us(absl::ToUnixMicros(now));
+          batch.push_back(cluster_.CreatePod(std::move(p)));
+        }
+        if (!batch.empty()) client_->SendEvents(std::move(batch));
+        continue;
+      }
+      const bool all_created = later_.empty() || created == later_.size();
+      if (!reported && all_created && quiet && now - cluster_.LastChange() >= options_.settle) {
+        int code = Finish("completed", kExitOk);
+        if (!options_.serve) return code;
+        reported = true;
+        std::cerr << "podium-sim: serving the cluster at " << target << " until SIGINT/SIGTERM\n";
+      }
+      if (!reported && now - start > options_.timeout) {
+        Finish("timeout", kExitTimeout);
+        std::vector<std::string> pending;
+        for (const auto& r : cluster_.Pods()) {
+          if (!r.deleted && r.pod.node_name().empty() && !r.unschedulable && r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
+            pending.push_back(PodKey(r.pod));
+        }
+        std::string names = absl::StrJoin(pending.begin(), pending.begin() + std::min<size_t>(pending.size(), 20), ", ");
+        if (pending.size() > 20) absl::StrAppend(&names, ", ... (", pending.size() - 20, " more)");
+        return Fail(absl::StrCat("timed out after ", absl::FormatDuration(options_.timeout), " with ", pending.size(),
+                                 " pods still pending", pending.empty() ? " (actions in flight)" : ": " + names),
+                    kExitTimeout);
+      }
+    }
+  }
+
+  // Whether the scheduler will place this pod (its SchedulerHello's names).
+  bool IsOurs(const v1::Pod& p) {
+    if (our_names_.empty()) {
+      if (auto hello = client_->hello()) our_names_.insert(hello->scheduler_names().begin(), hello->scheduler_names().end());
+      if (our_names_.empty()) return true;
+    }
+    return our_names_.count(p.scheduler_name().empty() ? "default-scheduler" : p.scheduler_name()) > 0;
+  }
+
+  // Builds and prints the report. In a spawned run the children are stopped
+  // first (unless serving) so their peak RSS is known.
+  int Finish(const std::string& outcome, int code) {
+    Report r;
+    r.workload = options_.workload;
+    r.outcome = outcome;
+    r.nodes = cluster_.NodeCount();
+    std::vector<double> e2e;
+    absl::Time last_bound = measure_start_;
+    for (const PodRecord& rec : cluster_.Pods()) {
+      const v1::Pod& p = rec.pod;
+      const std::string key = PodKey(p);
+      if (rec.deleted) {
+        ++r.deleted;
+        r.deleted_pods.push_back(absl::StrCat(key, ": ", rec.delete_reason.empty() ? "deleted" : rec.delete_reason));
+        continue;
+      }
+      ++r.pods;
+      const bool measured = measured_.count(key) > 0;
+      if (!p.node_name().empty()) {
+        ++r.bound;
+        r.placements.push_back({p.meta().namespace_(), p.meta().name(), p.node_name()});
+        if (measured && rec.bound) {
+          e2e.push_back(ToMs(*rec.bound - rec.created));
+          last_bound = std::max(last_bound, *rec.bound);
+        }
+      } else if (rec.unschedulable) {
+        ++r.unschedulable;
+        r.unschedulable_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
+      } else if (p.scheduling_gates_size() > 0) {
+        ++r.gated;
+      } else if (!IsOurs(p)) {
+        ++r.other_scheduler;
+      } else {
+        ++r.pending;
+        r.pending_pods.push_back(key);
+      }
+    }
+    r.measured_pods = measured_.size();
+    r.seconds = absl::ToDoubleSeconds(last_bound - measure_start_);
+    if (r.seconds > 0) r.pods_per_second = static_cast<double>(e2e.size()) / r.seconds;
+    r.e2e_p50_ms = Percentile(e2e, 50);
+    r.e2e_p99_ms = Percentile(e2e, 99);
+    if (watcher_) {
+      std::vector<double> attempts;
+      for (const auto& d : watcher_->Decisions()) {
+        if (measured_.count(absl::StrCat(d.pod().namespace_(), "/", d.pod().name()))) attempts.push_back(d.attempt_ms());
+      }
+      r.attempts = attempts.size();
+      r.attempt_p50_ms = Percentile(attempts, 50);
+      r.attempt_p99_ms = Percentile(attempts, 99);
+    }
+    auto counts = cluster_.Counts();
+    r.actions_bind = counts.bind;
+    r.actions_delete = counts.delete_pod;
+    r.actions_patch = counts.patch;
+    r.actions_event = counts.event;
+    r.actions_failed = counts.failed;
+    if (options_.spawn && !options_.serve) {
+      Shutdown();
+      r.scheduler_peak_rss_mb = spawner_.scheduler_peak_rss_mb();
+      r.plugin_host_peak_rss_mb = spawner_.plugin_host_peak_rss_mb();
+    }
+    std::cout << (options_.json ? ReportJson(r) : ReportText(r, options_.bench ? 0 : 1000)) << std::flush;
+    return code;
+  }
+
+  void Shutdown() {
+    if (watcher_) watcher_->Stop();
+    if (client_) client_->Close(absl::Seconds(2)).IgnoreError();
+    if (executor_) executor_->Stop();
+    spawner_.Stop();
+  }
+
+  const SimOptions& options_;
+  const std::atomic<bool>& stop_;
+  std::optional<WorkloadShape> shape_;
+  Spawner spawner_;
+  InMemoryCluster cluster_;
+  std::unique_ptr<DecisionWatcher> watcher_;
+  std::unique_ptr<ActionExecutor> executor_;
+  std::unique_ptr<ClusterSyncClient> client_;
+  std::vector<v1::Pod> later_;
+  std::set<std::string> measured_;
+  std::set<std::string> our_names_;
+  absl::Time measure_start_;
+};
+
+}  // namespace
+
+int RunSim(const SimOptions& options, const std::atomic<bool>& stop) { return Simulation(options, stop).Run(); }
+
+}  // namespace podium::sim

@@ -1,0 +1,45 @@
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace podium::sim {
+
+// Everything podium-sim's command line says; nothing reads a flag after this.
+struct SimOptions {
+  std::vector<std::string> clusters;  // --cluster PATH (repeatable).
+  std::string workload;               // --workload basic-500|basic-5000.
+  double create_rate = 0;             // --create-rate N pods/s; 0 = at once.
+  absl::Duration api_latency = absl::ZeroDuration();
+  int api_concurrency = 16;
+  absl::Duration settle = absl::Milliseconds(500);
+  absl::Duration timeout = absl::Seconds(120);
+  bool json = false;   // --output json.
+  bool bench = false;  // --bench: watch decisions, summary only.
+  bool serve = false;
+  bool spawn = false;
+  std::string scheduler;  // --scheduler ADDR (without --spawn).
+  std::string scheduler_bin, plugin_host_bin, config;
+  std::vector<std::string> plugin_endpoints;
+  std::vector<std::string> scheduler_names;
+};
+
+// Parses argv; a usage error's message is meant for stderr with the usage text.
+absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv);
+extern const char kSimUsage[];
+
+// Exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitError = 1;
+inline constexpr int kExitUsage = 2;
+inline constexpr int kExitTimeout = 3;
+inline constexpr int kExitInterrupted = 130;
+
+// Runs the simulation; `stop` turns true on SIGINT/SIGTERM.
+int RunSim(const SimOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace podium::sim

@@ -1,0 +1,84 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <boost/json.hpp>
+
+#include "sim/report.h"
+#include "sim/sim_run.h"
+#include "sim/workload.h"
+
+namespace podium::sim {
+namespace {
+
+TEST(PercentileTest, NearestRank) {
+  EXPECT_FALSE(Percentile({}, 50).has_value());
+  EXPECT_EQ(*Percentile({3, 1, 2}, 50), 2);
+  std::vector<double> hundred;
+  for (int i = 1; i <= 100; ++i) hundred.push_back(i);
+  EXPECT_EQ(*Percentile(hundred, 99), 99);
+  EXPECT_EQ(*Percentile(hundred, 100), 100);
+  EXPECT_EQ(*Percentile({7}, 99), 7);
+}
+
+TEST(WorkloadTest, BasicShapes) {
+  auto shape = FindWorkload("basic-500");
+  ASSERT_TRUE(shape);
+  k8s::LoadedCluster c = GenerateWorkload(*shape, absl::Now());
+  ASSERT_EQ(c.nodes.size(), 500u);
+  EXPECT_EQ(c.nodes[0].allocatable().milli_cpu(), 4000);
+  EXPECT_EQ(c.nodes[0].allocatable().memory_bytes(), 32LL << 30);
+  EXPECT_EQ(c.nodes[0].allocatable().pods(), 110);
+  ASSERT_EQ(c.pods.size(), 1500u);
+  EXPECT_FALSE(c.pods[499].create_later);
+  EXPECT_TRUE(c.pods[500].create_later);
+  EXPECT_EQ(c.pods[0].pod.containers(0).requests().milli_cpu(), 100);
+  EXPECT_EQ(c.pods[0].pod.containers(0).requests().memory_bytes(), 500LL << 20);
+  auto big = FindWorkload("basic-5000");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->nodes, 5000);
+  EXPECT_EQ(big->init_pods, 1000);
+  EXPECT_EQ(big->measured_pods, 10000);
+  EXPECT_FALSE(FindWorkload("basic-7"));
+}
+
+TEST(ReportTest, JsonHasTheMachineFields) {
+  Report r;
+  r.workload = "basic-500";
+  r.measured_pods = 2;
+  r.e2e_p50_ms = 1.5;
+  r.placements.push_back({"ns", "a", "n1"});
+  r.unschedulable_pods.push_back({"ns", "b", "0/1 nodes are available: 1 Insufficient cpu."});
+  boost::json::object o = boost::json::parse(ReportJson(r)).as_object();
+  EXPECT_EQ(o["workload"].as_string(), "basic-500");
+  EXPECT_EQ(o["e2e_p50_ms"].as_double(), 1.5);
+  EXPECT_TRUE(o["attempt_p50_ms"].is_null());
+  EXPECT_TRUE(o["scheduler_peak_rss_mb"].is_null());
+  EXPECT_EQ(o["placements"].as_array().size(), 1u);
+  EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["message"].as_string(),
+            "0/1 nodes are available: 1 Insufficient cpu.");
+  EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("ns/b: 0/1 nodes are available"));
+}
+
+TEST(SimArgsTest, ParsesAndRefuses) {
+  const char* ok[] = {"podium-sim", "--cluster", "a.yaml", "--cluster=dir", "--spawn", "--api-latency", "5ms",
+                      "--output", "json", "--plugin-endpoint", "py=unix:///tmp/p.sock", "--create-rate", "100"};
+  auto o = ParseSimArgs(std::size(ok), const_cast<char**>(ok));
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->clusters.size(), 2u);
+  EXPECT_EQ(o->api_latency, absl::Milliseconds(5));
+  EXPECT_TRUE(o->json);
+  EXPECT_EQ(o->create_rate, 100);
+  EXPECT_THAT(o->scheduler_bin, ::testing::EndsWith("services/scheduler/podium-scheduler"));
+
+  const char* both[] = {"podium-sim", "--cluster", "a.yaml", "--workload", "basic-500", "--spawn"};
+  EXPECT_FALSE(ParseSimArgs(std::size(both), const_cast<char**>(both)).ok());
+  const char* no_sched[] = {"podium-sim", "--cluster", "a.yaml"};
+  EXPECT_FALSE(ParseSimArgs(std::size(no_sched), const_cast<char**>(no_sched)).ok());
+  const char* bad_dur[] = {"podium-sim", "--workload", "basic-500", "--spawn", "--timeout", "soon"};
+  EXPECT_FALSE(ParseSimArgs(std::size(bad_dur), const_cast<char**>(bad_dur)).ok());
+  const char* unknown[] = {"podium-sim", "--workload", "basic-500", "--spawn", "--frobnicate"};
+  EXPECT_FALSE(ParseSimArgs(std::size(unknown), const_cast<char**>(unknown)).ok());
+}
+
+}  // namespace
+}  // namespace podium::sim

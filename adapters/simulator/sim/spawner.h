@@ -1,0 +1,66 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace podium::sim {
+
+// grpc.health.v1.Health/Check on `target` (overall server health, service "").
+// A server that answers UNIMPLEMENTED is up, only without the health service.
+absl::Status CheckHealth(const std::string& target, absl::Duration timeout);
+
+// Peak resident set (VmHWM) of a live process, in MiB.
+std::optional<double> PeakRssMb(pid_t pid);
+
+struct SpawnOptions {
+  std::string scheduler_bin;
+  std::string plugin_host_bin;
+  std::string config;                          // --config FILE, passed through if set.
+  std::vector<std::string> plugin_endpoints;  // Extra NAME=ADDR, passed through.
+  absl::Duration ready_timeout = absl::Seconds(30);
+};
+
+// Runs podium-plugin-host and podium-scheduler as children on unix sockets in
+// a fresh temporary directory, and stops them (SIGTERM, SIGKILL after 5 s).
+class Spawner {
+ public:
+  Spawner() = default;
+  Spawner(const Spawner&) = delete;
+  Spawner& operator=(const Spawner&) = delete;
+  ~Spawner();  // Stop().
+
+  // Starts both and waits until they answer health checks; returns the
+  // scheduler's address. On failure, what started is stopped again.
+  absl::StatusOr<std::string> Start(const SpawnOptions& options);
+  // Records peak RSS, stops the children, removes the directory. Idempotent.
+  void Stop();
+
+  std::optional<double> scheduler_peak_rss_mb() const { return scheduler_.peak_rss_mb; }
+  std::optional<double> plugin_host_peak_rss_mb() const { return host_.peak_rss_mb; }
+
+ private:
+  struct Child {
+    std::string name;
+    pid_t pid = -1;
+    std::string log;
+    std::optional<double> peak_rss_mb;
+  };
+  absl::Status Launch(Child& child, const std::vector<std::string>& argv);
+  absl::Status WaitHealthy(Child& child, const std::string& target, absl::Duration timeout);
+  void StopChild(Child& child);
+
+  std::string dir_;
+  Child host_{"podium-plugin-host"};
+  Child scheduler_{"podium-scheduler"};
+};
+
+// <dir of this executable>/../../<relative>: the default binaries in the build tree.
+std::string BuildTreeBinary(const std::string& relative);
+
+}  // namespace podium::sim

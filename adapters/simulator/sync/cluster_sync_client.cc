@@ -1,0 +1,160 @@
+#include "sync/cluster_sync_client.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace podium::sim {
+
+absl::Status FromGrpc(const grpc::Status& s) {
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+}
+
+ClusterSyncClient::ClusterSyncClient(std::shared_ptr<grpc::Channel> channel, Options options, ActionHandler on_action)
+    : options_(std::move(options)), on_action_(std::move(on_action)), stub_(v1::Cluster::NewStub(channel)) {}
+
+ClusterSyncClient::~ClusterSyncClient() { Close(absl::ZeroDuration()).IgnoreError(); }
+
+void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list) {
+  v1::AdapterHello hello;
+  hello.set_protocol_version(1);
+  hello.set_adapter(options_.adapter_name);
+  for (const auto& n : options_.scheduler_names) hello.add_scheduler_names(n);
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.emplace_back(std::move(hello));
+    queue_.emplace_back(v1::ListBegin());
+    // The initial list may exceed the queue's bound: it is queued whole, as
+    // the list is finite and the writer is not running yet.
+    for (auto& e : initial_list) queue_.emplace_back(std::move(e));
+    queue_.emplace_back(v1::ListEnd());
+  }
+  stream_ = stub_->Sync(&context_);
+  reader_ = std::thread([this] { ReadLoop(); });
+  writer_ = std::thread([this] { WriteLoop(); });
+}
+
+bool ClusterSyncClient::HasRoomOrEnded() const {
+  return ended_ || read_done_ || closing_ || queue_.size() < options_.queue_capacity;
+}
+
+bool ClusterSyncClient::WriterHasWork() const { return !queue_.empty() || closing_ || read_done_; }
+
+bool ClusterSyncClient::Enqueue(Outbound item) {
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(this, &ClusterSyncClient::HasRoomOrEnded));
+  if (ended_ || read_done_ || closing_) return false;
+  queue_.push_back(std::move(item));
+  return true;
+}
+
+bool ClusterSyncClient::SendEvents(std::vector<v1::ObjectEvent> events) {
+  for (auto& e : events) {
+    if (!Enqueue(std::move(e))) return false;
+  }
+  return true;
+}
+
+bool ClusterSyncClient::SendResult(v1::ActionResult result) { return Enqueue(std::move(result)); }
+
+void ClusterSyncClient::ReadLoop() {
+  v1::SchedulerMessage msg;
+  while (stream_->Read(&msg)) {
+    if (msg.has_hello()) {
+      absl::MutexLock lock(&mu_);
+      hello_ = msg.hello();
+    } else if (msg.has_actions()) {
+      for (auto& a : *msg.mutable_actions()->mutable_actions()) on_action_(std::move(a));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  read_done_ = true;
+}
+
+void ClusterSyncClient::WriteLoop() {
+  for (;;) {
+    v1::ClusterMessage msg;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(this, &ClusterSyncClient::WriterHasWork));
+      if (read_done_) break;
+      if (queue_.empty()) {  // Closing, and everything was sent.
+        mu_.Unlock();
+        stream_->WritesDone();
+        mu_.Lock();
+        break;
+      }
+      Outbound& front = queue_.front();
+      if (std::holds_alternative<v1::ObjectEvent>(front)) {
+        auto* events = msg.mutable_events();
+        while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
+               static_cast<size_t>(events->events_size()) < options_.batch_size) {
+          *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
+          queue_.pop_front();
+        }
+      } else if (std::holds_alternative<v1::ActionResult>(front)) {
+        auto* results = msg.mutable_results();
+        while (!queue_.empty() && std::holds_alternative<v1::ActionResult>(queue_.front()) &&
+               static_cast<size_t>(results->results_size()) < options_.batch_size) {
+          *results->add_results() = std::move(std::get<v1::ActionResult>(queue_.front()));
+          queue_.pop_front();
+        }
+      } else {
+        if (auto* h = std::get_if<v1::AdapterHello>(&front)) *msg.mutable_hello() = *h;
+        if (std::holds_alternative<v1::ListBegin>(front)) msg.mutable_list_begin();
+        if (std::holds_alternative<v1::ListEnd>(front)) msg.mutable_list_end();
+        queue_.pop_front();
+      }
+      writing_ = true;
+    }
+    bool ok = stream_->Write(msg);
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) break;  // The stream is broken; Read will fail too.
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ClusterSyncClient::ReadIsDone));
+  }
+  grpc::Status s = stream_->Finish();
+  absl::MutexLock lock(&mu_);
+  status_ = FromGrpc(s);
+  ended_ = true;
+  queue_.clear();
+}
+
+std::optional<v1::SchedulerHello> ClusterSyncClient::hello() const {
+  absl::MutexLock lock(&mu_);
+  return hello_;
+}
+
+bool ClusterSyncClient::ended() const {
+  absl::MutexLock lock(&mu_);
+  return ended_ || read_done_;
+}
+
+absl::Status ClusterSyncClient::status() const {
+  absl::MutexLock lock(&mu_);
+  if (!ended_ && read_done_) return absl::UnavailableError("the scheduler ended the Sync stream");
+  return status_;
+}
+
+bool ClusterSyncClient::idle() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.empty() && !writing_;
+}
+
+absl::Status ClusterSyncClient::Close(absl::Duration grace) {
+  if (!stream_) return absl::OkStatus();
+  {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    if (!mu_.AwaitWithTimeout(absl::Condition(this, &ClusterSyncClient::IsEnded), grace)) {
+      context_.TryCancel();
+    }
+  }
+  if (reader_.joinable()) reader_.join();
+  if (writer_.joinable()) writer_.join();
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+}  // namespace podium::sim

@@ -1,0 +1,91 @@
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "podium/v1/cluster.grpc.pb.h"
+
+namespace podium::sim {
+
+// The adapter's side of Cluster.Sync, exactly as the Kubernetes adapter speaks
+// it: AdapterHello, ListBegin, the initial list as batched UPSERTs, ListEnd,
+// then events and action results. A sync stream with two threads: the reader
+// hands actions to ActionHandler (the executor), the writer drains a bounded
+// queue, coalescing consecutive events (or results) into one message, so one
+// write is in flight at a time. Lock order: mu_ only.
+class ClusterSyncClient {
+ public:
+  struct Options {
+    std::string adapter_name = "podium-sim";
+    std::vector<std::string> scheduler_names;  // AdapterHello; empty = the scheduler's.
+    size_t batch_size = 500;                    // Events or results per message.
+    size_t queue_capacity = 1 << 17;            // Queued events and results.
+  };
+  using ActionHandler = std::function<void(v1::Action&&)>;
+
+  ClusterSyncClient(std::shared_ptr<grpc::Channel> channel, Options options, ActionHandler on_action);
+  ~ClusterSyncClient();  // Close(absl::ZeroDuration()) if still open.
+
+  // Opens the stream and queues the hello, the list and its end markers.
+  void Start(std::vector<v1::ObjectEvent> initial_list);
+
+  // Queue for sending; block while the queue is full. False once the stream ended.
+  bool SendEvents(std::vector<v1::ObjectEvent> events);
+  bool SendResult(v1::ActionResult result);
+
+  std::optional<v1::SchedulerHello> hello() const;
+  // The stream ended (the scheduler went away, or Close); status() says why.
+  bool ended() const;
+  absl::Status status() const;
+  // Nothing is queued or being written.
+  bool idle() const;
+
+  // Sends what is queued, half-closes, waits up to `grace` for the scheduler to
+  // end the stream, then cancels it. Idempotent.
+  absl::Status Close(absl::Duration grace);
+
+ private:
+  using Outbound = std::variant<v1::AdapterHello, v1::ListBegin, v1::ObjectEvent, v1::ListEnd, v1::ActionResult>;
+
+  bool Enqueue(Outbound item);
+  void ReadLoop();
+  void WriteLoop();
+  bool HasRoomOrEnded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool WriterHasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsEnded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return ended_; }
+  bool ReadIsDone() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return read_done_; }
+
+  const Options options_;
+  const ActionHandler on_action_;
+  std::unique_ptr<v1::Cluster::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ClusterMessage, v1::SchedulerMessage>> stream_;
+  std::thread reader_;
+  std::thread writer_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Outbound> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool read_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::SchedulerHello> hello_ ABSL_GUARDED_BY(mu_);
+};
+
+// Converts a finished gRPC status.
+absl::Status FromGrpc(const grpc::Status& s);
+
+}  // namespace podium::sim

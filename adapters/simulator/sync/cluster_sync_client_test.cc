@@ -1,0 +1,122 @@
+#include "sync/cluster_sync_client.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/synchronization/notification.h"
+#include "cluster/action_executor.h"
+#include "cluster/in_memory_cluster.h"
+
+namespace podium::sim {
+namespace {
+
+// A scheduler that takes the list, binds pod default/a, and records what it got.
+class FakeScheduler final : public v1::Cluster::Service {
+ public:
+  grpc::Status Sync(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SchedulerMessage, v1::ClusterMessage>* stream) override {
+    v1::ClusterMessage m;
+    std::vector<v1::ClusterMessage> list, after;
+    while (stream->Read(&m)) {
+      list.push_back(m);
+      if (m.has_list_end()) break;
+    }
+    v1::SchedulerMessage hello;
+    hello.mutable_hello()->set_protocol_version(1);
+    hello.mutable_hello()->add_scheduler_names("default-scheduler");
+    stream->Write(hello);
+    v1::SchedulerMessage actions;
+    v1::Action* bind = actions.mutable_actions()->add_actions();
+    bind->set_id(42);
+    bind->mutable_bind()->mutable_pod()->set_namespace_("default");
+    bind->mutable_bind()->mutable_pod()->set_name("a");
+    bind->mutable_bind()->mutable_pod()->set_uid("uid-a");
+    bind->mutable_bind()->set_node_name("n1");
+    stream->Write(actions);
+    while (stream->Read(&m)) {  // Until the adapter half-closes.
+      after.push_back(m);
+      if (m.has_results()) got_result_.Notify();
+    }
+    absl::MutexLock lock(&mu_);
+    list_ = std::move(list);
+    after_ = std::move(after);
+    return grpc::Status::OK;
+  }
+
+  absl::Notification got_result_;
+  absl::Mutex mu_;
+  std::vector<v1::ClusterMessage> list_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::ClusterMessage> after_ ABSL_GUARDED_BY(mu_);
+};
+
+v1::Pod MakePod(const std::string& name) {
+  v1::Pod p;
+  p.mutable_meta()->set_namespace_("default");
+  p.mutable_meta()->set_name(name);
+  p.mutable_meta()->set_uid("uid-" + name);
+  return p;
+}
+
+TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
+  FakeScheduler scheduler;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&scheduler);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+
+  InMemoryCluster cluster;
+  v1::Node node;
+  node.mutable_meta()->set_name("n1");
+  std::vector<v1::ObjectEvent> list = {cluster.AddNode(node)};
+  for (const char* name : {"a", "b", "c"}) list.push_back(cluster.CreatePod(MakePod(name)));
+
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  ClusterSyncClient* client_ptr = nullptr;
+  ActionExecutor executor(cluster, {.concurrency = 2}, [&](ActionOutcome&& out) {
+    client_ptr->SendEvents(std::move(out.events));
+    client_ptr->SendResult(std::move(out.result));
+  });
+  ClusterSyncClient client(channel, {.batch_size = 2}, [&](v1::Action&& a) { executor.Submit(std::move(a)); });
+  client_ptr = &client;
+  client.Start(std::move(list));
+
+  ASSERT_TRUE(scheduler.got_result_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  executor.Stop();
+  EXPECT_TRUE(client.Close(absl::Seconds(10)).ok());
+  ASSERT_TRUE(client.hello().has_value());
+  EXPECT_EQ(client.hello()->scheduler_names(0), "default-scheduler");
+  server->Shutdown();
+
+  absl::MutexLock lock(&scheduler.mu_);
+  // hello, list begin, 4 events in batches of 2, list end.
+  ASSERT_EQ(scheduler.list_.size(), 5u);
+  EXPECT_EQ(scheduler.list_[0].hello().adapter(), "podium-sim");
+  EXPECT_TRUE(scheduler.list_[1].has_list_begin());
+  EXPECT_EQ(scheduler.list_[2].events().events_size(), 2);
+  EXPECT_EQ(scheduler.list_[3].events().events_size(), 2);
+  EXPECT_TRUE(scheduler.list_[2].events().events(0).has_node());
+  EXPECT_TRUE(scheduler.list_[4].has_list_end());
+
+  // The pod's UPSERT (bound), then the OK result.
+  ASSERT_EQ(scheduler.after_.size(), 2u);
+  ASSERT_EQ(scheduler.after_[0].events().events_size(), 1);
+  const v1::ObjectEvent& e = scheduler.after_[0].events().events(0);
+  EXPECT_EQ(e.type(), v1::ObjectEvent::UPSERT);
+  EXPECT_EQ(e.pod().meta().name(), "a");
+  EXPECT_EQ(e.pod().node_name(), "n1");
+  ASSERT_EQ(scheduler.after_[1].results().results_size(), 1);
+  EXPECT_EQ(scheduler.after_[1].results().results(0).action_id(), 42u);
+  EXPECT_EQ(scheduler.after_[1].results().results(0).code(), v1::ActionResult::OK);
+  EXPECT_EQ(cluster.GetPod("default", "a")->pod.node_name(), "n1");
+}
+
+TEST(ClusterSyncClientTest, ReportsAnUnreachableScheduler) {
+  auto channel = grpc::CreateChannel("unix:///nonexistent/podium.sock", grpc::InsecureChannelCredentials());
+  ClusterSyncClient client(channel, {}, [](v1::Action&&) {});
+  client.Start({});
+  EXPECT_FALSE(client.Close(absl::Seconds(10)).ok());
+  EXPECT_TRUE(client.ended());
+}
+
+}  // namespace
+}  // namespace podium::sim

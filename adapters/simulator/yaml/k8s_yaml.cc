@@ -1,0 +1,711 @@
+#include "yaml/k8s_yaml.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "yaml/quantity.h"
+
+namespace podium::k8s {
+namespace {
+
+// Thrown by the field readers below and caught at the object boundary in this
+// file, where it becomes an absl::Status; it never leaves the module.
+struct FieldError {
+  std::string path;
+  std::string message;
+};
+
+[[noreturn]] void Fail(const std::string& path, std::string message) {
+  throw FieldError{path, std::move(message)};
+}
+
+std::string Sub(const std::string& path, std::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", std::string(key));
+}
+std::string At(const std::string& path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
+
+bool Present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+
+const char* TypeName(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Scalar: return "a scalar";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    default: return "null";
+  }
+}
+
+// m[key] where m must be a mapping (or absent). Missing keys yield an undefined node.
+YAML::Node Get(const YAML::Node& m, const std::string& path, const char* key) {
+  if (!Present(m)) return YAML::Node(YAML::NodeType::Undefined);
+  if (!m.IsMap()) Fail(path, absl::StrCat("expected a mapping, got ", TypeName(m)));
+  return m[key];
+}
+
+std::string Str(const YAML::Node& n, const std::string& path) {
+  if (!Present(n)) return "";
+  if (!n.IsScalar()) Fail(path, absl::StrCat("expected a string, got ", TypeName(n)));
+  return n.Scalar();
+}
+
+int64_t Int(const YAML::Node& n, const std::string& path) {
+  if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer, got ", TypeName(n)));
+  int64_t v;
+  if (!absl::SimpleAtoi(n.Scalar(), &v)) Fail(path, absl::StrCat("expected an integer, got \"", n.Scalar(), "\""));
+  return v;
+}
+
+int32_t Int32(const YAML::Node& n, const std::string& path) {
+  int64_t v = Int(n, path);
+  if (v < INT32_MIN || v > INT32_MAX) Fail(path, absl::StrCat("integer out of range: ", v));
+  return static_cast<int32_t>(v);
+}
+
+bool Bool(const YAML::Node& n, const std::string& path) {
+  if (!Present(n)) return false;
+  bool b;
+  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b)) Fail(path, "expected a boolean");
+  return b;
+}
+
+template <typename F>
+void ForEach(const YAML::Node& n, const std::string& path, F&& fn) {
+  if (!Present(n)) return;
+  if (!n.IsSequence()) Fail(path, absl::StrCat("expected a list, got ", TypeName(n)));
+  for (size_t i = 0; i < n.size(); ++i) fn(n[i], At(path, i));
+}
+
+template <typename F>
+void ForEachEntry(const YAML::Node& n, const std::string& path, F&& fn) {
+  if (!Present(n)) return;
+  if (!n.IsMap()) Fail(path, absl::StrCat("expected a mapping, got ", TypeName(n)));
+  for (const auto& kv : n) {
+    std::string key = Str(kv.first, path);
+    fn(key, kv.second, Sub(path, key));
+  }
+}
+
+void StringMap(const YAML::Node& n, const std::string& path,
+               google::protobuf::Map<std::string, std::string>* out) {
+  ForEachEntry(n, path, [&](const std::string& k, const YAML::Node& v, const std::string& p) {
+    (*out)[k] = Str(v, p);
+  });
+}
+
+void Strings(const YAML::Node& n, const std::string& path,
+             google::protobuf::RepeatedPtrField<std::string>* out) {
+  ForEach(n, path, [&](const YAML::Node& v, const std::string& p) { *out->Add() = Str(v, p); });
+}
+
+int64_t TimeUs(const YAML::Node& n, const std::string& path) {
+  std::string s = Str(n, path);
+  if (s.empty()) return 0;
+  absl::Time t;
+  std::string err;
+  if (!absl::ParseTime(absl::RFC3339_full, s, &t, &err)) Fail(path, absl::StrCat("invalid time \"", s, "\": ", err));
+  return absl::ToUnixMicros(t);
+}
+
+// --- resources -------------------------------------------------------------
+
+int64_t QuantityValue(const YAML::Node& n, const std::string& path, bool milli) {
+  if (!Present(n) || !n.IsScalar()) Fail(path, absl::StrCat("expected a quantity, got ", TypeName(n)));
+  const std::string& text = n.Scalar();
+  auto q = Quantity::Parse(text);
+  if (!q.ok()) Fail(path, std::string(q.status().message()));
+  if (q->negative()) Fail(path, absl::StrCat("quantity \"", text, "\" must not be negative"));
+  auto v = milli ? q->MilliValue() : q->Value();
+  if (!v.ok()) Fail(path, absl::StrCat("quantity \"", text, "\" is too large"));
+  return *v;
+}
+
+void ResourceList(const YAML::Node& n, const std::string& path, v1::ResourceList* out) {
+  ForEachEntry(n, path, [&](const std::string& name, const YAML::Node& v, const std::string& p) {
+    if (name == "cpu") {
+      out->set_milli_cpu(QuantityValue(v, p, true));
+    } else if (name == "memory") {
+      out->set_memory_bytes(QuantityValue(v, p, false));
+    } else if (name == "ephemeral-storage") {
+      out->set_ephemeral_storage_bytes(QuantityValue(v, p, false));
+    } else if (name == "pods") {
+      out->set_pods(QuantityValue(v, p, false));
+    } else {
+      (*out->mutable_scalar())[name] = QuantityValue(v, p, false);
+    }
+  });
+}
+
+// The API server defaults a container's missing requests to its limits.
+void DefaultRequestsFromLimits(v1::Container* c) {
+  const v1::ResourceList& lim = c->limits();
+  v1::ResourceList* req = c->mutable_requests();
+  // Presence is lost in proto3 scalars; zero means unset for these fields.
+  if (req->milli_cpu() == 0) req->set_milli_cpu(lim.milli_cpu());
+  if (req->memory_bytes() == 0) req->set_memory_bytes(lim.memory_bytes());
+  if (req->ephemeral_storage_bytes() == 0) req->set_ephemeral_storage_bytes(lim.ephemeral_storage_bytes());
+  for (const auto& [k, v] : lim.scalar()) req->mutable_scalar()->insert({k, v});
+}
+
+// --- metadata --------------------------------------------------------------
+
+std::string RandomSuffix(int n) {
+  static constexpr char kAlphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string s;
+  for (int i = 0; i < n; ++i) s += kAlphabet[rng() % (sizeof(kAlphabet) - 1)];
+  return s;
+}
+
+void Meta(const YAML::Node& m, const std::string& path, bool namespaced, v1::ObjectMeta* out) {
+  out->set_name(Str(Get(m, path, "name"), Sub(path, "name")));
+  if (out->name().empty()) {
+    std::string gen = Str(Get(m, path, "generateName"), Sub(path, "generateName"));
+    if (gen.empty()) Fail(Sub(path, "name"), "missing");
+    out->set_name(gen + RandomSuffix(5));
+  }
+  if (namespaced) {
+    out->set_namespace_(Str(Get(m, path, "namespace"), Sub(path, "namespace")));
+    if (out->namespace_().empty()) out->set_namespace_("default");
+  }
+  out->set_uid(Str(Get(m, path, "uid"), Sub(path, "uid")));
+  out->set_resource_version(Str(Get(m, path, "resourceVersion"), Sub(path, "resourceVersion")));
+  StringMap(Get(m, path, "labels"), Sub(path, "labels"), out->mutable_labels());
+  StringMap(Get(m, path, "annotations"), Sub(path, "annotations"), out->mutable_annotations());
+  out->set_creation_timestamp_us(TimeUs(Get(m, path, "creationTimestamp"), Sub(path, "creationTimestamp")));
+  out->set_deletion_timestamp_us(TimeUs(Get(m, path, "deletionTimestamp"), Sub(path, "deletionTimestamp")));
+  ForEach(Get(m, path, "ownerReferences"), Sub(path, "ownerReferences"),
+          [&](const YAML::Node& o, const std::string& p) {
+            auto* r = out->add_owner_references();
+            r->set_kind(Str(Get(o, p, "kind"), Sub(p, "kind")));
+            r->set_name(Str(Get(o, p, "name"), Sub(p, "name")));
+            r->set_uid(Str(Get(o, p, "uid"), Sub(p, "uid")));
+            r->set_controller(Bool(Get(o, p, "controller"), Sub(p, "controller")));
+          });
+}
+
+// --- enums -----------------------------------------------------------------
+
+v1::TaintEffect Effect(const YAML::Node& n, const std::string& path) {
+  std::string s = Str(n, path);
+  if (s.empty()) return v1::TAINT_EFFECT_UNSPECIFIED;
+  if (s == "NoSchedule") return v1::NO_SCHEDULE;
+  if (s == "PreferNoSchedule") return v1::PREFER_NO_SCHEDULE;
+  if (s == "NoExecute") return v1::NO_EXECUTE;
+  Fail(path, absl::StrCat("unknown taint effect \"", s, "\""));
+}
+
+v1::PreemptionPolicy Preemption(const std::string& s, const std::string& path) {
+  if (s.empty() || s == "PreemptLowerPriority") return v1::PREEMPT_LOWER_PRIORITY;
+  if (s == "Never") return v1::NEVER;
+  Fail(path, absl::StrCat("unknown preemption policy \"", s, "\""));
+}
+
+// --- affinity --------------------------------------------------------------
+
+void NodeSelectorTerm(const YAML::Node& n, const std::string& path, v1::NodeSelectorTerm* out) {
+  auto reqs = [&](const char* key, google::protobuf::RepeatedPtrField<v1::NodeSelectorRequirement>* dst) {
+    ForEach(Get(n, path, key), Sub(path, key), [&](const YAML::Node& r, const std::string& p) {
+      auto* req = dst->Add();
+      req->set_key(Str(Get(r, p, "key"), Sub(p, "key")));
+      std::string op = Str(Get(r, p, "operator"), Sub(p, "operator"));
+      static const std::map<std::string, v1::NodeSelectorRequirement::Operator> kOps = {
+          {"In", v1::NodeSelectorRequirement::IN},          {"NotIn", v1::NodeSelectorRequirement::NOT_IN},
+          {"Exists", v1::NodeSelectorRequirement::EXISTS},  {"DoesNotExist", v1::NodeSelectorRequirement::DOES_NOT_EXIST},
+          {"Gt", v1::NodeSelectorRequirement::GT},          {"Lt", v1::NodeSelectorRequirement::LT}};
+      auto it = kOps.find(op);
+      if (it == kOps.end()) Fail(Sub(p, "operator"), absl::StrCat("unknown operator \"", op, "\""));
+      req->set_operator_(it->second);
+      Strings(Get(r, p, "values"), Sub(p, "values"), req->mutable_values());
+    });
+  };
+  reqs("matchExpressions", out->mutable_match_expressions());
+  reqs("matchFields", out->mutable_match_fields());
+}
+
+void LabelSelector(const YAML::Node& n, const std::string& path, v1::LabelSelector* out) {
+  StringMap(Get(n, path, "matchLabels"), Sub(path, "matchLabels"), out->mutable_match_labels());
+  ForEach(Get(n, path, "matchExpressions"), Sub(path, "matchExpressions"),
+          [&](const YAML::Node& r, const std::string& p) {
+            auto* req = out->add_match_expressions();
+            req->set_key(Str(Get(r, p, "key"), Sub(p, "key")));
+            std::string op = Str(Get(r, p, "operator"), Sub(p, "operator"));
+            if (op == "In") req->set_operator_(v1::LabelSelectorRequirement::IN);
+            else if (op == "NotIn") req->set_operator_(v1::LabelSelectorRequirement::NOT_IN);
+            else if (op == "Exists") req->set_operator_(v1::LabelSelectorRequirement::EXISTS);
+            else if (op == "DoesNotExist") req->set_operator_(v1::LabelSelectorRequirement::DOES_NOT_EXIST);
+            else Fail(Sub(p, "operator"), absl::StrCat("unknown operator \"", op, "\""));
+            Strings(Get(r, p, "values"), Sub(p, "values"), req->mutable_values());
+          });
+}
+
+void PodAffinityTerm(const YAML::Node& n, const std::string& path, v1::PodAffinityTerm* out) {
+  if (Present(Get(n, path, "labelSelector")))
+    LabelSelector(Get(n, path, "labelSelector"), Sub(path, "labelSelector"), out->mutable_label_selector());
+  Strings(Get(n, path, "namespaces"), Sub(path, "namespaces"), out->mutable_namespaces());
+  out->set_topology_key(Str(Get(n, path, "topologyKey"), Sub(path, "topologyKey")));
+  if (Present(Get(n, path, "namespaceSelector")))
+    LabelSelector(Get(n, path, "namespaceSelector"), Sub(path, "namespaceSelector"),
+                  out->mutable_namespace_selector());
+  Strings(Get(n, path, "matchLabelKeys"), Sub(path, "matchLabelKeys"), out->mutable_match_label_keys());
+  Strings(Get(n, path, "mismatchLabelKeys"), Sub(path, "mismatchLabelKeys"), out->mutable_mismatch_label_keys());
+}
+
+void PodAffinity(const YAML::Node& n, const std::string& path, v1::PodAffinity* out) {
+  ForEach(Get(n, path, "requiredDuringSchedulingIgnoredDuringExecution"),
+          Sub(path, "requiredDuringSchedulingIgnoredDuringExecution"),
+          [&](const YAML::Node& t, const std::string& p) { PodAffinityTerm(t, p, out->add_required()); });
+  ForEach(Get(n, path, "preferredDuringSchedulingIgnoredDuringExecution"),
+          Sub(path, "preferredDuringSchedulingIgnoredDuringExecution"),
+          [&](const YAML::Node& t, const std::string& p) {
+            auto* w = out->add_preferred();
+            w->set_weight(Int32(Get(t, p, "weight"), Sub(p, "weight")));
+            PodAffinityTerm(Get(t, p, "podAffinityTerm"), Sub(p, "podAffinityTerm"), w->mutable_term());
+          });
+}
+
+void Affinity(const YAML::Node& n, const std::string& path, v1::Affinity* out) {
+  YAML::Node na = Get(n, path, "nodeAffinity");
+  if (Present(na)) {
+    std::string nap = Sub(path, "nodeAffinity");
+    auto* dst = out->mutable_node_affinity();
+    YAML::Node req = Get(na, nap, "requiredDuringSchedulingIgnoredDuringExecution");
+    if (Present(req)) {
+      std::string rp = Sub(nap, "requiredDuringSchedulingIgnoredDuringExecution");
+      auto* sel = dst->mutable_required();
+      ForEach(Get(req, rp, "nodeSelectorTerms"), Sub(rp, "nodeSelectorTerms"),
+              [&](const YAML::Node& t, const std::string& p) { NodeSelectorTerm(t, p, sel->add_terms()); });
+    }
+    ForEach(Get(na, nap, "preferredDuringSchedulingIgnoredDuringExecution"),
+            Sub(nap, "preferredDuringSchedulingIgnoredDuringExecution"),
+            [&](const YAML::Node& t, const std::string& p) {
+              auto* pref = dst->add_preferred();
+              pref->set_weight(Int32(Get(t, p, "weight"), Sub(p, "weight")));
+              NodeSelectorTerm(Get(t, p, "preference"), Sub(p, "preference"), pref->mutable_preference());
+            });
+  }
+  if (Present(Get(n, path, "podAffinity")))
+    PodAffinity(Get(n, path, "podAffinity"), Sub(path, "podAffinity"), out->mutable_pod_affinity());
+  if (Present(Get(n, path, "podAntiAffinity")))
+    PodAffinity(Get(n, path, "podAntiAffinity"), Sub(path, "podAntiAffinity"), out->mutable_pod_anti_affinity());
+}
+
+// --- pod -------------------------------------------------------------------
+
+void Container(const YAML::Node& n, const std::string& path, bool init, v1::Container* out) {
+  out->set_name(Str(Get(n, path, "name"), Sub(path, "name")));
+  out->set_image(Str(Get(n, path, "image"), Sub(path, "image")));
+  YAML::Node res = Get(n, path, "resources");
+  std::string rp = Sub(path, "resources");
+  ResourceList(Get(res, rp, "requests"), Sub(rp, "requests"), out->mutable_requests());
+  ResourceList(Get(res, rp, "limits"), Sub(rp, "limits"), out->mutable_limits());
+  DefaultRequestsFromLimits(out);
+  ForEach(Get(n, path, "ports"), Sub(path, "ports"), [&](const YAML::Node& p, const std::string& pp) {
+    auto* port = out->add_ports();
+    if (Present(Get(p, pp, "containerPort")))
+      port->set_container_port(Int32(Get(p, pp, "containerPort"), Sub(pp, "containerPort")));
+    if (Present(Get(p, pp, "hostPort"))) port->set_host_port(Int32(Get(p, pp, "hostPort"), Sub(pp, "hostPort")));
+    port->set_protocol(Str(Get(p, pp, "protocol"), Sub(pp, "protocol")));
+    if (port->protocol().empty()) port->set_protocol("TCP");
+    port->set_host_ip(Str(Get(p, pp, "hostIP"), Sub(pp, "hostIP")));
+  });
+  std::string restart = Str(Get(n, path, "restartPolicy"), Sub(path, "restartPolicy"));
+  if (!restart.empty()) {
+    if (!init || restart != "Always")
+      Fail(Sub(path, "restartPolicy"), absl::StrCat("unsupported value \"", restart, "\" (only Always, on init containers)"));
+    out->set_restartable(true);
+  }
+}
+
+struct PodExtras {
+  bool has_priority = false;
+  bool has_preemption_policy = false;
+};
+
+v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
+  v1::Pod pod;
+  Meta(Get(obj, "", "metadata"), "metadata", true, pod.mutable_meta());
+  YAML::Node spec = Get(obj, "", "spec");
+  const std::string sp = "spec";
+  pod.set_scheduler_name(Str(Get(spec, sp, "schedulerName"), Sub(sp, "schedulerName")));
+  pod.set_node_name(Str(Get(spec, sp, "nodeName"), Sub(sp, "nodeName")));
+  if (Present(Get(spec, sp, "priority"))) {
+    extras->has_priority = true;
+    pod.set_priority(Int32(Get(spec, sp, "priority"), Sub(sp, "priority")));
+  }
+  pod.set_priority_class_name(Str(Get(spec, sp, "priorityClassName"), Sub(sp, "priorityClassName")));
+  std::string pp = Str(Get(spec, sp, "preemptionPolicy"), Sub(sp, "preemptionPolicy"));
+  extras->has_preemption_policy = !pp.empty();
+  pod.set_preemption_policy(Preemption(pp, Sub(sp, "preemptionPolicy")));
+  ForEach(Get(spec, sp, "containers"), Sub(sp, "containers"),
+          [&](const YAML::Node& c, const std::string& p) { Container(c, p, false, pod.add_containers()); });
+  ForEach(Get(spec, sp, "initContainers"), Sub(sp, "initContainers"),
+          [&](const YAML::Node& c, const std::string& p) { Container(c, p, true, pod.add_init_containers()); });
+  ResourceList(Get(spec, sp, "overhead"), Sub(sp, "overhead"), pod.mutable_overhead());
+  StringMap(Get(spec, sp, "nodeSelector"), Sub(sp, "nodeSelector"), pod.mutable_node_selector());
+  if (Present(Get(spec, sp, "affinity"))) Affinity(Get(spec, sp, "affinity"), Sub(sp, "affinity"), pod.mutable_affinity());
+  ForEach(Get(spec, sp, "tolerations"), Sub(sp, "tolerations"), [&](const YAML::Node& t, const std::string& p) {
+    auto* tol = pod.add_tolerations();
+    tol->set_key(Str(Get(t, p, "key"), Sub(p, "key")));
+    std::string op = Str(Get(t, p, "operator"), Sub(p, "operator"));
+    if (op.empty() || op == "Equal") tol->set_operator_(v1::Toleration::EQUAL);
+    else if (op == "Exists") tol->set_operator_(v1::Toleration::EXISTS);
+    else Fail(Sub(p, "operator"), absl::StrCat("unknown operator \"", op, "\""));
+    tol->set_value(Str(Get(t, p, "value"), Sub(p, "value")));
+    tol->set_effect(Effect(Get(t, p, "effect"), Sub(p, "effect")));
+    if (Present(Get(t, p, "tolerationSeconds")))
+      tol->set_toleration_seconds(Int(Get(t, p, "tolerationSeconds"), Sub(p, "tolerationSeconds")));
+  });
+  ForEach(Get(spec, sp, "topologySpreadConstraints"), Sub(sp, "topologySpreadConstraints"),
+          [&](const YAML::Node& t, const std::string& p) {
+            auto* c = pod.add_topology_spread_constraints();
+            c->set_max_skew(Int32(Get(t, p, "maxSkew"), Sub(p, "maxSkew")));
+            c->set_topology_key(Str(Get(t, p, "topologyKey"), Sub(p, "topologyKey")));
+            std::string w = Str(Get(t, p, "whenUnsatisfiable"), Sub(p, "whenUnsatisfiable"));
+            if (w.empty() || w == "DoNotSchedule") c->set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
+            else if (w == "ScheduleAnyway") c->set_when_unsatisfiable(v1::TopologySpreadConstraint::SCHEDULE_ANYWAY);
+            else Fail(Sub(p, "whenUnsatisfiable"), absl::StrCat("unknown value \"", w, "\""));
+            if (Present(Get(t, p, "labelSelector")))
+              LabelSelector(Get(t, p, "labelSelector"), Sub(p, "labelSelector"), c->mutable_label_selector());
+            if (Present(Get(t, p, "minDomains"))) c->set_min_domains(Int32(Get(t, p, "minDomains"), Sub(p, "minDomains")));
+            auto policy = [&](const char* key) {
+              std::string v = Str(Get(t, p, key), Sub(p, key));
+              if (v.empty()) return v1::TopologySpreadConstraint::POLICY_UNSPECIFIED;
+              if (v == "Honor") return v1::TopologySpreadConstraint::HONOR;
+              if (v == "Ignore") return v1::TopologySpreadConstraint::IGNORE;
+              Fail(Sub(p, key), absl::StrCat("unknown policy \"", v, "\""));
+            };
+            c->set_node_affinity_policy(policy("nodeAffinityPolicy"));
+            c->set_node_taints_policy(policy("nodeTaintsPolicy"));
+            Strings(Get(t, p, "matchLabelKeys"), Sub(p, "matchLabelKeys"), c->mutable_match_label_keys());
+          });
+  ForEach(Get(spec, sp, "schedulingGates"), Sub(sp, "schedulingGates"), [&](const YAML::Node& g, const std::string& p) {
+    pod.add_scheduling_gates(Str(Get(g, p, "name"), Sub(p, "name")));
+  });
+
+  YAML::Node status = Get(obj, "", "status");
+  const std::string st = "status";
+  std::string phase = Str(Get(status, st, "phase"), Sub(st, "phase"));
+  static const std::map<std::string, v1::PodPhase> kPhases = {
+      {"", v1::PHASE_UNSPECIFIED}, {"Pending", v1::PENDING}, {"Running", v1::RUNNING},
+      {"Succeeded", v1::SUCCEEDED}, {"Failed", v1::FAILED}, {"Unknown", v1::PHASE_UNSPECIFIED}};
+  auto ph = kPhases.find(phase);
+  if (ph == kPhases.end()) Fail(Sub(st, "phase"), absl::StrCat("unknown phase \"", phase, "\""));
+  pod.set_phase(ph->second);
+  pod.set_nominated_node_name(Str(Get(status, st, "nominatedNodeName"), Sub(st, "nominatedNodeName")));
+  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const YAML::Node& c, const std::string& p) {
+    auto* cond = pod.add_conditions();
+    cond->set_type(Str(Get(c, p, "type"), Sub(p, "type")));
+    cond->set_status(Str(Get(c, p, "status"), Sub(p, "status")));
+    cond->set_reason(Str(Get(c, p, "reason"), Sub(p, "reason")));
+    cond->set_message(Str(Get(c, p, "message"), Sub(p, "message")));
+    cond->set_last_transition_time_us(TimeUs(Get(c, p, "lastTransitionTime"), Sub(p, "lastTransitionTime")));
+  });
+  pod.set_resize_status(Str(Get(status, st, "resize"), Sub(st, "resize")));
+  ForEach(Get(status, st, "containerStatuses"), Sub(st, "containerStatuses"),
+          [&](const YAML::Node& cs, const std::string& p) {
+            v1::ResourceList alloc;
+            ResourceList(Get(cs, p, "allocatedResources"), Sub(p, "allocatedResources"), &alloc);
+            auto* dst = pod.mutable_allocated();
+            dst->set_milli_cpu(dst->milli_cpu() + alloc.milli_cpu());
+            dst->set_memory_bytes(dst->memory_bytes() + alloc.memory_bytes());
+            dst->set_ephemeral_storage_bytes(dst->ephemeral_storage_bytes() + alloc.ephemeral_storage_bytes());
+            for (const auto& [k, v] : alloc.scalar()) (*dst->mutable_scalar())[k] += v;
+          });
+  if (pod.resize_status().empty()) pod.clear_allocated();  // Only meaningful while a resize is pending.
+
+  auto group = pod.meta().labels().find("scheduling.x-k8s.io/pod-group");
+  if (group != pod.meta().labels().end()) pod.set_pod_group(group->second);
+  return pod;
+}
+
+// --- node ------------------------------------------------------------------
+
+v1::Node ConvertNode(const YAML::Node& obj) {
+  v1::Node node;
+  Meta(Get(obj, "", "metadata"), "metadata", false, node.mutable_meta());
+  YAML::Node spec = Get(obj, "", "spec");
+  const std::string sp = "spec";
+  node.set_unschedulable(Bool(Get(spec, sp, "unschedulable"), Sub(sp, "unschedulable")));
+  ForEach(Get(spec, sp, "taints"), Sub(sp, "taints"), [&](const YAML::Node& t, const std::string& p) {
+    auto* taint = node.add_taints();
+    taint->set_key(Str(Get(t, p, "key"), Sub(p, "key")));
+    if (taint->key().empty()) Fail(Sub(p, "key"), "missing");
+    taint->set_value(Str(Get(t, p, "value"), Sub(p, "value")));
+    taint->set_effect(Effect(Get(t, p, "effect"), Sub(p, "effect")));
+    if (taint->effect() == v1::TAINT_EFFECT_UNSPECIFIED) Fail(Sub(p, "effect"), "missing");
+  });
+  YAML::Node status = Get(obj, "", "status");
+  const std::string st = "status";
+  ResourceList(Get(status, st, "capacity"), Sub(st, "capacity"), node.mutable_capacity());
+  if (Present(Get(status, st, "allocatable"))) {
+    ResourceList(Get(status, st, "allocatable"), Sub(st, "allocatable"), node.mutable_allocatable());
+  } else {
+    *node.mutable_allocatable() = node.capacity();
+  }
+  ForEach(Get(status, st, "images"), Sub(st, "images"), [&](const YAML::Node& i, const std::string& p) {
+    auto* img = node.add_images();
+    Strings(Get(i, p, "names"), Sub(p, "names"), img->mutable_names());
+    if (Present(Get(i, p, "sizeBytes"))) img->set_size_bytes(Int(Get(i, p, "sizeBytes"), Sub(p, "sizeBytes")));
+  });
+  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const YAML::Node& c, const std::string& p) {
+    auto* cond = node.add_conditions();
+    cond->set_type(Str(Get(c, p, "type"), Sub(p, "type")));
+    cond->set_status(Str(Get(c, p, "status"), Sub(p, "status")));
+  });
+  return node;
+}
+
+v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
+  v1::PriorityClass pc;
+  Meta(Get(obj, "", "metadata"), "metadata", false, pc.mutable_meta());
+  YAML::Node v = Get(obj, "", "value");
+  if (!Present(v)) Fail("value", "missing");
+  pc.set_value(Int32(v, "value"));
+  pc.set_global_default(Bool(Get(obj, "", "globalDefault"), "globalDefault"));
+  pc.set_preemption_policy(Preemption(Str(Get(obj, "", "preemptionPolicy"), "preemptionPolicy"), "preemptionPolicy"));
+  return pc;
+}
+
+template <typename F>
+auto Convert(F&& f) -> absl::StatusOr<decltype(f())> {
+  try {
+    return f();
+  } catch (const FieldError& e) {
+    return absl::InvalidArgumentError(e.path.empty() ? e.message : absl::StrCat(e.path, ": ", e.message));
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(e.what());
+  }
+}
+
+// "(Pod default/web-1)", best effort from a possibly malformed object.
+std::string Describe(const std::string& kind, const YAML::Node& obj) {
+  std::string ns, name;
+  try {
+    YAML::Node meta = obj["metadata"];
+    if (meta.IsMap()) {
+      if (meta["namespace"].IsScalar()) ns = meta["namespace"].Scalar();
+      if (meta["name"].IsScalar()) name = meta["name"].Scalar();
+    }
+  } catch (const YAML::Exception&) {
+  }
+  if (kind == "Pod" && ns.empty()) ns = "default";
+  std::string id = ns.empty() ? name : absl::StrCat(ns, "/", name);
+  return id.empty() ? absl::StrCat("(", kind, ")") : absl::StrCat("(", kind, " ", id, ")");
+}
+
+struct PendingPod {
+  LoadedPod loaded;
+  PodExtras extras;
+  std::string where;  // "file: document N (Pod ns/name)" for late errors.
+};
+
+struct Loader {
+  LoadedCluster cluster;
+  std::vector<PendingPod> pods;
+  std::vector<std::string> class_where;
+
+  absl::Status Object(const std::string& where_doc, const YAML::Node& obj) {
+    if (!obj.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": expected a Kubernetes object (a mapping), got ", TypeName(obj)));
+    std::string kind = obj["kind"].IsScalar() ? obj["kind"].Scalar() : "";
+    if (kind.empty()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": kind: missing"));
+    std::string where = absl::StrCat(where_doc, " ", Describe(kind, obj));
+    auto wrap = [&](const absl::Status& s) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+    };
+    if (kind == "Pod") {
+      PendingPod p;
+      auto pod = Convert([&] { return ConvertPod(obj, &p.extras); });
+      if (!pod.ok()) return wrap(pod.status());
+      p.loaded.pod = *std::move(pod);
+      auto ann = p.loaded.pod.meta().annotations().find(std::string(kCreateLaterAnnotation));
+      p.loaded.create_later = ann != p.loaded.pod.meta().annotations().end() && ann->second == "true";
+      p.where = where;
+      pods.push_back(std::move(p));
+    } else if (kind == "Node") {
+      auto node = Convert([&] { return ConvertNode(obj); });
+      if (!node.ok()) return wrap(node.status());
+      cluster.nodes.push_back(*std::move(node));
+    } else if (kind == "PriorityClass") {
+      auto pc = Convert([&] { return ConvertPriorityClass(obj); });
+      if (!pc.ok()) return wrap(pc.status());
+      cluster.priority_classes.push_back(*std::move(pc));
+      class_where.push_back(where);
+    } else {
+      cluster.warnings.push_back(absl::StrCat(where, ": skipping unsupported kind ", kind));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Source(const YamlSource& src) {
+    std::vector<YAML::Node> docs;
+    try {
+      docs = YAML::LoadAll(src.text);
+    } catch (const YAML::Exception& e) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s: line %d, column %d: invalid YAML: %s", src.name, e.mark.line + 1, e.mark.column + 1, e.msg));
+    }
+    for (size_t d = 0; d < docs.size(); ++d) {
+      const YAML::Node& doc = docs[d];
+      if (!Present(doc)) continue;
+      std::string where = absl::StrCat(src.name, ": document ", d + 1);
+      std::string kind = doc.IsMap() && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
+      if (kind == "List" || (kind.size() > 4 && kind.ends_with("List") && doc["items"].IsDefined())) {
+        YAML::Node items = doc["items"];
+        if (!Present(items)) continue;
+        if (!items.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(where, ": items: expected a list"));
+        for (size_t i = 0; i < items.size(); ++i) {
+          absl::Status s = Object(absl::StrCat(where, " item ", i + 1), items[i]);
+          if (!s.ok()) return s;
+        }
+      } else {
+        absl::Status s = Object(where, doc);
+        if (!s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // Kubernetes' Priority admission: spec.priority from priorityClassName, or
+  // the globalDefault class, else 0; preemptionPolicy from the class.
+  absl::Status ResolvePriorities() {
+    std::map<std::string, const v1::PriorityClass*> classes;
+    const v1::PriorityClass* global_default = nullptr;
+    for (size_t i = 0; i < cluster.priority_classes.size(); ++i) {
+      const auto& pc = cluster.priority_classes[i];
+      if (!classes.emplace(pc.meta().name(), &pc).second)
+        return absl::InvalidArgumentError(absl::StrCat(class_where[i], ": duplicate PriorityClass ", pc.meta().name()));
+      if (pc.global_default()) {
+        if (global_default != nullptr)
+          return absl::InvalidArgumentError(absl::StrCat(class_where[i], ": globalDefault: PriorityClass ",
+                                                         global_default->meta().name(), " is already the global default"));
+        global_default = &pc;
+      }
+    }
+    for (PendingPod& p : pods) {
+      v1::Pod& pod = p.loaded.pod;
+      const v1::PriorityClass* pc = nullptr;
+      if (!pod.priority_class_name().empty()) {
+        auto it = classes.find(pod.priority_class_name());
+        if (it != classes.end()) {
+          pc = it->second;
+        } else if (pod.priority_class_name() == "system-cluster-critical") {
+          if (!p.extras.has_priority) pod.set_priority(kSystemClusterCritical);
+        } else if (pod.priority_class_name() == "system-node-critical") {
+          if (!p.extras.has_priority) pod.set_priority(kSystemNodeCritical);
+        } else {
+          return absl::InvalidArgumentError(absl::StrCat(p.where, ": spec.priorityClassName: no PriorityClass named \"",
+                                                         pod.priority_class_name(), "\""));
+        }
+      } else if (global_default != nullptr && !p.extras.has_priority) {
+        pc = global_default;
+        pod.set_priority_class_name(pc->meta().name());
+      }
+      if (pc != nullptr) {
+        if (!p.extras.has_priority) pod.set_priority(pc->value());
+        if (!p.extras.has_preemption_policy) pod.set_preemption_policy(pc->preemption_policy());
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
+template <typename T>
+void Stamp(T* obj, absl::Time base, int64_t* index) {
+  v1::ObjectMeta* m = obj->mutable_meta();
+  if (m->uid().empty()) m->set_uid(NewUid());
+  if (m->creation_timestamp_us() == 0) m->set_creation_timestamp_us(absl::ToUnixMicros(base) + *index);
+  ++*index;
+}
+
+}  // namespace
+
+std::string NewUid() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  uint64_t a = rng(), b = rng();
+  a = (a & 0xffffffffffff0fffULL) | 0x0000000000004000ULL;  // Version 4.
+  b = (b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;  // Variant 10.
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", a >> 32, (a >> 16) & 0xffff, a & 0xffff, b >> 48,
+                         b & 0xffffffffffffULL);
+}
+
+absl::StatusOr<v1::Pod> PodFromYaml(const YAML::Node& object) {
+  PodExtras extras;
+  return Convert([&] { return ConvertPod(object, &extras); });
+}
+absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertNode(object); });
+}
+absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertPriorityClass(object); });
+}
+absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
+  return Convert([&] {
+    v1::ResourceList out;
+    ResourceList(list, "", &out);
+    return out;
+  });
+}
+
+absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources, const LoadOptions& options) {
+  Loader loader;
+  for (const YamlSource& src : sources) {
+    absl::Status s = loader.Source(src);
+    if (!s.ok()) return s;
+  }
+  absl::Status s = loader.ResolvePriorities();
+  if (!s.ok()) return s;
+  LoadedCluster out = std::move(loader.cluster);
+  int64_t index = 0;
+  for (auto& n : out.nodes) Stamp(&n, options.default_creation_time, &index);
+  for (auto& pc : out.priority_classes) Stamp(&pc, options.default_creation_time, &index);
+  out.pods.reserve(loader.pods.size());
+  for (auto& p : loader.pods) {
+    Stamp(&p.loaded.pod, options.default_creation_time, &index);
+    out.pods.push_back(std::move(p.loaded));
+  }
+  return out;
+}
+
+absl::StatusOr<LoadedCluster> LoadClusterPaths(const std::vector<std::string>& paths, const LoadOptions& options) {
+  namespace fs = std::filesystem;
+  std::vector<YamlSource> sources;
+  auto read = [&](const fs::path& file) -> absl::Status {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat(file.string(), ": cannot read"));
+    std::ostringstream text;
+    text << in.rdbuf();
+    sources.push_back({file.string(), text.str()});
+    return absl::OkStatus();
+  };
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<fs::path> files;
+      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+           it.increment(ec)) {
+        std::string ext = it->path().extension().string();
+        if (it->is_regular_file() && (ext == ".yaml" || ext == ".yml" || ext == ".json")) files.push_back(it->path());
+      }
+      if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) {
+        absl::Status s = read(f);
+        if (!s.ok()) return s;
+      }
+    } else {
+      absl::Status s = read(path);
+      if (!s.ok()) return s;
+    }
+  }
+  return LoadCluster(sources, options);
+}
+
+}  // namespace podium::k8s

@@ -1,0 +1,74 @@
+#pragma once
+
+// Conversion of plain Kubernetes YAML (what `kubectl get nodes,pods -A -o yaml`
+// prints) into podium.v1 objects. podium-sim loads files with it; the Kubernetes
+// adapter reuses the per-object conversion (PodFromYaml, NodeFromYaml, ...).
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "podium/v1/objects.pb.h"
+#include "yaml-cpp/yaml.h"
+
+namespace podium::k8s {
+
+// Pods carrying this annotation with value "true" are not part of the initial
+// list: podium-sim creates them after the initial pods settled (--create-rate).
+inline constexpr std::string_view kCreateLaterAnnotation = "sim.podium.dev/create-later";
+
+// Built-in priority classes every Kubernetes cluster has.
+inline constexpr int32_t kSystemClusterCritical = 2000000000;
+inline constexpr int32_t kSystemNodeCritical = 2000001000;
+
+// Per-object conversion. Errors name the field path ("spec.containers[0]...").
+// Defaults that the API server applies are applied here too (namespace
+// "default", requests defaulted from limits, allocatable from capacity);
+// uid and creation time are left as found (possibly empty).
+absl::StatusOr<v1::Pod> PodFromYaml(const YAML::Node& object);
+absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& object);
+absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object);
+// A resource list (requests, limits, allocatable...). Negative values refused.
+absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list);
+
+struct LoadOptions {
+  // Creation time given to objects without metadata.creationTimestamp; each
+  // such object gets base + its index in microseconds, so file order is kept.
+  absl::Time default_creation_time = absl::Now();
+};
+
+struct LoadedPod {
+  v1::Pod pod;
+  bool create_later = false;  // kCreateLaterAnnotation.
+};
+
+struct LoadedCluster {
+  std::vector<v1::Node> nodes;
+  std::vector<LoadedPod> pods;
+  std::vector<v1::PriorityClass> priority_classes;
+  std::vector<std::string> warnings;  // Skipped kinds.
+};
+
+// A named YAML text (a file's content, or a test's string).
+struct YamlSource {
+  std::string name;
+  std::string text;
+};
+
+// Loads every source, then resolves pod priorities, then returns the whole
+// cluster: any error refuses everything (nothing half-loaded). Errors read
+// `NAME: document N (Kind ns/name): field.path: problem`.
+absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources,
+                                          const LoadOptions& options = {});
+
+// Reads files, or every *.yaml / *.yml / *.json under a directory (sorted), then
+// LoadCluster.
+absl::StatusOr<LoadedCluster> LoadClusterPaths(const std::vector<std::string>& paths,
+                                               const LoadOptions& options = {});
+
+// A random RFC 4122 version 4 uid.
+std::string NewUid();
+
+}  // namespace podium::k8s

@@ -1,0 +1,278 @@
+#include "yaml/k8s_yaml.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace podium::k8s {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kNodesAndPods[] = R"(
+apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+  labels: {topology.kubernetes.io/zone: a}
+spec:
+  taints: [{key: edge, value: "true", effect: NoSchedule}]
+  unschedulable: false
+status:
+  capacity: {cpu: "4", memory: 32Gi, pods: "110", nvidia.com/gpu: "2"}
+  allocatable: {cpu: 3800m, memory: 30Gi, pods: "110", nvidia.com/gpu: "2"}
+  images:
+  - names: [nginx:1.25]
+    sizeBytes: 1000
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+  uid: u-web-1
+  creationTimestamp: "2024-01-02T03:04:05Z"
+  labels: {app: web}
+spec:
+  priority: 7
+  preemptionPolicy: Never
+  nodeSelector: {disk: ssd}
+  overhead: {cpu: 10m}
+  schedulingGates: [{name: wait}]
+  initContainers:
+  - name: sidecar
+    restartPolicy: Always
+    resources: {requests: {cpu: 50m}}
+  - name: setup
+    resources: {requests: {cpu: "1"}}
+  containers:
+  - name: app
+    image: nginx:1.25
+    ports: [{containerPort: 80, hostPort: 8080}]
+    resources:
+      requests: {cpu: "0.5", memory: 500Mi, example.com/foo: "3"}
+      limits: {cpu: "1", ephemeral-storage: 1Gi}
+  tolerations:
+  - {key: edge, operator: Exists, effect: NoExecute, tolerationSeconds: 30}
+  - {operator: Exists}
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchExpressions: [{key: zone, operator: In, values: [a, b]}]
+      preferredDuringSchedulingIgnoredDuringExecution:
+      - weight: 10
+        preference: {matchExpressions: [{key: gpu, operator: Exists}]}
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {matchLabels: {app: web}}
+        topologyKey: kubernetes.io/hostname
+  topologySpreadConstraints:
+  - maxSkew: 1
+    topologyKey: topology.kubernetes.io/zone
+    whenUnsatisfiable: ScheduleAnyway
+    labelSelector: {matchLabels: {app: web}}
+    minDomains: 2
+status:
+  nominatedNodeName: n1
+)";
+
+TEST(K8sYamlTest, LoadsMultiDocumentNodesAndPods) {
+  auto c = LoadCluster({{"a.yaml", kNodesAndPods}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->nodes.size(), 1u);
+  const v1::Node& n = c->nodes[0];
+  EXPECT_EQ(n.meta().name(), "n1");
+  EXPECT_FALSE(n.meta().uid().empty());
+  EXPECT_EQ(n.allocatable().milli_cpu(), 3800);
+  EXPECT_EQ(n.allocatable().memory_bytes(), 30LL << 30);
+  EXPECT_EQ(n.capacity().memory_bytes(), 32LL << 30);
+  EXPECT_EQ(n.allocatable().pods(), 110);
+  EXPECT_EQ(n.allocatable().scalar().at("nvidia.com/gpu"), 2);
+  ASSERT_EQ(n.taints_size(), 1);
+  EXPECT_EQ(n.taints(0).effect(), v1::NO_SCHEDULE);
+  ASSERT_EQ(n.images_size(), 1);
+  EXPECT_EQ(n.images(0).size_bytes(), 1000);
+
+  ASSERT_EQ(c->pods.size(), 1u);
+  const v1::Pod& p = c->pods[0].pod;
+  EXPECT_FALSE(c->pods[0].create_later);
+  EXPECT_EQ(p.meta().namespace_(), "default");
+  EXPECT_EQ(p.meta().uid(), "u-web-1");
+  EXPECT_EQ(p.meta().creation_timestamp_us(), 1704164645000000);
+  EXPECT_EQ(p.priority(), 7);
+  EXPECT_EQ(p.preemption_policy(), v1::NEVER);
+  EXPECT_EQ(p.node_selector().at("disk"), "ssd");
+  EXPECT_EQ(p.overhead().milli_cpu(), 10);
+  EXPECT_THAT(p.scheduling_gates(), ::testing::ElementsAre("wait"));
+  ASSERT_EQ(p.init_containers_size(), 2);
+  EXPECT_TRUE(p.init_containers(0).restartable());
+  EXPECT_FALSE(p.init_containers(1).restartable());
+  const v1::Container& app = p.containers(0);
+  EXPECT_EQ(app.image(), "nginx:1.25");
+  EXPECT_EQ(app.requests().milli_cpu(), 500);
+  EXPECT_EQ(app.requests().memory_bytes(), 500LL << 20);
+  EXPECT_EQ(app.requests().scalar().at("example.com/foo"), 3);
+  EXPECT_EQ(app.requests().ephemeral_storage_bytes(), 1LL << 30);  // Defaulted from limits.
+  EXPECT_EQ(app.limits().milli_cpu(), 1000);
+  ASSERT_EQ(app.ports_size(), 1);
+  EXPECT_EQ(app.ports(0).host_port(), 8080);
+  EXPECT_EQ(app.ports(0).protocol(), "TCP");
+  ASSERT_EQ(p.tolerations_size(), 2);
+  EXPECT_EQ(p.tolerations(0).operator_(), v1::Toleration::EXISTS);
+  EXPECT_EQ(p.tolerations(0).effect(), v1::NO_EXECUTE);
+  EXPECT_EQ(p.tolerations(0).toleration_seconds(), 30);
+  EXPECT_FALSE(p.tolerations(1).has_toleration_seconds());
+  const auto& na = p.affinity().node_affinity();
+  ASSERT_EQ(na.required().terms_size(), 1);
+  EXPECT_EQ(na.required().terms(0).match_expressions(0).operator_(), v1::NodeSelectorRequirement::IN);
+  EXPECT_EQ(na.preferred(0).weight(), 10);
+  EXPECT_EQ(p.affinity().pod_anti_affinity().required(0).topology_key(), "kubernetes.io/hostname");
+  ASSERT_EQ(p.topology_spread_constraints_size(), 1);
+  EXPECT_EQ(p.topology_spread_constraints(0).when_unsatisfiable(), v1::TopologySpreadConstraint::SCHEDULE_ANYWAY);
+  EXPECT_EQ(p.topology_spread_constraints(0).min_domains(), 2);
+  EXPECT_EQ(p.nominated_node_name(), "n1");
+}
+
+TEST(K8sYamlTest, LoadsKindListAndKeepsFileOrderInCreationTime) {
+  constexpr char kList[] = R"(
+apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Pod, metadata: {name: a, namespace: ns}, spec: {containers: [{name: c}]}}
+- {apiVersion: v1, kind: Pod, metadata: {name: b, namespace: ns}, spec: {containers: [{name: c}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: svc, namespace: ns}}
+- {apiVersion: v1, kind: Pod, metadata: {name: c, namespace: ns, annotations: {sim.podium.dev/create-later: "true"}}}
+)";
+  auto c = LoadCluster({{"list.yaml", kList}}, {.default_creation_time = absl::FromUnixSeconds(1000)});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->pods.size(), 3u);
+  EXPECT_LT(c->pods[0].pod.meta().creation_timestamp_us(), c->pods[1].pod.meta().creation_timestamp_us());
+  EXPECT_LT(c->pods[1].pod.meta().creation_timestamp_us(), c->pods[2].pod.meta().creation_timestamp_us());
+  EXPECT_NE(c->pods[0].pod.meta().uid(), c->pods[1].pod.meta().uid());
+  EXPECT_TRUE(c->pods[2].create_later);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_THAT(c->warnings[0], HasSubstr("list.yaml: document 1 item 3 (Service ns/svc)"));
+  EXPECT_THAT(c->warnings[0], HasSubstr("Service"));
+}
+
+TEST(K8sYamlTest, ResolvesPriorityClasses) {
+  constexpr char kText[] = R"(
+kind: PriorityClass
+metadata: {name: high}
+value: 1000
+preemptionPolicy: Never
+---
+kind: PriorityClass
+metadata: {name: normal}
+value: 10
+globalDefault: true
+---
+kind: Pod
+metadata: {name: by-class}
+spec: {priorityClassName: high}
+---
+kind: Pod
+metadata: {name: by-default}
+---
+kind: Pod
+metadata: {name: explicit}
+spec: {priority: 3}
+---
+kind: Pod
+metadata: {name: critical}
+spec: {priorityClassName: system-node-critical}
+)";
+  auto c = LoadCluster({{"pc.yaml", kText}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->pods.size(), 4u);
+  EXPECT_EQ(c->pods[0].pod.priority(), 1000);
+  EXPECT_EQ(c->pods[0].pod.preemption_policy(), v1::NEVER);
+  EXPECT_EQ(c->pods[1].pod.priority(), 10);
+  EXPECT_EQ(c->pods[1].pod.priority_class_name(), "normal");
+  EXPECT_EQ(c->pods[2].pod.priority(), 3);
+  EXPECT_EQ(c->pods[3].pod.priority(), kSystemNodeCritical);
+
+  auto no_default = LoadCluster({{"x.yaml", "kind: Pod\nmetadata: {name: p}\n"}});
+  ASSERT_TRUE(no_default.ok());
+  EXPECT_EQ(no_default->pods[0].pod.priority(), 0);
+}
+
+TEST(K8sYamlTest, UnknownPriorityClassNamesThePod) {
+  auto c = LoadCluster({{"x.yaml", "kind: Pod\nmetadata: {name: p, namespace: n}\nspec: {priorityClassName: gold}\n"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("x.yaml: document 1 (Pod n/p): spec.priorityClassName"));
+  EXPECT_THAT(c.status().message(), HasSubstr("gold"));
+}
+
+TEST(K8sYamlTest, MalformedObjectNamesFileDocumentObjectAndField) {
+  constexpr char kGood[] = "kind: Node\nmetadata: {name: n1}\n";
+  constexpr char kBad[] = R"(
+kind: Node
+metadata: {name: n2}
+---
+kind: PriorityClass
+metadata: {name: x}
+value: 1
+---
+kind: Pod
+metadata: {name: web-1}
+spec:
+  containers:
+  - name: app
+    resources: {requests: {cpu: "12x"}}
+)";
+  auto c = LoadCluster({{"good.yaml", kGood}, {"edge.yaml", kBad}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "edge.yaml: document 3 (Pod default/web-1): spec.containers[0].resources.requests.cpu: "
+            "invalid quantity \"12x\"");
+}
+
+TEST(K8sYamlTest, RefusesWrongTypesAndNegativeRequests) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: {name: c}}\n", "spec.containers: expected a list"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {memory: -1Gi}}}]}\n",
+       "spec.containers[0].resources.requests.memory: quantity \"-1Gi\" must not be negative"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {priority: high}\n", "spec.priority: expected an integer"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {tolerations: [{operator: Maybe}]}\n",
+       "spec.tolerations[0].operator: unknown operator \"Maybe\""},
+      {"kind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: [1]}}\n",
+       "(Node n): status.allocatable.cpu: expected a quantity"},
+      {"kind: Node\nmetadata: {}\n", "metadata.name: missing"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: [1, 2]\n", "spec: expected a mapping"},
+      {"kind: [Pod\n", "invalid YAML"},
+      {"- 1\n- 2\n", "document 1: expected a Kubernetes object"},
+  };
+  for (const Case& c : cases) {
+    auto r = LoadCluster({{"f.yaml", c.text}});
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr("f.yaml")) << c.text;
+  }
+}
+
+TEST(K8sYamlTest, LoadsDirectoriesInNameOrder) {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "podium-yaml-XXXXXX").string();
+  ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+  fs::path dir(tmpl);
+  std::ofstream(dir / "b-pods.yaml") << "kind: Pod\nmetadata: {name: p}\n";
+  std::ofstream(dir / "a-nodes.yml") << "kind: Node\nmetadata: {name: n}\n";
+  std::ofstream(dir / "README.md") << "not yaml: [";
+  auto c = LoadClusterPaths({dir.string()});
+  fs::remove_all(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->nodes.size(), 1u);
+  EXPECT_EQ(c->pods.size(), 1u);
+  EXPECT_FALSE(LoadClusterPaths({"/nonexistent/podium.yaml"}).ok());
+}
+
+}  // namespace
+}  // namespace podium::k8s

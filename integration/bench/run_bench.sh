@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# make bench: kube-scheduler scheduler_perf's basic shapes through podium-sim,
+# with podium-scheduler and podium-plugin-host spawned on unix sockets.
+# Usage: integration/bench/run_bench.sh BUILD_DIR [WORKLOAD...]
+# Writes BUILD_DIR/bench/results.json (one object per workload) and prints a table.
+set -euo pipefail
+build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
+shift
+workloads=("${@:-basic-500}")
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000)
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+sim="$build/adapters/simulator/podium-sim"
+[ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
+config=()
+[ -f "$repo/deploy/config/scheduler.yaml" ] && config=(--config "$repo/deploy/config/scheduler.yaml")
+out="$build/bench"
+mkdir -p "$out"
+for w in "${workloads[@]}"; do
+  echo "== $w" >&2
+  "$sim" --spawn "${config[@]}" --workload "$w" --output json --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" \
+    > "$out/$w.json"
+done
+/usr/bin/python3 - "$out" "${workloads[@]}" <<'PY'
+import json, sys
+out, workloads = sys.argv[1], sys.argv[2:]
+keys = ["workload", "nodes", "pods", "seconds", "pods_per_second", "attempt_p50_ms", "attempt_p99_ms",
+        "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb"]
+rows = []
+for w in workloads:
+    with open(f"{out}/{w}.json") as f:
+        r = json.load(f)
+    r["pods"] = r["measured_pods"]
+    rows.append({k: r.get(k) for k in keys})
+with open(f"{out}/results.json", "w") as f:
+    json.dump(rows, f, indent=2)
+    f.write("\n")
+fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
+head = ["workload", "nodes", "pods", "seconds", "pods/s", "attempt p50", "attempt p99", "e2e p50", "e2e p99",
+        "sched RSS MB", "host RSS MB"]
+table = [head] + [[fmt(r[k]) for k in keys] for r in rows]
+widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+for row in table:
+    print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+print(f"\nresults: {out}/results.json (times in ms)")
+PY

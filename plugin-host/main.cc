@@ -1,0 +1,99 @@
+// podium-plugin-host: serves the default plugin set on one Plugin endpoint.
+//
+//   podium-plugin-host --listen unix:///run/podium/host.sock [--name NAME]
+//   podium-plugin-host --listen 127.0.0.1:7070
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "default_plugins.h"
+#include "podium/sdk/serve.h"
+
+namespace {
+
+constexpr std::string_view kUsage =
+    "usage: podium-plugin-host --listen ADDR [--name NAME]\n"
+    "  --listen ADDR  unix:///abs/path or HOST:PORT (port 0 picks a free port)\n"
+    "  --name NAME    process name sent in the registration (default podium-plugin-host)\n";
+
+struct HostOptions {
+  std::string listen;
+  std::string name = "podium-plugin-host";
+};
+
+// Accepts "--flag value" and "--flag=value". Returns nullopt after printing
+// the problem.
+std::optional<HostOptions> ParseFlags(int argc, char** argv) {
+  HostOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::cout << kUsage;
+      std::exit(0);
+    }
+    std::string_view flag = arg;
+    std::optional<std::string> value;
+    if (auto eq = arg.find('='); eq != std::string_view::npos) {
+      flag = arg.substr(0, eq);
+      value = std::string(arg.substr(eq + 1));
+    }
+    std::string* target = flag == "--listen" ? &options.listen
+                          : flag == "--name" ? &options.name
+                                             : nullptr;
+    if (target == nullptr) {
+      std::cerr << "podium-plugin-host: unknown flag " << arg << "\n" << kUsage;
+      return std::nullopt;
+    }
+    if (!value.has_value()) {
+      if (i + 1 >= argc) {
+        std::cerr << "podium-plugin-host: " << flag << " needs a value\n" << kUsage;
+        return std::nullopt;
+      }
+      value = argv[++i];
+    }
+    *target = *value;
+  }
+  if (options.listen.empty()) {
+    std::cerr << "podium-plugin-host: --listen is required\n" << kUsage;
+    return std::nullopt;
+  }
+  return options;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::optional<HostOptions> options = ParseFlags(argc, argv);
+  if (!options.has_value()) return 2;
+
+  // Block the shutdown signals before any thread starts so that every gRPC
+  // thread inherits the mask and only sigwait below sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  podium::sdk::PluginServer server(podium::sdk::ServeOptions{
+      .address = options->listen,
+      .process_name = options->name,
+      .plugins = podium::plugins::DefaultPlugins(),
+  });
+  if (absl::Status started = server.Start(); !started.ok()) {
+    std::cerr << "podium-plugin-host: " << started.message() << "\n";
+    return 1;
+  }
+  std::cerr << "podium-plugin-host listening on " << server.address() << std::endl;
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::cerr << "podium-plugin-host: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+            << ", shutting down" << std::endl;
+  server.Shutdown();  // Ends the streams and removes the unix socket file.
+  return 0;
+}

@@ -1,0 +1,35 @@
+#include "plugins/default_plugins.h"
+
+#include "plugins/image_locality/image_locality.h"
+#include "plugins/node_affinity/node_affinity.h"
+#include "plugins/node_name/node_name.h"
+#include "plugins/node_ports/node_ports.h"
+#include "plugins/node_resources/balanced_allocation.h"
+#include "plugins/node_resources/fit.h"
+#include "plugins/node_unschedulable/node_unschedulable.h"
+#include "plugins/taint_toleration/taint_toleration.h"
+
+namespace podium::plugins {
+namespace {
+
+template <typename P>
+sdk::PluginDefinition Definition() {
+  return {std::string(P::kName), &P::New};
+}
+
+}  // namespace
+
+std::vector<sdk::PluginDefinition> DefaultPlugins() {
+  return {
+      Definition<NodeUnschedulable>(),
+      Definition<NodeName>(),
+      Definition<TaintToleration>(),
+      Definition<NodeAffinity>(),
+      Definition<NodePorts>(),
+      Definition<NodeResourcesFit>(),
+      Definition<NodeResourcesBalancedAllocation>(),
+      Definition<ImageLocality>(),
+  };
+}
+
+}  // namespace podium::plugins

@@ -1,0 +1,41 @@
+#include "plugins/default_plugins.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plugins/helper/testing.h"
+
+namespace podium::plugins {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(DefaultPluginsTest, AllEightWithWorkingFactories) {
+  std::vector<sdk::PluginDefinition> defs = DefaultPlugins();
+  std::vector<std::string> names;
+  testing::FakeHandle handle;
+  for (const sdk::PluginDefinition& def : defs) {
+    names.push_back(def.name);
+    absl::StatusOr<sdk::PluginPtr> plugin = def.factory(boost::json::object(), handle);
+    ASSERT_TRUE(plugin.ok()) << def.name << ": " << plugin.status();
+    EXPECT_EQ((*plugin)->Name(), def.name);
+    // Every default plugin declares its events (possibly none).
+    EXPECT_NE(dynamic_cast<sdk::EnqueueExtensions*>(plugin->get()), nullptr) << def.name;
+  }
+  EXPECT_THAT(names, ElementsAre("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
+                                 "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
+                                 "ImageLocality"));
+}
+
+TEST(DefaultPluginsTest, ArgsCarryingApiVersionAndKindAreAccepted) {
+  testing::FakeHandle handle;
+  boost::json::object args;
+  args["apiVersion"] = "kubescheduler.config.k8s.io/v1";
+  args["kind"] = "NodeResourcesFitArgs";
+  for (const sdk::PluginDefinition& def : DefaultPlugins()) {
+    EXPECT_TRUE(def.factory(args, handle).ok()) << def.name;
+  }
+}
+
+}  // namespace
+}  // namespace podium::plugins

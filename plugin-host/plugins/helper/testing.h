@@ -1,0 +1,197 @@
+// Test fixtures for the default plugins: pod/node builders, a snapshot and a
+// handle over NodeInfos the test owns.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "podium/sdk/framework.h"
+
+namespace podium::plugins::testing {
+
+class PodBuilder {
+ public:
+  explicit PodBuilder(std::string name = "p") {
+    pod_.mutable_meta()->set_name(name);
+    pod_.mutable_meta()->set_namespace_("default");
+    pod_.mutable_meta()->set_uid("uid-" + name);
+  }
+  PodBuilder& Uid(std::string uid) {
+    pod_.mutable_meta()->set_uid(std::move(uid));
+    return *this;
+  }
+  PodBuilder& NodeName(std::string n) {
+    pod_.set_node_name(std::move(n));
+    return *this;
+  }
+  // A container requesting milli-CPU and memory bytes.
+  PodBuilder& Container(int64_t milli_cpu, int64_t memory, std::string image = "") {
+    v1::Container* c = pod_.add_containers();
+    c->set_name("c" + std::to_string(pod_.containers_size()));
+    c->mutable_requests()->set_milli_cpu(milli_cpu);
+    c->mutable_requests()->set_memory_bytes(memory);
+    c->set_image(std::move(image));
+    return *this;
+  }
+  PodBuilder& Image(std::string image) { return Container(0, 0, std::move(image)); }
+  PodBuilder& InitContainer(int64_t milli_cpu, int64_t memory, bool restartable = false) {
+    v1::Container* c = pod_.add_init_containers();
+    c->set_name("i" + std::to_string(pod_.init_containers_size()));
+    c->mutable_requests()->set_milli_cpu(milli_cpu);
+    c->mutable_requests()->set_memory_bytes(memory);
+    c->set_restartable(restartable);
+    return *this;
+  }
+  // Sets a request on the last container (creating one if needed).
+  PodBuilder& Ephemeral(int64_t bytes) {
+    LastContainer()->mutable_requests()->set_ephemeral_storage_bytes(bytes);
+    return *this;
+  }
+  PodBuilder& Scalar(std::string name, int64_t value) {
+    (*LastContainer()->mutable_requests()->mutable_scalar())[name] = value;
+    return *this;
+  }
+  PodBuilder& Overhead(int64_t milli_cpu, int64_t memory) {
+    pod_.mutable_overhead()->set_milli_cpu(milli_cpu);
+    pod_.mutable_overhead()->set_memory_bytes(memory);
+    return *this;
+  }
+  PodBuilder& HostPort(int32_t port, std::string protocol = "", std::string ip = "") {
+    v1::ContainerPort* p = LastContainer()->add_ports();
+    p->set_container_port(port);
+    p->set_host_port(port);
+    p->set_protocol(std::move(protocol));
+    p->set_host_ip(std::move(ip));
+    return *this;
+  }
+  PodBuilder& NodeSelector(std::string k, std::string v) {
+    (*pod_.mutable_node_selector())[k] = v;
+    return *this;
+  }
+  PodBuilder& Toleration(std::string key, v1::Toleration::Operator op, std::string value,
+                         v1::TaintEffect effect) {
+    v1::Toleration* t = pod_.add_tolerations();
+    t->set_key(std::move(key));
+    t->set_operator_(op);
+    t->set_value(std::move(value));
+    t->set_effect(effect);
+    return *this;
+  }
+  v1::NodeAffinity* MutableNodeAffinity() {
+    return pod_.mutable_affinity()->mutable_node_affinity();
+  }
+  v1::Pod& mutable_pod() { return pod_; }
+  v1::Pod Build() const { return pod_; }
+  sdk::PodInfoPtr Info() const { return sdk::PodInfo::Create(pod_); }
+
+ private:
+  v1::Container* LastContainer() {
+    if (pod_.containers_size() == 0) Container(0, 0);
+    return pod_.mutable_containers(pod_.containers_size() - 1);
+  }
+  v1::Pod pod_;
+};
+
+class NodeBuilder {
+ public:
+  explicit NodeBuilder(std::string name = "n") { node_.mutable_meta()->set_name(name); }
+  NodeBuilder& Allocatable(int64_t milli_cpu, int64_t memory, int64_t pods = 110) {
+    node_.mutable_allocatable()->set_milli_cpu(milli_cpu);
+    node_.mutable_allocatable()->set_memory_bytes(memory);
+    node_.mutable_allocatable()->set_pods(pods);
+    return *this;
+  }
+  NodeBuilder& Ephemeral(int64_t bytes) {
+    node_.mutable_allocatable()->set_ephemeral_storage_bytes(bytes);
+    return *this;
+  }
+  NodeBuilder& Scalar(std::string name, int64_t value) {
+    (*node_.mutable_allocatable()->mutable_scalar())[name] = value;
+    return *this;
+  }
+  NodeBuilder& Label(std::string k, std::string v) {
+    (*node_.mutable_meta()->mutable_labels())[k] = v;
+    return *this;
+  }
+  NodeBuilder& Taint(std::string key, std::string value, v1::TaintEffect effect) {
+    v1::Taint* t = node_.add_taints();
+    t->set_key(std::move(key));
+    t->set_value(std::move(value));
+    t->set_effect(effect);
+    return *this;
+  }
+  NodeBuilder& Unschedulable() {
+    node_.set_unschedulable(true);
+    return *this;
+  }
+  v1::Node Build() const { return node_; }
+
+ private:
+  v1::Node node_;
+};
+
+inline sdk::NodeInfo MakeNodeInfo(const v1::Node& node, const std::vector<v1::Pod>& pods = {},
+                                  uint32_t id = 1) {
+  sdk::NodeInfo info(id, std::make_shared<const v1::Node>(node));
+  for (const v1::Pod& p : pods) info.AddPod(sdk::PodInfo::Create(p));
+  return info;
+}
+
+class FakeSnapshot : public sdk::Snapshot {
+ public:
+  sdk::NodeInfo& Add(sdk::NodeInfo info) {
+    owned_.push_back(std::make_unique<sdk::NodeInfo>(std::move(info)));
+    nodes_.push_back(owned_.back().get());
+    return *owned_.back();
+  }
+  const std::vector<const sdk::NodeInfo*>& Nodes() const override { return nodes_; }
+  const sdk::NodeInfo* Get(std::string_view name) const override {
+    for (const sdk::NodeInfo* n : nodes_) {
+      if (n->name() == name) return n;
+    }
+    return nullptr;
+  }
+  const sdk::NodeInfo* GetById(uint32_t id) const override {
+    for (const sdk::NodeInfo* n : nodes_) {
+      if (n->id() == id) return n;
+    }
+    return nullptr;
+  }
+  size_t NumNodes() const override { return nodes_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<sdk::NodeInfo>> owned_;
+  std::vector<const sdk::NodeInfo*> nodes_;
+};
+
+class FakeHandle : public sdk::Handle {
+ public:
+  FakeSnapshot& fake_snapshot() { return snapshot_; }
+  const sdk::Snapshot& snapshot() const override { return snapshot_; }
+  bool AllowWaitingPod(std::string_view, std::string_view) override { return false; }
+  bool RejectWaitingPod(std::string_view, std::string_view, std::string_view) override {
+    return false;
+  }
+
+ private:
+  FakeSnapshot snapshot_;
+};
+
+// Runs a plugin's Score over `nodes` then NormalizeScore, as the framework does.
+template <typename P>
+std::vector<int64_t> ScoreAndNormalize(P& plugin, sdk::CycleState& state, const sdk::PodInfo& pod,
+                                       const std::vector<const sdk::NodeInfo*>& nodes) {
+  std::vector<sdk::NodeScore> scores;
+  for (const sdk::NodeInfo* n : nodes) {
+    auto [score, status] = plugin.Score(state, pod, *n);
+    scores.push_back({n, score});
+  }
+  if (plugin.HasNormalizeScore()) plugin.NormalizeScore(state, pod, scores);
+  std::vector<int64_t> out;
+  for (const sdk::NodeScore& s : scores) out.push_back(s.score);
+  return out;
+}
+
+}  // namespace podium::plugins::testing

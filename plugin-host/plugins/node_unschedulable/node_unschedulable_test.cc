@@ -1,0 +1,105 @@
+#include "plugins/node_unschedulable/node_unschedulable.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "plugins/helper/testing.h"
+
+namespace podium::plugins {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeHandle;
+using testing::MakeNodeInfo;
+using testing::NodeBuilder;
+using testing::PodBuilder;
+
+TEST(NodeUnschedulableTest, Filter) {
+  struct Case {
+    std::string name;
+    v1::Pod pod;
+    v1::Node node;
+    sdk::Code want;
+  };
+  const std::vector<Case> cases = {
+      {"schedulable node", PodBuilder().Build(), NodeBuilder().Build(), sdk::Code::kSuccess},
+      {"unschedulable node", PodBuilder().Build(), NodeBuilder().Unschedulable().Build(),
+       sdk::Code::kUnschedulableAndUnresolvable},
+      {"pod tolerates the unschedulable taint",
+       PodBuilder()
+           .Toleration("node.kubernetes.io/unschedulable", v1::Toleration::EXISTS, "",
+                       v1::NO_SCHEDULE)
+           .Build(),
+       NodeBuilder().Unschedulable().Build(), sdk::Code::kSuccess},
+      {"pod tolerates everything",
+       PodBuilder()
+           .Toleration("", v1::Toleration::EXISTS, "", v1::TAINT_EFFECT_UNSPECIFIED)
+           .Build(),
+       NodeBuilder().Unschedulable().Build(), sdk::Code::kSuccess},
+      {"a NoExecute toleration does not tolerate NoSchedule",
+       PodBuilder()
+           .Toleration("node.kubernetes.io/unschedulable", v1::Toleration::EXISTS, "",
+                       v1::NO_EXECUTE)
+           .Build(),
+       NodeBuilder().Unschedulable().Build(), sdk::Code::kUnschedulableAndUnresolvable},
+  };
+  FakeHandle handle;
+  auto plugin = NodeUnschedulable::New({}, handle);
+  ASSERT_TRUE(plugin.ok());
+  auto& filter = dynamic_cast<sdk::FilterPlugin&>(**plugin);
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    sdk::CycleState state;
+    sdk::NodeInfo node = MakeNodeInfo(tc.node);
+    sdk::Status status = filter.Filter(state, *sdk::PodInfo::Create(tc.pod), node);
+    EXPECT_EQ(status.code(), tc.want);
+    if (!status.IsSuccess()) {
+      EXPECT_THAT(status.reasons(), ElementsAre("node(s) were unschedulable"));
+    }
+  }
+}
+
+TEST(NodeUnschedulableTest, QueueingHint) {
+  struct Case {
+    std::string name;
+    std::optional<v1::Node> old_node;
+    v1::Node new_node;
+    sdk::QueueingHint want;
+  };
+  const std::vector<Case> cases = {
+      {"schedulable node added", std::nullopt, NodeBuilder().Build(), sdk::QueueingHint::kQueue},
+      {"unschedulable node added", std::nullopt, NodeBuilder().Unschedulable().Build(),
+       sdk::QueueingHint::kQueueSkip},
+      {"node became schedulable", NodeBuilder().Unschedulable().Build(), NodeBuilder().Build(),
+       sdk::QueueingHint::kQueue},
+      {"node stayed schedulable", NodeBuilder().Build(), NodeBuilder().Build(),
+       sdk::QueueingHint::kQueueSkip},
+  };
+  NodeUnschedulable plugin;
+  auto events = plugin.EventsToRegister();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].resource, v1::NODE);
+  EXPECT_EQ(events[0].action_mask, v1::ADD | v1::UPDATE_NODE_TAINT);
+  ASSERT_TRUE(events[0].hint);
+  for (const Case& tc : cases) {
+    SCOPED_TRACE(tc.name);
+    v1::ClusterEvent e;
+    e.set_resource(v1::NODE);
+    if (tc.old_node) *e.mutable_old_node() = *tc.old_node;
+    *e.mutable_new_node() = tc.new_node;
+    EXPECT_EQ(events[0].hint(PodBuilder().Build(), e), tc.want);
+  }
+}
+
+TEST(NodeUnschedulableTest, RejectsArgs) {
+  FakeHandle handle;
+  boost::json::object args;
+  args["foo"] = 1;
+  auto plugin = NodeUnschedulable::New(args, handle);
+  ASSERT_FALSE(plugin.ok());
+  EXPECT_THAT(std::string(plugin.status().message()),
+              ::testing::HasSubstr("NodeUnschedulable args: foo"));
+}
+
+}  // namespace
+}  // namespace podium::plugins

@@ -1,0 +1,66 @@
+// Serve(): puts plugins written against framework.h behind the Plugin.Run
+// stream (proto/podium/v1/plugin.proto). A plugin process is:
+//
+//   int main() {
+//     return podium::sdk::Serve({.address = "unix:///run/podium/my.sock",
+//                                .process_name = "my-plugins",
+//                                .plugins = {{"MyPlugin", &MyPlugin::New}}}).ok() ? 0 : 1;
+//   }
+//
+// Every stream gets its own plugin instances (built from Open's args), its own
+// mirror of the cluster (kept from the scheduler's state deltas) and its own
+// cycle states. Plugin code runs on the stream's worker thread, one message at
+// a time, in the order the scheduler sent them; Handle::snapshot() may only be
+// read there, while AllowWaitingPod / RejectWaitingPod may be called from any
+// thread.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "podium/sdk/framework.h"
+
+namespace podium::sdk {
+
+struct ServeOptions {
+  // "unix:///abs/path" or "host:port" ("127.0.0.1:0" picks a free port).
+  std::string address;
+  // Sent in Registration.process_name.
+  std::string process_name;
+  std::vector<PluginDefinition> plugins;
+};
+
+// The Plugin service on one listening address. Thread-safe.
+class PluginServer {
+ public:
+  explicit PluginServer(ServeOptions options);
+  ~PluginServer();  // Shutdown().
+  PluginServer(const PluginServer&) = delete;
+  PluginServer& operator=(const PluginServer&) = delete;
+
+  // Binds and starts serving (also enables the gRPC health service).
+  absl::Status Start();
+  // The bound TCP port after Start() (0 for unix sockets).
+  int port() const;
+  // The address streams can dial after Start(): `address` with a ":0" port
+  // replaced by the bound one.
+  std::string address() const;
+  // Cancels open streams, waits for their workers and removes the unix socket
+  // file. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown() has completed.
+  void Wait();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Starts a PluginServer and blocks until SIGINT or SIGTERM, then shuts down
+// gracefully. Blocks both signals in the calling thread (and so in the server's
+// threads); call it from main before starting other threads.
+absl::Status Serve(ServeOptions options);
+
+}  // namespace podium::sdk

@@ -1,0 +1,211 @@
+#include "mirror.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl_compat.h"
+
+namespace podium::sdk::internal {
+
+const NodeInfo* Mirror::Get(std::string_view node_name) const {
+  auto it = nodes_by_name_.find(AsAbsl(node_name));
+  return it == nodes_by_name_.end() ? nullptr : it->second;
+}
+
+const NodeInfo* Mirror::GetById(uint32_t id) const {
+  auto it = nodes_.find(id);
+  return it == nodes_.end() ? nullptr : it->second.get();
+}
+
+absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
+  const bool reset = delta.reset();
+  absl::flat_hash_set<uint32_t> removed(delta.node_removals().begin(),
+                                        delta.node_removals().end());
+  absl::flat_hash_map<absl::string_view, uint32_t> upserted_names;
+  absl::flat_hash_set<uint32_t> upserted;
+  for (int i = 0; i < delta.node_upserts_size(); ++i) {
+    const v1::MirroredNode& upsert = delta.node_upserts(i);
+    if (!upsert.has_node()) {
+      return absl::InvalidArgumentError(absl::StrCat("delta.node_upserts[", i, "].node: missing"));
+    }
+    const std::string& name = upsert.node().meta().name();
+    if (name.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("delta.node_upserts[", i,
+                                                     "].node.meta.name: empty (node id ",
+                                                     upsert.id(), ")"));
+    }
+    auto [it, inserted] = upserted_names.emplace(name, upsert.id());
+    if (!inserted && it->second != upsert.id()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.node_upserts[", i, "].node.meta.name: node ", name,
+                       " upserted under two ids (", it->second, " and ", upsert.id(), ")"));
+    }
+    if (!reset) {
+      const NodeInfo* existing = Get(name);
+      if (existing != nullptr && existing->id() != upsert.id() && !removed.contains(existing->id())) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("delta.node_upserts[", i, "].node.meta.name: node ", name,
+                         " is already mirrored as node id ", existing->id(), ", not ", upsert.id()));
+      }
+    }
+    upserted.insert(upsert.id());
+  }
+  for (int i = 0; i < delta.pod_removals_size(); ++i) {
+    if (delta.pod_removals(i).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("delta.pod_removals[", i, "]: empty uid"));
+    }
+  }
+  for (int i = 0; i < delta.pod_upserts_size(); ++i) {
+    const v1::MirroredPod& upsert = delta.pod_upserts(i);
+    if (!upsert.has_pod() || upsert.pod().meta().uid().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.pod_upserts[", i, "].pod.meta.uid: missing"));
+    }
+    const uint32_t id = upsert.node_id();
+    const bool known =
+        upserted.contains(id) || (!reset && nodes_.contains(id) && !removed.contains(id));
+    if (!known) {
+      const v1::ObjectMeta& meta = upsert.pod().meta();
+      return absl::InvalidArgumentError(absl::StrCat("delta.pod_upserts[", i,
+                                                     "].node_id: unknown node id ", id, " (pod ",
+                                                     meta.namespace_(), "/", meta.name(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Mirror::Apply(v1::StateDelta& delta) {
+  if (absl::Status valid = Validate(delta); !valid.ok()) return valid;
+  if (delta.reset()) Clear();
+  for (uint32_t id : delta.node_removals()) RemoveNode(id);
+  for (v1::MirroredNode& upsert : *delta.mutable_node_upserts()) {
+    UpsertNode(upsert.id(), std::make_shared<const v1::Node>(std::move(*upsert.mutable_node())));
+  }
+  // Node counts of images changed: tell every node that has them.
+  for (const std::string& name : dirty_images_) {
+    auto it = images_.find(name);
+    if (it == images_.end()) continue;
+    if (it->second.node_ids.empty()) {
+      images_.erase(it);
+      continue;
+    }
+    const int32_t count = static_cast<int32_t>(it->second.node_ids.size());
+    for (uint32_t id : it->second.node_ids) {
+      nodes_[id]->mutable_images()[name].num_nodes = count;
+    }
+  }
+  dirty_images_.clear();
+  if (order_dirty_) {
+    ordered_.clear();
+    ordered_.reserve(nodes_.size());
+    for (const auto& [id, node] : nodes_) ordered_.push_back(node.get());
+    std::sort(ordered_.begin(), ordered_.end(),
+              [](const NodeInfo* a, const NodeInfo* b) { return a->id() < b->id(); });
+    order_dirty_ = false;
+  }
+
+  for (const std::string& uid : delta.pod_removals()) RemovePod(uid);
+  for (v1::MirroredPod& upsert : *delta.mutable_pod_upserts()) {
+    std::string uid = upsert.pod().meta().uid();
+    RemovePod(uid);
+    NodeInfo& node = *nodes_[upsert.node_id()];
+    node.AddPod(PodInfo::Create(std::move(*upsert.mutable_pod())));
+    pod_nodes_.emplace(std::move(uid), node.id());
+  }
+  if (delta.generation() != 0) generation_ = delta.generation();
+  return absl::OkStatus();
+}
+
+void Mirror::Clear() {
+  nodes_.clear();
+  nodes_by_name_.clear();
+  ordered_.clear();
+  order_dirty_ = false;
+  pod_nodes_.clear();
+  images_.clear();
+  dirty_images_.clear();
+  generation_ = 0;
+}
+
+void Mirror::RemoveNode(uint32_t id) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;  // Removals are idempotent.
+  NodeInfo& node = *it->second;
+  for (const PodInfoPtr& pod : node.pods()) pod_nodes_.erase(pod->uid());
+  for (const auto& [name, state] : node.images()) ForgetImageName(name, id);
+  auto by_name = nodes_by_name_.find(node.name());
+  if (by_name != nodes_by_name_.end() && by_name->second == &node) nodes_by_name_.erase(by_name);
+  nodes_.erase(it);
+  order_dirty_ = true;
+}
+
+void Mirror::UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) {
+    auto info = std::make_unique<NodeInfo>(id, std::move(node));
+    nodes_by_name_[info->name()] = info.get();
+    for (const v1::ContainerImage& image : info->node().images()) {
+      for (const std::string& name : image.names()) RememberImageName(name, id);
+    }
+    AddImageNames(*info);
+    nodes_.emplace(id, std::move(info));
+    order_dirty_ = true;
+    return;
+  }
+  NodeInfo& info = *it->second;
+  if (info.name() != node->meta().name()) {
+    auto by_name = nodes_by_name_.find(info.name());
+    if (by_name != nodes_by_name_.end() && by_name->second == &info) nodes_by_name_.erase(by_name);
+    nodes_by_name_[node->meta().name()] = &info;
+  }
+  // Only image names that appear or disappear change counts (a node update
+  // without image changes must not touch every node that shares its images).
+  absl::flat_hash_set<absl::string_view> new_names;
+  for (const v1::ContainerImage& image : node->images()) {
+    for (const std::string& name : image.names()) new_names.insert(name);
+  }
+  for (const auto& [name, state] : info.images()) {
+    if (!new_names.contains(name)) ForgetImageName(name, id);
+  }
+  for (absl::string_view name : new_names) {
+    if (!info.images().contains(name)) RememberImageName(std::string(name), id);
+  }
+  info.SetNode(std::move(node));
+  AddImageNames(info);
+}
+
+// Rebuilds the node's images map from its node object and the current counts.
+void Mirror::AddImageNames(NodeInfo& node) {
+  auto& images = node.mutable_images();
+  images.clear();
+  for (const v1::ContainerImage& image : node.node().images()) {
+    for (const std::string& name : image.names()) {
+      auto it = images_.find(name);
+      const int32_t count = it == images_.end() ? 0 : static_cast<int32_t>(it->second.node_ids.size());
+      images[name] = ImageState{.size_bytes = image.size_bytes(), .num_nodes = count};
+    }
+  }
+}
+
+void Mirror::ForgetImageName(const std::string& name, uint32_t node_id) {
+  auto it = images_.find(name);
+  if (it == images_.end()) return;
+  it->second.node_ids.erase(node_id);
+  dirty_images_.insert(name);
+}
+
+void Mirror::RememberImageName(const std::string& name, uint32_t node_id) {
+  images_[name].node_ids.insert(node_id);
+  dirty_images_.insert(name);
+}
+
+void Mirror::RemovePod(const std::string& uid) {
+  auto it = pod_nodes_.find(uid);
+  if (it == pod_nodes_.end()) return;
+  auto node = nodes_.find(it->second);
+  if (node != nodes_.end()) node->second->RemovePod(uid);
+  pod_nodes_.erase(it);
+}
+
+}  // namespace podium::sdk::internal

@@ -1,0 +1,65 @@
+// The plugin process's copy of the cluster, kept from the scheduler's state
+// deltas (plugin.proto StateDelta): nodes by scheduler-assigned id, their
+// assigned pods, and the image counts ImageLocality needs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "podium/sdk/framework.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::sdk::internal {
+
+class Mirror final : public Snapshot {
+ public:
+  Mirror() = default;
+  Mirror(const Mirror&) = delete;
+  Mirror& operator=(const Mirror&) = delete;
+
+  // Applies a delta: reset, node removals, node upserts, pod removals, pod
+  // upserts. The delta is validated first; an invalid one is not applied and
+  // the error names the field. Objects are moved out of `delta`.
+  absl::Status Apply(v1::StateDelta& delta);
+
+  const std::vector<const NodeInfo*>& Nodes() const override { return ordered_; }
+  const NodeInfo* Get(std::string_view node_name) const override;
+  const NodeInfo* GetById(uint32_t id) const override;
+  size_t NumNodes() const override { return ordered_.size(); }
+
+  uint64_t generation() const { return generation_; }
+  size_t NumPods() const { return pod_nodes_.size(); }
+
+ private:
+  absl::Status Validate(const v1::StateDelta& delta) const;
+  void Clear();
+  void RemoveNode(uint32_t id);
+  void UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node);
+  void RemovePod(const std::string& uid);
+  void AddImageNames(NodeInfo& node);
+  void ForgetImageName(const std::string& name, uint32_t node_id);
+  void RememberImageName(const std::string& name, uint32_t node_id);
+
+  struct ImageNodes {
+    absl::flat_hash_set<uint32_t> node_ids;
+  };
+
+  uint64_t generation_ = 0;
+  absl::flat_hash_map<uint32_t, std::unique_ptr<NodeInfo>> nodes_;
+  absl::flat_hash_map<std::string, NodeInfo*> nodes_by_name_;
+  std::vector<const NodeInfo*> ordered_;  // Ascending id.
+  bool order_dirty_ = false;
+  absl::flat_hash_map<std::string, uint32_t> pod_nodes_;  // Pod uid -> node id.
+  // Image name -> the nodes that have it; ImageState.num_nodes is its size.
+  absl::flat_hash_map<std::string, ImageNodes> images_;
+  // Image names whose node count changed during the current Apply.
+  absl::flat_hash_set<std::string> dirty_images_;
+};
+
+}  // namespace podium::sdk::internal

@@ -1,0 +1,187 @@
+#include "mirror.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace podium::sdk::internal {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+v1::MirroredNode* AddNode(v1::StateDelta& delta, uint32_t id, const std::string& name,
+                          std::vector<std::vector<std::string>> images = {}) {
+  v1::MirroredNode* upsert = delta.add_node_upserts();
+  upsert->set_id(id);
+  upsert->mutable_node()->mutable_meta()->set_name(name);
+  upsert->mutable_node()->mutable_allocatable()->set_pods(110);
+  for (const auto& names : images) {
+    v1::ContainerImage* image = upsert->mutable_node()->add_images();
+    for (const auto& n : names) image->add_names(n);
+    image->set_size_bytes(1000);
+  }
+  return upsert;
+}
+
+void AddPod(v1::StateDelta& delta, uint32_t node_id, const std::string& uid, int64_t milli_cpu) {
+  v1::MirroredPod* upsert = delta.add_pod_upserts();
+  upsert->set_node_id(node_id);
+  upsert->mutable_pod()->mutable_meta()->set_uid(uid);
+  upsert->mutable_pod()->mutable_meta()->set_name(uid);
+  upsert->mutable_pod()->add_containers()->mutable_requests()->set_milli_cpu(milli_cpu);
+}
+
+std::vector<uint32_t> Ids(const Mirror& mirror) {
+  std::vector<uint32_t> ids;
+  for (const NodeInfo* node : mirror.Nodes()) ids.push_back(node->id());
+  return ids;
+}
+
+int32_t NumNodesWithImage(const Mirror& mirror, const std::string& node, const std::string& image) {
+  const NodeInfo* info = mirror.Get(node);
+  if (info == nullptr) return -1;
+  auto it = info->images().find(image);
+  return it == info->images().end() ? 0 : it->second.num_nodes;
+}
+
+TEST(SdkMirrorTest, ResetUpsertsAndRemovalsKeepNodesInIdOrder) {
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  reset.set_generation(7);
+  AddNode(reset, 5, "n5");
+  AddNode(reset, 2, "n2");
+  AddNode(reset, 9, "n9");
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  EXPECT_THAT(Ids(mirror), ElementsAre(2, 5, 9));
+  EXPECT_EQ(mirror.generation(), 7u);
+  EXPECT_EQ(mirror.Get("n5")->id(), 5u);
+  EXPECT_EQ(mirror.GetById(9)->name(), "n9");
+  EXPECT_EQ(mirror.GetById(3), nullptr);
+
+  v1::StateDelta delta;
+  delta.add_node_removals(5);
+  AddNode(delta, 3, "n3");
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_THAT(Ids(mirror), ElementsAre(2, 3, 9));
+  EXPECT_EQ(mirror.Get("n5"), nullptr);
+
+  v1::StateDelta again;
+  again.set_reset(true);
+  AddNode(again, 10, "n10");
+  ASSERT_TRUE(mirror.Apply(again).ok());
+  EXPECT_THAT(Ids(mirror), ElementsAre(10));
+  EXPECT_EQ(mirror.Get("n2"), nullptr);
+}
+
+TEST(SdkMirrorTest, PodsAreAddedMovedAndRemoved) {
+  Mirror mirror;
+  v1::StateDelta delta;
+  delta.set_reset(true);
+  AddNode(delta, 1, "a");
+  AddNode(delta, 2, "b");
+  AddPod(delta, 1, "p1", 100);
+  AddPod(delta, 1, "p2", 200);
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_EQ(mirror.Get("a")->pods().size(), 2u);
+  EXPECT_EQ(mirror.Get("a")->requested().milli_cpu, 300);
+
+  v1::StateDelta move;
+  AddPod(move, 2, "p1", 150);  // Upsert to another node moves the pod.
+  ASSERT_TRUE(mirror.Apply(move).ok());
+  EXPECT_EQ(mirror.Get("a")->requested().milli_cpu, 200);
+  EXPECT_EQ(mirror.Get("b")->requested().milli_cpu, 150);
+  EXPECT_EQ(mirror.NumPods(), 2u);
+
+  v1::StateDelta remove;
+  remove.add_pod_removals("p2");
+  remove.add_pod_removals("never-seen");  // Removals are idempotent.
+  ASSERT_TRUE(mirror.Apply(remove).ok());
+  EXPECT_TRUE(mirror.Get("a")->pods().empty());
+
+  // A node update keeps the node's pods.
+  v1::StateDelta update;
+  AddNode(update, 2, "b")->mutable_node()->set_unschedulable(true);
+  ASSERT_TRUE(mirror.Apply(update).ok());
+  EXPECT_TRUE(mirror.Get("b")->node().unschedulable());
+  EXPECT_EQ(mirror.Get("b")->pods().size(), 1u);
+
+  // Removing a node forgets its pods.
+  v1::StateDelta drop;
+  drop.add_node_removals(2);
+  ASSERT_TRUE(mirror.Apply(drop).ok());
+  EXPECT_EQ(mirror.NumPods(), 0u);
+}
+
+TEST(SdkMirrorTest, ImageStatesCountNodesHavingTheImage) {
+  Mirror mirror;
+  v1::StateDelta delta;
+  delta.set_reset(true);
+  AddNode(delta, 1, "a", {{"nginx:1", "nginx@sha256:1"}, {"redis:7"}});
+  AddNode(delta, 2, "b", {{"nginx:1"}});
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "nginx:1"), 2);
+  EXPECT_EQ(NumNodesWithImage(mirror, "b", "nginx:1"), 2);
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "nginx@sha256:1"), 1);
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "redis:7"), 1);
+  EXPECT_EQ(mirror.Get("a")->images().at("redis:7").size_bytes, 1000);
+
+  v1::StateDelta add;
+  AddNode(add, 3, "c", {{"redis:7"}, {"nginx:1"}});
+  ASSERT_TRUE(mirror.Apply(add).ok());
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "nginx:1"), 3);
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "redis:7"), 2);
+
+  v1::StateDelta update;  // Node a drops redis.
+  AddNode(update, 1, "a", {{"nginx:1", "nginx@sha256:1"}});
+  ASSERT_TRUE(mirror.Apply(update).ok());
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "redis:7"), 0);
+  EXPECT_EQ(NumNodesWithImage(mirror, "c", "redis:7"), 1);
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "nginx:1"), 3);
+
+  v1::StateDelta remove;
+  remove.add_node_removals(2);
+  ASSERT_TRUE(mirror.Apply(remove).ok());
+  EXPECT_EQ(NumNodesWithImage(mirror, "a", "nginx:1"), 2);
+  EXPECT_EQ(NumNodesWithImage(mirror, "c", "nginx:1"), 2);
+}
+
+TEST(SdkMirrorTest, InvalidDeltaIsRejectedWholeNamingTheField) {
+  Mirror mirror;
+  v1::StateDelta delta;
+  delta.set_reset(true);
+  AddNode(delta, 1, "a");
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+
+  v1::StateDelta bad;
+  AddNode(bad, 2, "b");
+  AddPod(bad, 1, "p1", 100);
+  AddPod(bad, 42, "p2", 100);
+  absl::Status status = mirror.Apply(bad);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("pod_upserts[1].node_id"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("42"));
+  // Nothing of it was applied.
+  EXPECT_EQ(mirror.GetById(2), nullptr);
+  EXPECT_TRUE(mirror.Get("a")->pods().empty());
+
+  v1::StateDelta removed_node;
+  removed_node.add_node_removals(1);
+  AddPod(removed_node, 1, "p1", 100);
+  EXPECT_THAT(std::string(mirror.Apply(removed_node).message()),
+              HasSubstr("pod_upserts[0].node_id"));
+
+  v1::StateDelta no_node;
+  no_node.add_node_upserts()->set_id(3);
+  EXPECT_THAT(std::string(mirror.Apply(no_node).message()), HasSubstr("node_upserts[0].node"));
+
+  v1::StateDelta duplicate_name;
+  AddNode(duplicate_name, 4, "a");
+  EXPECT_THAT(std::string(mirror.Apply(duplicate_name).message()),
+              HasSubstr("node_upserts[0].node.meta.name"));
+}
+
+}  // namespace
+}  // namespace podium::sdk::internal

@@ -1,0 +1,420 @@
+// The Plugin.Run transport: a callback-API reactor per stream that only does
+// bookkeeping, a worker thread per stream that runs the Session (plugin code)
+// in stream order, and a bounded write queue with one write in flight.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "podium/sdk/serve.h"
+#include "podium/v1/plugin.grpc.pb.h"
+#include "session.h"
+
+namespace podium::sdk {
+namespace internal {
+namespace {
+
+using Reactor = grpc::ServerBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler>;
+
+// Messages received but not yet handled by the worker.
+constexpr size_t kMaxInbox = 4096;
+// Answers (and plugin-initiated messages) waiting for the one write in flight.
+constexpr size_t kMaxWriteQueue = 4096;
+constexpr int kMaxMessageBytes = 512 * 1024 * 1024;
+// Written answers kept for reuse (their arenas keep their first block).
+constexpr size_t kMaxFreeResponses = 4;
+
+// The state of one stream, shared by the reactor (gRPC threads), the worker
+// thread and plugin threads that speak first. Every reactor operation is
+// started under mu_ after checking that Finish has not been called and OnDone
+// has not run, so none can race with the end of the stream.
+class StreamState final : public ResponseSink {
+ public:
+  explicit StreamState(Reactor* reactor) : reactor_(reactor) {}
+
+  void StartReading() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    reading_ = std::make_unique<v1::SchedulerToPlugin>();
+    reactor_->StartRead(reading_.get());
+  }
+
+  void OnReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {  // The scheduler closed its side, or the stream broke.
+      input_closed_ = true;
+      MaybeFinishLocked();
+      return;
+    }
+    if (finished_ || reactor_ == nullptr) return;
+    if (inbox_.size() >= kMaxInbox) {
+      FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              absl::StrCat("plugin process backlog: ", inbox_.size(),
+                                           " messages not yet handled; the plugins are too "
+                                           "slow for the request rate")));
+      return;
+    }
+    inbox_.push_back(std::move(reading_));
+    work_.Signal();
+    reading_ = std::make_unique<v1::SchedulerToPlugin>();
+    reactor_->StartRead(reading_.get());
+  }
+
+  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    ResponsePtr written;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      written = std::move(in_flight_);
+      if (!ok) {
+        FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write to the scheduler failed"));
+        return;
+      }
+      StartNextWriteLocked();
+      MaybeFinishLocked();
+    }
+    // Emptied outside the lock, then kept for the next answer.
+    written->Reset();
+    absl::MutexLock lock(&mu_);
+    if (free_responses_.size() < kMaxFreeResponses) free_responses_.push_back(std::move(written));
+  }
+
+  ResponsePtr NewResponse() override ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!free_responses_.empty()) {
+        ResponsePtr response = std::move(free_responses_.back());
+        free_responses_.pop_back();
+        return response;
+      }
+    }
+    return std::make_unique<Response>();
+  }
+
+  void OnCancel() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    FailLocked(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    reactor_ = nullptr;
+    stop_worker_ = true;
+    work_.Signal();
+  }
+
+  bool Send(ResponsePtr message) override ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (finished_ || reactor_ == nullptr) return false;
+    if (writes_.size() >= kMaxWriteQueue) {
+      FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                              absl::StrCat("plugin process write queue full (", writes_.size(),
+                                           " messages): the scheduler is not reading")));
+      return false;
+    }
+    writes_.push_back(std::move(message));
+    StartNextWriteLocked();
+    return true;
+  }
+
+  // The worker's next message; null when the worker must stop.
+  std::unique_ptr<v1::SchedulerToPlugin> NextMessage() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    worker_idle_ = true;
+    MaybeFinishLocked();
+    while (!stop_worker_ && inbox_.empty()) work_.Wait(&mu_);
+    if (stop_worker_) return nullptr;
+    std::unique_ptr<v1::SchedulerToPlugin> message = std::move(inbox_.front());
+    inbox_.pop_front();
+    worker_idle_ = false;
+    return message;
+  }
+
+ private:
+  void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || writes_.empty() || finished_ || reactor_ == nullptr) return;
+    in_flight_ = std::move(writes_.front());
+    writes_.pop_front();
+    writing_ = true;
+    reactor_->StartWrite(&in_flight_->message());
+  }
+
+  // Finishes once the scheduler has closed its side and everything it sent
+  // has been answered and written.
+  void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || reactor_ == nullptr) return;
+    if (!input_closed_ || !worker_idle_ || !inbox_.empty() || !writes_.empty() || writing_) {
+      return;
+    }
+    finished_ = true;
+    stop_worker_ = true;
+    work_.Signal();
+    reactor_->Finish(grpc::Status::OK);
+  }
+
+  void FailLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finished_ || reactor_ == nullptr) return;
+    finished_ = true;
+    stop_worker_ = true;
+    inbox_.clear();
+    writes_.clear();
+    work_.Signal();
+    reactor_->Finish(status);
+  }
+
+  absl::Mutex mu_;
+  absl::CondVar work_;
+  Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Null once OnDone ran.
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish was called.
+  bool input_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_worker_ ABSL_GUARDED_BY(mu_) = false;
+  bool worker_idle_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<v1::SchedulerToPlugin> reading_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<v1::SchedulerToPlugin>> inbox_ ABSL_GUARDED_BY(mu_);
+  std::deque<ResponsePtr> writes_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  ResponsePtr in_flight_ ABSL_GUARDED_BY(mu_);  // Kept alive until OnWriteDone.
+  std::vector<ResponsePtr> free_responses_ ABSL_GUARDED_BY(mu_);
+};
+
+class RunReactor;
+
+class PluginService final : public v1::Plugin::CallbackService {
+ public:
+  PluginService(const std::vector<PluginDefinition>& definitions, std::string process_name)
+      : definitions_(definitions), process_name_(std::move(process_name)) {}
+
+  ~PluginService() override { JoinWorkers(/*all=*/true); }
+
+  Reactor* Run(grpc::CallbackServerContext* context) override;
+
+  // Starts the stream's worker: it owns the Session, so plugins are built,
+  // called and destroyed on it.
+  void StartWorker(std::shared_ptr<StreamState> stream) ABSL_LOCKS_EXCLUDED(mu_) {
+    JoinWorkers(/*all=*/false);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    std::thread thread([this, stream = std::move(stream), done]() mutable {
+      {
+        Session session(definitions_, process_name_, stream);
+        while (std::unique_ptr<v1::SchedulerToPlugin> message = stream->NextMessage()) {
+          session.Handle(*message);
+        }
+      }
+      stream.reset();
+      done->store(true, std::memory_order_release);
+    });
+    absl::MutexLock lock(&mu_);
+    workers_.push_back({std::move(thread), std::move(done)});
+  }
+
+  // Joins finished workers, or every worker when `all` (after the server's
+  // Shutdown has ended every stream).
+  void JoinWorkers(bool all) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<std::thread> to_join;
+    {
+      absl::MutexLock lock(&mu_);
+      for (auto it = workers_.begin(); it != workers_.end();) {
+        if (all || it->done->load(std::memory_order_acquire)) {
+          to_join.push_back(std::move(it->thread));
+          it = workers_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    for (std::thread& thread : to_join) thread.join();
+  }
+
+ private:
+  struct Worker {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+
+  const std::vector<PluginDefinition>& definitions_;
+  const std::string process_name_;
+  absl::Mutex mu_;
+  std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
+};
+
+// Forwards the stream's reactions to its StreamState; deleted only in OnDone.
+class RunReactor final : public Reactor {
+ public:
+  explicit RunReactor(PluginService& service) : stream_(std::make_shared<StreamState>(this)) {
+    service.StartWorker(stream_);
+    stream_->StartReading();
+  }
+
+  void OnReadDone(bool ok) override { stream_->OnReadDone(ok); }
+  void OnWriteDone(bool ok) override { stream_->OnWriteDone(ok); }
+  void OnCancel() override { stream_->OnCancel(); }
+  void OnDone() override {
+    stream_->OnDone();
+    delete this;
+  }
+
+ private:
+  const std::shared_ptr<StreamState> stream_;
+};
+
+Reactor* PluginService::Run(grpc::CallbackServerContext* context) {
+  return new RunReactor(*this);
+}
+
+// "unix:///abs/path" or "unix:path" -> the path; empty for TCP addresses.
+std::string UnixSocketPath(const std::string& address) {
+  if (absl::StartsWith(address, "unix://")) return address.substr(7);
+  if (absl::StartsWith(address, "unix:")) return address.substr(5);
+  return "";
+}
+
+}  // namespace
+}  // namespace internal
+
+class PluginServer::Impl {
+ public:
+  explicit Impl(ServeOptions options) : options_(std::move(options)) {}
+
+  ~Impl() { Shutdown(); }
+
+  absl::Status Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (started_) return absl::FailedPreconditionError("plugin server already started");
+    if (options_.address.empty()) return absl::InvalidArgumentError("address: empty");
+    if (options_.plugins.empty()) return absl::InvalidArgumentError("plugins: none to serve");
+    for (size_t i = 0; i < options_.plugins.size(); ++i) {
+      if (options_.plugins[i].name.empty() || !options_.plugins[i].factory) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("plugins[", i, "]: a plugin needs a name and a factory"));
+      }
+    }
+    socket_path_ = internal::UnixSocketPath(options_.address);
+    if (!socket_path_.empty()) {
+      // A socket left behind by a process that died; gRPC cannot bind over it.
+      struct stat st;
+      if (::lstat(socket_path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) {
+        ::unlink(socket_path_.c_str());
+      }
+    }
+    service_ = std::make_unique<internal::PluginService>(options_.plugins, options_.process_name);
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    builder.SetMaxReceiveMessageSize(internal::kMaxMessageBytes);
+    builder.SetMaxSendMessageSize(internal::kMaxMessageBytes);
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    server_ = builder.BuildAndStart();
+    if (server_ == nullptr || (socket_path_.empty() && port_ == 0)) {
+      server_.reset();
+      service_.reset();
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
+    }
+    if (!socket_path_.empty()) port_ = 0;
+    started_ = true;
+    return absl::OkStatus();
+  }
+
+  int port() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return port_;
+  }
+
+  std::string BoundAddress() const ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (port_ != 0 && absl::EndsWith(options_.address, ":0")) {
+      return absl::StrCat(options_.address.substr(0, options_.address.size() - 1), port_);
+    }
+    return options_.address;
+  }
+
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
+    bool already = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!started_) return;
+      already = shutting_down_;
+      shutting_down_ = true;
+    }
+    if (already) {
+      done_.WaitForNotification();
+      return;
+    }
+    // Streams never end on their own: cancel them now. Their reactors finish
+    // on cancel, so this returns once every stream's OnDone has run.
+    server_->Shutdown(std::chrono::system_clock::now());
+    server_->Wait();
+    service_->JoinWorkers(/*all=*/true);
+    if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    done_.Notify();
+  }
+
+  void Wait() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!started_) return;
+    }
+    done_.WaitForNotification();
+  }
+
+ private:
+  const ServeOptions options_;
+  mutable absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  int port_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string socket_path_;
+  std::unique_ptr<internal::PluginService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  absl::Notification done_;
+};
+
+PluginServer::PluginServer(ServeOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {}
+PluginServer::~PluginServer() = default;
+absl::Status PluginServer::Start() { return impl_->Start(); }
+int PluginServer::port() const { return impl_->port(); }
+std::string PluginServer::address() const { return impl_->BoundAddress(); }
+void PluginServer::Shutdown() { impl_->Shutdown(); }
+void PluginServer::Wait() { impl_->Wait(); }
+
+absl::Status Serve(ServeOptions options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  sigset_t previous;
+  pthread_sigmask(SIG_BLOCK, &signals, &previous);
+  const std::string name = options.process_name.empty() ? "podium plugin process"
+                                                        : options.process_name;
+  PluginServer server(std::move(options));
+  if (absl::Status started = server.Start(); !started.ok()) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    return started;
+  }
+  std::cerr << name << " listening on " << server.address() << std::endl;
+  int signal = 0;
+  sigwait(&signals, &signal);
+  server.Shutdown();
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return absl::OkStatus();
+}
+
+}  // namespace podium::sdk

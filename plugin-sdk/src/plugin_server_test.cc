@@ -1,0 +1,744 @@
+// The SDK runtime end to end: a real PluginServer in process, a raw generated
+// stub as the scheduler, toy plugins.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "gtest/gtest.h"
+#include "podium/sdk/framework.h"
+#include "podium/sdk/serve.h"
+#include "podium/v1/plugin.grpc.pb.h"
+
+namespace podium::sdk {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+std::string Label(const google::protobuf::Map<std::string, std::string>& labels,
+                  const std::string& key) {
+  auto it = labels.find(key);
+  return it == labels.end() ? "" : it->second;
+}
+
+// Rejects nodes labelled fit=no; fails on fit=error.
+class FitPlugin final : public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "Fit"; }
+  Status Filter(CycleState&, const PodInfo&, const NodeInfo& node) override {
+    const std::string fit = Label(node.node().meta().labels(), "fit");
+    if (fit == "no") return Status(Code::kUnschedulable, "node(s) didn't fit");
+    if (fit == "error") return Status(Code::kError, "boom");
+    return Status::Success();
+  }
+};
+
+struct ExtraPods final : StateData {
+  int extra = 0;
+  std::unique_ptr<StateData> Clone() const override { return std::make_unique<ExtraPods>(*this); }
+};
+
+// At most `maxPods` (default: allocatable pods) pods per node. Its PreFilter
+// extensions track pods added or removed during dry runs; Filter checks that
+// the node it is given agrees with them.
+class CapacityPlugin final : public PreFilterPlugin,
+                             public FilterPlugin,
+                             public ReservePlugin,
+                             public PreFilterExtensions {
+ public:
+  CapacityPlugin(Handle& handle, int64_t max_pods) : handle_(handle), max_pods_(max_pods) {}
+  std::string_view Name() const override { return "Capacity"; }
+  std::pair<PreFilterResult, Status> PreFilter(CycleState& state, const PodInfo&,
+                                               const Snapshot&) override {
+    state.Write("Capacity", std::make_unique<ExtraPods>());
+    return {PreFilterResult{}, Status::Success()};
+  }
+  PreFilterExtensions* Extensions() override { return this; }
+  Status AddPod(CycleState& state, const PodInfo&, const PodInfo&, const NodeInfo&) override {
+    state.ReadAs<ExtraPods>("Capacity")->extra++;
+    return Status::Success();
+  }
+  Status RemovePod(CycleState& state, const PodInfo&, const PodInfo&, const NodeInfo&) override {
+    state.ReadAs<ExtraPods>("Capacity")->extra--;
+    return Status::Success();
+  }
+  Status Filter(CycleState& state, const PodInfo&, const NodeInfo& node) override {
+    auto* extra = state.ReadAs<ExtraPods>("Capacity");
+    if (extra == nullptr) return Status(Code::kError, "no PreFilter state");
+    const NodeInfo* mirrored = handle_.snapshot().GetById(node.id());
+    if (static_cast<int>(node.pods().size()) !=
+        static_cast<int>(mirrored->pods().size()) + extra->extra) {
+      return Status(Code::kError, "node and cycle state disagree");
+    }
+    const int64_t max = max_pods_ > 0 ? max_pods_ : node.allocatable().allowed_pod_number;
+    if (static_cast<int64_t>(node.pods().size()) >= max) {
+      return Status(Code::kUnschedulable, "too many pods");
+    }
+    return Status::Success();
+  }
+  Status Reserve(CycleState& state, const PodInfo&, const std::string&) override {
+    if (state.Read("Capacity") == nullptr) return Status(Code::kError, "no cycle state");
+    return Status::Success();
+  }
+  void Unreserve(CycleState&, const PodInfo&, const std::string&) override {}
+
+ private:
+  Handle& handle_;
+  int64_t max_pods_;
+};
+
+// PreFilter says Skip; its Filter would reject everything.
+class SkipperPlugin final : public PreFilterPlugin, public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "Skipper"; }
+  std::pair<PreFilterResult, Status> PreFilter(CycleState&, const PodInfo&,
+                                               const Snapshot&) override {
+    return {PreFilterResult{}, Status(Code::kSkip)};
+  }
+  Status Filter(CycleState&, const PodInfo&, const NodeInfo&) override {
+    return Status(Code::kUnschedulable, "Skipper's filter ran");
+  }
+};
+
+// Only the nodes named in the pod's "only" label (PreFilterResult).
+class OnlyPlugin final : public PreFilterPlugin {
+ public:
+  std::string_view Name() const override { return "Only"; }
+  std::pair<PreFilterResult, Status> PreFilter(CycleState&, const PodInfo& pod,
+                                               const Snapshot&) override {
+    const std::string only = Label(pod.pod->meta().labels(), "only");
+    if (only.empty()) return {PreFilterResult{}, Status::Success()};
+    return {PreFilterResult{absl::flat_hash_set<std::string>{only}}, Status::Success()};
+  }
+};
+
+// Score = the node's "score" label, normalized so that the best node gets 100.
+class PreferPlugin final : public ScorePlugin {
+ public:
+  std::string_view Name() const override { return "Prefer"; }
+  std::pair<int64_t, Status> Score(CycleState&, const PodInfo&, const NodeInfo& node) override {
+    const std::string score = Label(node.node().meta().labels(), "score");
+    return {score.empty() ? 0 : std::atoll(score.c_str()), Status::Success()};
+  }
+  bool HasNormalizeScore() const override { return true; }
+  Status NormalizeScore(CycleState&, const PodInfo&, std::vector<NodeScore>& scores) override {
+    int64_t max = 0;
+    for (const NodeScore& s : scores) max = std::max(max, s.score);
+    if (max == 0) return Status::Success();
+    for (NodeScore& s : scores) s.score = s.score * kMaxNodeScore / max;
+    return Status::Success();
+  }
+};
+
+// Pods wait at Permit until a pod labelled gang-last arrives, which allows the
+// others. Pod adds with the same "gang" label are worth a retry.
+class GangPlugin final : public PermitPlugin, public EnqueueExtensions {
+ public:
+  explicit GangPlugin(Handle& handle) : handle_(handle) {}
+  std::string_view Name() const override { return "Gang"; }
+  PermitResult Permit(CycleState&, const PodInfo& pod, const std::string&) override {
+    if (Label(pod.pod->meta().labels(), "gang-last").empty()) {
+      waiting_.push_back(pod.uid());
+      return PermitResult{Status(Code::kWait), 5000};
+    }
+    for (const std::string& uid : waiting_) allowed_.push_back(handle_.AllowWaitingPod(uid, "Gang"));
+    waiting_.clear();
+    return PermitResult{Status::Success(), 0};
+  }
+  std::vector<ClusterEventWithHint> EventsToRegister() const override {
+    return {
+        {v1::POD, v1::ADD,
+         [](const v1::Pod& pod, const v1::ClusterEvent& event) {
+           return Label(pod.meta().labels(), "gang") == Label(event.new_pod().meta().labels(), "gang")
+                      ? QueueingHint::kQueue
+                      : QueueingHint::kQueueSkip;
+         }},
+        {v1::NODE, v1::ADD | v1::UPDATE_NODE_LABEL, nullptr},
+    };
+  }
+
+  std::vector<bool> allowed_;
+
+ private:
+  Handle& handle_;
+  std::vector<std::string> waiting_;
+};
+
+std::vector<PluginDefinition> TestPlugins() {
+  return {
+      {"Fit", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<FitPlugin>();
+       }},
+      {"Capacity",
+       [](const boost::json::object& args, Handle& handle) -> absl::StatusOr<PluginPtr> {
+         int64_t max_pods = 0;
+         if (const boost::json::value* v = args.if_contains("maxPods")) {
+           if (!v->is_int64()) return absl::InvalidArgumentError("maxPods: must be an integer");
+           max_pods = v->as_int64();
+         }
+         return std::make_unique<CapacityPlugin>(handle, max_pods);
+       }},
+      {"Skipper", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<SkipperPlugin>();
+       }},
+      {"Only", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<OnlyPlugin>();
+       }},
+      {"Prefer", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<PreferPlugin>();
+       }},
+      {"Gang", [](const boost::json::object&, Handle& handle) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<GangPlugin>(handle);
+       }},
+  };
+}
+
+v1::Node MakeNode(const std::string& name, std::map<std::string, std::string> labels = {},
+                  int64_t max_pods = 110) {
+  v1::Node node;
+  node.mutable_meta()->set_name(name);
+  node.mutable_meta()->set_uid("uid-" + name);
+  for (const auto& [k, v] : labels) (*node.mutable_meta()->mutable_labels())[k] = v;
+  node.mutable_allocatable()->set_pods(max_pods);
+  node.mutable_allocatable()->set_milli_cpu(4000);
+  return node;
+}
+
+v1::Pod MakePod(const std::string& uid, int32_t priority = 0,
+                std::map<std::string, std::string> labels = {}) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid(uid);
+  pod.mutable_meta()->set_namespace_("default");
+  pod.mutable_meta()->set_name(uid);
+  pod.set_priority(priority);
+  for (const auto& [k, v] : labels) (*pod.mutable_meta()->mutable_labels())[k] = v;
+  return pod;
+}
+
+void AddNode(v1::StateDelta* delta, uint32_t id, v1::Node node) {
+  v1::MirroredNode* upsert = delta->add_node_upserts();
+  upsert->set_id(id);
+  *upsert->mutable_node() = std::move(node);
+}
+
+void AddPod(v1::StateDelta* delta, uint32_t node_id, v1::Pod pod) {
+  v1::MirroredPod* upsert = delta->add_pod_upserts();
+  upsert->set_node_id(node_id);
+  *upsert->mutable_pod() = std::move(pod);
+}
+
+// The scheduler's side of one stream, with a deadline on everything.
+class SchedulerStream {
+ public:
+  explicit SchedulerStream(const std::string& address)
+      : stub_(v1::Plugin::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    stream_ = stub_->Run(&context_);
+  }
+  ~SchedulerStream() {
+    stream_->WritesDone();
+    v1::PluginToScheduler ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    stream_->Finish();
+  }
+
+  bool Write(const v1::SchedulerToPlugin& message) { return stream_->Write(message); }
+  v1::PluginToScheduler Read() {
+    v1::PluginToScheduler message;
+    EXPECT_TRUE(stream_->Read(&message)) << "stream ended";
+    return message;
+  }
+  v1::PluginToScheduler Call(const v1::SchedulerToPlugin& message) {
+    EXPECT_TRUE(Write(message));
+    v1::PluginToScheduler answer = Read();
+    EXPECT_EQ(answer.id(), message.id()) << answer.DebugString();
+    return answer;
+  }
+
+  v1::Registration Open(std::vector<std::pair<std::string, std::string>> plugins) {
+    v1::SchedulerToPlugin message;
+    message.set_id(1);
+    message.mutable_open()->set_protocol_version(1);
+    message.mutable_open()->set_scheduler_id("test");
+    for (const auto& [name, args] : plugins) {
+      v1::PluginArgs* p = message.mutable_open()->add_plugins();
+      p->set_name(name);
+      p->set_args_json(args);
+    }
+    return Call(message).registration();
+  }
+
+ private:
+  std::unique_ptr<v1::Plugin::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SchedulerToPlugin, v1::PluginToScheduler>> stream_;
+};
+
+class PluginServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<PluginServer>(ServeOptions{
+        .address = "127.0.0.1:0", .process_name = "test-plugins", .plugins = TestPlugins()});
+    ASSERT_TRUE(server_->Start().ok());
+    ASSERT_GT(server_->port(), 0);
+  }
+  void TearDown() override { server_->Shutdown(); }
+
+  std::unique_ptr<SchedulerStream> Connect() {
+    return std::make_unique<SchedulerStream>(server_->address());
+  }
+
+  // Six nodes, ids 1..6, named n1..n6; labels from `labels_of(id)`.
+  static v1::StateDelta SixNodes(std::function<std::map<std::string, std::string>(int)> labels_of) {
+    v1::StateDelta delta;
+    delta.set_reset(true);
+    for (int id = 1; id <= 6; ++id) {
+      AddNode(&delta, id, MakeNode("n" + std::to_string(id), labels_of(id)));
+    }
+    return delta;
+  }
+
+  static v1::SchedulerToPlugin CycleMessage(uint64_t id, uint64_t cycle_id, v1::Pod pod,
+                                            std::vector<std::string> pre_filter,
+                                            std::vector<std::string> filter,
+                                            std::vector<std::string> score) {
+    v1::SchedulerToPlugin message;
+    message.set_id(id);
+    v1::CycleRequest* cycle = message.mutable_cycle();
+    cycle->set_cycle_id(cycle_id);
+    *cycle->mutable_pod() = std::move(pod);
+    for (auto& p : pre_filter) cycle->add_pre_filter_plugins(p);
+    for (auto& p : filter) cycle->add_filter_plugins(p);
+    for (auto& p : score) cycle->add_score_plugins(p);
+    cycle->mutable_nodes()->set_all_nodes(true);
+    return message;
+  }
+
+  std::unique_ptr<PluginServer> server_;
+};
+
+TEST_F(PluginServerTest, RegistrationListsPluginsExtensionPointsEventsAndMirror) {
+  auto stream = Connect();
+  v1::Registration reg = stream->Open({{"Capacity", "{\"maxPods\": 3}"}, {"Gang", ""}});
+  EXPECT_EQ(reg.error(), "");
+  EXPECT_EQ(reg.protocol_version(), 1u);
+  EXPECT_EQ(reg.process_name(), "test-plugins");
+  EXPECT_TRUE(reg.mirror().nodes());
+  EXPECT_TRUE(reg.mirror().assigned_pods());
+  ASSERT_EQ(reg.plugins_size(), 2);
+  EXPECT_EQ(reg.plugins(0).name(), "Capacity");
+  EXPECT_THAT(reg.plugins(0).extension_points(),
+              ElementsAre(v1::PRE_FILTER, v1::FILTER, v1::RESERVE));
+  EXPECT_THAT(reg.plugins(0).events(), IsEmpty());
+  EXPECT_EQ(reg.plugins(1).name(), "Gang");
+  EXPECT_THAT(reg.plugins(1).extension_points(), ElementsAre(v1::PERMIT));
+  ASSERT_EQ(reg.plugins(1).events_size(), 2);
+  EXPECT_EQ(reg.plugins(1).events(0).resource(), v1::POD);
+  EXPECT_EQ(reg.plugins(1).events(0).action_mask(), static_cast<uint32_t>(v1::ADD));
+  EXPECT_TRUE(reg.plugins(1).events(0).has_queueing_hint());
+  EXPECT_EQ(reg.plugins(1).events(1).resource(), v1::NODE);
+  EXPECT_EQ(reg.plugins(1).events(1).action_mask(),
+            static_cast<uint32_t>(v1::ADD | v1::UPDATE_NODE_LABEL));
+  EXPECT_FALSE(reg.plugins(1).events(1).has_queueing_hint());
+}
+
+TEST_F(PluginServerTest, UnknownPluginIsARegistrationError) {
+  auto stream = Connect();
+  v1::Registration reg = stream->Open({{"Fit", ""}, {"NoSuchPlugin", ""}});
+  EXPECT_THAT(reg.error(), HasSubstr("NoSuchPlugin"));
+  EXPECT_THAT(reg.error(), HasSubstr("open.plugins[1].name"));
+  EXPECT_THAT(reg.plugins(), IsEmpty());
+
+  // The stream stays usable enough to say why nothing else works.
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {}, {"Fit"}, {});
+  EXPECT_THAT(stream->Call(request).error(), HasSubstr("refused"));
+}
+
+TEST_F(PluginServerTest, BadArgsNameThePluginAndTheField) {
+  {
+    auto stream = Connect();
+    v1::Registration reg = stream->Open({{"Capacity", "{\"maxPods\": \"many\"}"}});
+    EXPECT_THAT(reg.error(), HasSubstr("Capacity"));
+    EXPECT_THAT(reg.error(), HasSubstr("maxPods"));
+  }
+  {
+    auto stream = Connect();
+    v1::Registration reg = stream->Open({{"Capacity", "{not json"}});
+    EXPECT_THAT(reg.error(), HasSubstr("Capacity"));
+    EXPECT_THAT(reg.error(), HasSubstr("args_json"));
+  }
+}
+
+TEST_F(PluginServerTest, FirstMessageMustBeOpen) {
+  auto stream = Connect();
+  v1::SchedulerToPlugin request = CycleMessage(5, 1, MakePod("p"), {}, {"Fit"}, {});
+  v1::PluginToScheduler answer = stream->Call(request);
+  EXPECT_THAT(answer.error(), HasSubstr("must be open"));
+  // Open still works afterwards.
+  EXPECT_EQ(stream->Open({{"Fit", ""}}).error(), "");
+}
+
+TEST_F(PluginServerTest, BadDeltaIsAnsweredWithAnErrorAndServingGoesOn) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}}).error(), "");
+  v1::SchedulerToPlugin bad = CycleMessage(2, 1, MakePod("p"), {}, {"Fit"}, {});
+  bad.mutable_delta()->set_reset(true);
+  AddNode(bad.mutable_delta(), 1, MakeNode("n1"));
+  AddPod(bad.mutable_delta(), 77, MakePod("orphan"));
+  v1::PluginToScheduler answer = stream->Call(bad);
+  EXPECT_THAT(answer.error(), HasSubstr("delta.pod_upserts[0].node_id"));
+  EXPECT_THAT(answer.error(), HasSubstr("77"));
+
+  v1::SchedulerToPlugin good = CycleMessage(3, 2, MakePod("p"), {}, {"Fit"}, {});
+  good.mutable_delta()->set_reset(true);
+  AddNode(good.mutable_delta(), 1, MakeNode("n1"));
+  answer = stream->Call(good);
+  EXPECT_EQ(answer.error(), "");
+  EXPECT_THAT(answer.cycle().feasible(), ElementsAre(1));
+
+  // A request naming a node the mirror does not have.
+  v1::SchedulerToPlugin unknown_node = CycleMessage(4, 3, MakePod("p"), {}, {"Fit"}, {});
+  unknown_node.mutable_cycle()->mutable_nodes()->set_all_nodes(false);
+  unknown_node.mutable_cycle()->mutable_nodes()->add_node_ids(9);
+  EXPECT_THAT(stream->Call(unknown_node).error(), HasSubstr("cycle.nodes.node_ids[0]"));
+
+  // A plugin this stream does not serve.
+  v1::SchedulerToPlugin unknown_plugin = CycleMessage(5, 4, MakePod("p"), {}, {"Prefer"}, {});
+  EXPECT_THAT(stream->Call(unknown_plugin).error(), HasSubstr("cycle.filter_plugins[0]"));
+}
+
+TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}, {"Capacity", ""}}).error(), "");
+  // n2 and n4 don't fit; n5 is full (one pod, maxPods 1).
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {"Capacity"},
+                                               {"Fit", "Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int id) -> std::map<std::string, std::string> {
+    if (id == 2 || id == 4) return {{"fit", "no"}};
+    return {};
+  });
+  request.mutable_delta()->mutable_node_upserts(4)->mutable_node()->mutable_allocatable()->set_pods(1);
+  AddPod(request.mutable_delta(), 5, MakePod("resident"));
+  request.mutable_cycle()->mutable_nodes()->set_start_index(3);  // Starts at id 4.
+  request.mutable_cycle()->set_num_feasible_to_find(2);
+
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  // Visits n4 (Fit), n5 (Capacity), n6, n1: two found, stop.
+  EXPECT_THAT(cycle.feasible(), ElementsAre(6, 1));
+  EXPECT_EQ(cycle.nodes_evaluated(), 4u);
+  ASSERT_EQ(cycle.rejected_size(), 2);
+  EXPECT_EQ(cycle.rejected(0).node_id(), 4u);
+  EXPECT_EQ(cycle.rejected(0).status().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(cycle.rejected(0).status().plugin(), "Fit");
+  EXPECT_THAT(cycle.rejected(0).status().reasons(), ElementsAre("node(s) didn't fit"));
+  EXPECT_EQ(cycle.rejected(1).node_id(), 5u);
+  EXPECT_EQ(cycle.rejected(1).status().plugin(), "Capacity");
+  EXPECT_EQ(cycle.pre_filter_status().code(), v1::Status::SUCCESS);
+
+  // 0 = find every feasible node; explicit node ids keep their order.
+  v1::SchedulerToPlugin all = CycleMessage(3, 2, MakePod("p"), {"Capacity"}, {"Fit", "Capacity"}, {});
+  all.mutable_cycle()->mutable_nodes()->set_all_nodes(false);
+  for (uint32_t id : {6, 5, 3, 2}) all.mutable_cycle()->mutable_nodes()->add_node_ids(id);
+  cycle = stream->Call(all).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(6, 3));
+  EXPECT_EQ(cycle.nodes_evaluated(), 4u);
+}
+
+TEST_F(PluginServerTest, ScoresAreNormalizedAndAlignedWithFeasible) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}, {"Prefer", ""}}).error(), "");
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {}, {"Fit"}, {"Prefer"});
+  *request.mutable_delta() = SixNodes([](int id) -> std::map<std::string, std::string> {
+    if (id == 3) return {{"fit", "no"}, {"score", "50"}};
+    return {{"score", std::to_string(id * 5)}};  // n6 is best: 30.
+  });
+  request.mutable_cycle()->mutable_nodes()->set_start_index(4);  // 5, 6, 1, 2, 3, 4.
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(5, 6, 1, 2, 4));
+  ASSERT_EQ(cycle.scores_size(), 1);
+  EXPECT_EQ(cycle.scores(0).plugin(), "Prefer");
+  // 25, 30, 5, 10, 20 scaled so that 30 -> 100.
+  EXPECT_THAT(cycle.scores(0).scores(), ElementsAre(83, 100, 16, 33, 66));
+
+  // Score only (no filter plugins): scores align with the request's node ids.
+  v1::SchedulerToPlugin score_only = CycleMessage(3, 1, MakePod("p"), {}, {}, {"Prefer"});
+  score_only.mutable_cycle()->mutable_nodes()->set_all_nodes(false);
+  for (uint32_t id : {2, 6}) score_only.mutable_cycle()->mutable_nodes()->add_node_ids(id);
+  cycle = stream->Call(score_only).cycle();
+  EXPECT_THAT(cycle.scores(0).scores(), ElementsAre(33, 100));
+}
+
+TEST_F(PluginServerTest, PreFilterSkipMeansItsFilterDoesNotRun) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Skipper", ""}, {"Fit", ""}}).error(), "");
+  v1::SchedulerToPlugin request =
+      CycleMessage(2, 1, MakePod("p"), {"Skipper"}, {"Skipper", "Fit"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.skipped_filter_plugins(), ElementsAre("Skipper"));
+  EXPECT_THAT(cycle.rejected(), IsEmpty());
+  EXPECT_EQ(cycle.feasible_size(), 6);
+}
+
+TEST_F(PluginServerTest, PreFilterResultNarrowsTheNodes) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Only", ""}, {"Fit", ""}}).error(), "");
+  v1::SchedulerToPlugin request =
+      CycleMessage(2, 1, MakePod("p", 0, {{"only", "n3"}}), {"Only"}, {"Fit"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(3));
+  EXPECT_EQ(cycle.rejected_size(), 5);
+  EXPECT_EQ(cycle.rejected(0).status().code(), v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+  EXPECT_EQ(cycle.rejected(0).status().plugin(), "Only");
+
+  v1::SchedulerToPlugin nowhere =
+      CycleMessage(3, 2, MakePod("p", 0, {{"only", "gone"}}), {"Only"}, {"Fit"}, {});
+  cycle = stream->Call(nowhere).cycle();
+  // The set names no mirrored node: nothing fits, every node says why.
+  EXPECT_THAT(cycle.feasible(), IsEmpty());
+  EXPECT_EQ(cycle.rejected_size(), 6);
+}
+
+TEST_F(PluginServerTest, FilterErrorEndsTheCycle) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}, {"Prefer", ""}}).error(), "");
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {}, {"Fit"}, {"Prefer"});
+  *request.mutable_delta() = SixNodes([](int id) -> std::map<std::string, std::string> {
+    if (id == 2) return {{"fit", "error"}};
+    return {};
+  });
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_EQ(cycle.nodes_evaluated(), 2u);
+  ASSERT_EQ(cycle.rejected_size(), 1);
+  EXPECT_EQ(cycle.rejected(0).status().code(), v1::Status::ERROR);
+  EXPECT_EQ(cycle.rejected(0).status().plugin(), "Fit");
+  EXPECT_THAT(cycle.scores(), IsEmpty());
+}
+
+TEST_F(PluginServerTest, NominatedPodsCountOnTheirNodes) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Capacity", "{\"maxPods\": 1}"}}).error(), "");
+  v1::SchedulerToPlugin request =
+      CycleMessage(2, 1, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  v1::MirroredPod* nominated = request.mutable_cycle()->add_nominated_pods();
+  nominated->set_node_id(2);
+  *nominated->mutable_pod() = MakePod("preemptor", 100);
+  v1::MirroredPod* lower = request.mutable_cycle()->add_nominated_pods();
+  lower->set_node_id(3);
+  *lower->mutable_pod() = MakePod("lower", 1);  // Lower priority: not counted.
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 3, 4, 5, 6));
+  ASSERT_EQ(cycle.rejected_size(), 1);
+  EXPECT_EQ(cycle.rejected(0).node_id(), 2u);
+  EXPECT_EQ(cycle.rejected(0).status().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_THAT(cycle.rejected(0).status().reasons(), ElementsAre("too many pods"));
+}
+
+TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Capacity", "{\"maxPods\": 2}"}}).error(), "");
+  v1::SchedulerToPlugin cycle = CycleMessage(2, 1, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+  cycle.mutable_delta()->set_reset(true);
+  AddNode(cycle.mutable_delta(), 1, MakeNode("n1"));
+  AddPod(cycle.mutable_delta(), 1, MakePod("victim-1", 0));
+  AddPod(cycle.mutable_delta(), 1, MakePod("victim-2", 0));
+  v1::PluginToScheduler answer = stream->Call(cycle);
+  ASSERT_EQ(answer.cycle().rejected_size(), 1);
+
+  auto dry_run = [](uint64_t id, uint64_t cycle_id, std::vector<std::string> remove,
+                    std::vector<v1::Pod> add) {
+    v1::SchedulerToPlugin message;
+    message.set_id(id);
+    v1::DryRunFilterRequest* request = message.mutable_dry_run_filter();
+    request->set_cycle_id(cycle_id);
+    *request->mutable_pod() = MakePod("p", 10);
+    request->add_filter_plugins("Capacity");
+    request->set_node_id(1);
+    for (auto& uid : remove) request->add_remove_pod_uids(uid);
+    for (auto& pod : add) *request->add_add_pods() = pod;
+    return message;
+  };
+  v1::PluginToScheduler fits = stream->Call(dry_run(3, 1, {"victim-1"}, {}));
+  EXPECT_EQ(fits.dry_run_filter().status().code(), v1::Status::SUCCESS)
+      << fits.DebugString();
+  // Removing one and adding another: full again.
+  v1::PluginToScheduler full = stream->Call(dry_run(4, 1, {"victim-1"}, {MakePod("other")}));
+  EXPECT_EQ(full.dry_run_filter().status().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(full.dry_run_filter().status().plugin(), "Capacity");
+  // A cycle whose state is gone: PreFilter runs first.
+  v1::PluginToScheduler fresh = stream->Call(dry_run(5, 99, {"victim-2"}, {}));
+  EXPECT_EQ(fresh.dry_run_filter().status().code(), v1::Status::SUCCESS)
+      << fresh.DebugString();
+  // The mirror itself is untouched by dry runs.
+  v1::SchedulerToPlugin again = CycleMessage(6, 2, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+  EXPECT_EQ(stream->Call(again).cycle().rejected_size(), 1);
+  // A victim that is not on the node.
+  EXPECT_THAT(stream->Call(dry_run(7, 1, {"nobody"}, {})).error(),
+              HasSubstr("dry_run_filter.remove_pod_uids[0]"));
+}
+
+TEST_F(PluginServerTest, PermitDecisionSentByAPlugin) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Gang", ""}}).error(), "");
+  auto permit = [](uint64_t id, v1::Pod pod) {
+    v1::SchedulerToPlugin message;
+    message.set_id(id);
+    message.mutable_permit()->set_cycle_id(id);
+    *message.mutable_permit()->mutable_pod() = std::move(pod);
+    message.mutable_permit()->set_node_name("n1");
+    message.mutable_permit()->add_plugins("Gang");
+    return message;
+  };
+  v1::PermitResponse first = stream->Call(permit(2, MakePod("a"))).permit();
+  ASSERT_EQ(first.results_size(), 1);
+  EXPECT_EQ(first.results(0).plugin(), "Gang");
+  EXPECT_EQ(first.results(0).status().code(), v1::Status::WAIT);
+  EXPECT_EQ(first.results(0).timeout_ms(), 5000);
+
+  ASSERT_TRUE(stream->Write(permit(3, MakePod("b", 0, {{"gang-last", "true"}}))));
+  // The plugin speaks first while permitting b: allow a.
+  v1::PluginToScheduler decision = stream->Read();
+  EXPECT_EQ(decision.id(), 0u);
+  EXPECT_EQ(decision.permit_decision().pod_uid(), "a");
+  EXPECT_EQ(decision.permit_decision().plugin(), "Gang");
+  EXPECT_TRUE(decision.permit_decision().allow());
+  v1::PluginToScheduler second = stream->Read();
+  EXPECT_EQ(second.id(), 3u);
+  EXPECT_EQ(second.permit().results(0).status().code(), v1::Status::SUCCESS);
+}
+
+TEST_F(PluginServerTest, QueueingHintsRunPerPod) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Gang", ""}}).error(), "");
+  v1::SchedulerToPlugin message;
+  message.set_id(2);
+  v1::QueueingHintRequest* request = message.mutable_queueing_hint();
+  request->mutable_event()->set_resource(v1::POD);
+  request->mutable_event()->set_action(v1::ADD);
+  *request->mutable_event()->mutable_new_pod() = MakePod("new", 0, {{"gang", "g1"}});
+  v1::HintQuery* query = request->add_queries();
+  query->set_plugin("Gang");
+  *query->add_pods() = MakePod("x", 0, {{"gang", "g1"}});
+  *query->add_pods() = MakePod("y", 0, {{"gang", "g2"}});
+  v1::QueueingHintResponse hints = stream->Call(message).queueing_hint();
+  ASSERT_EQ(hints.answers_size(), 1);
+  EXPECT_THAT(hints.answers(0).queue(), ElementsAre(true, false));
+
+  // A registered event without a hint: always queue.
+  request->mutable_event()->set_resource(v1::NODE);
+  request->mutable_event()->set_action(v1::UPDATE_NODE_LABEL);
+  message.set_id(3);
+  hints = stream->Call(message).queueing_hint();
+  EXPECT_THAT(hints.answers(0).queue(), ElementsAre(true, true));
+}
+
+TEST_F(PluginServerTest, FinishedCyclesDropTheirState) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Capacity", ""}}).error(), "");
+  v1::SchedulerToPlugin cycle = CycleMessage(2, 7, MakePod("p"), {"Capacity"}, {"Capacity"}, {});
+  cycle.mutable_delta()->set_reset(true);
+  AddNode(cycle.mutable_delta(), 1, MakeNode("n1"));
+  ASSERT_THAT(stream->Call(cycle).cycle().feasible(), ElementsAre(1));
+
+  auto reserve = [](uint64_t id, uint64_t cycle_id) {
+    v1::SchedulerToPlugin message;
+    message.set_id(id);
+    message.mutable_reserve()->set_cycle_id(cycle_id);
+    *message.mutable_reserve()->mutable_pod() = MakePod("p");
+    message.mutable_reserve()->set_node_name("n1");
+    message.mutable_reserve()->add_plugins("Capacity");
+    return message;
+  };
+  EXPECT_THAT(stream->Call(reserve(3, 7)).status().statuses(), IsEmpty());
+
+  v1::SchedulerToPlugin finished = reserve(4, 7);
+  finished.add_finished_cycles(7);
+  v1::StatusResponse statuses = stream->Call(finished).status();
+  ASSERT_EQ(statuses.statuses_size(), 1);
+  EXPECT_EQ(statuses.statuses(0).code(), v1::Status::ERROR);
+  EXPECT_EQ(statuses.statuses(0).plugin(), "Capacity");
+}
+
+TEST_F(PluginServerTest, RequestsArePipelinedAndUnknownKindsAnswered) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}}).error(), "");
+  v1::SchedulerToPlugin state_only;  // id 0: no answer expected.
+  *state_only.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  ASSERT_TRUE(stream->Write(state_only));
+  v1::SchedulerToPlugin empty;
+  empty.set_id(2);
+  ASSERT_TRUE(stream->Write(empty));
+  for (uint64_t id = 3; id < 53; ++id) {
+    ASSERT_TRUE(stream->Write(CycleMessage(id, id, MakePod("p"), {}, {"Fit"}, {})));
+  }
+  v1::PluginToScheduler answer = stream->Read();
+  EXPECT_EQ(answer.id(), 2u);
+  EXPECT_THAT(answer.error(), HasSubstr("unknown or missing request kind"));
+  for (uint64_t id = 3; id < 53; ++id) {
+    answer = stream->Read();
+    EXPECT_EQ(answer.id(), id);
+    EXPECT_EQ(answer.cycle().feasible_size(), 6);
+  }
+}
+
+TEST(PluginServerUnixTest, ServesOnAUnixSocketWithHealthAndRemovesItOnShutdown) {
+  const std::string dir = ::testing::TempDir() + "/podium-sdk-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/plugins.sock";
+  PluginServer server(
+      ServeOptions{.address = "unix://" + path, .process_name = "unix", .plugins = TestPlugins()});
+  ASSERT_TRUE(server.Start().ok());
+  EXPECT_TRUE(std::filesystem::exists(path));
+  EXPECT_EQ(server.port(), 0);
+  {
+    SchedulerStream stream("unix://" + path);
+    EXPECT_EQ(stream.Open({}).plugins_size(), 6);  // No plugins named: all of them.
+    auto channel = grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials());
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1), response;
+    // grpc.health.v1.Health/Check with an empty HealthCheckRequest.
+    grpc::GenericStub generic(channel);
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    grpc::Status status;
+    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                      &response, [&](grpc::Status s) {
+                        std::lock_guard<std::mutex> lock(mu);
+                        status = s;
+                        done = true;
+                        cv.notify_all();
+                      });
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return done; });
+    EXPECT_TRUE(status.ok()) << status.error_message();
+  }
+  // Shutdown with a stream still open ends it.
+  SchedulerStream open_stream("unix://" + path);
+  EXPECT_EQ(open_stream.Open({{"Fit", ""}}).error(), "");
+  server.Shutdown();
+  EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podium::sdk

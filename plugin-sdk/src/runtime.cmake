@@ -1,0 +1,27 @@
+# podium_sdk: the runtime behind Serve() (serve.h): the Plugin.Run server, the
+# per-stream session (handshake, mirror, cycle runner).
+add_library(podium_sdk
+  ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
+  ${CMAKE_CURRENT_LIST_DIR}/session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
+target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
+  PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_link_libraries(podium_sdk PUBLIC podium_sdk_framework podium_proto gRPC::grpc++
+  absl::status absl::statusor absl::btree absl::flat_hash_map absl::flat_hash_set
+  absl::strings absl::synchronization Boost::json Threads::Threads)
+
+# Tests see the internal headers (session.h, mirror.h). Sources are relative to
+# plugin-sdk/ (podium_test checks they exist there).
+podium_test(podium_sdk_mirror_test
+  SRCS src/mirror_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_mirror_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+podium_test(podium_sdk_runtime_test
+  SRCS src/plugin_server_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_runtime_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+
+# Per-pod cost of the SDK and the stream at 5000 nodes (not a test).
+add_executable(podium_sdk_cycle_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}/cycle_bench.cc)
+target_link_libraries(podium_sdk_cycle_bench PRIVATE podium_sdk benchmark::benchmark)
+target_include_directories(podium_sdk_cycle_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})

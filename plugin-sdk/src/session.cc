@@ -1,0 +1,861 @@
+#include "session.h"
+
+#include <algorithm>
+#include <exception>
+#include <iostream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "boost/json/parse.hpp"
+#include "absl_compat.h"
+
+namespace podium::sdk::internal {
+namespace {
+
+constexpr uint32_t kProtocolVersion = 1;
+constexpr size_t kMaxResolvedLists = 256;
+constexpr size_t kMaxWaitingPods = 65536;
+
+std::string_view PointName(ExtensionPointKind point) {
+  switch (point) {
+    case ExtensionPointKind::kPreEnqueue: return "PreEnqueue";
+    case ExtensionPointKind::kPreFilter: return "PreFilter";
+    case ExtensionPointKind::kFilter: return "Filter";
+    case ExtensionPointKind::kPreScore: return "PreScore";
+    case ExtensionPointKind::kScore: return "Score";
+    case ExtensionPointKind::kReserve: return "Reserve";
+    case ExtensionPointKind::kPermit: return "Permit";
+    case ExtensionPointKind::kPreBind: return "PreBind";
+    case ExtensionPointKind::kBind: return "Bind";
+    case ExtensionPointKind::kPostBind: return "PostBind";
+  }
+  return "?";
+}
+
+enum class Recode {
+  kKeep,
+  // Rejections keep their code, anything else that is not success is an error
+  // (kube-scheduler's RunFilterPlugins).
+  kFilter,
+  kError,
+};
+
+// Writes a plugin's status to the wire (on the response's arena: no copies of
+// the status on the heap).
+void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
+                 v1::Status* out) {
+  Code code = status.code();
+  if (recode == Recode::kError ||
+      (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
+    code = Code::kError;
+  }
+  out->set_code(static_cast<v1::Status::Code>(static_cast<int>(code)));
+  for (const std::string& reason : status.reasons()) out->add_reasons(reason);
+  out->set_plugin(plugin);
+}
+
+// The pod of a request, moved out of it.
+PodInfoPtr TakePod(v1::Pod* pod) { return PodInfo::Create(std::move(*pod)); }
+
+}  // namespace
+
+bool PluginInstance::Implements(ExtensionPointKind point) const {
+  switch (point) {
+    case ExtensionPointKind::kPreEnqueue: return pre_enqueue != nullptr;
+    case ExtensionPointKind::kPreFilter: return pre_filter != nullptr;
+    case ExtensionPointKind::kFilter: return filter != nullptr;
+    case ExtensionPointKind::kPreScore: return pre_score != nullptr;
+    case ExtensionPointKind::kScore: return score != nullptr;
+    case ExtensionPointKind::kReserve: return reserve != nullptr;
+    case ExtensionPointKind::kPermit: return permit != nullptr;
+    case ExtensionPointKind::kPreBind: return pre_bind != nullptr;
+    case ExtensionPointKind::kBind: return bind != nullptr;
+    case ExtensionPointKind::kPostBind: return post_bind != nullptr;
+  }
+  return false;
+}
+
+class Session::HandleImpl final : public sdk::Handle {
+ public:
+  explicit HandleImpl(Session& session) : session_(session) {}
+  const Snapshot& snapshot() const override { return session_.mirror_; }
+  bool AllowWaitingPod(std::string_view pod_uid, std::string_view plugin) override {
+    return session_.SendPermitDecision(pod_uid, plugin, true, "");
+  }
+  bool RejectWaitingPod(std::string_view pod_uid, std::string_view plugin,
+                        std::string_view reason) override {
+    return session_.SendPermitDecision(pod_uid, plugin, false, reason);
+  }
+
+ private:
+  Session& session_;
+};
+
+Session::Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
+                 std::shared_ptr<ResponseSink> sink)
+    : definitions_(definitions),
+      process_name_(std::move(process_name)),
+      sink_(std::move(sink)),
+      handle_(std::make_unique<HandleImpl>(*this)) {}
+
+Session::~Session() {
+  // Plugins go first: their destructors may still use the handle, the mirror
+  // or the waiting pods.
+  resolved_.clear();
+  uncached_.clear();
+  instances_by_name_.clear();
+  instances_.clear();
+}
+
+Response::Response() : initial_block_(new char[kInitialBlockBytes]), arena_([this] {
+  google::protobuf::ArenaOptions options;
+  options.initial_block = initial_block_.get();
+  options.initial_block_size = kInitialBlockBytes;
+  options.start_block_size = kInitialBlockBytes;
+  options.max_block_size = 16 * kInitialBlockBytes;
+  return options;
+}()) {
+  message_ = google::protobuf::Arena::CreateMessage<v1::PluginToScheduler>(&arena_);
+}
+
+void Response::Reset() {
+  arena_.Reset();
+  message_ = google::protobuf::Arena::CreateMessage<v1::PluginToScheduler>(&arena_);
+}
+
+void Session::Handle(v1::SchedulerToPlugin& message) {
+  ResponsePtr response = sink_->NewResponse();
+  v1::PluginToScheduler& out = response->message();
+  out.set_id(message.id());
+  try {
+    Dispatch(message, out);
+  } catch (const std::exception& e) {
+    out.set_error(absl::StrCat("plugin threw an exception: ", e.what()));
+  } catch (...) {
+    out.set_error("plugin threw an exception");
+  }
+  uncached_.clear();
+  if (message.id() != 0) {
+    sink_->Send(std::move(response));
+  } else if (out.kind_case() == v1::PluginToScheduler::kError) {
+    // Nobody waits for an answer; the error is all we can report.
+    std::cerr << "podium plugin sdk: message without id: " << out.error() << "\n";
+  }
+}
+
+void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& out) {
+  if (message.kind_case() == v1::SchedulerToPlugin::kOpen) {
+    if (opened_) {
+      out.set_error("open: the stream is already open");
+      return;
+    }
+    opened_ = true;
+    Open(message.open(), *out.mutable_registration());
+    registered_ = out.registration().error().empty();
+    return;
+  }
+  if (!opened_) {
+    out.set_error("the first message on a Plugin.Run stream must be open");
+    return;
+  }
+  if (!registered_) {
+    out.set_error("the stream's open was refused (see its registration error)");
+    return;
+  }
+  if (message.has_delta()) {
+    if (absl::Status applied = mirror_.Apply(*message.mutable_delta()); !applied.ok()) {
+      out.set_error(std::string(applied.message()));
+      return;
+    }
+  }
+  for (uint64_t cycle_id : message.finished_cycles()) cycle_states_.erase(cycle_id);
+
+  absl::Status handled;
+  switch (message.kind_case()) {
+    case v1::SchedulerToPlugin::kCycle:
+      handled = RunCycle(*message.mutable_cycle(), *out.mutable_cycle());
+      break;
+    case v1::SchedulerToPlugin::kDryRunFilter:
+      handled = RunDryRunFilter(*message.mutable_dry_run_filter(), *out.mutable_dry_run_filter());
+      break;
+    case v1::SchedulerToPlugin::kReserve:
+      handled = RunReserve(*message.mutable_reserve(), *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kUnreserve:
+      handled = RunUnreserve(*message.mutable_unreserve(), *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kPermit:
+      handled = RunPermit(*message.mutable_permit(), *out.mutable_permit());
+      break;
+    case v1::SchedulerToPlugin::kPreBind:
+      handled = RunBinding(ExtensionPointKind::kPreBind, *message.mutable_pre_bind(),
+                           *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kBind:
+      handled =
+          RunBinding(ExtensionPointKind::kBind, *message.mutable_bind(), *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kPostBind:
+      handled = RunBinding(ExtensionPointKind::kPostBind, *message.mutable_post_bind(),
+                           *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kPreEnqueue:
+      handled = RunPreEnqueue(*message.mutable_pre_enqueue(), *out.mutable_status());
+      break;
+    case v1::SchedulerToPlugin::kQueueingHint:
+      handled = RunQueueingHint(message.queueing_hint(), *out.mutable_queueing_hint());
+      break;
+    case v1::SchedulerToPlugin::kOpen:  // Handled above.
+      break;
+    case v1::SchedulerToPlugin::KIND_NOT_SET:
+      // A message that only carries state, or a request kind newer than this SDK.
+      if (message.id() != 0) {
+        out.set_error(absl::StrCat("request ", message.id(),
+                                   ": unknown or missing request kind (this SDK speaks "
+                                   "protocol version ",
+                                   kProtocolVersion, ")"));
+      }
+      return;
+  }
+  if (!handled.ok()) out.set_error(std::string(handled.message()));
+}
+
+void Session::Open(const v1::Open& open, v1::Registration& out) {
+  out.set_protocol_version(kProtocolVersion);
+  out.set_process_name(process_name_);
+  out.mutable_mirror()->set_nodes(true);
+  out.mutable_mirror()->set_assigned_pods(true);
+  if (open.protocol_version() != kProtocolVersion) {
+    out.set_error(absl::StrCat("open.protocol_version: ", open.protocol_version(),
+                               " is not supported (this plugin process speaks ",
+                               kProtocolVersion, ")"));
+    return;
+  }
+  absl::flat_hash_map<absl::string_view, const PluginDefinition*> definitions;
+  for (const PluginDefinition& definition : definitions_) {
+    definitions.emplace(definition.name, &definition);
+  }
+  // No plugins named: serve every plugin this process defines, with default args.
+  google::protobuf::RepeatedPtrField<v1::PluginArgs> requested = open.plugins();
+  if (requested.empty()) {
+    for (const PluginDefinition& definition : definitions_) requested.Add()->set_name(definition.name);
+  }
+
+  auto fail = [&](std::string error) {
+    instances_by_name_.clear();
+    instances_.clear();
+    out.clear_plugins();
+    out.set_error(std::move(error));
+  };
+  for (int i = 0; i < requested.size(); ++i) {
+    const v1::PluginArgs& args = requested.Get(i);
+    auto definition = definitions.find(args.name());
+    if (definition == definitions.end()) {
+      std::vector<std::string> served;
+      for (const PluginDefinition& d : definitions_) served.push_back(d.name);
+      return fail(absl::StrCat("open.plugins[", i, "].name: plugin ", args.name(),
+                               " is not served by this process (it serves: ",
+                               absl::StrJoin(served, ", "), ")"));
+    }
+    if (instances_by_name_.contains(args.name())) {
+      return fail(absl::StrCat("open.plugins[", i, "].name: plugin ", args.name(),
+                               " is listed twice"));
+    }
+    boost::json::object args_object;
+    if (args.args_json().find_first_not_of(" \t\r\n") != std::string::npos) {
+      boost::system::error_code ec;
+      boost::json::value parsed = boost::json::parse(args.args_json(), ec);
+      if (ec) {
+        return fail(absl::StrCat("plugin ", args.name(), ": open.plugins[", i,
+                                 "].args_json: invalid JSON: ", ec.message()));
+      }
+      if (!parsed.is_object()) {
+        return fail(absl::StrCat("plugin ", args.name(), ": open.plugins[", i,
+                                 "].args_json: expected a JSON object"));
+      }
+      args_object = std::move(parsed.as_object());
+    }
+    absl::StatusOr<PluginPtr> plugin;
+    try {
+      plugin = definition->second->factory(args_object, *handle_);
+    } catch (const std::exception& e) {
+      plugin = absl::InvalidArgumentError(e.what());
+    }
+    if (!plugin.ok()) {
+      return fail(absl::StrCat("plugin ", args.name(), ": bad args: ", plugin.status().message()));
+    }
+    if (*plugin == nullptr) {
+      return fail(absl::StrCat("plugin ", args.name(), ": its factory returned no plugin"));
+    }
+    auto instance = std::make_unique<PluginInstance>();
+    instance->name = args.name();
+    instance->plugin = std::move(*plugin);
+    Plugin* p = instance->plugin.get();
+    instance->pre_enqueue = dynamic_cast<PreEnqueuePlugin*>(p);
+    instance->pre_filter = dynamic_cast<PreFilterPlugin*>(p);
+    instance->filter = dynamic_cast<FilterPlugin*>(p);
+    instance->pre_score = dynamic_cast<PreScorePlugin*>(p);
+    instance->score = dynamic_cast<ScorePlugin*>(p);
+    instance->reserve = dynamic_cast<ReservePlugin*>(p);
+    instance->permit = dynamic_cast<PermitPlugin*>(p);
+    instance->pre_bind = dynamic_cast<PreBindPlugin*>(p);
+    instance->bind = dynamic_cast<BindPlugin*>(p);
+    instance->post_bind = dynamic_cast<PostBindPlugin*>(p);
+    if (auto* enqueue = dynamic_cast<EnqueueExtensions*>(p)) {
+      instance->events = enqueue->EventsToRegister();
+    }
+
+    v1::PluginRegistration& reg = *out.add_plugins();
+    reg.set_name(instance->name);
+    const std::pair<ExtensionPointKind, v1::ExtensionPoint> points[] = {
+        {ExtensionPointKind::kPreEnqueue, v1::PRE_ENQUEUE},
+        {ExtensionPointKind::kPreFilter, v1::PRE_FILTER},
+        {ExtensionPointKind::kFilter, v1::FILTER},
+        {ExtensionPointKind::kPreScore, v1::PRE_SCORE},
+        {ExtensionPointKind::kScore, v1::SCORE},
+        {ExtensionPointKind::kReserve, v1::RESERVE},
+        {ExtensionPointKind::kPermit, v1::PERMIT},
+        {ExtensionPointKind::kPreBind, v1::PRE_BIND},
+        {ExtensionPointKind::kBind, v1::BIND},
+        {ExtensionPointKind::kPostBind, v1::POST_BIND},
+    };
+    for (const auto& [kind, wire] : points) {
+      if (instance->Implements(kind)) reg.add_extension_points(wire);
+    }
+    for (const ClusterEventWithHint& event : instance->events) {
+      v1::ClusterEventInterest& interest = *reg.add_events();
+      interest.set_resource(event.resource);
+      interest.set_action_mask(event.action_mask);
+      interest.set_has_queueing_hint(static_cast<bool>(event.hint));
+    }
+    instances_by_name_.emplace(instance->name, instance.get());
+    instances_.push_back(std::move(instance));
+  }
+}
+
+absl::StatusOr<const PluginList*> Session::Resolve(
+    const google::protobuf::RepeatedPtrField<std::string>& names, ExtensionPointKind point,
+    std::string_view field) {
+  for (const auto& list : resolved_) {
+    if (list->point == point && list->names.size() == static_cast<size_t>(names.size()) &&
+        std::equal(names.begin(), names.end(), list->names.begin())) {
+      return &list->plugins;
+    }
+  }
+  auto list = std::make_unique<ResolvedList>();
+  list->point = point;
+  list->names.assign(names.begin(), names.end());
+  for (int i = 0; i < names.size(); ++i) {
+    auto it = instances_by_name_.find(names.Get(i));
+    if (it == instances_by_name_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), "[", i, "]: plugin ", names.Get(i),
+                                                     " is not served on this stream"));
+    }
+    if (!it->second->Implements(point)) {
+      return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), "[", i, "]: plugin ", names.Get(i),
+                                                     " does not implement ", AsAbsl(PointName(point))));
+    }
+    list->plugins.push_back(it->second);
+  }
+  auto& store = resolved_.size() < kMaxResolvedLists ? resolved_ : uncached_;
+  store.push_back(std::move(list));
+  return &store.back()->plugins;
+}
+
+CycleState& Session::StateFor(uint64_t cycle_id) {
+  auto [it, inserted] = cycle_states_.try_emplace(cycle_id);
+  if (!inserted) return *it->second;
+  it->second = std::make_unique<CycleState>();
+  CycleState& state = *it->second;
+  while (cycle_states_.size() > kMaxCycleStates) {
+    auto oldest = cycle_states_.begin();
+    if (oldest->first == cycle_id) ++oldest;
+    cycle_states_.erase(oldest);
+  }
+  return state;
+}
+
+CycleState* Session::FindState(uint64_t cycle_id) {
+  auto it = cycle_states_.find(cycle_id);
+  return it == cycle_states_.end() ? nullptr : it->second.get();
+}
+
+void Session::ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out) {
+  out.clear();
+  const auto& skipped = state.skip_filter_plugins();
+  for (PluginInstance* filter : filters) {
+    if (skipped.empty() || !skipped.contains(filter->name)) out.push_back(filter);
+  }
+}
+
+void Session::ActiveExtensions(const PluginList& pre_filters, CycleState& state,
+                               std::vector<ExtensionRef>& out) {
+  out.clear();
+  const auto& skipped = state.skip_filter_plugins();
+  for (PluginInstance* plugin : pre_filters) {
+    if (plugin->pre_filter == nullptr) continue;
+    if (!skipped.empty() && skipped.contains(plugin->name)) continue;
+    if (PreFilterExtensions* extensions = plugin->pre_filter->Extensions()) {
+      out.push_back({extensions, &plugin->name});
+    }
+  }
+}
+
+Session::FilterOutcome Session::RunFilters(const PluginList& filters, CycleState& state,
+                                           const PodInfo& pod, const NodeInfo& node) {
+  for (PluginInstance* plugin : filters) {
+    Status status = plugin->filter->Filter(state, pod, node);
+    if (!status.IsSuccess()) return {std::move(status), &plugin->name};
+  }
+  return {};
+}
+
+// kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
+// the nominated pods of higher or equal priority on it (they will take their
+// place), and without them (pod affinity may need them absent).
+Session::FilterOutcome Session::RunFiltersWithNominatedPods(CycleState& state,
+                                                            const PodInfo& pod,
+                                                            const NodeInfo& node) {
+  auto nominated = nominated_.find(node.id());
+  if (nominated == nominated_.end()) return RunFilters(active_filters_, state, pod, node);
+  NodeInfo node_with_pods = node;
+  std::unique_ptr<CycleState> state_with_pods = state.Clone();
+  bool added = false;
+  for (const PodInfoPtr& other : nominated->second) {
+    if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
+        node.FindPod(other->uid()) != nullptr) {
+      continue;
+    }
+    node_with_pods.AddPod(other);
+    added = true;
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->AddPod(*state_with_pods, pod, *other, node_with_pods);
+      if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
+    }
+  }
+  if (!added) return RunFilters(active_filters_, state, pod, node);
+  FilterOutcome with_pods = RunFilters(active_filters_, *state_with_pods, pod, node_with_pods);
+  if (!with_pods.status.IsSuccess()) return with_pods;
+  return RunFilters(active_filters_, state, pod, node);
+}
+
+absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out) {
+  auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
+                             "cycle.pre_filter_plugins");
+  if (!pre_filters.ok()) return pre_filters.status();
+  auto filters =
+      Resolve(request.filter_plugins(), ExtensionPointKind::kFilter, "cycle.filter_plugins");
+  if (!filters.ok()) return filters.status();
+  auto pre_scores = Resolve(request.pre_score_plugins(), ExtensionPointKind::kPreScore,
+                            "cycle.pre_score_plugins");
+  if (!pre_scores.ok()) return pre_scores.status();
+  auto scores =
+      Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins");
+  if (!scores.ok()) return scores.status();
+
+  const v1::NodeSet& node_set = request.nodes();
+  const bool all_nodes = node_set.all_nodes();
+  if (!all_nodes) {
+    request_nodes_.clear();
+    request_nodes_.reserve(node_set.node_ids_size());
+    for (int i = 0; i < node_set.node_ids_size(); ++i) {
+      const NodeInfo* node = mirror_.GetById(node_set.node_ids(i));
+      if (node == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cycle.nodes.node_ids[", i, "]: unknown node id ", node_set.node_ids(i)));
+      }
+      request_nodes_.push_back(node);
+    }
+  }
+  const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
+
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  CycleState& state = StateFor(request.cycle_id());
+
+  // PreFilter.
+  std::optional<absl::flat_hash_set<std::string>> allowed_names;
+  std::vector<std::string> narrowing_plugins;
+  for (PluginInstance* plugin : **pre_filters) {
+    auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
+    if (status.IsSkip()) {
+      state.skip_filter_plugins().insert(plugin->name);
+      out.add_skipped_filter_plugins(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_pre_filter_status());
+      return absl::OkStatus();
+    }
+    if (!result.node_names.has_value()) continue;
+    narrowing_plugins.push_back(plugin->name);
+    if (!allowed_names.has_value()) {
+      allowed_names = std::move(result.node_names);
+    } else {
+      absl::erase_if(*allowed_names,
+                     [&](const std::string& name) { return !result.node_names->contains(name); });
+    }
+    if (allowed_names->empty()) {
+      Status status(Code::kUnschedulableAndUnresolvable,
+                    absl::StrCat("node(s) didn't satisfy plugin(s) [",
+                                 absl::StrJoin(narrowing_plugins, " "), "] simultaneously"));
+      WriteStatus(status, plugin->name, Recode::kKeep, out.mutable_pre_filter_status());
+      return absl::OkStatus();
+    }
+  }
+  absl::flat_hash_set<const NodeInfo*> allowed_nodes;
+  if (allowed_names.has_value()) {
+    for (const std::string& name : *allowed_names) {
+      if (const NodeInfo* node = mirror_.Get(name)) allowed_nodes.insert(node);
+    }
+  }
+  const std::string narrowed_by = absl::StrJoin(narrowing_plugins, " ");
+
+  // Filter.
+  ActiveFilters(**filters, state, active_filters_);
+  nominated_.clear();
+  if (request.nominated_pods_size() > 0) {
+    ActiveExtensions(**pre_filters, state, extensions_);
+    for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
+      nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
+    }
+  }
+  const size_t n = nodes.size();
+  const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
+  const size_t want = request.num_feasible_to_find();
+  feasible_.clear();
+  uint32_t evaluated = 0;
+  for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
+    size_t index = start + i;
+    if (index >= n) index -= n;
+    const NodeInfo& node = *nodes[index];
+    ++evaluated;
+    if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
+      v1::NodeStatus& rejected = *out.add_rejected();
+      rejected.set_node_id(node.id());
+      v1::Status& status = *rejected.mutable_status();
+      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
+      status.set_plugin(narrowing_plugins.front());
+      continue;
+    }
+    FilterOutcome outcome = nominated_.empty()
+                                ? RunFilters(active_filters_, state, *pod, node)
+                                : RunFiltersWithNominatedPods(state, *pod, node);
+    if (outcome.status.IsSuccess()) {
+      feasible_.push_back(&node);
+      out.add_feasible(node.id());
+      continue;
+    }
+    v1::NodeStatus& rejected = *out.add_rejected();
+    rejected.set_node_id(node.id());
+    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+    // An error fails the whole cycle (kube-scheduler): stop here, no scores.
+    if (!outcome.status.IsRejected()) {
+      out.set_nodes_evaluated(evaluated);
+      return absl::OkStatus();
+    }
+  }
+  out.set_nodes_evaluated(evaluated);
+
+  // PreScore, Score, NormalizeScore over the feasible nodes.
+  for (PluginInstance* plugin : **pre_scores) {
+    if (feasible_.empty()) break;
+    Status status = plugin->pre_score->PreScore(state, *pod, feasible_);
+    if (status.IsSkip()) {
+      state.skip_score_plugins().insert(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+      return absl::OkStatus();
+    }
+  }
+  const auto& skipped_scores = state.skip_score_plugins();
+  for (PluginInstance* plugin : **scores) {
+    v1::PluginScores& plugin_scores = *out.add_scores();
+    plugin_scores.set_plugin(plugin->name);
+    auto& wire = *plugin_scores.mutable_scores();
+    wire.Reserve(static_cast<int>(feasible_.size()));
+    // A plugin whose PreScore returned Skip adds nothing to any node.
+    if (!skipped_scores.empty() && skipped_scores.contains(plugin->name)) {
+      wire.Resize(static_cast<int>(feasible_.size()), 0);
+      continue;
+    }
+    node_scores_.resize(feasible_.size());
+    for (size_t i = 0; i < feasible_.size(); ++i) {
+      auto [score, status] = plugin->score->Score(state, *pod, *feasible_[i]);
+      if (!status.IsSuccess()) {
+        out.clear_scores();
+        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+        return absl::OkStatus();
+      }
+      node_scores_[i] = NodeScore{feasible_[i], score};
+    }
+    if (plugin->score->HasNormalizeScore() && !feasible_.empty()) {
+      Status status = plugin->score->NormalizeScore(state, *pod, node_scores_);
+      if (!status.IsSuccess()) {
+        out.clear_scores();
+        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+        return absl::OkStatus();
+      }
+    }
+    for (const NodeScore& score : node_scores_) wire.AddAlreadyReserved(score.score);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,
+                                      v1::DryRunFilterResponse& out) {
+  auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
+                         "dry_run_filter.filter_plugins");
+  if (!filters.ok()) return filters.status();
+  const NodeInfo* node = mirror_.GetById(request.node_id());
+  if (node == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dry_run_filter.node_id: unknown node id ", request.node_id()));
+  }
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+
+  CycleState* base = FindState(request.cycle_id());
+  if (base == nullptr) {
+    // No state for this cycle (it was dropped, or filtering ran elsewhere): run
+    // the PreFilter of the filter plugins that have one, as the cycle would.
+    base = &StateFor(request.cycle_id());
+    for (PluginInstance* plugin : **filters) {
+      if (plugin->pre_filter == nullptr) continue;
+      auto [result, status] = plugin->pre_filter->PreFilter(*base, *pod, mirror_);
+      if (status.IsSkip()) {
+        base->skip_filter_plugins().insert(plugin->name);
+      } else if (!status.IsSuccess()) {
+        WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_status());
+        cycle_states_.erase(request.cycle_id());
+        return absl::OkStatus();
+      }
+    }
+  }
+  std::unique_ptr<CycleState> state = base->Clone();
+  ActiveExtensions(**filters, *state, extensions_);
+  NodeInfo dry_node = *node;
+  for (int i = 0; i < request.remove_pod_uids_size(); ++i) {
+    const std::string& uid = request.remove_pod_uids(i);
+    PodInfoPtr victim;
+    for (const PodInfoPtr& p : dry_node.pods()) {
+      if (p->uid() == uid) {
+        victim = p;
+        break;
+      }
+    }
+    if (victim == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("dry_run_filter.remove_pod_uids[", i,
+                                                     "]: pod ", uid, " is not on node ",
+                                                     dry_node.name()));
+    }
+    dry_node.RemovePod(uid);
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->RemovePod(*state, *pod, *victim, dry_node);
+      if (!status.IsSuccess()) {
+        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
+        return absl::OkStatus();
+      }
+    }
+  }
+  for (v1::Pod& added : *request.mutable_add_pods()) {
+    PodInfoPtr info = TakePod(&added);
+    dry_node.AddPod(info);
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->AddPod(*state, *pod, *info, dry_node);
+      if (!status.IsSuccess()) {
+        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
+        return absl::OkStatus();
+      }
+    }
+  }
+  ActiveFilters(**filters, *state, active_filters_);
+  FilterOutcome outcome = RunFilters(active_filters_, *state, *pod, dry_node);
+  if (outcome.plugin == nullptr) {
+    out.mutable_status()->set_code(v1::Status::SUCCESS);
+  } else {
+    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, out.mutable_status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunReserve(v1::ReserveRequest& request, v1::StatusResponse& out) {
+  auto plugins =
+      Resolve(request.plugins(), ExtensionPointKind::kReserve, "reserve.plugins");
+  if (!plugins.ok()) return plugins.status();
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  CycleState& state = StateFor(request.cycle_id());
+  for (PluginInstance* plugin : **plugins) {
+    Status status = plugin->reserve->Reserve(state, *pod, request.node_name());
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kFilter, out.add_statuses());
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunUnreserve(v1::UnreserveRequest& request, v1::StatusResponse& out) {
+  auto plugins =
+      Resolve(request.plugins(), ExtensionPointKind::kReserve, "unreserve.plugins");
+  if (!plugins.ok()) return plugins.status();
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  StopWaiting(pod->uid());
+  CycleState& state = StateFor(request.cycle_id());
+  for (auto it = (*plugins)->rbegin(); it != (*plugins)->rend(); ++it) {
+    (*it)->reserve->Unreserve(state, *pod, request.node_name());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunPermit(v1::PermitRequest& request, v1::PermitResponse& out) {
+  auto plugins = Resolve(request.plugins(), ExtensionPointKind::kPermit, "permit.plugins");
+  if (!plugins.ok()) return plugins.status();
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  CycleState& state = StateFor(request.cycle_id());
+  for (PluginInstance* plugin : **plugins) {
+    PermitResult result = plugin->permit->Permit(state, *pod, request.node_name());
+    v1::PluginPermit& permit = *out.add_results();
+    permit.set_plugin(plugin->name);
+    Status status = std::move(result.status);
+    if (!status.IsSuccess() && !status.IsWait() && !status.IsRejected()) {
+      status = Status(Code::kError, status.reasons());
+    }
+    WriteStatus(status, plugin->name, Recode::kKeep, permit.mutable_status());
+    if (status.IsWait()) {
+      permit.set_timeout_ms(result.timeout_ms);
+      absl::MutexLock lock(&waiting_mu_);
+      if (waiting_.size() >= kMaxWaitingPods) waiting_.clear();
+      waiting_[pod->uid()].insert(plugin->name);
+    } else if (!status.IsSuccess()) {
+      break;  // A rejection ends Permit for this pod.
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunBinding(ExtensionPointKind point, v1::BindingRequest& request,
+                                 v1::StatusResponse& out) {
+  std::string field = absl::StrCat(
+      point == ExtensionPointKind::kPreBind ? "pre_bind"
+      : point == ExtensionPointKind::kBind  ? "bind"
+                                            : "post_bind",
+      ".plugins");
+  auto plugins = Resolve(request.plugins(), point, field);
+  if (!plugins.ok()) return plugins.status();
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  StopWaiting(pod->uid());
+  CycleState& state = StateFor(request.cycle_id());
+  const std::string& node_name = request.node_name();
+  for (PluginInstance* plugin : **plugins) {
+    switch (point) {
+      case ExtensionPointKind::kPreBind: {
+        Status status = plugin->pre_bind->PreBind(state, *pod, node_name);
+        if (!status.IsSuccess()) {
+          WriteStatus(status, plugin->name, Recode::kFilter, out.add_statuses());
+          return absl::OkStatus();
+        }
+        break;
+      }
+      case ExtensionPointKind::kBind: {
+        // Skip passes the pod to the next bind plugin; Success means bound.
+        Status status = plugin->bind->Bind(state, *pod, node_name);
+        if (status.IsSuccess()) return absl::OkStatus();
+        if (status.IsSkip()) {
+          WriteStatus(status, plugin->name, Recode::kKeep, out.add_statuses());
+          continue;
+        }
+        WriteStatus(status, plugin->name, Recode::kError, out.add_statuses());
+        return absl::OkStatus();
+      }
+      default:
+        plugin->post_bind->PostBind(state, *pod, node_name);
+        break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunPreEnqueue(v1::PreEnqueueRequest& request, v1::StatusResponse& out) {
+  auto plugins =
+      Resolve(request.plugins(), ExtensionPointKind::kPreEnqueue, "pre_enqueue.plugins");
+  if (!plugins.ok()) return plugins.status();
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  for (PluginInstance* plugin : **plugins) {
+    Status status = plugin->pre_enqueue->PreEnqueue(*pod);
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kFilter, out.add_statuses());
+      break;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Session::RunQueueingHint(const v1::QueueingHintRequest& request,
+                                      v1::QueueingHintResponse& out) {
+  const v1::ClusterEvent& event = request.event();
+  for (int i = 0; i < request.queries_size(); ++i) {
+    const v1::HintQuery& query = request.queries(i);
+    auto it = instances_by_name_.find(query.plugin());
+    if (it == instances_by_name_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("queueing_hint.queries[", i,
+                                                     "].plugin: plugin ", query.plugin(),
+                                                     " is not served on this stream"));
+    }
+    const PluginInstance& plugin = *it->second;
+    v1::HintAnswer& answer = *out.add_answers();
+    answer.set_plugin(plugin.name);
+    for (const v1::Pod& pod : query.pods()) {
+      // Queue unless every registration that matches the event says skip; with
+      // no matching registration, queue (the scheduler asked, so be safe).
+      bool matched = false;
+      bool queue = false;
+      for (const ClusterEventWithHint& registered : plugin.events) {
+        if (registered.resource != event.resource() ||
+            (registered.action_mask & event.action()) == 0) {
+          continue;
+        }
+        matched = true;
+        if (!registered.hint || registered.hint(pod, event) == QueueingHint::kQueue) {
+          queue = true;
+          break;
+        }
+      }
+      answer.add_queue(queue || !matched);
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool Session::SendPermitDecision(std::string_view pod_uid, std::string_view plugin, bool allow,
+                                 std::string_view reason) {
+  {
+    absl::MutexLock lock(&waiting_mu_);
+    auto it = waiting_.find(AsAbsl(pod_uid));
+    if (it == waiting_.end()) return false;
+    if (allow) {
+      it->second.erase(AsAbsl(plugin));
+      if (it->second.empty()) waiting_.erase(it);
+    } else {
+      waiting_.erase(it);
+    }
+  }
+  ResponsePtr response = sink_->NewResponse();
+  v1::PluginToScheduler& message = response->message();
+  message.set_id(0);
+  v1::PermitDecision& decision = *message.mutable_permit_decision();
+  decision.set_pod_uid(std::string(pod_uid));
+  decision.set_plugin(std::string(plugin));
+  decision.set_allow(allow);
+  if (!allow) decision.set_reason(std::string(reason));
+  return sink_->Send(std::move(response));
+}
+
+void Session::StopWaiting(const std::string& pod_uid) {
+  absl::MutexLock lock(&waiting_mu_);
+  waiting_.erase(pod_uid);
+}
+
+}  // namespace podium::sdk::internal

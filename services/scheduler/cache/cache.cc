@@ -1,0 +1,668 @@
+#include "cache/cache.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace podium::scheduler {
+
+struct Cache::NodeItem {
+  std::string name;
+  uint32_t id = 0;  // 0: ghost (pods but no node).
+  std::shared_ptr<const v1::Node> node;
+  std::optional<sdk::NodeInfo> info;  // Present nodes only.
+  absl::flat_hash_set<std::string> pod_uids;
+  uint64_t generation = 0;
+  NodeItem* prev = nullptr;
+  NodeItem* next = nullptr;
+  bool linked = false;
+};
+
+namespace {
+
+// Abseil here is built with its own string_view type.
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
+  out->set_milli_cpu(r.milli_cpu);
+  out->set_memory_bytes(r.memory);
+  out->set_ephemeral_storage_bytes(r.ephemeral_storage);
+  out->set_pods(r.allowed_pod_number);
+  for (const auto& [name, value] : r.scalar) (*out->mutable_scalar())[name] = value;
+}
+
+void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
+  out->set_kind("Pod");
+  out->set_uid(pod.meta().uid());
+  out->set_namespace_(pod.meta().namespace_());
+  out->set_name(pod.meta().name());
+}
+
+void FillMirroredPod(const std::shared_ptr<const v1::Pod>& pod, uint32_t node_id, bool assumed,
+                     v1::MirroredPod* out) {
+  out->set_node_id(node_id);
+  *out->mutable_pod() = *pod;
+  out->set_assumed(assumed);
+}
+
+}  // namespace
+
+// ---- Snapshot ----
+
+const sdk::NodeInfo* Snapshot::Get(std::string_view node_name) const {
+  auto it = by_name_.find(AV(node_name));
+  return it == by_name_.end() ? nullptr : it->second;
+}
+
+const sdk::NodeInfo* Snapshot::GetById(uint32_t id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second.get();
+}
+
+void Snapshot::RebuildIndex() {
+  nodes_.clear();
+  nodes_.reserve(by_id_.size());
+  by_name_.clear();
+  by_name_.reserve(by_id_.size());
+  for (const auto& [id, info] : by_id_) {
+    nodes_.push_back(info.get());
+    by_name_[info->name()] = info.get();
+  }
+}
+
+// ---- Cache ----
+
+Cache::Cache(Options options) : options_(options) {}
+
+Cache::~Cache() = default;
+
+Cache::NodeItem* Cache::GetOrCreateItem(const std::string& name) {
+  auto& slot = nodes_[name];
+  if (slot == nullptr) {
+    slot = std::make_unique<NodeItem>();
+    slot->name = name;
+  }
+  return slot.get();
+}
+
+void Cache::Touch(NodeItem* item) {
+  item->generation = ++generation_;
+  if (head_ == item) return;
+  Unlink(item);
+  item->next = head_;
+  if (head_ != nullptr) head_->prev = item;
+  head_ = item;
+  item->linked = true;
+}
+
+void Cache::Unlink(NodeItem* item) {
+  if (!item->linked) return;
+  if (item->prev != nullptr) item->prev->next = item->next;
+  if (item->next != nullptr) item->next->prev = item->prev;
+  if (head_ == item) head_ = item->next;
+  item->prev = item->next = nullptr;
+  item->linked = false;
+}
+
+void Cache::DeleteItemIfEmptyGhost(NodeItem* item) {
+  if (item->id != 0 || !item->pod_uids.empty()) return;
+  Unlink(item);
+  nodes_.erase(item->name);  // Destroys item.
+}
+
+Cache::MirrorPod Cache::Visible(const PodEntry& entry) const {
+  auto it = nodes_.find(entry.node_name);
+  if (it == nodes_.end() || it->second->id == 0) return {};
+  return MirrorPod{entry.info->pod, it->second->id, entry.assumed};
+}
+
+void Cache::AttachPod(const std::string& uid, PodEntry entry) {
+  NodeItem* item = GetOrCreateItem(entry.node_name);
+  item->pod_uids.insert(uid);
+  if (item->info.has_value()) item->info->AddPod(entry.info);
+  Touch(item);
+  if (entry.assumed) ++num_assumed_;
+  pods_[uid] = std::move(entry);
+}
+
+void Cache::DetachPod(const std::string& uid) {
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  auto node_it = nodes_.find(it->second.node_name);
+  if (node_it != nodes_.end()) {
+    NodeItem* item = node_it->second.get();
+    item->pod_uids.erase(uid);
+    if (item->info.has_value()) item->info->RemovePod(uid);
+    Touch(item);
+    DeleteItemIfEmptyGhost(item);
+  }
+  if (it->second.assumed) --num_assumed_;
+  pods_.erase(it);
+}
+
+void Cache::Append(DeltaEntry entry) {
+  entry.seq = ++seq_;
+  log_.push_back(std::move(entry));
+  if (log_.size() > options_.max_delta_log_entries) {
+    TrimLocked(log_.front().seq + (log_.size() - options_.max_delta_log_entries) - 1);
+  }
+}
+
+void Cache::LogNode(uint32_t id, std::shared_ptr<const v1::Node> before,
+                    std::shared_ptr<const v1::Node> after) {
+  DeltaEntry entry;
+  entry.kind = DeltaEntry::Kind::kNode;
+  entry.node_id = id;
+  entry.node_before = std::move(before);
+  entry.node_after = std::move(after);
+  Append(std::move(entry));
+}
+
+void Cache::LogPod(const std::string& uid, MirrorPod before, MirrorPod after) {
+  if (before.pod == nullptr && after.pod == nullptr) return;  // Invisible both times.
+  DeltaEntry entry;
+  entry.kind = DeltaEntry::Kind::kPod;
+  entry.uid = uid;
+  entry.pod_before = std::move(before);
+  entry.pod_after = std::move(after);
+  Append(std::move(entry));
+}
+
+void Cache::LogObject(DeltaEntry::Kind kind, const std::string& uid,
+                      std::shared_ptr<const google::protobuf::Message> before,
+                      std::shared_ptr<const google::protobuf::Message> after) {
+  DeltaEntry entry;
+  entry.kind = kind;
+  entry.uid = uid;
+  entry.obj_before = std::move(before);
+  entry.obj_after = std::move(after);
+  Append(std::move(entry));
+}
+
+absl::Status Cache::AddOrUpdatePdb(v1::PodDisruptionBudget pdb) {
+  if (pdb.meta().uid().empty()) return absl::InvalidArgumentError("PodDisruptionBudget has no meta.uid");
+  auto ptr = std::make_shared<const v1::PodDisruptionBudget>(std::move(pdb));
+  const std::string uid = ptr->meta().uid();
+  absl::MutexLock lock(&mu_);
+  auto& slot = pdbs_[uid];
+  std::shared_ptr<const v1::PodDisruptionBudget> before = std::move(slot);
+  slot = ptr;
+  LogObject(DeltaEntry::Kind::kPdb, uid, std::move(before), std::move(ptr));
+  return absl::OkStatus();
+}
+
+absl::Status Cache::RemovePdb(std::string_view uid_view) {
+  std::string uid(uid_view);
+  absl::MutexLock lock(&mu_);
+  auto it = pdbs_.find(uid);
+  if (it == pdbs_.end()) return absl::NotFoundError(absl::StrCat("PodDisruptionBudget ", uid, " is not in the cache"));
+  LogObject(DeltaEntry::Kind::kPdb, uid, std::move(it->second), nullptr);
+  pdbs_.erase(it);
+  return absl::OkStatus();
+}
+
+std::vector<std::shared_ptr<const v1::PodDisruptionBudget>> Cache::ListPdbs() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<std::shared_ptr<const v1::PodDisruptionBudget>> out;
+  out.reserve(pdbs_.size());
+  for (const auto& [uid, pdb] : pdbs_) out.push_back(pdb);
+  return out;
+}
+
+absl::Status Cache::AddOrUpdatePodGroup(v1::PodGroup group) {
+  if (group.meta().uid().empty()) return absl::InvalidArgumentError("PodGroup has no meta.uid");
+  auto ptr = std::make_shared<const v1::PodGroup>(std::move(group));
+  const std::string uid = ptr->meta().uid();
+  absl::MutexLock lock(&mu_);
+  auto& slot = pod_groups_[uid];
+  std::shared_ptr<const v1::PodGroup> before = std::move(slot);
+  slot = ptr;
+  LogObject(DeltaEntry::Kind::kPodGroup, uid, std::move(before), std::move(ptr));
+  return absl::OkStatus();
+}
+
+absl::Status Cache::RemovePodGroup(std::string_view uid_view) {
+  std::string uid(uid_view);
+  absl::MutexLock lock(&mu_);
+  auto it = pod_groups_.find(uid);
+  if (it == pod_groups_.end()) return absl::NotFoundError(absl::StrCat("PodGroup ", uid, " is not in the cache"));
+  LogObject(DeltaEntry::Kind::kPodGroup, uid, std::move(it->second), nullptr);
+  pod_groups_.erase(it);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const v1::PodGroup> Cache::GetPodGroup(std::string_view namespace_,
+                                                       std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [uid, group] : pod_groups_) {
+    if (group->meta().namespace_() == namespace_ && group->meta().name() == name) return group;
+  }
+  return nullptr;
+}
+
+uint32_t Cache::AddOrUpdateNode(v1::Node node) {
+  if (node.meta().name().empty()) return 0;
+  absl::MutexLock lock(&mu_);
+  auto ptr = std::make_shared<const v1::Node>(std::move(node));
+  NodeItem* item = GetOrCreateItem(ptr->meta().name());
+  if (item->id != 0) {
+    std::shared_ptr<const v1::Node> before = std::move(item->node);
+    item->node = ptr;
+    item->info->SetNode(ptr);
+    Touch(item);
+    LogNode(item->id, std::move(before), ptr);
+    return item->id;
+  }
+  // A new node, or the node of a ghost: pods already counted become visible.
+  item->id = next_node_id_++;
+  item->node = ptr;
+  item->info.emplace(item->id, ptr);
+  for (const std::string& uid : item->pod_uids) item->info->AddPod(pods_.at(uid).info);
+  nodes_by_id_[item->id] = item;
+  Touch(item);
+  LogNode(item->id, nullptr, ptr);
+  for (const std::string& uid : item->pod_uids) LogPod(uid, {}, Visible(pods_.at(uid)));
+  return item->id;
+}
+
+absl::Status Cache::RemoveNode(std::string_view name) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(AV(name));
+  if (it == nodes_.end() || it->second->id == 0) {
+    return absl::NotFoundError(absl::StrCat("node \"", AV(name), "\" is not in the cache"));
+  }
+  NodeItem* item = it->second.get();
+  // The pods stay counted on a ghost; mirrors see them go with the node.
+  for (const std::string& uid : item->pod_uids) LogPod(uid, Visible(pods_.at(uid)), {});
+  LogNode(item->id, item->node, nullptr);
+  nodes_by_id_.erase(item->id);
+  item->id = 0;
+  item->node = nullptr;
+  item->info.reset();
+  Touch(item);
+  last_removal_generation_ = generation_;
+  DeleteItemIfEmptyGhost(item);
+  return absl::OkStatus();
+}
+
+absl::Status Cache::AddOrUpdatePod(v1::Pod pod) {
+  if (pod.meta().uid().empty()) return absl::InvalidArgumentError("pod has no meta.uid");
+  return AddOrUpdatePod(sdk::PodInfo::Create(std::move(pod)));
+}
+
+absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
+  if (pod == nullptr || pod->pod == nullptr) return absl::InvalidArgumentError("null pod");
+  const std::string& uid = pod->uid();
+  const v1::Pod& p = *pod->pod;
+  if (uid.empty()) return absl::InvalidArgumentError("pod has no meta.uid");
+  if (p.node_name().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("pod ", p.meta().namespace_(), "/",
+                                                   p.meta().name(), " has no node_name"));
+  }
+  absl::MutexLock lock(&mu_);
+  MirrorPod before;
+  if (auto it = pods_.find(uid); it != pods_.end()) {
+    before = Visible(it->second);
+    DetachPod(uid);
+  }
+  std::string node_name = p.node_name();
+  AttachPod(uid, PodEntry{std::move(pod), std::move(node_name), false});
+  LogPod(uid, std::move(before), Visible(pods_.at(uid)));
+  return absl::OkStatus();
+}
+
+absl::Status Cache::RemovePod(std::string_view uid_view) {
+  std::string uid(uid_view);
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) {
+    return absl::NotFoundError(absl::StrCat("pod ", uid, " is not in the cache"));
+  }
+  MirrorPod before = Visible(it->second);
+  DetachPod(uid);
+  LogPod(uid, std::move(before), {});
+  return absl::OkStatus();
+}
+
+absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_name) {
+  if (pod == nullptr || pod->pod == nullptr) return absl::InvalidArgumentError("null pod");
+  const std::string& uid = pod->uid();
+  absl::MutexLock lock(&mu_);
+  if (pods_.contains(uid)) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already in the cache"));
+  }
+  auto node_it = nodes_.find(AV(node_name));
+  if (node_it == nodes_.end() || node_it->second->id == 0) {
+    return absl::NotFoundError(absl::StrCat("node \"", AV(node_name), "\" is not in the cache"));
+  }
+  auto assumed_pod = std::make_shared<v1::Pod>(*pod->pod);
+  assumed_pod->set_node_name(std::string(node_name));
+  auto info = std::make_shared<sdk::PodInfo>(*pod);
+  info->pod = std::move(assumed_pod);
+  AttachPod(uid, PodEntry{std::move(info), std::string(node_name), true});
+  LogPod(uid, {}, Visible(pods_.at(uid)));
+  return absl::OkStatus();
+}
+
+absl::Status Cache::ForgetPod(std::string_view uid_view) {
+  std::string uid(uid_view);
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) {
+    return absl::NotFoundError(absl::StrCat("pod ", uid, " is not in the cache"));
+  }
+  if (!it->second.assumed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("pod ", uid, " is bound, not assumed; only assumed pods can be forgotten"));
+  }
+  MirrorPod before = Visible(it->second);
+  DetachPod(uid);
+  LogPod(uid, std::move(before), {});
+  return absl::OkStatus();
+}
+
+bool Cache::IsAssumed(std::string_view uid) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  return it != pods_.end() && it->second.assumed;
+}
+
+sdk::PodInfoPtr Cache::GetPod(std::string_view uid) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  return it == pods_.end() ? nullptr : it->second.info;
+}
+
+std::optional<uint32_t> Cache::NodeId(std::string_view node_name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = nodes_.find(AV(node_name));
+  if (it == nodes_.end() || it->second->id == 0) return std::nullopt;
+  return it->second->id;
+}
+
+size_t Cache::NumNodes() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return nodes_by_id_.size();
+}
+
+size_t Cache::NumPods() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return pods_.size();
+}
+
+size_t Cache::NumAssumedPods() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return num_assumed_;
+}
+
+void Cache::Dump(bool include_pods, v1::DumpCacheResponse* out) const {
+  absl::ReaderMutexLock lock(&mu_);
+  out->Clear();
+  out->set_generation(generation_);
+  out->set_assumed_pods(static_cast<int32_t>(num_assumed_));
+  // Present nodes in id order, then ghosts by name.
+  std::vector<const NodeItem*> items;
+  items.reserve(nodes_.size());
+  for (const auto& [name, item] : nodes_) items.push_back(item.get());
+  std::sort(items.begin(), items.end(), [](const NodeItem* a, const NodeItem* b) {
+    if ((a->id == 0) != (b->id == 0)) return a->id != 0;
+    if (a->id != b->id) return a->id < b->id;
+    return a->name < b->name;
+  });
+  for (const NodeItem* item : items) {
+    v1::CachedNode* node = out->add_nodes();
+    node->set_name(item->name);
+    node->set_generation(item->generation);
+    if (item->info.has_value()) {
+      ToResourceList(item->info->allocatable(), node->mutable_allocatable());
+      ToResourceList(item->info->requested(), node->mutable_requested());
+    } else {
+      sdk::Resource requested;
+      for (const std::string& uid : item->pod_uids) requested.Add(pods_.at(uid).info->requests);
+      ToResourceList(requested, node->mutable_requested());
+    }
+    if (!include_pods) continue;
+    std::vector<const PodEntry*> pods;
+    for (const std::string& uid : item->pod_uids) pods.push_back(&pods_.at(uid));
+    std::sort(pods.begin(), pods.end(), [](const PodEntry* a, const PodEntry* b) {
+      const auto& ma = a->info->pod->meta();
+      const auto& mb = b->info->pod->meta();
+      return std::tie(ma.namespace_(), ma.name(), ma.uid()) <
+             std::tie(mb.namespace_(), mb.name(), mb.uid());
+    });
+    for (const PodEntry* pod : pods) {
+      ToObjectRef(*pod->info->pod,
+                  pod->assumed ? node->add_assumed_pods() : node->add_pods());
+    }
+  }
+}
+
+void Cache::UpdateSnapshot(Snapshot& snapshot) const {
+  absl::ReaderMutexLock lock(&mu_);
+  bool membership_changed = false;
+  size_t copied = 0;
+  for (const NodeItem* item = head_; item != nullptr && item->generation > snapshot.generation_;
+       item = item->next) {
+    if (item->id == 0) continue;  // A ghost: its removal from the snapshot is handled below.
+    auto it = snapshot.by_id_.find(item->id);
+    if (it == snapshot.by_id_.end()) {
+      snapshot.by_id_.emplace(item->id, std::make_unique<sdk::NodeInfo>(*item->info));
+      membership_changed = true;
+    } else {
+      *it->second = *item->info;  // In place: pointers into the snapshot stay valid.
+    }
+    ++copied;
+  }
+  if (last_removal_generation_ > snapshot.generation_) {
+    for (auto it = snapshot.by_id_.begin(); it != snapshot.by_id_.end();) {
+      if (nodes_by_id_.contains(it->first)) {
+        ++it;
+      } else {
+        it = snapshot.by_id_.erase(it);
+        membership_changed = true;
+      }
+    }
+  }
+  if (membership_changed) snapshot.RebuildIndex();
+  snapshot.generation_ = generation_;
+  snapshot.delta_seq_ = seq_;
+  snapshot.last_update_copied_ = copied;
+}
+
+uint64_t Cache::delta_seq() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return seq_;
+}
+
+size_t Cache::delta_log_size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return log_.size();
+}
+
+void Cache::TrimDeltaLog(uint64_t min_seq_still_needed) {
+  absl::MutexLock lock(&mu_);
+  TrimLocked(min_seq_still_needed);
+}
+
+void Cache::TrimLocked(uint64_t min_seq_still_needed) {
+  while (!log_.empty() && log_.front().seq <= min_seq_still_needed) {
+    trimmed_through_ = log_.front().seq;
+    log_.pop_front();
+  }
+}
+
+uint64_t Cache::FullState(v1::StateDelta* out) const {
+  absl::ReaderMutexLock lock(&mu_);
+  FullStateAt(seq_, out);
+  return seq_;
+}
+
+void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
+  out->Clear();
+  out->set_reset(true);
+  out->set_generation(seq);
+  // Objects changed after `seq` are rolled back to their state before the
+  // first such change.
+  absl::flat_hash_map<uint32_t, std::shared_ptr<const v1::Node>> node_undo;
+  absl::flat_hash_map<std::string, MirrorPod> pod_undo;
+  absl::flat_hash_map<std::string, std::shared_ptr<const google::protobuf::Message>> pdb_undo,
+      group_undo;
+  for (size_t i = seq - trimmed_through_; i < log_.size(); ++i) {
+    const DeltaEntry& e = log_[i];
+    switch (e.kind) {
+      case DeltaEntry::Kind::kNode:
+        node_undo.try_emplace(e.node_id, e.node_before);
+        break;
+      case DeltaEntry::Kind::kPod:
+        pod_undo.try_emplace(e.uid, e.pod_before);
+        break;
+      case DeltaEntry::Kind::kPdb:
+        pdb_undo.try_emplace(e.uid, e.obj_before);
+        break;
+      case DeltaEntry::Kind::kPodGroup:
+        group_undo.try_emplace(e.uid, e.obj_before);
+        break;
+    }
+  }
+  absl::btree_map<uint32_t, std::shared_ptr<const v1::Node>> nodes;
+  for (const auto& [id, item] : nodes_by_id_) {
+    if (!node_undo.contains(id)) nodes.emplace(id, item->node);
+  }
+  for (const auto& [id, node] : node_undo) {
+    if (node != nullptr) nodes.emplace(id, node);
+  }
+  for (const auto& [id, node] : nodes) {
+    v1::MirroredNode* m = out->add_node_upserts();
+    m->set_id(id);
+    *m->mutable_node() = *node;
+  }
+  for (const auto& [uid, entry] : pods_) {
+    if (pod_undo.contains(uid)) continue;
+    MirrorPod visible = Visible(entry);
+    if (visible.pod != nullptr) {
+      FillMirroredPod(visible.pod, visible.node_id, visible.assumed, out->add_pod_upserts());
+    }
+  }
+  for (const auto& [uid, pod] : pod_undo) {
+    if (pod.pod != nullptr) FillMirroredPod(pod.pod, pod.node_id, pod.assumed, out->add_pod_upserts());
+  }
+  for (const auto& [uid, pdb] : pdbs_) {
+    if (!pdb_undo.contains(uid)) *out->add_pdb_upserts() = *pdb;
+  }
+  for (const auto& [uid, pdb] : pdb_undo) {
+    if (pdb != nullptr) {
+      *out->add_pdb_upserts() = static_cast<const v1::PodDisruptionBudget&>(*pdb);
+    }
+  }
+  for (const auto& [uid, group] : pod_groups_) {
+    if (!group_undo.contains(uid)) *out->add_pod_group_upserts() = *group;
+  }
+  for (const auto& [uid, group] : group_undo) {
+    if (group != nullptr) *out->add_pod_group_upserts() = static_cast<const v1::PodGroup&>(*group);
+  }
+}
+
+uint64_t Cache::ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) const {
+  absl::ReaderMutexLock lock(&mu_);
+  to_seq = std::min(to_seq, seq_);
+  if (from_seq < trimmed_through_) {
+    // The reader is behind what the log keeps: send everything.
+    if (to_seq < trimmed_through_) to_seq = seq_;
+    FullStateAt(to_seq, out);
+    return to_seq;
+  }
+  out->Clear();
+  out->set_generation(to_seq);
+  if (from_seq >= to_seq) return to_seq;
+
+  // Net effect per object: its state before the first entry and after the last.
+  absl::btree_map<uint32_t, std::pair<std::shared_ptr<const v1::Node>,
+                                      std::shared_ptr<const v1::Node>>> nodes;
+  std::vector<std::string> pod_order;
+  absl::flat_hash_map<std::string, std::pair<MirrorPod, MirrorPod>> pods;
+  using ObjPtr = std::shared_ptr<const google::protobuf::Message>;
+  // uid -> (before, after), in order of first appearance.
+  struct ObjectChanges {
+    std::vector<std::string> order;
+    absl::flat_hash_map<std::string, std::pair<ObjPtr, ObjPtr>> changes;
+    void Add(const DeltaEntry& e) {
+      auto [it, inserted] = changes.try_emplace(e.uid, e.obj_before, e.obj_after);
+      if (inserted) {
+        order.push_back(e.uid);
+      } else {
+        it->second.second = e.obj_after;
+      }
+    }
+  } pdbs, groups;
+  for (uint64_t s = from_seq + 1; s <= to_seq; ++s) {
+    const DeltaEntry& e = log_[s - trimmed_through_ - 1];
+    switch (e.kind) {
+      case DeltaEntry::Kind::kNode: {
+        auto [it, inserted] = nodes.try_emplace(e.node_id, e.node_before, e.node_after);
+        if (!inserted) it->second.second = e.node_after;
+        break;
+      }
+      case DeltaEntry::Kind::kPod: {
+        auto [it, inserted] = pods.try_emplace(e.uid, e.pod_before, e.pod_after);
+        if (inserted) {
+          pod_order.push_back(e.uid);
+        } else {
+          it->second.second = e.pod_after;
+        }
+        break;
+      }
+      case DeltaEntry::Kind::kPdb:
+        pdbs.Add(e);
+        break;
+      case DeltaEntry::Kind::kPodGroup:
+        groups.Add(e);
+        break;
+    }
+  }
+  for (const std::string& uid : pdbs.order) {
+    const auto& [before, after] = pdbs.changes.at(uid);
+    if (after == nullptr) {
+      if (before != nullptr) out->add_pdb_removals(uid);
+    } else if (after != before) {
+      *out->add_pdb_upserts() = static_cast<const v1::PodDisruptionBudget&>(*after);
+    }
+  }
+  for (const std::string& uid : groups.order) {
+    const auto& [before, after] = groups.changes.at(uid);
+    if (after == nullptr) {
+      if (before != nullptr) out->add_pod_group_removals(uid);
+    } else if (after != before) {
+      *out->add_pod_group_upserts() = static_cast<const v1::PodGroup&>(*after);
+    }
+  }
+  for (const auto& [id, change] : nodes) {
+    const auto& [before, after] = change;
+    if (after == nullptr) {
+      if (before != nullptr) out->add_node_removals(id);
+    } else if (after != before) {
+      v1::MirroredNode* m = out->add_node_upserts();
+      m->set_id(id);
+      *m->mutable_node() = *after;
+    }
+  }
+  for (const std::string& uid : pod_order) {
+    const auto& [before, after] = pods.at(uid);
+    if (after.pod == nullptr) {
+      if (before.pod != nullptr) out->add_pod_removals(uid);
+      continue;
+    }
+    if (before.pod == after.pod && before.node_id == after.node_id &&
+        before.assumed == after.assumed) {
+      continue;  // Back where it started.
+    }
+    // A pod that changed node is removed from the old one first.
+    if (before.pod != nullptr && before.node_id != after.node_id) out->add_pod_removals(uid);
+    FillMirroredPod(after.pod, after.node_id, after.assumed, out->add_pod_upserts());
+  }
+  return to_seq;
+}
+
+}  // namespace podium::scheduler

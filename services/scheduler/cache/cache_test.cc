@@ -1,0 +1,435 @@
+#include "cache/cache.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace podium::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+v1::Node MakeNode(const std::string& name, int64_t milli_cpu = 4000, std::string label = "") {
+  v1::Node node;
+  node.mutable_meta()->set_name(name);
+  node.mutable_meta()->set_uid("node-" + name);
+  node.mutable_allocatable()->set_milli_cpu(milli_cpu);
+  node.mutable_allocatable()->set_memory_bytes(8LL << 30);
+  node.mutable_allocatable()->set_pods(110);
+  if (!label.empty()) (*node.mutable_meta()->mutable_labels())["l"] = label;
+  return node;
+}
+
+v1::Pod MakePod(const std::string& uid, const std::string& node_name, int64_t milli_cpu = 100) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid(uid);
+  pod.mutable_meta()->set_namespace_("default");
+  pod.mutable_meta()->set_name("pod-" + uid);
+  pod.set_node_name(node_name);
+  auto* c = pod.add_containers();
+  c->set_name("c");
+  c->mutable_requests()->set_milli_cpu(milli_cpu);
+  return pod;
+}
+
+sdk::PodInfoPtr PendingPod(const std::string& uid, int64_t milli_cpu = 100) {
+  return sdk::PodInfo::Create(MakePod(uid, "", milli_cpu));
+}
+
+std::vector<std::string> NodeNames(const Snapshot& s) {
+  std::vector<std::string> names;
+  for (const sdk::NodeInfo* n : s.Nodes()) names.push_back(n->name());
+  return names;
+}
+
+std::vector<uint32_t> UpsertedNodeIds(const v1::StateDelta& d) {
+  std::vector<uint32_t> ids;
+  for (const auto& n : d.node_upserts()) ids.push_back(n.id());
+  return ids;
+}
+
+std::vector<std::string> UpsertedPodUids(const v1::StateDelta& d) {
+  std::vector<std::string> uids;
+  for (const auto& p : d.pod_upserts()) uids.push_back(p.pod().meta().uid());
+  return uids;
+}
+
+TEST(CacheTest, NodeIdsAreAssignedOnFirstAddAndNeverReused) {
+  Cache cache;
+  EXPECT_EQ(cache.AddOrUpdateNode(MakeNode("a")), 1u);
+  EXPECT_EQ(cache.AddOrUpdateNode(MakeNode("b")), 2u);
+  EXPECT_EQ(cache.AddOrUpdateNode(MakeNode("a", 8000)), 1u);  // Update keeps the id.
+  ASSERT_TRUE(cache.RemoveNode("a").ok());
+  EXPECT_EQ(cache.NodeId("a"), std::nullopt);
+  EXPECT_EQ(cache.AddOrUpdateNode(MakeNode("a")), 3u);
+  EXPECT_EQ(cache.NodeId("a"), 3u);
+  EXPECT_EQ(cache.NumNodes(), 2u);
+  EXPECT_EQ(cache.RemoveNode("zzz").code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache.AddOrUpdateNode(v1::Node()), 0u);  // No name: rejected.
+  EXPECT_EQ(cache.NumNodes(), 2u);
+}
+
+TEST(CacheTest, AssumeConfirmForget) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("n1"));
+  cache.AddOrUpdateNode(MakeNode("n2"));
+
+  auto pod = PendingPod("p1", 500);
+  ASSERT_TRUE(cache.AssumePod(pod, "n1").ok());
+  EXPECT_TRUE(cache.IsAssumed("p1"));
+  EXPECT_EQ(cache.NumAssumedPods(), 1u);
+  EXPECT_EQ(cache.GetPod("p1")->pod->node_name(), "n1");
+  EXPECT_EQ(pod->pod->node_name(), "");  // The caller's pod is untouched.
+  // Already in the cache.
+  EXPECT_EQ(cache.AssumePod(pod, "n2").code(), absl::StatusCode::kAlreadyExists);
+  // Unknown node.
+  EXPECT_EQ(cache.AssumePod(PendingPod("p2"), "nope").code(), absl::StatusCode::kNotFound);
+
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.Get("n1")->requested().milli_cpu, 500);
+
+  // Confirmed by the watch ("added after assume").
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "n1", 500)).ok());
+  EXPECT_FALSE(cache.IsAssumed("p1"));
+  EXPECT_EQ(cache.NumAssumedPods(), 0u);
+  EXPECT_EQ(cache.ForgetPod("p1").code(), absl::StatusCode::kFailedPrecondition);
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.Get("n1")->requested().milli_cpu, 500);
+  EXPECT_EQ(snap.Get("n1")->pods().size(), 1u);
+
+  // Assume then forget: resources come back.
+  ASSERT_TRUE(cache.AssumePod(PendingPod("p3", 700), "n2").ok());
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.Get("n2")->requested().milli_cpu, 700);
+  ASSERT_TRUE(cache.ForgetPod("p3").ok());
+  EXPECT_FALSE(cache.IsAssumed("p3"));
+  EXPECT_EQ(cache.GetPod("p3"), nullptr);
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.Get("n2")->requested().milli_cpu, 0);
+  EXPECT_EQ(cache.ForgetPod("p3").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CacheTest, AssumedPodConfirmedOnAnotherNodeMoves) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("n1"));
+  cache.AddOrUpdateNode(MakeNode("n2"));
+  ASSERT_TRUE(cache.AssumePod(PendingPod("p", 300), "n1").ok());
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p", "n2", 300)).ok());
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.Get("n1")->requested().milli_cpu, 0);
+  EXPECT_EQ(snap.Get("n2")->requested().milli_cpu, 300);
+}
+
+TEST(CacheTest, PodWithoutNodeNameIsRejected) {
+  Cache cache;
+  EXPECT_EQ(cache.AddOrUpdatePod(MakePod("p", "")).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(CacheTest, GhostPodsAreCountedWhenTheNodeArrives) {
+  Cache cache;
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "late", 250)).ok());
+  EXPECT_EQ(cache.NumPods(), 1u);
+  EXPECT_EQ(cache.NumNodes(), 0u);
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.NumNodes(), 0u);  // Ghosts are not schedulable nodes.
+
+  cache.AddOrUpdateNode(MakeNode("late"));
+  cache.UpdateSnapshot(snap);
+  ASSERT_EQ(snap.NumNodes(), 1u);
+  EXPECT_EQ(snap.Get("late")->requested().milli_cpu, 250);
+  EXPECT_EQ(snap.Get("late")->pods().size(), 1u);
+
+  // Node removed with its pod still there: a ghost again, gone from the snapshot.
+  ASSERT_TRUE(cache.RemoveNode("late").ok());
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.NumNodes(), 0u);
+  EXPECT_EQ(cache.NumPods(), 1u);
+  v1::DumpCacheResponse dump;
+  cache.Dump(true, &dump);
+  ASSERT_EQ(dump.nodes_size(), 1);
+  EXPECT_EQ(dump.nodes(0).name(), "late");
+  EXPECT_EQ(dump.nodes(0).requested().milli_cpu(), 250);
+
+  // The last pod goes: the ghost goes.
+  ASSERT_TRUE(cache.RemovePod("p1").ok());
+  cache.Dump(true, &dump);
+  EXPECT_EQ(dump.nodes_size(), 0);
+  EXPECT_EQ(cache.RemovePod("p1").code(), absl::StatusCode::kNotFound);
+}
+
+TEST(CacheTest, SnapshotCopiesOnlyChangedNodes) {
+  Cache cache;
+  for (int i = 0; i < 5; ++i) cache.AddOrUpdateNode(MakeNode("n" + std::to_string(i)));
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.last_update_copied(), 5u);
+  EXPECT_THAT(NodeNames(snap), ElementsAre("n0", "n1", "n2", "n3", "n4"));
+  const sdk::NodeInfo* n2 = snap.Get("n2");
+  const sdk::NodeInfo* n3 = snap.Get("n3");
+
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.last_update_copied(), 0u);
+
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p", "n2", 100)).ok());
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.last_update_copied(), 1u);
+  EXPECT_EQ(snap.Get("n2"), n2);  // Updated in place.
+  EXPECT_EQ(n2->requested().milli_cpu, 100);
+  EXPECT_EQ(snap.Get("n3"), n3);
+
+  cache.AddOrUpdateNode(MakeNode("n3", 9000));
+  cache.AddOrUpdateNode(MakeNode("n4", 9000));
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.last_update_copied(), 2u);
+  EXPECT_EQ(n3->allocatable().milli_cpu, 9000);
+  EXPECT_EQ(snap.GetById(4), n3);
+  EXPECT_GT(snap.generation(), 0u);
+}
+
+TEST(CacheTest, SnapshotHandlesRemovalsAndReAddsInIdOrder) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a"));  // 1
+  cache.AddOrUpdateNode(MakeNode("b"));  // 2
+  cache.AddOrUpdateNode(MakeNode("c"));  // 3
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  ASSERT_TRUE(cache.RemoveNode("b").ok());
+  cache.UpdateSnapshot(snap);
+  EXPECT_THAT(NodeNames(snap), ElementsAre("a", "c"));
+  EXPECT_EQ(snap.Get("b"), nullptr);
+  EXPECT_EQ(snap.GetById(2), nullptr);
+  EXPECT_EQ(snap.last_update_copied(), 0u);
+
+  cache.AddOrUpdateNode(MakeNode("b"));  // 4: last in id order.
+  cache.UpdateSnapshot(snap);
+  EXPECT_THAT(NodeNames(snap), ElementsAre("a", "c", "b"));
+  EXPECT_EQ(snap.Get("b")->id(), 4u);
+  EXPECT_EQ(snap.last_update_copied(), 1u);
+
+  // Removed and re-added between two updates.
+  ASSERT_TRUE(cache.RemoveNode("a").ok());
+  cache.AddOrUpdateNode(MakeNode("a"));  // 5
+  cache.UpdateSnapshot(snap);
+  EXPECT_THAT(NodeNames(snap), ElementsAre("c", "b", "a"));
+  EXPECT_EQ(snap.GetById(1), nullptr);
+  EXPECT_EQ(snap.Get("a")->id(), 5u);
+}
+
+TEST(CacheTest, SnapshotRecordsDeltaSeq) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a"));
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.delta_seq(), cache.delta_seq());
+  EXPECT_EQ(snap.delta_seq(), 1u);
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p", "a")).ok());
+  EXPECT_EQ(cache.delta_seq(), 2u);
+  EXPECT_EQ(snap.delta_seq(), 1u);
+}
+
+TEST(CacheTest, DeltaCoalescesToNetEffect) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a", 1000));
+  cache.AddOrUpdateNode(MakeNode("a", 2000));
+  cache.AddOrUpdateNode(MakeNode("b"));
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "a")).ok());
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p2", "b")).ok());
+  ASSERT_TRUE(cache.RemovePod("p2").ok());  // Added and removed: nothing.
+  ASSERT_TRUE(cache.AssumePod(PendingPod("p3"), "b").ok());
+
+  v1::StateDelta d;
+  uint64_t seq = cache.ReadDelta(0, cache.delta_seq(), &d);
+  EXPECT_EQ(seq, cache.delta_seq());
+  EXPECT_EQ(d.generation(), seq);
+  EXPECT_FALSE(d.reset());
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(1, 2));
+  EXPECT_EQ(d.node_upserts(0).node().allocatable().milli_cpu(), 2000);  // Final state.
+  EXPECT_THAT(d.node_removals(), IsEmpty());
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p1", "p3"));
+  EXPECT_THAT(d.pod_removals(), IsEmpty());
+  EXPECT_EQ(d.pod_upserts(0).node_id(), 1u);
+  EXPECT_FALSE(d.pod_upserts(0).assumed());
+  EXPECT_EQ(d.pod_upserts(1).node_id(), 2u);
+  EXPECT_TRUE(d.pod_upserts(1).assumed());
+  EXPECT_EQ(d.pod_upserts(1).pod().node_name(), "b");
+
+  // Next delta: pod removed then re-added comes out as an upsert; a node
+  // removed and re-added is a removal of the old id and an upsert of the new.
+  ASSERT_TRUE(cache.RemovePod("p1").ok());
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "a", 900)).ok());
+  ASSERT_TRUE(cache.RemoveNode("b").ok());
+  cache.AddOrUpdateNode(MakeNode("b"));
+  ASSERT_TRUE(cache.ForgetPod("p3").ok());  // p3 sat on the old b: removed.
+  uint64_t seq2 = cache.ReadDelta(seq, cache.delta_seq(), &d);
+  EXPECT_EQ(seq2, cache.delta_seq());
+  EXPECT_THAT(d.node_removals(), ElementsAre(2));
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(3));
+  EXPECT_THAT(d.pod_removals(), ElementsAre("p3"));
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p1"));
+  EXPECT_EQ(d.pod_upserts(0).pod().containers(0).requests().milli_cpu(), 900);
+
+  // Empty range.
+  EXPECT_EQ(cache.ReadDelta(seq2, seq2, &d), seq2);
+  EXPECT_EQ(d.node_upserts_size() + d.pod_upserts_size() + d.node_removals_size(), 0);
+}
+
+TEST(CacheTest, DeltaMovesPodsWithTheirNode) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a"));  // 1
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p", "a")).ok());
+  uint64_t seq = cache.delta_seq();
+  ASSERT_TRUE(cache.RemoveNode("a").ok());  // p becomes a ghost pod.
+  v1::StateDelta d;
+  seq = cache.ReadDelta(seq, cache.delta_seq(), &d);
+  EXPECT_THAT(d.node_removals(), ElementsAre(1));
+  EXPECT_THAT(d.pod_removals(), ElementsAre("p"));
+
+  cache.AddOrUpdateNode(MakeNode("a"));  // 2: p visible again.
+  cache.ReadDelta(seq, cache.delta_seq(), &d);
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(2));
+  ASSERT_THAT(UpsertedPodUids(d), ElementsAre("p"));
+  EXPECT_EQ(d.pod_upserts(0).node_id(), 2u);
+
+  // Across both changes at once: removal from old node 1, upsert on node 2.
+  cache.ReadDelta(1 /* after node 1 added */ + 1 /* after p added */, cache.delta_seq(), &d);
+  EXPECT_THAT(d.node_removals(), ElementsAre(1));
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(2));
+  EXPECT_THAT(d.pod_removals(), ElementsAre("p"));
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p"));
+}
+
+TEST(CacheTest, DeltaUpToAnOlderPosition) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a"));
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  cache.AddOrUpdateNode(MakeNode("b"));  // After the snapshot.
+  v1::StateDelta d;
+  EXPECT_EQ(cache.ReadDelta(0, snap.delta_seq(), &d), snap.delta_seq());
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(1));
+}
+
+TEST(CacheTest, TrimmedLogGivesResetAtTheRequestedPosition) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("a"));                       // 1
+  cache.AddOrUpdateNode(MakeNode("b"));                       // 2
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "a")).ok());  // 3
+  cache.TrimDeltaLog(2);
+  EXPECT_EQ(cache.delta_log_size(), 1u);
+  const uint64_t snapshot_seq = cache.delta_seq();            // 3
+  // Changes after the snapshot the cycle uses.
+  cache.AddOrUpdateNode(MakeNode("c"));                        // 4
+  ASSERT_TRUE(cache.RemoveNode("b").ok());                     // 5
+  cache.AddOrUpdateNode(MakeNode("a", 1));                     // 6
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p2", "a")).ok());  // 7
+  ASSERT_TRUE(cache.RemovePod("p1").ok());                     // 8
+
+  v1::StateDelta d;
+  // A reader at 1 needs entry 2, which is gone: full state at 3.
+  EXPECT_EQ(cache.ReadDelta(1, snapshot_seq, &d), snapshot_seq);
+  EXPECT_TRUE(d.reset());
+  EXPECT_EQ(d.generation(), snapshot_seq);
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(1, 2));
+  EXPECT_EQ(d.node_upserts(0).node().allocatable().milli_cpu(), 4000);
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p1"));
+
+  // A reader at 2 still gets a plain delta.
+  EXPECT_EQ(cache.ReadDelta(2, snapshot_seq, &d), snapshot_seq);
+  EXPECT_FALSE(d.reset());
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p1"));
+
+  // Full current state.
+  EXPECT_EQ(cache.FullState(&d), 8u);
+  EXPECT_TRUE(d.reset());
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(1, 3));
+  EXPECT_THAT(UpsertedPodUids(d), ElementsAre("p2"));
+}
+
+TEST(CacheTest, LogIsCappedByOptions) {
+  Cache cache(Cache::Options{.max_delta_log_entries = 3});
+  for (int i = 0; i < 10; ++i) cache.AddOrUpdateNode(MakeNode("n" + std::to_string(i)));
+  EXPECT_EQ(cache.delta_log_size(), 3u);
+  v1::StateDelta d;
+  EXPECT_EQ(cache.ReadDelta(0, 10, &d), 10u);
+  EXPECT_TRUE(d.reset());
+  EXPECT_EQ(d.node_upserts_size(), 10);
+  EXPECT_EQ(cache.ReadDelta(7, 10, &d), 10u);
+  EXPECT_FALSE(d.reset());
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(8, 9, 10));
+}
+
+TEST(CacheTest, PdbsAndPodGroupsAreMirrored) {
+  Cache cache;
+  v1::PodDisruptionBudget pdb;
+  pdb.mutable_meta()->set_uid("pdb1");
+  pdb.set_disruptions_allowed(1);
+  ASSERT_TRUE(cache.AddOrUpdatePdb(pdb).ok());
+  v1::PodGroup group;
+  group.mutable_meta()->set_uid("g1");
+  group.mutable_meta()->set_namespace_("ns");
+  group.mutable_meta()->set_name("gang");
+  group.set_min_member(3);
+  ASSERT_TRUE(cache.AddOrUpdatePodGroup(group).ok());
+  EXPECT_EQ(cache.GetPodGroup("ns", "gang")->min_member(), 3);
+  EXPECT_EQ(cache.GetPodGroup("ns", "other"), nullptr);
+  EXPECT_EQ(cache.ListPdbs().size(), 1u);
+  EXPECT_EQ(cache.AddOrUpdatePdb(v1::PodDisruptionBudget()).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  v1::StateDelta d;
+  uint64_t seq = cache.ReadDelta(0, cache.delta_seq(), &d);
+  ASSERT_EQ(d.pdb_upserts_size(), 1);
+  EXPECT_EQ(d.pdb_upserts(0).disruptions_allowed(), 1);
+  ASSERT_EQ(d.pod_group_upserts_size(), 1);
+
+  pdb.set_disruptions_allowed(0);
+  ASSERT_TRUE(cache.AddOrUpdatePdb(pdb).ok());
+  ASSERT_TRUE(cache.RemovePodGroup("g1").ok());
+  EXPECT_EQ(cache.RemovePodGroup("g1").code(), absl::StatusCode::kNotFound);
+  const uint64_t mid = cache.delta_seq();
+  ASSERT_TRUE(cache.RemovePdb("pdb1").ok());
+  cache.ReadDelta(seq, mid, &d);
+  ASSERT_EQ(d.pdb_upserts_size(), 1);
+  EXPECT_EQ(d.pdb_upserts(0).disruptions_allowed(), 0);
+  EXPECT_THAT(d.pod_group_removals(), ElementsAre("g1"));
+
+  // Full state at `mid` rolls the later PDB removal back.
+  cache.TrimDeltaLog(mid);
+  cache.ReadDelta(0, mid, &d);
+  EXPECT_TRUE(d.reset());
+  ASSERT_EQ(d.pdb_upserts_size(), 1);
+  EXPECT_EQ(d.pod_group_upserts_size(), 0);
+  cache.FullState(&d);
+  EXPECT_EQ(d.pdb_upserts_size(), 0);
+}
+
+TEST(CacheTest, DumpListsPodsAndAssumedPods) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("n1", 4000));
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("b", "n1", 100)).ok());
+  ASSERT_TRUE(cache.AssumePod(PendingPod("a", 200), "n1").ok());
+  v1::DumpCacheResponse dump;
+  cache.Dump(true, &dump);
+  ASSERT_EQ(dump.nodes_size(), 1);
+  const auto& n = dump.nodes(0);
+  EXPECT_EQ(n.allocatable().milli_cpu(), 4000);
+  EXPECT_EQ(n.requested().milli_cpu(), 300);
+  ASSERT_EQ(n.pods_size(), 1);
+  EXPECT_EQ(n.pods(0).uid(), "b");
+  ASSERT_EQ(n.assumed_pods_size(), 1);
+  EXPECT_EQ(n.assumed_pods(0).uid(), "a");
+  EXPECT_EQ(dump.assumed_pods(), 1);
+  cache.Dump(false, &dump);
+  EXPECT_EQ(dump.nodes(0).pods_size(), 0);
+}
+
+}  // namespace
+}  // namespace podium::scheduler

@@ -1,0 +1,53 @@
+// The scheduler's view of the cluster for one scheduling cycle: a clone of the
+// cache's NodeInfos, refreshed incrementally by Cache::UpdateSnapshot.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "podium/sdk/framework.h"
+
+namespace podium::scheduler {
+
+// Not thread-safe: owned by the scheduling thread, written only by
+// Cache::UpdateSnapshot between cycles.
+class Snapshot final : public sdk::Snapshot {
+ public:
+  Snapshot() = default;
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+
+  // Every node, in ascending id order: the index a node has here is the index
+  // it has in a plugin's mirror at delta_seq().
+  const std::vector<const sdk::NodeInfo*>& Nodes() const override { return nodes_; }
+  const sdk::NodeInfo* Get(std::string_view node_name) const override;
+  const sdk::NodeInfo* GetById(uint32_t id) const override;
+  size_t NumNodes() const override { return nodes_.size(); }
+
+  // The cache generation this snapshot reflects (0 = never updated).
+  uint64_t generation() const { return generation_; }
+  // The cache's delta-log position this snapshot corresponds to: send plugin
+  // mirrors deltas up to this sequence number before a cycle that uses it.
+  uint64_t delta_seq() const { return delta_seq_; }
+  // How many NodeInfos the last UpdateSnapshot copied (observability/tests).
+  size_t last_update_copied() const { return last_update_copied_; }
+
+ private:
+  friend class Cache;
+
+  void RebuildIndex();
+
+  absl::btree_map<uint32_t, std::unique_ptr<sdk::NodeInfo>> by_id_;
+  absl::flat_hash_map<std::string, const sdk::NodeInfo*> by_name_;
+  std::vector<const sdk::NodeInfo*> nodes_;
+  uint64_t generation_ = 0;
+  uint64_t delta_seq_ = 0;
+  size_t last_update_copied_ = 0;
+};
+
+}  // namespace podium::scheduler

@@ -1,0 +1,277 @@
+#include "framework/framework.h"
+
+#include <map>
+
+#include "framework/mock_plugin_process.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace podium::scheduler {
+namespace {
+
+using ::testing::_;
+using ::testing::Invoke;
+
+// A snapshot of n nodes named node-<id>, ids 1..n.
+class FakeSnapshot : public sdk::Snapshot {
+ public:
+  explicit FakeSnapshot(uint32_t n) {
+    for (uint32_t id = 1; id <= n; ++id) {
+      auto node = std::make_shared<v1::Node>();
+      node->mutable_meta()->set_name("node-" + std::to_string(id));
+      infos_.push_back(std::make_unique<sdk::NodeInfo>(id, node));
+      nodes_.push_back(infos_.back().get());
+    }
+  }
+  const std::vector<const sdk::NodeInfo*>& Nodes() const override { return nodes_; }
+  const sdk::NodeInfo* Get(std::string_view name) const override {
+    for (auto* n : nodes_) {
+      if (n->name() == name) return n;
+    }
+    return nullptr;
+  }
+  const sdk::NodeInfo* GetById(uint32_t id) const override {
+    return id >= 1 && id <= nodes_.size() ? nodes_[id - 1] : nullptr;
+  }
+  size_t NumNodes() const override { return nodes_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<sdk::NodeInfo>> infos_;
+  std::vector<const sdk::NodeInfo*> nodes_;
+};
+
+v1::Pod TestPod() {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid("uid-1");
+  pod.mutable_meta()->set_namespace_("default");
+  pod.mutable_meta()->set_name("web");
+  return pod;
+}
+
+ProfileSpec SpecFor(std::map<std::string, PluginProcess*> served,
+                    std::vector<std::string> filters, std::vector<PluginRef> scores) {
+  ProfileSpec spec;
+  for (auto& f : filters) spec.plugins[v1::FILTER].push_back({f, 0});
+  for (auto& s : scores) spec.plugins[v1::SCORE].push_back(s);
+  for (auto& [name, p] : served) spec.processes[name] = p;
+  return spec;
+}
+
+v1::PluginToScheduler CycleAnswer(std::vector<uint32_t> feasible,
+                                  std::map<std::string, std::vector<int64_t>> scores,
+                                  std::vector<std::pair<uint32_t, std::string>> rejected = {},
+                                  uint32_t evaluated = 0) {
+  v1::PluginToScheduler answer;
+  auto* cycle = answer.mutable_cycle();
+  for (uint32_t id : feasible) cycle->add_feasible(id);
+  for (auto& [plugin, values] : scores) {
+    auto* s = cycle->add_scores();
+    s->set_plugin(plugin);
+    for (int64_t v : values) s->add_scores(v);
+  }
+  for (auto& [id, reason] : rejected) {
+    auto* r = cycle->add_rejected();
+    r->set_node_id(id);
+    r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+    r->mutable_status()->add_reasons(reason);
+    r->mutable_status()->set_plugin("Fit");
+  }
+  cycle->set_nodes_evaluated(evaluated ? evaluated : feasible.size() + rejected.size());
+  return answer;
+}
+
+TEST(NumFeasibleNodesToFind, FollowsKubeSchedulerRule) {
+  struct Case {
+    int percentage;
+    uint32_t nodes;
+    uint32_t want;
+  } cases[] = {
+      {0, 50, 50},       // Fewer than 100 nodes: all.
+      {0, 100, 100},     // 50 - 0 = 50% of 100 = 50, at least 100.
+      {0, 500, 230},     // 50 - 4 = 46%.
+      {0, 5000, 500},    // 50 - 40 = 10%.
+      {0, 6000, 300},    // 50 - 48 = 2% -> floor 5%.
+      {30, 1000, 300},   // Configured.
+      {100, 5000, 5000}, // Everything.
+      {1, 1000, 100},    // At least 100 nodes.
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(NumFeasibleNodesToFind(c.percentage, c.nodes), c.want)
+        << "percentage " << c.percentage << ", nodes " << c.nodes;
+  }
+}
+
+TEST(Diagnosis, MessageMatchesFailedSchedulingFormat) {
+  Diagnosis d;
+  d.num_all_nodes = 10;
+  for (int i = 0; i < 3; ++i) d.node_statuses.push_back({"a", sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")});
+  for (int i = 0; i < 7; ++i) {
+    d.node_statuses.push_back({"b", sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                                                "node(s) had untolerated taint {edge: true}")});
+  }
+  EXPECT_EQ(d.Message(),
+            "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}.");
+}
+
+TEST(Framework, OneProcessFiltersAndScoresInOneRequest) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(5);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 2}}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, std::optional<uint64_t> seq) {
+    EXPECT_EQ(seq, 42u);
+    const auto& c = req.cycle();
+    EXPECT_TRUE(c.nodes().all_nodes());
+    EXPECT_EQ(c.nodes().start_index(), 0u);
+    EXPECT_EQ(c.num_feasible_to_find(), 5u);
+    EXPECT_THAT(c.filter_plugins(), testing::ElementsAre("Fit"));
+    EXPECT_THAT(c.score_plugins(), testing::ElementsAre("Spread"));
+    return Answered(CycleAnswer({2, 4}, {{"Spread", {10, 90}}}, {{1, "Insufficient cpu"}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 42, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-4");
+  EXPECT_EQ(r.evaluated_nodes, 3u);
+}
+
+TEST(Framework, RotatesTheStartNodeAcrossCycles) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(5);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  std::vector<uint32_t> starts;
+  EXPECT_CALL(host, Call(_, _)).Times(3).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    starts.push_back(req.cycle().nodes().start_index());
+    return Answered(CycleAnswer({1, 2}, {}, {}, 2));
+  }));
+  for (int i = 0; i < 3; ++i) fw.SchedulePod(TestPod(), snapshot, 1, i);
+  EXPECT_THAT(starts, testing::ElementsAre(0u, 2u, 4u));
+}
+
+TEST(Framework, NoFeasibleNodeIsUnschedulableWithEveryReason) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](auto, auto) {
+    return Answered(CycleAnswer({}, {}, {{1, "Insufficient cpu"}, {2, "Insufficient cpu"}, {3, "Too many pods"}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable);
+  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Too many pods, 2 Insufficient cpu.");
+  EXPECT_TRUE(r.diagnosis.unschedulable_plugins.contains("Fit"));
+}
+
+TEST(Framework, PreFilterRejectionFailsEveryNode) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  ProfileSpec spec = SpecFor({{"Fit", &host}}, {"Fit"}, {});
+  spec.plugins[v1::PRE_FILTER].push_back({"Fit", 0});
+  Framework fw(spec, 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().pre_filter_plugins(), testing::ElementsAre("Fit"));
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->mutable_pre_filter_status();
+    s->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+    s->add_reasons("node(s) didn't match the requested node name");
+    s->set_plugin("Fit");
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable);
+  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: node(s) didn't match the requested node name.");
+}
+
+struct BadAnswerCase {
+  std::string name;
+  v1::PluginToScheduler answer;
+};
+
+class BadAnswers : public testing::TestWithParam<BadAnswerCase> {};
+
+TEST_P(BadAnswers, FailPolicyFailsTheCycleAndCountsIt) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) { return Answered(GetParam().answer); }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError);
+  EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("plugin endpoint host"));
+  EXPECT_EQ(host.invalid_answers, 1);
+}
+
+TEST_P(BadAnswers, IgnorePolicyDropsTheAnswerAndSchedules) {
+  MockPluginProcess host("host", FailurePolicy::kIgnore);
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) { return Answered(GetParam().answer); }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
+  EXPECT_EQ(host.ignored_failures, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Framework, BadAnswers,
+    testing::Values(BadAnswerCase{"ScoreOutOfRange", CycleAnswer({1, 2}, {{"Spread", {50, 1000}}})},
+                    BadAnswerCase{"UnknownNode", CycleAnswer({1, 99}, {{"Spread", {50, 50}}})},
+                    BadAnswerCase{"TooFewScores", CycleAnswer({1, 2}, {{"Spread", {50}}})},
+                    BadAnswerCase{"UnrequestedPlugin", CycleAnswer({1, 2}, {{"Other", {1, 2}}})}),
+    [](const auto& info) { return info.param.name; });
+
+TEST(Framework, TimeoutFailsTheCycle) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](auto, auto) {
+    return Answered(absl::DeadlineExceededError("did not answer within 1s"));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError);
+  EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("did not answer"));
+}
+
+TEST(Framework, SecondFilterProcessSeesOnlySurvivorsAndScoresComeAfter) {
+  MockPluginProcess host("host");
+  MockPluginProcess py("python");
+  FakeSnapshot snapshot(4);
+  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &py}, {"Zone", &py}, {"Spread", &host}},
+                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
+               1);
+  testing::InSequence seq;
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    EXPECT_EQ(req.cycle().num_feasible_to_find(), 0u);  // Not the last filter process.
+    EXPECT_TRUE(req.cycle().score_plugins().empty());
+    return Answered(CycleAnswer({1, 2, 3}, {}, {{4, "Insufficient cpu"}}));
+  }));
+  EXPECT_CALL(py, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(1u, 2u, 3u));
+    EXPECT_EQ(req.cycle().num_feasible_to_find(), 4u);
+    v1::PluginToScheduler a = CycleAnswer({2, 3}, {}, {});
+    auto* r = a.mutable_cycle()->add_rejected();
+    r->set_node_id(1);
+    r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+    r->mutable_status()->set_plugin("Deny");
+    return Answered(a);
+  }));
+  // Scores: both processes, for the final feasible nodes.
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(2u, 3u));
+    EXPECT_TRUE(req.cycle().filter_plugins().empty());
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->add_scores();
+    s->set_plugin("Spread");
+    s->add_scores(100), s->add_scores(0);
+    return Answered(a);
+  }));
+  EXPECT_CALL(py, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->add_scores();
+    s->set_plugin("Zone");
+    s->add_scores(0), s->add_scores(100);  // Weight 10 outweighs Spread's 100.
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-3");
+}
+
+}  // namespace
+}  // namespace podium::scheduler

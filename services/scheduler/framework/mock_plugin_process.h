@@ -1,0 +1,40 @@
+#pragma once
+
+#include <string>
+
+#include "framework/plugin_process.h"
+#include "gmock/gmock.h"
+
+namespace podium::scheduler {
+
+class MockPluginProcess : public PluginProcess {
+ public:
+  explicit MockPluginProcess(std::string name, FailurePolicy policy = FailurePolicy::kFail)
+      : name_(std::move(name)), policy_(policy) {}
+
+  const std::string& name() const override { return name_; }
+  FailurePolicy failure_policy() const override { return policy_; }
+  MOCK_METHOD(bool, ready, (), (const, override));
+  MOCK_METHOD(v1::Registration, registration, (), (const, override));
+  MOCK_METHOD(std::future<PluginAnswer>, Call,
+              (v1::SchedulerToPlugin request, std::optional<uint64_t> state_seq), (override));
+  absl::Duration timeout() const override { return absl::Seconds(1); }
+  void CountInvalidAnswer() override { ++invalid_answers; }
+  void CountIgnoredFailure() override { ++ignored_failures; }
+
+  int invalid_answers = 0;
+  int ignored_failures = 0;
+
+ private:
+  std::string name_;
+  FailurePolicy policy_;
+};
+
+// A future that is already answered.
+inline std::future<PluginAnswer> Answered(PluginAnswer answer) {
+  std::promise<PluginAnswer> p;
+  p.set_value(std::move(answer));
+  return p.get_future();
+}
+
+}  // namespace podium::scheduler

@@ -1,0 +1,265 @@
+// podium-scheduler: parses flags and the config file into options, wires the
+// objects, serves Cluster, Admin and health on one address, and schedules.
+#include <algorithm>
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "boost/json/serialize.hpp"
+#include "cache/cache.h"
+#include "cache/snapshot.h"
+#include "config/config.h"
+#include "framework/framework.h"
+#include "framework/queueing_hints.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "metrics/metrics.h"
+#include "profiles.h"
+#include "prometheus/exposer.h"
+#include "queue/scheduling_queue.h"
+#include "remote/grpc_plugin_process.h"
+#include "scheduler.h"
+#include "server/admin_service.h"
+#include "server/cluster_service.h"
+
+ABSL_FLAG(std::string, config, "", "KubeSchedulerConfiguration (+ PodiumConfiguration) YAML file");
+ABSL_FLAG(std::string, listen, "unix:///run/podium/scheduler.sock",
+          "Address of the Cluster, Admin and health services (unix:///path or host:port)");
+ABSL_FLAG(std::string, plugin_endpoint, "",
+          "NAME=ADDRESS: override the address of a configured plugin endpoint (repeatable)");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:10259",
+          "host:port for GET /metrics; empty disables it");
+ABSL_FLAG(int, plugin_wait_seconds, 30,
+          "How long to wait at start for each plugin endpoint's handshake");
+
+namespace podium::scheduler {
+namespace {
+
+constexpr char kHostFlagHint[] = "--plugin-endpoint";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "podium-scheduler: %s\n", message.c_str());
+  return 1;
+}
+
+sdk::Status SchedulingGates(const sdk::PodInfo& pod) {
+  const auto& gates = pod.pod->scheduling_gates();
+  if (gates.empty()) return sdk::Status::Success();
+  sdk::Status status(sdk::Code::kUnschedulableAndUnresolvable,
+                     absl::StrCat("waiting for scheduling gates: [",
+                                  absl::StrJoin(gates.begin(), gates.end(), " "), "]"));
+  status.WithPlugin(kSchedulingGates);
+  return status;
+}
+
+int Run(std::vector<std::string> overrides) {
+  // Configuration: everything read here, nothing read later.
+  absl::StatusOr<SchedulerConfig> config = absl::GetFlag(FLAGS_config).empty()
+                                               ? absl::StatusOr<SchedulerConfig>(DefaultConfig())
+                                               : LoadConfigFile(absl::GetFlag(FLAGS_config));
+  if (!config.ok()) return Fail(std::string(config.status().message()));
+  for (const auto& o : overrides) {
+    if (absl::Status s = ApplyEndpointOverride(*config, o); !s.ok()) {
+      return Fail(absl::StrCat(kHostFlagHint, " ", o, ": ", s.message()));
+    }
+  }
+
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry);
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (const std::string address = absl::GetFlag(FLAGS_metrics_address); !address.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(address);
+      exposer->RegisterCollectable(registry);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "podium-scheduler: metrics disabled: cannot listen on %s: %s\n",
+                   address.c_str(), e.what());
+    }
+  }
+
+  Cache cache(Cache::Options{});
+  Snapshot snapshot;
+  CacheStateSource state(cache, snapshot);
+  Scheduler* scheduler_ptr = nullptr;  // Set below; permit decisions need it.
+
+  // Plugin endpoints: dial each and wait for its handshake.
+  std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
+  absl::flat_hash_map<std::string, ServedPlugin> served;
+  for (const PluginEndpointConfig& ep : config->endpoints) {
+    PluginEndpointOptions options;
+    options.name = ep.name;
+    options.address = ep.address;
+    options.failure_policy = ep.failure_policy;
+    options.timeout = ep.timeout;
+    options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
+    for (const std::string& plugin : ep.plugins) {
+      v1::PluginArgs args;
+      args.set_name(plugin);
+      for (const ProfileConfig& profile : config->profiles) {
+        auto it = profile.plugin_args.find(plugin);
+        if (it != profile.plugin_args.end()) {
+          args.set_args_json(boost::json::serialize(it->second));
+          break;
+        }
+      }
+      options.plugins.push_back(std::move(args));
+    }
+    auto process = std::make_unique<GrpcPluginProcess>(
+        options, state, [&scheduler_ptr](const v1::PermitDecision& d) {
+          if (scheduler_ptr != nullptr) scheduler_ptr->OnPermitDecision(d);
+        });
+    absl::Status started = process->Start();
+    if (!started.ok()) {
+      if (options.failure_policy == FailurePolicy::kFail) return Fail(std::string(started.message()));
+      std::fprintf(stderr, "podium-scheduler: %s; its plugins are ignored until it connects\n",
+                   std::string(started.message()).c_str());
+    }
+    const v1::Registration registration = process->registration();
+    for (const std::string& plugin : ep.plugins) {
+      auto it = std::find_if(registration.plugins().begin(), registration.plugins().end(),
+                             [&](const auto& p) { return p.name() == plugin; });
+      if (it == registration.plugins().end()) {
+        if (!started.ok()) continue;
+        return Fail(absl::StrCat("plugin endpoint ", ep.name, " (", ep.address,
+                                 ") does not serve plugin \"", plugin, "\" that the config lists"));
+      }
+      served[plugin] = ServedPlugin{process.get(), *it};
+    }
+    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s): %d plugins\n", ep.name.c_str(),
+                 ep.address.c_str(), registration.plugins_size());
+    endpoints.push_back(std::move(process));
+  }
+
+  std::vector<FrameworkPtr> profiles;
+  std::vector<std::string> scheduler_names;
+  EventRegistry events;
+  absl::flat_hash_map<std::string, PluginProcess*> by_plugin;
+  for (size_t i = 0; i < config->profiles.size(); ++i) {
+    absl::StatusOr<ProfileSpec> spec =
+        ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, served);
+    if (!spec.ok()) return Fail(std::string(spec.status().message()));
+    for (const auto& [plugin, process] : spec->processes) {
+      by_plugin[plugin] = process;
+      for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
+    }
+    scheduler_names.push_back(spec->scheduler_name);
+    profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
+  }
+
+  RemoteQueueingHintEvaluator hints(by_plugin);
+  SchedulingQueue::Options queue_options;
+  queue_options.initial_backoff = config->initial_backoff;
+  queue_options.max_backoff = config->max_backoff;
+  queue_options.max_in_unschedulable = config->max_in_unschedulable;
+  queue_options.pre_enqueue = SchedulingGates;
+  queue_options.hint_evaluator = &hints;
+  SchedulingQueue queue(queue_options);
+  queue.SetEventRegistry(events);
+
+  Scheduler scheduler(Scheduler::Options{}, cache, snapshot, queue, std::move(profiles), metrics,
+                      Clock::Real());
+  scheduler_ptr = &scheduler;
+  ClusterService cluster(ClusterService::Options{scheduler_names}, scheduler, &metrics);
+  scheduler.SetActionSink(&cluster);
+  std::vector<GrpcPluginProcess*> endpoint_ptrs;
+  for (auto& e : endpoints) endpoint_ptrs.push_back(e.get());
+  AdminService admin(scheduler, queue, cache, endpoint_ptrs);
+  scheduler.SetHousekeepingHook([&] {
+    const PendingPodCounts counts = queue.PendingPods();
+    metrics.SetPendingPods("active", counts.active);
+    metrics.SetPendingPods("backoff", counts.backoff);
+    metrics.SetPendingPods("unschedulable", counts.unschedulable);
+    metrics.SetPendingPods("gated", counts.gated);
+    std::optional<uint64_t> min_seq;
+    for (auto* e : endpoint_ptrs) {
+      const PluginProcessStats s = e->stats();
+      metrics.SetPluginConnected(e->name(), e->ready());
+      metrics.SetPluginCounter(e->name(), "requests", s.requests);
+      metrics.SetPluginCounter(e->name(), "errors", s.errors);
+      metrics.SetPluginCounter(e->name(), "timeouts", s.timeouts);
+      metrics.SetPluginCounter(e->name(), "invalid_answers", s.invalid_answers);
+      metrics.SetPluginCounter(e->name(), "ignored_failures", s.ignored_failures);
+      if (auto seq = e->mirror_seq()) min_seq = std::min(min_seq.value_or(*seq), *seq);
+    }
+    // Mirrors that are not current get a full state anyway.
+    if (min_seq) cache.TrimDeltaLog(*min_seq);
+  });
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string listen = absl::GetFlag(FLAGS_listen);
+  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  builder.RegisterService(&cluster);
+  builder.RegisterService(&admin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", listen));
+  std::string bound = listen;
+  if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
+    bound = absl::StrCat(listen.substr(0, listen.size() - 1), port);
+  }
+  scheduler.Start();
+  std::fprintf(stderr, "podium-scheduler listening on %s (profiles: %s)\n", bound.c_str(),
+               absl::StrJoin(scheduler_names, ", ").c_str());
+
+  // Wait for SIGINT/SIGTERM (blocked in every thread, taken here).
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "podium-scheduler: shutting down (signal %d)\n", sig);
+  scheduler.Stop();
+  cluster.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  for (auto& e : endpoints) e->Shutdown();
+  if (listen.rfind("unix://", 0) == 0) std::remove(listen.substr(7).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace podium::scheduler
+
+int main(int argc, char** argv) {
+  // Block the stop signals before any thread starts so that sigwait gets them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+  // Flags are spelled --plugin-endpoint as well as --plugin_endpoint, and
+  // --plugin-endpoint may repeat (absl keeps only the last), so collect it here.
+  std::vector<std::string> overrides;
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (i > 0 && arg.rfind("--", 0) == 0) {
+      const size_t end = std::min(arg.find('='), arg.size());
+      std::replace(arg.begin() + 2, arg.begin() + end, '-', '_');
+      if (arg.rfind("--plugin_endpoint", 0) == 0) {
+        if (end < arg.size()) {
+          overrides.push_back(arg.substr(end + 1));
+        } else if (i + 1 < argc) {
+          overrides.push_back(argv[++i]);
+        }
+        continue;
+      }
+    }
+    args.push_back(std::move(arg));
+  }
+  std::vector<char*> argv2;
+  for (auto& a : args) argv2.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(argv2.size()), argv2.data());
+  return podium::scheduler::Run(std::move(overrides));
+}

@@ -1,0 +1,90 @@
+#include "queue/events.h"
+
+#include "google/protobuf/util/message_differencer.h"
+#include "podium/sdk/framework.h"
+
+namespace podium::scheduler {
+namespace {
+
+using google::protobuf::util::MessageDifferencer;
+
+bool SameMap(const google::protobuf::Map<std::string, std::string>& a,
+             const google::protobuf::Map<std::string, std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    if (it == b.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+template <typename T>
+bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
+                  const google::protobuf::RepeatedPtrField<T>& b) {
+  if (a.size() != b.size()) return false;
+  for (int i = 0; i < a.size(); ++i) {
+    if (!MessageDifferencer::Equals(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+// Some resource request went down and none went up.
+bool ScaledDown(const v1::Pod& old_pod, const v1::Pod& new_pod) {
+  const sdk::Resource before = sdk::PodInfo::Create(old_pod)->requests;
+  const sdk::Resource after = sdk::PodInfo::Create(new_pod)->requests;
+  return after.milli_cpu < before.milli_cpu || after.memory < before.memory ||
+         after.ephemeral_storage < before.ephemeral_storage || [&] {
+           for (const auto& [name, value] : before.scalar) {
+             auto it = after.scalar.find(name);
+             if ((it == after.scalar.end() ? 0 : it->second) < value) return true;
+           }
+           return false;
+         }();
+}
+
+}  // namespace
+
+uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node) {
+  uint32_t actions = 0;
+  if (!MessageDifferencer::Equals(old_node.allocatable(), new_node.allocatable())) {
+    actions |= v1::UPDATE_NODE_ALLOCATABLE;
+  }
+  if (!SameMap(old_node.meta().labels(), new_node.meta().labels())) {
+    actions |= v1::UPDATE_NODE_LABEL;
+  }
+  // kube counts spec.unschedulable as a taint change (node.kubernetes.io/unschedulable).
+  if (old_node.unschedulable() != new_node.unschedulable() ||
+      !SameRepeated(old_node.taints(), new_node.taints())) {
+    actions |= v1::UPDATE_NODE_TAINT;
+  }
+  if (!SameRepeated(old_node.conditions(), new_node.conditions())) {
+    actions |= v1::UPDATE_NODE_CONDITION;
+  }
+  if (!SameMap(old_node.meta().annotations(), new_node.meta().annotations())) {
+    actions |= v1::UPDATE_NODE_ANNOTATION;
+  }
+  return actions;
+}
+
+uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
+  uint32_t actions = 0;
+  if (!SameMap(old_pod.meta().labels(), new_pod.meta().labels())) actions |= v1::UPDATE_POD_LABEL;
+  if (ScaledDown(old_pod, new_pod)) actions |= v1::UPDATE_POD_SCALE_DOWN;
+  if (!SameRepeated(old_pod.tolerations(), new_pod.tolerations())) {
+    actions |= v1::UPDATE_POD_TOLERATIONS;
+  }
+  if (!old_pod.scheduling_gates().empty() && new_pod.scheduling_gates().empty()) {
+    actions |= v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED;
+  }
+  if (actions != 0) return actions;
+  v1::Pod a = old_pod;
+  v1::Pod b = new_pod;
+  for (v1::Pod* p : {&a, &b}) {
+    p->mutable_meta()->clear_resource_version();
+    p->clear_conditions();
+    p->clear_phase();
+  }
+  return MessageDifferencer::Equals(a, b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
+}
+
+}  // namespace podium::scheduler

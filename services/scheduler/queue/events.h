@@ -1,0 +1,22 @@
+// Which ActionType bits an update carries, as kube-scheduler's
+// nodeSchedulingPropertiesChange / PodSchedulingPropertiesChange compute them,
+// for building the ClusterEvent handed to MoveAllToActiveOrBackoffQueue.
+#pragma once
+
+#include <cstdint>
+
+#include "podium/v1/objects.pb.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::scheduler {
+
+// UPDATE_NODE_* bits; 0 when nothing a plugin looks at changed (kube skips the
+// event then).
+uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node);
+
+// UPDATE_POD_* bits (labels, scale down, tolerations, scheduling gates
+// eliminated); v1::UPDATE when something else changed, 0 when nothing did
+// beyond status and resourceVersion.
+uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod);
+
+}  // namespace podium::scheduler

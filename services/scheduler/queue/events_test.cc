@@ -1,0 +1,77 @@
+#include "queue/events.h"
+
+#include "gtest/gtest.h"
+
+namespace podium::scheduler {
+namespace {
+
+v1::Node BaseNode() {
+  v1::Node n;
+  n.mutable_meta()->set_name("n");
+  (*n.mutable_meta()->mutable_labels())["zone"] = "a";
+  n.mutable_allocatable()->set_milli_cpu(1000);
+  return n;
+}
+
+TEST(EventsTest, NodeUpdateActions) {
+  const v1::Node base = BaseNode();
+  EXPECT_EQ(NodeUpdateActions(base, base), 0u);
+
+  v1::Node n = base;
+  (*n.mutable_meta()->mutable_labels())["zone"] = "b";
+  EXPECT_EQ(NodeUpdateActions(base, n), static_cast<uint32_t>(v1::UPDATE_NODE_LABEL));
+
+  n = base;
+  n.mutable_allocatable()->set_milli_cpu(2000);
+  EXPECT_EQ(NodeUpdateActions(base, n), static_cast<uint32_t>(v1::UPDATE_NODE_ALLOCATABLE));
+
+  n = base;
+  n.set_unschedulable(true);
+  EXPECT_EQ(NodeUpdateActions(base, n), static_cast<uint32_t>(v1::UPDATE_NODE_TAINT));
+
+  n = base;
+  n.add_taints()->set_key("k");
+  n.add_conditions()->set_type("Ready");
+  (*n.mutable_meta()->mutable_annotations())["a"] = "b";
+  EXPECT_EQ(NodeUpdateActions(base, n),
+            static_cast<uint32_t>(v1::UPDATE_NODE_TAINT | v1::UPDATE_NODE_CONDITION |
+                                  v1::UPDATE_NODE_ANNOTATION));
+}
+
+TEST(EventsTest, PodUpdateActions) {
+  v1::Pod base;
+  base.mutable_meta()->set_uid("p");
+  auto* c = base.add_containers();
+  c->mutable_requests()->set_milli_cpu(500);
+  base.add_scheduling_gates("g");
+  EXPECT_EQ(PodUpdateActions(base, base), 0u);
+
+  v1::Pod p = base;
+  p.mutable_meta()->set_resource_version("2");
+  p.set_phase(v1::RUNNING);
+  EXPECT_EQ(PodUpdateActions(base, p), 0u);
+
+  p = base;
+  (*p.mutable_meta()->mutable_labels())["app"] = "x";
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE_POD_LABEL));
+
+  p = base;
+  p.mutable_containers(0)->mutable_requests()->set_milli_cpu(100);
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE_POD_SCALE_DOWN));
+
+  p = base;
+  p.add_tolerations()->set_key("k");
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE_POD_TOLERATIONS));
+
+  p = base;
+  p.clear_scheduling_gates();
+  EXPECT_EQ(PodUpdateActions(base, p),
+            static_cast<uint32_t>(v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED));
+
+  p = base;
+  p.set_priority_class_name("other");
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+}
+
+}  // namespace
+}  // namespace podium::scheduler

@@ -1,0 +1,667 @@
+#include "queue/scheduling_queue.h"
+
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/util/message_differencer.h"
+
+namespace podium::scheduler {
+
+struct SchedulingQueue::Entry {
+  QueuedPodInfo info;
+  QueueKind where = QueueKind::kActive;  // kActive, kBackoff or kUnschedulable.
+  absl::Time backoff_expiry = absl::InfinitePast();  // Set while in backoffQ.
+  uint64_t pool_stay = 0;
+};
+
+namespace {
+
+// Abseil here is built with its own string_view type.
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// kube's isPodUpdated: a change beyond status and resourceVersion.
+bool IsPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod) {
+  auto strip = [](const v1::Pod& pod) {
+    v1::Pod copy = pod;
+    copy.mutable_meta()->clear_resource_version();
+    copy.clear_phase();
+    copy.clear_nominated_node_name();
+    copy.clear_conditions();
+    copy.clear_resize_status();
+    copy.clear_allocated();
+    return copy;
+  };
+  return !google::protobuf::util::MessageDifferencer::Equals(strip(old_pod), strip(new_pod));
+}
+
+bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEvent& event) {
+  // An unspecified resource is kube's WildCard on either side.
+  if (event.resource() == v1::RESOURCE_UNSPECIFIED) return true;
+  if (interest.resource() != v1::RESOURCE_UNSPECIFIED && interest.resource() != event.resource()) {
+    return false;
+  }
+  return (interest.action_mask() & event.action()) != 0;
+}
+
+v1::QueueName ToQueueName(QueueKind kind) {
+  switch (kind) {
+    case QueueKind::kActive:
+      return v1::ACTIVE;
+    case QueueKind::kBackoff:
+      return v1::BACKOFF;
+    case QueueKind::kUnschedulable:
+      return v1::UNSCHEDULABLE;
+    case QueueKind::kGated:
+      return v1::GATED;
+  }
+  return v1::QUEUE_UNSPECIFIED;
+}
+
+}  // namespace
+
+std::string_view QueueKindName(QueueKind kind) {
+  switch (kind) {
+    case QueueKind::kActive:
+      return "active";
+    case QueueKind::kBackoff:
+      return "backoff";
+    case QueueKind::kUnschedulable:
+      return "unschedulable";
+    case QueueKind::kGated:
+      return "gated";
+  }
+  return "unknown";
+}
+
+sdk::Status SchedulingGatesPreEnqueue(const sdk::PodInfo& pod) {
+  const auto& gates = pod.pod->scheduling_gates();
+  if (gates.empty()) return sdk::Status::Success();
+  sdk::Status status(sdk::Code::kUnschedulableAndUnresolvable,
+                     absl::StrCat("waiting for scheduling gates: [", absl::StrJoin(gates, " "), "]"));
+  status.WithPlugin("SchedulingGates");
+  return status;
+}
+
+bool PrioritySortLess(const QueuedPodInfo& a, const QueuedPodInfo& b) {
+  const v1::Pod& pa = a.pod();
+  const v1::Pod& pb = b.pod();
+  if (pa.priority() != pb.priority()) return pa.priority() > pb.priority();
+  return pa.meta().creation_timestamp_us() < pb.meta().creation_timestamp_us();
+}
+
+void ToProto(const QueuedPodSummary& summary, v1::QueuedPod* out) {
+  const v1::Pod& pod = *summary.pod_info->pod;
+  v1::ObjectRef* ref = out->mutable_pod();
+  ref->set_kind("Pod");
+  ref->set_uid(pod.meta().uid());
+  ref->set_namespace_(pod.meta().namespace_());
+  ref->set_name(pod.meta().name());
+  out->set_queue(ToQueueName(summary.queue));
+  out->set_priority(pod.priority());
+  out->set_attempts(summary.attempts);
+  if (summary.backoff_expiry != absl::InfinitePast()) {
+    out->set_backoff_expiry_us(absl::ToUnixMicros(summary.backoff_expiry));
+  }
+  out->set_enqueued_us(absl::ToUnixMicros(summary.timestamp));
+  for (const auto& p : summary.unschedulable_plugins) out->add_unschedulable_plugins(p);
+  for (const auto& p : summary.pending_plugins) out->add_pending_plugins(p);
+  out->set_message(summary.message);
+}
+
+// ---- ordering ----
+
+bool SchedulingQueue::ActiveLess::operator()(const Entry* a, const Entry* b) const {
+  if ((*less)(a->info, b->info)) return true;
+  if ((*less)(b->info, a->info)) return false;
+  // Equal for QueueSort: first come, first served; uid makes it total.
+  return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
+}
+
+bool SchedulingQueue::BackoffLess::operator()(const Entry* a, const Entry* b) const {
+  return std::tie(a->backoff_expiry, a->info.uid()) < std::tie(b->backoff_expiry, b->info.uid());
+}
+
+// ---- construction ----
+
+SchedulingQueue::SchedulingQueue(Options options)
+    : initial_backoff_(options.initial_backoff),
+      max_backoff_(options.max_backoff),
+      max_in_unschedulable_(options.max_in_unschedulable),
+      clock_(options.clock != nullptr ? *options.clock : Clock::Real()),
+      pre_enqueue_(std::move(options.pre_enqueue)),
+      less_(options.less ? std::move(options.less) : QueueLessFn(PrioritySortLess)),
+      hint_evaluator_(options.hint_evaluator),
+      active_q_(ActiveLess{&less_}) {}
+
+SchedulingQueue::~SchedulingQueue() = default;
+
+void SchedulingQueue::SetEventRegistry(EventRegistry registry) {
+  absl::MutexLock lock(&mu_);
+  registry_ = std::move(registry);
+}
+
+void SchedulingQueue::SetQueueingHintEvaluator(QueueingHintEvaluator* evaluator) {
+  absl::MutexLock lock(&mu_);
+  hint_evaluator_ = evaluator;
+}
+
+// ---- placement helpers ----
+
+absl::Duration SchedulingQueue::BackoffDuration(int attempts) const {
+  if (attempts <= 0) return absl::ZeroDuration();
+  absl::Duration d = initial_backoff_;
+  for (int i = 1; i < attempts; ++i) {
+    if (d > max_backoff_ - d) return max_backoff_;
+    d += d;
+  }
+  return std::min(d, max_backoff_);
+}
+
+absl::Time SchedulingQueue::BackoffExpiry(const QueuedPodInfo& info) const {
+  return info.timestamp + BackoffDuration(info.attempts);
+}
+
+void SchedulingQueue::Detach(Entry* entry) {
+  switch (entry->where) {
+    case QueueKind::kActive:
+      active_q_.erase(entry);
+      break;
+    case QueueKind::kBackoff:
+      backoff_q_.erase(entry);
+      entry->backoff_expiry = absl::InfinitePast();
+      break;
+    case QueueKind::kUnschedulable:
+    case QueueKind::kGated:
+      unschedulable_pods_.erase(entry);
+      break;
+  }
+}
+
+void SchedulingQueue::InsertActive(Entry* entry) {
+  entry->where = QueueKind::kActive;
+  active_q_.insert(entry);
+}
+
+void SchedulingQueue::InsertBackoff(Entry* entry) {
+  entry->where = QueueKind::kBackoff;
+  entry->backoff_expiry = BackoffExpiry(entry->info);
+  backoff_q_.insert(entry);
+}
+
+void SchedulingQueue::InsertPool(Entry* entry) {
+  entry->where = QueueKind::kUnschedulable;
+  entry->pool_stay = ++next_pool_stay_;
+  unschedulable_pods_.insert(entry);
+}
+
+void SchedulingQueue::MoveToActiveOrBackoff(Entry* entry, absl::Time now) {
+  Detach(entry);
+  if (BackoffExpiry(entry->info) > now) {
+    InsertBackoff(entry);
+  } else {
+    InsertActive(entry);
+  }
+}
+
+void SchedulingQueue::Erase(Entry* entry) {
+  Detach(entry);
+  pods_.erase(entry->info.uid());  // Destroys entry.
+}
+
+sdk::Status SchedulingQueue::RunPreEnqueue(const sdk::PodInfo& pod) const {
+  if (!pre_enqueue_) return sdk::Status::Success();
+  return pre_enqueue_(pod);
+}
+
+// ---- pending pods come and go ----
+
+void SchedulingQueue::Add(sdk::PodInfoPtr pod) {
+  if (pod == nullptr) return;
+  bool known;
+  {
+    absl::MutexLock lock(&mu_);
+    known = pods_.contains(pod->uid()) || in_flight_.contains(pod->uid());
+  }
+  if (known) {
+    Update(std::move(pod));  // An add of a known pod is an update.
+  } else {
+    AddNew(std::move(pod));
+  }
+}
+
+void SchedulingQueue::AddNew(sdk::PodInfoPtr pod) {
+  sdk::Status gate = RunPreEnqueue(*pod);
+  absl::MutexLock lock(&mu_);
+  const std::string uid = pod->uid();
+  if (pods_.contains(uid) || in_flight_.contains(uid)) return;  // Raced with another add.
+  auto entry = std::make_unique<Entry>();
+  entry->info.pod_info = std::move(pod);
+  entry->info.timestamp = clock_.Now();
+  Entry* e = entry.get();
+  pods_.emplace(uid, std::move(entry));
+  if (gate.IsSuccess()) {
+    InsertActive(e);
+  } else {
+    e->info.gated = true;
+    e->info.gating_plugin = gate.plugin();
+    e->info.message = gate.Message();
+    InsertPool(e);
+  }
+}
+
+void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
+  if (new_pod == nullptr) return;
+  const std::string uid = new_pod->uid();
+  if (!new_pod->pod->node_name().empty()) {
+    Delete(uid);  // Assigned: no longer pending.
+    return;
+  }
+  uint64_t gated_stay = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
+      InFlight& flight = it->second;
+      if (flight.latest == nullptr || IsPodUpdated(*flight.latest->pod, *new_pod->pod)) {
+        flight.updated = true;
+      }
+      flight.latest = std::move(new_pod);
+      return;
+    }
+    auto it = pods_.find(uid);
+    if (it != pods_.end()) {
+      Entry* e = it->second.get();
+      switch (e->where) {
+        case QueueKind::kActive:
+          Detach(e);  // The sort key may change.
+          e->info.pod_info = std::move(new_pod);
+          InsertActive(e);
+          return;
+        case QueueKind::kBackoff:
+          e->info.pod_info = std::move(new_pod);  // The backoff key does not depend on the pod.
+          return;
+        case QueueKind::kUnschedulable:
+        case QueueKind::kGated:
+          break;
+      }
+      if (!e->info.gated) {
+        const bool updated = IsPodUpdated(*e->info.pod_info->pod, *new_pod->pod);
+        e->info.pod_info = std::move(new_pod);
+        if (updated) MoveToActiveOrBackoff(e, clock_.Now());
+        return;
+      }
+      gated_stay = e->pool_stay;
+    }
+  }
+  if (gated_stay == 0) {
+    AddNew(std::move(new_pod));  // Not queued: a new pending pod.
+    return;
+  }
+  // Gated: ask PreEnqueue again, outside the lock.
+  sdk::Status gate = RunPreEnqueue(*new_pod);
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(uid);
+  if (it == pods_.end() || it->second->pool_stay != gated_stay || !it->second->info.gated ||
+      unschedulable_pods_.count(it->second.get()) == 0) {
+    return;  // Changed meanwhile; the newer change wins.
+  }
+  Entry* e = it->second.get();
+  e->info.pod_info = std::move(new_pod);
+  if (gate.IsSuccess()) {
+    e->info.gated = false;
+    e->info.gating_plugin.clear();
+    e->info.message.clear();
+    Detach(e);
+    InsertActive(e);
+  } else {
+    e->info.gating_plugin = gate.plugin();
+    e->info.message = gate.Message();
+  }
+}
+
+bool SchedulingQueue::Delete(std::string_view uid_view) {
+  absl::MutexLock lock(&mu_);
+  bool found = false;
+  if (auto it = in_flight_.find(AV(uid_view)); it != in_flight_.end()) {
+    it->second.deleted = true;
+    found = true;
+  }
+  if (auto it = pods_.find(AV(uid_view)); it != pods_.end()) {
+    Erase(it->second.get());
+    found = true;
+  }
+  return found;
+}
+
+// ---- popping ----
+
+bool SchedulingQueue::ReadyToPop() const { return closed_ || !active_q_.empty(); }
+
+std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
+  if (closed_ || active_q_.empty()) return std::nullopt;
+  Entry* e = *active_q_.begin();
+  active_q_.erase(active_q_.begin());
+  QueuedPodInfo info = std::move(e->info);
+  pods_.erase(info.uid());
+  ++info.attempts;
+  ++scheduling_cycle_;
+  if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = clock_.Now();
+  // The next attempt records its own rejections.
+  info.unschedulable_plugins.clear();
+  info.pending_plugins.clear();
+  in_flight_[info.uid()] = InFlight{info.pod_info};
+  return info;
+}
+
+std::optional<QueuedPodInfo> SchedulingQueue::Pop() {
+  absl::MutexLock lock(&mu_, absl::Condition(this, &SchedulingQueue::ReadyToPop));
+  return PopLocked();
+}
+
+std::optional<QueuedPodInfo> SchedulingQueue::TryPop() {
+  absl::MutexLock lock(&mu_);
+  return PopLocked();
+}
+
+std::optional<QueuedPodInfo> SchedulingQueue::PopWithTimeout(absl::Duration timeout) {
+  mu_.LockWhenWithTimeout(absl::Condition(this, &SchedulingQueue::ReadyToPop), timeout);
+  std::optional<QueuedPodInfo> info = PopLocked();
+  mu_.Unlock();
+  return info;
+}
+
+void SchedulingQueue::Close() {
+  absl::MutexLock lock(&mu_);
+  closed_ = true;
+}
+
+bool SchedulingQueue::closed() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return closed_;
+}
+
+uint64_t SchedulingQueue::scheduling_cycle() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return scheduling_cycle_;
+}
+
+absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info,
+                                                           uint64_t pod_scheduling_cycle) {
+  if (info.pod_info == nullptr) return absl::InvalidArgumentError("null pod");
+  const std::string uid = info.uid();
+  absl::MutexLock lock(&mu_);
+  std::optional<InFlight> flight;
+  if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
+    flight = std::move(it->second);
+    in_flight_.erase(it);
+  }
+  if (pods_.contains(uid)) {
+    return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already queued"));
+  }
+  bool updated_in_flight = false;
+  if (flight.has_value()) {
+    if (flight->deleted) return absl::OkStatus();
+    if (flight->updated && flight->latest != nullptr) {
+      info.pod_info = flight->latest;
+      updated_in_flight = true;
+    }
+  }
+  if (!info.pod().node_name().empty()) return absl::OkStatus();  // Assigned meanwhile.
+
+  const absl::Time now = clock_.Now();
+  info.timestamp = now;
+  info.gated = false;
+  info.gating_plugin.clear();
+  const bool error = info.unschedulable_plugins.empty() && info.pending_plugins.empty();
+  auto entry = std::make_unique<Entry>();
+  entry->info = std::move(info);
+  Entry* e = entry.get();
+  pods_.emplace(uid, std::move(entry));
+  if (move_request_cycle_ >= pod_scheduling_cycle || error || updated_in_flight) {
+    // Something may have changed since the attempt started: retry after backoff.
+    if (BackoffExpiry(e->info) > now) {
+      InsertBackoff(e);
+    } else {
+      InsertActive(e);
+    }
+  } else {
+    InsertPool(e);
+  }
+  return absl::OkStatus();
+}
+
+void SchedulingQueue::Done(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  in_flight_.erase(AV(uid));
+}
+
+// ---- cluster events ----
+
+SchedulingQueue::EventDecision SchedulingQueue::Decide(
+    const QueuedPodInfo& info, const v1::ClusterEvent& event,
+    std::vector<std::string>* hinted_plugins) const {
+  if (event.resource() == v1::RESOURCE_UNSPECIFIED) return EventDecision::kMove;  // WildCard.
+  if (info.unschedulable_plugins.empty() && info.pending_plugins.empty()) {
+    return EventDecision::kMove;
+  }
+  hinted_plugins->clear();
+  auto consider = [&](const std::string& plugin) {
+    auto it = registry_.find(plugin);
+    if (it == registry_.end()) return true;  // Registered for everything, no hint.
+    bool hinted = false;
+    for (const v1::ClusterEventInterest& interest : it->second) {
+      if (!EventMatches(interest, event)) continue;
+      if (!interest.has_queueing_hint()) return true;
+      hinted = true;
+    }
+    if (hinted && std::find(hinted_plugins->begin(), hinted_plugins->end(), plugin) ==
+                      hinted_plugins->end()) {
+      hinted_plugins->push_back(plugin);
+    }
+    return false;
+  };
+  for (const std::string& plugin : info.unschedulable_plugins) {
+    if (consider(plugin)) return EventDecision::kMove;
+  }
+  for (const std::string& plugin : info.pending_plugins) {
+    if (consider(plugin)) return EventDecision::kMove;
+  }
+  return hinted_plugins->empty() ? EventDecision::kStay : EventDecision::kAskHints;
+}
+
+size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event) {
+  struct Asked {
+    sdk::PodInfoPtr pod;  // Keeps HintCandidate::pod alive.
+    uint64_t pool_stay;
+  };
+  std::vector<HintCandidate> candidates;
+  std::vector<Asked> asked;
+  QueueingHintEvaluator* evaluator;
+  size_t moved = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    move_request_cycle_ = scheduling_cycle_;
+    evaluator = hint_evaluator_;
+    const absl::Time now = clock_.Now();
+    std::vector<Entry*> to_move;
+    std::vector<std::string> plugins;
+    for (Entry* e : unschedulable_pods_) {
+      if (e->info.gated) continue;
+      switch (Decide(e->info, event, &plugins)) {
+        case EventDecision::kStay:
+          break;
+        case EventDecision::kMove:
+          to_move.push_back(e);
+          break;
+        case EventDecision::kAskHints:
+          candidates.push_back(HintCandidate{e->info.pod_info->pod.get(), plugins});
+          asked.push_back(Asked{e->info.pod_info, e->pool_stay});
+          break;
+      }
+    }
+    for (Entry* e : to_move) MoveToActiveOrBackoff(e, now);
+    moved = to_move.size();
+  }
+  if (candidates.empty()) return moved;
+
+  std::vector<bool> queue;
+  if (evaluator != nullptr) queue = evaluator->Evaluate(event, candidates);
+  if (queue.size() != candidates.size()) {
+    // No evaluator, or an answer that does not fit: requeue, as kube does
+    // when a hint fails.
+    queue.assign(candidates.size(), true);
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  for (size_t i = 0; i < asked.size(); ++i) {
+    if (!queue[i]) continue;
+    auto it = pods_.find(asked[i].pod->uid());
+    if (it == pods_.end()) continue;
+    Entry* e = it->second.get();
+    if (e->pool_stay != asked[i].pool_stay || e->info.gated ||
+        unschedulable_pods_.count(e) == 0) {
+      continue;  // Left the pool since we asked.
+    }
+    MoveToActiveOrBackoff(e, now);
+    ++moved;
+  }
+  return moved;
+}
+
+size_t SchedulingQueue::AssignedPodAdded(const v1::Pod& pod) {
+  v1::ClusterEvent event;
+  event.set_resource(v1::POD);
+  event.set_action(v1::ADD);
+  *event.mutable_new_pod() = pod;
+  return MoveAllToActiveOrBackoffQueue(event);
+}
+
+size_t SchedulingQueue::AssignedPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod,
+                                           uint32_t action) {
+  v1::ClusterEvent event;
+  event.set_resource(v1::POD);
+  event.set_action(action);
+  *event.mutable_old_pod() = old_pod;
+  *event.mutable_new_pod() = new_pod;
+  return MoveAllToActiveOrBackoffQueue(event);
+}
+
+size_t SchedulingQueue::AssignedPodDeleted(const v1::Pod& pod) {
+  v1::ClusterEvent event;
+  event.set_resource(v1::POD);
+  event.set_action(v1::DELETE);
+  *event.mutable_old_pod() = pod;
+  return MoveAllToActiveOrBackoffQueue(event);
+}
+
+// ---- periodic flushes ----
+
+size_t SchedulingQueue::FlushBackoffQCompleted() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  size_t moved = 0;
+  while (!backoff_q_.empty()) {
+    Entry* e = *backoff_q_.begin();
+    if (e->backoff_expiry > now) break;
+    Detach(e);
+    InsertActive(e);
+    ++moved;
+  }
+  return moved;
+}
+
+size_t SchedulingQueue::FlushUnschedulablePodsLeftover() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_.Now();
+  std::vector<Entry*> to_move;
+  for (Entry* e : unschedulable_pods_) {
+    if (!e->info.gated && now - e->info.timestamp > max_in_unschedulable_) to_move.push_back(e);
+  }
+  for (Entry* e : to_move) MoveToActiveOrBackoff(e, now);
+  return to_move.size();
+}
+
+// ---- admin ----
+
+size_t SchedulingQueue::MoveAllToActiveQueue() {
+  absl::MutexLock lock(&mu_);
+  std::vector<Entry*> to_move(backoff_q_.begin(), backoff_q_.end());
+  for (Entry* e : unschedulable_pods_) {
+    if (!e->info.gated) to_move.push_back(e);
+  }
+  for (Entry* e : to_move) {
+    Detach(e);
+    InsertActive(e);
+  }
+  return to_move.size();
+}
+
+size_t SchedulingQueue::Activate(const std::vector<std::string>& uids) {
+  absl::MutexLock lock(&mu_);
+  size_t moved = 0;
+  for (const std::string& uid : uids) {
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) continue;
+    Entry* e = it->second.get();
+    if (e->where == QueueKind::kActive || e->info.gated) continue;
+    Detach(e);
+    InsertActive(e);
+    ++moved;
+  }
+  return moved;
+}
+
+PendingPodCounts SchedulingQueue::PendingPods() const {
+  absl::ReaderMutexLock lock(&mu_);
+  PendingPodCounts counts;
+  counts.active = active_q_.size();
+  counts.backoff = backoff_q_.size();
+  for (const Entry* e : unschedulable_pods_) {
+    if (e->info.gated) {
+      ++counts.gated;
+    } else {
+      ++counts.unschedulable;
+    }
+  }
+  return counts;
+}
+
+QueuedPodSummary SchedulingQueue::Summarize(const Entry& e) const {
+  QueuedPodSummary s;
+  s.pod_info = e.info.pod_info;
+  s.queue = e.where == QueueKind::kUnschedulable && e.info.gated ? QueueKind::kGated : e.where;
+  s.attempts = e.info.attempts;
+  s.timestamp = e.info.timestamp;
+  s.backoff_expiry = e.where == QueueKind::kBackoff ? e.backoff_expiry : absl::InfinitePast();
+  s.unschedulable_plugins.assign(e.info.unschedulable_plugins.begin(),
+                                 e.info.unschedulable_plugins.end());
+  s.pending_plugins.assign(e.info.pending_plugins.begin(), e.info.pending_plugins.end());
+  s.gating_plugin = e.info.gating_plugin;
+  s.message = e.info.message;
+  return s;
+}
+
+std::vector<QueuedPodSummary> SchedulingQueue::List() const {
+  absl::ReaderMutexLock lock(&mu_);
+  std::vector<QueuedPodSummary> out;
+  out.reserve(pods_.size());
+  for (const Entry* e : active_q_) out.push_back(Summarize(*e));
+  for (const Entry* e : backoff_q_) out.push_back(Summarize(*e));
+  std::vector<const Entry*> pool(unschedulable_pods_.begin(), unschedulable_pods_.end());
+  std::sort(pool.begin(), pool.end(), [](const Entry* a, const Entry* b) {
+    return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
+  });
+  for (const Entry* e : pool) out.push_back(Summarize(*e));
+  return out;
+}
+
+std::optional<QueuedPodSummary> SchedulingQueue::Find(std::string_view uid) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  if (it == pods_.end()) return std::nullopt;
+  return Summarize(*it->second);
+}
+
+}  // namespace podium::scheduler

@@ -1,0 +1,242 @@
+// kube-scheduler's SchedulingQueue (PriorityQueue): activeQ, backoffQ and the
+// unschedulable pool, PreEnqueue gating, queueing hints and periodic flushes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "podium/sdk/framework.h"
+#include "podium/v1/admin.pb.h"
+#include "podium/v1/plugin.pb.h"
+#include "queue/clock.h"
+#include "queue/queueing_hint_evaluator.h"
+
+namespace podium::scheduler {
+
+// Where a pending pod waits. A gated pod sits in the unschedulable pool but is
+// reported separately, as kube-scheduler's scheduler_pending_pods{queue="gated"}.
+enum class QueueKind { kActive, kBackoff, kUnschedulable, kGated };
+std::string_view QueueKindName(QueueKind kind);  // "active", "backoff", "unschedulable", "gated"
+
+struct QueuedPodInfo {
+  sdk::PodInfoPtr pod_info;
+  // Scheduling attempts so far (incremented by Pop).
+  int attempts = 0;
+  // When the pod was added to the queue (Add, or AddUnschedulableIfNotPresent
+  // after an attempt); backoff and the pool's leftover flush count from it.
+  absl::Time timestamp = absl::InfinitePast();
+  // When the pod was first popped.
+  std::optional<absl::Time> initial_attempt_timestamp;
+  // Plugins that rejected the pod (Unschedulable*) / returned Pending in the
+  // last attempt; none of either means the attempt failed with an Error.
+  std::set<std::string> unschedulable_plugins;
+  std::set<std::string> pending_plugins;
+  // Held back by PreEnqueue.
+  bool gated = false;
+  std::string gating_plugin;
+  // The last FailedScheduling message (or the PreEnqueue message when gated).
+  std::string message;
+
+  const v1::Pod& pod() const { return *pod_info->pod; }
+  const std::string& uid() const { return pod_info->uid(); }
+};
+
+// PreEnqueue plugins: a non-success status gates the pod (status.plugin()
+// names the plugin). May do RPCs: the queue never calls it under its lock.
+using PreEnqueueFn = std::function<sdk::Status(const sdk::PodInfo& pod)>;
+// kube-scheduler's SchedulingGates PreEnqueue plugin.
+sdk::Status SchedulingGatesPreEnqueue(const sdk::PodInfo& pod);
+
+// QueueSort: true when a should be popped before b.
+using QueueLessFn = std::function<bool(const QueuedPodInfo& a, const QueuedPodInfo& b)>;
+// PrioritySort: priority descending, then creation time ascending.
+bool PrioritySortLess(const QueuedPodInfo& a, const QueuedPodInfo& b);
+
+// Per plugin name, the cluster events it registered (with or without a
+// queueing hint). A plugin missing from the registry is treated as registered
+// for every event without a hint (kube-scheduler does so for plugins without
+// EnqueueExtensions); a plugin with an empty list is requeued by no event,
+// only by the periodic leftover flush.
+using EventRegistry = absl::flat_hash_map<std::string, std::vector<v1::ClusterEventInterest>>;
+
+struct PendingPodCounts {
+  size_t active = 0;
+  size_t backoff = 0;
+  size_t unschedulable = 0;  // Not gated.
+  size_t gated = 0;
+};
+
+// One pending pod as the Admin API lists it.
+struct QueuedPodSummary {
+  sdk::PodInfoPtr pod_info;
+  QueueKind queue = QueueKind::kActive;
+  int attempts = 0;
+  absl::Time timestamp;
+  absl::Time backoff_expiry;  // InfinitePast when not backing off.
+  std::vector<std::string> unschedulable_plugins;
+  std::vector<std::string> pending_plugins;
+  std::string gating_plugin;
+  std::string message;
+};
+void ToProto(const QueuedPodSummary& summary, v1::QueuedPod* out);
+
+// Thread-safe; one lock, never held while calling PreEnqueue or the hint
+// evaluator.
+class SchedulingQueue {
+ public:
+  struct Options {
+    absl::Duration initial_backoff = absl::Seconds(1);
+    absl::Duration max_backoff = absl::Seconds(10);
+    absl::Duration max_in_unschedulable = absl::Minutes(5);
+    const Clock* clock = nullptr;  // Null: the real clock.
+    PreEnqueueFn pre_enqueue;      // Empty: no PreEnqueue plugin.
+    QueueLessFn less;              // Empty: PrioritySort.
+    // Null: every hinted plugin counts as saying Queue. Must outlive the queue.
+    QueueingHintEvaluator* hint_evaluator = nullptr;
+  };
+
+  SchedulingQueue() : SchedulingQueue(Options{}) {}
+  explicit SchedulingQueue(Options options);
+  ~SchedulingQueue();
+  SchedulingQueue(const SchedulingQueue&) = delete;
+  SchedulingQueue& operator=(const SchedulingQueue&) = delete;
+
+  void SetEventRegistry(EventRegistry registry);
+  void SetQueueingHintEvaluator(QueueingHintEvaluator* evaluator);
+
+  // A new pending pod. Runs PreEnqueue: gated pods go to the pool, marked
+  // gated, and leave it only on an update that clears the gate. A pod already
+  // queued is updated instead.
+  void Add(sdk::PodInfoPtr pod);
+  // A pending pod changed. In activeQ/backoffQ it is updated in place; in the
+  // pool it moves out if gated and the gate cleared, or if its spec changed; a
+  // pod that got a node_name is no longer pending and is removed. A pod being
+  // scheduled (popped, not Done) is remembered as updated: if that attempt
+  // fails it goes to backoffQ with the new version. Unknown pods are added.
+  void Update(sdk::PodInfoPtr new_pod);
+  void Update(const v1::Pod& old_pod, sdk::PodInfoPtr new_pod) { Update(std::move(new_pod)); }
+  // Returns whether the pod was queued or in flight.
+  bool Delete(std::string_view uid);
+
+  // Blocks until a pod is in activeQ or the queue is closed (nullopt). Counts
+  // an attempt and a scheduling cycle.
+  std::optional<QueuedPodInfo> Pop();
+  std::optional<QueuedPodInfo> TryPop();
+  // Waits at most `timeout` (real time).
+  std::optional<QueuedPodInfo> PopWithTimeout(absl::Duration timeout);
+  void Close();
+  bool closed() const;
+  // Cycles started so far (the cycle of the last Pop).
+  uint64_t scheduling_cycle() const;
+
+  // After a failed attempt of the cycle `pod_scheduling_cycle`: to backoffQ
+  // (or activeQ when the backoff already expired) if a move request came
+  // during or after that cycle, the pod was updated in flight, or no plugin
+  // rejected it (an Error); otherwise to the unschedulable pool. Dropped if it
+  // was deleted or assigned while in flight. AlreadyExists if queued.
+  absl::Status AddUnschedulableIfNotPresent(QueuedPodInfo pod_info, uint64_t pod_scheduling_cycle);
+  // The attempt for this pod is over (after success or requeue).
+  void Done(std::string_view uid);
+
+  // Moves pods of the pool (not gated) that the event may make schedulable: a
+  // rejecting plugin is registered for it without a hint, or its hint says
+  // Queue (asked in one batch, outside the lock). Pods without rejecting
+  // plugins move on any event. Returns how many pods moved.
+  size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event);
+  // kube's event handlers for assigned pods.
+  size_t AssignedPodAdded(const v1::Pod& pod);
+  size_t AssignedPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod,
+                            uint32_t action = v1::UPDATE);
+  size_t AssignedPodDeleted(const v1::Pod& pod);
+
+  // kube runs this every second: backoffQ pods whose backoff expired go to activeQ.
+  size_t FlushBackoffQCompleted();
+  // kube runs this every 30 s: pool pods (not gated) there longer than
+  // max_in_unschedulable go to backoffQ/activeQ.
+  size_t FlushUnschedulablePodsLeftover();
+
+  // Admin "move back": every pod of backoffQ and the pool (not gated) / the
+  // given pods go straight to activeQ. Returns how many moved.
+  size_t MoveAllToActiveQueue();
+  size_t Activate(const std::vector<std::string>& uids);
+  size_t Move(const std::vector<std::string>& uids) { return Activate(uids); }
+
+  PendingPodCounts PendingPods() const;
+  // activeQ in pop order, then backoffQ by expiry, then the pool by timestamp.
+  std::vector<QueuedPodSummary> List() const;
+  std::optional<QueuedPodSummary> Find(std::string_view uid) const;
+
+  // The backoff for a pod with this many attempts: initial * 2^(attempts-1),
+  // capped at max; 0 before the first attempt.
+  absl::Duration BackoffDuration(int attempts) const;
+
+ private:
+  struct Entry;
+  struct ActiveLess {
+    const QueueLessFn* less;
+    bool operator()(const Entry* a, const Entry* b) const;
+  };
+  struct BackoffLess {
+    bool operator()(const Entry* a, const Entry* b) const;
+  };
+  struct InFlight {
+    sdk::PodInfoPtr latest;
+    bool updated = false;
+    bool deleted = false;
+  };
+  enum class EventDecision { kStay, kMove, kAskHints };
+
+  bool ReadyToPop() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  std::optional<QueuedPodInfo> PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  sdk::Status RunPreEnqueue(const sdk::PodInfo& pod) const;
+  void AddNew(sdk::PodInfoPtr pod) ABSL_LOCKS_EXCLUDED(mu_);
+  void Detach(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertActive(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertBackoff(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertPool(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MoveToActiveOrBackoff(Entry* entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time BackoffExpiry(const QueuedPodInfo& info) const;
+  EventDecision Decide(const QueuedPodInfo& info, const v1::ClusterEvent& event,
+                       std::vector<std::string>* hinted_plugins) const
+      ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  QueuedPodSummary Summarize(const Entry& entry) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  void Erase(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration initial_backoff_;
+  const absl::Duration max_backoff_;
+  const absl::Duration max_in_unschedulable_;
+  const Clock& clock_;
+  const PreEnqueueFn pre_enqueue_;
+  const QueueLessFn less_;
+
+  mutable absl::Mutex mu_;
+  QueueingHintEvaluator* hint_evaluator_ ABSL_GUARDED_BY(mu_);
+  EventRegistry registry_ ABSL_GUARDED_BY(mu_);
+  // Every queued pod by uid; in-flight pods are not here.
+  absl::flat_hash_map<std::string, std::unique_ptr<Entry>> pods_ ABSL_GUARDED_BY(mu_);
+  std::set<Entry*, ActiveLess> active_q_ ABSL_GUARDED_BY(mu_);
+  std::set<Entry*, BackoffLess> backoff_q_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<Entry*> unschedulable_pods_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
+  uint64_t scheduling_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  // The scheduling cycle at the last move request (cluster event).
+  uint64_t move_request_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  // Tags each stay in the pool, so a pod that left and came back while hints
+  // were asked is not moved on an answer about its earlier stay.
+  uint64_t next_pool_stay_ ABSL_GUARDED_BY(mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace podium::scheduler

@@ -1,0 +1,621 @@
+#include "queue/scheduling_queue.h"
+
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "queue/fake_clock.h"
+#include "queue/mock_queueing_hint_evaluator.h"
+
+namespace podium::scheduler {
+namespace {
+
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::Field;
+using ::testing::Return;
+using ::testing::SizeIs;
+
+v1::Pod MakePodProto(const std::string& uid, int32_t priority = 0, int64_t created_us = 0,
+                     std::vector<std::string> gates = {}) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid(uid);
+  pod.mutable_meta()->set_namespace_("default");
+  pod.mutable_meta()->set_name(uid);
+  pod.mutable_meta()->set_creation_timestamp_us(created_us);
+  pod.set_priority(priority);
+  for (auto& g : gates) pod.add_scheduling_gates(g);
+  pod.add_containers()->set_name("c");
+  return pod;
+}
+
+sdk::PodInfoPtr MakePod(const std::string& uid, int32_t priority = 0, int64_t created_us = 0,
+                        std::vector<std::string> gates = {}) {
+  return sdk::PodInfo::Create(MakePodProto(uid, priority, created_us, std::move(gates)));
+}
+
+v1::ClusterEvent Event(v1::ClusterResource resource, uint32_t action) {
+  v1::ClusterEvent e;
+  e.set_resource(resource);
+  e.set_action(action);
+  return e;
+}
+
+v1::ClusterEventInterest Interest(v1::ClusterResource resource, uint32_t mask, bool hint) {
+  v1::ClusterEventInterest i;
+  i.set_resource(resource);
+  i.set_action_mask(mask);
+  i.set_has_queueing_hint(hint);
+  return i;
+}
+
+class SchedulingQueueTest : public ::testing::Test {
+ protected:
+  SchedulingQueue::Options Opts() {
+    SchedulingQueue::Options o;
+    o.clock = &clock_;
+    o.pre_enqueue = SchedulingGatesPreEnqueue;
+    o.hint_evaluator = &evaluator_;
+    return o;
+  }
+
+  // Pops `uid` and fails it with the given rejecting plugins.
+  void FailAttempt(SchedulingQueue& q, const std::string& uid, std::set<std::string> plugins,
+                   bool move_request_during_cycle = false) {
+    auto info = q.TryPop();
+    ASSERT_TRUE(info.has_value());
+    ASSERT_EQ(info->uid(), uid);
+    const uint64_t cycle = q.scheduling_cycle();
+    if (move_request_during_cycle) {
+      q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD));
+    }
+    info->unschedulable_plugins = std::move(plugins);
+    info->message = "0/1 nodes are available";
+    ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, cycle).ok());
+    q.Done(uid);
+  }
+
+  QueueKind Where(const SchedulingQueue& q, const std::string& uid) {
+    auto s = q.Find(uid);
+    EXPECT_TRUE(s.has_value()) << uid;
+    return s.has_value() ? s->queue : QueueKind::kActive;
+  }
+
+  std::vector<std::string> PopAll(SchedulingQueue& q) {
+    std::vector<std::string> out;
+    while (auto info = q.TryPop()) out.push_back(info->uid());
+    return out;
+  }
+
+  FakeClock clock_;
+  testing::StrictMock<MockQueueingHintEvaluator> evaluator_;
+};
+
+TEST_F(SchedulingQueueTest, PopsByPriorityThenCreationTime) {
+  struct Case {
+    std::string uid;
+    int32_t priority;
+    int64_t created;
+  };
+  const std::vector<Case> cases = {
+      {"low-old", 0, 100}, {"high-new", 100, 900}, {"low-new", 0, 500},
+      {"high-old", 100, 200}, {"mid", 50, 50}, {"neg", -10, 1},
+  };
+  SchedulingQueue q(Opts());
+  for (const auto& c : cases) q.Add(MakePod(c.uid, c.priority, c.created));
+  EXPECT_THAT(PopAll(q), ElementsAre("high-old", "high-new", "mid", "low-old", "low-new", "neg"));
+  EXPECT_EQ(q.scheduling_cycle(), 6u);
+}
+
+TEST_F(SchedulingQueueTest, PopCountsAttemptsAndInitialAttemptTime) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  const absl::Time t0 = clock_.Now();
+  auto info = q.TryPop();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->attempts, 1);
+  EXPECT_EQ(info->initial_attempt_timestamp, t0);
+  clock_.Advance(absl::Seconds(3));
+  info->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+  EXPECT_EQ(q.MoveAllToActiveQueue(), 1u);
+  auto again = q.TryPop();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->attempts, 2);
+  EXPECT_EQ(again->initial_attempt_timestamp, t0);
+  EXPECT_TRUE(again->unschedulable_plugins.empty());  // Cleared for the new attempt.
+}
+
+TEST_F(SchedulingQueueTest, BackoffDoublesToTheCap) {
+  SchedulingQueue q(Opts());
+  std::vector<int64_t> seconds;
+  for (int attempts = 1; attempts <= 6; ++attempts) {
+    seconds.push_back(absl::ToInt64Seconds(q.BackoffDuration(attempts)));
+  }
+  EXPECT_THAT(seconds, ElementsAre(1, 2, 4, 8, 10, 10));
+  EXPECT_EQ(q.BackoffDuration(0), absl::ZeroDuration());
+  EXPECT_EQ(q.BackoffDuration(100), absl::Seconds(10));
+
+  SchedulingQueue::Options o = Opts();
+  o.initial_backoff = absl::Milliseconds(500);
+  o.max_backoff = absl::Seconds(3);
+  SchedulingQueue custom(o);
+  EXPECT_EQ(custom.BackoffDuration(3), absl::Seconds(2));
+  EXPECT_EQ(custom.BackoffDuration(4), absl::Seconds(3));
+}
+
+TEST_F(SchedulingQueueTest, BackoffExpiryFollowsAttempts) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  const std::vector<int64_t> want = {1, 2, 4, 8, 10, 10};
+  for (size_t i = 0; i < want.size(); ++i) {
+    FailAttempt(q, "p", {});  // An Error: straight to backoffQ.
+    auto s = q.Find("p");
+    ASSERT_TRUE(s.has_value());
+    EXPECT_EQ(s->queue, QueueKind::kBackoff);
+    EXPECT_EQ(s->backoff_expiry - clock_.Now(), absl::Seconds(want[i])) << "attempt " << i + 1;
+    clock_.Advance(absl::Seconds(want[i]));
+    EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  }
+}
+
+TEST_F(SchedulingQueueTest, FlushBackoffQMovesOnlyExpiredPods) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("a", 0, 1));
+  q.Add(MakePod("b", 0, 2));
+  FailAttempt(q, "a", {});  // attempts 1: 1 s.
+  clock_.Advance(absl::Milliseconds(500));
+  FailAttempt(q, "b", {});  // expires 500 ms after a.
+  EXPECT_EQ(q.PendingPods().backoff, 2u);
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 0u);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_EQ(Where(q, "a"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "b"), QueueKind::kBackoff);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_EQ(q.PendingPods().active, 2u);
+}
+
+TEST_F(SchedulingQueueTest, LeftoverFlushAfterFiveMinutes) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"});
+  EXPECT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+  clock_.Advance(absl::Minutes(5));
+  EXPECT_EQ(q.FlushUnschedulablePodsLeftover(), 0u);  // Not longer than 5 min yet.
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(q.FlushUnschedulablePodsLeftover(), 1u);
+  EXPECT_EQ(Where(q, "p"), QueueKind::kActive);  // Backoff long over.
+}
+
+TEST_F(SchedulingQueueTest, SchedulingGatesHoldThePodUntilCleared) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("g", 0, 0, {"example.com/a", "example.com/b"}));
+  auto s = q.Find("g");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->queue, QueueKind::kGated);
+  EXPECT_EQ(s->gating_plugin, "SchedulingGates");
+  EXPECT_EQ(s->message, "waiting for scheduling gates: [example.com/a example.com/b]");
+  EXPECT_EQ(q.PendingPods().gated, 1u);
+  EXPECT_EQ(q.PendingPods().unschedulable, 0u);
+  EXPECT_FALSE(q.TryPop().has_value());
+
+  // Nothing but an update clearing the gates lets it out.
+  clock_.Advance(absl::Minutes(10));
+  EXPECT_EQ(q.FlushUnschedulablePodsLeftover(), 0u);
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD)), 0u);
+  EXPECT_EQ(q.MoveAllToActiveQueue(), 0u);
+  EXPECT_EQ(q.Activate({"g"}), 0u);
+
+  q.Update(MakePod("g", 0, 0, {"example.com/b"}));
+  s = q.Find("g");
+  EXPECT_EQ(s->queue, QueueKind::kGated);
+  EXPECT_EQ(s->message, "waiting for scheduling gates: [example.com/b]");
+
+  q.Update(MakePod("g", 0, 0, {}));
+  EXPECT_EQ(Where(q, "g"), QueueKind::kActive);
+  EXPECT_EQ(q.PendingPods().gated, 0u);
+  auto info = q.TryPop();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->attempts, 1);
+}
+
+TEST_F(SchedulingQueueTest, NoPreEnqueueMeansNoGating) {
+  SchedulingQueue::Options o = Opts();
+  o.pre_enqueue = nullptr;
+  SchedulingQueue q(o);
+  q.Add(MakePod("g", 0, 0, {"x"}));
+  EXPECT_EQ(Where(q, "g"), QueueKind::kActive);
+}
+
+// Registry used by the hint tests:
+//   NodeAffinity:      Node Add|UpdateNodeLabel, no hint
+//   TaintToleration:   Node Add|UpdateNodeTaint, hint
+//   InterPodAffinity:  Pod Add|Delete, hint;  Node Add, no hint
+//   NodeResourcesFit:  registered for nothing
+//   (NodePorts: not in the registry = every event, no hint)
+EventRegistry TestRegistry() {
+  EventRegistry r;
+  r["NodeAffinity"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_LABEL, false)};
+  r["TaintToleration"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_TAINT, true)};
+  r["InterPodAffinity"] = {Interest(v1::POD, v1::ADD | v1::DELETE, true),
+                           Interest(v1::NODE, v1::ADD, false)};
+  r["NodeResourcesFit"] = {};
+  return r;
+}
+
+TEST_F(SchedulingQueueTest, EventsWithoutHintsMoveOnlyRegisteredRejections) {
+  struct Case {
+    std::string name;
+    std::set<std::string> plugins;
+    v1::ClusterEvent event;
+    bool moves;
+  };
+  const std::vector<Case> cases = {
+      {"not registered for the event", {"NodeAffinity"}, Event(v1::POD, v1::ADD), false},
+      {"action bits do not intersect", {"NodeAffinity"}, Event(v1::NODE, v1::UPDATE_NODE_TAINT),
+       false},
+      {"registered without hint", {"NodeAffinity"}, Event(v1::NODE, v1::UPDATE_NODE_LABEL), true},
+      {"one of two rejectors without hint", {"NodeAffinity", "TaintToleration"},
+       Event(v1::NODE, v1::ADD), true},
+      {"plugin registered for nothing", {"NodeResourcesFit"}, Event(v1::NODE, v1::ALL), false},
+      {"plugin missing from registry", {"NodePorts"}, Event(v1::POD, v1::DELETE), true},
+      {"Error (no rejector) moves on any event", {}, Event(v1::POD_DISRUPTION_BUDGET, v1::ADD),
+       true},
+      {"wildcard event", {"NodeResourcesFit"}, Event(v1::RESOURCE_UNSPECIFIED, v1::ALL), true},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    SchedulingQueue q(Opts());
+    q.SetEventRegistry(TestRegistry());
+    q.Add(MakePod("p"));
+    auto info = q.TryPop();
+    info->unschedulable_plugins = c.plugins;
+    // Errors go to backoffQ directly; put the pod in the pool to test events.
+    const bool error = c.plugins.empty();
+    ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+    if (error) {
+      EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);
+      continue;
+    }
+    ASSERT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+    clock_.Advance(absl::Seconds(2));  // Past the 1 s backoff.
+    EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(c.event), c.moves ? 1u : 0u);
+    EXPECT_EQ(Where(q, "p"), c.moves ? QueueKind::kActive : QueueKind::kUnschedulable);
+  }
+}
+
+TEST_F(SchedulingQueueTest, HintsAskedOnceWithAllCandidates) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  for (std::string uid : {"t1", "t2", "t3", "na", "fit"}) q.Add(MakePod(uid));
+  FailAttempt(q, "fit", {"NodeResourcesFit"});
+  FailAttempt(q, "na", {"NodeAffinity"});
+  FailAttempt(q, "t1", {"TaintToleration"});
+  FailAttempt(q, "t2", {"TaintToleration", "InterPodAffinity"});
+  FailAttempt(q, "t3", {"TaintToleration"});
+  clock_.Advance(absl::Seconds(2));
+
+  const v1::ClusterEvent event = Event(v1::NODE, v1::UPDATE_NODE_TAINT);
+  std::vector<std::string> asked_uids;
+  std::vector<std::vector<std::string>> asked_plugins;
+  EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(3)))
+      .WillOnce([&](const v1::ClusterEvent& e, const std::vector<HintCandidate>& candidates) {
+        EXPECT_EQ(e.action(), static_cast<uint32_t>(v1::UPDATE_NODE_TAINT));
+        std::vector<bool> answers;
+        for (const auto& c : candidates) {
+          asked_uids.push_back(c.pod->meta().uid());
+          asked_plugins.push_back(c.plugins);
+          answers.push_back(c.pod->meta().uid() != "t1");  // t1: QueueSkip.
+        }
+        return answers;
+      });
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(event), 2u);
+  std::sort(asked_uids.begin(), asked_uids.end());
+  EXPECT_THAT(asked_uids, ElementsAre("t1", "t2", "t3"));
+  for (const auto& plugins : asked_plugins) {
+    EXPECT_THAT(plugins, ElementsAre("TaintToleration"));  // Only plugins registered for it.
+  }
+  EXPECT_EQ(Where(q, "t1"), QueueKind::kUnschedulable);
+  EXPECT_EQ(Where(q, "t2"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "t3"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "na"), QueueKind::kUnschedulable);  // Not registered for taints.
+  EXPECT_EQ(Where(q, "fit"), QueueKind::kUnschedulable);
+
+  // Node Add: NodeAffinity (no hint) moves directly; t1 asks TaintToleration.
+  EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(1))).WillOnce(Return(std::vector<bool>{false}));
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD)), 1u);
+  EXPECT_EQ(Where(q, "na"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "t1"), QueueKind::kUnschedulable);
+}
+
+TEST_F(SchedulingQueueTest, HintedMoveRespectsBackoff) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"TaintToleration"});
+  EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(1))).WillOnce(Return(std::vector<bool>{true}));
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD)), 1u);
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);  // Still within its 1 s.
+}
+
+TEST_F(SchedulingQueueTest, MalformedHintAnswerRequeues) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"TaintToleration"});
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_CALL(evaluator_, Evaluate(_, _)).WillOnce(Return(std::vector<bool>{}));
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD)), 1u);
+}
+
+TEST_F(SchedulingQueueTest, PodThatLeftThePoolWhileHintsWereAskedIsNotMoved) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"TaintToleration"});
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_CALL(evaluator_, Evaluate(_, _))
+      .WillOnce([&](const v1::ClusterEvent&, const std::vector<HintCandidate>&) {
+        // Deleted while the plugin was asked (the queue lock is not held).
+        EXPECT_TRUE(q.Delete("p"));
+        return std::vector<bool>{true};
+      });
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD)), 0u);
+  EXPECT_FALSE(q.Find("p").has_value());
+}
+
+TEST_F(SchedulingQueueTest, MoveRequestDuringCycleSendsFailedPodToBackoff) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("a"));
+  q.Add(MakePod("b"));
+  FailAttempt(q, "a", {"NodeResourcesFit"}, /*move_request_during_cycle=*/true);
+  EXPECT_EQ(Where(q, "a"), QueueKind::kBackoff);
+  FailAttempt(q, "b", {"NodeResourcesFit"}, /*move_request_during_cycle=*/false);
+  EXPECT_EQ(Where(q, "b"), QueueKind::kUnschedulable);
+}
+
+TEST_F(SchedulingQueueTest, AddUnschedulableOfQueuedPodFails) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  QueuedPodInfo info;
+  info.pod_info = MakePod("p");
+  EXPECT_EQ(q.AddUnschedulableIfNotPresent(info, 0).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(SchedulingQueueTest, UpdateInActiveQReorders) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("a", 10, 1));
+  q.Add(MakePod("b", 5, 2));
+  q.Update(MakePodProto("b", 5, 2), MakePod("b", 20, 2));
+  EXPECT_THAT(PopAll(q), ElementsAre("b", "a"));
+}
+
+TEST_F(SchedulingQueueTest, UpdateInBackoffQStaysThere) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {});
+  auto before = q.Find("p");
+  q.Update(MakePod("p", 7));
+  auto after = q.Find("p");
+  EXPECT_EQ(after->queue, QueueKind::kBackoff);
+  EXPECT_EQ(after->backoff_expiry, before->backoff_expiry);
+  EXPECT_EQ(after->pod_info->pod->priority(), 7);
+}
+
+TEST_F(SchedulingQueueTest, UpdateInPool) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"});
+
+  // Status-only change: stays.
+  v1::Pod status_only = MakePodProto("p");
+  status_only.set_phase(v1::PENDING);
+  status_only.mutable_meta()->set_resource_version("42");
+  q.Update(sdk::PodInfo::Create(status_only));
+  EXPECT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+
+  // Spec change: out, to backoffQ while backing off.
+  q.Update(MakePod("p", 3));
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);
+
+  // Same again once the backoff is over: activeQ.
+  q.Add(MakePod("r"));
+  q.Delete("p");
+  FailAttempt(q, "r", {"NodeResourcesFit"});
+  clock_.Advance(absl::Seconds(5));
+  q.Update(MakePod("r", 3));
+  EXPECT_EQ(Where(q, "r"), QueueKind::kActive);
+}
+
+TEST_F(SchedulingQueueTest, AssignedPodLeavesTheQueue) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  v1::Pod bound = MakePodProto("p");
+  bound.set_node_name("n1");
+  q.Update(sdk::PodInfo::Create(bound));
+  EXPECT_FALSE(q.Find("p").has_value());
+  EXPECT_EQ(q.PendingPods().active, 0u);
+}
+
+TEST_F(SchedulingQueueTest, DeleteFromEachQueue) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("active", 0, 3));
+  q.Add(MakePod("backoff", 0, 1));
+  q.Add(MakePod("pool", 0, 2));
+  q.Add(MakePod("gated", 0, 4, {"g"}));
+  FailAttempt(q, "backoff", {});
+  FailAttempt(q, "pool", {"NodeResourcesFit"});
+  EXPECT_EQ(Where(q, "active"), QueueKind::kActive);
+  for (std::string uid : {"active", "backoff", "pool", "gated"}) {
+    EXPECT_TRUE(q.Delete(uid)) << uid;
+    EXPECT_FALSE(q.Find(uid).has_value()) << uid;
+  }
+  EXPECT_FALSE(q.Delete("active"));
+  PendingPodCounts c = q.PendingPods();
+  EXPECT_EQ(c.active + c.backoff + c.unschedulable + c.gated, 0u);
+}
+
+TEST_F(SchedulingQueueTest, InFlightUpdateAndDelete) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("u", 0, 1));
+  q.Add(MakePod("d", 0, 2));
+  auto u = q.TryPop();
+  const uint64_t u_cycle = q.scheduling_cycle();
+  auto d = q.TryPop();
+  const uint64_t d_cycle = q.scheduling_cycle();
+  ASSERT_EQ(u->uid(), "u");
+
+  q.Update(MakePod("u", 9, 1));  // Updated while being scheduled.
+  EXPECT_FALSE(q.Find("u").has_value());  // Not duplicated into activeQ.
+  EXPECT_TRUE(q.Delete("d"));
+
+  u->unschedulable_plugins = {"NodeResourcesFit"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*u, u_cycle).ok());
+  auto s = q.Find("u");
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->queue, QueueKind::kBackoff);  // Retried: the update may help.
+  EXPECT_EQ(s->pod_info->pod->priority(), 9);
+
+  d->unschedulable_plugins = {"NodeResourcesFit"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*d, d_cycle).ok());
+  EXPECT_FALSE(q.Find("d").has_value());  // Deleted meanwhile: dropped.
+}
+
+TEST_F(SchedulingQueueTest, AssignedPodEventsUsePodResource) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"InterPodAffinity"});
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_CALL(evaluator_,
+              Evaluate(testing::AllOf(
+                           testing::Property(&v1::ClusterEvent::resource, v1::POD),
+                           testing::Property(&v1::ClusterEvent::action,
+                                             static_cast<uint32_t>(v1::DELETE))),
+                       SizeIs(1)))
+      .WillOnce(Return(std::vector<bool>{true}));
+  v1::Pod other = MakePodProto("other");
+  other.set_node_name("n1");
+  EXPECT_EQ(q.AssignedPodUpdated(other, other, v1::UPDATE_POD_LABEL), 0u);  // Not registered.
+  EXPECT_EQ(q.AssignedPodDeleted(other), 1u);
+}
+
+TEST_F(SchedulingQueueTest, AdminMoveAndActivate) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("a", 0, 1));
+  q.Add(MakePod("b", 0, 2));
+  q.Add(MakePod("c", 0, 3));
+  FailAttempt(q, "a", {});
+  FailAttempt(q, "b", {"NodeResourcesFit"});
+  FailAttempt(q, "c", {"NodeResourcesFit"});
+  EXPECT_EQ(q.Activate({"b", "nope"}), 1u);
+  EXPECT_EQ(Where(q, "b"), QueueKind::kActive);
+  EXPECT_EQ(q.MoveAllToActiveQueue(), 2u);
+  EXPECT_EQ(q.PendingPods().active, 3u);
+}
+
+TEST_F(SchedulingQueueTest, ListSummarizesEveryPod) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("b", 0, 2));
+  q.Add(MakePod("a", 0, 1));
+  q.Add(MakePod("g", 0, 3, {"x"}));
+  clock_.Advance(absl::Seconds(1));
+  FailAttempt(q, "a", {"NodeAffinity", "TaintToleration"});
+  auto list = q.List();
+  ASSERT_EQ(list.size(), 3u);
+  EXPECT_EQ(list[0].pod_info->uid(), "b");
+  EXPECT_EQ(list[0].queue, QueueKind::kActive);
+  EXPECT_EQ(list[1].pod_info->uid(), "g");  // Pool by timestamp: g was added first.
+  EXPECT_EQ(list[1].queue, QueueKind::kGated);
+  EXPECT_EQ(list[2].pod_info->uid(), "a");
+  EXPECT_EQ(list[2].queue, QueueKind::kUnschedulable);
+  EXPECT_EQ(list[2].attempts, 1);
+  EXPECT_THAT(list[2].unschedulable_plugins, ElementsAre("NodeAffinity", "TaintToleration"));
+  EXPECT_EQ(list[2].message, "0/1 nodes are available");
+
+  v1::QueuedPod proto;
+  ToProto(list[2], &proto);
+  EXPECT_EQ(proto.queue(), v1::UNSCHEDULABLE);
+  EXPECT_EQ(proto.pod().uid(), "a");
+  EXPECT_EQ(proto.attempts(), 1);
+  EXPECT_THAT(proto.unschedulable_plugins(), ElementsAre("NodeAffinity", "TaintToleration"));
+  EXPECT_EQ(QueueKindName(QueueKind::kGated), "gated");
+}
+
+TEST_F(SchedulingQueueTest, PopBlocksUntilAPodArrives) {
+  SchedulingQueue q(Opts());
+  std::optional<QueuedPodInfo> popped;
+  std::thread t([&] { popped = q.Pop(); });
+  q.Add(MakePod("p"));
+  t.join();
+  ASSERT_TRUE(popped.has_value());
+  EXPECT_EQ(popped->uid(), "p");
+}
+
+TEST_F(SchedulingQueueTest, CloseWakesPop) {
+  SchedulingQueue q(Opts());
+  std::optional<QueuedPodInfo> popped = QueuedPodInfo{};
+  std::thread t([&] { popped = q.Pop(); });
+  q.Close();
+  t.join();
+  EXPECT_FALSE(popped.has_value());
+  EXPECT_TRUE(q.closed());
+  q.Add(MakePod("late"));
+  EXPECT_FALSE(q.Pop().has_value());
+}
+
+// Producers, a scheduler loop and an event/timer thread at once: every pod is
+// scheduled exactly once after one failed attempt.
+TEST_F(SchedulingQueueTest, ConcurrentUseLosesNoPod) {
+  SchedulingQueue::Options o = Opts();
+  o.hint_evaluator = nullptr;
+  SchedulingQueue q(o);
+  constexpr int kProducers = 4;
+  constexpr int kPodsEach = 200;
+  constexpr int kTotal = kProducers * kPodsEach;
+  std::atomic<int> scheduled{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kProducers; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPodsEach; ++i) {
+        q.Add(MakePod(absl::StrCat("p", t, "-", i), i % 3, i));
+      }
+    });
+  }
+  std::thread events([&] {
+    while (scheduled.load() < kTotal) {
+      clock_.Advance(absl::Seconds(1));
+      q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD));
+      q.FlushBackoffQCompleted();
+      std::this_thread::yield();
+    }
+  });
+  absl::flat_hash_set<std::string> done;
+  while (static_cast<int>(done.size()) < kTotal) {
+    auto info = q.PopWithTimeout(absl::Milliseconds(10));
+    if (!info.has_value()) continue;
+    const uint64_t cycle = q.scheduling_cycle();
+    if (info->attempts == 1) {
+      info->unschedulable_plugins = {"NotRegistered"};
+      ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, cycle).ok());
+    } else {
+      EXPECT_TRUE(done.insert(info->uid()).second) << info->uid();
+      scheduled.fetch_add(1);
+    }
+    q.Done(info->uid());
+  }
+  for (auto& t : threads) t.join();
+  events.join();
+  PendingPodCounts c = q.PendingPods();
+  EXPECT_EQ(c.active + c.backoff + c.unschedulable + c.gated, 0u);
+}
+
+}  // namespace
+}  // namespace podium::scheduler
