@@ -267,24 +267,36 @@ const PodInfo* NodeInfo::FindPod(std::string_view uid) const {
 // CycleState
 
 StateData* CycleState::Read(std::string_view key) const {
-  auto it = data_.find(AsAbsl(key));
-  return it == data_.end() ? nullptr : it->second.get();
+  for (const auto& [k, v] : data_) {
+    if (k == key) return v.get();
+  }
+  return nullptr;
 }
 
 void CycleState::Write(std::string key, std::unique_ptr<StateData> data) {
-  data_[std::move(key)] = std::move(data);
+  for (auto& [k, v] : data_) {
+    if (k == key) {
+      v = std::move(data);
+      return;
+    }
+  }
+  data_.emplace_back(std::move(key), std::move(data));
 }
 
 void CycleState::Delete(std::string_view key) {
-  auto it = data_.find(AsAbsl(key));
-  if (it != data_.end()) data_.erase(it);
+  for (auto it = data_.begin(); it != data_.end(); ++it) {
+    if (it->first == key) {
+      data_.erase(it);
+      return;
+    }
+  }
 }
 
 std::unique_ptr<CycleState> CycleState::Clone() const {
   auto out = std::make_unique<CycleState>();
   out->data_.reserve(data_.size());
   for (const auto& [key, value] : data_) {
-    out->data_.emplace(key, value ? value->Clone() : nullptr);
+    out->data_.emplace_back(key, value ? value->Clone() : nullptr);
   }
   out->skip_filter_plugins_ = skip_filter_plugins_;
   out->skip_score_plugins_ = skip_score_plugins_;

@@ -58,8 +58,9 @@ const sdk::NodeInfo* Snapshot::Get(std::string_view node_name) const {
 }
 
 const sdk::NodeInfo* Snapshot::GetById(uint32_t id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second.get();
+  // Called for every node id a plugin answers with: a hash lookup, not the btree.
+  auto it = by_id_index_.find(id);
+  return it == by_id_index_.end() ? nullptr : it->second;
 }
 
 void Snapshot::RebuildIndex() {
@@ -67,9 +68,12 @@ void Snapshot::RebuildIndex() {
   nodes_.reserve(by_id_.size());
   by_name_.clear();
   by_name_.reserve(by_id_.size());
+  by_id_index_.clear();
+  by_id_index_.reserve(by_id_.size());
   for (const auto& [id, info] : by_id_) {
     nodes_.push_back(info.get());
     by_name_[info->name()] = info.get();
+    by_id_index_[id] = info.get();
   }
 }
 

@@ -44,6 +44,7 @@ class Snapshot final : public sdk::Snapshot {
 
   absl::btree_map<uint32_t, std::unique_ptr<sdk::NodeInfo>> by_id_;
   absl::flat_hash_map<std::string, const sdk::NodeInfo*> by_name_;
+  absl::flat_hash_map<uint32_t, const sdk::NodeInfo*> by_id_index_;
   std::vector<const sdk::NodeInfo*> nodes_;
   uint64_t generation_ = 0;
   uint64_t delta_seq_ = 0;

@@ -353,13 +353,19 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   }
 
   // Weighted totals; ties broken at random, as kube-scheduler's selectHost.
+  std::vector<std::pair<const std::vector<int64_t>*, int64_t>> weighted;
+  weighted.reserve(scores.size());
+  for (const auto& [plugin, values] : scores) {
+    auto w = weights_.find(plugin);
+    weighted.emplace_back(&values, w == weights_.end() ? 1 : w->second);
+  }
   size_t best = 0;
   int64_t best_score = -1;
   int ties = 0;
   for (size_t k = 0; k < feasible.size(); ++k) {
     int64_t total = 0;
-    for (const auto& [plugin, values] : scores) {
-      if (k < values.size()) total += values[k] * weights_[plugin];
+    for (const auto& [values, weight] : weighted) {
+      if (k < values->size()) total += (*values)[k] * weight;
     }
     if (total > best_score) {
       best_score = total;

@@ -204,7 +204,8 @@ class CycleState {
   absl::flat_hash_set<std::string>& skip_score_plugins() { return skip_score_plugins_; }
 
  private:
-  absl::flat_hash_map<std::string, std::unique_ptr<StateData>> data_;
+  // A few entries per cycle, read for every node: a linear scan beats hashing.
+  std::vector<std::pair<std::string, std::unique_ptr<StateData>>> data_;
   absl::flat_hash_set<std::string> skip_filter_plugins_;
   absl::flat_hash_set<std::string> skip_score_plugins_;
 };
