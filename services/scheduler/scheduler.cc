@@ -239,7 +239,22 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
   switch (event.object_case()) {
     case v1::ObjectEvent::kPod: HandlePod(event); break;
     case v1::ObjectEvent::kNode: HandleNode(event); break;
-    default: break;  // PDBs and PodGroups join with preemption and gangs.
+    // Cached and mirrored to plugins now; preemption and gangs read them.
+    case v1::ObjectEvent::kPdb: {
+      absl::Status s = event.type() == v1::ObjectEvent::DELETE
+                           ? cache_.RemovePdb(event.pdb().meta().uid())
+                           : cache_.AddOrUpdatePdb(event.pdb());
+      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodDisruptionBudget: %s\n", std::string(s.message()).c_str());
+      break;
+    }
+    case v1::ObjectEvent::kPodGroup: {
+      absl::Status s = event.type() == v1::ObjectEvent::DELETE
+                           ? cache_.RemovePodGroup(event.pod_group().meta().uid())
+                           : cache_.AddOrUpdatePodGroup(event.pod_group());
+      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
+      break;
+    }
+    default: break;  // PriorityClasses are resolved by the adapter.
   }
 }
 
