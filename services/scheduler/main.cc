@@ -223,7 +223,17 @@ int Run(std::vector<std::string> overrides) {
   scheduler.Stop();
   cluster.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  for (auto& e : endpoints) e->Shutdown();
+  for (auto& e : endpoints) {
+    const PluginProcessStats s = e->stats();
+    std::fprintf(stderr,
+                 "podium-scheduler: plugin endpoint %s: %lu requests, %lu errors, %lu timeouts, "
+                 "%lu invalid answers, %u reconnects, latency p50 %.3f ms p99 %.3f ms\n",
+                 e->name().c_str(), static_cast<unsigned long>(s.requests),
+                 static_cast<unsigned long>(s.errors), static_cast<unsigned long>(s.timeouts),
+                 static_cast<unsigned long>(s.invalid_answers), s.reconnects, s.latency_p50_ms,
+                 s.latency_p99_ms);
+    e->Shutdown();
+  }
   if (listen.rfind("unix://", 0) == 0) std::remove(listen.substr(7).c_str());
   return 0;
 }

@@ -131,7 +131,10 @@ Scheduler::Scheduler(Options options, Cache& cache, Snapshot& snapshot, Scheduli
       metrics_(metrics),
       clock_(clock),
       executor_(options.binding_threads, 100000) {
-  for (auto& fw : profiles_) by_scheduler_name_[fw->name()] = fw.get();
+  for (auto& fw : profiles_) {
+    by_scheduler_name_[fw->name()] = fw.get();
+    series_.emplace(fw.get(), metrics_.ForProfile(fw->name()));
+  }
   last_unschedulable_flush_ = clock_.Now();
 }
 
@@ -408,8 +411,9 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   cache_.UpdateSnapshot(snapshot_);
 
   ScheduleResult result = fw->SchedulePod(pod, snapshot_, snapshot_.delta_seq(), cycle_id);
-  metrics_.ObserveExtensionPoint("Filter", result.outcome == ScheduleResult::Outcome::kScheduled ? "Success" : "Unschedulable",
-                                 fw->name(), absl::ToDoubleSeconds(clock_.Now() - start));
+  const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
+      ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));
   if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
     // PostFilter (DefaultPreemption) plugs in here.
     AttemptFailed(qp, fw, cycle, start, result.outcome, result.diagnosis.Message(),
@@ -547,7 +551,9 @@ void Scheduler::SendBind(QueuedPodInfoPtr qp, Framework* fw, std::string node, u
     }
     const absl::Time now = clock_.Now();
     queue_.Done(p.meta().uid());
-    metrics_.ObserveAttempt("scheduled", fw->name(), absl::ToDoubleSeconds(now - start));
+    const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+    series.attempts_scheduled->Increment();
+    series.attempt_scheduled->Observe(absl::ToDoubleSeconds(now - start));
     metrics_.ObservePodScheduled(qp->attempts,
                                  absl::ToDoubleSeconds(now - qp->initial_attempt_timestamp.value_or(start)));
     PublishDecision(p, v1::SchedulingDecision::SCHEDULED, node, "", now - start, fw->name());
@@ -598,8 +604,10 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t cycle
   }
   qp->message = message;
   const absl::Duration attempt = clock_.Now() - start;
-  metrics_.ObserveAttempt(unschedulable ? "unschedulable" : "error", fw->name(),
-                          absl::ToDoubleSeconds(attempt));
+  const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  (unschedulable ? series.attempts_unschedulable : series.attempts_error)->Increment();
+  (unschedulable ? series.attempt_unschedulable : series.attempt_error)
+      ->Observe(absl::ToDoubleSeconds(attempt));
   if (unschedulable) {
     absl::MutexLock lock(&mu_);
     if (diagnoses_.size() >= kMaxDiagnoses) diagnoses_.clear();

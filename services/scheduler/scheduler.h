@@ -149,6 +149,7 @@ class Scheduler final : public ClusterEventHandler {
   SchedulingQueue& queue_;
   std::vector<FrameworkPtr> profiles_;
   absl::flat_hash_map<std::string, Framework*> by_scheduler_name_;
+  absl::flat_hash_map<const Framework*, SchedulerMetrics::ProfileSeries> series_;
   SchedulerMetrics& metrics_;
   Clock& clock_;
   ActionSink* sink_ = nullptr;

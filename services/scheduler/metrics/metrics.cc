@@ -62,10 +62,20 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                           .Help("Number of pods added to scheduling queues by event and queue type.")
                           .Register(*registry_)) {}
 
-void SchedulerMetrics::ObserveAttempt(const std::string& result, const std::string& profile,
-                                      double seconds) {
-  attempts_.Add({{"result", result}, {"profile", profile}}).Increment();
-  attempt_duration_.Add({{"result", result}, {"profile", profile}}, DurationBuckets()).Observe(seconds);
+SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& profile) {
+  auto counter = [&](const char* result) {
+    return &attempts_.Add({{"result", result}, {"profile", profile}});
+  };
+  auto histogram = [&](const char* result) {
+    return &attempt_duration_.Add({{"result", result}, {"profile", profile}}, DurationBuckets());
+  };
+  auto filter = [&](const char* status) {
+    return &extension_point_duration_.Add(
+        {{"extension_point", "Filter"}, {"status", status}, {"profile", profile}}, DurationBuckets());
+  };
+  return ProfileSeries{counter("scheduled"),   counter("unschedulable"), counter("error"),
+                       histogram("scheduled"), histogram("unschedulable"), histogram("error"),
+                       filter("Success"),      filter("Unschedulable")};
 }
 
 void SchedulerMetrics::ObservePodScheduled(int attempts, double e2e_seconds) {
@@ -77,13 +87,6 @@ void SchedulerMetrics::ObservePodScheduled(int attempts, double e2e_seconds) {
 
 void SchedulerMetrics::SetPendingPods(const std::string& queue, double count) {
   pending_pods_.Add({{"queue", queue}}).Set(count);
-}
-
-void SchedulerMetrics::ObserveExtensionPoint(const std::string& point, const std::string& status,
-                                             const std::string& profile, double seconds) {
-  extension_point_duration_
-      .Add({{"extension_point", point}, {"status", status}, {"profile", profile}}, DurationBuckets())
-      .Observe(seconds);
 }
 
 void SchedulerMetrics::SetPluginCounter(const std::string& endpoint, const std::string& kind,

@@ -15,16 +15,27 @@ namespace podium::scheduler {
 
 class SchedulerMetrics {
  public:
+  // The series of one profile, resolved once: observing a metric on the hot
+  // path must not build and hash a label map per pod.
+  struct ProfileSeries {
+    prometheus::Counter* attempts_scheduled;
+    prometheus::Counter* attempts_unschedulable;
+    prometheus::Counter* attempts_error;
+    prometheus::Histogram* attempt_scheduled;
+    prometheus::Histogram* attempt_unschedulable;
+    prometheus::Histogram* attempt_error;
+    prometheus::Histogram* filter_success;
+    prometheus::Histogram* filter_unschedulable;
+  };
+
   explicit SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry);
+
+  ProfileSeries ForProfile(const std::string& profile);
 
   const std::shared_ptr<prometheus::Registry>& registry() const { return registry_; }
 
-  // result: "scheduled", "unschedulable" or "error".
-  void ObserveAttempt(const std::string& result, const std::string& profile, double seconds);
   void ObservePodScheduled(int attempts, double e2e_seconds);
   void SetPendingPods(const std::string& queue, double count);
-  void ObserveExtensionPoint(const std::string& point, const std::string& status,
-                             const std::string& profile, double seconds);
   // Plugin endpoint counters, refreshed from the clients' own counters.
   void SetPluginCounter(const std::string& endpoint, const std::string& kind, double value);
   void SetPluginConnected(const std::string& endpoint, bool connected);

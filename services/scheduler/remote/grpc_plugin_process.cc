@@ -143,6 +143,7 @@ absl::Status GrpcPluginProcess::Connect() {
     if (shutdown_) return absl::CancelledError("shutting down");
     // Wait for the channel so that a plugin still starting is not an error.
     broken_ = false;
+    ++stream_generation_;
     stream_ = new Stream(*this, *stub_);
     stream_->Begin();
     v1::SchedulerToPlugin open;
@@ -213,16 +214,35 @@ std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
                                                   std::optional<uint64_t> state_seq) {
   std::promise<PluginAnswer> promise;
   std::future<PluginAnswer> future = promise.get_future();
+  // The delta and the request leave together, in delta order: one writer of
+  // deltas at a time. The mirror is current only if the last delta went to
+  // this very stream (a reconnected stream starts with an empty mirror).
   std::optional<absl::MutexLock> delta_lock;
   if (state_seq) {
     delta_lock.emplace(&delta_mu_);
+    uint64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      generation = stream_generation_;
+    }
     v1::StateDelta* delta = request.mutable_delta();
-    if (!mirror_valid_ || !state_.ReadDelta(mirror_seq_, *state_seq, delta)) {
+    if (!mirror_valid_ || mirror_generation_ != generation ||
+        !state_.ReadDelta(mirror_seq_, *state_seq, delta)) {
       delta->Clear();
       state_.FullState(*state_seq, delta);
     }
+    mirror_generation_ = generation;
   }
   absl::MutexLock lock(&mu_);
+  if (state_seq && mirror_generation_ != stream_generation_) {
+    // Redialled since the delta was chosen: send nothing rather than a delta
+    // the new mirror cannot apply; the next call sends a reset.
+    mirror_valid_ = false;
+    stats_.errors++;
+    promise.set_value(absl::UnavailableError(
+        absl::StrCat("plugin endpoint ", options_.name, " reconnected; retry")));
+    return future;
+  }
   stats_.requests++;
   if (!ready_ || stream_ == nullptr) {
     stats_.errors++;
@@ -388,10 +408,6 @@ void GrpcPluginProcess::ReconnectLoop() {
     }
     absl::Status status = Connect();
     if (status.ok()) {
-      {
-        absl::MutexLock lock(&delta_mu_);
-        mirror_valid_ = false;  // The new stream's mirror starts empty.
-      }
       absl::MutexLock lock(&mu_);
       stats_.reconnects++;
       std::fprintf(stderr, "podium-scheduler: plugin endpoint %s reconnected\n",

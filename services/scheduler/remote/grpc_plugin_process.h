@@ -100,6 +100,7 @@ class GrpcPluginProcess : public PluginProcess {
   // Lock order: delta_mu_ before mu_.
   absl::Mutex delta_mu_;
   bool mirror_valid_ ABSL_GUARDED_BY(delta_mu_) = false;
+  uint64_t mirror_generation_ ABSL_GUARDED_BY(delta_mu_) = 0;  // The stream it is on.
   uint64_t mirror_seq_ ABSL_GUARDED_BY(delta_mu_) = 0;
 
   mutable absl::Mutex mu_;
@@ -109,6 +110,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t open_id_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t stream_generation_ ABSL_GUARDED_BY(mu_) = 0;  // Bumped per dial.
   v1::Registration registration_ ABSL_GUARDED_BY(mu_);
   std::string last_error_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, Pending> pending_ ABSL_GUARDED_BY(mu_);
