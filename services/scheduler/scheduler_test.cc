@@ -107,6 +107,26 @@ v1::PluginToScheduler CycleAnswer(bool fits) {
 
 class SchedulerTest : public testing::Test {
  protected:
+  // The host finds node-1 feasible and its Gang plugin answers Permit with
+  // WAIT for timeout_ms; Unreserve requests are counted.
+  void ExpectGangWaits(int64_t timeout_ms) {
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this, timeout_ms](v1::SchedulerToPlugin req, auto) {
+      v1::PluginToScheduler a;
+      if (req.has_cycle()) return Answered(CycleAnswer(true));
+      if (req.has_unreserve()) ++unreserves_;
+      if (req.has_permit()) {
+        auto* r = a.mutable_permit()->add_results();
+        r->set_plugin("Gang");
+        r->mutable_status()->set_code(v1::Status::WAIT);
+        r->set_timeout_ms(timeout_ms);
+        return Answered(a);
+      }
+      a.mutable_status();
+      return Answered(a);
+    }));
+  }
+  std::atomic<int> unreserves_{0};
+
   void Build(bool with_permit) {
     ProfileSpec spec;
     spec.plugins[v1::FILTER] = {{"Fit", 0}};
@@ -231,19 +251,7 @@ TEST_F(SchedulerTest, UnschedulablePodGetsPodScheduledFalseAndAFailedSchedulingE
 
 TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   Build(true);
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
-    if (req.has_cycle()) return Answered(CycleAnswer(true));
-    if (req.has_permit()) {
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
-    }
-    a.mutable_status();
-    return Answered(a);
-  }));
+  ExpectGangWaits(60000);
   StartWithPod("member");
   // No bind while it waits.
   for (int i = 0; i < 100 && !cache_.IsAssumed("uid-member"); ++i) absl::SleepFor(absl::Milliseconds(5));
@@ -258,21 +266,7 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
 
 TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   Build(true);
-  std::atomic<int> unreserves{0};
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
-    if (req.has_cycle()) return Answered(CycleAnswer(true));
-    if (req.has_unreserve()) ++unreserves;
-    if (req.has_permit()) {
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(1000);
-      return Answered(a);
-    }
-    a.mutable_status();
-    return Answered(a);
-  }));
+  ExpectGangWaits(1000);
   StartWithPod("member");
   for (int i = 0; i < 100 && !cache_.IsAssumed("uid-member"); ++i) absl::SleepFor(absl::Milliseconds(5));
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
@@ -282,7 +276,7 @@ TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   ASSERT_TRUE(patch);
   EXPECT_THAT(sink_.action(*patch).patch_pod_status().conditions(0).message(),
               testing::HasSubstr("rejected due to timeout after waiting at plugin Gang"));
-  EXPECT_EQ(unreserves.load(), 1);
+  EXPECT_EQ(unreserves_.load(), 1);
   EXPECT_FALSE(cache_.IsAssumed("uid-member"));
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
 }

@@ -159,6 +159,39 @@ absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::C
   return absl::OkStatus();
 }
 
+v1::SchedulerToPlugin Framework::NewCycleRequest(const ProcessPlan& plan, uint64_t cycle_id,
+                                                bool filter, bool score) const {
+  v1::SchedulerToPlugin message;
+  v1::CycleRequest& request = *message.mutable_cycle();
+  request.set_cycle_id(cycle_id);
+  request.set_profile(spec_.scheduler_name);
+  if (filter) {
+    for (const auto& n : plan.pre_filter) request.add_pre_filter_plugins(n);
+    for (const auto& n : plan.filter) request.add_filter_plugins(n);
+  }
+  if (score) {
+    for (const auto& n : plan.pre_score) request.add_pre_score_plugins(n);
+    for (const auto& n : plan.score) request.add_score_plugins(n);
+  }
+  return message;
+}
+
+absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAnswer& answer,
+                                         const v1::CycleRequest& request,
+                                         const sdk::Snapshot& snapshot,
+                                         bool scores_for_request_nodes) const {
+  if (!answer.ok()) return answer.status();
+  absl::Status valid = ValidateCycleAnswer(plan, request, answer->cycle(), snapshot,
+                                           scores_for_request_nodes);
+  if (!valid.ok()) {
+    plan.process->CountInvalidAnswer();
+    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid %s answer: %s\n",
+                 plan.process->name().c_str(), scores_for_request_nodes ? "score" : "cycle",
+                 std::string(valid.message()).c_str());
+  }
+  return valid;
+}
+
 ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                                       uint64_t state_seq, uint64_t cycle_id) {
   ScheduleResult result;
@@ -192,17 +225,9 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   for (size_t i = 0; i < num_filter_processes_; ++i) {
     const ProcessPlan& plan = plans_[i];
     const bool last = i + 1 == num_filter_processes_;
-    v1::SchedulerToPlugin message;
+    v1::SchedulerToPlugin message =
+        NewCycleRequest(plan, cycle_id, /*filter=*/true, /*score=*/combined);
     v1::CycleRequest& request = *message.mutable_cycle();
-    request.set_cycle_id(cycle_id);
-    *request.mutable_pod() = pod;
-    request.set_profile(spec_.scheduler_name);
-    for (const auto& n : plan.pre_filter) request.add_pre_filter_plugins(n);
-    for (const auto& n : plan.filter) request.add_filter_plugins(n);
-    if (combined) {
-      for (const auto& n : plan.pre_score) request.add_pre_score_plugins(n);
-      for (const auto& n : plan.score) request.add_score_plugins(n);
-    }
     if (all_nodes) {
       request.mutable_nodes()->set_all_nodes(true);
       request.mutable_nodes()->set_start_index(start);
@@ -212,27 +237,10 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     // Only the last filtering process stops early: before it, a node that
     // passes may still fail elsewhere.
     request.set_num_feasible_to_find(last ? to_find : 0);
+    const v1::CycleRequest shape = request;  // What the answer is checked against.
+    *request.mutable_pod() = pod;
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
-    absl::Status valid = answer.status();
-    // Re-create the request's view for validation without copying the pod.
-    v1::CycleRequest shape;
-    if (valid.ok()) {
-      if (all_nodes) {
-        shape.mutable_nodes()->set_all_nodes(true);
-      } else {
-        shape.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
-      }
-      for (const auto& n : plan.filter) shape.add_filter_plugins(n);
-      if (combined) {
-        for (const auto& n : plan.score) shape.add_score_plugins(n);
-      }
-      valid = ValidateCycleAnswer(plan, shape, answer->cycle(), snapshot, false);
-      if (!valid.ok()) {
-        plan.process->CountInvalidAnswer();
-        std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid cycle answer: %s\n",
-                     plan.process->name().c_str(), std::string(valid.message()).c_str());
-      }
-    }
+    const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false);
     if (!valid.ok()) {
       if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
         plan.process->CountIgnoredFailure();
@@ -307,37 +315,27 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   // Score with every process whose score plugins did not run above. A single
   // feasible node needs no scores (kube-scheduler skips them too).
   if (feasible.size() > 1) {
-    std::vector<std::pair<const ProcessPlan*, std::future<PluginAnswer>>> calls;
+    struct ScoreCall {
+      const ProcessPlan* plan;
+      v1::CycleRequest shape;
+      std::future<PluginAnswer> answer;
+    };
+    std::vector<ScoreCall> calls;
     for (size_t i = combined ? 1 : 0; i < plans_.size(); ++i) {
       const ProcessPlan& plan = plans_[i];
       if (plan.score.empty() && plan.pre_score.empty()) continue;
-      v1::SchedulerToPlugin message;
-      v1::CycleRequest& request = *message.mutable_cycle();
-      request.set_cycle_id(cycle_id);
-      *request.mutable_pod() = pod;
-      request.set_profile(spec_.scheduler_name);
-      for (const auto& n : plan.pre_score) request.add_pre_score_plugins(n);
-      for (const auto& n : plan.score) request.add_score_plugins(n);
-      request.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
-      calls.emplace_back(&plan, plan.process->Call(std::move(message), state_seq));
+      v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
+      message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+      v1::CycleRequest shape = message.cycle();
+      *message.mutable_cycle()->mutable_pod() = pod;
+      calls.push_back({&plan, std::move(shape), plan.process->Call(std::move(message), state_seq)});
     }
-    for (auto& [plan, future] : calls) {
+    for (auto& [plan, shape, future] : calls) {
       PluginAnswer answer = future.get();
-      absl::Status valid = answer.status();
-      if (valid.ok()) {
-        v1::CycleRequest shape;
-        shape.mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
-        for (const auto& n : plan->score) shape.add_score_plugins(n);
-        valid = ValidateCycleAnswer(*plan, shape, answer->cycle(), snapshot, true);
-        if (!valid.ok()) {
-          plan->process->CountInvalidAnswer();
-          std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid score answer: %s\n",
-                       plan->process->name().c_str(), std::string(valid.message()).c_str());
-        } else if (answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
-          valid = absl::InternalError(absl::StrCat("PreScore plugin ",
-                                                   answer->cycle().pre_score_status().plugin(), ": ",
-                                                   sdk::Status::FromProto(answer->cycle().pre_score_status()).Message()));
-        }
+      absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+      if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
+        const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
+        valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
       }
       if (!valid.ok()) {
         if (plan->process->failure_policy() == FailurePolicy::kIgnore) {

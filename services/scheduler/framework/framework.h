@@ -98,6 +98,14 @@ class Framework {
   // order, one request per run of plugins served by one process.
   sdk::Status RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod, const std::string& node,
                              uint64_t cycle_id, bool unreserve, bool stop_on_skip) const;
+  // A CycleRequest for the plan's filter and/or score plugins, without pod and nodes.
+  v1::SchedulerToPlugin NewCycleRequest(const ProcessPlan& plan, uint64_t cycle_id, bool filter,
+                                        bool score) const;
+  // The answer's error, or its validation against the request (counted and
+  // logged when invalid).
+  absl::Status CheckCycleAnswer(const ProcessPlan& plan, const PluginAnswer& answer,
+                                const v1::CycleRequest& request, const sdk::Snapshot& snapshot,
+                                bool scores_for_request_nodes) const;
   // Validates a CycleResponse against its request; an error names the problem.
   absl::Status ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
                                    const v1::CycleResponse& answer, const sdk::Snapshot& snapshot,
