@@ -56,8 +56,8 @@ class Spawner {
   void StopChild(Child& child);
 
   std::string dir_;
-  Child host_{"podium-plugin-host"};
-  Child scheduler_{"podium-scheduler"};
+  Child host_{"podium-plugin-host", -1, "", std::nullopt};
+  Child scheduler_{"podium-scheduler", -1, "", std::nullopt};
 };
 
 // <dir of this executable>/../../<relative>: the default binaries in the build tree.

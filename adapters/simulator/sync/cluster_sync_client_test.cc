@@ -76,7 +76,9 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
     client_ptr->SendEvents(std::move(out.events));
     client_ptr->SendResult(std::move(out.result));
   });
-  ClusterSyncClient client(channel, {.batch_size = 2}, [&](v1::Action&& a) { executor.Submit(std::move(a)); });
+  ClusterSyncClient::Options options;
+  options.batch_size = 2;
+  ClusterSyncClient client(channel, options, [&](v1::Action&& a) { executor.Submit(std::move(a)); });
   client_ptr = &client;
   client.Start(std::move(list));
 

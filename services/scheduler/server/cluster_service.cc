@@ -28,7 +28,8 @@ class ClusterService::SyncReactor
   // Requires service_.mu_.
   void Enqueue(v1::Action&& action) {
     if (finished_) return;
-    if (outbox_.empty() || writing_ && outbox_.size() == 1 || !outbox_.back().has_actions()) {
+    // The front message may be in flight; only a queued one can take more actions.
+    if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions()) {
       outbox_.emplace_back();
       outbox_.back().mutable_actions();
     }
