@@ -7,6 +7,4 @@ add_executable(podium-scheduler main.cc)
 target_link_libraries(podium-scheduler PRIVATE podium_scheduler_core absl::flags absl::flags_parse
   gRPC::grpc++_reflection)
 
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/scheduler_test.cc)
-  podium_test(podium_scheduler_test SRCS scheduler_test.cc LIBS podium_scheduler_core podium_queue_testing)
-endif()
+podium_test(podium_scheduler_test SRCS scheduler_test.cc LIBS podium_scheduler_core podium_queue_testing)
