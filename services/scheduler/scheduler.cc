@@ -415,7 +415,18 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));
   if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
-    // PostFilter (DefaultPreemption) plugs in here.
+    if (fw->HasPostFilterPlugins()) {
+      auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
+      result.diagnosis.post_filter_message = status.Message();
+      if (status.IsSuccess() && !post.nominated_node_name.empty()) {
+        // The pod waits for its nominated node; later cycles will count it there.
+        v1::Action nominate;
+        auto* patch = nominate.mutable_patch_pod_status();
+        *patch->mutable_pod() = PodRef(pod);
+        patch->set_nominated_node_name(post.nominated_node_name);
+        SendAction(std::move(nominate));
+      }
+    }
     AttemptFailed(qp, fw, cycle, start, result.outcome, result.diagnosis.Message(),
                   result.diagnosis.unschedulable_plugins, &result.diagnosis);
     return;

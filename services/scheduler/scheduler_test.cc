@@ -127,7 +127,7 @@ class SchedulerTest : public testing::Test {
   }
   std::atomic<int> unreserves_{0};
 
-  void Build(bool with_permit) {
+  void Build(bool with_permit, PostFilterPluginPtr post_filter = nullptr) {
     ProfileSpec spec;
     spec.plugins[v1::FILTER] = {{"Fit", 0}};
     spec.plugins[v1::BIND] = {{"DefaultBinder", 0}};
@@ -139,6 +139,7 @@ class SchedulerTest : public testing::Test {
     }
     std::vector<FrameworkPtr> profiles;
     profiles.push_back(std::make_unique<Framework>(spec, 1));
+    if (post_filter) profiles.back()->AddPostFilterPlugin(std::move(post_filter));
     SchedulingQueue::Options qo;
     qo.clock = &clock_;
     queue_ = std::make_unique<SchedulingQueue>(qo);
@@ -247,6 +248,32 @@ TEST_F(SchedulerTest, UnschedulablePodGetsPodScheduledFalseAndAFailedSchedulingE
   scheduler_->Housekeeping();
   for (int i = 0; i < 1000 && cycles.load() < 2; ++i) absl::SleepFor(absl::Milliseconds(5));
   EXPECT_EQ(cycles.load(), 2);
+}
+
+// A PostFilter that nominates node-1 and says so, as preemption will.
+class NominatingPostFilter : public PostFilterPlugin {
+ public:
+  std::string_view Name() const override { return "FakePreemption"; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod, const Diagnosis& d) override {
+    seen_nodes = d.num_all_nodes;
+    return {PostFilterResult{"node-1"}, sdk::Status(sdk::Code::kSuccess, "preemption: 1 victim on node-1")};
+  }
+  static inline uint32_t seen_nodes = 0;
+};
+
+TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
+  Build(false, std::make_unique<NominatingPostFilter>());
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
+  StartWithPod("big");
+  auto nominate = sink_.WaitFor(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(nominate);
+  EXPECT_EQ(sink_.action(*nominate).patch_pod_status().nominated_node_name(), "node-1");
+  auto failed = sink_.WaitFor(v1::Action::kPatchPodStatus, *nominate + 1);
+  ASSERT_TRUE(failed);
+  const v1::Action failed_action = sink_.action(*failed);
+  EXPECT_EQ(failed_action.patch_pod_status().conditions(0).message(),
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 1 victim on node-1");
+  EXPECT_EQ(NominatingPostFilter::seen_nodes, 1u);
 }
 
 TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {

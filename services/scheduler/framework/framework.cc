@@ -36,7 +36,8 @@ uint32_t NumFeasibleNodesToFind(int percentage, uint32_t num_all_nodes) {
 
 std::string Diagnosis::Message() const {
   std::string message = absl::StrCat("0/", num_all_nodes, " nodes are available");
-  if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".");
+  const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message);
+  if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".", post);
   std::map<std::string, int> histogram;
   for (const auto& [node, status] : node_statuses) {
     for (const auto& reason : status.reasons()) histogram[reason]++;
@@ -44,7 +45,22 @@ std::string Diagnosis::Message() const {
   std::vector<std::string> parts;
   for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
   std::sort(parts.begin(), parts.end());
-  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".");
+  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".", post);
+}
+
+std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod& pod,
+                                                                  const Diagnosis& diagnosis) {
+  std::vector<std::string> reasons;
+  for (const auto& plugin : post_filters_) {
+    auto [result, status] = plugin->PostFilter(pod, diagnosis);
+    if (status.plugin().empty()) status.WithPlugin(std::string(plugin->Name()));
+    if (status.IsSuccess()) return {result, status};
+    if (status.code() == sdk::Code::kUnschedulableAndUnresolvable || !status.IsRejected()) {
+      return {result, status};
+    }
+    reasons.insert(reasons.end(), status.reasons().begin(), status.reasons().end());
+  }
+  return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
 }
 
 Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), rng_(seed) {

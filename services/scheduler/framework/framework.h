@@ -42,6 +42,7 @@ struct Diagnosis {
   uint32_t num_all_nodes = 0;
   std::vector<std::pair<std::string, sdk::Status>> node_statuses;  // node name -> status
   std::string pre_filter_message;
+  std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;
   absl::flat_hash_set<std::string> pending_plugins;
   // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
@@ -57,6 +58,22 @@ struct ScheduleResult {
   Diagnosis diagnosis;      // kUnschedulable.
   absl::Status error;       // kError.
 };
+
+// PostFilter runs inside the scheduler when a pod fits no node, as
+// kube-scheduler's DefaultPreemption does; it may nominate a node where the pod
+// will fit once victims are gone. The preemption issue adds DefaultPreemption.
+struct PostFilterResult {
+  std::string nominated_node_name;
+};
+
+class PostFilterPlugin {
+ public:
+  virtual ~PostFilterPlugin() = default;
+  virtual std::string_view Name() const = 0;
+  virtual std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod,
+                                                              const Diagnosis& diagnosis) = 0;
+};
+using PostFilterPluginPtr = std::unique_ptr<PostFilterPlugin>;
 
 // A pod that waits at Permit (WAIT) for the plugins in `pending`.
 struct PermitOutcome {
@@ -75,6 +92,13 @@ class Framework {
   // given snapshot (taken at state_seq). Runs on the scheduling thread.
   ScheduleResult SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                              uint64_t state_seq, uint64_t cycle_id);
+
+  void AddPostFilterPlugin(PostFilterPluginPtr plugin) { post_filters_.push_back(std::move(plugin)); }
+  bool HasPostFilterPlugins() const { return !post_filters_.empty(); }
+  // kube-scheduler's RunPostFilterPlugins: the first Success wins; an
+  // UnschedulableAndUnresolvable stops; other rejections are collected.
+  std::pair<PostFilterResult, sdk::Status> RunPostFilter(const v1::Pod& pod,
+                                                         const Diagnosis& diagnosis);
 
   sdk::Status RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   void RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
@@ -117,6 +141,7 @@ class Framework {
   std::vector<ProcessPlan> plans_;
   size_t num_filter_processes_ = 0;
   absl::flat_hash_map<std::string, int64_t> weights_;
+  std::vector<PostFilterPluginPtr> post_filters_;
   uint32_t next_start_node_index_ = 0;
   std::mt19937_64 rng_;
 };
