@@ -180,10 +180,10 @@ class Simulation {
     auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
       return Fail(absl::StrCat("cannot connect to the scheduler at ", target));
-    if (options_.bench || options_.json) {
-      watcher_ = std::make_unique<DecisionWatcher>(channel);
-      watcher_->Start();
-    }
+    // Attempt durations come from the scheduler's decision stream (a scheduler
+    // without it just leaves them unreported).
+    watcher_ = std::make_unique<DecisionWatcher>(channel);
+    watcher_->Start();
 
     // 3. The initial list, then the stream.
     std::vector<v1::ObjectEvent> list;
