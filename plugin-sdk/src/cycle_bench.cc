@@ -1,6 +1,6 @@
 // What the SDK and the stream cost per pod: a real in-process PluginServer,
 // one stream, 5000 mirrored nodes, a filter and a score plugin as cheap as the
-// default ones. `Roundtrip` is a request with no work (transport + handoff).
+// default ones. `Roundtrip` is a request with no work (the transport alone).
 #include <chrono>
 #include <memory>
 #include <string>

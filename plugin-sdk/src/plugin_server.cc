@@ -1,6 +1,7 @@
-// The Plugin.Run transport: a callback-API reactor per stream that only does
-// bookkeeping, a worker thread per stream that runs the Session (plugin code)
-// in stream order, and a bounded write queue with one write in flight.
+// The Plugin.Run transport: a callback-API reactor per stream that handles a
+// message on the gRPC thread that read it when nothing else is pending, a
+// worker thread per stream for the backlog and for messages that may block,
+// and a bounded write queue with one write in flight.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -34,47 +35,105 @@ namespace {
 
 using Reactor = grpc::ServerBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler>;
 
-// Messages received but not yet handled by the worker.
+// Messages received but not yet handled (the backlog of the worker).
 constexpr size_t kMaxInbox = 4096;
 // Answers (and plugin-initiated messages) waiting for the one write in flight.
 constexpr size_t kMaxWriteQueue = 4096;
 constexpr int kMaxMessageBytes = 512 * 1024 * 1024;
 // Written answers kept for reuse (their arenas keep their first block).
 constexpr size_t kMaxFreeResponses = 4;
+// Handled requests kept for reuse as read buffers; big ones are freed instead,
+// so that one large delta does not pin its memory for the life of the stream.
+constexpr size_t kMaxFreeRequests = 4;
+constexpr int kMaxPooledRequestObjects = 64;
+
+using RequestPtr = std::unique_ptr<v1::SchedulerToPlugin>;
+
+// Whether a message may be handled on the gRPC thread that read it. Plugins in
+// the scheduling cycle are CPU-bound and short, and the scheduler waits for the
+// answer, so a hop to another thread would only add wake-up latency. Open
+// (plugin factories), a reset delta (the whole mirror) and the binding cycle
+// (which may call the API server) can take long, so they go to the worker and
+// never hold up a gRPC thread.
+bool HandleInline(const v1::SchedulerToPlugin& message) {
+  switch (message.kind_case()) {
+    case v1::SchedulerToPlugin::kOpen:
+    case v1::SchedulerToPlugin::kPreBind:
+    case v1::SchedulerToPlugin::kBind:
+    case v1::SchedulerToPlugin::kPostBind:
+      return false;
+    default:
+      return !message.delta().reset();
+  }
+}
+
+// Elements a request still holds after it was handled (moved-from ones too).
+int PooledObjects(const v1::SchedulerToPlugin& message) {
+  if (!message.has_delta()) return 0;
+  const v1::StateDelta& delta = message.delta();
+  return delta.node_upserts_size() + delta.pod_upserts_size() + delta.pdb_upserts_size() +
+         delta.pod_group_upserts_size() + delta.pod_removals_size() + delta.pdb_removals_size() +
+         delta.pod_group_removals_size();
+}
 
 // The state of one stream, shared by the reactor (gRPC threads), the worker
 // thread and plugin threads that speak first. Every reactor operation is
 // started under mu_ after checking that Finish has not been called and OnDone
 // has not run, so none can race with the end of the stream.
+//
+// Messages are handled by whoever holds the `busy_` baton: the gRPC thread
+// that read the message when nothing is pending (the common case: no thread
+// hop), otherwise the worker, which drains the backlog in order. Only one
+// holder at a time, and a message is handled inline only when the backlog is
+// empty, so messages are handled one at a time and in stream order.
 class StreamState final : public ResponseSink {
  public:
   explicit StreamState(Reactor* reactor) : reactor_(reactor) {}
 
+  // Before the first read; the session outlives every use (see RunWorker).
+  void SetSession(Session* session) { session_ = session; }
+
   void StartReading() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    reading_ = std::make_unique<v1::SchedulerToPlugin>();
-    reactor_->StartRead(reading_.get());
+    StartReadLocked();
   }
 
   void OnReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    RequestPtr message;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {  // The scheduler closed its side, or the stream broke.
+        input_closed_ = true;
+        MaybeFinishLocked();
+        return;
+      }
+      if (finished_ || reactor_ == nullptr) return;
+      if (!busy_ && inbox_.empty() && HandleInline(*reading_)) {
+        busy_ = true;
+        message = std::move(reading_);
+      } else {
+        if (inbox_.size() >= kMaxInbox) {
+          FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  absl::StrCat("plugin process backlog: ", inbox_.size(),
+                                               " messages not yet handled; the plugins are too "
+                                               "slow for the request rate")));
+          return;
+        }
+        inbox_.push_back(std::move(reading_));
+        if (!busy_) work_.Signal();
+      }
+      // The next message is read while this one is handled.
+      StartReadLocked();
+    }
+    if (message == nullptr) return;
+    session_->Handle(*message);
+    Recycle(std::move(message));
     absl::MutexLock lock(&mu_);
-    if (!ok) {  // The scheduler closed its side, or the stream broke.
-      input_closed_ = true;
-      MaybeFinishLocked();
-      return;
-    }
-    if (finished_ || reactor_ == nullptr) return;
-    if (inbox_.size() >= kMaxInbox) {
-      FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                              absl::StrCat("plugin process backlog: ", inbox_.size(),
-                                           " messages not yet handled; the plugins are too "
-                                           "slow for the request rate")));
-      return;
-    }
-    inbox_.push_back(std::move(reading_));
-    work_.Signal();
-    reading_ = std::make_unique<v1::SchedulerToPlugin>();
-    reactor_->StartRead(reading_.get());
+    busy_ = false;
+    // What arrived meanwhile is the worker's, which also waits for the baton
+    // before it stops.
+    if (!inbox_.empty() || stop_worker_) work_.Signal();
+    MaybeFinishLocked();
   }
 
   void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -134,20 +193,46 @@ class StreamState final : public ResponseSink {
     return true;
   }
 
-  // The worker's next message; null when the worker must stop.
-  std::unique_ptr<v1::SchedulerToPlugin> NextMessage() ABSL_LOCKS_EXCLUDED(mu_) {
+  // The worker thread's loop: handles the backlog until the stream ends.
+  // Returns only once no gRPC thread is handling a message, so the caller may
+  // destroy the session.
+  void RunWorker() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    worker_idle_ = true;
-    MaybeFinishLocked();
-    while (!stop_worker_ && inbox_.empty()) work_.Wait(&mu_);
-    if (stop_worker_) return nullptr;
-    std::unique_ptr<v1::SchedulerToPlugin> message = std::move(inbox_.front());
-    inbox_.pop_front();
-    worker_idle_ = false;
-    return message;
+    while (true) {
+      while (busy_ || (!stop_worker_ && inbox_.empty())) work_.Wait(&mu_);
+      if (stop_worker_) return;
+      RequestPtr message = std::move(inbox_.front());
+      inbox_.pop_front();
+      busy_ = true;
+      mu_.Unlock();
+      session_->Handle(*message);
+      Recycle(std::move(message));
+      mu_.Lock();
+      busy_ = false;
+      MaybeFinishLocked();
+    }
   }
 
  private:
+  void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (free_requests_.empty()) {
+      reading_ = std::make_unique<v1::SchedulerToPlugin>();
+    } else {
+      reading_ = std::move(free_requests_.back());
+      free_requests_.pop_back();
+    }
+    reactor_->StartRead(reading_.get());
+  }
+
+  // Keeps a handled request as a read buffer: its sub-objects are reused by
+  // the next parse instead of being allocated again.
+  void Recycle(RequestPtr message) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (PooledObjects(*message) > kMaxPooledRequestObjects) return;
+    message->Clear();
+    absl::MutexLock lock(&mu_);
+    if (free_requests_.size() < kMaxFreeRequests) free_requests_.push_back(std::move(message));
+  }
+
   void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || writes_.empty() || finished_ || reactor_ == nullptr) return;
     in_flight_ = std::move(writes_.front());
@@ -160,9 +245,7 @@ class StreamState final : public ResponseSink {
   // has been answered and written.
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finished_ || reactor_ == nullptr) return;
-    if (!input_closed_ || !worker_idle_ || !inbox_.empty() || !writes_.empty() || writing_) {
-      return;
-    }
+    if (!input_closed_ || busy_ || !inbox_.empty() || !writes_.empty() || writing_) return;
     finished_ = true;
     stop_worker_ = true;
     work_.Signal();
@@ -179,15 +262,18 @@ class StreamState final : public ResponseSink {
     reactor_->Finish(status);
   }
 
+  // Used only by the holder of the busy_ baton.
+  Session* session_ = nullptr;
   absl::Mutex mu_;
   absl::CondVar work_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Null once OnDone ran.
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish was called.
   bool input_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_worker_ ABSL_GUARDED_BY(mu_) = false;
-  bool worker_idle_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<v1::SchedulerToPlugin> reading_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::unique_ptr<v1::SchedulerToPlugin>> inbox_ ABSL_GUARDED_BY(mu_);
+  bool busy_ ABSL_GUARDED_BY(mu_) = false;  // A thread is handling a message.
+  RequestPtr reading_ ABSL_GUARDED_BY(mu_);
+  std::deque<RequestPtr> inbox_ ABSL_GUARDED_BY(mu_);
+  std::vector<RequestPtr> free_requests_ ABSL_GUARDED_BY(mu_);
   std::deque<ResponsePtr> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   ResponsePtr in_flight_ ABSL_GUARDED_BY(mu_);  // Kept alive until OnWriteDone.
@@ -205,21 +291,20 @@ class PluginService final : public v1::Plugin::CallbackService {
 
   Reactor* Run(grpc::CallbackServerContext* context) override;
 
-  // Starts the stream's worker: it owns the Session, so plugins are built,
-  // called and destroyed on it.
+  // Starts the stream's worker. It owns the Session and destroys it (and so
+  // the plugins) once the stream is over, off the gRPC threads.
   void StartWorker(std::shared_ptr<StreamState> stream) ABSL_LOCKS_EXCLUDED(mu_) {
     JoinWorkers(/*all=*/false);
+    auto session = std::make_unique<Session>(definitions_, process_name_, stream);
+    stream->SetSession(session.get());
     auto done = std::make_shared<std::atomic<bool>>(false);
-    std::thread thread([this, stream = std::move(stream), done]() mutable {
-      {
-        Session session(definitions_, process_name_, stream);
-        while (std::unique_ptr<v1::SchedulerToPlugin> message = stream->NextMessage()) {
-          session.Handle(*message);
-        }
-      }
-      stream.reset();
-      done->store(true, std::memory_order_release);
-    });
+    std::thread thread(
+        [stream = std::move(stream), session = std::move(session), done]() mutable {
+          stream->RunWorker();
+          session.reset();
+          stream.reset();
+          done->store(true, std::memory_order_release);
+        });
     absl::MutexLock lock(&mu_);
     workers_.push_back({std::move(thread), std::move(done)});
   }

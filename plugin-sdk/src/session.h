@@ -1,7 +1,8 @@
 // One Plugin.Run stream as the plugin process sees it, without the transport:
 // the handshake, the plugin instances built from Open, the mirror, cycle
 // states, and the extension points run for each request. Messages are handled
-// one at a time, in stream order, on the stream's worker thread.
+// one at a time, in stream order, never concurrently: on the gRPC thread that
+// read them or on the stream's worker (plugin_server.cc says which).
 #pragma once
 
 #include <cstdint>

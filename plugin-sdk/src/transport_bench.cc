@@ -1,0 +1,261 @@
+// Which shape of Plugin.Run server answers a request fastest, without any
+// plugin work: one request in flight, as the scheduler sends a pod's cycle and
+// waits. Every variant echoes the request id; only the threading differs.
+//   WorkerHandoff: callback reactor -> per-stream worker thread -> StartWrite
+//                  (the SDK's shape before it processed messages inline).
+//   Inline:        callback reactor answers in OnReadDone, next read started
+//                  before the answer is built.
+//   Sync:          sync API, one thread per stream doing Read(); Write().
+//   Sdk:           the SDK's PluginServer (requests without a kind: answered
+//                  with an error by the Session, no plugin runs).
+// To count the server's syscalls per request: run
+//   strace -f -c podium_sdk_transport_bench --serve=sync --address=unix:/tmp/t.sock
+// and in another shell the client against it with a fixed number of requests:
+//   podium_sdk_transport_bench --connect=unix:/tmp/t.sock \
+//       --benchmark_filter='sync/iterations'
+// and divide by the 10000 requests.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
+#include "benchmark/benchmark.h"
+#include "grpcpp/grpcpp.h"
+#include "podium/sdk/framework.h"
+#include "podium/sdk/serve.h"
+#include "podium/v1/plugin.grpc.pb.h"
+
+namespace podium::sdk {
+namespace {
+
+using Reactor = grpc::ServerBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler>;
+
+void Answer(const v1::SchedulerToPlugin& request, v1::PluginToScheduler& answer) {
+  answer.set_id(request.id());
+  answer.mutable_cycle()->set_nodes_evaluated(1);
+}
+
+class WorkerHandoffService final : public v1::Plugin::CallbackService {
+  class Stream final : public Reactor {
+   public:
+    Stream() : worker_([this] { Work(); }) { StartRead(&reading_); }
+    void OnReadDone(bool ok) override {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      inbox_.push_back(reading_);
+      work_.Signal();
+      StartRead(&reading_);
+    }
+    void OnWriteDone(bool ok) override {
+      absl::MutexLock lock(&mu_);
+      writes_.pop_front();
+      if (!writes_.empty()) StartWrite(&writes_.front());
+    }
+    void OnDone() override {
+      {
+        absl::MutexLock lock(&mu_);
+        stop_ = true;
+        work_.Signal();
+      }
+      worker_.join();
+      delete this;
+    }
+
+   private:
+    void Work() {
+      absl::MutexLock lock(&mu_);
+      while (true) {
+        while (!stop_ && inbox_.empty()) work_.Wait(&mu_);
+        if (stop_) return;
+        v1::SchedulerToPlugin request = std::move(inbox_.front());
+        inbox_.pop_front();
+        mu_.Unlock();
+        v1::PluginToScheduler answer;
+        Answer(request, answer);
+        mu_.Lock();
+        writes_.push_back(std::move(answer));
+        if (writes_.size() == 1) StartWrite(&writes_.front());
+      }
+    }
+    absl::Mutex mu_;
+    absl::CondVar work_;
+    bool stop_ = false;
+    v1::SchedulerToPlugin reading_;
+    std::deque<v1::SchedulerToPlugin> inbox_;
+    std::deque<v1::PluginToScheduler> writes_;  // Front is in flight.
+    std::thread worker_;
+  };
+
+ public:
+  Reactor* Run(grpc::CallbackServerContext*) override { return new Stream(); }
+};
+
+class InlineService final : public v1::Plugin::CallbackService {
+  class Stream final : public Reactor {
+   public:
+    Stream() { StartRead(&requests_[0]); }
+    void OnReadDone(bool ok) override {
+      if (!ok) {
+        Finish(grpc::Status::OK);
+        return;
+      }
+      v1::SchedulerToPlugin& request = requests_[current_];
+      current_ ^= 1;
+      StartRead(&requests_[current_]);  // Read the next one while answering.
+      v1::PluginToScheduler answer;
+      Answer(request, answer);
+      // The answer can reach the client before OnWriteDone of the previous
+      // one has run: still one write in flight, behind a queue.
+      absl::MutexLock lock(&mu_);
+      writes_.push_back(std::move(answer));
+      if (writes_.size() == 1) StartWrite(&writes_.front());
+    }
+    void OnWriteDone(bool) override {
+      absl::MutexLock lock(&mu_);
+      writes_.pop_front();
+      if (!writes_.empty()) StartWrite(&writes_.front());
+    }
+    void OnDone() override { delete this; }
+
+   private:
+    v1::SchedulerToPlugin requests_[2];
+    int current_ = 0;
+    absl::Mutex mu_;
+    std::deque<v1::PluginToScheduler> writes_;  // Front is in flight.
+  };
+
+ public:
+  Reactor* Run(grpc::CallbackServerContext*) override { return new Stream(); }
+};
+
+class SyncService final : public v1::Plugin::Service {
+ public:
+  grpc::Status Run(
+      grpc::ServerContext*,
+      grpc::ServerReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin>* stream) override {
+    v1::SchedulerToPlugin request;
+    v1::PluginToScheduler answer;
+    while (stream->Read(&request)) {
+      answer.Clear();
+      Answer(request, answer);
+      if (!stream->Write(answer)) break;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// The server runs in a child process, as the plugin host does, so that client
+// and server do not share gRPC's threads.
+//   podium_sdk_transport_bench --serve=<variant> --address=unix:/tmp/x.sock
+// serves one variant until killed (for strace -f -c on the server alone).
+template <typename Service>
+int ServeVariant(const std::string& address) {
+  Service service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr) return 1;
+  server->Wait();
+  return 0;
+}
+
+class NoopFilter final : public FilterPlugin {
+ public:
+  std::string_view Name() const override { return "Noop"; }
+  Status Filter(CycleState&, const PodInfo&, const NodeInfo&) override { return Status::Success(); }
+};
+
+int ServeSdk(const std::string& address) {
+  PluginServer server(ServeOptions{
+      .address = address,
+      .process_name = "transport-bench",
+      .plugins = {{"Noop", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+                     return std::make_unique<NoopFilter>();
+                   }}}});
+  if (!server.Start().ok()) return 1;
+  server.Wait();
+  return 0;
+}
+
+std::string self_path;     // argv[0].
+std::string external;      // --connect=ADDRESS: an already running server.
+
+void BM_EchoRoundtrip(benchmark::State& state, const char* variant) {
+  std::string address = external;
+  pid_t child = -1;
+  if (address.empty()) {
+    address = absl::StrCat("unix:/tmp/podium_transport_bench.", getpid(), ".sock");
+    child = fork();
+    if (child == 0) {
+      execl(self_path.c_str(), self_path.c_str(), absl::StrCat("--serve=", variant).c_str(),
+            absl::StrCat("--address=", address).c_str(), nullptr);
+      _exit(127);
+    }
+  }
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+    std::abort();
+  }
+  auto stub = v1::Plugin::NewStub(channel);
+  {
+    grpc::ClientContext context;
+    auto stream = stub->Run(&context);
+    v1::SchedulerToPlugin request;
+    v1::PluginToScheduler answer;
+    uint64_t id = 0;
+    for (auto _ : state) {
+      request.set_id(++id);
+      if (!stream->Write(request) || !stream->Read(&answer) || answer.id() != id) std::abort();
+    }
+    stream->WritesDone();
+    stream->Finish();
+  }
+  if (child > 0) {
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    unlink(address.substr(std::string_view("unix:").size()).c_str());
+  }
+}
+void Register(const char* variant) {
+  // The fixed-iteration run makes syscall counts per request easy to read.
+  for (int iterations : {0, 10000}) {
+    auto* b = benchmark::RegisterBenchmark(absl::StrCat("BM_EchoRoundtrip/", variant).c_str(),
+                                           BM_EchoRoundtrip, variant);
+    b->UseRealTime();
+    if (iterations > 0) b->Iterations(iterations);
+  }
+}
+
+}  // namespace
+}  // namespace podium::sdk
+
+int main(int argc, char** argv) {
+  podium::sdk::self_path = argv[0];
+  std::string serve, address;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (absl::ConsumePrefix(&arg, "--serve=")) serve = std::string(arg);
+    if (absl::ConsumePrefix(&arg, "--address=")) address = std::string(arg);
+    if (absl::ConsumePrefix(&arg, "--connect=")) podium::sdk::external = std::string(arg);
+  }
+  if (serve == "handoff") return podium::sdk::ServeVariant<podium::sdk::WorkerHandoffService>(address);
+  if (serve == "inline") return podium::sdk::ServeVariant<podium::sdk::InlineService>(address);
+  if (serve == "sdk") return podium::sdk::ServeSdk(address);
+  if (serve == "sync") return podium::sdk::ServeVariant<podium::sdk::SyncService>(address);
+  for (const char* variant : {"handoff", "inline", "sync", "sdk"}) podium::sdk::Register(variant);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
