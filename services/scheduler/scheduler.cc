@@ -690,6 +690,11 @@ std::optional<std::pair<v1::Pod, Diagnosis>> Scheduler::LastDiagnosis(const std:
   return it->second;
 }
 
+bool Scheduler::WaitingAtPermit(std::string_view uid) const {
+  absl::MutexLock lock(&mu_);
+  return waiting_.contains(absl::string_view(uid.data(), uid.size()));
+}
+
 void Scheduler::Housekeeping() {
   const absl::Time now = clock_.Now();
   // Permit timeouts.

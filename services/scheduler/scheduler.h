@@ -111,6 +111,9 @@ class Scheduler final : public ClusterEventHandler {
                                                              const std::string& name) const;
   // Periodic work also exposed for tests: flushes, waiting-pod timeouts, gauges.
   void Housekeeping();
+  // Whether the pod waits at Permit. For tests: a pod is assumed before Permit
+  // runs, so "assumed" does not yet mean its permit deadlines are set.
+  bool WaitingAtPermit(std::string_view uid) const;
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
 
  private:
@@ -146,6 +149,8 @@ class Scheduler final : public ClusterEventHandler {
 
   const Options options_;
   Cache& cache_;
+  // Written by the scheduling thread only.
+  Snapshot& snapshot_;
   SchedulingQueue& queue_;
   std::vector<FrameworkPtr> profiles_;
   absl::flat_hash_map<std::string, Framework*> by_scheduler_name_;
@@ -157,7 +162,6 @@ class Scheduler final : public ClusterEventHandler {
   std::function<void()> housekeeping_hook_;
 
   // Scheduling thread only.
-  Snapshot& snapshot_;
   uint64_t cycle_id_ = 0;
 
   // Event thread only: the last state of every object, for diffs and relists.

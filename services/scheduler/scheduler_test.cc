@@ -281,7 +281,11 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   ExpectGangWaits(60000);
   StartWithPod("member");
   // No bind while it waits.
-  for (int i = 0; i < 100 && !cache_.IsAssumed("uid-member"); ++i) absl::SleepFor(absl::Milliseconds(5));
+  // Assumed comes before Permit: wait until the pod waits there, so that the
+  // decision (or the clock's advance) is not earlier than its deadline.
+  for (int i = 0; i < 1000 && !scheduler_->WaitingAtPermit("uid-member"); ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
   v1::PermitDecision allow;
   allow.set_pod_uid("uid-member");
@@ -295,7 +299,11 @@ TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   Build(true);
   ExpectGangWaits(1000);
   StartWithPod("member");
-  for (int i = 0; i < 100 && !cache_.IsAssumed("uid-member"); ++i) absl::SleepFor(absl::Milliseconds(5));
+  // Assumed comes before Permit: wait until the pod waits there, so that the
+  // decision (or the clock's advance) is not earlier than its deadline.
+  for (int i = 0; i < 1000 && !scheduler_->WaitingAtPermit("uid-member"); ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
   clock_.Advance(absl::Seconds(2));
   scheduler_->Housekeeping();
