@@ -456,7 +456,17 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
                   reserve.Message(), {reserve.plugin()}, nullptr);
     return;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    in_permit_ = pod.meta().uid();
+  }
   PermitOutcome permit = fw->RunPermit(*assumed->pod, result.node_name, cycle_id);
+  std::vector<v1::PermitDecision> early;
+  {
+    absl::MutexLock lock(&mu_);
+    in_permit_.clear();
+    early.swap(early_decisions_);
+  }
   if (!permit.status.IsSuccess() && !permit.status.IsWait()) {
     fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
     (void)cache_.ForgetPod(pod.meta().uid());
@@ -470,40 +480,66 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     WaitingPod waiting{qp, fw, result.node_name, cycle_id, start, {}};
     const absl::Time now = clock_.Now();
     for (const auto& [plugin, timeout] : permit.waiting) waiting.pending[plugin] = now + timeout;
-    absl::MutexLock lock(&mu_);
-    waiting_.emplace(pod.meta().uid(), std::move(waiting));
-    return;  // The binding cycle starts when every plugin allowed it.
+    std::optional<WaitingPod> done;
+    bool rejected = false;
+    v1::PermitDecision last;
+    {
+      absl::MutexLock lock(&mu_);
+      waiting_.emplace(pod.meta().uid(), std::move(waiting));
+      for (const auto& decision : early) {
+        last = decision;
+        done = ApplyPermitDecision(decision, &rejected);
+        if (done) break;
+      }
+    }
+    // The binding cycle starts when every plugin allowed it.
+    if (done) FinishWaiting(std::move(*done), rejected, last);
+    return;
   }
   Bind(std::move(qp), fw, result.node_name, cycle_id, start);
 }
 
+std::optional<Scheduler::WaitingPod> Scheduler::ApplyPermitDecision(const v1::PermitDecision& decision,
+                                                                   bool* rejected) {
+  auto it = waiting_.find(decision.pod_uid());
+  if (it == waiting_.end()) return std::nullopt;
+  if (decision.allow()) {
+    it->second.pending.erase(decision.plugin());
+    if (!it->second.pending.empty()) return std::nullopt;
+  }
+  *rejected = !decision.allow();
+  WaitingPod done = std::move(it->second);
+  waiting_.erase(it);
+  return done;
+}
+
+void Scheduler::FinishWaiting(WaitingPod pod, bool rejected, const v1::PermitDecision& decision) {
+  if (!rejected) {
+    Bind(pod.pod, pod.framework, pod.node, pod.cycle_id, pod.start);
+    return;
+  }
+  sdk::Status status(sdk::Code::kUnschedulable,
+                     absl::StrCat("rejected while waiting on permit: ", decision.reason()));
+  status.WithPlugin(decision.plugin());
+  BindingFailed(pod.pod, pod.framework, pod.node, pod.cycle_id, pod.start, status, true);
+}
+
 void Scheduler::OnPermitDecision(const v1::PermitDecision& decision) {
-  std::optional<WaitingPod> ready;
-  std::optional<WaitingPod> rejected;
+  constexpr size_t kMaxEarlyDecisions = 64;
+  std::optional<WaitingPod> done;
+  bool rejected = false;
   {
     absl::MutexLock lock(&mu_);
-    auto it = waiting_.find(decision.pod_uid());
-    if (it == waiting_.end()) return;
-    if (!decision.allow()) {
-      rejected = std::move(it->second);
-      waiting_.erase(it);
-    } else {
-      it->second.pending.erase(decision.plugin());
-      if (it->second.pending.empty()) {
-        ready = std::move(it->second);
-        waiting_.erase(it);
+    if (!waiting_.contains(decision.pod_uid())) {
+      // Its Permit may still be on its way back: keep the decision for it.
+      if (in_permit_ == decision.pod_uid() && early_decisions_.size() < kMaxEarlyDecisions) {
+        early_decisions_.push_back(decision);
       }
+      return;
     }
+    done = ApplyPermitDecision(decision, &rejected);
   }
-  if (ready) {
-    Bind(ready->pod, ready->framework, ready->node, ready->cycle_id, ready->start);
-  } else if (rejected) {
-    sdk::Status status(sdk::Code::kUnschedulable,
-                       absl::StrCat("rejected while waiting on permit: ", decision.reason()));
-    status.WithPlugin(decision.plugin());
-    BindingFailed(rejected->pod, rejected->framework, rejected->node, rejected->cycle_id,
-                  rejected->start, status, true);
-  }
+  if (done) FinishWaiting(std::move(*done), rejected, decision);
 }
 
 void Scheduler::Bind(QueuedPodInfoPtr qp, Framework* fw, std::string node, uint64_t cycle_id,

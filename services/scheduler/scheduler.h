@@ -126,6 +126,11 @@ class Scheduler final : public ClusterEventHandler {
     std::map<std::string, absl::Time> pending;  // plugin -> deadline
   };
 
+  // Applies one decision to a waiting pod. Returns the pod when it is done
+  // waiting (every plugin allowed it, or one rejected it: *rejected is set).
+  std::optional<WaitingPod> ApplyPermitDecision(const v1::PermitDecision& decision, bool* rejected)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishWaiting(WaitingPod pod, bool rejected, const v1::PermitDecision& decision);
   void SchedulingLoop();
   void ScheduleOne(QueuedPodInfoPtr pod);
   Framework* FrameworkFor(const v1::Pod& pod) const;
@@ -175,6 +180,11 @@ class Scheduler final : public ClusterEventHandler {
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<std::string, WaitingPod> waiting_ ABSL_GUARDED_BY(mu_);
+  // The pod whose Permit the scheduling thread is running ("" when none), and
+  // decisions for it that arrived before it was in waiting_ (a plugin may
+  // speak right after answering WAIT); applied when it starts waiting.
+  std::string in_permit_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::PermitDecision> early_decisions_ ABSL_GUARDED_BY(mu_);
   // Pods that are pending and ours to schedule (a failed attempt of a pod
   // deleted meanwhile is not requeued).
   absl::flat_hash_set<std::string> pending_uids_ ABSL_GUARDED_BY(mu_);

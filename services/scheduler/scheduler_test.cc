@@ -295,6 +295,33 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   EXPECT_TRUE(sink_.WaitFor(v1::Action::kBind));
 }
 
+TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
+  Build(true);
+  // The plugin allows the pod before its WAIT answer is even returned, as a
+  // gang plugin does when the pod completes its gang at that moment.
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    if (req.has_cycle()) return Answered(CycleAnswer(true));
+    if (req.has_permit()) {
+      v1::PermitDecision allow;
+      allow.set_pod_uid(req.permit().pod().meta().uid());
+      allow.set_plugin("Gang");
+      allow.set_allow(true);
+      scheduler_->OnPermitDecision(allow);
+      auto* r = a.mutable_permit()->add_results();
+      r->set_plugin("Gang");
+      r->mutable_status()->set_code(v1::Status::WAIT);
+      r->set_timeout_ms(60000);
+      return Answered(a);
+    }
+    a.mutable_status();
+    return Answered(a);
+  }));
+  StartWithPod("member");
+  EXPECT_TRUE(sink_.WaitFor(v1::Action::kBind));
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+}
+
 TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   Build(true);
   ExpectGangWaits(1000);

@@ -102,7 +102,13 @@ class GrpcPluginProcess::Stream
       owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status.error_message()));
     }
     owner_.OnStreamDone(this);
+    // Delete while the owner (and so its channel) is still alive: this
+    // ClientContext holds a channel reference, and the channel must not die
+    // on this gRPC thread (found by ASan).
+    GrpcPluginProcess& owner = owner_;
     delete this;
+    absl::MutexLock lock(&owner.mu_);
+    --owner.live_streams_;
   }
 
  private:
@@ -145,6 +151,7 @@ absl::Status GrpcPluginProcess::Connect() {
     broken_ = false;
     ++stream_generation_;
     stream_ = new Stream(*this, *stub_);
+    ++live_streams_;
     stream_->Begin();
     v1::SchedulerToPlugin open;
     open_id_ = next_id_++;
@@ -197,7 +204,10 @@ void GrpcPluginProcess::Shutdown() {
   // Wait for OnDone so that the reactor never outlives us.
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](Stream** s) { return *s == nullptr; }, &stream_));
+      +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return self->stream_ == nullptr && self->live_streams_ == 0;
+      },
+      this));
 }
 
 bool GrpcPluginProcess::ready() const {

@@ -105,6 +105,9 @@ class GrpcPluginProcess : public PluginProcess {
 
   mutable absl::Mutex mu_;
   Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Reactors created and not yet deleted; Shutdown waits for 0 so that the
+  // last channel reference is never dropped on a gRPC callback thread.
+  int live_streams_ ABSL_GUARDED_BY(mu_) = 0;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
