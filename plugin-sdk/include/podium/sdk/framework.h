@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <typeinfo>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -191,9 +192,13 @@ class StateData {
 class CycleState {
  public:
   StateData* Read(std::string_view key) const;
+  // Plugins read their state for every node: an exact-type check (one
+  // type_info comparison) avoids dynamic_cast's walk on that path.
   template <typename T>
   T* ReadAs(std::string_view key) const {
-    return dynamic_cast<T*>(Read(key));
+    StateData* data = Read(key);
+    if (data != nullptr && typeid(*data) == typeid(T)) return static_cast<T*>(data);
+    return dynamic_cast<T*>(data);
   }
   void Write(std::string key, std::unique_ptr<StateData> data);
   void Delete(std::string_view key);
