@@ -159,7 +159,17 @@ int Run(std::vector<std::string> overrides) {
   queue_options.initial_backoff = config->initial_backoff;
   queue_options.max_backoff = config->max_backoff;
   queue_options.max_in_unschedulable = config->max_in_unschedulable;
-  queue_options.pre_enqueue = SchedulingGates;
+  // SchedulingGates, then the profile's remote PreEnqueue plugins. The queue
+  // calls this outside its lock; frameworks outlive the queue's use of it.
+  absl::flat_hash_map<std::string, const Framework*> pre_enqueue_by_profile;
+  for (const auto& fw : profiles) pre_enqueue_by_profile[fw->name()] = fw.get();
+  queue_options.pre_enqueue = [&pre_enqueue_by_profile](const sdk::PodInfo& pod) {
+    sdk::Status gates = SchedulingGates(pod);
+    if (!gates.IsSuccess()) return gates;
+    const std::string& name = pod.pod->scheduler_name();
+    auto it = pre_enqueue_by_profile.find(name.empty() ? "default-scheduler" : name);
+    return it == pre_enqueue_by_profile.end() ? gates : it->second->RunPreEnqueue(*pod.pod);
+  };
   queue_options.hint_evaluator = &hints;
   SchedulingQueue queue(queue_options);
   queue.SetEventRegistry(events);

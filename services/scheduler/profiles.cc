@@ -14,6 +14,7 @@ struct Point {
 
 // The extension points a configuration may list remote plugins at.
 constexpr Point kPoints[] = {
+    {"preEnqueue", v1::PRE_ENQUEUE},
     {"preFilter", v1::PRE_FILTER}, {"filter", v1::FILTER},     {"postFilter", v1::POST_FILTER},
     {"preScore", v1::PRE_SCORE},   {"score", v1::SCORE},       {"reserve", v1::RESERVE},
     {"permit", v1::PERMIT},        {"preBind", v1::PRE_BIND},  {"bind", v1::BIND},
@@ -21,7 +22,8 @@ constexpr Point kPoints[] = {
 };
 
 bool BuiltinImplements(const std::string& name, v1::ExtensionPoint point) {
-  return (name == kDefaultBinder && point == v1::BIND);
+  return (name == kDefaultBinder && point == v1::BIND) ||
+         (name == kSchedulingGates && point == v1::PRE_ENQUEUE);
 }
 
 }  // namespace

@@ -467,6 +467,41 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
   return sdk::Status::Success();
 }
 
+sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
+  auto it = spec_.plugins.find(v1::PRE_ENQUEUE);
+  if (it == spec_.plugins.end()) return sdk::Status::Success();
+  std::vector<std::pair<PluginProcess*, std::vector<std::string>>> groups;
+  for (const auto& ref : it->second) {
+    auto p = spec_.processes.find(ref.name);
+    if (p == spec_.processes.end()) continue;  // Built in (SchedulingGates).
+    if (groups.empty() || groups.back().first != p->second) groups.push_back({p->second, {}});
+    groups.back().second.push_back(ref.name);
+  }
+  for (auto& [process, names] : groups) {
+    v1::SchedulerToPlugin message;
+    auto* request = message.mutable_pre_enqueue();
+    *request->mutable_pod() = pod;
+    for (auto& n : names) request->add_plugins(n);
+    PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
+    if (!answer.ok()) {
+      if (process->failure_policy() == FailurePolicy::kIgnore) {
+        process->CountIgnoredFailure();
+        continue;
+      }
+      // Fail closed: the pod stays gated until it is updated or the plugin answers.
+      sdk::Status status(sdk::Code::kError, absl::StrCat("plugin endpoint ", process->name(), ": ",
+                                                         answer.status().message()));
+      status.WithPlugin(names.front());
+      return status;
+    }
+    for (const auto& s : answer->status().statuses()) {
+      sdk::Status status = sdk::Status::FromProto(s);
+      if (!status.IsSuccess()) return status;
+    }
+  }
+  return sdk::Status::Success();
+}
+
 sdk::Status Framework::RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false);
 }

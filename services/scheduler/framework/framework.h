@@ -93,6 +93,10 @@ class Framework {
   ScheduleResult SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                              uint64_t state_seq, uint64_t cycle_id);
 
+  // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's
+  // PreEnqueue before this). The first non-success gates the pod.
+  sdk::Status RunPreEnqueue(const v1::Pod& pod) const;
+
   void AddPostFilterPlugin(PostFilterPluginPtr plugin) { post_filters_.push_back(std::move(plugin)); }
   bool HasPostFilterPlugins() const { return !post_filters_.empty(); }
   // kube-scheduler's RunPostFilterPlugins: the first Success wins; an

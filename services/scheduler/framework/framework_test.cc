@@ -275,3 +275,30 @@ TEST(Framework, SecondFilterProcessSeesOnlySurvivorsAndScoresComeAfter) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+TEST(Framework, RemotePreEnqueueGatesThePodWithItsReason) {
+  MockPluginProcess host("host");
+  ProfileSpec spec;
+  spec.plugins[v1::PRE_ENQUEUE] = {{"SchedulingGates", 0}, {"QuotaGate", 0}};
+  spec.processes["QuotaGate"] = &host;
+  Framework fw(spec, 1);
+  EXPECT_CALL(host, Call(testing::_, testing::_)).WillOnce(testing::Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.pre_enqueue().plugins(), testing::ElementsAre("QuotaGate"));  // Built-ins stay local.
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_status()->add_statuses();
+    s->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+    s->add_reasons("namespace quota exhausted");
+    s->set_plugin("QuotaGate");
+    return Answered(a);
+  }));
+  sdk::Status status = fw.RunPreEnqueue(TestPod());
+  EXPECT_EQ(status.code(), sdk::Code::kUnschedulableAndUnresolvable);
+  EXPECT_EQ(status.plugin(), "QuotaGate");
+  EXPECT_EQ(status.Message(), "namespace quota exhausted");
+}
+
+}  // namespace
+}  // namespace podium::scheduler
