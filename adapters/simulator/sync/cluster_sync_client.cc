@@ -36,7 +36,9 @@ bool ClusterSyncClient::HasRoomOrEnded() const {
   return ended_ || read_done_ || closing_ || queue_.size() < options_.queue_capacity;
 }
 
-bool ClusterSyncClient::WriterHasWork() const { return !queue_.empty() || closing_ || read_done_; }
+bool ClusterSyncClient::WriterHasWork() const {
+  return !queue_.empty() || !results_.empty() || closing_ || read_done_;
+}
 
 bool ClusterSyncClient::Enqueue(Outbound item) {
   absl::MutexLock lock(&mu_);
@@ -53,7 +55,13 @@ bool ClusterSyncClient::SendEvents(std::vector<v1::ObjectEvent> events) {
   return true;
 }
 
-bool ClusterSyncClient::SendResult(v1::ActionResult result) { return Enqueue(std::move(result)); }
+bool ClusterSyncClient::SendResult(v1::ActionResult result) {
+  // Bounded by the actions in flight; never waits behind events.
+  absl::MutexLock lock(&mu_);
+  if (ended_ || read_done_ || closing_) return false;
+  results_.push_back(std::move(result));
+  return true;
+}
 
 void ClusterSyncClient::ReadLoop() {
   v1::SchedulerMessage msg;
@@ -76,28 +84,27 @@ void ClusterSyncClient::WriteLoop() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &ClusterSyncClient::WriterHasWork));
       if (read_done_) break;
-      if (queue_.empty()) {  // Closing, and everything was sent.
+      if (queue_.empty() && results_.empty()) {  // Closing, and everything was sent.
         mu_.Unlock();
         stream_->WritesDone();
         mu_.Lock();
         break;
       }
-      Outbound& front = queue_.front();
-      if (std::holds_alternative<v1::ObjectEvent>(front)) {
+      if (!results_.empty()) {
+        auto* results = msg.mutable_results();
+        while (!results_.empty() && static_cast<size_t>(results->results_size()) < options_.batch_size) {
+          *results->add_results() = std::move(results_.front());
+          results_.pop_front();
+        }
+      } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
         auto* events = msg.mutable_events();
         while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
                static_cast<size_t>(events->events_size()) < options_.batch_size) {
           *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
           queue_.pop_front();
         }
-      } else if (std::holds_alternative<v1::ActionResult>(front)) {
-        auto* results = msg.mutable_results();
-        while (!queue_.empty() && std::holds_alternative<v1::ActionResult>(queue_.front()) &&
-               static_cast<size_t>(results->results_size()) < options_.batch_size) {
-          *results->add_results() = std::move(std::get<v1::ActionResult>(queue_.front()));
-          queue_.pop_front();
-        }
       } else {
+        const Outbound& front = queue_.front();
         if (auto* h = std::get_if<v1::AdapterHello>(&front)) *msg.mutable_hello() = *h;
         if (std::holds_alternative<v1::ListBegin>(front)) msg.mutable_list_begin();
         if (std::holds_alternative<v1::ListEnd>(front)) msg.mutable_list_end();

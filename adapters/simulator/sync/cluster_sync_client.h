@@ -57,7 +57,7 @@ class ClusterSyncClient {
   absl::Status Close(absl::Duration grace);
 
  private:
-  using Outbound = std::variant<v1::AdapterHello, v1::ListBegin, v1::ObjectEvent, v1::ListEnd, v1::ActionResult>;
+  using Outbound = std::variant<v1::AdapterHello, v1::ListBegin, v1::ObjectEvent, v1::ListEnd>;
 
   bool Enqueue(Outbound item);
   void ReadLoop();
@@ -77,6 +77,10 @@ class ClusterSyncClient {
 
   mutable absl::Mutex mu_;
   std::deque<Outbound> queue_ ABSL_GUARDED_BY(mu_);
+  // Action results go first, in their own lane: the API server answers a bind
+  // independently of the watch, so a result must not wait behind a burst of
+  // object events (it did: bind p99 60 ms on basic-5000).
+  std::deque<v1::ActionResult> results_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;

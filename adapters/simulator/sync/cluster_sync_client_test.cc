@@ -99,16 +99,21 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
   EXPECT_TRUE(scheduler.list_[2].events().events(0).has_node());
   EXPECT_TRUE(scheduler.list_[4].has_list_end());
 
-  // The pod's UPSERT (bound), then the OK result.
+  // The pod's UPSERT (bound) and the OK result. Results have their own lane
+  // (as a bind's response and the watch event are independent in Kubernetes),
+  // so either may come first.
   ASSERT_EQ(scheduler.after_.size(), 2u);
-  ASSERT_EQ(scheduler.after_[0].events().events_size(), 1);
-  const v1::ObjectEvent& e = scheduler.after_[0].events().events(0);
+  const bool result_first = scheduler.after_[0].has_results();
+  const v1::ClusterMessage& upsert = scheduler.after_[result_first ? 1 : 0];
+  const v1::ClusterMessage& result = scheduler.after_[result_first ? 0 : 1];
+  ASSERT_EQ(upsert.events().events_size(), 1);
+  const v1::ObjectEvent& e = upsert.events().events(0);
   EXPECT_EQ(e.type(), v1::ObjectEvent::UPSERT);
   EXPECT_EQ(e.pod().meta().name(), "a");
   EXPECT_EQ(e.pod().node_name(), "n1");
-  ASSERT_EQ(scheduler.after_[1].results().results_size(), 1);
-  EXPECT_EQ(scheduler.after_[1].results().results(0).action_id(), 42u);
-  EXPECT_EQ(scheduler.after_[1].results().results(0).code(), v1::ActionResult::OK);
+  ASSERT_EQ(result.results().results_size(), 1);
+  EXPECT_EQ(result.results().results(0).action_id(), 42u);
+  EXPECT_EQ(result.results().results(0).code(), v1::ActionResult::OK);
   EXPECT_EQ(cluster.GetPod("default", "a")->pod.node_name(), "n1");
 }
 

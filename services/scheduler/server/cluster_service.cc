@@ -61,7 +61,13 @@ class ClusterService::SyncReactor
       FinishOnce(grpc::Status::OK);
       return;
     }
-    service_.work_.push_back(Work{this, std::move(incoming_), false});
+    if (incoming_.has_results()) {
+      for (auto& r : *incoming_.mutable_results()->mutable_results()) {
+        service_.results_.push_back(std::move(r));
+      }
+    } else {
+      service_.work_.push_back(Work{this, std::move(incoming_), false});
+    }
     incoming_.Clear();
     // Back-pressure: stop reading while the event thread is behind.
     if (service_.work_.size() >= service_.options_.max_buffered_messages) {
@@ -114,6 +120,7 @@ ClusterService::ClusterService(Options options, ClusterEventHandler& handler,
                                SchedulerMetrics* metrics)
     : options_(std::move(options)), handler_(handler), metrics_(metrics) {
   event_thread_ = std::thread([this] { EventLoop(); });
+  result_thread_ = std::thread([this] { ResultLoop(); });
 }
 
 ClusterService::~ClusterService() { Shutdown(); }
@@ -126,6 +133,7 @@ void ClusterService::Shutdown() {
     if (active_ != nullptr) active_->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
   }
   if (event_thread_.joinable()) event_thread_.join();
+  if (result_thread_.joinable()) result_thread_.join();
 }
 
 bool ClusterService::adapter_connected() const {
@@ -246,6 +254,21 @@ void ClusterService::EventLoop() {
   }
 }
 
+void ClusterService::ResultLoop() {
+  while (true) {
+    std::deque<v1::ActionResult> results;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](ClusterService* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->shutdown_ || !s->results_.empty(); },
+          this));
+      if (results_.empty() && shutdown_) return;
+      results.swap(results_);
+    }
+    for (const auto& result : results) Complete(result.action_id(), result);
+  }
+}
+
 void ClusterService::Handle(Work& work) {
   if (work.disconnected) {
     handler_.OnAdapterDisconnected();
@@ -273,10 +296,7 @@ void ClusterService::Handle(Work& work) {
         handler_.OnObjectEvent(event);
       }
       break;
-    case v1::ClusterMessage::kResults:
-      for (const auto& result : message.results().results()) Complete(result.action_id(), result);
-      break;
-    default: break;  // Cleared messages of a replaced stream.
+    default: break;  // Results go to ResultLoop; cleared messages of a replaced stream.
   }
 }
 

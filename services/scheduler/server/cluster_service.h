@@ -37,7 +37,7 @@ class ActionSink {
   virtual ~ActionSink() = default;
   // on_result runs exactly once: the adapter's result, or UNAVAILABLE when no
   // adapter is connected, the stream breaks or the result does not come in time.
-  // It runs on the event thread and must not block.
+  // It runs on one of the service's threads and must not block.
   virtual void Send(v1::Action action, ResultCallback on_result) = 0;
 };
 
@@ -72,6 +72,7 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   };
 
   void EventLoop();
+  void ResultLoop();
   void Handle(Work& work);
   void OnReactorMessage(SyncReactor* reactor, v1::ClusterMessage&& message);
   void OnReactorDone(SyncReactor* reactor);
@@ -87,11 +88,15 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   SyncReactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
+  // Action results skip the object events: a bind's result needs no ordering
+  // with them and must not wait behind a burst of pod creations.
+  std::deque<v1::ActionResult> results_ ABSL_GUARDED_BY(mu_);
   uint64_t next_action_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, PendingAction> pending_ ABSL_GUARDED_BY(mu_);
   // Results to deliver on the event thread (failures decided under mu_).
   std::vector<std::pair<ResultCallback, v1::ActionResult>> to_fail_ ABSL_GUARDED_BY(mu_);
   std::thread event_thread_;
+  std::thread result_thread_;
 };
 
 }  // namespace podium::scheduler
