@@ -50,16 +50,6 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-sdk::Status SchedulingGates(const sdk::PodInfo& pod) {
-  const auto& gates = pod.pod->scheduling_gates();
-  if (gates.empty()) return sdk::Status::Success();
-  sdk::Status status(sdk::Code::kUnschedulableAndUnresolvable,
-                     absl::StrCat("waiting for scheduling gates: [",
-                                  absl::StrJoin(gates.begin(), gates.end(), " "), "]"));
-  status.WithPlugin(kSchedulingGates);
-  return status;
-}
-
 int Run(std::vector<std::string> overrides) {
   // Configuration: everything read here, nothing read later.
   absl::StatusOr<SchedulerConfig> config = absl::GetFlag(FLAGS_config).empty()
@@ -159,16 +149,10 @@ int Run(std::vector<std::string> overrides) {
   queue_options.initial_backoff = config->initial_backoff;
   queue_options.max_backoff = config->max_backoff;
   queue_options.max_in_unschedulable = config->max_in_unschedulable;
-  // SchedulingGates, then the profile's remote PreEnqueue plugins. The queue
-  // calls this outside its lock; frameworks outlive the queue's use of it.
-  absl::flat_hash_map<std::string, const Framework*> pre_enqueue_by_profile;
-  for (const auto& fw : profiles) pre_enqueue_by_profile[fw->name()] = fw.get();
-  queue_options.pre_enqueue = [&pre_enqueue_by_profile](const sdk::PodInfo& pod) {
-    sdk::Status gates = SchedulingGates(pod);
-    if (!gates.IsSuccess()) return gates;
-    const std::string& name = pod.pod->scheduler_name();
-    auto it = pre_enqueue_by_profile.find(name.empty() ? "default-scheduler" : name);
-    return it == pre_enqueue_by_profile.end() ? gates : it->second->RunPreEnqueue(*pod.pod);
+  // The queue only adds pods once the adapter streams them, which starts after
+  // the scheduler below exists.
+  queue_options.pre_enqueue = [&scheduler_ptr](const sdk::PodInfo& pod) {
+    return scheduler_ptr->PreEnqueue(pod);
   };
   queue_options.hint_evaluator = &hints;
   SchedulingQueue queue(queue_options);

@@ -28,10 +28,6 @@ bool Terminal(const v1::Pod& pod) {
   return pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
 }
 
-std::string SchedulerNameOf(const v1::Pod& pod) {
-  return pod.scheduler_name().empty() ? "default-scheduler" : pod.scheduler_name();
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- Executor
@@ -177,8 +173,16 @@ bool Scheduler::paused() const {
 }
 
 Framework* Scheduler::FrameworkFor(const v1::Pod& pod) const {
-  auto it = by_scheduler_name_.find(SchedulerNameOf(pod));
+  const std::string_view name = SchedulerNameOf(pod);
+  auto it = by_scheduler_name_.find(absl::string_view(name.data(), name.size()));
   return it == by_scheduler_name_.end() ? nullptr : it->second;
+}
+
+sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) const {
+  sdk::Status gates = SchedulingGatesPreEnqueue(pod);
+  if (!gates.IsSuccess()) return gates;
+  const Framework* fw = FrameworkFor(*pod.pod);
+  return fw == nullptr ? gates : fw->RunPreEnqueue(*pod.pod);
 }
 
 bool Scheduler::Responsible(const v1::Pod& pod) const {

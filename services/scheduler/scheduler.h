@@ -99,6 +99,10 @@ class Scheduler final : public ClusterEventHandler {
   void OnListEnd() override;
   void OnAdapterDisconnected() override;
 
+  // The queue's PreEnqueue: SchedulingGates, then the remote PreEnqueue
+  // plugins of the pod's profile. Called outside the queue's lock.
+  sdk::Status PreEnqueue(const sdk::PodInfo& pod) const;
+
   // A plugin allowed or rejected a pod waiting at Permit.
   void OnPermitDecision(const v1::PermitDecision& decision);
 

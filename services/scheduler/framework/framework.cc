@@ -401,22 +401,27 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   return result;
 }
 
+std::vector<Framework::ProcessRun> Framework::RemoteRuns(v1::ExtensionPoint point,
+                                                         bool reverse) const {
+  std::vector<ProcessRun> runs;
+  auto it = spec_.plugins.find(point);
+  if (it == spec_.plugins.end()) return runs;
+  std::vector<PluginRef> refs = it->second;
+  if (reverse) std::reverse(refs.begin(), refs.end());
+  for (const auto& ref : refs) {
+    auto p = spec_.processes.find(ref.name);
+    if (p == spec_.processes.end()) continue;  // Built in (SchedulingGates, DefaultBinder).
+    if (runs.empty() || runs.back().first != p->second) runs.push_back({p->second, {}});
+    runs.back().second.push_back(ref.name);
+  }
+  return runs;
+}
+
 sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod,
                                       const std::string& node, uint64_t cycle_id, bool unreserve,
                                       bool stop_on_skip) const {
-  auto it = spec_.plugins.find(point);
-  if (it == spec_.plugins.end()) return sdk::Status::Success();
-  // Consecutive plugins of one process travel in one request, in order.
-  std::vector<std::pair<PluginProcess*, std::vector<std::string>>> groups;
-  std::vector<PluginRef> refs = it->second;
   // Unreserve runs the Reserve plugins in reverse order.
-  if (unreserve) std::reverse(refs.begin(), refs.end());
-  for (const auto& ref : refs) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;
-    if (groups.empty() || groups.back().first != p->second) groups.push_back({p->second, {}});
-    groups.back().second.push_back(ref.name);
-  }
+  const std::vector<ProcessRun> groups = RemoteRuns(point, /*reverse=*/unreserve);
   bool all_skipped = true;
   for (auto& [process, names] : groups) {
     v1::SchedulerToPlugin message;
@@ -468,16 +473,7 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
 }
 
 sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
-  auto it = spec_.plugins.find(v1::PRE_ENQUEUE);
-  if (it == spec_.plugins.end()) return sdk::Status::Success();
-  std::vector<std::pair<PluginProcess*, std::vector<std::string>>> groups;
-  for (const auto& ref : it->second) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;  // Built in (SchedulingGates).
-    if (groups.empty() || groups.back().first != p->second) groups.push_back({p->second, {}});
-    groups.back().second.push_back(ref.name);
-  }
-  for (auto& [process, names] : groups) {
+  for (const auto& [process, names] : RemoteRuns(v1::PRE_ENQUEUE, /*reverse=*/false)) {
     v1::SchedulerToPlugin message;
     auto* request = message.mutable_pre_enqueue();
     *request->mutable_pod() = pod;

@@ -27,12 +27,17 @@ inline constexpr char kDefaultBinder[] = "DefaultBinder";
 // A profile with its plugins resolved per extension point (multiPoint already
 // expanded with what each plugin registered).
 struct ProfileSpec {
-  std::string scheduler_name = "default-scheduler";
+  std::string scheduler_name = std::string(kDefaultSchedulerName);
   int percentage_of_nodes_to_score = 0;  // 0 = adaptive.
   std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
   // plugin name -> the process serving it; built-ins are absent.
   absl::flat_hash_map<std::string, PluginProcess*> processes;
 };
+
+// The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
+inline std::string_view SchedulerNameOf(const v1::Pod& pod) {
+  return pod.scheduler_name().empty() ? kDefaultSchedulerName : std::string_view(pod.scheduler_name());
+}
 
 // kube-scheduler's numFeasibleNodesToFind.
 uint32_t NumFeasibleNodesToFind(int percentage_of_nodes_to_score, uint32_t num_all_nodes);
@@ -122,6 +127,10 @@ class Framework {
     std::vector<std::string> pre_filter, filter, pre_score, score;
   };
 
+  // The point's remote plugins, in order (or reversed), as runs of consecutive
+  // plugins served by one process: each run travels in one request.
+  using ProcessRun = std::pair<PluginProcess*, std::vector<std::string>>;
+  std::vector<ProcessRun> RemoteRuns(v1::ExtensionPoint point, bool reverse) const;
   // Reserve/Unreserve/PreBind/Bind/PostBind: the point's remote plugins, in
   // order, one request per run of plugins served by one process.
   sdk::Status RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod, const std::string& node,
