@@ -76,7 +76,6 @@ class Scheduler final : public ClusterEventHandler {
  public:
   struct Options {
     int binding_threads = 4;
-    absl::Duration flush_backoff_interval = absl::Seconds(1);
     absl::Duration flush_unschedulable_interval = absl::Seconds(30);
   };
 

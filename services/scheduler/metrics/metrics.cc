@@ -56,11 +56,7 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
       invalid_objects_(prometheus::BuildCounter()
                            .Name("podium_invalid_cluster_objects_total")
                            .Help("Objects from the adapter refused because a field was invalid.")
-                           .Register(*registry_)),
-      queue_incoming_(prometheus::BuildCounter()
-                          .Name("scheduler_queue_incoming_pods_total")
-                          .Help("Number of pods added to scheduling queues by event and queue type.")
-                          .Register(*registry_)) {}
+                           .Register(*registry_)) {}
 
 SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& profile) {
   auto counter = [&](const char* result) {
@@ -100,10 +96,6 @@ void SchedulerMetrics::SetPluginConnected(const std::string& endpoint, bool conn
 
 void SchedulerMetrics::CountInvalidObject(const std::string& kind) {
   invalid_objects_.Add({{"kind", kind}}).Increment();
-}
-
-void SchedulerMetrics::CountQueueIncoming(const std::string& queue, const std::string& event) {
-  queue_incoming_.Add({{"queue", queue}, {"event", event}}).Increment();
 }
 
 }  // namespace podium::scheduler

@@ -41,7 +41,6 @@ class SchedulerMetrics {
   void SetPluginConnected(const std::string& endpoint, bool connected);
   // An object from the adapter refused at the door (kind: Pod, Node...).
   void CountInvalidObject(const std::string& kind);
-  void CountQueueIncoming(const std::string& queue, const std::string& event);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -54,7 +53,6 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& plugin_counters_;
   prometheus::Family<prometheus::Gauge>& plugin_connected_;
   prometheus::Family<prometheus::Counter>& invalid_objects_;
-  prometheus::Family<prometheus::Counter>& queue_incoming_;
 };
 
 }  // namespace podium::scheduler
