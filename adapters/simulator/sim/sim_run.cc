@@ -12,14 +12,16 @@
 #include "absl/strings/str_join.h"
 #include "cluster/action_executor.h"
 #include "cluster/in_memory_cluster.h"
+#include "common/sync/cluster_sync_client.h"
+#include "common/translate/k8s_yaml.h"
 #include "sim/report.h"
 #include "sim/spawner.h"
 #include "sim/workload.h"
-#include "sync/cluster_sync_client.h"
-#include "sync/decision_watcher.h"
-#include "yaml/k8s_yaml.h"
+#include "watch/decision_watcher.h"
 
 namespace podium::sim {
+
+using adapter::ClusterSyncClient;
 
 const char kSimUsage[] = R"(usage: podium-sim (--cluster PATH... | --workload basic-500|basic-5000)
                   (--spawn | --scheduler ADDR) [flags]

@@ -3,7 +3,7 @@
 #include <optional>
 #include <string>
 
-#include "yaml/k8s_yaml.h"
+#include "common/translate/k8s_yaml.h"
 
 namespace podium::sim {
 

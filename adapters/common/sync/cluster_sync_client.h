@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "podium/v1/cluster.grpc.pb.h"
 
-namespace podium::sim {
+namespace podium::adapter {
 
 // The adapter's side of Cluster.Sync, exactly as the Kubernetes adapter speaks
 // it: AdapterHello, ListBegin, the initial list as batched UPSERTs, ListEnd,
@@ -92,4 +92,4 @@ class ClusterSyncClient {
 // Converts a finished gRPC status.
 absl::Status FromGrpc(const grpc::Status& s);
 
-}  // namespace podium::sim
+}  // namespace podium::adapter

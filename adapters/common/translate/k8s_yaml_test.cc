@@ -1,4 +1,4 @@
-#include "yaml/k8s_yaml.h"
+#include "common/translate/k8s_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "yaml/quantity.h"
+#include "common/translate/quantity.h"
 
 #include <gtest/gtest.h>
 

@@ -1,12 +1,10 @@
-#include "sync/cluster_sync_client.h"
+#include "common/sync/cluster_sync_client.h"
 
 #include <gtest/gtest.h>
 
 #include "absl/synchronization/notification.h"
-#include "cluster/action_executor.h"
-#include "cluster/in_memory_cluster.h"
 
-namespace podium::sim {
+namespace podium::adapter {
 namespace {
 
 // A scheduler that takes the list, binds pod default/a, and records what it got.
@@ -64,26 +62,36 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(port, 0);
 
-  InMemoryCluster cluster;
-  v1::Node node;
-  node.mutable_meta()->set_name("n1");
-  std::vector<v1::ObjectEvent> list = {cluster.AddNode(node)};
-  for (const char* name : {"a", "b", "c"}) list.push_back(cluster.CreatePod(MakePod(name)));
+  std::vector<v1::ObjectEvent> list(1);
+  list[0].set_type(v1::ObjectEvent::UPSERT);
+  list[0].mutable_node()->mutable_meta()->set_name("n1");
+  for (const char* name : {"a", "b", "c"}) {
+    v1::ObjectEvent& e = list.emplace_back();
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_pod() = MakePod(name);
+  }
 
+  // The adapter's executor, reduced to what this test needs: bind, then
+  // report the pod's new state and the result (inline: both only queue).
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   ClusterSyncClient* client_ptr = nullptr;
-  ActionExecutor executor(cluster, {.concurrency = 2}, [&](ActionOutcome&& out) {
-    client_ptr->SendEvents(std::move(out.events));
-    client_ptr->SendResult(std::move(out.result));
-  });
   ClusterSyncClient::Options options;
   options.batch_size = 2;
-  ClusterSyncClient client(channel, options, [&](v1::Action&& a) { executor.Submit(std::move(a)); });
+  ClusterSyncClient client(channel, options, [&](v1::Action&& a) {
+    v1::ObjectEvent bound;
+    bound.set_type(v1::ObjectEvent::UPSERT);
+    *bound.mutable_pod() = MakePod(a.bind().pod().name());
+    bound.mutable_pod()->set_node_name(a.bind().node_name());
+    v1::ActionResult result;
+    result.set_action_id(a.id());
+    result.set_code(v1::ActionResult::OK);
+    client_ptr->SendEvents({bound});
+    client_ptr->SendResult(result);
+  });
   client_ptr = &client;
   client.Start(std::move(list));
 
   ASSERT_TRUE(scheduler.got_result_.WaitForNotificationWithTimeout(absl::Seconds(20)));
-  executor.Stop();
   EXPECT_TRUE(client.Close(absl::Seconds(10)).ok());
   ASSERT_TRUE(client.hello().has_value());
   EXPECT_EQ(client.hello()->scheduler_names(0), "default-scheduler");
@@ -114,7 +122,6 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
   ASSERT_EQ(result.results().results_size(), 1);
   EXPECT_EQ(result.results().results(0).action_id(), 42u);
   EXPECT_EQ(result.results().results(0).code(), v1::ActionResult::OK);
-  EXPECT_EQ(cluster.GetPod("default", "a")->pod.node_name(), "n1");
 }
 
 TEST(ClusterSyncClientTest, ReportsAnUnreachableScheduler) {
@@ -126,4 +133,4 @@ TEST(ClusterSyncClientTest, ReportsAnUnreachableScheduler) {
 }
 
 }  // namespace
-}  // namespace podium::sim
+}  // namespace podium::adapter

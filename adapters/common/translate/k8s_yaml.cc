@@ -1,4 +1,4 @@
-#include "yaml/k8s_yaml.h"
+#include "common/translate/k8s_yaml.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "yaml/quantity.h"
+#include "common/translate/quantity.h"
 
 namespace podium::k8s {
 namespace {

@@ -1,4 +1,4 @@
-#include "sync/decision_watcher.h"
+#include "watch/decision_watcher.h"
 
 namespace podium::sim {
 

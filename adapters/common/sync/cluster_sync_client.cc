@@ -1,8 +1,8 @@
-#include "sync/cluster_sync_client.h"
+#include "common/sync/cluster_sync_client.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace podium::sim {
+namespace podium::adapter {
 
 absl::Status FromGrpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
@@ -164,4 +164,4 @@ absl::Status ClusterSyncClient::Close(absl::Duration grace) {
   return status_;
 }
 
-}  // namespace podium::sim
+}  // namespace podium::adapter
