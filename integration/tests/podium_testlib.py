@@ -46,7 +46,12 @@ def main():
     if Flags.stubs:
         sys.path.insert(0, Flags.stubs)
     rest = [a for a in rest if a != "--"]
-    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
+    program = unittest.main(argv=[sys.argv[0]] + rest, verbosity=2, exit=False)
+    result = program.result
+    # ctest counts a skip as a pass: a skipped test fails the run instead.
+    if result.skipped:
+        print(f"FAILED: {len(result.skipped)} test(s) skipped", file=sys.stderr)
+    sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)
 
 
 def plugin_script():
@@ -58,12 +63,19 @@ def config_path(name):
 
 
 def require_binaries(test, *names):
-    """Skip (not fail) while a binary does not exist yet: CMake passes only the
-    targets that are defined."""
+    """Fails (never skips: ctest counts a skip as a pass) when a binary the test
+    needs was not given or does not exist."""
     for name in names:
         path = getattr(Flags, name)
         if not path or not os.path.exists(path):
-            test.skipTest(f"--{name.replace('_', '-')} binary not built")
+            test.fail(f"--{name.replace('_', '-')} binary {path or '(not given)'} does not exist: build it first")
+
+
+def require_files(test, *paths):
+    """Fails when a file the test reads is missing."""
+    for path in paths:
+        if not os.path.exists(path):
+            test.fail(f"{path} does not exist")
 
 
 # -- processes ---------------------------------------------------------------
