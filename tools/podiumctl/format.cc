@@ -148,11 +148,11 @@ void PrettyJson(const boost::json::value& v, int indent, std::string& out) {
   }
 }
 
-// Strings a YAML reader would take for a number, boolean or null.
+// Strings a YAML reader would take for a number, boolean, null or (YAML 1.1) timestamp.
 bool NeedsQuotes(const std::string& s) {
   if (s.empty()) return true;
   static const std::regex kSpecial(
-      R"((?:[-+]?(?:\d[\d_]*)?\.?\d+(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+|0o[0-7]+|\.inf|\.nan|~|null|true|false|yes|no|on|off|y|n))",
+      R"((?:[-+]?(?:\d[\d_]*)?\.?\d+(?:[eE][-+]?\d+)?|0x[0-9a-fA-F]+|0o[0-7]+|\.inf|\.nan|~|null|true|false|yes|no|on|off|y|n|\d{4}-\d\d?-\d\d?(?:[Tt ].*)?))",
       std::regex::icase);
   return std::regex_match(s, kSpecial);
 }

@@ -81,6 +81,7 @@ TEST(FormatTest, JsonRoundTripsAndIsIndented) {
 TEST(FormatTest, YamlKeepsTypesOfTrickyStrings) {
   boost::json::value doc = {{"name", "007"},     {"flag", "true"},  {"empty", ""},     {"plain", "web-1"},
                             {"count", 3},         {"ratio", 0.5},    {"nothing", nullptr},
+                            {"time", "2026-11-18T11:06:40Z"},
                             {"list", boost::json::array{"no", "x"}}};
   YAML::Node y = YAML::Load(RenderYaml(doc));
   EXPECT_EQ(y["name"].as<std::string>(), "007");
@@ -88,6 +89,7 @@ TEST(FormatTest, YamlKeepsTypesOfTrickyStrings) {
   EXPECT_EQ(y["flag"].Tag(), "!");
   EXPECT_EQ(y["empty"].as<std::string>(), "");
   EXPECT_EQ(y["plain"].as<std::string>(), "web-1");
+  EXPECT_EQ(y["time"].Tag(), "!") << "PyYAML would read a plain timestamp as a datetime";
   EXPECT_EQ(y["count"].as<int>(), 3);
   EXPECT_DOUBLE_EQ(y["ratio"].as<double>(), 0.5);
   EXPECT_TRUE(y["nothing"].IsNull());
