@@ -269,7 +269,7 @@ TEST_F(CommandsTest, ExplainGroupsVerdictsByReasonAsTheMessageCountsThem) {
   ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
   const std::string out = out_.str();
   EXPECT_THAT(out, HasSubstr("Pod:          default/giant\n"));
-  EXPECT_THAT(out, HasSubstr("Queue:        unschedulable, 3 attempts, queued for 95s\n"));
+  EXPECT_THAT(out, HasSubstr("Queue:        unschedulable (entered 95s ago), 3 attempts\n"));
   EXPECT_THAT(out, HasSubstr("Rejected by:  NodeResourcesFit, TaintToleration\n"));
   EXPECT_THAT(out, HasSubstr("Message:      0/3 nodes are available: 1 node(s) had untolerated taint "
                              "{dedicated: infra}, 2 Insufficient cpu.\n"));
@@ -289,6 +289,13 @@ TEST_F(CommandsTest, ExplainSamplesNodesUnlessWide) {
     for (const char* n : {"node-d", "node-e"}) {
       *fake_.explain.add_nodes() = Verdict(n, v1::Status::UNSCHEDULABLE, "NodeResourcesFit", {"Insufficient cpu"});
     }
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("node-a, node-b, node-d (+1 more)"));
+  {
+    // Listed by name, whatever order the scheduler evaluated them in.
+    absl::MutexLock lock(&fake_.mu);
+    std::swap(*fake_.explain.mutable_nodes(0), *fake_.explain.mutable_nodes(4));
   }
   ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
   EXPECT_THAT(out_.str(), HasSubstr("node-a, node-b, node-d (+1 more)"));

@@ -40,8 +40,14 @@ boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodRespo
     std::vector<std::string> nodes;
   };
   std::map<std::string, Group> groups;
+  // By node name, so the output is the same whatever order the nodes were evaluated in.
+  std::vector<const v1::NodeVerdict*> verdicts;
+  for (const auto& v : response.nodes()) verdicts.push_back(&v);
+  std::sort(verdicts.begin(), verdicts.end(),
+            [](const v1::NodeVerdict* a, const v1::NodeVerdict* b) { return a->node_name() < b->node_name(); });
   boost::json::array nodes;
-  for (const auto& verdict : response.nodes()) {
+  for (const v1::NodeVerdict* v : verdicts) {
+    const v1::NodeVerdict& verdict = *v;
     const v1::Status& st = verdict.status();
     boost::json::array reasons;
     for (const auto& r : st.reasons()) {
@@ -88,11 +94,12 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
   field("Pod:", absl::StrCat(Str(pod.at("namespace")), "/", Str(pod.at("name"))));
   if (const auto& q = doc.at("queued"); q.is_object()) {
     const auto& qp = q.as_object();
-    std::string queue = absl::StrCat(Str(qp.at("queue")), ", ", qp.at("attempts").as_int64(),
-                                     qp.at("attempts").as_int64() == 1 ? " attempt" : " attempts");
+    std::string queue = Str(qp.at("queue"));
     if (!qp.at("age_seconds").is_null()) {
-      absl::StrAppend(&queue, ", queued for ", FormatAge(absl::Seconds(qp.at("age_seconds").as_int64())));
+      absl::StrAppend(&queue, " (entered ", FormatAge(absl::Seconds(qp.at("age_seconds").as_int64())), " ago)");
     }
+    absl::StrAppend(&queue, ", ", qp.at("attempts").as_int64(),
+                    qp.at("attempts").as_int64() == 1 ? " attempt" : " attempts");
     if (!qp.at("backoff_remaining_seconds").is_null()) {
       absl::StrAppend(&queue, ", backoff ends at ", Str(qp.at("backoff_expiry")));
     }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
+#include <cmath>
 #include <regex>
 
 #include "absl/strings/ascii.h"
@@ -111,38 +113,64 @@ std::string JoinCell(const boost::json::value& array_of_strings, const std::stri
 
 namespace {
 
-void PrettyJson(const boost::json::value& v, int indent, std::string& out) {
-  const std::string pad(indent, ' '), inner(indent + 2, ' ');
+// Shortest text that reads back as the same double ("0.389", not "3.89E-1");
+// JSON has no NaN or infinity, so those are null.
+std::string FormatDouble(double d) {
+  if (!std::isfinite(d)) return "null";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), d);
+  std::string out(buf, end);
+  // A float to every reader (YAML 1.1 wants a "." in the mantissa): 2 -> 2.0, 1e-05 -> 1.0e-05.
+  if (out.find('.') == std::string::npos) {
+    const auto e = out.find('e');
+    out.insert(e == std::string::npos ? out.size() : e, ".0");
+  }
+  return out;
+}
+
+// indent < 0: one line.
+void WriteJson(const boost::json::value& v, int indent, std::string& out) {
+  const bool pretty = indent >= 0;
+  const std::string pad(pretty ? indent : 0, ' '), inner(pretty ? indent + 2 : 0, ' ');
+  const char* open_sep = pretty ? "\n" : "";
+  const char* item_sep = pretty ? ",\n" : ",";
+  const int child = pretty ? indent + 2 : -1;
   if (v.is_object()) {
     const auto& o = v.as_object();
     if (o.empty()) {
       out += "{}";
       return;
     }
-    out += "{\n";
+    out += "{";
+    out += open_sep;
     bool first = true;
     for (const auto& kv : o) {
-      if (!first) out += ",\n";
+      if (!first) out += item_sep;
       first = false;
       out += inner;
       out += boost::json::serialize(boost::json::value(kv.key()));
-      out += ": ";
-      PrettyJson(kv.value(), indent + 2, out);
+      out += pretty ? ": " : ":";
+      WriteJson(kv.value(), child, out);
     }
-    out += "\n" + pad + "}";
+    if (pretty) out += "\n" + pad;
+    out += "}";
   } else if (v.is_array()) {
     const auto& a = v.as_array();
     if (a.empty()) {
       out += "[]";
       return;
     }
-    out += "[\n";
+    out += "[";
+    out += open_sep;
     for (size_t i = 0; i < a.size(); ++i) {
-      if (i > 0) out += ",\n";
+      if (i > 0) out += item_sep;
       out += inner;
-      PrettyJson(a[i], indent + 2, out);
+      WriteJson(a[i], child, out);
     }
-    out += "\n" + pad + "]";
+    if (pretty) out += "\n" + pad;
+    out += "]";
+  } else if (v.is_double()) {
+    out += FormatDouble(v.as_double());
   } else {
     out += boost::json::serialize(v);
   }
@@ -184,7 +212,12 @@ void ToYaml(const boost::json::value& v, YAML::Emitter& e) {
     case boost::json::kind::bool_: e << v.as_bool(); break;
     case boost::json::kind::int64: e << v.as_int64(); break;
     case boost::json::kind::uint64: e << v.as_uint64(); break;
-    case boost::json::kind::double_: e << boost::json::serialize(v); break;
+    case boost::json::kind::double_: {
+      const std::string d = FormatDouble(v.as_double());
+      if (d == "null") e << YAML::Null;
+      else e << d;
+      break;
+    }
   }
 }
 
@@ -192,7 +225,14 @@ void ToYaml(const boost::json::value& v, YAML::Emitter& e) {
 
 std::string RenderJson(const boost::json::value& v) {
   std::string out;
-  PrettyJson(v, 0, out);
+  WriteJson(v, 0, out);
+  out += '\n';
+  return out;
+}
+
+std::string RenderJsonLine(const boost::json::value& v) {
+  std::string out;
+  WriteJson(v, -1, out);
   out += '\n';
   return out;
 }

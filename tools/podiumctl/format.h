@@ -45,6 +45,8 @@ std::string JoinCell(const boost::json::value& array_of_strings, const std::stri
 
 // A JSON document as pretty JSON (two-space indent, one trailing newline).
 std::string RenderJson(const boost::json::value& v);
+// The document on one line (watch -o json: one object per line).
+std::string RenderJsonLine(const boost::json::value& v);
 // The same document as YAML (strings that would read as another type are quoted).
 std::string RenderYaml(const boost::json::value& v);
 

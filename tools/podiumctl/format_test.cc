@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "boost/json/parse.hpp"
 #include "yaml-cpp/yaml.h"
 
@@ -76,6 +78,17 @@ TEST(FormatTest, JsonRoundTripsAndIsIndented) {
   const std::string text = RenderJson(doc);
   EXPECT_EQ(boost::json::parse(text), doc);
   EXPECT_THAT(text, ::testing::HasSubstr("\n  \"pods\": [\n    {\n      \"name\": \"a\""));
+}
+
+TEST(FormatTest, DoublesPrintShortAndReadBack) {
+  boost::json::value doc = {{"p50", 0.388938}, {"p99", 72.038213}, {"whole", 2.0}, {"tiny", 1e-05}};
+  EXPECT_EQ(RenderJsonLine(doc), "{\"p50\":0.388938,\"p99\":72.038213,\"whole\":2.0,\"tiny\":1.0e-05}\n");
+  EXPECT_EQ(boost::json::parse(RenderJsonLine(doc)), doc);
+  YAML::Node y = YAML::Load(RenderYaml(doc));
+  EXPECT_DOUBLE_EQ(y["p50"].as<double>(), 0.388938);
+  EXPECT_EQ(y["p50"].Scalar(), "0.388938");
+  EXPECT_DOUBLE_EQ(y["tiny"].as<double>(), 1e-05);
+  EXPECT_EQ(RenderJsonLine(boost::json::value(std::nan(""))), "null\n");
 }
 
 TEST(FormatTest, YamlKeepsTypesOfTrickyStrings) {

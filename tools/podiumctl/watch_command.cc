@@ -4,7 +4,6 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "boost/json/serialize.hpp"
 #include "commands.h"
 #include "format.h"
 
@@ -82,7 +81,7 @@ absl::Status RunWatch(CommandContext& ctx) {
     boost::json::object d = DecisionJson(decision);
     if (table) ctx.out << DecisionLine(d, wide);
     else if (inv.output == OutputFormat::kYaml) ctx.out << "---\n" << RenderYaml(d);
-    else ctx.out << boost::json::serialize(d) << "\n";
+    else ctx.out << RenderJsonLine(d);
     ctx.out << std::flush;
     ++printed;
   }
