@@ -40,7 +40,8 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --timeout DUR           give up after DUR (default 120s); exit 3.
   --output text|json      report format (default text).
   --bench                 watch the scheduler's decisions; summary only.
-  --serve                 keep running after the report until SIGINT/SIGTERM.
+  --serve                 keep running after the report until SIGINT/SIGTERM;
+                          prints "admin: ADDR" on stderr for podiumctl --address.
   --spawn                 start podium-scheduler and podium-plugin-host.
   --scheduler ADDR        dial a running scheduler instead (unix:///..., host:port).
   --scheduler-bin PATH    default <build>/services/scheduler/podium-scheduler.
@@ -182,6 +183,8 @@ class Simulation {
     auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
       return Fail(absl::StrCat("cannot connect to the scheduler at ", target));
+    // For podiumctl --address (the scheduler serves Admin on the same address).
+    if (options_.serve) std::cerr << "admin: " << target << std::endl;
     // Attempt durations come from the scheduler's decision stream (a scheduler
     // without it just leaves them unreported).
     watcher_ = std::make_unique<DecisionWatcher>(channel);

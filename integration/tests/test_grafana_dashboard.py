@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""deploy/grafana/podium-dashboard.json: every query names a metric (and labels,
+and literal label values) that a running podium-scheduler exports on /metrics.
+
+The scrape comes from podium-plugin-host + podium-scheduler (metrics on a free
+loopback port) after podium-sim placed integration/clusters/podiumctl.yaml
+(pods scheduled and one unschedulable, so every series has been touched).
+A missing binary FAILS the test."""
+
+import json
+import os
+import re
+import socket
+import time
+import urllib.request
+
+import podium_testlib as lib
+
+# PromQL words that look like metric names but are not.
+KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "and", "or",
+            "unless", "offset", "inf", "nan"}
+
+GROUPING = r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)"
+
+
+def dashboard_path():
+    return os.path.join(lib.Flags.repo, "deploy", "grafana", "podium-dashboard.json")
+
+
+def load_dashboard():
+    with open(dashboard_path()) as f:
+        return json.load(f)
+
+
+def all_panels(dash):
+    for p in dash.get("panels", []):
+        yield p
+        yield from p.get("panels", [])  # Panels inside collapsed rows.
+
+
+def queries(dash):
+    """(where, PromQL expression) for every target and query variable."""
+    for p in all_panels(dash):
+        for t in p.get("targets", []):
+            yield f"panel {p.get('title')!r} target {t.get('refId')}", t["expr"]
+    for v in dash.get("templating", {}).get("list", []):
+        if v.get("type") == "query":
+            q = v["query"]["query"] if isinstance(v["query"], dict) else v["query"]
+            yield f"variable ${v['name']}", q
+
+
+def selectors(expr):
+    """[(metric, [(label, op, value)])] of a PromQL expression, plus the labels
+    named in by (...) / without (...) and label_values(metric, label)."""
+    grouping = [l.strip() for g in re.findall(GROUPING, expr)
+                for l in g.split(",") if l.strip()]
+    lv = re.fullmatch(r"\s*label_values\(\s*([A-Za-z_:][\w:]*)\s*,\s*(\w+)\s*\)\s*", expr)
+    if lv:
+        return [(lv.group(1), [])], [lv.group(2)]
+    s = re.sub(r"\[[^\]]*\]", "", expr)                      # range selectors
+    s = re.sub(GROUPING, "", s)                               # grouping, vector matching
+    found = []
+    for m in re.finditer(r"([A-Za-z_:][\w:]*)\s*(\{[^}]*\})?(\s*\()?", s):
+        name, braces, call = m.group(1), m.group(2), m.group(3)
+        if call or name.lower() in KEYWORDS:
+            continue
+        if m.start() > 0 and (s[m.start() - 1].isdigit() or s[m.start() - 1] == "."):
+            continue  # the exponent of a number such as 1e3
+        matchers = re.findall(r'(\w+)\s*(=~|!~|!=|=)\s*"([^"]*)"', braces or "")
+        found.append((name, matchers))
+    return found, grouping
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def parse_exposition(text):
+    """{metric name: [label dict per series]} of the Prometheus text format."""
+    series = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = re.match(r"([A-Za-z_:][\w:]*)(\{(.*)\})?\s+\S+", line)
+        if not m:
+            continue
+        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        series.setdefault(m.group(1), []).append(labels)
+    return series
+
+
+class SelectorParserTest(lib.IntegrationTest):
+    """The query parser the dashboard check relies on."""
+
+    def test_selectors_of_a_quantile_query(self):
+        found, grouping = selectors(
+            'histogram_quantile(0.99, sum by (le, result) (rate(x_bucket{profile=~"$profile",a="b"}[5m]))) '
+            '/ ignoring(le) sum(rate(y_total[1e3s])) > 1e3')
+        self.assertEqual(found, [("x_bucket", [("profile", "=~", "$profile"), ("a", "=", "b")]),
+                                 ("y_total", [])])
+        self.assertEqual(grouping, ["le", "result", "le"])
+        self.assertEqual(selectors("label_values(m_total, profile)"), ([("m_total", [])], ["profile"]))
+
+
+class GrafanaDashboardTest(lib.IntegrationTest):
+
+    def test_dashboard_is_well_formed(self):
+        dash = load_dashboard()
+        self.assertTrue(dash.get("title") and dash.get("uid"))
+        ids = [p["id"] for p in all_panels(dash)]
+        self.assertEqual(len(ids), len(set(ids)), "panel ids must be unique")
+        for p in all_panels(dash):
+            g = p["gridPos"]
+            self.assertLessEqual(g["x"] + g["w"], 24, p["title"])
+            if p["type"] == "row":
+                continue
+            self.assertEqual(p["datasource"], {"type": "prometheus", "uid": "${datasource}"}, p["title"])
+            refs = [t["refId"] for t in p["targets"]]
+            self.assertTrue(refs, f"panel {p['title']!r} has no query")
+            self.assertEqual(len(refs), len(set(refs)), p["title"])
+        titles = " ".join(p["title"].lower() for p in all_panels(dash))
+        for topic in ("throughput", "latency", "queue", "plugin"):
+            self.assertIn(topic, titles)
+        for where, expr in queries(dash):
+            found, _ = selectors(expr)
+            self.assertTrue(found, f"{where}: no metric in {expr!r}")
+
+    def test_every_query_names_an_exported_metric(self):
+        for flag in ("sim", "scheduler", "plugin_host"):
+            path = getattr(lib.Flags, flag)
+            if not path or not os.path.exists(path):
+                self.fail(f"--{flag.replace('_', '-')} binary missing: {path!r}")
+        metrics = self.scrape_after_a_run()
+
+        checked = 0
+        for where, expr in queries(load_dashboard()):
+            found, grouping = selectors(expr)
+            label_names = {"le"} if any(n.endswith("_bucket") for n, _ in found) else set()
+            for name, matchers in found:
+                self.assertTrue(name in metrics, f"{where}: {name} is not exported by podium-scheduler "
+                                                 f"(exported: {sorted(metrics)})")
+                series = metrics[name]
+                names = set().union(*(s.keys() for s in series))
+                label_names |= names
+                for label, op, value in matchers:
+                    self.assertIn(label, names, f"{where}: {name} has no label {label!r}")
+                    if "$" in value or op.startswith("!"):
+                        continue
+                    values = {s.get(label) for s in series}
+                    wanted = value.split("|") if op == "=~" else [value]
+                    for v in wanted:
+                        self.assertIn(v, values, f"{where}: no series {name}{{{label}={v!r}}} (have {values})")
+                checked += 1
+            for label in grouping:
+                self.assertIn(label, label_names, f"{where}: grouping label {label!r} is on none of its metrics")
+        self.assertGreater(checked, 10)
+
+    def scrape_after_a_run(self):
+        host_addr = f"unix://{self.path('host.sock')}"
+        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], self.dir, "podium-plugin-host")
+        self.processes.append(host)
+        host.wait_for_stderr(r"listening on")
+        port = free_port()
+        addr = f"unix://{self.path('scheduler.sock')}"
+        sched = lib.Process([lib.Flags.scheduler, "--listen", addr, "--metrics-address", f"127.0.0.1:{port}",
+                             "--plugin-endpoint", f"host={host_addr}"], self.dir, "podium-scheduler")
+        self.processes.append(sched)
+        sched.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
+        self.assertNotIn("metrics disabled", sched.stderr())
+        rc, out, err = self.run_sim(os.path.join(lib.Flags.repo, "integration", "clusters", "podiumctl.yaml"),
+                                    scheduler=addr)
+        self.assertEqual(rc, 0, err[-3000:])
+        report = lib.parse_report(out)
+        self.assertEqual(report.unschedulable(), ["default/giant"], report.raw)
+        # The housekeeping pass sets the queue and plugin gauges; wait for the
+        # pool to show giant (bounded), so the scrape reflects the run.
+        deadline = time.monotonic() + 20
+        while True:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+                metrics = parse_exposition(r.read().decode())
+            pending = {s.get("queue"): s for s in metrics.get("scheduler_pending_pods", [])}
+            requests = [s for s in metrics.get("podium_plugin_endpoint_events", []) if s.get("kind") == "requests"]
+            if pending and requests:
+                return metrics
+            self.assertLess(time.monotonic(), deadline, f"/metrics never showed the queue gauges: {sorted(metrics)}")
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    lib.main()

@@ -1,0 +1,337 @@
+#!/usr/bin/python3
+"""podiumctl against `podium-sim --spawn --serve` on integration/clusters/podiumctl.yaml
+(3 nodes; default/giant fits nowhere: 2 Insufficient cpu, 1 untolerated taint).
+
+Run by ctest with the usual flags plus --podiumctl BIN. A missing binary FAILS
+the test (it never skips)."""
+
+import argparse
+import collections
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import podium_testlib as lib
+
+PODIUMCTL = None
+GIANT_PLUGINS = {"NodeResourcesFit", "TaintToleration"}
+
+
+def cluster_path():
+    return os.path.join(lib.Flags.repo, "integration", "clusters", "podiumctl.yaml")
+
+
+def table_rows(text):
+    """The first table of `text`: a list of dicts keyed by header. Cells are
+    separated by runs of two or more spaces (podiumctl never prints an empty cell)."""
+    lines = text.split("\n")
+    header = re.split(r" {2,}", lines[0].strip())
+    rows = []
+    for line in lines[1:]:
+        if not line.strip():
+            break
+        cells = re.split(r" {2,}", line.rstrip())
+        assert len(cells) == len(header), f"row {line!r} does not fit header {header}"
+        rows.append(dict(zip(header, cells)))
+    return rows
+
+
+def message_histogram(message):
+    """kube-scheduler's FailedScheduling message -> {reason: count}:
+    "0/3 nodes are available: 1 node(s) had ..., 2 Insufficient cpu." """
+    m = re.match(r"0/\d+ nodes are available: (.*)\.$", message)
+    assert m, f"not a FailedScheduling message: {message!r}"
+    hist = {}
+    for part in m.group(1).split(", "):
+        count, reason = part.split(" ", 1)
+        hist[reason] = int(count)
+    return hist
+
+
+class PodiumctlTest(lib.IntegrationTest):
+
+    def setUp(self):
+        super().setUp()
+        for flag, path in (("podiumctl", PODIUMCTL), ("sim", lib.Flags.sim),
+                           ("scheduler", lib.Flags.scheduler), ("plugin-host", lib.Flags.plugin_host)):
+            if not path or not os.path.exists(path):
+                self.fail(f"--{flag} binary missing: {path!r}")
+        self.address = None
+        self.sim = None
+
+    def tearDown(self):
+        # podium-sim stops its scheduler and plugin host (up to 5 s each) when
+        # it gets SIGTERM; the generic stop kills it after 3 s, which would
+        # leave the plugin host behind. So give it time first.
+        if self.sim is not None and self.sim.alive():
+            self.sim.proc.send_signal(signal.SIGTERM)
+            try:
+                self.sim.wait(20)
+            except subprocess.TimeoutExpired:
+                pass
+        super().tearDown()
+
+    # -- helpers ---------------------------------------------------------------
+
+    def start_sim(self, cluster, extra=()):
+        """podium-sim --spawn --serve; returns once it printed the Admin address."""
+        argv = [lib.Flags.sim, "--spawn", "--serve", "--cluster", cluster,
+                "--scheduler-bin", lib.Flags.scheduler, "--plugin-host-bin", lib.Flags.plugin_host,
+                "--output", "json", "--timeout", "60s"] + list(extra)
+        self.sim = lib.Process(argv, self.dir, "podium-sim")
+        self.processes.append(self.sim)
+        self.address = self.sim.wait_for_stderr(r"admin: (\S+)\n", timeout=40).group(1)
+        return self.address
+
+    def wait_report(self, timeout=30):
+        """The report podium-sim prints once the cluster settled."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out = self.sim.stdout()
+            if out.strip().endswith("}"):
+                try:
+                    return lib.parse_report(out)
+                except AssertionError:
+                    pass
+            self.assertTrue(self.sim.alive(), f"podium-sim exited:\n{self.sim.stderr()[-3000:]}")
+            time.sleep(0.05)
+        self.fail(f"podium-sim printed no report within {timeout}s:\n{self.sim.stderr()[-3000:]}")
+
+    def ctl(self, *args, address=True, env=None, expect=0, timeout=20):
+        argv = [PODIUMCTL] + (["--address", self.address] if address else []) + list(args)
+        full_env = dict(os.environ)
+        full_env.pop("PODIUM_ADDRESS", None)
+        full_env.update(env or {})
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env)
+        if expect is not None:
+            self.assertEqual(p.returncode, expect,
+                             f"{' '.join(argv)} exited {p.returncode}, want {expect}\n"
+                             f"stdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+        return p
+
+    def ctl_json(self, *args):
+        out = self.ctl(*args, "-o", "json").stdout
+        try:
+            return json.loads(out)
+        except ValueError as e:
+            self.fail(f"podiumctl {' '.join(args)} -o json printed no JSON ({e}):\n{out}")
+
+    def wait_until(self, what, fn, timeout=20):
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = fn()
+            if last:
+                return last
+            time.sleep(0.1)
+        self.fail(f"timed out after {timeout}s waiting for {what}")
+
+    def queued(self):
+        return {f"{p['namespace']}/{p['name']}": p for p in self.ctl_json("queue")["pods"]}
+
+    def bound_pods(self):
+        nodes = self.ctl_json("nodes")["nodes"]
+        return {pod: n["name"] for n in nodes for pod in n["pods"] + n["assumed_pods"]}
+
+    # -- tests -----------------------------------------------------------------
+
+    def test_queue_explain_and_json_match(self):
+        self.start_sim(cluster_path())
+        report = self.wait_report()
+        self.assertEqual(report.unschedulable(), ["default/giant"], report.raw)
+        failed_scheduling = report.message_of("giant")
+
+        # queue: giant under unschedulable with the plugins that rejected it
+        # (a cluster event, web-2 bound after giant's first attempt, may have
+        # sent it through backoff once).
+        self.wait_until("default/giant in the unschedulable pool",
+                        lambda: self.queued().get("default/giant", {}).get("queue") == "unschedulable")
+        table = self.ctl("queue")
+        rows = table_rows(table.stdout)
+        self.assertEqual([(r["NAMESPACE"], r["NAME"], r["QUEUE"]) for r in rows],
+                         [("default", "giant", "unschedulable")], table.stdout)
+        self.assertEqual(set(rows[0]["REJECTED BY"].split(",")), GIANT_PLUGINS)
+        self.assertGreaterEqual(int(rows[0]["ATTEMPTS"]), 1)
+        self.assertIn("1 pod: 0 active, 0 backoff, 1 unschedulable, 0 gated", table.stdout)
+        self.assertEqual(self.ctl("queue", "--queue", "unschedulable", "--plugin", "TaintToleration",
+                                  "-o", "name").stdout, "default/giant\n")
+        self.assertEqual(self.ctl("queue", "-n", "shop", "-o", "name").stdout, "")
+
+        # -o json (and yaml) carry what the table shows.
+        wide = table_rows(self.ctl("queue", "-o", "wide").stdout)
+        doc = self.ctl_json("queue")
+        self.assertEqual(len(doc["pods"]), len(wide))
+        for row, pod in zip(wide, doc["pods"]):
+            self.assertEqual(row["NAMESPACE"], pod["namespace"])
+            self.assertEqual(row["NAME"], pod["name"])
+            self.assertEqual(row["QUEUE"], pod["queue"])
+            self.assertEqual(int(row["ATTEMPTS"]), pod["attempts"])
+            self.assertEqual(row["REJECTED BY"], ",".join(pod["unschedulable_plugins"]))
+            self.assertEqual(row["UID"], pod["uid"])
+            self.assertEqual(row["MESSAGE"], pod["message"])
+        self.assertEqual(doc["counts"], {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0})
+        self.assertEqual(doc["pods"][0]["message"], failed_scheduling)
+        import yaml
+        ydoc = yaml.safe_load(self.ctl("queue", "-o", "yaml").stdout)
+        for d in (doc, ydoc):
+            for p in d["pods"]:
+                p.pop("age_seconds")
+        self.assertEqual(ydoc, doc)
+
+        # explain: the same reasons, with the same counts, as FailedScheduling.
+        explain = self.ctl("explain", "default/giant")
+        self.assertIn(f"Message:      {failed_scheduling}\n", explain.stdout)
+        self.assertRegex(explain.stdout, r"Rejected by:  (NodeResourcesFit, TaintToleration|"
+                                         r"TaintToleration, NodeResourcesFit)\n")
+        reasons = table_rows(explain.stdout.split("\n\n", 1)[1])
+        self.assertEqual({r["REASON"]: int(r["NODES"]) for r in reasons}, message_histogram(failed_scheduling))
+        self.assertEqual({r["REASON"]: r["PLUGIN"] for r in reasons},
+                         {"Insufficient cpu": "NodeResourcesFit",
+                          "node(s) had untolerated taint {dedicated: infra}": "TaintToleration"})
+        self.assertEqual({r["REASON"]: set(r["SAMPLE NODES"].split(", ")) for r in reasons},
+                         {"Insufficient cpu": {"node-a", "node-b"},
+                          "node(s) had untolerated taint {dedicated: infra}": {"node-c"}})
+        edoc = self.ctl_json("explain", "default/giant")
+        self.assertEqual(edoc["message"], failed_scheduling)
+        self.assertEqual({r["reason"]: r["count"] for r in edoc["reasons"]}, message_histogram(failed_scheduling))
+        self.assertEqual(sorted(n["node"] for n in edoc["nodes"]), ["node-a", "node-b", "node-c"])
+
+        # explain of a pod with no failed attempt: exit 3.
+        missing = self.ctl("explain", "default/web-1", expect=3)
+        self.assertIn("default/web-1", missing.stderr)
+
+        # nodes: the bound pods where the report says, requested vs allocatable.
+        placements = report.scheduled()
+        self.assertEqual(self.bound_pods(), placements)
+        nodes = {r["NAME"]: r for r in table_rows(self.ctl("nodes").stdout)}
+        self.assertEqual(sorted(nodes), ["node-a", "node-b", "node-c"])
+        ndoc = {n["name"]: n for n in self.ctl_json("nodes")["nodes"]}
+        for name, row in nodes.items():
+            n = ndoc[name]
+            self.assertEqual(row["PODS"], f"{len(n['pods']) + len(n['assumed_pods'])}/{n['allocatable']['pods']}")
+        web1 = ndoc[placements["default/web-1"]]
+        self.assertEqual(web1["requested"]["milli_cpu"], 500 + (250 if placements["shop/web-2"] == web1["name"] else 0))
+        self.assertEqual(nodes["node-c"]["CPU"], "0/8")
+
+        # plugins: the spawned plugin host, ready, with its filter plugins.
+        endpoints = table_rows(self.ctl("plugins").stdout)
+        self.assertEqual([(e["ENDPOINT"], e["STATE"], e["POLICY"]) for e in endpoints], [("host", "Ready", "Fail")])
+        self.assertGreaterEqual(int(endpoints[0]["REQUESTS"]), 1)
+        pdoc = self.ctl_json("plugins")["endpoints"][0]
+        self.assertEqual(int(endpoints[0]["REQUESTS"]), pdoc["requests"])
+        fit = [p for p in pdoc["plugins"] if p["name"] == "NodeResourcesFit"]
+        self.assertEqual(len(fit), 1)
+        self.assertIn("Filter", fit[0]["extension_points"])
+
+    def test_activate_moves_the_pod_and_watch_sees_the_attempt(self):
+        self.start_sim(cluster_path())
+        self.wait_report()
+        before = self.queued()["default/giant"]["attempts"]
+
+        watch = lib.Process([PODIUMCTL, "--address", self.address, "watch", "--count", "1", "-o", "json"],
+                            self.dir, "podiumctl-watch")
+        self.processes.append(watch)
+        out = self.ctl("activate", "default/giant")
+        self.assertEqual(out.stdout, "1 pod moved to the active queue\n")
+        after = self.wait_until("another attempt of default/giant",
+                                lambda: (self.queued().get("default/giant", {}).get("attempts", 0) > before
+                                         and self.queued()["default/giant"]))
+        self.assertEqual(after["queue"], "unschedulable")
+        self.assertEqual(set(after["unschedulable_plugins"]), GIANT_PLUGINS)
+        # The watch may have subscribed after that attempt: activate again
+        # (at most 10 times) until it printed one decision.
+        for _ in range(10):
+            try:
+                rc = watch.wait(1.5)
+                break
+            except subprocess.TimeoutExpired:
+                self.ctl("activate", "default/giant")
+        else:
+            self.fail(f"podiumctl watch --count 1 printed no decision:\n{watch.stderr()}")
+        self.assertEqual(rc, 0, watch.stderr())
+        decision = json.loads(watch.stdout().strip())
+        self.assertEqual((decision["namespace"], decision["name"], decision["result"]),
+                         ("default", "giant", "unschedulable"))
+        self.assertEqual(message_histogram(decision["message"]), message_histogram(after["message"]))
+
+        # --all-unschedulable: the pool is one pod.
+        self.wait_until("default/giant back in the pool",
+                        lambda: self.queued().get("default/giant", {}).get("queue") == "unschedulable")
+        doc = self.ctl_json("queue", "--queue", "unschedulable")
+        self.assertEqual([p["name"] for p in doc["pods"]], ["giant"])
+        attempts = self.queued()["default/giant"]["attempts"]
+        doc = self.ctl_json("activate", "--all-unschedulable")
+        self.assertEqual(doc, {"requested": ["default/giant"], "moved": 1})
+        self.wait_until("the attempt after --all-unschedulable",
+                        lambda: self.queued().get("default/giant", {}).get("attempts", 0) > attempts)
+        # A pod that is not queued: exit 3, nothing moved.
+        missing = self.ctl("activate", "default/ghost", expect=3)
+        self.assertIn("default/ghost is not in the scheduling queue", missing.stderr)
+
+    def test_pause_stops_bindings_and_resume_restarts_them(self):
+        # Three pods created after the others settled, one every 5 s: pause
+        # after the first is bound; the next two must wait until resume.
+        with open(cluster_path()) as f:
+            base = f.read()
+        later = [lib.pod_yaml(f"later-{i}", cpu="100m", annotations={"sim.podium.dev/create-later": "true"})
+                 for i in (1, 2, 3)]
+        cluster = self.write("cluster-later.yaml", lib.cluster_yaml(base, *later))
+        self.start_sim(cluster, extra=["--create-rate", "0.2"])
+        self.wait_until("default/later-1 bound", lambda: "default/later-1" in self.bound_pods(), timeout=30)
+        self.assertEqual(self.ctl("pause").stdout, "scheduling paused: no new scheduling cycles start\n")
+
+        # later-3 is created 10 s after later-1: it waits in activeQ, and
+        # neither it nor later-2 (created 5 s before it) gets a node.
+        pending = self.wait_until("default/later-3 queued while paused",
+                                  lambda: self.queued().get("default/later-3"), timeout=30)
+        self.assertEqual(pending["queue"], "active")
+        self.assertEqual(pending["attempts"], 0)
+        bound = self.bound_pods()
+        self.assertNotIn("default/later-2", bound)
+        self.assertNotIn("default/later-3", bound)
+        self.assertEqual(self.sim.stdout().strip(), "", "the run cannot settle while paused")
+
+        self.assertEqual(self.ctl_json("resume"), {"paused": False})
+        self.wait_until("later-2 and later-3 bound after resume",
+                        lambda: {"default/later-2", "default/later-3"} <= set(self.bound_pods()))
+        report = self.wait_report()
+        for name in ("later-1", "later-2", "later-3"):
+            self.assertTrue(report.node_of(name), report.raw)
+
+    def test_unreachable_scheduler_exit_2(self):
+        sock = f"unix://{self.path('nobody.sock')}"
+        p = self.ctl("queue", address=False, env={"PODIUM_ADDRESS": sock}, expect=2)
+        self.assertEqual(p.stdout, "")
+        self.assertIn(f"podiumctl: cannot reach the scheduler at {sock}: ", p.stderr)
+        for args in (["--address", sock, "explain", "default/giant"], ["--address", sock, "pause"],
+                     ["--address", sock, "watch", "--timeout", "2s"], ["--address", "127.0.0.1:1", "nodes"]):
+            p = self.ctl(*args, address=False, expect=2)
+            self.assertIn("cannot reach the scheduler at ", p.stderr)
+        # Usage errors are 1, and --help documents the exit codes.
+        p = self.ctl("queue", "--queue", "somewhere", address=False, expect=1)
+        self.assertIn('--queue: unknown queue "somewhere"', p.stderr)
+        help_text = self.ctl("--help", address=False).stdout
+        for code in ("0  success", "1  usage error", "2  the scheduler is unreachable", "3  not found"):
+            self.assertIn(code, help_text)
+        completion = self.ctl("completion", "bash", address=False).stdout
+        self.assertIn("complete -F _podiumctl podiumctl", completion)
+        bash = subprocess.run(["bash", "-n"], input=completion, capture_output=True, text=True, timeout=10)
+        self.assertEqual(bash.returncode, 0, f"the completion script is not valid bash: {bash.stderr}")
+
+
+def main():
+    global PODIUMCTL
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--podiumctl", default=None)
+    ours, rest = p.parse_known_args(sys.argv[1:])
+    PODIUMCTL = ours.podiumctl
+    sys.argv = [sys.argv[0]] + rest
+    lib.main()
+
+
+if __name__ == "__main__":
+    main()

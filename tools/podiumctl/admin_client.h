@@ -1,0 +1,59 @@
+// The Admin API as podiumctl sees it: one channel, a deadline per call, and
+// gRPC failures turned into absl::Status messages an operator can act on
+// ("cannot reach the scheduler at ADDRESS: ...").
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "podium/v1/admin.grpc.pb.h"
+
+namespace podium::ctl {
+
+class AdminClient {
+ public:
+  struct Options {
+    std::string address;  // A gRPC target: unix:///path, host:port.
+    absl::Duration timeout = absl::Seconds(5);
+    // Where channel credentials (TLS, mTLS) and a bearer token will plug in
+    // once the Admin server requires them.
+  };
+
+  explicit AdminClient(Options options);
+
+  const std::string& address() const { return options_.address; }
+  absl::Duration timeout() const { return options_.timeout; }
+
+  absl::StatusOr<v1::ListQueuedPodsResponse> ListQueuedPods(const v1::ListQueuedPodsRequest& request);
+  absl::StatusOr<v1::ExplainPodResponse> ExplainPod(const v1::ExplainPodRequest& request);
+  absl::StatusOr<v1::DumpCacheResponse> DumpCache(const v1::DumpCacheRequest& request);
+  absl::StatusOr<v1::ListPluginsResponse> ListPlugins();
+  absl::StatusOr<v1::SetSchedulingPausedResponse> SetSchedulingPaused(bool paused);
+  absl::StatusOr<v1::MovePodsToActiveQueueResponse> MovePodsToActiveQueue(
+      const v1::MovePodsToActiveQueueRequest& request);
+
+  // The decision stream has no deadline (it runs until cancelled); the
+  // connection must come up within the timeout. `context` stays owned by the
+  // caller, who may TryCancel it from another thread.
+  absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecision>>> WatchDecisions(
+      grpc::ClientContext& context);
+
+  // The status a call ended with, in an operator's words. Public for the stream's end.
+  absl::Status Translate(const grpc::Status& status, const std::string& rpc) const;
+
+ private:
+  std::unique_ptr<grpc::ClientContext> NewContext() const;
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(const std::string& rpc, Call call);
+
+  Options options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Admin::Stub> stub_;
+};
+
+}  // namespace podium::ctl

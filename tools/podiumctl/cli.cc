@@ -1,0 +1,386 @@
+#include "cli.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace podium::ctl {
+namespace {
+
+struct CommandInfo {
+  const char* name;
+  Command command;
+  const char* synopsis;
+  const char* help;
+};
+
+const CommandInfo kCommands[] = {
+    {"queue", Command::kQueue, "queue [-n NS] [--queue Q] [--plugin P] [--limit N]",
+     "Pods waiting in the scheduling queue: active, backoff, unschedulable, gated;\n"
+     "with attempts, age, backoff expiry and the plugins that rejected them.\n"
+     "  -n, --namespace NS  only pods of namespace NS\n"
+     "  --queue Q           only queue Q: active, backoff, unschedulable, gated\n"
+     "  --plugin P          only pods that plugin P rejected (or left pending)\n"
+     "  --limit N           at most N pods (the scheduler still reports the total)\n"},
+    {"explain", Command::kExplain, "explain NAMESPACE/POD",
+     "Why a pod is not scheduled: its last failed attempt, the per-node verdicts\n"
+     "grouped by reason with sample nodes, and the FailedScheduling message.\n"
+     "Exit code 3 when the scheduler has no failed attempt for the pod.\n"
+     "  -n, --namespace NS  namespace of a pod given without one (default \"default\")\n"},
+    {"nodes", Command::kNodes, "nodes",
+     "The scheduler's cluster cache: allocatable vs requested per node, bound,\n"
+     "assumed and nominated pods.\n"},
+    {"plugins", Command::kPlugins, "plugins",
+     "Plugin endpoints: state, failure policy, requests, errors, timeouts,\n"
+     "invalid answers, latency p50/p99; then each plugin's extension points.\n"},
+    {"pause", Command::kPause, "pause",
+     "Stop starting scheduling cycles (pods keep queueing; binds in flight finish).\n"},
+    {"resume", Command::kResume, "resume", "Start scheduling cycles again.\n"},
+    {"activate", Command::kActivate, "activate NAMESPACE/POD... | --all-unschedulable",
+     "Move pods from backoff or the unschedulable pool to the active queue.\n"
+     "Exit code 3 when a named pod is not in the scheduling queue.\n"
+     "  --all-unschedulable  every pod in the unschedulable pool\n"
+     "  -n, --namespace NS   namespace of pods given without one\n"},
+    {"watch", Command::kWatch, "watch [--count N] [-n NS]",
+     "One line per scheduling decision as it happens, until interrupted (Ctrl-C)\n"
+     "or N decisions were printed. -o json prints one JSON object per line.\n"
+     "  --count N           stop after N decisions\n"
+     "  -n, --namespace NS  only pods of namespace NS\n"},
+    {"completion", Command::kCompletion, "completion bash",
+     "Print a bash completion script:  source <(podiumctl completion bash)\n"},
+};
+
+const CommandInfo* FindCommand(const std::string& name) {
+  for (const auto& c : kCommands) {
+    if (name == c.name) return &c;
+  }
+  return nullptr;
+}
+
+// Which command accepts which flag.
+enum FlagBit : unsigned {
+  kFQueue = 1u << 0,
+  kFExplain = 1u << 1,
+  kFNodes = 1u << 2,
+  kFPlugins = 1u << 3,
+  kFPause = 1u << 4,
+  kFResume = 1u << 5,
+  kFActivate = 1u << 6,
+  kFWatch = 1u << 7,
+  kFCompletion = 1u << 8,
+  kFHelp = 1u << 9,
+  kFAll = 0xffffu,
+};
+
+unsigned BitOf(Command c) {
+  switch (c) {
+    case Command::kQueue: return kFQueue;
+    case Command::kExplain: return kFExplain;
+    case Command::kNodes: return kFNodes;
+    case Command::kPlugins: return kFPlugins;
+    case Command::kPause: return kFPause;
+    case Command::kResume: return kFResume;
+    case Command::kActivate: return kFActivate;
+    case Command::kWatch: return kFWatch;
+    case Command::kCompletion: return kFCompletion;
+    case Command::kHelp: return kFHelp;
+  }
+  return 0;
+}
+
+struct FlagSpec {
+  const char* name;  // Long form, without "--".
+  char short_name;   // 0 = none.
+  bool takes_value;
+  unsigned commands;
+};
+
+const FlagSpec kFlags[] = {
+    {"address", 0, true, kFAll},
+    {"timeout", 0, true, kFAll},
+    {"output", 'o', true, kFAll},
+    {"help", 'h', false, kFAll},
+    {"namespace", 'n', true, kFQueue | kFExplain | kFActivate | kFWatch},
+    {"queue", 0, true, kFQueue},
+    {"plugin", 0, true, kFQueue},
+    {"limit", 0, true, kFQueue},
+    {"all-unschedulable", 0, false, kFActivate},
+    {"count", 0, true, kFWatch},
+};
+
+const FlagSpec* FindFlag(const std::string& name, char short_name) {
+  for (const auto& f : kFlags) {
+    if ((!name.empty() && name == f.name) || (short_name != 0 && short_name == f.short_name)) return &f;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<OutputFormat> ParseOutput(const std::string& v) {
+  static const std::map<std::string, OutputFormat> kFormats = {
+      {"table", OutputFormat::kTable}, {"wide", OutputFormat::kWide}, {"json", OutputFormat::kJson},
+      {"yaml", OutputFormat::kYaml},   {"name", OutputFormat::kName}};
+  auto it = kFormats.find(v);
+  if (it == kFormats.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("-o/--output: unknown format \"", v, "\" (table, wide, json, yaml, name)"));
+  }
+  return it->second;
+}
+
+absl::StatusOr<int> ParseCount(const std::string& flag, const std::string& v) {
+  int n = 0;
+  if (!absl::SimpleAtoi(v, &n) || n < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": want a number >= 0, got \"", v, "\""));
+  }
+  return n;
+}
+
+absl::StatusOr<absl::Duration> ParseTimeout(const std::string& v) {
+  absl::Duration d;
+  double seconds = 0;
+  if (absl::SimpleAtod(v, &seconds)) {
+    d = absl::Seconds(seconds);
+  } else if (!absl::ParseDuration(v, &d)) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeout: invalid duration \"", v, "\" (e.g. 5s, 500ms)"));
+  }
+  if (d <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("--timeout: must be positive, got \"", v, "\""));
+  }
+  return d;
+}
+
+}  // namespace
+
+const std::vector<std::string>& CommandNames() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>;
+    for (const auto& c : kCommands) v->push_back(c.name);
+    return v;
+  }();
+  return *names;
+}
+
+absl::StatusOr<PodName> ParsePodName(const std::string& text) {
+  std::vector<std::string> parts = absl::StrSplit(text, '/');
+  PodName pod;
+  if (parts.size() == 1) {
+    pod.name = parts[0];
+  } else if (parts.size() == 2) {
+    pod.namespace_ = parts[0];
+    pod.name = parts[1];
+    if (pod.namespace_.empty()) return absl::InvalidArgumentError(absl::StrCat("pod \"", text, "\": empty namespace"));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("pod \"", text, "\": want NAMESPACE/POD"));
+  }
+  if (pod.name.empty()) return absl::InvalidArgumentError(absl::StrCat("pod \"", text, "\": empty name"));
+  return pod;
+}
+
+std::string NormalizeAddress(const std::string& address) {
+  if (!address.empty() && address[0] == '/') return absl::StrCat("unix://", address);
+  return address;
+}
+
+absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
+                                            std::optional<std::string> env_address) {
+  Invocation inv;
+  if (env_address && !env_address->empty()) inv.address = *env_address;
+  std::optional<std::string> command_name;
+  std::vector<std::string> positional;
+  struct SeenFlag {
+    const FlagSpec* spec;
+    std::string value;
+  };
+  std::vector<SeenFlag> seen;
+  bool flags_done = false;
+
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (flags_done || a.empty() || a[0] != '-' || a == "-") {
+      if (!command_name) command_name = a;
+      else positional.push_back(a);
+      continue;
+    }
+    if (a == "--") {
+      flags_done = true;
+      continue;
+    }
+    std::string name, value;
+    char short_name = 0;
+    bool has_value = false;
+    if (a.rfind("--", 0) == 0) {
+      name = a.substr(2);
+      if (auto eq = name.find('='); eq != std::string::npos) {
+        value = name.substr(eq + 1);
+        name = name.substr(0, eq);
+        has_value = true;
+      }
+    } else {
+      short_name = a[1];
+      if (a.size() > 2) {  // -ojson, -o=json
+        value = a.substr(a[2] == '=' ? 3 : 2);
+        has_value = true;
+      }
+    }
+    const FlagSpec* spec = FindFlag(name, short_name);
+    if (spec == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    if (spec->takes_value && !has_value) {
+      if (i + 1 >= args.size()) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+      value = args[++i];
+    } else if (!spec->takes_value && has_value) {
+      return absl::InvalidArgumentError(absl::StrCat("--", spec->name, " takes no value"));
+    }
+    seen.push_back({spec, value});
+  }
+
+  // The command.
+  const CommandInfo* info = nullptr;
+  if (command_name) {
+    if (*command_name == "help") {
+      inv.command = Command::kHelp;
+      if (!positional.empty()) inv.help_topic = positional[0];
+      if (!inv.help_topic.empty() && FindCommand(inv.help_topic) == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("help: unknown command \"", inv.help_topic, "\""));
+      }
+      return inv;
+    }
+    info = FindCommand(*command_name);
+    if (info == nullptr) return absl::InvalidArgumentError(absl::StrCat("unknown command \"", *command_name, "\""));
+    inv.command = info->command;
+  }
+
+  // Flags, now that the command is known.
+  for (const auto& [spec, value] : seen) {
+    const std::string flag = spec->name;
+    if (flag == "help") {
+      inv.help_topic = info ? info->name : "";
+      inv.command = Command::kHelp;
+      return inv;
+    }
+    if (info != nullptr && (spec->commands & BitOf(info->command)) == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " does not apply to \"", info->name, "\""));
+    }
+    if (flag == "address") {
+      if (value.empty()) return absl::InvalidArgumentError("--address: empty address");
+      inv.address = value;
+    } else if (flag == "timeout") {
+      auto d = ParseTimeout(value);
+      if (!d.ok()) return d.status();
+      inv.timeout = *d;
+    } else if (flag == "output") {
+      auto f = ParseOutput(value);
+      if (!f.ok()) return f.status();
+      inv.output = *f;
+    } else if (flag == "namespace") {
+      if (value.empty()) return absl::InvalidArgumentError("-n/--namespace: empty namespace");
+      inv.namespace_ = value;
+    } else if (flag == "queue") {
+      static const std::vector<std::string> kQueues = {"active", "backoff", "unschedulable", "gated"};
+      if (std::find(kQueues.begin(), kQueues.end(), value) == kQueues.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--queue: unknown queue \"", value, "\" (", absl::StrJoin(kQueues, ", "), ")"));
+      }
+      inv.queue = value;
+    } else if (flag == "plugin") {
+      if (value.empty()) return absl::InvalidArgumentError("--plugin: empty plugin name");
+      inv.plugin = value;
+    } else if (flag == "limit") {
+      auto n = ParseCount(flag, value);
+      if (!n.ok()) return n.status();
+      inv.limit = *n;
+    } else if (flag == "count") {
+      auto n = ParseCount(flag, value);
+      if (!n.ok()) return n.status();
+      inv.count = *n;
+    } else if (flag == "all-unschedulable") {
+      inv.all_unschedulable = true;
+    }
+  }
+  inv.address = NormalizeAddress(inv.address);
+  if (info == nullptr) return absl::InvalidArgumentError("no command given (podiumctl --help lists them)");
+
+  // Arguments.
+  auto no_args = [&]() -> absl::Status {
+    if (!positional.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", info->name, "\" takes no arguments, got \"", positional[0], "\""));
+    }
+    return absl::OkStatus();
+  };
+  auto pods = [&]() -> absl::Status {
+    for (const auto& p : positional) {
+      auto pod = ParsePodName(p);
+      if (!pod.ok()) return pod.status();
+      if (pod->namespace_.empty()) pod->namespace_ = inv.namespace_.empty() ? "default" : inv.namespace_;
+      inv.pods.push_back(*pod);
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s;
+  switch (inv.command) {
+    case Command::kExplain:
+      if (positional.size() != 1) return absl::InvalidArgumentError("explain: give exactly one NAMESPACE/POD");
+      s = pods();
+      break;
+    case Command::kActivate:
+      if (positional.empty() == !inv.all_unschedulable) {
+        return absl::InvalidArgumentError("activate: give NAMESPACE/POD... or --all-unschedulable (not both)");
+      }
+      s = pods();
+      break;
+    case Command::kCompletion:
+      if (positional.size() != 1 || positional[0] != "bash") {
+        return absl::InvalidArgumentError("completion: the supported shell is bash (podiumctl completion bash)");
+      }
+      inv.shell = positional[0];
+      break;
+    default:
+      s = no_args();
+  }
+  if (!s.ok()) return s;
+
+  const bool name_ok = inv.command == Command::kQueue || inv.command == Command::kNodes ||
+                       inv.command == Command::kPlugins;
+  if (inv.output == OutputFormat::kName && !name_ok) {
+    return absl::InvalidArgumentError(absl::StrCat("-o name does not apply to \"", info->name, "\""));
+  }
+  return inv;
+}
+
+std::string Usage(const std::string& topic) {
+  if (const CommandInfo* c = FindCommand(topic)) {
+    return absl::StrCat("usage: podiumctl ", c->synopsis, " [flags]\n\n", c->help,
+                        "\nGlobal flags: --address, --timeout, -o/--output (podiumctl --help).\n");
+  }
+  std::string commands;
+  for (const auto& c : kCommands) {
+    std::string first_line(c.help, std::string_view(c.help).find('\n'));
+    absl::StrAppend(&commands, "  ", c.name, std::string(12 - std::string_view(c.name).size(), ' '), first_line,
+                    "\n");
+  }
+  return absl::StrCat(
+      "usage: podiumctl [flags] COMMAND [args] [flags]\n\n"
+      "Ask the running podium-scheduler what it is doing (its Admin API).\n\n"
+      "Commands:\n",
+      commands,
+      "  help        help COMMAND shows a command's flags\n\n"
+      "Flags:\n"
+      "  --address ADDR      the scheduler's Admin address: unix:///path, host:port\n"
+      "                      (default $",
+      kAddressEnv, ", else ", kDefaultAddress,
+      ")\n"
+      "  --timeout DUR       deadline of each call, e.g. 5s, 500ms (default 5s)\n"
+      "  -o, --output FMT    table (default), wide, json, yaml, name (queue, nodes, plugins)\n"
+      "  -h, --help          this help, or a command's: podiumctl COMMAND --help\n\n"
+      "Exit codes:\n"
+      "  0  success\n"
+      "  1  usage error (bad command, flag or argument)\n"
+      "  2  the scheduler is unreachable, or a call failed\n"
+      "  3  not found (explain: no failed attempt for the pod; activate: pod not queued)\n");
+}
+
+}  // namespace podium::ctl

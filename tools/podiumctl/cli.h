@@ -1,0 +1,83 @@
+// podiumctl's command line: one Invocation from argv and the environment.
+// Parsing only; nothing here dials the scheduler.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace podium::ctl {
+
+// Exit codes scripts can rely on (documented in --help and README.md).
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitUsage = 1;        // Bad command line.
+inline constexpr int kExitUnavailable = 2;  // Scheduler unreachable, or an RPC failed.
+inline constexpr int kExitNotFound = 3;     // The pod (or what was named) is not known.
+
+inline constexpr char kDefaultAddress[] = "unix:///run/podium/scheduler.sock";
+inline constexpr char kAddressEnv[] = "PODIUM_ADDRESS";
+
+enum class Command {
+  kHelp,
+  kQueue,
+  kExplain,
+  kNodes,
+  kPlugins,
+  kPause,
+  kResume,
+  kActivate,
+  kWatch,
+  kCompletion,
+};
+
+enum class OutputFormat { kTable, kWide, kJson, kYaml, kName };
+
+struct PodName {
+  std::string namespace_;
+  std::string name;
+  bool operator==(const PodName&) const = default;
+};
+
+struct Invocation {
+  Command command = Command::kHelp;
+  std::string help_topic;  // `podiumctl help queue`, `podiumctl queue --help`.
+  std::string address = kDefaultAddress;
+  absl::Duration timeout = absl::Seconds(5);
+  OutputFormat output = OutputFormat::kTable;
+
+  // queue
+  std::string namespace_;
+  std::optional<std::string> queue;  // active|backoff|unschedulable|gated.
+  std::string plugin;
+  int limit = 0;
+  // explain, activate
+  std::vector<PodName> pods;
+  bool all_unschedulable = false;
+  // watch
+  int count = 0;  // 0 = until interrupted.
+  // completion
+  std::string shell;
+};
+
+// Parses `podiumctl [flags] COMMAND [args] [flags]`. `env_address` is
+// $PODIUM_ADDRESS (nullopt when unset); --address wins over it. An error is a
+// usage error (exit kExitUsage) and its message names the flag or argument.
+absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
+                                            std::optional<std::string> env_address);
+
+// "NAMESPACE/POD" (or "POD", meaning namespace "default").
+absl::StatusOr<PodName> ParsePodName(const std::string& text);
+
+// unix:///path, unix:path, host:port, or a bare absolute path (taken as a unix socket).
+std::string NormalizeAddress(const std::string& address);
+
+// `podiumctl --help`, or the help of one command ("" for the overview).
+std::string Usage(const std::string& topic = "");
+
+// The names of the commands, in help order (for completion and help).
+const std::vector<std::string>& CommandNames();
+
+}  // namespace podium::ctl

@@ -1,0 +1,139 @@
+#include "cli.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace podium::ctl {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<Invocation> Parse(std::vector<std::string> args, std::optional<std::string> env = std::nullopt) {
+  return ParseCommandLine(args, env);
+}
+
+TEST(ParseCommandLineTest, DefaultsAddressTimeoutAndTable) {
+  auto inv = Parse({"queue"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->command, Command::kQueue);
+  EXPECT_EQ(inv->address, "unix:///run/podium/scheduler.sock");
+  EXPECT_EQ(inv->timeout, absl::Seconds(5));
+  EXPECT_EQ(inv->output, OutputFormat::kTable);
+}
+
+TEST(ParseCommandLineTest, AddressFlagWinsOverEnvironment) {
+  auto from_env = Parse({"nodes"}, "unix:///tmp/env.sock");
+  ASSERT_TRUE(from_env.ok());
+  EXPECT_EQ(from_env->address, "unix:///tmp/env.sock");
+  auto from_flag = Parse({"--address", "127.0.0.1:9000", "nodes"}, "unix:///tmp/env.sock");
+  ASSERT_TRUE(from_flag.ok());
+  EXPECT_EQ(from_flag->address, "127.0.0.1:9000");
+  auto inline_flag = Parse({"nodes", "--address=/tmp/s.sock"});
+  ASSERT_TRUE(inline_flag.ok());
+  EXPECT_EQ(inline_flag->address, "unix:///tmp/s.sock") << "a bare path is a unix socket";
+}
+
+TEST(ParseCommandLineTest, FlagsBeforeAndAfterTheCommand) {
+  auto inv = Parse({"-n", "batch", "queue", "-ojson", "--queue", "unschedulable", "--plugin=NodeResourcesFit",
+                    "--limit", "10", "--timeout", "1500ms"});
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  EXPECT_EQ(inv->namespace_, "batch");
+  EXPECT_EQ(inv->output, OutputFormat::kJson);
+  EXPECT_EQ(inv->queue, "unschedulable");
+  EXPECT_EQ(inv->plugin, "NodeResourcesFit");
+  EXPECT_EQ(inv->limit, 10);
+  EXPECT_EQ(inv->timeout, absl::Milliseconds(1500));
+}
+
+TEST(ParseCommandLineTest, TimeoutInPlainSeconds) {
+  auto inv = Parse({"plugins", "--timeout", "2"});
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(inv->timeout, absl::Seconds(2));
+}
+
+TEST(ParseCommandLineTest, ExplainTakesOnePodDefaultingTheNamespace) {
+  auto inv = Parse({"explain", "batch/giant"});
+  ASSERT_TRUE(inv.ok());
+  ASSERT_EQ(inv->pods.size(), 1u);
+  EXPECT_EQ(inv->pods[0], (PodName{"batch", "giant"}));
+  auto bare = Parse({"explain", "giant"});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ(bare->pods[0], (PodName{"default", "giant"}));
+  auto with_n = Parse({"explain", "-n", "ml", "giant"});
+  ASSERT_TRUE(with_n.ok());
+  EXPECT_EQ(with_n->pods[0], (PodName{"ml", "giant"}));
+  EXPECT_FALSE(Parse({"explain"}).ok());
+  EXPECT_FALSE(Parse({"explain", "a/b", "c/d"}).ok());
+}
+
+TEST(ParseCommandLineTest, ActivateWantsPodsOrAllUnschedulable) {
+  auto pods = Parse({"activate", "default/a", "ml/b"});
+  ASSERT_TRUE(pods.ok());
+  EXPECT_EQ(pods->pods.size(), 2u);
+  auto all = Parse({"activate", "--all-unschedulable"});
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->all_unschedulable);
+  EXPECT_FALSE(Parse({"activate"}).ok());
+  EXPECT_FALSE(Parse({"activate", "a/b", "--all-unschedulable"}).ok());
+}
+
+TEST(ParseCommandLineTest, UsageErrorsNameTheFlagOrArgument) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{}, "no command"},
+      {{"frobnicate"}, "unknown command \"frobnicate\""},
+      {{"queue", "--bogus"}, "unknown flag --bogus"},
+      {{"queue", "-o", "xml"}, "unknown format \"xml\""},
+      {{"queue", "--queue", "waiting"}, "--queue: unknown queue \"waiting\""},
+      {{"queue", "--limit", "-3"}, "--limit"},
+      {{"queue", "--timeout", "soon"}, "--timeout: invalid duration \"soon\""},
+      {{"queue", "--timeout", "0s"}, "--timeout: must be positive"},
+      {{"nodes", "--queue", "active"}, "--queue does not apply to \"nodes\""},
+      {{"watch", "--count"}, "--count needs a value"},
+      {{"nodes", "extra"}, "\"nodes\" takes no arguments"},
+      {{"explain", "a/b/c"}, "want NAMESPACE/POD"},
+      {{"explain", "/x"}, "empty namespace"},
+      {{"explain", "-o", "name", "a/b"}, "-o name does not apply to \"explain\""},
+      {{"completion", "zsh"}, "bash"},
+      {{"pause", "--all-unschedulable"}, "does not apply to \"pause\""},
+      {{"activate", "--all-unschedulable=yes"}, "takes no value"},
+  };
+  for (const auto& c : cases) {
+    auto inv = Parse(c.args);
+    ASSERT_FALSE(inv.ok()) << ::testing::PrintToString(c.args);
+    EXPECT_TRUE(absl::IsInvalidArgument(inv.status()));
+    EXPECT_THAT(std::string(inv.status().message()), HasSubstr(c.message)) << ::testing::PrintToString(c.args);
+  }
+}
+
+TEST(ParseCommandLineTest, HelpForTheToolAndForACommand) {
+  auto top = Parse({"--help"});
+  ASSERT_TRUE(top.ok());
+  EXPECT_EQ(top->command, Command::kHelp);
+  EXPECT_EQ(top->help_topic, "");
+  auto cmd = Parse({"queue", "-h"});
+  ASSERT_TRUE(cmd.ok());
+  EXPECT_EQ(cmd->command, Command::kHelp);
+  EXPECT_EQ(cmd->help_topic, "queue");
+  auto word = Parse({"help", "explain"});
+  ASSERT_TRUE(word.ok());
+  EXPECT_EQ(word->help_topic, "explain");
+  EXPECT_FALSE(Parse({"help", "nope"}).ok());
+}
+
+TEST(UsageTest, DocumentsEveryCommandAndTheExitCodes) {
+  const std::string usage = Usage();
+  for (const auto& c : CommandNames()) EXPECT_THAT(usage, HasSubstr("  " + c + " ")) << c;
+  EXPECT_THAT(usage, HasSubstr("PODIUM_ADDRESS"));
+  EXPECT_THAT(usage, HasSubstr("0  success"));
+  EXPECT_THAT(usage, HasSubstr("1  usage error"));
+  EXPECT_THAT(usage, HasSubstr("2  the scheduler is unreachable"));
+  EXPECT_THAT(usage, HasSubstr("3  not found"));
+  EXPECT_THAT(Usage("activate"), HasSubstr("--all-unschedulable"));
+}
+
+}  // namespace
+}  // namespace podium::ctl

@@ -1,0 +1,82 @@
+// podiumctl's commands. Each builds one JSON document from the Admin API's
+// answer (what -o json/yaml print), and renders its table from that same
+// document, so the table never shows what the JSON lacks. The document
+// builders and table renderers are pure, for the unit tests.
+#pragma once
+
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "admin_client.h"
+#include "boost/json/value.hpp"
+#include "cli.h"
+#include "podium/v1/admin.pb.h"
+
+namespace podium::ctl {
+
+struct CommandContext {
+  const Invocation& invocation;
+  AdminClient& client;
+  std::ostream& out;
+  std::ostream& err;
+  absl::Time now;
+  // Set by main: registers what an interrupt (SIGINT/SIGTERM) should do while
+  // a long-running command (watch) runs. Empty in tests.
+  std::function<void(std::function<void()>)> on_interrupt;
+};
+
+// Dispatches on invocation.command (not kHelp or kCompletion).
+absl::Status RunCommand(CommandContext& ctx);
+
+// Prints `doc` as the invocation asks: table/wide via `table`, json, yaml,
+// or `names` (one per line) for -o name.
+void PrintDocument(const CommandContext& ctx, const boost::json::value& doc,
+                   const std::function<std::string(bool wide)>& table,
+                   const std::function<std::string()>& names = nullptr);
+
+// --- queue (queue_command.cc)
+absl::Status RunQueue(CommandContext& ctx);
+// The queued pods (already filtered), sorted by queue then namespace/name.
+boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now);
+std::string QueueTable(const boost::json::value& doc, bool wide);
+// Client-side filters the request cannot express yet.
+bool QueuedPodMatches(const v1::QueuedPod& pod, const Invocation& inv);
+// The JSON object of one queued pod (shared with explain).
+boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now);
+std::string QueueNameString(v1::QueueName q);
+
+// --- explain (explain_command.cc)
+absl::Status RunExplain(CommandContext& ctx);
+boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodResponse& response, absl::Time now);
+std::string ExplainText(const boost::json::value& doc, bool wide);
+
+// --- nodes (nodes_command.cc)
+absl::Status RunNodes(CommandContext& ctx);
+boost::json::value NodesDocument(const v1::DumpCacheResponse& response);
+std::string NodesTable(const boost::json::value& doc, bool wide);
+
+// --- plugins (plugins_command.cc)
+absl::Status RunPlugins(CommandContext& ctx);
+boost::json::value PluginsDocument(const v1::ListPluginsResponse& response);
+std::string PluginsTable(const boost::json::value& doc, bool wide);
+
+// --- pause, resume, activate (control_commands.cc)
+absl::Status RunPause(CommandContext& ctx, bool paused);
+absl::Status RunActivate(CommandContext& ctx);
+
+// --- watch (watch_command.cc)
+// Runs until --count decisions (0 = no limit), the stream ends, or an
+// interrupt cancels the stream (a clean end: exit 0).
+absl::Status RunWatch(CommandContext& ctx);
+boost::json::object DecisionJson(const v1::SchedulingDecision& d);
+std::string DecisionHeader(bool wide);
+std::string DecisionLine(const boost::json::object& d, bool wide);
+
+// --- completion (completion.cc)
+std::string BashCompletion();
+
+}  // namespace podium::ctl

@@ -1,0 +1,507 @@
+// The commands against a real in-process Admin server (loopback, port 0) that
+// answers with canned responses and records what it was asked.
+#include "commands.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <sstream>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "boost/json/parse.hpp"
+#include "format.h"
+
+namespace podium::ctl {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const absl::Time kNow = absl::FromUnixSeconds(1795000000);
+
+int64_t Us(absl::Time t) { return absl::ToUnixMicros(t); }
+
+v1::QueuedPod Queued(const std::string& ns, const std::string& name, v1::QueueName q, int attempts,
+                     std::vector<std::string> plugins = {}) {
+  v1::QueuedPod p;
+  p.mutable_pod()->set_kind("Pod");
+  p.mutable_pod()->set_uid("uid-" + name);
+  p.mutable_pod()->set_namespace_(ns);
+  p.mutable_pod()->set_name(name);
+  p.set_queue(q);
+  p.set_attempts(attempts);
+  p.set_enqueued_us(Us(kNow - absl::Seconds(95)));
+  for (auto& pl : plugins) p.add_unschedulable_plugins(pl);
+  return p;
+}
+
+class FakeAdmin final : public v1::Admin::Service {
+ public:
+  grpc::Status ListQueuedPods(grpc::ServerContext*, const v1::ListQueuedPodsRequest* req,
+                              v1::ListQueuedPodsResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    list_requests.push_back(*req);
+    int total = 0;
+    for (const auto& p : queued) {
+      if (req->queue() != v1::QUEUE_UNSPECIFIED && p.queue() != req->queue()) continue;
+      if (!req->namespace_().empty() && p.pod().namespace_() != req->namespace_()) continue;
+      ++total;
+      if (req->limit() > 0 && resp->pods_size() >= req->limit()) continue;
+      *resp->add_pods() = p;
+    }
+    resp->set_total(total);
+    return grpc::Status::OK;
+  }
+  grpc::Status ExplainPod(grpc::ServerContext*, const v1::ExplainPodRequest* req,
+                          v1::ExplainPodResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    if (req->name() != "giant") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no failed scheduling attempt recorded for pod " +
+                                                           req->namespace_() + "/" + req->name());
+    }
+    *resp = explain;
+    return grpc::Status::OK;
+  }
+  grpc::Status DumpCache(grpc::ServerContext*, const v1::DumpCacheRequest* req, v1::DumpCacheResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    *resp = cache;
+    return grpc::Status::OK;
+  }
+  grpc::Status ListPlugins(grpc::ServerContext*, const v1::ListPluginsRequest*, v1::ListPluginsResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    *resp = plugins;
+    return grpc::Status::OK;
+  }
+  grpc::Status SetSchedulingPaused(grpc::ServerContext*, const v1::SetSchedulingPausedRequest* req,
+                                   v1::SetSchedulingPausedResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    paused = req->paused();
+    resp->set_paused(paused);
+    return grpc::Status::OK;
+  }
+  grpc::Status MovePodsToActiveQueue(grpc::ServerContext*, const v1::MovePodsToActiveQueueRequest* req,
+                                     v1::MovePodsToActiveQueueResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    move_requests.push_back(*req);
+    int moved = 0;
+    for (const auto& ref : req->pods()) {
+      for (auto& p : queued) {
+        if (p.pod().uid() == ref.uid() && p.queue() != v1::ACTIVE && p.queue() != v1::GATED) {
+          p.set_queue(v1::ACTIVE);
+          ++moved;
+        }
+      }
+    }
+    resp->set_moved(moved);
+    return grpc::Status::OK;
+  }
+  grpc::Status WatchDecisions(grpc::ServerContext* ctx, const v1::WatchDecisionsRequest*,
+                              grpc::ServerWriter<v1::SchedulingDecision>* writer) override {
+    std::vector<v1::SchedulingDecision> copy;
+    {
+      absl::MutexLock lock(&mu);
+      copy = decisions;
+    }
+    for (const auto& d : copy) {
+      if (!writer->Write(d)) return grpc::Status::CANCELLED;
+    }
+    return grpc::Status::OK;  // The stream ends after the canned decisions.
+  }
+
+  absl::Mutex mu;
+  std::vector<v1::QueuedPod> queued ABSL_GUARDED_BY(mu);
+  v1::ExplainPodResponse explain ABSL_GUARDED_BY(mu);
+  v1::DumpCacheResponse cache ABSL_GUARDED_BY(mu);
+  v1::ListPluginsResponse plugins ABSL_GUARDED_BY(mu);
+  std::vector<v1::SchedulingDecision> decisions ABSL_GUARDED_BY(mu);
+  bool paused ABSL_GUARDED_BY(mu) = false;
+  std::vector<v1::ListQueuedPodsRequest> list_requests ABSL_GUARDED_BY(mu);
+  std::vector<v1::MovePodsToActiveQueueRequest> move_requests ABSL_GUARDED_BY(mu);
+};
+
+class CommandsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&fake_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    address_ = "127.0.0.1:" + std::to_string(port);
+    {
+      absl::MutexLock lock(&fake_.mu);
+      fake_.queued = {Queued("default", "web-1", v1::ACTIVE, 0),
+                      Queued("default", "giant", v1::UNSCHEDULABLE, 3, {"NodeResourcesFit", "TaintToleration"}),
+                      Queued("batch", "job-7", v1::BACKOFF, 1, {"NodeAffinity"}),
+                      Queued("batch", "gated-1", v1::GATED, 0)};
+      fake_.queued[1].set_message("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+                                  "2 Insufficient cpu.");
+      fake_.queued[2].set_backoff_expiry_us(Us(kNow + absl::Milliseconds(3200)));
+    }
+  }
+  void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
+
+  // Runs `podiumctl ARGS --address <fake>`; returns the exit status.
+  absl::Status Run(std::vector<std::string> args) {
+    out_.str("");
+    err_.str("");
+    args.push_back("--address=" + address_);
+    auto inv = ParseCommandLine(args, std::nullopt);
+    if (!inv.ok()) return inv.status();
+    invocation_ = *inv;
+    AdminClient client(AdminClient::Options{.address = invocation_.address, .timeout = absl::Seconds(5)});
+    CommandContext ctx{invocation_, client, out_, err_, kNow, nullptr};
+    return RunCommand(ctx);
+  }
+
+  // Rows of a table: cells split on runs of two or more spaces.
+  static std::vector<std::vector<std::string>> Rows(const std::string& table) {
+    std::vector<std::vector<std::string>> rows;
+    static const std::regex kGap(" {2,}");
+    for (absl::string_view view : absl::StrSplit(table, '\n')) {
+      if (view.empty()) break;  // The table ends at the first blank line.
+      const std::string line(view);
+      rows.emplace_back(std::sregex_token_iterator(line.begin(), line.end(), kGap, -1), std::sregex_token_iterator());
+    }
+    return rows;
+  }
+
+  FakeAdmin fake_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  Invocation invocation_;
+  std::ostringstream out_, err_;
+};
+
+TEST_F(CommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
+  ASSERT_TRUE(Run({"queue"}).ok());
+  const std::string out = out_.str();
+  auto rows = Rows(out);
+  ASSERT_EQ(rows.size(), 5u) << out;
+  EXPECT_THAT(rows[0], ElementsAre("NAMESPACE", "NAME", "QUEUE", "ATTEMPTS", "AGE", "BACKOFF", "REJECTED BY"));
+  EXPECT_THAT(rows[1], ElementsAre("default", "web-1", "active", "0", "95s", "-", "<none>"));
+  EXPECT_THAT(rows[2], ElementsAre("batch", "job-7", "backoff", "1", "95s", "4s", "NodeAffinity"));
+  EXPECT_THAT(rows[3],
+              ElementsAre("default", "giant", "unschedulable", "3", "95s", "-", "NodeResourcesFit,TaintToleration"));
+  EXPECT_THAT(rows[4], ElementsAre("batch", "gated-1", "gated", "0", "95s", "-", "<none>"));
+  EXPECT_THAT(out, HasSubstr("\n4 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated\n"));
+}
+
+TEST_F(CommandsTest, QueueJsonCarriesWhatTheTableShows) {
+  ASSERT_TRUE(Run({"queue", "-o", "wide"}).ok());
+  auto rows = Rows(out_.str());
+  ASSERT_TRUE(Run({"queue", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  const auto& pods = doc.at("pods").as_array();
+  ASSERT_EQ(pods.size() + 1, rows.size());
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const auto& p = pods[i].as_object();
+    const auto& row = rows[i + 1];
+    EXPECT_EQ(row[0], p.at("namespace").as_string());
+    EXPECT_EQ(row[1], p.at("name").as_string());
+    EXPECT_EQ(row[2], p.at("queue").as_string());
+    EXPECT_EQ(row[3], std::to_string(p.at("attempts").as_int64()));
+    EXPECT_EQ(row[4], FormatAge(absl::Seconds(p.at("age_seconds").as_int64())));
+    const std::string plugins = JoinCell(p.at("unschedulable_plugins"));
+    EXPECT_EQ(row[6], plugins.empty() ? "<none>" : plugins);
+    EXPECT_EQ(row[9], p.at("uid").as_string());
+  }
+  EXPECT_EQ(doc.at("counts").at("unschedulable").as_int64(), 1);
+  EXPECT_EQ(doc.at("total").as_int64(), 4);
+  EXPECT_EQ(pods[1].at("backoff_expiry").as_string(), "2026-11-18T11:06:43Z");
+  EXPECT_DOUBLE_EQ(pods[1].at("backoff_remaining_seconds").as_double(), 3.2);
+  EXPECT_EQ(pods[2].at("message").as_string(),
+            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.");
+}
+
+TEST_F(CommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
+  ASSERT_TRUE(Run({"queue", "-n", "batch", "--queue", "backoff", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), "batch/job-7\n");
+  {
+    absl::MutexLock lock(&fake_.mu);
+    ASSERT_FALSE(fake_.list_requests.empty());
+    EXPECT_EQ(fake_.list_requests.back().namespace_(), "batch");
+    EXPECT_EQ(fake_.list_requests.back().queue(), v1::BACKOFF);
+  }
+  ASSERT_TRUE(Run({"queue", "--plugin", "TaintToleration", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), "default/giant\n");
+  ASSERT_TRUE(Run({"queue", "--plugin", "NoSuch"}).ok());
+  EXPECT_EQ(out_.str(), "");
+  EXPECT_THAT(err_.str(), HasSubstr("No pods in the scheduling queue"));
+}
+
+TEST_F(CommandsTest, QueueLimitKeepsTheTotal) {
+  ASSERT_TRUE(Run({"queue", "--limit", "1", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("pods").as_array().size(), 1u);
+  EXPECT_EQ(doc.at("total").as_int64(), 4);
+}
+
+v1::NodeVerdict Verdict(const std::string& node, v1::Status::Code code, const std::string& plugin,
+                        std::vector<std::string> reasons) {
+  v1::NodeVerdict v;
+  v.set_node_name(node);
+  v.mutable_status()->set_code(code);
+  v.mutable_status()->set_plugin(plugin);
+  for (auto& r : reasons) v.mutable_status()->add_reasons(r);
+  return v;
+}
+
+void SetExplain(FakeAdmin& fake) {
+  absl::MutexLock lock(&fake.mu);
+  *fake.explain.mutable_pod() = fake.queued[1];
+  fake.explain.set_message(fake.queued[1].message());
+  const char* taint = "node(s) had untolerated taint {dedicated: infra}";
+  *fake.explain.add_nodes() = Verdict("node-a", v1::Status::UNSCHEDULABLE, "NodeResourcesFit", {"Insufficient cpu"});
+  *fake.explain.add_nodes() =
+      Verdict("node-c", v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE, "TaintToleration", {taint});
+  *fake.explain.add_nodes() = Verdict("node-b", v1::Status::UNSCHEDULABLE, "NodeResourcesFit", {"Insufficient cpu"});
+}
+
+TEST_F(CommandsTest, ExplainGroupsVerdictsByReasonAsTheMessageCountsThem) {
+  SetExplain(fake_);
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("Pod:          default/giant\n"));
+  EXPECT_THAT(out, HasSubstr("Queue:        unschedulable (entered 95s ago), 3 attempts\n"));
+  EXPECT_THAT(out, HasSubstr("Rejected by:  NodeResourcesFit, TaintToleration\n"));
+  EXPECT_THAT(out, HasSubstr("Message:      0/3 nodes are available: 1 node(s) had untolerated taint "
+                             "{dedicated: infra}, 2 Insufficient cpu.\n"));
+  const std::string table = out.substr(out.find("\n\n") + 2);
+  auto rows = Rows(table);
+  ASSERT_EQ(rows.size(), 3u) << table;
+  EXPECT_THAT(rows[0], ElementsAre("NODES", "REASON", "PLUGIN", "SAMPLE NODES"));
+  EXPECT_THAT(rows[1], ElementsAre("2", "Insufficient cpu", "NodeResourcesFit", "node-a, node-b"));
+  EXPECT_THAT(rows[2],
+              ElementsAre("1", "node(s) had untolerated taint {dedicated: infra}", "TaintToleration", "node-c"));
+}
+
+TEST_F(CommandsTest, ExplainSamplesNodesUnlessWide) {
+  SetExplain(fake_);
+  {
+    absl::MutexLock lock(&fake_.mu);
+    for (const char* n : {"node-d", "node-e"}) {
+      *fake_.explain.add_nodes() = Verdict(n, v1::Status::UNSCHEDULABLE, "NodeResourcesFit", {"Insufficient cpu"});
+    }
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("node-a, node-b, node-d (+1 more)"));
+  {
+    // Listed by name, whatever order the scheduler evaluated them in.
+    absl::MutexLock lock(&fake_.mu);
+    std::swap(*fake_.explain.mutable_nodes(0), *fake_.explain.mutable_nodes(4));
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("node-a, node-b, node-d (+1 more)"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "wide"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("node-a, node-b, node-d, node-e"));
+  EXPECT_THAT(out_.str(), HasSubstr("UnschedulableAndUnresolvable"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  const auto& first = doc.at("reasons").as_array()[0];
+  EXPECT_EQ(first.at("count").as_int64(), 4);
+  EXPECT_EQ(first.at("nodes").as_array().size(), 4u);
+  EXPECT_EQ(doc.at("nodes").as_array().size(), 5u);
+  EXPECT_EQ(doc.at("queued").at("attempts").as_int64(), 3);
+}
+
+TEST_F(CommandsTest, ExplainUnknownPodIsNotFound) {
+  absl::Status s = Run({"explain", "default/nope"});
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no failed scheduling attempt recorded for pod default/nope"));
+}
+
+TEST_F(CommandsTest, NodesShowRequestedAgainstAllocatable) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    auto* n = fake_.cache.add_nodes();
+    n->set_name("node-a");
+    n->set_generation(7);
+    n->mutable_allocatable()->set_milli_cpu(2000);
+    n->mutable_allocatable()->set_memory_bytes(int64_t{4} << 30);
+    n->mutable_allocatable()->set_pods(110);
+    (*n->mutable_allocatable()->mutable_scalar())["nvidia.com/gpu"] = 4;
+    n->mutable_requested()->set_milli_cpu(1500);
+    n->mutable_requested()->set_memory_bytes(int64_t{1} << 30);
+    (*n->mutable_requested()->mutable_scalar())["nvidia.com/gpu"] = 1;
+    auto* pod = n->add_pods();
+    pod->set_namespace_("default");
+    pod->set_name("web-1");
+    auto* assumed = n->add_assumed_pods();
+    assumed->set_namespace_("default");
+    assumed->set_name("web-2");
+    fake_.cache.set_assumed_pods(1);
+  }
+  ASSERT_TRUE(Run({"nodes"}).ok());
+  auto rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_THAT(rows[0], ElementsAre("NAME", "CPU", "CPU%", "MEMORY", "MEMORY%", "PODS", "ASSUMED", "NOMINATED"));
+  EXPECT_THAT(rows[1], ElementsAre("node-a", "1500m/2", "75%", "1Gi/4Gi", "25%", "2/110", "1", "0"));
+  ASSERT_TRUE(Run({"nodes", "-o", "wide"}).ok());
+  EXPECT_THAT(Rows(out_.str())[1], ElementsAre("node-a", "1500m/2", "75%", "1Gi/4Gi", "25%", "2/110", "1", "0",
+                                               "0/0", "nvidia.com/gpu=1/4", "7"));
+  ASSERT_TRUE(Run({"nodes", "-o", "yaml"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("- default/web-2"));
+  EXPECT_THAT(out_.str(), HasSubstr("nominated_pods: []"));
+  ASSERT_TRUE(Run({"nodes", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("nodes").at(0).at("requested").at("milli_cpu").as_int64(), 1500);
+  EXPECT_EQ(doc.at("assumed_pods").as_int64(), 1);
+}
+
+TEST_F(CommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    auto* e = fake_.plugins.add_endpoints();
+    e->set_endpoint("host (unix:///run/podium/host.sock)");
+    e->set_state(v1::PluginEndpointInfo::READY);
+    e->set_requests(120);
+    e->set_errors(2);
+    e->set_timeouts(1);
+    e->set_invalid_answers(3);
+    e->set_latency_p50_ms(0.042);
+    e->set_latency_p99_ms(0.31);
+    e->set_reconnects(1);
+    auto* p = e->add_plugins();
+    p->set_name("NodeResourcesFit");
+    p->add_extension_points(v1::PRE_FILTER);
+    p->add_extension_points(v1::FILTER);
+    p->add_extension_points(v1::SCORE);
+    auto* py = fake_.plugins.add_endpoints();
+    py->set_endpoint("python (unix:///run/podium/python.sock)");
+    py->set_state(v1::PluginEndpointInfo::FAILED);
+    py->set_ignorable(true);
+  }
+  ASSERT_TRUE(Run({"plugins"}).ok());
+  const std::string out = out_.str();
+  auto rows = Rows(out);
+  ASSERT_EQ(rows.size(), 3u) << out;
+  EXPECT_THAT(rows[1], ElementsAre("host", "Ready", "Fail", "1", "120", "2", "1", "3", "0.042ms", "0.310ms"));
+  EXPECT_THAT(rows[2], ElementsAre("python", "Failed", "Ignore", "0", "0", "0", "0", "0", "0.000ms", "0.000ms"));
+  auto plugin_rows = Rows(out.substr(out.find("\n\n") + 2));
+  ASSERT_EQ(plugin_rows.size(), 2u);
+  EXPECT_THAT(plugin_rows[1], ElementsAre("NodeResourcesFit", "host", "PreFilter,Filter,Score"));
+  ASSERT_TRUE(Run({"plugins", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("endpoints").at(0).at("address").as_string(), "unix:///run/podium/host.sock");
+  EXPECT_EQ(doc.at("endpoints").at(0).at("reconnects").to_number<int>(), 1);
+}
+
+TEST_F(CommandsTest, PauseAndResumeSetTheState) {
+  ASSERT_TRUE(Run({"pause"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("scheduling paused"));
+  {
+    absl::MutexLock lock(&fake_.mu);
+    EXPECT_TRUE(fake_.paused);
+  }
+  ASSERT_TRUE(Run({"resume", "-o", "json"}).ok());
+  EXPECT_EQ(boost::json::parse(out_.str()), boost::json::parse(R"({"paused": false})"));
+  absl::MutexLock lock(&fake_.mu);
+  EXPECT_FALSE(fake_.paused);
+}
+
+TEST_F(CommandsTest, ActivateNamedPodsByUid) {
+  ASSERT_TRUE(Run({"activate", "default/giant", "batch/job-7"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("2 pods moved to the active queue"));
+  absl::MutexLock lock(&fake_.mu);
+  ASSERT_EQ(fake_.move_requests.size(), 1u);
+  ASSERT_EQ(fake_.move_requests[0].pods_size(), 2);
+  EXPECT_EQ(fake_.move_requests[0].pods(0).uid(), "uid-giant");
+  EXPECT_EQ(fake_.move_requests[0].pods(1).uid(), "uid-job-7");
+}
+
+TEST_F(CommandsTest, ActivateUnknownPodMovesNothing) {
+  absl::Status s = Run({"activate", "default/giant", "default/ghost"});
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("default/ghost is not in the scheduling queue"));
+  absl::MutexLock lock(&fake_.mu);
+  EXPECT_TRUE(fake_.move_requests.empty());
+}
+
+TEST_F(CommandsTest, ActivateAllUnschedulableNamesOnlyThePool) {
+  ASSERT_TRUE(Run({"activate", "--all-unschedulable", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("moved").as_int64(), 1);
+  EXPECT_EQ(doc.at("requested"), boost::json::parse(R"(["default/giant"])"));
+  {
+    absl::MutexLock lock(&fake_.mu);
+    ASSERT_EQ(fake_.move_requests.size(), 1u);
+    EXPECT_EQ(fake_.move_requests[0].pods_size(), 1) << "never an empty request (that would move every pod)";
+  }
+  // Nothing left in the pool: no call at all.
+  ASSERT_TRUE(Run({"activate", "--all-unschedulable"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("No unschedulable pods"));
+  absl::MutexLock lock(&fake_.mu);
+  EXPECT_EQ(fake_.move_requests.size(), 1u);
+}
+
+v1::SchedulingDecision Decision(const std::string& name, v1::SchedulingDecision::Result r, const std::string& node) {
+  v1::SchedulingDecision d;
+  d.mutable_pod()->set_namespace_("default");
+  d.mutable_pod()->set_name(name);
+  d.set_result(r);
+  d.set_node_name(node);
+  d.set_attempt_ms(0.125);
+  d.set_time_us(Us(kNow));
+  d.set_profile("default-scheduler");
+  if (r == v1::SchedulingDecision::UNSCHEDULABLE) d.set_message("0/3 nodes are available: 3 Insufficient cpu.");
+  return d;
+}
+
+TEST_F(CommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.decisions = {Decision("web-1", v1::SchedulingDecision::SCHEDULED, "node-a"),
+                       Decision("giant", v1::SchedulingDecision::UNSCHEDULABLE, ""),
+                       Decision("web-2", v1::SchedulingDecision::SCHEDULED, "node-b")};
+  }
+  ASSERT_TRUE(Run({"watch", "--count", "2"}).ok());
+  auto rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 3u) << out_.str();
+  EXPECT_THAT(rows[0], ElementsAre("TIME", "RESULT", "POD", "NODE", "ATTEMPT", "MESSAGE"));
+  EXPECT_THAT(rows[1], ElementsAre("11:06:40", "scheduled", "default/web-1", "node-a", "0.125ms", "-"));
+  EXPECT_THAT(rows[2], ElementsAre("11:06:40", "unschedulable", "default/giant", "-", "0.125ms",
+                                   "0/3 nodes are available: 3 Insufficient cpu."));
+  ASSERT_TRUE(Run({"watch", "--count", "3", "-o", "json"}).ok());
+  std::vector<std::string> lines = absl::StrSplit(out_.str(), '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 3u);
+  boost::json::value last = boost::json::parse(lines[2]);
+  EXPECT_EQ(last.at("name").as_string(), "web-2");
+  EXPECT_EQ(last.at("node").as_string(), "node-b");
+  EXPECT_EQ(last.at("time").as_string(), "2026-11-18T11:06:40.000Z");
+}
+
+TEST_F(CommandsTest, WatchReportsAStreamTheSchedulerEnded) {
+  absl::Status s = Run({"watch"});  // No --count: the fake ends the stream.
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ended the decision stream"));
+}
+
+TEST(UnreachableTest, NamesTheAddressAndIsUnavailable) {
+  const std::string address = "unix:///nonexistent-dir-podiumctl/scheduler.sock";
+  auto inv = ParseCommandLine({"queue", "--address", address}, std::nullopt);
+  ASSERT_TRUE(inv.ok());
+  AdminClient client(AdminClient::Options{.address = inv->address, .timeout = absl::Seconds(5)});
+  std::ostringstream out, err;
+  CommandContext ctx{*inv, client, out, err, kNow, nullptr};
+  absl::Status s = RunCommand(ctx);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot reach the scheduler at " + address + ": "));
+  EXPECT_EQ(out.str(), "");
+
+  auto watch = ParseCommandLine({"watch", "--address", address}, std::nullopt);
+  ASSERT_TRUE(watch.ok());
+  CommandContext wctx{*watch, client, out, err, kNow, nullptr};
+  s = RunCommand(wctx);
+  EXPECT_TRUE(absl::IsUnavailable(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot reach the scheduler at " + address));
+}
+
+}  // namespace
+}  // namespace podium::ctl

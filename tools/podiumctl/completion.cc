@@ -1,0 +1,56 @@
+// podiumctl completion bash: commands, flags and their values; pod names for
+// explain and activate come from the running scheduler (podiumctl queue -o name).
+#include "commands.h"
+
+namespace podium::ctl {
+
+std::string BashCompletion() {
+  return R"BASH(# bash completion for podiumctl.  source <(podiumctl completion bash)
+_podiumctl() {
+  local cur prev words cword
+  cur="${COMP_WORDS[COMP_CWORD]}"
+  prev="${COMP_WORDS[COMP_CWORD-1]}"
+  local commands="queue explain nodes plugins pause resume activate watch completion help"
+  local global="--address --timeout --output -o --help -h"
+  local cmd="" addr=() i
+  for ((i = 1; i < COMP_CWORD; i++)); do
+    case "${COMP_WORDS[i]}" in
+      --address) addr=(--address "${COMP_WORDS[i+1]}"); ((i++)) ;;
+      --address=*) addr=("${COMP_WORDS[i]}") ;;
+      --timeout|--output|-o|--namespace|-n|--queue|--plugin|--limit|--count) ((i++)) ;;
+      -*) ;;
+      *) [[ -z "$cmd" ]] && cmd="${COMP_WORDS[i]}" ;;
+    esac
+  done
+  case "$prev" in
+    -o|--output) COMPREPLY=($(compgen -W "table wide json yaml name" -- "$cur")); return ;;
+    --queue) COMPREPLY=($(compgen -W "active backoff unschedulable gated" -- "$cur")); return ;;
+    --address|--timeout|--namespace|-n|--plugin|--limit|--count) return ;;
+  esac
+  if [[ -z "$cmd" ]]; then
+    COMPREPLY=($(compgen -W "$commands $global" -- "$cur"))
+    return
+  fi
+  local flags="$global"
+  case "$cmd" in
+    queue) flags="$flags --namespace -n --queue --plugin --limit" ;;
+    explain) flags="$flags --namespace -n" ;;
+    activate) flags="$flags --namespace -n --all-unschedulable" ;;
+    watch) flags="$flags --namespace -n --count" ;;
+    completion) COMPREPLY=($(compgen -W "bash" -- "$cur")); return ;;
+    help) COMPREPLY=($(compgen -W "$commands" -- "$cur")); return ;;
+  esac
+  if [[ "$cur" == -* ]]; then
+    COMPREPLY=($(compgen -W "$flags" -- "$cur"))
+    return
+  fi
+  case "$cmd" in
+    explain|activate)
+      COMPREPLY=($(compgen -W "$(podiumctl "${addr[@]}" queue -o name 2>/dev/null)" -- "$cur")) ;;
+  esac
+}
+complete -F _podiumctl podiumctl
+)BASH";
+}
+
+}  // namespace podium::ctl

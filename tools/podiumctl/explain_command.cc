@@ -1,0 +1,175 @@
+// podiumctl explain NAMESPACE/POD: why the pod's last attempt failed.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "commands.h"
+#include "format.h"
+
+namespace podium::ctl {
+namespace {
+
+constexpr size_t kSampleNodes = 3;
+
+std::string StatusCodeName(v1::Status::Code code) { return CamelCase(v1::Status::Code_Name(code)); }
+
+std::string Str(const boost::json::value& v) { return v.is_string() ? std::string(v.as_string()) : ""; }
+
+std::vector<std::string> StringList(const boost::json::value& v) {
+  std::vector<std::string> out;
+  for (const auto& s : v.as_array()) out.push_back(Str(s));
+  return out;
+}
+
+}  // namespace
+
+boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodResponse& response, absl::Time now) {
+  boost::json::object doc;
+  doc["pod"] = {{"namespace", pod.namespace_}, {"name", pod.name}};
+  doc["queued"] = response.has_pod() ? boost::json::value(QueuedPodJson(response.pod(), now))
+                                     : boost::json::value(nullptr);
+  doc["message"] = response.message();
+  doc["nominated_node"] = response.nominated_node_name().empty() ? boost::json::value(nullptr)
+                                                                  : boost::json::value(response.nominated_node_name());
+  // Verdicts grouped by reason, as the FailedScheduling message counts them:
+  // a node with two reasons counts once under each.
+  struct Group {
+    std::set<std::string> plugins, codes;
+    std::vector<std::string> nodes;
+  };
+  std::map<std::string, Group> groups;
+  // By node name, so the output is the same whatever order the nodes were evaluated in.
+  std::vector<const v1::NodeVerdict*> verdicts;
+  for (const auto& v : response.nodes()) verdicts.push_back(&v);
+  std::sort(verdicts.begin(), verdicts.end(),
+            [](const v1::NodeVerdict* a, const v1::NodeVerdict* b) { return a->node_name() < b->node_name(); });
+  boost::json::array nodes;
+  for (const v1::NodeVerdict* v : verdicts) {
+    const v1::NodeVerdict& verdict = *v;
+    const v1::Status& st = verdict.status();
+    boost::json::array reasons;
+    for (const auto& r : st.reasons()) {
+      reasons.emplace_back(r);
+      Group& g = groups[r];
+      if (!st.plugin().empty()) g.plugins.insert(st.plugin());
+      g.codes.insert(StatusCodeName(st.code()));
+      g.nodes.push_back(verdict.node_name());
+    }
+    nodes.push_back({{"node", verdict.node_name()},
+                     {"code", StatusCodeName(st.code())},
+                     {"plugin", st.plugin()},
+                     {"reasons", std::move(reasons)}});
+  }
+  std::vector<std::pair<std::string, Group>> sorted(groups.begin(), groups.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second.nodes.size() > b.second.nodes.size(); });
+  boost::json::array reasons;
+  for (auto& [reason, g] : sorted) {
+    boost::json::array plugins(g.plugins.begin(), g.plugins.end());
+    boost::json::array codes(g.codes.begin(), g.codes.end());
+    boost::json::array node_names(g.nodes.begin(), g.nodes.end());
+    reasons.push_back({{"reason", reason},
+                       {"count", static_cast<int64_t>(g.nodes.size())},
+                       {"plugins", std::move(plugins)},
+                       {"codes", std::move(codes)},
+                       {"nodes", std::move(node_names)}});
+  }
+  doc["reasons"] = std::move(reasons);
+  doc["nodes"] = std::move(nodes);
+  // ExplainPod's error field (an attempt that ended in an error rather than a
+  // verdict) plugs in here as doc["error"], and prints as an "Error:" line.
+  return doc;
+}
+
+std::string ExplainText(const boost::json::value& v, bool wide) {
+  const auto& doc = v.as_object();
+  const auto& pod = doc.at("pod").as_object();
+  std::string out;
+  auto field = [&](const char* name, const std::string& value) {
+    absl::StrAppend(&out, name, std::string(14 - std::string_view(name).size(), ' '),
+                    value.empty() ? "<none>" : value, "\n");
+  };
+  field("Pod:", absl::StrCat(Str(pod.at("namespace")), "/", Str(pod.at("name"))));
+  if (const auto& q = doc.at("queued"); q.is_object()) {
+    const auto& qp = q.as_object();
+    std::string queue = Str(qp.at("queue"));
+    if (!qp.at("age_seconds").is_null()) {
+      absl::StrAppend(&queue, " (entered ", FormatAge(absl::Seconds(qp.at("age_seconds").as_int64())), " ago)");
+    }
+    absl::StrAppend(&queue, ", ", qp.at("attempts").as_int64(),
+                    qp.at("attempts").as_int64() == 1 ? " attempt" : " attempts");
+    if (!qp.at("backoff_remaining_seconds").is_null()) {
+      absl::StrAppend(&queue, ", backoff ends at ", Str(qp.at("backoff_expiry")));
+    }
+    field("Queue:", queue);
+    field("Rejected by:", absl::StrJoin(StringList(qp.at("unschedulable_plugins")), ", "));
+    if (!qp.at("pending_plugins").as_array().empty()) {
+      field("Pending:", absl::StrJoin(StringList(qp.at("pending_plugins")), ", "));
+    }
+  } else {
+    field("Queue:", "not queued now (bound, deleted, or in a scheduling cycle)");
+  }
+  field("Nominated:", Str(doc.at("nominated_node")));
+  field("Message:", Str(doc.at("message")));
+
+  const auto& reasons = doc.at("reasons").as_array();
+  if (reasons.empty()) {
+    out += "\nNo per-node verdicts: the pod was rejected before Filter (see Message).\n";
+    return out;
+  }
+  std::vector<std::string> headers = {"NODES", "REASON", "PLUGIN"};
+  if (wide) headers.push_back("CODE");
+  headers.push_back(wide ? "NODE NAMES" : "SAMPLE NODES");
+  Table table(headers);
+  for (const auto& rv : reasons) {
+    const auto& r = rv.as_object();
+    std::vector<std::string> names = StringList(r.at("nodes"));
+    std::string sample;
+    if (wide || names.size() <= kSampleNodes) {
+      sample = absl::StrJoin(names, ", ");
+    } else {
+      sample = absl::StrCat(absl::StrJoin(names.begin(), names.begin() + kSampleNodes, ", "), " (+",
+                            names.size() - kSampleNodes, " more)");
+    }
+    std::vector<std::string> row = {absl::StrCat(r.at("count").as_int64()), Str(r.at("reason")),
+                                    JoinCell(r.at("plugins"))};
+    if (wide) row.push_back(JoinCell(r.at("codes")));
+    row.push_back(sample);
+    table.AddRow(std::move(row));
+  }
+  absl::StrAppend(&out, "\n", table.Render());
+  if (wide) {
+    Table per_node({"NODE", "CODE", "PLUGIN", "REASONS"});
+    for (const auto& nv : doc.at("nodes").as_array()) {
+      const auto& n = nv.as_object();
+      per_node.AddRow({Str(n.at("node")), Str(n.at("code")), Str(n.at("plugin")), JoinCell(n.at("reasons"), "; ")});
+    }
+    absl::StrAppend(&out, "\n", per_node.Render());
+  }
+  return out;
+}
+
+absl::Status RunExplain(CommandContext& ctx) {
+  const PodName& pod = ctx.invocation.pods.at(0);
+  v1::ExplainPodRequest request;
+  request.set_namespace_(pod.namespace_);
+  request.set_name(pod.name);
+  auto response = ctx.client.ExplainPod(request);
+  if (!response.ok()) {
+    if (absl::IsNotFound(response.status())) {
+      const std::string key = absl::StrCat(pod.namespace_, "/", pod.name);
+      std::string message(response.status().message());
+      if (message.find(key) == std::string::npos) message = absl::StrCat("pod ", key, ": ", message);
+      return absl::NotFoundError(
+          absl::StrCat(message, " (podiumctl queue lists the pods the scheduler holds)"));
+    }
+    return response.status();
+  }
+  boost::json::value doc = ExplainDocument(pod, *response, ctx.now);
+  PrintDocument(ctx, doc, [&](bool wide) { return ExplainText(doc, wide); });
+  return absl::OkStatus();
+}
+
+}  // namespace podium::ctl

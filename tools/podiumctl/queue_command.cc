@@ -1,0 +1,195 @@
+// podiumctl queue: the scheduling queue, per pod.
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "commands.h"
+#include "format.h"
+
+namespace podium::ctl {
+namespace {
+
+// Queue order in the table: where a pod is closest to being scheduled first.
+int QueueRank(v1::QueueName q) {
+  switch (q) {
+    case v1::ACTIVE: return 0;
+    case v1::BACKOFF: return 1;
+    case v1::UNSCHEDULABLE: return 2;
+    case v1::GATED: return 3;
+    default: return 4;
+  }
+}
+
+const char* const kQueueNames[] = {"active", "backoff", "unschedulable", "gated"};
+
+v1::QueueName QueueFromString(const std::string& q) {
+  if (q == "active") return v1::ACTIVE;
+  if (q == "backoff") return v1::BACKOFF;
+  if (q == "unschedulable") return v1::UNSCHEDULABLE;
+  if (q == "gated") return v1::GATED;
+  return v1::QUEUE_UNSPECIFIED;
+}
+
+boost::json::array Strings(const google::protobuf::RepeatedPtrField<std::string>& in) {
+  boost::json::array a;
+  for (const auto& s : in) a.emplace_back(s);
+  return a;
+}
+
+std::string Str(const boost::json::value& v) {
+  if (v.is_string()) return std::string(v.as_string());
+  if (v.is_null()) return "";
+  if (v.is_int64()) return absl::StrCat(v.as_int64());
+  if (v.is_uint64()) return absl::StrCat(v.as_uint64());
+  return "";
+}
+
+}  // namespace
+
+std::string QueueNameString(v1::QueueName q) {
+  switch (q) {
+    case v1::ACTIVE: return "active";
+    case v1::BACKOFF: return "backoff";
+    case v1::UNSCHEDULABLE: return "unschedulable";
+    case v1::GATED: return "gated";
+    default: return "unknown";
+  }
+}
+
+boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now) {
+  boost::json::object o;
+  o["namespace"] = pod.pod().namespace_();
+  o["name"] = pod.pod().name();
+  o["uid"] = pod.pod().uid();
+  o["queue"] = QueueNameString(pod.queue());
+  o["priority"] = pod.priority();
+  o["attempts"] = pod.attempts();
+  o["enqueued"] = JsonTimestamp(pod.enqueued_us());
+  o["age_seconds"] =
+      pod.enqueued_us() == 0 ? boost::json::value(nullptr)
+                             : boost::json::value(absl::ToInt64Seconds(now - absl::FromUnixMicros(pod.enqueued_us())));
+  // The expiry matters only while it is ahead (a pod in backoffQ).
+  const bool backing_off = pod.backoff_expiry_us() != 0 && absl::FromUnixMicros(pod.backoff_expiry_us()) > now;
+  o["backoff_expiry"] = JsonTimestamp(pod.backoff_expiry_us());
+  o["backoff_remaining_seconds"] =
+      backing_off ? boost::json::value(absl::ToDoubleSeconds(absl::FromUnixMicros(pod.backoff_expiry_us()) - now))
+                  : boost::json::value(nullptr);
+  o["unschedulable_plugins"] = Strings(pod.unschedulable_plugins());
+  o["pending_plugins"] = Strings(pod.pending_plugins());
+  o["message"] = pod.message();
+  return o;
+}
+
+bool QueuedPodMatches(const v1::QueuedPod& pod, const Invocation& inv) {
+  if (!inv.namespace_.empty() && pod.pod().namespace_() != inv.namespace_) return false;
+  if (inv.queue && QueueNameString(pod.queue()) != *inv.queue) return false;
+  if (!inv.plugin.empty()) {
+    auto has = [&](const auto& list) { return std::find(list.begin(), list.end(), inv.plugin) != list.end(); };
+    if (!has(pod.unschedulable_plugins()) && !has(pod.pending_plugins())) return false;
+  }
+  return true;
+}
+
+boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now) {
+  std::vector<const v1::QueuedPod*> sorted;
+  for (const auto& p : pods) sorted.push_back(&p);
+  std::stable_sort(sorted.begin(), sorted.end(), [](const v1::QueuedPod* a, const v1::QueuedPod* b) {
+    return std::make_tuple(QueueRank(a->queue()), a->pod().namespace_(), a->pod().name()) <
+           std::make_tuple(QueueRank(b->queue()), b->pod().namespace_(), b->pod().name());
+  });
+  boost::json::object counts;
+  for (const char* q : kQueueNames) counts[q] = 0;
+  boost::json::array items;
+  for (const v1::QueuedPod* p : sorted) {
+    items.push_back(QueuedPodJson(*p, now));
+    const std::string q = QueueNameString(p->queue());
+    if (counts.contains(q)) counts[q] = counts[q].as_int64() + 1;
+  }
+  boost::json::object doc;
+  doc["pods"] = std::move(items);
+  doc["counts"] = std::move(counts);
+  doc["total"] = server_total;
+  return doc;
+}
+
+std::string QueueTable(const boost::json::value& doc, bool wide) {
+  std::vector<std::string> headers = {"NAMESPACE", "NAME", "QUEUE", "ATTEMPTS", "AGE", "BACKOFF", "REJECTED BY"};
+  if (wide) {
+    for (const char* h : {"PRIORITY", "PENDING PLUGINS", "UID", "MESSAGE"}) headers.push_back(h);
+  }
+  Table table(headers);
+  const auto& pods = doc.at("pods").as_array();
+  for (const auto& v : pods) {
+    const auto& p = v.as_object();
+    const auto& remaining = p.at("backoff_remaining_seconds");
+    std::vector<std::string> row = {
+        Str(p.at("namespace")),
+        Str(p.at("name")),
+        Str(p.at("queue")),
+        Str(p.at("attempts")),
+        p.at("age_seconds").is_null() ? "-" : FormatAge(absl::Seconds(p.at("age_seconds").as_int64())),
+        // Rounded up, so a pod still in backoff never shows "0s".
+        remaining.is_null() ? "-"
+                            : FormatAge(absl::Ceil(absl::Seconds(remaining.as_double()), absl::Seconds(1))),
+        JoinCell(p.at("unschedulable_plugins")),
+    };
+    if (wide) {
+      row.push_back(Str(p.at("priority")));
+      row.push_back(JoinCell(p.at("pending_plugins")));
+      row.push_back(Str(p.at("uid")));
+      row.push_back(Str(p.at("message")));
+    }
+    table.AddRow(std::move(row));
+  }
+  const auto& counts = doc.at("counts").as_object();
+  std::string summary = absl::StrCat(pods.size(), pods.size() == 1 ? " pod" : " pods");
+  const char* sep = ": ";
+  for (const char* q : kQueueNames) {
+    absl::StrAppend(&summary, sep, counts.at(q).as_int64(), " ", q);
+    sep = ", ";
+  }
+  const int64_t total = doc.at("total").as_int64();
+  if (total > static_cast<int64_t>(pods.size())) absl::StrAppend(&summary, " (", total, " in the scheduler's answer)");
+  return absl::StrCat(table.Render(), "\n", summary, "\n");
+}
+
+absl::Status RunQueue(CommandContext& ctx) {
+  const Invocation& inv = ctx.invocation;
+  v1::ListQueuedPodsRequest request;
+  request.set_namespace_(inv.namespace_);
+  if (inv.queue) request.set_queue(QueueFromString(*inv.queue));
+  // --plugin filters on this side, so the limit must too when it is set.
+  if (inv.plugin.empty()) request.set_limit(inv.limit);
+  // Paging (page_size/page_token -> next_page_token) plugs in here: loop until
+  // the token is empty, appending pages, and move the plugin filter to the request.
+  auto response = ctx.client.ListQueuedPods(request);
+  if (!response.ok()) return response.status();
+  std::vector<v1::QueuedPod> pods;
+  int matched = 0;
+  for (const auto& p : response->pods()) {
+    if (!QueuedPodMatches(p, inv)) continue;
+    ++matched;
+    if (inv.limit == 0 || static_cast<int>(pods.size()) < inv.limit) pods.push_back(p);
+  }
+  const int total = inv.plugin.empty() ? response->total() : matched;
+  boost::json::value doc = QueueDocument(pods, total, ctx.now);
+  if (pods.empty() && (inv.output == OutputFormat::kTable || inv.output == OutputFormat::kWide)) {
+    ctx.err << "No pods in the scheduling queue" << (inv.namespace_.empty() ? "" : " of namespace " + inv.namespace_)
+            << ".\n";
+    return absl::OkStatus();
+  }
+  PrintDocument(
+      ctx, doc, [&](bool wide) { return QueueTable(doc, wide); },
+      [&] {
+        std::string out;
+        for (const auto& p : doc.at("pods").as_array()) {
+          absl::StrAppend(&out, Str(p.at("namespace")), "/", Str(p.at("name")), "\n");
+        }
+        return out;
+      });
+  return absl::OkStatus();
+}
+
+}  // namespace podium::ctl
