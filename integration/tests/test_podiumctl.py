@@ -268,6 +268,15 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(doc, {"requested": ["default/giant"], "moved": 1})
         self.wait_until("the attempt after --all-unschedulable",
                         lambda: self.queued().get("default/giant", {}).get("attempts", 0) > attempts)
+        # watch without --count runs until interrupted; Ctrl-C is a clean end.
+        follow = lib.Process([PODIUMCTL, "--address", self.address, "watch"], self.dir, "podiumctl-follow")
+        self.processes.append(follow)
+        self.wait_until("the watch header", lambda: follow.stdout().startswith("TIME"), timeout=10)
+        follow.proc.send_signal(signal.SIGINT)
+        try:
+            self.assertEqual(follow.wait(10), 0, follow.stderr())
+        except subprocess.TimeoutExpired:
+            self.fail("podiumctl watch did not end on SIGINT")
         # A pod that is not queued: exit 3, nothing moved.
         missing = self.ctl("activate", "default/ghost", expect=3)
         self.assertIn("default/ghost is not in the scheduling queue", missing.stderr)
