@@ -311,6 +311,21 @@ TEST_F(PodiumctlCommandsTest, ExplainSamplesNodesUnlessWide) {
   EXPECT_EQ(doc.at("queued").at("attempts").as_int64(), 3);
 }
 
+TEST_F(PodiumctlCommandsTest, ExplainRejectedBeforeFilterHasOnlyTheMessage) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.explain.set_message("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("Queue:        not queued now"));
+  EXPECT_THAT(out_.str(), HasSubstr("No per-node verdicts: the pod was rejected before Filter"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_TRUE(doc.at("queued").is_null());
+  EXPECT_TRUE(doc.at("reasons").as_array().empty());
+  EXPECT_EQ(doc.at("message").as_string(), "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+}
+
 TEST_F(PodiumctlCommandsTest, ExplainUnknownPodIsNotFound) {
   absl::Status s = Run({"explain", "default/nope"});
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
