@@ -268,6 +268,17 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(doc, {"requested": ["default/giant"], "moved": 1})
         self.wait_until("the attempt after --all-unschedulable",
                         lambda: self.queued().get("default/giant", {}).get("attempts", 0) > attempts)
+        # watch without --count runs until interrupted; Ctrl-C is a clean end.
+        follow = lib.Process([PODIUMCTL, "--address", self.address, "watch"], self.dir, "podiumctl-follow")
+        self.processes.append(follow)
+        self.wait_until("the watch header", lambda: follow.stdout().startswith("TIME"), timeout=10)
+        follow.proc.send_signal(signal.SIGINT)
+        try:
+            self.assertEqual(follow.wait(10), 0, follow.stderr())
+        except subprocess.TimeoutExpired:
+            self.fail("podiumctl watch did not end on SIGINT")
+        # Completion offers the queued pods the scheduler holds.
+        self.assertEqual(self.complete(["--address", self.address, "explain", "default/g"]), ["default/giant"])
         # A pod that is not queued: exit 3, nothing moved.
         missing = self.ctl("activate", "default/ghost", expect=3)
         self.assertIn("default/ghost is not in the scheduling queue", missing.stderr)
@@ -321,6 +332,21 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertIn("complete -F _podiumctl podiumctl", completion)
         bash = subprocess.run(["bash", "-n"], input=completion, capture_output=True, text=True, timeout=10)
         self.assertEqual(bash.returncode, 0, f"the completion script is not valid bash: {bash.stderr}")
+        self.assertEqual(self.complete(["qu"]), ["queue"])
+        self.assertEqual(self.complete(["queue", "-o", "y"]), ["yaml"])
+        self.assertEqual(self.complete(["queue", "--queue", "un"]), ["unschedulable"])
+        self.assertEqual(self.complete(["activate", "--all"]), ["--all-unschedulable"])
+
+    def complete(self, words):
+        """What bash completion offers for `podiumctl WORDS...` (the last word
+        is the one being completed), with podiumctl on PATH."""
+        script = ('source <(podiumctl completion bash)\n'
+                  'COMP_WORDS=(podiumctl "$@"); COMP_CWORD=$#; _podiumctl; printf "%s\\n" "${COMPREPLY[@]}"\n')
+        env = dict(os.environ, PATH=f"{os.path.dirname(PODIUMCTL)}:{os.environ.get('PATH', '')}")
+        p = subprocess.run(["bash", "-c", script, "complete"] + words, capture_output=True, text=True,
+                           timeout=15, env=env)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        return sorted(w for w in p.stdout.split("\n") if w)
 
 
 def main():

@@ -15,11 +15,13 @@ struct CommandInfo {
   const char* name;
   Command command;
   const char* synopsis;
+  const char* summary;  // One line, for the overview.
   const char* help;
 };
 
 const CommandInfo kCommands[] = {
     {"queue", Command::kQueue, "queue [-n NS] [--queue Q] [--plugin P] [--limit N]",
+     "pods in the scheduling queue, with attempts, backoff and rejecting plugins",
      "Pods waiting in the scheduling queue: active, backoff, unschedulable, gated;\n"
      "with attempts, age, backoff expiry and the plugins that rejected them.\n"
      "  -n, --namespace NS  only pods of namespace NS\n"
@@ -27,30 +29,37 @@ const CommandInfo kCommands[] = {
      "  --plugin P          only pods that plugin P rejected (or left pending)\n"
      "  --limit N           at most N pods (the scheduler still reports the total)\n"},
     {"explain", Command::kExplain, "explain NAMESPACE/POD",
+     "why a pod is not scheduled: its last attempt, per reason with sample nodes",
      "Why a pod is not scheduled: its last failed attempt, the per-node verdicts\n"
      "grouped by reason with sample nodes, and the FailedScheduling message.\n"
      "Exit code 3 when the scheduler has no failed attempt for the pod.\n"
      "  -n, --namespace NS  namespace of a pod given without one (default \"default\")\n"},
     {"nodes", Command::kNodes, "nodes",
+     "the scheduler's cache: requested vs allocatable, bound and assumed pods",
      "The scheduler's cluster cache: allocatable vs requested per node, bound,\n"
      "assumed and nominated pods.\n"},
     {"plugins", Command::kPlugins, "plugins",
+     "plugin endpoints: state, counters, latency; each plugin's extension points",
      "Plugin endpoints: state, failure policy, requests, errors, timeouts,\n"
      "invalid answers, latency p50/p99; then each plugin's extension points.\n"},
     {"pause", Command::kPause, "pause",
+     "stop starting scheduling cycles",
      "Stop starting scheduling cycles (pods keep queueing; binds in flight finish).\n"},
-    {"resume", Command::kResume, "resume", "Start scheduling cycles again.\n"},
+    {"resume", Command::kResume, "resume", "start scheduling cycles again", "Start scheduling cycles again.\n"},
     {"activate", Command::kActivate, "activate NAMESPACE/POD... | --all-unschedulable",
+     "move pods to the active queue",
      "Move pods from backoff or the unschedulable pool to the active queue.\n"
      "Exit code 3 when a named pod is not in the scheduling queue.\n"
      "  --all-unschedulable  every pod in the unschedulable pool\n"
      "  -n, --namespace NS   namespace of pods given without one\n"},
     {"watch", Command::kWatch, "watch [--count N] [-n NS]",
+     "one line per scheduling decision, as they happen",
      "One line per scheduling decision as it happens, until interrupted (Ctrl-C)\n"
      "or N decisions were printed. -o json prints one JSON object per line.\n"
      "  --count N           stop after N decisions\n"
      "  -n, --namespace NS  only pods of namespace NS\n"},
     {"completion", Command::kCompletion, "completion bash",
+     "print a bash completion script",
      "Print a bash completion script:  source <(podiumctl completion bash)\n"},
 };
 
@@ -358,8 +367,7 @@ std::string Usage(const std::string& topic) {
   }
   std::string commands;
   for (const auto& c : kCommands) {
-    std::string first_line(c.help, std::string_view(c.help).find('\n'));
-    absl::StrAppend(&commands, "  ", c.name, std::string(12 - std::string_view(c.name).size(), ' '), first_line,
+    absl::StrAppend(&commands, "  ", c.name, std::string(12 - std::string_view(c.name).size(), ' '), c.summary,
                     "\n");
   }
   return absl::StrCat(

@@ -12,7 +12,7 @@ absl::StatusOr<Invocation> Parse(std::vector<std::string> args, std::optional<st
   return ParseCommandLine(args, env);
 }
 
-TEST(ParseCommandLineTest, DefaultsAddressTimeoutAndTable) {
+TEST(PodiumctlParseTest, DefaultsAddressTimeoutAndTable) {
   auto inv = Parse({"queue"});
   ASSERT_TRUE(inv.ok()) << inv.status();
   EXPECT_EQ(inv->command, Command::kQueue);
@@ -21,7 +21,7 @@ TEST(ParseCommandLineTest, DefaultsAddressTimeoutAndTable) {
   EXPECT_EQ(inv->output, OutputFormat::kTable);
 }
 
-TEST(ParseCommandLineTest, AddressFlagWinsOverEnvironment) {
+TEST(PodiumctlParseTest, AddressFlagWinsOverEnvironment) {
   auto from_env = Parse({"nodes"}, "unix:///tmp/env.sock");
   ASSERT_TRUE(from_env.ok());
   EXPECT_EQ(from_env->address, "unix:///tmp/env.sock");
@@ -33,7 +33,7 @@ TEST(ParseCommandLineTest, AddressFlagWinsOverEnvironment) {
   EXPECT_EQ(inline_flag->address, "unix:///tmp/s.sock") << "a bare path is a unix socket";
 }
 
-TEST(ParseCommandLineTest, FlagsBeforeAndAfterTheCommand) {
+TEST(PodiumctlParseTest, FlagsBeforeAndAfterTheCommand) {
   auto inv = Parse({"-n", "batch", "queue", "-ojson", "--queue", "unschedulable", "--plugin=NodeResourcesFit",
                     "--limit", "10", "--timeout", "1500ms"});
   ASSERT_TRUE(inv.ok()) << inv.status();
@@ -45,13 +45,13 @@ TEST(ParseCommandLineTest, FlagsBeforeAndAfterTheCommand) {
   EXPECT_EQ(inv->timeout, absl::Milliseconds(1500));
 }
 
-TEST(ParseCommandLineTest, TimeoutInPlainSeconds) {
+TEST(PodiumctlParseTest, TimeoutInPlainSeconds) {
   auto inv = Parse({"plugins", "--timeout", "2"});
   ASSERT_TRUE(inv.ok());
   EXPECT_EQ(inv->timeout, absl::Seconds(2));
 }
 
-TEST(ParseCommandLineTest, ExplainTakesOnePodDefaultingTheNamespace) {
+TEST(PodiumctlParseTest, ExplainTakesOnePodDefaultingTheNamespace) {
   auto inv = Parse({"explain", "batch/giant"});
   ASSERT_TRUE(inv.ok());
   ASSERT_EQ(inv->pods.size(), 1u);
@@ -66,7 +66,7 @@ TEST(ParseCommandLineTest, ExplainTakesOnePodDefaultingTheNamespace) {
   EXPECT_FALSE(Parse({"explain", "a/b", "c/d"}).ok());
 }
 
-TEST(ParseCommandLineTest, ActivateWantsPodsOrAllUnschedulable) {
+TEST(PodiumctlParseTest, ActivateWantsPodsOrAllUnschedulable) {
   auto pods = Parse({"activate", "default/a", "ml/b"});
   ASSERT_TRUE(pods.ok());
   EXPECT_EQ(pods->pods.size(), 2u);
@@ -77,7 +77,7 @@ TEST(ParseCommandLineTest, ActivateWantsPodsOrAllUnschedulable) {
   EXPECT_FALSE(Parse({"activate", "a/b", "--all-unschedulable"}).ok());
 }
 
-TEST(ParseCommandLineTest, UsageErrorsNameTheFlagOrArgument) {
+TEST(PodiumctlParseTest, UsageErrorsNameTheFlagOrArgument) {
   struct Case {
     std::vector<std::string> args;
     std::string message;
@@ -109,7 +109,7 @@ TEST(ParseCommandLineTest, UsageErrorsNameTheFlagOrArgument) {
   }
 }
 
-TEST(ParseCommandLineTest, HelpForTheToolAndForACommand) {
+TEST(PodiumctlParseTest, HelpForTheToolAndForACommand) {
   auto top = Parse({"--help"});
   ASSERT_TRUE(top.ok());
   EXPECT_EQ(top->command, Command::kHelp);
@@ -124,7 +124,7 @@ TEST(ParseCommandLineTest, HelpForTheToolAndForACommand) {
   EXPECT_FALSE(Parse({"help", "nope"}).ok());
 }
 
-TEST(UsageTest, DocumentsEveryCommandAndTheExitCodes) {
+TEST(PodiumctlUsageTest, DocumentsEveryCommandAndTheExitCodes) {
   const std::string usage = Usage();
   for (const auto& c : CommandNames()) EXPECT_THAT(usage, HasSubstr("  " + c + " ")) << c;
   EXPECT_THAT(usage, HasSubstr("PODIUM_ADDRESS"));

@@ -124,7 +124,7 @@ class FakeAdmin final : public v1::Admin::Service {
   std::vector<v1::MovePodsToActiveQueueRequest> move_requests ABSL_GUARDED_BY(mu);
 };
 
-class CommandsTest : public ::testing::Test {
+class PodiumctlCommandsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     grpc::ServerBuilder builder;
@@ -179,7 +179,7 @@ class CommandsTest : public ::testing::Test {
   std::ostringstream out_, err_;
 };
 
-TEST_F(CommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
+TEST_F(PodiumctlCommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
   ASSERT_TRUE(Run({"queue"}).ok());
   const std::string out = out_.str();
   auto rows = Rows(out);
@@ -193,7 +193,7 @@ TEST_F(CommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
   EXPECT_THAT(out, HasSubstr("\n4 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated\n"));
 }
 
-TEST_F(CommandsTest, QueueJsonCarriesWhatTheTableShows) {
+TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
   ASSERT_TRUE(Run({"queue", "-o", "wide"}).ok());
   auto rows = Rows(out_.str());
   ASSERT_TRUE(Run({"queue", "-o", "json"}).ok());
@@ -220,7 +220,7 @@ TEST_F(CommandsTest, QueueJsonCarriesWhatTheTableShows) {
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.");
 }
 
-TEST_F(CommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
+TEST_F(PodiumctlCommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
   ASSERT_TRUE(Run({"queue", "-n", "batch", "--queue", "backoff", "-o", "name"}).ok());
   EXPECT_EQ(out_.str(), "batch/job-7\n");
   {
@@ -236,7 +236,7 @@ TEST_F(CommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
   EXPECT_THAT(err_.str(), HasSubstr("No pods in the scheduling queue"));
 }
 
-TEST_F(CommandsTest, QueueLimitKeepsTheTotal) {
+TEST_F(PodiumctlCommandsTest, QueueLimitKeepsTheTotal) {
   ASSERT_TRUE(Run({"queue", "--limit", "1", "-o", "json"}).ok());
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("pods").as_array().size(), 1u);
@@ -264,7 +264,7 @@ void SetExplain(FakeAdmin& fake) {
   *fake.explain.add_nodes() = Verdict("node-b", v1::Status::UNSCHEDULABLE, "NodeResourcesFit", {"Insufficient cpu"});
 }
 
-TEST_F(CommandsTest, ExplainGroupsVerdictsByReasonAsTheMessageCountsThem) {
+TEST_F(PodiumctlCommandsTest, ExplainGroupsVerdictsByReasonAsTheMessageCountsThem) {
   SetExplain(fake_);
   ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
   const std::string out = out_.str();
@@ -282,7 +282,7 @@ TEST_F(CommandsTest, ExplainGroupsVerdictsByReasonAsTheMessageCountsThem) {
               ElementsAre("1", "node(s) had untolerated taint {dedicated: infra}", "TaintToleration", "node-c"));
 }
 
-TEST_F(CommandsTest, ExplainSamplesNodesUnlessWide) {
+TEST_F(PodiumctlCommandsTest, ExplainSamplesNodesUnlessWide) {
   SetExplain(fake_);
   {
     absl::MutexLock lock(&fake_.mu);
@@ -311,13 +311,28 @@ TEST_F(CommandsTest, ExplainSamplesNodesUnlessWide) {
   EXPECT_EQ(doc.at("queued").at("attempts").as_int64(), 3);
 }
 
-TEST_F(CommandsTest, ExplainUnknownPodIsNotFound) {
+TEST_F(PodiumctlCommandsTest, ExplainRejectedBeforeFilterHasOnlyTheMessage) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.explain.set_message("0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("Queue:        not queued now"));
+  EXPECT_THAT(out_.str(), HasSubstr("No per-node verdicts: the pod was rejected before Filter"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_TRUE(doc.at("queued").is_null());
+  EXPECT_TRUE(doc.at("reasons").as_array().empty());
+  EXPECT_EQ(doc.at("message").as_string(), "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+}
+
+TEST_F(PodiumctlCommandsTest, ExplainUnknownPodIsNotFound) {
   absl::Status s = Run({"explain", "default/nope"});
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("no failed scheduling attempt recorded for pod default/nope"));
 }
 
-TEST_F(CommandsTest, NodesShowRequestedAgainstAllocatable) {
+TEST_F(PodiumctlCommandsTest, NodesShowRequestedAgainstAllocatable) {
   {
     absl::MutexLock lock(&fake_.mu);
     auto* n = fake_.cache.add_nodes();
@@ -355,7 +370,7 @@ TEST_F(CommandsTest, NodesShowRequestedAgainstAllocatable) {
   EXPECT_EQ(doc.at("assumed_pods").as_int64(), 1);
 }
 
-TEST_F(CommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
+TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
   {
     absl::MutexLock lock(&fake_.mu);
     auto* e = fake_.plugins.add_endpoints();
@@ -393,7 +408,7 @@ TEST_F(CommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
   EXPECT_EQ(doc.at("endpoints").at(0).at("reconnects").to_number<int>(), 1);
 }
 
-TEST_F(CommandsTest, PauseAndResumeSetTheState) {
+TEST_F(PodiumctlCommandsTest, PauseAndResumeSetTheState) {
   ASSERT_TRUE(Run({"pause"}).ok());
   EXPECT_THAT(out_.str(), HasSubstr("scheduling paused"));
   {
@@ -406,7 +421,7 @@ TEST_F(CommandsTest, PauseAndResumeSetTheState) {
   EXPECT_FALSE(fake_.paused);
 }
 
-TEST_F(CommandsTest, ActivateNamedPodsByUid) {
+TEST_F(PodiumctlCommandsTest, ActivateNamedPodsByUid) {
   ASSERT_TRUE(Run({"activate", "default/giant", "batch/job-7"}).ok());
   EXPECT_THAT(out_.str(), HasSubstr("2 pods moved to the active queue"));
   absl::MutexLock lock(&fake_.mu);
@@ -416,7 +431,7 @@ TEST_F(CommandsTest, ActivateNamedPodsByUid) {
   EXPECT_EQ(fake_.move_requests[0].pods(1).uid(), "uid-job-7");
 }
 
-TEST_F(CommandsTest, ActivateUnknownPodMovesNothing) {
+TEST_F(PodiumctlCommandsTest, ActivateUnknownPodMovesNothing) {
   absl::Status s = Run({"activate", "default/giant", "default/ghost"});
   EXPECT_TRUE(absl::IsNotFound(s)) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("default/ghost is not in the scheduling queue"));
@@ -424,7 +439,7 @@ TEST_F(CommandsTest, ActivateUnknownPodMovesNothing) {
   EXPECT_TRUE(fake_.move_requests.empty());
 }
 
-TEST_F(CommandsTest, ActivateAllUnschedulableNamesOnlyThePool) {
+TEST_F(PodiumctlCommandsTest, ActivateAllUnschedulableNamesOnlyThePool) {
   ASSERT_TRUE(Run({"activate", "--all-unschedulable", "-o", "json"}).ok());
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("moved").as_int64(), 1);
@@ -454,7 +469,7 @@ v1::SchedulingDecision Decision(const std::string& name, v1::SchedulingDecision:
   return d;
 }
 
-TEST_F(CommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
+TEST_F(PodiumctlCommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
   {
     absl::MutexLock lock(&fake_.mu);
     fake_.decisions = {Decision("web-1", v1::SchedulingDecision::SCHEDULED, "node-a"),
@@ -477,13 +492,13 @@ TEST_F(CommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
   EXPECT_EQ(last.at("time").as_string(), "2026-11-18T11:06:40.000Z");
 }
 
-TEST_F(CommandsTest, WatchReportsAStreamTheSchedulerEnded) {
+TEST_F(PodiumctlCommandsTest, WatchReportsAStreamTheSchedulerEnded) {
   absl::Status s = Run({"watch"});  // No --count: the fake ends the stream.
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("ended the decision stream"));
 }
 
-TEST(UnreachableTest, NamesTheAddressAndIsUnavailable) {
+TEST(PodiumctlUnreachableTest, NamesTheAddressAndIsUnavailable) {
   const std::string address = "unix:///nonexistent-dir-podiumctl/scheduler.sock";
   auto inv = ParseCommandLine({"queue", "--address", address}, std::nullopt);
   ASSERT_TRUE(inv.ok());

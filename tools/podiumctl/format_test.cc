@@ -11,7 +11,7 @@
 namespace podium::ctl {
 namespace {
 
-TEST(TableTest, AlignsColumnsAndMarksEmptyCells) {
+TEST(PodiumctlTableTest, AlignsColumnsAndMarksEmptyCells) {
   Table t({"NAME", "QUEUE", "PLUGINS"});
   t.AddRow({"web-1", "active", ""});
   t.AddRow({"a-much-longer-name", "unschedulable", "NodeResourcesFit"});
@@ -21,21 +21,21 @@ TEST(TableTest, AlignsColumnsAndMarksEmptyCells) {
             "a-much-longer-name   unschedulable   NodeResourcesFit\n");
 }
 
-TEST(TableTest, HeaderOnlyAndShortRows) {
+TEST(PodiumctlTableTest, HeaderOnlyAndShortRows) {
   Table t({"A", "B"});
   EXPECT_EQ(t.Render(), "A   B\n");
   t.AddRow({"x"});
   EXPECT_EQ(t.Render(), "A   B\nx   <none>\n");
 }
 
-TEST(FormatTest, MilliCpu) {
+TEST(PodiumctlFormatTest, MilliCpu) {
   EXPECT_EQ(FormatMilliCpu(0), "0");
   EXPECT_EQ(FormatMilliCpu(1500), "1500m");
   EXPECT_EQ(FormatMilliCpu(2000), "2");
   EXPECT_EQ(FormatMilliCpu(250), "250m");
 }
 
-TEST(FormatTest, BytesInTheLargestExactBinaryUnit) {
+TEST(PodiumctlFormatTest, BytesInTheLargestExactBinaryUnit) {
   EXPECT_EQ(FormatBytes(0), "0");
   EXPECT_EQ(FormatBytes(int64_t{4} << 30), "4Gi");
   EXPECT_EQ(FormatBytes(int64_t{1536} << 20), "1536Mi");
@@ -44,13 +44,13 @@ TEST(FormatTest, BytesInTheLargestExactBinaryUnit) {
   EXPECT_EQ(FormatBytes(2048), "2Ki");
 }
 
-TEST(FormatTest, Percent) {
+TEST(PodiumctlFormatTest, Percent) {
   EXPECT_EQ(FormatPercent(1500, 2000), "75%");
   EXPECT_EQ(FormatPercent(1, 3), "33%");
   EXPECT_EQ(FormatPercent(5, 0), "-");
 }
 
-TEST(FormatTest, AgesAsKubectlPrintsThem) {
+TEST(PodiumctlFormatTest, AgesAsKubectlPrintsThem) {
   EXPECT_EQ(FormatAge(absl::Seconds(-3)), "0s");
   EXPECT_EQ(FormatAge(absl::Seconds(45)), "45s");
   EXPECT_EQ(FormatAge(absl::Seconds(119)), "119s");
@@ -62,7 +62,7 @@ TEST(FormatTest, AgesAsKubectlPrintsThem) {
   EXPECT_EQ(FormatAge(absl::Hours(24 * 30)), "30d");
 }
 
-TEST(FormatTest, TimestampsAndCamelCase) {
+TEST(PodiumctlFormatTest, TimestampsAndCamelCase) {
   EXPECT_EQ(FormatTimestamp(absl::FromUnixSeconds(1795000000)), "2026-11-18T11:06:40Z");
   EXPECT_TRUE(JsonTimestamp(0).is_null());
   EXPECT_EQ(JsonTimestamp(1795000000000000).as_string(), "2026-11-18T11:06:40Z");
@@ -71,7 +71,7 @@ TEST(FormatTest, TimestampsAndCamelCase) {
   EXPECT_EQ(CamelCase("READY"), "Ready");
 }
 
-TEST(FormatTest, JsonRoundTripsAndIsIndented) {
+TEST(PodiumctlFormatTest, JsonRoundTripsAndIsIndented) {
   boost::json::value doc = {{"pods", boost::json::array{{{"name", "a"}, {"attempts", 2}}}},
                             {"empty", boost::json::array{}},
                             {"none", nullptr}};
@@ -80,7 +80,7 @@ TEST(FormatTest, JsonRoundTripsAndIsIndented) {
   EXPECT_THAT(text, ::testing::HasSubstr("\n  \"pods\": [\n    {\n      \"name\": \"a\""));
 }
 
-TEST(FormatTest, DoublesPrintShortAndReadBack) {
+TEST(PodiumctlFormatTest, DoublesPrintShortAndReadBack) {
   boost::json::value doc = {{"p50", 0.388938}, {"p99", 72.038213}, {"whole", 2.0}, {"tiny", 1e-05}};
   EXPECT_EQ(RenderJsonLine(doc), "{\"p50\":0.388938,\"p99\":72.038213,\"whole\":2.0,\"tiny\":1.0e-05}\n");
   EXPECT_EQ(boost::json::parse(RenderJsonLine(doc)), doc);
@@ -91,7 +91,7 @@ TEST(FormatTest, DoublesPrintShortAndReadBack) {
   EXPECT_EQ(RenderJsonLine(boost::json::value(std::nan(""))), "null\n");
 }
 
-TEST(FormatTest, YamlKeepsTypesOfTrickyStrings) {
+TEST(PodiumctlFormatTest, YamlKeepsTypesOfTrickyStrings) {
   boost::json::value doc = {{"name", "007"},     {"flag", "true"},  {"empty", ""},     {"plain", "web-1"},
                             {"count", 3},         {"ratio", 0.5},    {"nothing", nullptr},
                             {"time", "2026-11-18T11:06:40Z"},

@@ -61,15 +61,23 @@ std::string DecisionLine(const boost::json::object& d, bool wide) {
 absl::Status RunWatch(CommandContext& ctx) {
   const Invocation& inv = ctx.invocation;
   grpc::ClientContext context;
+  auto reader = ctx.client.WatchDecisions(context);
+  if (!reader.ok()) return reader.status();
+  // Ctrl-C cancels the stream: a clean end. Unregistered on every return, as
+  // the action refers to this frame.
   std::atomic<bool> interrupted{false};
+  struct InterruptScope {
+    const CommandContext& ctx;
+    ~InterruptScope() {
+      if (ctx.on_interrupt) ctx.on_interrupt(nullptr);
+    }
+  } scope{ctx};
   if (ctx.on_interrupt) {
     ctx.on_interrupt([&] {
       interrupted.store(true);
       context.TryCancel();
     });
   }
-  auto reader = ctx.client.WatchDecisions(context);
-  if (!reader.ok()) return reader.status();
 
   const bool table = inv.output == OutputFormat::kTable || inv.output == OutputFormat::kWide;
   const bool wide = inv.output == OutputFormat::kWide;
@@ -88,7 +96,6 @@ absl::Status RunWatch(CommandContext& ctx) {
   const bool done = inv.count > 0 && printed >= inv.count;
   if (done) context.TryCancel();
   grpc::Status status = (*reader)->Finish();
-  if (ctx.on_interrupt) ctx.on_interrupt(nullptr);
   if (done || interrupted.load()) return absl::OkStatus();
   if (status.ok()) return absl::UnavailableError(absl::StrCat("the scheduler at ", ctx.client.address(),
                                                               " ended the decision stream"));
