@@ -1,0 +1,195 @@
+// podium-k8s-adapter: lists and watches a Kubernetes cluster for
+// podium-scheduler (Cluster.Sync) and carries out its actions (binds,
+// preemption deletes, status patches, events) as API calls.
+// `podium-k8s-adapter --help` lists the flags.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "actions/action_dispatcher.h"
+#include "client/api_client.h"
+#include "client/rest_config.h"
+#include "link/scheduler_link.h"
+#include "reflector/reflector.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(Usage: podium-k8s-adapter [flags]
+
+Lists and watches Nodes, Pods and PriorityClasses of a Kubernetes cluster,
+streams them to podium-scheduler over Cluster.Sync, and issues the scheduler's
+actions (bind, delete with uid precondition, pod status patch, event) as API
+calls with bounded concurrency and retries.
+
+  --kubeconfig PATH       kubeconfig file (default: $KUBECONFIG, then in-cluster
+                          config, then ~/.kube/config)
+  --context NAME          kubeconfig context (default: current-context)
+  --scheduler ADDRESS     podium-scheduler's Cluster endpoint
+                          (default unix:///run/podium/scheduler.sock)
+  --kube-api-qps N        client-side rate limit, requests per second
+                          (default 50, as kube-scheduler; 0 = no limit)
+  --kube-api-burst N      rate limit burst (default 100)
+  --concurrency N         binds, deletes and patches in flight (default 16)
+  --page-size N           objects per list page (default 500)
+  --help                  this text
+
+Pods are filtered by spec.schedulerName in the scheduler (its profiles).
+)";
+
+struct AdapterOptions {
+  std::string kubeconfig;
+  std::string context;
+  std::string scheduler = "unix:///run/podium/scheduler.sock";
+  double qps = 50;
+  int burst = 100;
+  int concurrency = 16;
+  int page_size = 500;
+};
+
+absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
+  AdapterOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> absl::StatusOr<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+      return std::string(argv[++i]);
+    };
+    auto number = [&](auto* out) -> absl::Status {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      bool ok;
+      if constexpr (std::is_floating_point_v<std::remove_pointer_t<decltype(out)>>) {
+        ok = absl::SimpleAtod(*v, out);
+      } else {
+        ok = absl::SimpleAtoi(*v, out);
+      }
+      if (!ok || *out < 0) return absl::InvalidArgumentError(absl::StrCat(a, ": not a number: ", *v));
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (a == "--kubeconfig") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.kubeconfig = *v;
+    } else if (a == "--context") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.context = *v;
+    } else if (a == "--scheduler") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.scheduler = *v;
+    } else if (a == "--kube-api-qps") {
+      s = number(&o.qps);
+    } else if (a == "--kube-api-burst") {
+      s = number(&o.burst);
+    } else if (a == "--concurrency") {
+      s = number(&o.concurrency);
+      if (s.ok() && o.concurrency == 0) s = absl::InvalidArgumentError("--concurrency must be at least 1");
+    } else if (a == "--page-size") {
+      s = number(&o.page_size);
+      if (s.ok() && o.page_size == 0) s = absl::InvalidArgumentError("--page-size must be at least 1");
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    }
+    if (!s.ok()) return s;
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace podium::kube;
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  auto options = Parse(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "podium-k8s-adapter: " << options.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  auto config = ResolveRestConfig(options->kubeconfig, options->context, ProcessEnvironment());
+  if (!config.ok()) {
+    std::cerr << "podium-k8s-adapter: " << config.status().message() << "\n";
+    return 1;
+  }
+  auto client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst});
+  if (!client.ok()) {
+    std::cerr << "podium-k8s-adapter: " << client.status().message() << "\n";
+    return 1;
+  }
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::Notification stop;
+  std::atomic<bool> stopping{false};
+  std::thread([&] {
+    int sig;
+    sigwait(&signals, &sig);
+    stopping.store(true);
+    stop.Notify();
+    (*client)->Shutdown();
+  }).detach();
+
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  ActionDispatcher dispatcher(**client, {.concurrency = options->concurrency,
+                                         .event_source = {.reporting_controller = "podium", .reporting_instance = host}});
+  std::vector<ResourceKind> kinds = AllKinds();
+  SchedulerLink::Options link_options;
+  for (const auto& k : kinds) link_options.kinds.push_back(k.kind);
+  SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
+                     dispatcher);
+
+  std::cerr << "podium-k8s-adapter: API server " << config->scheme << "://" << config->host << ":" << config->port
+            << config->base_path << " (" << config->source << "), scheduler " << options->scheduler << ", rate limit "
+            << (options->qps > 0 ? absl::StrCat(options->qps, " QPS burst ", options->burst) : "off") << "\n";
+  std::vector<std::unique_ptr<Reflector>> reflectors;
+  std::vector<std::thread> threads;
+  auto sleep = [&stop](absl::Duration d) { stop.WaitForNotificationWithTimeout(d); };
+  for (auto& k : kinds) {
+    reflectors.push_back(std::make_unique<Reflector>(k, **client, link, Reflector::Options{.page_size = options->page_size},
+                                                     absl::Now, sleep));
+  }
+  for (auto& r : reflectors) threads.emplace_back([&r, &stopping] { r->Run(stopping); });
+
+  link.Run(stop);
+
+  (*client)->Shutdown();
+  for (auto& t : threads) t.join();
+  dispatcher.Stop();
+  auto c = dispatcher.counters();
+  std::cerr << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
+            << ", failed " << c.failed << "), events posted " << c.events_posted << ", aggregated "
+            << c.events_aggregated << ", dropped " << c.events_dropped << ", objects not translated "
+            << link.bad_objects() << "\n";
+  return 0;
+}

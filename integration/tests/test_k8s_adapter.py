@@ -1,0 +1,242 @@
+"""podium-k8s-adapter end to end: the fake kube-apiserver
+(integration/fake_apiserver) + podium-k8s-adapter + podium-scheduler +
+podium-plugin-host, on loopback and unix sockets.
+
+Run by ctest as
+  /usr/bin/python3 test_k8s_adapter.py --k8s-adapter BIN --repo SRC --stubs BUILD/python
+                   --scheduler BIN --plugin-host BIN -- [Class.test_method]
+"""
+
+import json
+import os
+import sys
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import podium_testlib as lib
+
+ADAPTER = None
+FAKE_APISERVER = os.path.join(os.path.dirname(lib.HERE), "fake_apiserver", "fake_apiserver.py")
+
+
+def node(name, cpu="8", memory="32Gi", pods=110):
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": res, "allocatable": res}}
+
+
+def pod(name, cpu="100m", memory="64Mi", namespace="default"):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                     "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": "Pending"}}
+
+
+class FakeApiserver:
+    def __init__(self, test):
+        self.proc = lib.Process([lib.PYTHON, FAKE_APISERVER, "--port", "0"], test.dir, "fake-apiserver")
+        test.processes.append(self.proc)
+        m = self.proc.wait_for_stderr(r"fake-apiserver listening on ([\d.]+):(\d+)")
+        self.url = f"http://{m.group(1)}:{m.group(2)}"
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def create(self, objects):
+        code, out = self.call("POST", "/control/objects", {"objects": objects})
+        assert code == 200 and all(r == 201 for r in out["results"]), out
+        return out
+
+    def faults(self, **faults):
+        code, _ = self.call("POST", "/control/faults", faults)
+        assert code == 200
+
+    def stats(self):
+        code, out = self.call("GET", "/control/stats")
+        assert code == 200
+        return out
+
+
+class K8sAdapterTest(lib.IntegrationTest):
+
+    def start(self, nodes, pods, faults=None, qps=None):
+        """The fake apiserver with nodes and pods, the scheduler and plugin host,
+        then the adapter (after `faults` are armed)."""
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        self.api = FakeApiserver(self)
+        self.api.create(nodes + pods)
+        if faults:
+            self.api.faults(**faults)
+        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake, user: robot}\n"
+            "users:\n- name: robot\n  user: {token: test-token}\n"))
+        argv = [ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr, "--page-size", "50"]
+        if qps is not None:
+            argv += ["--kube-api-qps", str(qps)]
+        self.adapter = lib.Process(argv, self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
+
+    def wait_for(self, what, predicate, timeout=60):
+        deadline = time.monotonic() + timeout
+        stats = None
+        while time.monotonic() < deadline:
+            stats = self.api.stats()
+            if predicate(stats):
+                return stats
+            self.assertTrue(self.adapter.alive(), f"the adapter exited:\n{self.adapter.stderr()[-3000:]}")
+            time.sleep(0.2)
+        self.fail(f"timed out waiting for {what}; binds={len(stats['binds'])}, "
+                  f"unbound={[k for k, v in stats['pods'].items() if not v['node']][:20]}, "
+                  f"faults_pending={stats['faults_pending']}")
+
+    def all_bound(self, stats):
+        return all(p["node"] for p in stats["pods"].values())
+
+    def assert_bound_exactly_once(self, stats):
+        unbound = sorted(k for k, p in stats["pods"].items() if not p["node"])
+        self.assertEqual(unbound, [])
+        twice = {k: n for k, n in stats["binds"].items() if n != 1}
+        self.assertEqual(twice, {}, "pods bound more than once")
+        for key in stats["pods"]:
+            self.assertEqual(stats["binds"].get(key), 1, key)
+
+    def scheduler_cache(self):
+        """{pod key: node} from the scheduler's Admin.DumpCache; fails on a pod
+        cached twice, and returns the count of assumed pods too."""
+        import grpc
+        from podium.v1 import admin_pb2, admin_pb2_grpc
+        with grpc.insecure_channel(self.scheduler_addr) as channel:
+            resp = admin_pb2_grpc.AdminStub(channel).DumpCache(
+                admin_pb2.DumpCacheRequest(include_pods=True), timeout=5)
+        cached = {}
+        for n in resp.nodes:
+            for p in n.pods:
+                key = f"{p.namespace}/{p.name}"
+                self.assertNotIn(key, cached, f"{key} is cached twice")
+                cached[key] = n.name
+        return cached, resp.assumed_pods
+
+    def assert_scheduler_matches_api(self):
+        """The scheduler's cache holds exactly the API's bound pods, on their
+        nodes (nothing lost, nothing duplicated, nothing stale)."""
+        deadline = time.monotonic() + 10
+        while True:
+            stats = self.api.stats()
+            want = {k: p["node"] for k, p in stats["pods"].items() if p["node"]}
+            cached, assumed = self.scheduler_cache()
+            if (cached == want and assumed == 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(assumed, 0)
+        self.assertEqual(sorted(set(cached) - set(want)), [], "pods the scheduler has but the API does not")
+        self.assertEqual(sorted(set(want) - set(cached)), [], "pods the API has but the scheduler does not")
+        self.assertEqual(cached, want)
+
+    # -- tests -------------------------------------------------------------------
+
+    def test_every_pod_bound_once_through_faults(self):
+        nodes = [node(f"node-{i:03d}") for i in range(20)]
+        pods = [pod(f"web-{i:04d}") for i in range(200)]
+        self.start(nodes, pods, qps=0, faults={
+            "fail": [{"verb": "list", "status": 500, "count": 1},
+                     {"verb": "bind", "status": 500, "count": 10},
+                     {"verb": "bind", "status": 429, "retry_after": 1, "count": 5},
+                     {"verb": "event", "status": 503, "count": 3}],
+            # The binding is stored, then the answer is lost: the retry's 409 is
+            # recognised as our own earlier success.
+            "commit_then_fail": [{"verb": "bind", "count": 3}]})
+        self.wait_for("20 binds", lambda s: len(s["binds"]) >= 20)
+        self.api.faults(drop_watches=True)
+        # Pods created after the drop come through the re-established watch.
+        self.api.create([pod(f"late-{i:03d}") for i in range(20)])
+        stats = self.wait_for("every pod bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(len(stats["pods"]), 220)
+        self.assertEqual(stats["faults_pending"], 0, stats["faults_served"])
+        self.assertEqual(stats["faults_served"].get("bind:500:commit"), 3)
+        # Only the three commit-then-fail retries met an existing binding.
+        self.assertEqual(stats["bind_conflicts"], 3)
+        self.assertGreaterEqual(stats["watches_dropped"], 1)
+        for key, p in stats["pods"].items():
+            self.assertIn({"type": "PodScheduled", "status": "True"},
+                          [{k: c[k] for k in ("type", "status")} for c in p["conditions"]], key)
+        self.assert_scheduler_matches_api()
+        # Scheduled events are posted, beside the binds (three met a 503 and were retried).
+        final = self.wait_for("Scheduled events", lambda s: s["events"].get("Scheduled", 0) >= 220, timeout=20)
+        self.assertEqual(final["events"].get("Scheduled"), 220)
+
+    def test_relist_after_410_sends_only_the_differences(self):
+        nodes = [node(f"node-{i:02d}") for i in range(10)]
+        self.start(nodes, [pod(f"old-{i:03d}") for i in range(50)])
+        self.wait_for("the first pods bound", self.all_bound)
+        # The watch goes away; meanwhile pods come and go, and the history the
+        # adapter would resume from is compacted: it must relist.
+        self.api.faults(watch_outage=True)
+        for i in range(0, 10):
+            code, _ = self.api.call("DELETE", f"/api/v1/namespaces/default/pods/old-{i:03d}")
+            self.assertEqual(code, 200)
+        self.api.create([pod(f"new-{i:03d}") for i in range(30)])
+        self.api.faults(compact=True)
+        self.api.faults(watch_outage=False)
+        stats = self.wait_for("the new pods bound", self.all_bound)
+        self.assertGreaterEqual(stats["gone_served"], 1, "the adapter never resumed from a compacted version")
+        self.assertEqual(len(stats["pods"]), 70)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["bind_conflicts"], 0)
+        self.assert_scheduler_matches_api()
+        self.assertRegex(self.adapter.stderr(), r"410 Gone\); relisting")
+
+    def test_pod_created_during_watch_outage_is_scheduled_after_it(self):
+        self.start([node("node-a"), node("node-b")], [pod("before")])
+        self.wait_for("the first pod bound", self.all_bound)
+        self.api.faults(watch_outage=True)
+        self.api.create([pod("during")])
+        # The outage lasts a few of the adapter's watch retries.
+        self.wait_for("watch retries refused", lambda s: s["faults_served"].get("watch:outage", 0) >= 2, timeout=30)
+        self.assertEqual(self.api.stats()["pods"]["default/during"]["node"], "")
+        self.api.faults(watch_outage=False)
+        stats = self.wait_for("the pod created during the outage bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assert_scheduler_matches_api()
+
+    def test_untranslatable_pod_is_reported_and_skipped(self):
+        bad = pod("bad-quantity", cpu="lots")
+        self.start([node("node-a")], [pod("good-1"), bad, pod("good-2")])
+        stats = self.wait_for("the good pods bound",
+                              lambda s: s["pods"]["default/good-1"]["node"] and s["pods"]["default/good-2"]["node"])
+        stats = self.wait_for("the event on the bad pod",
+                              lambda s: any(e[0] == "default/bad-quantity" for e in s["event_log"]), timeout=10)
+        events = [e for e in stats["event_log"] if e[0] == "default/bad-quantity"]
+        self.assertEqual(events[0][1:3], ["Warning", "FailedScheduling"])
+        self.assertIn("spec.containers[0].resources.requests.cpu", events[0][3])
+        self.assertEqual(stats["pods"]["default/bad-quantity"]["node"], "")
+        self.assertRegex(self.adapter.stderr(), r"Pod default/bad-quantity: cannot translate: .*requests\.cpu")
+        # A later pod still flows: the stream did not stop.
+        self.api.create([pod("good-3")])
+        self.wait_for("a later pod bound", lambda s: s["pods"].get("default/good-3", {}).get("node"))
+
+
+if __name__ == "__main__":
+    # Our own flag first; the rest is podium_testlib's.
+    argv = sys.argv[1:]
+    if "--k8s-adapter" in argv:
+        i = argv.index("--k8s-adapter")
+        ADAPTER = argv[i + 1]
+        del argv[i:i + 2]
+    sys.argv = [sys.argv[0]] + argv
+    lib.main()
