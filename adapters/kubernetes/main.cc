@@ -143,6 +143,14 @@ int main(int argc, char** argv) {
     std::cerr << "podium-k8s-adapter: " << client.status().message() << "\n";
     return 1;
   }
+  // Events get their own client and rate limit, as kube-scheduler's event
+  // broadcaster does: they never take a bind's tokens.
+  auto event_client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst,
+                                         .max_idle_connections = 4});
+  if (!event_client.ok()) {
+    std::cerr << "podium-k8s-adapter: " << event_client.status().message() << "\n";
+    return 1;
+  }
 
   sigset_t signals;
   sigemptyset(&signals);
@@ -157,11 +165,12 @@ int main(int argc, char** argv) {
     stopping.store(true);
     stop.Notify();
     (*client)->Shutdown();
+    (*event_client)->Shutdown();
   }).detach();
 
   char host[256] = {0};
   gethostname(host, sizeof(host) - 1);
-  ActionDispatcher dispatcher(**client, {.concurrency = options->concurrency,
+  ActionDispatcher dispatcher(**client, **event_client, {.concurrency = options->concurrency,
                                          .event_source = {.reporting_controller = "podium", .reporting_instance = host}});
   std::vector<ResourceKind> kinds = AllKinds();
   SchedulerLink::Options link_options;
@@ -185,11 +194,12 @@ int main(int argc, char** argv) {
 
   (*client)->Shutdown();
   for (auto& t : threads) t.join();
+  (*event_client)->Shutdown();
   dispatcher.Stop();
   auto c = dispatcher.counters();
   std::cerr << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
             << ", failed " << c.failed << "), events posted " << c.events_posted << ", aggregated "
-            << c.events_aggregated << ", dropped " << c.events_dropped << ", objects not translated "
+            << c.events_aggregated << ", dropped " << c.events_dropped << ", failed " << c.events_failed << ", objects not translated "
             << link.bad_objects() << "\n";
   return 0;
 }

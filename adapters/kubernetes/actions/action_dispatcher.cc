@@ -1,5 +1,7 @@
 #include "actions/action_dispatcher.h"
 
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "yaml-cpp/yaml.h"
 
@@ -34,8 +36,10 @@ std::pair<std::string, std::string> NodeAndUid(const ApiAnswer& a) {
 
 }  // namespace
 
-ActionDispatcher::ActionDispatcher(Transport& transport, Options options, Clock clock, Sleep sleep)
+ActionDispatcher::ActionDispatcher(Transport& transport, Transport& event_transport, Options options, Clock clock,
+                                   Sleep sleep)
     : transport_(transport),
+      event_transport_(event_transport),
       options_(std::move(options)),
       clock_(std::move(clock)),
       random_(DefaultRandom()),
@@ -112,11 +116,11 @@ bool ActionDispatcher::SleepUnlessStopping(absl::Duration d) {
   return !mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
 }
 
-ApiAnswer ActionDispatcher::CallWithRetries(const HttpRequest& request, int* attempts) {
+ApiAnswer ActionDispatcher::CallWithRetries(Transport& transport, const HttpRequest& request, int* attempts) {
   Backoff backoff(options_.backoff, random_);
   ApiAnswer answer;
   for (*attempts = 1;; ++*attempts) {
-    answer = transport_.Do(request);
+    answer = transport.Do(request);
     {
       absl::MutexLock lock(&mu_);
       ++counters_.calls;
@@ -140,14 +144,15 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
     default: return Result(action.id(), v1::ActionResult::INVALID, "unknown action kind");
   }
   int attempts = 0;
-  ApiAnswer answer = CallWithRetries(request, &attempts);
+  ApiAnswer answer =
+      CallWithRetries(action.has_record_event() ? event_transport_ : transport_, request, &attempts);
   v1::ActionResult::Code code = ResultCode(answer);
   std::string message;
   if (code == v1::ActionResult::CONFLICT && action.has_bind() && attempts > 1) {
     // An earlier attempt may have bound the pod before its answer was lost:
     // bound here, to this node, is success.
     int get_attempts = 0;
-    ApiAnswer pod = CallWithRetries(GetPodRequest(action.bind().pod()), &get_attempts);
+    ApiAnswer pod = CallWithRetries(transport_, GetPodRequest(action.bind().pod()), &get_attempts);
     auto [node, uid] = NodeAndUid(pod);
     if (pod.status == 200 && node == action.bind().node_name() &&
         (action.bind().pod().uid().empty() || uid == action.bind().pod().uid())) {
@@ -157,6 +162,8 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
   if (code != v1::ActionResult::OK) {
     message = AnswerMessage(answer);
     if (attempts > 1) absl::StrAppend(&message, " (after ", attempts, " attempts)");
+    std::cerr << "podium-k8s-adapter: " << request.method << " " << request.target << ": "
+              << v1::ActionResult::Code_Name(code) << ": " << message << "\n";
   }
   absl::MutexLock lock(&mu_);
   if (code == v1::ActionResult::OK) {
@@ -164,6 +171,7 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
     if (action.has_record_event()) ++counters_.events_posted;
   } else {
     ++counters_.failed;
+    if (action.has_record_event()) ++counters_.events_failed;
   }
   return Result(action.id(), code, std::move(message));
 }
@@ -175,6 +183,7 @@ void ActionDispatcher::Stop() {
     if (stopping_ && workers_.empty()) return;
     stopping_ = true;
     dropped.swap(queue_);
+    counters_.events_dropped += events_.size();
     for (auto& e : events_) dropped.push_back(std::move(e));
     events_.clear();
   }

@@ -42,7 +42,10 @@ class ActionDispatcher {
 
   // Waits between attempts; false = stop retrying (the dispatcher stops).
   using Sleep = std::function<bool(absl::Duration)>;
-  ActionDispatcher(Transport& transport, Options options, Clock clock = absl::Now, Sleep sleep = nullptr);
+  // Events go through `event_transport`: a client with its own rate limit, as
+  // kube-scheduler's event client, so events never take a bind's tokens.
+  ActionDispatcher(Transport& transport, Transport& event_transport, Options options, Clock clock = absl::Now,
+                   Sleep sleep = nullptr);
   ~ActionDispatcher();  // Stop().
 
   // Queues the action; `done` gets its result (from a worker thread). Blocks
@@ -54,7 +57,7 @@ class ActionDispatcher {
 
   struct Counters {
     uint64_t calls = 0, retries = 0, ok = 0, failed = 0;
-    uint64_t events_posted = 0, events_aggregated = 0, events_dropped = 0;
+    uint64_t events_posted = 0, events_aggregated = 0, events_dropped = 0, events_failed = 0;
   };
   Counters counters() const;
 
@@ -68,9 +71,10 @@ class ActionDispatcher {
   };
   void Work(bool events);
   bool SleepUnlessStopping(absl::Duration d);
-  ApiAnswer CallWithRetries(const HttpRequest& request, int* attempts);
+  ApiAnswer CallWithRetries(Transport& transport, const HttpRequest& request, int* attempts);
 
   Transport& transport_;
+  Transport& event_transport_;
   const Options options_;
   const Clock clock_;
   const Backoff::Random random_;

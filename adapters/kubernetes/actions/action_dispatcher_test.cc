@@ -44,7 +44,7 @@ class ActionDispatcherTest : public ::testing::Test {
     o.concurrency = 0;
     o.event_workers = 0;
     o.backoff = {.initial = absl::Milliseconds(100), .cap = absl::Seconds(1), .jitter = 0};
-    return std::make_unique<ActionDispatcher>(transport_, o, [this] { return now_; }, [this](absl::Duration d) {
+    return std::make_unique<ActionDispatcher>(transport_, transport_, o, [this] { return now_; }, [this](absl::Duration d) {
       slept_.push_back(d);
       return true;
     });
@@ -152,6 +152,7 @@ TEST_F(ActionDispatcherTest, EventsAreAggregatedAndDroppedWhenTheLaneIsFull) {
   EXPECT_EQ(c.events_dropped, 2u);
   d->Stop();  // The two queued events are reported too.
   EXPECT_EQ(results.size(), 5u);
+  EXPECT_EQ(d->counters().events_dropped, 4u);
   EXPECT_TRUE(transport_.requests.empty());
 }
 
