@@ -11,6 +11,7 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 import unittest
 import urllib.error
@@ -71,16 +72,17 @@ class FakeApiserver:
 
 class K8sAdapterTest(lib.IntegrationTest):
 
-    def start(self, nodes, pods, faults=None, qps=None):
-        """The fake apiserver with nodes and pods, the scheduler and plugin host,
-        then the adapter (after `faults` are armed)."""
+    def start(self, nodes, pods, faults=None, qps=None, scheduler_addr=None):
+        """The fake apiserver with nodes and pods, the scheduler and plugin host
+        (or the scheduler at scheduler_addr), then the adapter (after `faults`
+        are armed)."""
         if not ADAPTER or not os.path.exists(ADAPTER):
             self.fail("--k8s-adapter binary not given or not built")
         self.api = FakeApiserver(self)
         self.api.create(nodes + pods)
         if faults:
             self.api.faults(**faults)
-        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        self.scheduler_addr = scheduler_addr or self.start_scheduler(lib.config_path("default-plugins.yaml"))
         kubeconfig = self.write("kubeconfig", (
             "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
             f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
@@ -239,6 +241,148 @@ class K8sAdapterTest(lib.IntegrationTest):
         # A later pod still flows: the stream did not stop.
         self.api.create([pod("good-3")])
         self.wait_for("a later pod bound", lambda s: s["pods"].get("default/good-3", {}).get("node"))
+
+    def test_unschedulable_pod_gets_condition_and_event(self):
+        self.start([node("small", cpu="1")], [pod("fits", cpu="500m"), pod("too-big", cpu="4")])
+        stats = self.wait_for("PodScheduled=False on too-big", lambda s: any(
+            c["type"] == "PodScheduled" and c["status"] == "False"
+            for c in s["pods"]["default/too-big"]["conditions"]))
+        cond = [c for c in stats["pods"]["default/too-big"]["conditions"] if c["type"] == "PodScheduled"]
+        self.assertEqual(len(cond), 1, "conditions are merged by type")
+        self.assertEqual(cond[0]["reason"], "Unschedulable")
+        self.assertIn("Insufficient cpu", cond[0]["message"])
+        self.assertGreaterEqual(stats["requests"].get("PATCH patch", 0), 1)
+        stats = self.wait_for("FailedScheduling event", lambda s: any(
+            e[0] == "default/too-big" and e[2] == "FailedScheduling" for e in s["event_log"]), timeout=10)
+        self.assertEqual(stats["pods"]["default/fits"]["node"], "small")
+        self.assertEqual(stats["pods"]["default/too-big"]["node"], "")
+
+
+class ScriptedScheduler:
+    """The scheduler's side of Cluster.Sync, played by the test: records what
+    the adapter sends and sends the actions it is given after ListEnd."""
+
+    def __init__(self, address, actions):
+        import concurrent.futures
+        import queue
+        import grpc
+        from podium.v1 import cluster_pb2, cluster_pb2_grpc
+        self.pb = cluster_pb2
+        self.received = queue.Queue()
+        self.actions = actions
+        outer = self
+
+        class Servicer(cluster_pb2_grpc.ClusterServicer):
+            def Sync(self, requests, context):
+                yield cluster_pb2.SchedulerMessage(hello=cluster_pb2.SchedulerHello(
+                    protocol_version=1, scheduler_names=["default-scheduler"]))
+                listed = threading.Event()
+
+                def read():
+                    for m in requests:
+                        outer.received.put(m)
+                        if m.HasField("list_end"):
+                            listed.set()
+                    outer.received.put(None)
+                threading.Thread(target=read, daemon=True).start()
+                if listed.wait(20):
+                    yield cluster_pb2.SchedulerMessage(actions=cluster_pb2.Actions(actions=outer.actions))
+                while context.is_active():
+                    time.sleep(0.1)
+
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
+        cluster_pb2_grpc.add_ClusterServicer_to_server(Servicer(), self.server)
+        self.server.add_insecure_port(address)
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0)
+
+
+class K8sAdapterActionsTest(lib.IntegrationTest):
+    """Every kind of action against the fake apiserver, with a scripted
+    scheduler, and the Cluster.Sync stream's shape."""
+
+    def test_actions_and_their_results(self):
+        from podium.v1 import cluster_pb2, objects_pb2
+        api_pods = [pod("victim"), pod("other"), pod("bound"), pod("waiting")]
+        bound = api_pods[2]
+        bound["spec"]["nodeName"] = "node-a"
+        # The uids are the fake's: known once the pods exist; create first.
+        self.api = None
+        address = f"unix://{self.path('scripted.sock')}"
+        pending = []
+
+        def ref(name, uid=""):
+            return objects_pb2.ObjectRef(kind="Pod", namespace="default", name=name, uid=uid)
+
+        scheduler = ScriptedScheduler(address, pending)
+        try:
+            # Actions are filled in before the adapter connects (they need uids).
+            self.start_api_only([node("node-a")], api_pods)
+            uids = {k.split("/")[1]: p["uid"] for k, p in self.api.stats()["pods"].items()}
+            pending.extend([
+                cluster_pb2.Action(id=1, delete_pod=cluster_pb2.DeletePod(pod=ref("victim", uids["victim"]),
+                                                                         reason="preempted")),
+                cluster_pb2.Action(id=2, delete_pod=cluster_pb2.DeletePod(pod=ref("other", "not-its-uid"))),
+                cluster_pb2.Action(id=3, bind=cluster_pb2.BindPod(pod=ref("bound", uids["bound"]), node_name="node-a")),
+                cluster_pb2.Action(id=4, bind=cluster_pb2.BindPod(pod=ref("ghost"), node_name="node-a")),
+                cluster_pb2.Action(id=5, patch_pod_status=cluster_pb2.PatchPodStatus(
+                    pod=ref("waiting"), nominated_node_name="node-a")),
+                cluster_pb2.Action(id=6, record_event=cluster_pb2.RecordEvent(
+                    regarding=ref("victim", uids["victim"]), type="Normal", reason="Preempted",
+                    action="Preempting", note="Preempted by default/waiting on node node-a")),
+                cluster_pb2.Action(id=7, bind=cluster_pb2.BindPod(pod=ref("waiting", uids["waiting"]),
+                                                                  node_name="node-a")),
+            ])
+            self.start_adapter(address)
+            results, events, shape = {}, [], []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (len(results) < 7 or not any(
+                    e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim" for e in events)):
+                try:
+                    m = scheduler.received.get(timeout=1)
+                except Exception:
+                    continue
+                if m is None:
+                    break
+                kind = m.WhichOneof("kind")
+                if not shape or shape[-1] != kind:
+                    shape.append(kind)
+                if kind == "events":
+                    events.extend(m.events.events)
+                if kind == "results":
+                    for r in m.results.results:
+                        results[r.action_id] = (cluster_pb2.ActionResult.Code.Name(r.code), r.message)
+            self.assertEqual(shape[:4], ["hello", "list_begin", "events", "list_end"])
+            codes = {k: v[0] for k, v in results.items()}
+            self.assertEqual(codes, {1: "OK", 2: "CONFLICT", 3: "CONFLICT", 4: "NOT_FOUND", 5: "OK", 6: "OK",
+                                     7: "OK"}, results)
+            self.assertIn("Precondition failed", results[2][1])
+            self.assertIn("already assigned", results[3][1])
+            self.assertTrue(any(e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim"
+                                for e in events), "the victim's deletion came back through the watch")
+            stats = self.api.stats()
+            self.assertNotIn("default/victim", stats["pods"])
+            self.assertIn("default/other", stats["pods"])
+            self.assertEqual(stats["pods"]["default/waiting"]["nominatedNodeName"], "node-a")
+            self.assertEqual(stats["pods"]["default/waiting"]["node"], "node-a")
+            self.assertEqual([e[1:3] for e in stats["event_log"]], [["Normal", "Preempted"]])
+        finally:
+            scheduler.stop()
+
+    def start_api_only(self, nodes, pods):
+        self.api = FakeApiserver(self)
+        self.api.create(nodes + pods)
+
+    def start_adapter(self, scheduler_addr):
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
+        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", scheduler_addr],
+                                   self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
 
 
 if __name__ == "__main__":
