@@ -24,11 +24,18 @@ Faults and objects are driven through /control (JSON):
                          bind conflicts, faults served, events by reason, ...
 verbs: list, watch, get, create, bind, delete, patch, event.
 
+Authentication (optional): --tls-cert/--tls-key serve HTTPS, --client-ca asks for
+a client certificate signed by that CA, --token-file requires
+"Authorization: Bearer <the file's content>" (401 otherwise). The file is read
+on every request; a token seen in it stays valid until
+POST /control/faults {"revoke_old_tokens": true} (a rotated token's grace).
+
 Run: fake_apiserver.py [--port 0] ; prints "fake-apiserver listening on HOST:PORT".
 """
 
 import argparse
 import bisect
+import ssl
 import copy
 import json
 import sys
@@ -82,6 +89,9 @@ class Cluster:
         self.watches_open = 0
         self.watches_dropped = 0
         self.gone_served = 0
+        self.token_file = None
+        self.valid_tokens = set()
+        self.unauthorized = 0
 
     # -- objects (lock held) -------------------------------------------------
 
@@ -198,6 +208,24 @@ class Handler(BaseHTTPRequestHandler):
         with c.cv:
             return c.take_fault(verb, c.faults.commit_then_fail) is not None
 
+    def _authorized(self):
+        """False (after a 401) when a token is required and this is not it."""
+        c = self.cluster
+        if not c.token_file or self.path.startswith("/control/"):
+            return True
+        with open(c.token_file) as f:
+            current = f.read().strip()
+        header = self.headers.get("Authorization", "")
+        with c.cv:
+            c.valid_tokens.add(current)
+            ok = header.startswith("Bearer ") and header[7:] in c.valid_tokens
+            if not ok:
+                c.unauthorized += 1
+        if not ok:
+            self._body()
+            self._send(401, status_body(401, "Unauthorized", "Unauthorized"))
+        return ok
+
     def _route(self):
         url = urllib.parse.urlsplit(self.path)
         parts = [p for p in url.path.split("/") if p]
@@ -207,6 +235,8 @@ class Handler(BaseHTTPRequestHandler):
     # -- verbs ----------------------------------------------------------------
 
     def do_GET(self):
+        if not self._authorized():
+            return
         parts, query = self._route()
         if parts[:2] == ["control", "stats"]:
             return self._send(200, self._stats())
@@ -224,6 +254,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(404, status_body(404, "NotFound", f"the server could not find the requested resource ({self.path})"))
 
     def do_POST(self):
+        if not self._authorized():
+            return
         parts, _ = self._route()
         body = self._body()
         if body is None:
@@ -257,6 +289,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
 
     def do_DELETE(self):
+        if not self._authorized():
+            return
         parts, _ = self._route()
         body = self._body() or {}
         if len(parts) == 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
@@ -281,6 +315,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
 
     def do_PATCH(self):
+        if not self._authorized():
+            return
         parts, _ = self._route()
         body = self._body()
         if body is None:
@@ -488,6 +524,9 @@ class Handler(BaseHTTPRequestHandler):
                     f.watch_outage = bool(body["watch_outage"])
                 if "delay_ms" in body:
                     f.delay = float(body["delay_ms"]) / 1000.0
+                if body.get("revoke_old_tokens") and c.token_file:
+                    with open(c.token_file) as tf:
+                        c.valid_tokens = {tf.read().strip()}
                 if body.get("compact"):
                     c.compacted = c.rv
                 if body.get("drop_watches") or body.get("watch_outage"):
@@ -522,6 +561,7 @@ class Handler(BaseHTTPRequestHandler):
                 "watches_open": c.watches_open,
                 "watches_dropped": c.watches_dropped,
                 "gone_served": c.gone_served,
+                "unauthorized": c.unauthorized,
                 "pods": {f"{k[0]}/{k[1]}": {"node": o.get("spec", {}).get("nodeName", ""),
                                              "uid": o["metadata"]["uid"],
                                              "conditions": o.get("status", {}).get("conditions", []),
@@ -534,10 +574,23 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--tls-cert")
+    p.add_argument("--tls-key")
+    p.add_argument("--client-ca")
+    p.add_argument("--token-file")
     args = p.parse_args()
     Handler.cluster = Cluster()
+    Handler.cluster.token_file = args.token_file
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        if args.client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(args.client_ca)
+        # The handshake runs in the connection's thread, on its first read.
+        server.socket = ctx.wrap_socket(server.socket, server_side=True, do_handshake_on_connect=False)
     host, port = server.server_address[:2]
     print(f"fake-apiserver listening on {host}:{port}", file=sys.stderr, flush=True)
     try:

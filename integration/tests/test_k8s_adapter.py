@@ -39,18 +39,20 @@ def pod(name, cpu="100m", memory="64Mi", namespace="default"):
 
 
 class FakeApiserver:
-    def __init__(self, test):
-        self.proc = lib.Process([lib.PYTHON, FAKE_APISERVER, "--port", "0"], test.dir, "fake-apiserver")
+    def __init__(self, test, extra=(), tls_context=None):
+        self.proc = lib.Process([lib.PYTHON, FAKE_APISERVER, "--port", "0"] + list(extra), test.dir,
+                                "fake-apiserver")
         test.processes.append(self.proc)
         m = self.proc.wait_for_stderr(r"fake-apiserver listening on ([\d.]+):(\d+)")
-        self.url = f"http://{m.group(1)}:{m.group(2)}"
+        self.tls = tls_context
+        self.url = f"{'https' if tls_context else 'http'}://{m.group(1)}:{m.group(2)}"
 
     def call(self, method, path, body=None):
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=10) as r:
+            with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
                 return r.status, json.loads(r.read() or b"{}")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"{}")
@@ -70,7 +72,8 @@ class FakeApiserver:
         return out
 
 
-class K8sAdapterTest(lib.IntegrationTest):
+class AdapterTestBase(lib.IntegrationTest):
+    """Starts the processes and asserts on the fake apiserver's counters."""
 
     def start(self, nodes, pods, faults=None, qps=None, scheduler_addr=None):
         """The fake apiserver with nodes and pods, the scheduler and plugin host
@@ -150,7 +153,9 @@ class K8sAdapterTest(lib.IntegrationTest):
         self.assertEqual(sorted(set(want) - set(cached)), [], "pods the API has but the scheduler does not")
         self.assertEqual(cached, want)
 
-    # -- tests -------------------------------------------------------------------
+
+
+class K8sAdapterTest(AdapterTestBase):
 
     def test_every_pod_bound_once_through_faults(self):
         # 2 000 pods on 200 nodes take about 10 s on two cores.
@@ -256,6 +261,65 @@ class K8sAdapterTest(lib.IntegrationTest):
             e[0] == "default/too-big" and e[2] == "FailedScheduling" for e in s["event_log"]), timeout=10)
         self.assertEqual(stats["pods"]["default/fits"]["node"], "small")
         self.assertEqual(stats["pods"]["default/too-big"]["node"], "")
+
+
+def openssl(*args, cwd):
+    import subprocess
+    r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True)
+    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+
+class K8sAdapterTlsTest(AdapterTestBase):
+    """HTTPS with a private CA, a client certificate and a rotated bearer token
+    read from a file, all from a kubeconfig."""
+
+    def test_https_client_certificate_and_rotated_token(self):
+        import base64
+        import ssl
+        d = self.dir
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+                "-subj", "/CN=podium-test-ca", "-days", "1", cwd=d)
+        self.write("san.ext", "subjectAltName=IP:127.0.0.1\n")
+        for name, cn in (("server", "127.0.0.1"), ("client", "podium-k8s-adapter")):
+            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                    "-subj", f"/CN={cn}", cwd=d)
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.crt", "-days", "1", *(["-extfile", "san.ext"] if name == "server" else []),
+                    cwd=d)
+        token = self.write("token", "first-token\n")
+        ctx = ssl.create_default_context(cafile=self.path("ca.crt"))
+        ctx.load_cert_chain(self.path("client.crt"), self.path("client.key"))
+        self.api = FakeApiserver(self, ["--tls-cert", self.path("server.crt"), "--tls-key", self.path("server.key"),
+                                        "--client-ca", self.path("ca.crt"), "--token-file", token],
+                                 tls_context=ctx)
+        self.api.create([node("node-a"), node("node-b")] + [pod(f"first-{i}") for i in range(5)])
+        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        def b64(name):
+            with open(self.path(name), "rb") as f:
+                return base64.b64encode(f.read()).decode()
+        # Relative file paths resolve against the kubeconfig's directory.
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: tls\n"
+            f"clusters:\n- name: c\n  cluster:\n    server: {self.api.url}\n"
+            f"    certificate-authority-data: {b64('ca.crt')}\n"
+            "contexts:\n- name: tls\n  context: {cluster: c, user: u}\n"
+            "users:\n- name: u\n  user:\n    client-certificate: client.crt\n"
+            f"    client-key-data: {b64('client.key')}\n    tokenFile: token\n"))
+        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr],
+                                   self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
+        self.wait_for("the first pods bound over HTTPS", self.all_bound)
+        # The token rotates (written aside, renamed in place as the kubelet
+        # does); once the adapter had time to notice, the old one is revoked.
+        self.write("token.new", "second-token\n")
+        os.rename(self.path("token.new"), token)
+        time.sleep(2.5)
+        self.api.faults(revoke_old_tokens=True)
+        self.api.create([pod(f"second-{i}") for i in range(5)])
+        stats = self.wait_for("the later pods bound with the new token", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["unauthorized"], 0)
+        self.assertRegex(self.adapter.stderr(), r"API server https://127\.0\.0\.1:\d+ \(kubeconfig ")
 
 
 class ScriptedScheduler:
