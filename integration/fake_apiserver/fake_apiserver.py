@@ -69,12 +69,14 @@ class Faults:
 class Cluster:
     """Objects, the event log watches read, counters. One lock (a Condition)."""
 
-    KINDS = {"nodes": ("Node", "v1"), "pods": ("Pod", "v1")}
+    KINDS = {"nodes": ("Node", "v1"), "pods": ("Pod", "v1"),
+             "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1")}
+    NAMESPACED = ("pods", "poddisruptionbudgets")
 
     def __init__(self):
         self.cv = threading.Condition()
         self.rv = 1000
-        self.objects = {"nodes": {}, "pods": {}}  # (namespace, name) -> object
+        self.objects = {r: {} for r in self.KINDS}  # (namespace, name) -> object
         self.log = []       # (rv, resource, type, object)
         self.log_rvs = []
         self.compacted = 0  # Watches from a resourceVersion below this get 410.
@@ -111,8 +113,9 @@ class Cluster:
         obj["kind"] = kind
         obj["apiVersion"] = api
         meta = obj.setdefault("metadata", {})
-        if resource == "pods":
+        if resource in self.NAMESPACED:
             meta.setdefault("namespace", "default")
+        if resource == "pods":
             obj.setdefault("status", {}).setdefault("phase", "Pending")
             obj.setdefault("spec", {})
         key = (meta.get("namespace", ""), meta["name"])
@@ -250,6 +253,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self._list_or_watch("pods", parts[3], query)
             if len(parts) == 6 and parts[2] == "namespaces" and parts[4] == "pods":
                 return self._get("pods", (parts[3], parts[5]))
+        if parts == ["apis", "policy", "v1", "poddisruptionbudgets"]:
+            return self._list_or_watch("poddisruptionbudgets", None, query)
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"the server could not find the requested resource ({self.path})"))
 
@@ -508,7 +513,8 @@ class Handler(BaseHTTPRequestHandler):
             results = []
             with c.cv:
                 for obj in body.get("objects") or []:
-                    resource = {"Node": "nodes", "Pod": "pods"}.get(obj.get("kind"))
+                    resource = {"Node": "nodes", "Pod": "pods",
+                                "PodDisruptionBudget": "poddisruptionbudgets"}.get(obj.get("kind"))
                     if resource is None:
                         results.append(f"unknown kind {obj.get('kind')}")
                         continue

@@ -343,10 +343,13 @@ class ScriptedScheduler:
                 listed = threading.Event()
 
                 def read():
-                    for m in requests:
-                        outer.received.put(m)
-                        if m.HasField("list_end"):
-                            listed.set()
+                    try:
+                        for m in requests:
+                            outer.received.put(m)
+                            if m.HasField("list_end"):
+                                listed.set()
+                    except grpc.RpcError:
+                        pass  # The stream ended with the test.
                     outer.received.put(None)
                 threading.Thread(target=read, daemon=True).start()
                 if listed.wait(20):
@@ -383,7 +386,11 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
         scheduler = ScriptedScheduler(address, pending)
         try:
             # Actions are filled in before the adapter connects (they need uids).
-            self.start_api_only([node("node-a")], api_pods)
+            pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "web-pdb", "namespace": "default"},
+                   "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
+                   "status": {"disruptionsAllowed": 1}}
+            self.start_api_only([node("node-a"), pdb], api_pods)
             uids = {k.split("/")[1]: p["uid"] for k, p in self.api.stats()["pods"].items()}
             pending.extend([
                 cluster_pb2.Action(id=1, delete_pod=cluster_pb2.DeletePod(pod=ref("victim", uids["victim"]),
@@ -419,6 +426,12 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
                     for r in m.results.results:
                         results[r.action_id] = (cluster_pb2.ActionResult.Code.Name(r.code), r.message)
             self.assertEqual(shape[:4], ["hello", "list_begin", "events", "list_end"])
+            # The initial list: nodes, PDBs (policy/v1), then pods.
+            listed = [(e.WhichOneof("object"), getattr(e, e.WhichOneof("object")).meta.name) for e in events[:6]]
+            self.assertEqual(listed, [("node", "node-a"), ("pdb", "web-pdb"), ("pod", "bound"), ("pod", "other"),
+                                      ("pod", "victim"), ("pod", "waiting")])
+            self.assertEqual(events[1].pdb.min_available.percent, "50%")
+            self.assertEqual(events[1].pdb.disruptions_allowed, 1)
             codes = {k: v[0] for k, v in results.items()}
             self.assertEqual(codes, {1: "OK", 2: "CONFLICT", 3: "CONFLICT", 4: "NOT_FOUND", 5: "OK", 6: "OK",
                                      7: "OK"}, results)

@@ -46,6 +46,21 @@ ResourceKind PriorityClassesKind() {
           }};
 }
 
-std::vector<ResourceKind> AllKinds() { return {NodesKind(), PriorityClassesKind(), PodsKind()}; }
+ResourceKind PodDisruptionBudgetsKind() {
+  return {.kind = "PodDisruptionBudget",
+          .list_path = "/apis/policy/v1/poddisruptionbudgets",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pdb = k8s::PodDisruptionBudgetFromYaml(o);
+            if (!pdb.ok()) return pdb.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_pdb() = *std::move(pdb);
+            return e;
+          }};
+}
+
+std::vector<ResourceKind> AllKinds() {
+  return {NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), PodsKind()};
+}
 
 }  // namespace podium::kube

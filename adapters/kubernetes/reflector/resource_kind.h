@@ -28,6 +28,7 @@ struct ResourceKind {
 ResourceKind NodesKind();
 ResourceKind PodsKind();
 ResourceKind PriorityClassesKind();
+ResourceKind PodDisruptionBudgetsKind();  // policy/v1
 
 // Every kind the adapter watches, in the order their initial lists are sent
 // (nodes before the pods bound to them).
