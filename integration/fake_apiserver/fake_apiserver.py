@@ -11,6 +11,8 @@ It keeps the API conventions podium-k8s-adapter relies on:
     preconditions.uid (409 on mismatch), PATCH of pods/NAME/status (strategic
     merge: conditions merged by type; or JSON merge patch), POST of pods;
   - events.k8s.io/v1 events (accepted and counted);
+  - coordination.k8s.io/v1 Leases: GET, POST (409 if it exists), PUT with
+    metadata.resourceVersion (409 when it is not the current one);
   - every other path is 404 (an absent API group).
 
 Faults and objects are driven through /control (JSON):
@@ -84,6 +86,9 @@ class Cluster:
         self.faults = Faults()
         self.requests = {}
         self.binds = {}     # "ns/name" -> successful binds
+        self.binds_by_agent = {}  # User-Agent -> successful binds
+        self.leases = {}    # (namespace, name) -> Lease
+        self.lease_conflicts = 0
         self.bind_conflicts = 0
         self.faults_served = {}
         self.events = {}    # reason -> count
@@ -255,6 +260,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self._get("pods", (parts[3], parts[5]))
         if parts == ["apis", "policy", "v1", "poddisruptionbudgets"]:
             return self._list_or_watch("poddisruptionbudgets", None, query)
+        if len(parts) == 7 and parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and parts[5] == "leases":
+            self._count("lease")
+            if self._fault("lease"):
+                return
+            with self.cluster.cv:
+                lease = copy.deepcopy(self.cluster.leases.get((parts[4], parts[6])))
+            if lease is None:
+                return self._send(404, status_body(404, "NotFound", f"leases \"{parts[6]}\" not found"))
+            return self._send(200, lease)
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"the server could not find the requested resource ({self.path})"))
 
@@ -277,6 +291,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(code, obj)
         if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "binding":
             return self._bind(parts[3], parts[5], body)
+        if len(parts) == 6 and parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and parts[5] == "leases":
+            return self._write_lease(parts[4], (body.get("metadata") or {}).get("name", ""), body, create=True)
         if len(parts) == 6 and parts[:3] == ["apis", "events.k8s.io", "v1"] and parts[5] == "events":
             self._count("event")
             if self._fault("event"):
@@ -356,6 +372,44 @@ class Handler(BaseHTTPRequestHandler):
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
 
+    def do_PUT(self):
+        if not self._authorized():
+            return
+        parts, _ = self._route()
+        body = self._body()
+        if body is None:
+            return self._send(400, status_body(400, "BadRequest", "body is not JSON"))
+        if len(parts) == 7 and parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and parts[5] == "leases":
+            return self._write_lease(parts[4], parts[6], body, create=False)
+        self._count("other")
+        self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
+
+    def _write_lease(self, ns, name, body, create):
+        self._count("lease")
+        if self._fault("lease"):
+            return
+        c = self.cluster
+        with c.cv:
+            current = c.leases.get((ns, name))
+            if create and current is not None:
+                c.lease_conflicts += 1
+                return self._send(409, status_body(409, "AlreadyExists", f"leases \"{name}\" already exists"))
+            if not create:
+                if current is None:
+                    return self._send(404, status_body(404, "NotFound", f"leases \"{name}\" not found"))
+                if (body.get("metadata") or {}).get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                    c.lease_conflicts += 1
+                    return self._send(409, status_body(
+                        409, "Conflict", f"Operation cannot be fulfilled on leases.coordination.k8s.io \"{name}\": "
+                                         "the object has been modified; please apply your changes to the latest "
+                                         "version and try again"))
+            lease = copy.deepcopy(body)
+            meta = lease.setdefault("metadata", {})
+            meta.update({"name": name, "namespace": ns, "resourceVersion": c._next_rv()})
+            meta.setdefault("uid", (current or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()))
+            c.leases[(ns, name)] = lease
+        self._send(201 if create else 200, lease)
+
     # -- pods/binding ---------------------------------------------------------
 
     def _bind(self, ns, name, body):
@@ -388,6 +442,8 @@ class Handler(BaseHTTPRequestHandler):
             c.modify("pods", key, pod)
             k = f"{ns}/{name}"
             c.binds[k] = c.binds.get(k, 0) + 1
+            agent = self.headers.get("User-Agent", "")
+            c.binds_by_agent[agent] = c.binds_by_agent.get(agent, 0) + 1
         if self._commit_fault("bind"):
             return self._send(500, status_body(500, "InternalError", "injected fault after the binding was stored"))
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
@@ -568,6 +624,9 @@ class Handler(BaseHTTPRequestHandler):
                 "watches_dropped": c.watches_dropped,
                 "gone_served": c.gone_served,
                 "unauthorized": c.unauthorized,
+                "binds_by_agent": dict(c.binds_by_agent),
+                "leases": {f"{k[0]}/{k[1]}": v.get("spec", {}) for k, v in c.leases.items()},
+                "lease_conflicts": c.lease_conflicts,
                 "pods": {f"{k[0]}/{k[1]}": {"node": o.get("spec", {}).get("nodeName", ""),
                                              "uid": o["metadata"]["uid"],
                                              "conditions": o.get("status", {}).get("conditions", []),

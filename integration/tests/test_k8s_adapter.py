@@ -322,6 +322,56 @@ class K8sAdapterTlsTest(AdapterTestBase):
         self.assertRegex(self.adapter.stderr(), r"API server https://127\.0\.0\.1:\d+ \(kubeconfig ")
 
 
+class K8sAdapterLeaderElectionTest(AdapterTestBase):
+    """Two adapter replicas elect one leader on a Lease; the leader is killed;
+    the standby takes over and nothing is bound twice."""
+
+    def replica(self, kubeconfig, identity):
+        p = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr,
+                         "--leader-elect", "--leader-elect-identity", identity,
+                         "--leader-elect-resource-namespace", "podium-system",
+                         "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+                         "--leader-elect-retry-period", "500ms"], self.dir, identity)
+        self.processes.append(p)
+        return p
+
+    def test_standby_takes_over_when_the_leader_dies(self):
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        self.api = FakeApiserver(self)
+        self.api.create([node(f"node-{i}") for i in range(5)] + [pod(f"first-{i:03d}") for i in range(100)])
+        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
+        a = self.adapter = self.replica(kubeconfig, "replica-a")
+        holder = lambda s: s["leases"].get("podium-system/podium", {}).get("holderIdentity")
+        self.wait_for("replica-a to lead", lambda s: holder(s) == "replica-a", timeout=15)
+        b = self.replica(kubeconfig, "replica-b")
+        stats = self.wait_for("the first pods bound", self.all_bound)
+        b.wait_for_stderr(r"API server http")
+        time.sleep(1.5)  # Several of b's campaign rounds against a live leader.
+        self.assertEqual(holder(self.api.stats()), "replica-a")
+        self.assertNotIn("opening Cluster.Sync", b.stderr(), "the standby opened the scheduler's stream")
+        self.assertNotIn("leading", b.stderr())
+
+        a.proc.kill()  # No goodbye: the lease must expire.
+        a.proc.wait(timeout=5)
+        self.adapter = b
+        self.api.create([pod(f"second-{i:03d}") for i in range(100)])
+        stats = self.wait_for("replica-b to lead", lambda s: holder(s) == "replica-b", timeout=15)
+        self.assertEqual(stats["leases"]["podium-system/podium"]["leaseTransitions"], 1)
+        stats = self.wait_for("every pod bound", self.all_bound, timeout=30)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["bind_conflicts"], 0)
+        agents = stats["binds_by_agent"]
+        self.assertEqual(agents.get("podium-k8s-adapter (replica-a)"), 100, agents)
+        self.assertEqual(agents.get("podium-k8s-adapter (replica-b)"), 100, agents)
+        self.assertRegex(b.stderr(), r"leading \(lease podium-system/podium, identity replica-b\)")
+        self.assert_scheduler_matches_api()
+
+
 class ScriptedScheduler:
     """The scheduler's side of Cluster.Sync, played by the test: records what
     the adapter sends and sends the actions it is given after ListEnd."""

@@ -120,6 +120,9 @@ ApiAnswer ActionDispatcher::CallWithRetries(Transport& transport, const HttpRequ
   Backoff backoff(options_.backoff, random_);
   ApiAnswer answer;
   for (*attempts = 1;; ++*attempts) {
+    if (options_.may_act && !options_.may_act()) {
+      return ApiAnswer{.status = 0, .error = "not the leader: the action was not issued"};
+    }
     answer = transport.Do(request);
     {
       absl::MutexLock lock(&mu_);

@@ -36,6 +36,9 @@ class ActionDispatcher {
     int max_attempts = 8;
     Backoff::Options backoff;
     EventSource event_source;
+    // Asked before every API call; false: the call is not made and the action
+    // fails as UNAVAILABLE (a standby, or a leader that could not renew).
+    std::function<bool()> may_act;
   };
   using Done = std::function<void(v1::ActionResult)>;
   using Clock = std::function<absl::Time()>;

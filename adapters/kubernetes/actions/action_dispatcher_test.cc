@@ -168,5 +168,18 @@ TEST_F(ActionDispatcherTest, EventIsAnEventsK8sIoV1Object) {
   EXPECT_THAT(r.body, HasSubstr(R"("eventTime":"1970-01-01T00:16:40.000000Z")"));
 }
 
+TEST_F(ActionDispatcherTest, NothingIsIssuedWithoutLeadership) {
+  bool leader = false;
+  transport_.answers = {{.status = 500}, {.status = 201}};
+  auto d = Make({.may_act = [&leader] { return leader; }});
+  v1::ActionResult r = d->Execute(Bind(1, "web", "n"));
+  EXPECT_EQ(r.code(), v1::ActionResult::UNAVAILABLE);
+  EXPECT_THAT(r.message(), HasSubstr("not the leader"));
+  EXPECT_TRUE(transport_.requests.empty());
+  leader = true;
+  EXPECT_EQ(d->Execute(Bind(2, "web", "n")).code(), v1::ActionResult::OK);
+  EXPECT_EQ(transport_.requests.size(), 2u);
+}
+
 }  // namespace
 }  // namespace podium::kube
