@@ -247,6 +247,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         parts, query = self._route()
         if parts[:2] == ["control", "stats"]:
+            if query.get("brief"):
+                with self.cluster.cv:
+                    pods = self.cluster.objects["pods"].values()
+                    return self._send(200, {"pods": len(pods),
+                                            "bound": sum(1 for p in pods if p["spec"].get("nodeName")),
+                                            "requests": dict(self.cluster.requests)})
             return self._send(200, self._stats())
         if parts[:2] == ["api", "v1"]:
             # /api/v1/nodes, /api/v1/pods, /api/v1/namespaces/NS/pods[/NAME]
