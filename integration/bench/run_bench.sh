@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500 adapter-basic-5000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
