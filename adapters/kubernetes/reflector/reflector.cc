@@ -111,6 +111,9 @@ absl::Status Reflector::ListAndSync() {
       continue;
     }
     if (answer.status == 404) return absl::NotFoundError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+    if (answer.status == 403) {
+      return absl::PermissionDeniedError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+    }
     if (answer.status != 200) return absl::UnavailableError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
     auto doc = ParseJson(answer.body, absl::StrCat("list ", kind_.list_path));
     if (!doc.ok()) return doc.status();
@@ -249,9 +252,10 @@ void Reflector::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     if (need_list) {
       absl::Status s = ListAndSync();
-      if (absl::IsNotFound(s)) {
-        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": the API has no " << kind_.list_path
-                  << " (API group absent); not watching it\n";
+      if (absl::IsNotFound(s) || absl::IsPermissionDenied(s)) {
+        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": "
+                  << (absl::IsNotFound(s) ? "the API has no " : "not allowed to list ") << kind_.list_path
+                  << (absl::IsNotFound(s) ? " (API group absent)" : " (RBAC)") << "; not watching it\n";
         if (!synced_) {
           synced_ = true;
           sink_.OnInitialList(kind_, {});

@@ -52,12 +52,13 @@ class Reflector {
             Sleep sleep = absl::SleepFor, Backoff::Random random = DefaultRandom());
 
   // List, then watch, until `stop`. Returns at once (after an empty initial
-  // list) when the resource does not exist.
+  // list) when the resource does not exist or RBAC does not allow listing it.
   void Run(const std::atomic<bool>& stop);
 
   // The steps of Run, for tests.
   // Lists every page and hands the sink the initial list or the differences
-  // with the store. NotFound: the resource does not exist.
+  // with the store. NotFound: the resource does not exist; PermissionDenied:
+  // listing it is forbidden.
   absl::Status ListAndSync();
   // One watch from resource_version(). OK when the server ended it normally;
   // kGone (relist) or another error.

@@ -189,12 +189,17 @@ TEST_F(ReflectorTest, RunRelistsAfterGoneAndBacksOffOnErrors) {
   EXPECT_EQ(slept_[1], absl::Milliseconds(1600));
 }
 
-TEST_F(ReflectorTest, AbsentResourceIsAnEmptyInitialList) {
-  transport_.answers = {{.status = 404, .body = R"({"kind":"Status","code":404})"}};
-  Reflector r = Make();
-  r.Run(stop_);  // Returns: nothing to watch.
-  EXPECT_EQ(sink_.initial_lists, 1);
-  EXPECT_TRUE(sink_.initial.empty());
+TEST_F(ReflectorTest, AbsentOrForbiddenResourceIsAnEmptyInitialList) {
+  for (int status : {404, 403}) {
+    RecordingSink sink;
+    FakeTransport transport;
+    transport.answers = {{.status = status, .body = R"({"kind":"Status"})"}};
+    Reflector r(PodsKind(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
+    r.Run(stop_);  // Returns: nothing to watch.
+    EXPECT_EQ(sink.initial_lists, 1) << status;
+    EXPECT_TRUE(sink.initial.empty());
+    EXPECT_EQ(transport.requests.size(), 1u);
+  }
 }
 
 }  // namespace
