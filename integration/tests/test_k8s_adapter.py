@@ -231,6 +231,24 @@ class K8sAdapterTest(AdapterTestBase):
         self.assert_bound_exactly_once(stats)
         self.assert_scheduler_matches_api()
 
+    def test_restarted_scheduler_gets_a_full_list(self):
+        self.start([node("node-a"), node("node-b")], [pod(f"first-{i}") for i in range(10)])
+        self.wait_for("the first pods bound", self.all_bound)
+        # The scheduler goes away and comes back on the same socket: the adapter
+        # opens a new stream with everything it knows.
+        old = self.scheduler_process
+        old.stop()
+        self.processes.remove(old)
+        self.api.create([pod(f"second-{i}") for i in range(10)])
+        argv = list(old.argv)
+        self.scheduler_process = lib.Process(argv, self.dir, "podium-scheduler-2")
+        self.processes.append(self.scheduler_process)
+        self.scheduler_process.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
+        stats = self.wait_for("the pods created while it was away bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assert_scheduler_matches_api()
+        self.assertRegex(self.adapter.stderr(), r"opening Cluster.Sync with \d+ objects \(stream 2\)")
+
     def test_untranslatable_pod_is_reported_and_skipped(self):
         bad = pod("bad-quantity", cpu="lots")
         self.start([node("node-a")], [pod("good-1"), bad, pod("good-2")])
