@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500 adapter-basic-5000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
@@ -17,6 +17,11 @@ out="$build/bench"
 mkdir -p "$out"
 for w in "${workloads[@]}"; do
   echo "== $w" >&2
+  if [[ $w == adapter-* ]]; then  # Through podium-k8s-adapter and the fake kube-apiserver.
+    /usr/bin/python3 "$repo/integration/fake_apiserver/bench_adapter.py" --build "$build" \
+      --workload "${w#adapter-}" > "$out/$w.json"
+    continue
+  fi
   "$sim" --spawn "${config[@]}" --workload "$w" --output json --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" \
     > "$out/$w.json"
 done
@@ -24,7 +29,7 @@ done
 import json, sys
 out, workloads = sys.argv[1], sys.argv[2:]
 keys = ["workload", "nodes", "pods", "seconds", "pods_per_second", "attempt_p50_ms", "attempt_p99_ms",
-        "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb"]
+        "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb", "api_requests_per_pod"]
 rows = []
 for w in workloads:
     with open(f"{out}/{w}.json") as f:
@@ -36,7 +41,7 @@ with open(f"{out}/results.json", "w") as f:
     f.write("\n")
 fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
 head = ["workload", "nodes", "pods", "seconds", "pods/s", "attempt p50", "attempt p99", "e2e p50", "e2e p99",
-        "sched RSS MB", "host RSS MB"]
+        "sched RSS MB", "host RSS MB", "API req/pod"]
 table = [head] + [[fmt(r[k]) for k in keys] for r in rows]
 widths = [max(len(row[i]) for row in table) for i in range(len(head))]
 for row in table:

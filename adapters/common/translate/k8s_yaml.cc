@@ -474,6 +474,49 @@ v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
   return pc;
 }
 
+// intstr.IntOrString as policy/v1 uses it: an integer, or a string "N%".
+void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPercent* out) {
+  if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer or a percentage, got ", TypeName(n)));
+  const std::string& text = n.Scalar();
+  int32_t v;
+  if (absl::SimpleAtoi(text, &v)) {
+    if (v < 0) Fail(path, "must not be negative");
+    out->set_int_value(v);
+    return;
+  }
+  if (text.size() > 1 && text.back() == '%' && absl::SimpleAtoi(text.substr(0, text.size() - 1), &v) && v >= 0) {
+    out->set_percent(text);
+    return;
+  }
+  Fail(path, absl::StrCat("expected an integer or a percentage, got \"", text, "\""));
+}
+
+v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
+  v1::PodDisruptionBudget pdb;
+  Meta(Get(obj, "", "metadata"), "metadata", true, pdb.mutable_meta());
+  YAML::Node spec = Get(obj, "", "spec");
+  if (Present(Get(spec, "spec", "selector"))) LabelSelector(Get(spec, "spec", "selector"), "spec.selector", pdb.mutable_selector());
+  YAML::Node min = Get(spec, "spec", "minAvailable");
+  YAML::Node max = Get(spec, "spec", "maxUnavailable");
+  if (Present(min) && Present(max)) Fail("spec", "minAvailable and maxUnavailable are mutually exclusive");
+  if (Present(min)) IntOrPercentField(min, "spec.minAvailable", pdb.mutable_min_available());
+  if (Present(max)) IntOrPercentField(max, "spec.maxUnavailable", pdb.mutable_max_unavailable());
+  YAML::Node status = Get(obj, "", "status");
+  auto count = [&](const char* key, auto setter) {
+    YAML::Node v = Get(status, "status", key);
+    if (Present(v)) (pdb.*setter)(Int32(v, Sub("status", key)));
+  };
+  count("disruptionsAllowed", &v1::PodDisruptionBudget::set_disruptions_allowed);
+  count("currentHealthy", &v1::PodDisruptionBudget::set_current_healthy);
+  count("desiredHealthy", &v1::PodDisruptionBudget::set_desired_healthy);
+  count("expectedPods", &v1::PodDisruptionBudget::set_expected_pods);
+  ForEachEntry(Get(status, "status", "disruptedPods"), "status.disruptedPods",
+               [&](const std::string& name, const YAML::Node& v, const std::string& p) {
+                 (*pdb.mutable_disrupted_pods())[name] = TimeUs(v, p);
+               });
+  return pdb;
+}
+
 template <typename F>
 auto Convert(F&& f) -> absl::StatusOr<decltype(f())> {
   try {
@@ -645,6 +688,9 @@ absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& object) {
 }
 absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object) {
   return Convert([&] { return ConvertPriorityClass(object); });
+}
+absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertPdb(object); });
 }
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
   return Convert([&] {

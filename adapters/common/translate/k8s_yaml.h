@@ -30,6 +30,8 @@ inline constexpr int32_t kSystemNodeCritical = 2000001000;
 absl::StatusOr<v1::Pod> PodFromYaml(const YAML::Node& object);
 absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& object);
 absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object);
+// policy/v1 PodDisruptionBudget (spec and status).
+absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::Node& object);
 // A resource list (requests, limits, allocatable...). Negative values refused.
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list);
 

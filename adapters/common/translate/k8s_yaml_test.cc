@@ -274,5 +274,33 @@ TEST(K8sYamlTest, LoadsDirectoriesInNameOrder) {
   EXPECT_FALSE(LoadClusterPaths({"/nonexistent/podium.yaml"}).ok());
 }
 
+TEST(K8sYamlTest, PodDisruptionBudgetFromTheApisJson) {
+  // JSON as the API serves it: yaml-cpp reads it as YAML.
+  auto pdb = PodDisruptionBudgetFromYaml(YAML::Load(R"({"apiVersion":"policy/v1","kind":"PodDisruptionBudget",
+      "metadata":{"name":"web","namespace":"shop","uid":"u-1","resourceVersion":"7"},
+      "spec":{"minAvailable":"50%","selector":{"matchLabels":{"app":"web"}}},
+      "status":{"disruptionsAllowed":1,"currentHealthy":3,"desiredHealthy":2,"expectedPods":3,
+                "disruptedPods":{"web-1":"2024-01-02T03:04:05Z"}}})"));
+  ASSERT_TRUE(pdb.ok()) << pdb.status();
+  EXPECT_EQ(pdb->meta().namespace_(), "shop");
+  EXPECT_EQ(pdb->min_available().percent(), "50%");
+  EXPECT_FALSE(pdb->has_max_unavailable());
+  EXPECT_EQ(pdb->selector().match_labels().at("app"), "web");
+  EXPECT_EQ(pdb->disruptions_allowed(), 1);
+  EXPECT_EQ(pdb->expected_pods(), 3);
+  EXPECT_EQ(pdb->disrupted_pods().at("web-1"), 1704164645000000);
+
+  auto max = PodDisruptionBudgetFromYaml(YAML::Load(R"({"metadata":{"name":"m"},"spec":{"maxUnavailable":1}})"));
+  ASSERT_TRUE(max.ok()) << max.status();
+  EXPECT_EQ(max->max_unavailable().int_value(), 1);
+  EXPECT_EQ(max->meta().namespace_(), "default");
+
+  auto bad = PodDisruptionBudgetFromYaml(YAML::Load(R"({"metadata":{"name":"b"},"spec":{"minAvailable":"half"}})"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("spec.minAvailable: expected an integer or a percentage"));
+  auto both = PodDisruptionBudgetFromYaml(
+      YAML::Load(R"({"metadata":{"name":"b"},"spec":{"minAvailable":1,"maxUnavailable":1}})"));
+  EXPECT_THAT(both.status().message(), HasSubstr("mutually exclusive"));
+}
+
 }  // namespace
 }  // namespace podium::k8s

@@ -1,0 +1,205 @@
+#include "actions/action_dispatcher.h"
+
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace podium::kube {
+namespace {
+
+std::string EventKey(const v1::RecordEvent& e) {
+  return absl::StrCat(e.regarding().uid(), "\x1f", e.regarding().namespace_(), "/", e.regarding().name(), "\x1f",
+                      e.type(), "\x1f", e.reason(), "\x1f", e.note());
+}
+
+v1::ActionResult Result(uint64_t id, v1::ActionResult::Code code, std::string message) {
+  v1::ActionResult r;
+  r.set_action_id(id);
+  r.set_code(code);
+  r.set_message(std::move(message));
+  return r;
+}
+
+// The pod's spec.nodeName and metadata.uid from a GET answer.
+std::pair<std::string, std::string> NodeAndUid(const ApiAnswer& a) {
+  try {
+    YAML::Node pod = YAML::Load(a.body);
+    std::string node, uid;
+    if (pod["spec"] && pod["spec"]["nodeName"]) node = pod["spec"]["nodeName"].Scalar();
+    if (pod["metadata"] && pod["metadata"]["uid"]) uid = pod["metadata"]["uid"].Scalar();
+    return {node, uid};
+  } catch (const YAML::Exception&) {
+    return {};
+  }
+}
+
+}  // namespace
+
+ActionDispatcher::ActionDispatcher(Transport& transport, Transport& event_transport, Options options, Clock clock,
+                                   Sleep sleep)
+    : transport_(transport),
+      event_transport_(event_transport),
+      options_(std::move(options)),
+      clock_(std::move(clock)),
+      random_(DefaultRandom()),
+      sleep_(sleep ? std::move(sleep) : [this](absl::Duration d) { return SleepUnlessStopping(d); }) {
+  for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(false); });
+  for (int i = 0; i < options_.event_workers; ++i) workers_.emplace_back([this] { Work(true); });
+}
+
+ActionDispatcher::~ActionDispatcher() { Stop(); }
+
+void ActionDispatcher::Submit(v1::Action action, Done done) {
+  const uint64_t id = action.id();
+  if (action.has_record_event()) {
+    std::string refusal = "the adapter is stopping";
+    v1::ActionResult::Code code = v1::ActionResult::UNAVAILABLE;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!stopping_) {
+        const std::string key = EventKey(action.record_event());
+        auto it = recent_events_.find(key);
+        const absl::Time now = clock_();
+        if (it != recent_events_.end() && now - it->second < options_.event_window) {
+          ++counters_.events_aggregated;
+          code = v1::ActionResult::OK;
+          refusal = "aggregated with an identical recent event";
+        } else if (events_.size() < options_.event_queue_capacity) {
+          if (recent_events_.size() > 100000) recent_events_.clear();
+          recent_events_[key] = now;
+          events_.push_back({std::move(action), std::move(done)});
+          return;
+        } else {
+          ++counters_.events_dropped;
+          refusal = "event dropped: the event lane is full";
+        }
+      }
+    }
+    done(Result(id, code, refusal));
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    auto has_room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || queue_.size() < options_.queue_capacity;
+    };
+    mu_.Await(absl::Condition(&has_room));
+    if (!stopping_) {
+      queue_.push_back({std::move(action), std::move(done)});
+      return;
+    }
+  }
+  done(Result(id, v1::ActionResult::UNAVAILABLE, "the adapter is stopping"));
+}
+
+void ActionDispatcher::Work(bool events) {
+  for (;;) {
+    Item item;
+    {
+      absl::MutexLock lock(&mu_);
+      std::deque<Item>& q = events ? events_ : queue_;
+      auto ready = [this, &q]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !q.empty(); };
+      mu_.Await(absl::Condition(&ready));
+      if (q.empty()) return;  // Stopping.
+      item = std::move(q.front());
+      q.pop_front();
+    }
+    v1::ActionResult result = Execute(item.action);
+    item.done(std::move(result));
+  }
+}
+
+bool ActionDispatcher::SleepUnlessStopping(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+  return !mu_.AwaitWithTimeout(absl::Condition(&stopping), d);
+}
+
+ApiAnswer ActionDispatcher::CallWithRetries(Transport& transport, const HttpRequest& request, int* attempts) {
+  Backoff backoff(options_.backoff, random_);
+  ApiAnswer answer;
+  for (*attempts = 1;; ++*attempts) {
+    if (options_.may_act && !options_.may_act()) {
+      return ApiAnswer{.status = 0, .error = "not the leader: the action was not issued"};
+    }
+    answer = transport.Do(request);
+    {
+      absl::MutexLock lock(&mu_);
+      ++counters_.calls;
+    }
+    if (Classify(answer) != Verdict::kRetry || *attempts >= options_.max_attempts) return answer;
+    std::optional<absl::Duration> retry_after;
+    if (answer.status == 429 || answer.status == 503) retry_after = ParseRetryAfter(answer.retry_after);
+    if (!sleep_(backoff.Next(retry_after))) return answer;
+    absl::MutexLock lock(&mu_);
+    ++counters_.retries;
+  }
+}
+
+v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
+  HttpRequest request;
+  switch (action.kind_case()) {
+    case v1::Action::kBind: request = BindRequest(action.bind()); break;
+    case v1::Action::kDeletePod: request = DeletePodRequest(action.delete_pod()); break;
+    case v1::Action::kPatchPodStatus: request = PatchPodStatusRequest(action.patch_pod_status()); break;
+    case v1::Action::kRecordEvent: request = EventRequest(action.record_event(), options_.event_source, clock_()); break;
+    default: return Result(action.id(), v1::ActionResult::INVALID, "unknown action kind");
+  }
+  int attempts = 0;
+  ApiAnswer answer =
+      CallWithRetries(action.has_record_event() ? event_transport_ : transport_, request, &attempts);
+  v1::ActionResult::Code code = ResultCode(answer);
+  std::string message;
+  if (code == v1::ActionResult::CONFLICT && action.has_bind() && attempts > 1) {
+    // An earlier attempt may have bound the pod before its answer was lost:
+    // bound here, to this node, is success.
+    int get_attempts = 0;
+    ApiAnswer pod = CallWithRetries(transport_, GetPodRequest(action.bind().pod()), &get_attempts);
+    auto [node, uid] = NodeAndUid(pod);
+    if (pod.status == 200 && node == action.bind().node_name() &&
+        (action.bind().pod().uid().empty() || uid == action.bind().pod().uid())) {
+      code = v1::ActionResult::OK;
+    }
+  }
+  if (code != v1::ActionResult::OK) {
+    message = AnswerMessage(answer);
+    if (attempts > 1) absl::StrAppend(&message, " (after ", attempts, " attempts)");
+    std::cerr << "podium-k8s-adapter: " << request.method << " " << request.target << ": "
+              << v1::ActionResult::Code_Name(code) << ": " << message << "\n";
+  }
+  absl::MutexLock lock(&mu_);
+  if (code == v1::ActionResult::OK) {
+    ++counters_.ok;
+    if (action.has_record_event()) ++counters_.events_posted;
+  } else {
+    ++counters_.failed;
+    if (action.has_record_event()) ++counters_.events_failed;
+  }
+  return Result(action.id(), code, std::move(message));
+}
+
+void ActionDispatcher::Stop() {
+  std::deque<Item> dropped;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && workers_.empty()) return;
+    stopping_ = true;
+    dropped.swap(queue_);
+    counters_.events_dropped += events_.size();
+    for (auto& e : events_) dropped.push_back(std::move(e));
+    events_.clear();
+  }
+  for (auto& item : dropped) item.done(Result(item.action.id(), v1::ActionResult::UNAVAILABLE, "the adapter is stopping"));
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  workers_.clear();
+}
+
+ActionDispatcher::Counters ActionDispatcher::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_;
+}
+
+}  // namespace podium::kube

@@ -1,0 +1,282 @@
+// podium-k8s-adapter: lists and watches a Kubernetes cluster for
+// podium-scheduler (Cluster.Sync) and carries out its actions (binds,
+// preemption deletes, status patches, events) as API calls.
+// `podium-k8s-adapter --help` lists the flags.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "actions/action_dispatcher.h"
+#include "client/api_client.h"
+#include "client/rest_config.h"
+#include "leader/leader_elector.h"
+#include "link/scheduler_link.h"
+#include "reflector/reflector.h"
+
+namespace {
+
+constexpr char kUsage[] = R"(Usage: podium-k8s-adapter [flags]
+
+Lists and watches Nodes, Pods and PriorityClasses of a Kubernetes cluster,
+streams them to podium-scheduler over Cluster.Sync, and issues the scheduler's
+actions (bind, delete with uid precondition, pod status patch, event) as API
+calls with bounded concurrency and retries.
+
+  --kubeconfig PATH       kubeconfig file (default: $KUBECONFIG, then in-cluster
+                          config, then ~/.kube/config)
+  --context NAME          kubeconfig context (default: current-context)
+  --scheduler ADDRESS     podium-scheduler's Cluster endpoint
+                          (default unix:///run/podium/scheduler.sock)
+  --kube-api-qps N        client-side rate limit, requests per second
+                          (default 50, as kube-scheduler; 0 = no limit)
+  --kube-api-burst N      rate limit burst (default 100)
+  --concurrency N         binds, deletes and patches in flight (default 16)
+  --page-size N           objects per list page (default 500)
+  --leader-elect          elect one leader among replicas on a Lease; only the
+                          leader opens the scheduler's stream and issues
+                          actions (default off: a single replica)
+  --leader-elect-lease-duration D  (default 15s)
+  --leader-elect-renew-deadline D  (default 10s)
+  --leader-elect-retry-period D    (default 2s)
+  --leader-elect-resource-namespace NS  (default kube-system)
+  --leader-elect-resource-name NAME     (default podium)
+  --leader-elect-identity ID      (default HOSTNAME_RANDOM)
+  --help                  this text
+
+Pods are filtered by spec.schedulerName in the scheduler (its profiles).
+)";
+
+struct AdapterOptions {
+  std::string kubeconfig;
+  std::string context;
+  std::string scheduler = "unix:///run/podium/scheduler.sock";
+  double qps = 50;
+  int burst = 100;
+  int concurrency = 16;
+  int page_size = 500;
+  bool leader_elect = false;
+  podium::kube::LeaderElector::Options election;
+};
+
+absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
+  AdapterOptions o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    std::string value;
+    bool has_value = false;
+    if (size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> absl::StatusOr<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+      return std::string(argv[++i]);
+    };
+    auto number = [&](auto* out) -> absl::Status {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      bool ok;
+      if constexpr (std::is_floating_point_v<std::remove_pointer_t<decltype(out)>>) {
+        ok = absl::SimpleAtod(*v, out);
+      } else {
+        ok = absl::SimpleAtoi(*v, out);
+      }
+      if (!ok || *out < 0) return absl::InvalidArgumentError(absl::StrCat(a, ": not a number: ", *v));
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (a == "--kubeconfig") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.kubeconfig = *v;
+    } else if (a == "--context") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.context = *v;
+    } else if (a == "--scheduler") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.scheduler = *v;
+    } else if (a == "--kube-api-qps") {
+      s = number(&o.qps);
+    } else if (a == "--kube-api-burst") {
+      s = number(&o.burst);
+    } else if (a == "--concurrency") {
+      s = number(&o.concurrency);
+      if (s.ok() && o.concurrency == 0) s = absl::InvalidArgumentError("--concurrency must be at least 1");
+    } else if (a == "--leader-elect") {
+      o.leader_elect = !has_value || value == "true";
+    } else if (a == "--leader-elect-lease-duration" || a == "--leader-elect-renew-deadline" ||
+               a == "--leader-elect-retry-period") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      absl::Duration d;
+      if (!absl::ParseDuration(*v, &d) || d <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(absl::StrCat(a, ": not a duration: ", *v));
+      }
+      (a == "--leader-elect-lease-duration"  ? o.election.lease_duration
+       : a == "--leader-elect-renew-deadline" ? o.election.renew_deadline
+                                              : o.election.retry_period) = d;
+    } else if (a == "--leader-elect-resource-namespace" || a == "--leader-elect-resource-name" ||
+               a == "--leader-elect-identity") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      (a == "--leader-elect-resource-namespace" ? o.election.lease_namespace
+       : a == "--leader-elect-resource-name"    ? o.election.lease_name
+                                                : o.election.identity) = *v;
+    } else if (a == "--page-size") {
+      s = number(&o.page_size);
+      if (s.ok() && o.page_size == 0) s = absl::InvalidArgumentError("--page-size must be at least 1");
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    }
+    if (!s.ok()) return s;
+  }
+  if (o.election.renew_deadline >= o.election.lease_duration) {
+    return absl::InvalidArgumentError("--leader-elect-renew-deadline must be shorter than the lease duration");
+  }
+  if (o.election.retry_period >= o.election.renew_deadline) {
+    return absl::InvalidArgumentError("--leader-elect-retry-period must be shorter than the renew deadline");
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace podium::kube;
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    }
+  }
+  auto options = Parse(argc, argv);
+  if (!options.ok()) {
+    std::cerr << "podium-k8s-adapter: " << options.status().message() << "\n\n" << kUsage;
+    return 2;
+  }
+  auto config = ResolveRestConfig(options->kubeconfig, options->context, ProcessEnvironment());
+  if (!config.ok()) {
+    std::cerr << "podium-k8s-adapter: " << config.status().message() << "\n";
+    return 1;
+  }
+  char host[256] = {0};
+  gethostname(host, sizeof(host) - 1);
+  if (options->election.identity.empty()) {
+    options->election.identity = absl::StrFormat("%s_%08x", host, std::random_device{}());
+  }
+  const std::string agent = absl::StrCat("podium-k8s-adapter (", options->election.identity, ")");
+  auto client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst, .user_agent = agent});
+  if (!client.ok()) {
+    std::cerr << "podium-k8s-adapter: " << client.status().message() << "\n";
+    return 1;
+  }
+  // Events and leases get their own clients and rate limits, as kube-scheduler
+  // does: neither takes a bind's tokens, and binds never delay a renewal.
+  auto event_client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst,
+                                         .max_idle_connections = 4, .user_agent = agent});
+  auto lease_client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst,
+                                         .request_timeout = options->election.retry_period,
+                                         .max_idle_connections = 1, .user_agent = agent});
+  if (!event_client.ok() || !lease_client.ok()) {
+    std::cerr << "podium-k8s-adapter: " << (event_client.ok() ? lease_client.status() : event_client.status()).message()
+              << "\n";
+    return 1;
+  }
+  LeaderElector elector(**lease_client, options->election);
+
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::Notification stop;
+  std::atomic<bool> stopping{false};
+  std::once_flag stop_once;  // Notify() may be called only once.
+  auto request_stop = [&] {
+    stopping.store(true);
+    std::call_once(stop_once, [&stop] { stop.Notify(); });
+  };
+  std::thread([&] {
+    int sig;
+    sigwait(&signals, &sig);
+    request_stop();
+    (*client)->Shutdown();
+    (*event_client)->Shutdown();
+    (*lease_client)->Shutdown();
+  }).detach();
+
+  ActionDispatcher::Options dispatch{.concurrency = options->concurrency,
+                                     .event_source = {.reporting_controller = "podium", .reporting_instance = host}};
+  if (options->leader_elect) dispatch.may_act = [&elector] { return elector.IsLeader(); };
+  ActionDispatcher dispatcher(**client, **event_client, dispatch);
+  std::vector<ResourceKind> kinds = AllKinds();
+  SchedulerLink::Options link_options;
+  for (const auto& k : kinds) link_options.kinds.push_back(k.kind);
+  SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
+                     dispatcher);
+
+  std::cerr << "podium-k8s-adapter: API server " << config->scheme << "://" << config->host << ":" << config->port
+            << config->base_path << " (" << config->source << "), scheduler " << options->scheduler << ", rate limit "
+            << (options->qps > 0 ? absl::StrCat(options->qps, " QPS burst ", options->burst) : "off") << "\n";
+  std::vector<std::unique_ptr<Reflector>> reflectors;
+  std::vector<std::thread> threads;
+  auto sleep = [&stop](absl::Duration d) { stop.WaitForNotificationWithTimeout(d); };
+  for (auto& k : kinds) {
+    reflectors.push_back(std::make_unique<Reflector>(k, **client, link, Reflector::Options{.page_size = options->page_size},
+                                                     absl::Now, sleep));
+  }
+  for (auto& r : reflectors) threads.emplace_back([&r, &stopping] { r->Run(stopping); });
+
+  // With leader election, the caches warm up while campaigning; the stream to
+  // the scheduler opens once leading, and losing the lease ends the process
+  // (as kube-scheduler does): its actions have already stopped (IsLeader).
+  bool lost_lease = false;
+  std::thread campaign;
+  absl::Notification leading;
+  if (options->leader_elect) {
+    campaign = std::thread([&] {
+      if (elector.Run(stopping, [&leading] { leading.Notify(); }, sleep) && !stopping.load()) {
+        lost_lease = true;
+        request_stop();
+      }
+      if (!leading.HasBeenNotified()) leading.Notify();
+    });
+    leading.WaitForNotification();
+  }
+  if (!stop.HasBeenNotified()) link.Run(stop);
+  request_stop();
+
+  (*client)->Shutdown();
+  for (auto& t : threads) t.join();
+  (*lease_client)->Shutdown();
+  if (campaign.joinable()) campaign.join();
+  (*event_client)->Shutdown();
+  dispatcher.Stop();
+  auto c = dispatcher.counters();
+  std::cerr << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
+            << ", failed " << c.failed << "), events posted " << c.events_posted << ", aggregated "
+            << c.events_aggregated << ", dropped " << c.events_dropped << ", failed " << c.events_failed << ", objects not translated "
+            << link.bad_objects() << "\n";
+  return lost_lease ? 1 : 0;
+}

@@ -1,0 +1,293 @@
+#include "reflector/reflector.h"
+
+#include <iostream>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace podium::kube {
+namespace {
+
+std::string Scalar(const YAML::Node& n, const char* key) {
+  if (!n || !n.IsMap()) return "";
+  YAML::Node v = n[key];
+  return v && v.IsScalar() ? v.Scalar() : "";
+}
+
+std::string UrlEscape(const std::string& s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<YAML::Node> ParseJson(const std::string& text, const std::string& what) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    return absl::DataLossError(absl::StrCat(what, ": not JSON: ", e.what()));
+  }
+}
+
+v1::ObjectEvent AsDelete(v1::ObjectEvent e) {
+  e.set_type(v1::ObjectEvent::DELETE);
+  return e;
+}
+
+}  // namespace
+
+std::string ObjectKey(const YAML::Node& object) {
+  try {
+    YAML::Node meta = object.IsMap() ? object["metadata"] : YAML::Node();
+    std::string name = Scalar(meta, "name");
+    if (name.empty()) return "";
+    std::string ns = Scalar(meta, "namespace");
+    return ns.empty() ? name : absl::StrCat(ns, "/", name);
+  } catch (const YAML::Exception&) {
+    return "";
+  }
+}
+
+Reflector::Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sink, Options options, Clock clock,
+                     Sleep sleep, Backoff::Random random)
+    : kind_(std::move(kind)),
+      transport_(transport),
+      sink_(sink),
+      options_(options),
+      clock_(std::move(clock)),
+      sleep_(std::move(sleep)),
+      random_(random),
+      backoff_(options_.backoff, std::move(random)) {}
+
+void Reflector::Upsert(const std::string& key, const std::string& uid, const std::string& rv, v1::ObjectEvent object,
+                       std::vector<v1::ObjectEvent>* out) {
+  const bool finished = kind_.finished(object);
+  auto it = store_.find(key);
+  if (it != store_.end() && it->second.uid != uid) {
+    Remove(key, out);  // Deleted and created again under the same name.
+    it = store_.end();
+  }
+  const bool was_live = it != store_.end() && !it->second.finished;
+  if (!finished) {
+    out->push_back(object);
+  } else if (was_live) {
+    out->push_back(AsDelete(object));  // Succeeded/Failed: its resources are free.
+  }
+  store_[key] = Stored{uid, rv, finished, std::move(object)};
+}
+
+void Reflector::Remove(const std::string& key, std::vector<v1::ObjectEvent>* out) {
+  auto it = store_.find(key);
+  if (it == store_.end()) return;
+  if (!it->second.finished) out->push_back(AsDelete(std::move(it->second.last)));
+  store_.erase(it);
+}
+
+absl::Status Reflector::ListAndSync() {
+  struct Listed {
+    std::string key, uid, rv;
+    YAML::Node raw;
+  };
+  std::vector<Listed> listed;
+  std::string next, list_rv;
+  int restarts = 0;
+  for (;;) {
+    std::string target = absl::StrCat(kind_.list_path, "?limit=", options_.page_size);
+    if (!next.empty()) absl::StrAppend(&target, "&continue=", UrlEscape(next));
+    ApiAnswer answer = transport_.Do({.method = "GET", .target = target});
+    if (answer.status == 410 && !next.empty() && restarts < 3) {
+      // The continue token expired mid-list: start the list again.
+      ++restarts;
+      listed.clear();
+      next.clear();
+      continue;
+    }
+    if (answer.status == 404) return absl::NotFoundError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+    if (answer.status == 403) {
+      return absl::PermissionDeniedError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+    }
+    if (answer.status != 200) return absl::UnavailableError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
+    auto doc = ParseJson(answer.body, absl::StrCat("list ", kind_.list_path));
+    if (!doc.ok()) return doc.status();
+    try {
+      YAML::Node meta = (*doc)["metadata"];
+      list_rv = Scalar(meta, "resourceVersion");
+      next = Scalar(meta, "continue");
+      YAML::Node items = (*doc)["items"];
+      if (items && items.IsSequence()) {
+        for (const YAML::Node& item : items) {
+          YAML::Node m = item["metadata"];
+          listed.push_back({ObjectKey(item), Scalar(m, "uid"), Scalar(m, "resourceVersion"), item});
+        }
+      }
+    } catch (const YAML::Exception& e) {
+      return absl::DataLossError(absl::StrCat("list ", kind_.list_path, ": ", e.what()));
+    }
+    if (next.empty()) break;
+  }
+
+  std::vector<v1::ObjectEvent> out;
+  std::set<std::string> seen;
+  for (Listed& l : listed) {
+    if (l.key.empty()) {
+      sink_.OnBadObject(kind_, l.raw, absl::InvalidArgumentError("metadata.name: missing"));
+      continue;
+    }
+    seen.insert(l.key);
+    auto it = store_.find(l.key);
+    if (it != store_.end() && it->second.uid == l.uid && it->second.resource_version == l.rv) continue;
+    auto decoded = kind_.decode(l.raw);
+    if (!decoded.ok()) {
+      sink_.OnBadObject(kind_, l.raw, decoded.status());
+      continue;  // The scheduler keeps what it had, if anything.
+    }
+    Upsert(l.key, l.uid, l.rv, *std::move(decoded), &out);
+  }
+  std::vector<std::string> vanished;
+  for (const auto& [key, stored] : store_) {
+    if (!seen.contains(key)) vanished.push_back(key);
+  }
+  for (const auto& key : vanished) Remove(key, &out);
+  resource_version_ = list_rv;
+  if (!synced_) {
+    synced_ = true;
+    sink_.OnInitialList(kind_, std::move(out));
+  } else if (!out.empty()) {
+    sink_.OnEvents(std::move(out));
+  }
+  return absl::OkStatus();
+}
+
+std::string Reflector::WatchTarget() {
+  const int64_t base = absl::ToInt64Seconds(options_.watch_timeout);
+  const int64_t timeout = base + static_cast<int64_t>(random_() * static_cast<double>(base));
+  return absl::StrCat(kind_.list_path, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEscape(resource_version_),
+                      "&timeoutSeconds=", std::max<int64_t>(1, timeout));
+}
+
+Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
+  const absl::Time start = clock_();
+  StreamAnswer answer = transport_.Stream({.method = "GET", .target = WatchTarget()});
+  if (answer.head.status == 410) return WatchEnd::kGone;
+  if (answer.head.status != 200) {
+    *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": ", AnswerMessage(answer.head)));
+    return WatchEnd::kError;
+  }
+  int events = 0;
+  std::string line;
+  for (;;) {
+    absl::StatusOr<bool> more = answer.lines->NextLine(&line);
+    if (!more.ok()) {
+      *error = more.status();
+      return WatchEnd::kError;
+    }
+    if (!*more) break;
+    if (line.empty()) continue;
+    auto doc = ParseJson(line, absl::StrCat("watch ", kind_.list_path));
+    if (!doc.ok()) {
+      *error = doc.status();
+      return WatchEnd::kError;
+    }
+    std::vector<v1::ObjectEvent> out;
+    try {
+      const std::string type = Scalar(*doc, "type");
+      YAML::Node object = (*doc)["object"];
+      if (type == "ERROR") {
+        if (Scalar(object, "code") == "410") return WatchEnd::kGone;
+        *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": ", Scalar(object, "message")));
+        return WatchEnd::kError;
+      }
+      YAML::Node meta = object["metadata"];
+      const std::string rv = Scalar(meta, "resourceVersion");
+      ++events;
+      if (type == "BOOKMARK") {
+        if (!rv.empty()) resource_version_ = rv;
+        continue;
+      }
+      const std::string key = ObjectKey(object);
+      if (key.empty()) {
+        sink_.OnBadObject(kind_, object, absl::InvalidArgumentError("metadata.name: missing"));
+      } else if (type == "ADDED" || type == "MODIFIED") {
+        auto decoded = kind_.decode(object);
+        if (decoded.ok()) {
+          Upsert(key, Scalar(meta, "uid"), rv, *std::move(decoded), &out);
+        } else {
+          sink_.OnBadObject(kind_, object, decoded.status());
+        }
+      } else if (type == "DELETED") {
+        auto it = store_.find(key);
+        if (it != store_.end()) {
+          auto decoded = kind_.decode(object);
+          if (decoded.ok() && !it->second.finished) it->second.last = *std::move(decoded);
+          Remove(key, &out);
+        }
+      } else {
+        *error = absl::DataLossError(absl::StrCat("watch ", kind_.list_path, ": unknown event type \"", type, "\""));
+        return WatchEnd::kError;
+      }
+      if (!rv.empty()) resource_version_ = rv;
+    } catch (const YAML::Exception& e) {
+      *error = absl::DataLossError(absl::StrCat("watch ", kind_.list_path, ": ", e.what()));
+      return WatchEnd::kError;
+    }
+    if (!out.empty()) sink_.OnEvents(std::move(out));
+  }
+  if (events == 0 && clock_() - start < options_.min_watch_duration) {
+    *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": very short watch: closed with no events"));
+    return WatchEnd::kError;
+  }
+  return WatchEnd::kEnded;
+}
+
+void Reflector::Run(const std::atomic<bool>& stop) {
+  bool need_list = true;
+  while (!stop.load()) {
+    if (need_list) {
+      absl::Status s = ListAndSync();
+      if (absl::IsNotFound(s) || absl::IsPermissionDenied(s)) {
+        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": "
+                  << (absl::IsNotFound(s) ? "the API has no " : "not allowed to list ") << kind_.list_path
+                  << (absl::IsNotFound(s) ? " (API group absent)" : " (RBAC)") << "; not watching it\n";
+        if (!synced_) {
+          synced_ = true;
+          sink_.OnInitialList(kind_, {});
+        }
+        return;
+      }
+      if (!s.ok()) {
+        if (stop.load()) return;
+        std::cerr << "podium-k8s-adapter: " << s.message() << "; retrying\n";
+        sleep_(backoff_.Next());
+        continue;
+      }
+      need_list = false;
+    }
+    absl::Status error;
+    switch (Watch(&error)) {
+      case WatchEnd::kEnded:
+        backoff_.Reset();
+        break;
+      case WatchEnd::kGone:
+        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": resourceVersion " << resource_version_
+                  << " is too old (410 Gone); relisting\n";
+        need_list = true;
+        break;
+      case WatchEnd::kError:
+        if (stop.load()) return;
+        std::cerr << "podium-k8s-adapter: " << error.message() << "; watching again from resourceVersion "
+                  << resource_version_ << "\n";
+        sleep_(backoff_.Next());
+        break;
+    }
+  }
+}
+
+}  // namespace podium::kube

@@ -1,0 +1,102 @@
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "client/retry.h"
+#include "client/transport.h"
+#include "podium/v1/cluster.pb.h"
+#include "reflector/resource_kind.h"
+
+namespace podium::kube {
+
+// Where a reflector's output goes (the link to the scheduler). Called from the
+// reflector's thread.
+class ReflectorSink {
+ public:
+  virtual ~ReflectorSink() = default;
+  // The reflector's first complete list (every page), as UPSERTs; empty when
+  // the resource does not exist on this cluster.
+  virtual void OnInitialList(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) = 0;
+  // What changed since, in order: watch events, or the differences a relist found.
+  virtual void OnEvents(std::vector<v1::ObjectEvent> events) = 0;
+  // An object the translation refused; it is skipped (the stream goes on).
+  virtual void OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) = 0;
+};
+
+// client-go's Reflector for one resource: list in pages, remember the
+// resourceVersion, watch from it (with bookmarks), relist on 410 Gone and
+// send only the differences, back off with jitter on errors. It keeps the last
+// state of every object (the store), so a relist can tell what changed and
+// what vanished, and a DELETE carries the object's last known state.
+class Reflector {
+ public:
+  struct Options {
+    int page_size = 500;
+    // Each watch asks the server to end it after a random time in
+    // [watch_timeout, 2 * watch_timeout), as client-go does.
+    absl::Duration watch_timeout = absl::Minutes(5);
+    // A watch that ends cleanly this soon without one event is an error.
+    absl::Duration min_watch_duration = absl::Seconds(1);
+    Backoff::Options backoff{.initial = absl::Milliseconds(800), .cap = absl::Seconds(30), .jitter = 1.0};
+  };
+  using Clock = std::function<absl::Time()>;
+  using Sleep = std::function<void(absl::Duration)>;
+
+  Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sink, Options options, Clock clock = absl::Now,
+            Sleep sleep = absl::SleepFor, Backoff::Random random = DefaultRandom());
+
+  // List, then watch, until `stop`. Returns at once (after an empty initial
+  // list) when the resource does not exist or RBAC does not allow listing it.
+  void Run(const std::atomic<bool>& stop);
+
+  // The steps of Run, for tests.
+  // Lists every page and hands the sink the initial list or the differences
+  // with the store. NotFound: the resource does not exist; PermissionDenied:
+  // listing it is forbidden.
+  absl::Status ListAndSync();
+  // One watch from resource_version(). OK when the server ended it normally;
+  // kGone (relist) or another error.
+  enum class WatchEnd { kEnded, kGone, kError };
+  WatchEnd Watch(absl::Status* error);
+
+  const std::string& resource_version() const { return resource_version_; }
+  size_t store_size() const { return store_.size(); }
+  bool synced() const { return synced_; }
+
+ private:
+  struct Stored {
+    std::string uid;
+    std::string resource_version;
+    bool finished = false;
+    v1::ObjectEvent last;  // The translated object (type UPSERT).
+  };
+  // Applies one object's new state to the store and appends what the
+  // scheduler must hear to `out`.
+  void Upsert(const std::string& key, const std::string& uid, const std::string& rv, v1::ObjectEvent object,
+              std::vector<v1::ObjectEvent>* out);
+  void Remove(const std::string& key, std::vector<v1::ObjectEvent>* out);
+  std::string WatchTarget();
+
+  const ResourceKind kind_;
+  Transport& transport_;
+  ReflectorSink& sink_;
+  const Options options_;
+  const Clock clock_;
+  const Sleep sleep_;
+  const Backoff::Random random_;
+  Backoff backoff_;
+  std::map<std::string, Stored> store_;  // By namespace/name.
+  std::string resource_version_;
+  bool synced_ = false;
+};
+
+// "namespace/name" (or "name") of an API object; empty when it has no name.
+std::string ObjectKey(const YAML::Node& object);
+
+}  // namespace podium::kube

@@ -1,0 +1,206 @@
+#include "reflector/reflector.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/fake_transport.h"
+
+namespace podium::kube {
+namespace {
+
+std::string Pod(const std::string& name, const std::string& uid, const std::string& rv,
+                const std::string& phase = "Pending", const std::string& cpu = "100m") {
+  return absl::StrCat(R"({"metadata":{"name":")", name, R"(","namespace":"default","uid":")", uid,
+                      R"(","resourceVersion":")", rv, R"("},"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":")",
+                      cpu, R"("}}}]},"status":{"phase":")", phase, R"("}})");
+}
+
+std::string List(const std::vector<std::string>& items, const std::string& rv, const std::string& next = "") {
+  return absl::StrCat(R"({"kind":"PodList","metadata":{"resourceVersion":")", rv, R"(")",
+                      next.empty() ? "" : absl::StrCat(R"(,"continue":")", next, R"(")"), R"(},"items":[)",
+                      absl::StrJoin(items, ","), "]}");
+}
+
+std::string Event(const std::string& type, const std::string& object) {
+  return absl::StrCat(R"({"type":")", type, R"(","object":)", object, "}");
+}
+
+// What the sink heard, as "UPSERT default/a" lines.
+class RecordingSink : public ReflectorSink {
+ public:
+  void OnInitialList(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
+    ++initial_lists;
+    for (const auto& e : events) initial.push_back(Describe(e));
+  }
+  void OnEvents(std::vector<v1::ObjectEvent> events) override {
+    for (const auto& e : events) changes.push_back(Describe(e));
+  }
+  void OnBadObject(const ResourceKind&, const YAML::Node& object, const absl::Status& error) override {
+    bad.push_back(absl::StrCat(ObjectKey(object), ": ", error.message()));
+  }
+  static std::string Describe(const v1::ObjectEvent& e) {
+    return absl::StrCat(e.type() == v1::ObjectEvent::UPSERT ? "UPSERT " : "DELETE ", e.pod().meta().namespace_(), "/",
+                        e.pod().meta().name(), "@", e.pod().meta().resource_version());
+  }
+  int initial_lists = 0;
+  std::vector<std::string> initial, changes, bad;
+};
+
+class ReflectorTest : public ::testing::Test {
+ protected:
+  Reflector Make() {
+    return Reflector(PodsKind(), transport_, sink_, {.page_size = 2}, [this] { return now_; },
+                     [this](absl::Duration d) {
+                       slept_.push_back(d);
+                       if (slept_.size() >= stop_after_sleeps_) stop_ = true;
+                     }, [] { return 0.0; });
+  }
+  ApiAnswer Ok(std::string body) { return {.status = 200, .body = std::move(body)}; }
+
+  FakeTransport transport_;
+  RecordingSink sink_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  std::vector<absl::Duration> slept_;
+  size_t stop_after_sleeps_ = 1000;
+  std::atomic<bool> stop_{false};
+};
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST_F(ReflectorTest, ListsInPagesAndRemembersTheResourceVersion) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10", "tok/en")),
+                        Ok(List({Pod("c", "u-c", "3")}, "10"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_EQ(r.resource_version(), "10");
+  EXPECT_EQ(sink_.initial_lists, 1);
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1", "UPSERT default/b@2", "UPSERT default/c@3"));
+  ASSERT_EQ(transport_.requests.size(), 2u);
+  EXPECT_EQ(transport_.requests[0].target, "/api/v1/pods?limit=2");
+  EXPECT_EQ(transport_.requests[1].target, "/api/v1/pods?limit=2&continue=tok%2Fen");
+}
+
+TEST_F(ReflectorTest, RelistSendsOnlyTheDifferences) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10", "x")),
+                        Ok(List({Pod("c", "u-c", "3"), Pod("e", "u-e", "4")}, "10")),
+                        // a unchanged, b changed, c gone, d new, e deleted and created again.
+                        Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "12")}, "20", "y")),
+                        Ok(List({Pod("d", "u-d", "13"), Pod("e", "u-e2", "14")}, "20"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_EQ(sink_.initial_lists, 1);
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@12", "UPSERT default/d@13", "DELETE default/e@4",
+                                         "UPSERT default/e@14", "DELETE default/c@3"));
+  EXPECT_EQ(r.store_size(), 4u);
+  EXPECT_EQ(r.resource_version(), "20");
+}
+
+TEST_F(ReflectorTest, ExpiredContinueTokenRestartsTheList) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10", "x")),
+                        {.status = 410, .body = R"({"kind":"Status","code":410})"},
+                        Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "11", "y")),
+                        Ok(List({Pod("c", "u-c", "3")}, "11"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1", "UPSERT default/b@2", "UPSERT default/c@3"));
+}
+
+TEST_F(ReflectorTest, FinishedPodsAreDeletesAndNeverSentWhenFirstSeenFinished) {
+  transport_.answers = {Ok(List({Pod("done", "u-1", "1", "Succeeded"), Pod("run", "u-2", "2", "Running")}, "10"))};
+  transport_.watches = {{.lines = {Event("MODIFIED", Pod("run", "u-2", "11", "Failed")),
+                                   Event("DELETED", Pod("run", "u-2", "12", "Failed")),
+                                   Event("DELETED", Pod("done", "u-1", "13", "Succeeded"))}}};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/run@2"));
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded) << error;
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE default/run@11"));
+  EXPECT_EQ(r.store_size(), 0u);
+}
+
+TEST_F(ReflectorTest, WatchAppliesEventsAndBookmarksMoveTheResourceVersion) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1")}, "10"))};
+  transport_.watches = {{.lines = {Event("ADDED", Pod("b", "u-b", "11")), Event("MODIFIED", Pod("a", "u-a", "12")),
+                                   Event("DELETED", Pod("b", "u-b", "13")),
+                                   R"({"type":"BOOKMARK","object":{"kind":"Pod","metadata":{"resourceVersion":"20"}}})"}}};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded);
+  EXPECT_THAT(transport_.requests.back().target,
+              HasSubstr("/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion=10&timeoutSeconds="));
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@11", "UPSERT default/a@12", "DELETE default/b@13"));
+  EXPECT_EQ(r.resource_version(), "20");
+}
+
+TEST_F(ReflectorTest, GoneAsStatusOrAsErrorEventMeansRelist) {
+  transport_.answers = {Ok(List({}, "10"))};
+  transport_.watches = {{.head = {.status = 410, .body = "{}"}},
+                        {.lines = {R"({"type":"ERROR","object":{"kind":"Status","code":410,"reason":"Expired"}})"}}};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kGone);
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kGone);
+}
+
+TEST_F(ReflectorTest, AWatchThatClosesAtOnceWithNoEventsIsAnError) {
+  transport_.answers = {Ok(List({}, "10"))};
+  transport_.watches = {{.lines = {}}, {.lines = {}, .end = absl::UnavailableError("connection reset")}};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kError);
+  EXPECT_THAT(error.message(), HasSubstr("very short watch"));
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kError);
+  EXPECT_THAT(error.message(), HasSubstr("connection reset"));
+}
+
+TEST_F(ReflectorTest, AnUntranslatableObjectIsReportedAndSkipped) {
+  transport_.answers = {Ok(List({Pod("bad", "u-1", "1", "Pending", "lots"), Pod("good", "u-2", "2")}, "10"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/good@2"));
+  ASSERT_EQ(sink_.bad.size(), 1u);
+  EXPECT_THAT(sink_.bad[0], HasSubstr("default/bad: spec.containers[0].resources.requests.cpu"));
+}
+
+TEST_F(ReflectorTest, RunRelistsAfterGoneAndBacksOffOnErrors) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1")}, "10")),  // First list.
+                        Ok(List({Pod("b", "u-b", "30")}, "30"))};  // Relist after 410.
+  transport_.watches = {{.head = {.status = 500, .body = R"({"message":"etcd is sad"})"}},
+                        {.lines = {Event("ADDED", Pod("c", "u-c", "11"))}, .end = absl::UnavailableError("dropped")},
+                        {.head = {.status = 410}}};
+  // After the relist the fake has no more watches: the third backoff stops the run.
+  stop_after_sleeps_ = 3;
+  Reflector r = Make();
+  r.Run(stop_);
+  EXPECT_EQ(r.resource_version(), "30");
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1"));
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/c@11", "UPSERT default/b@30", "DELETE default/a@1",
+                                         "DELETE default/c@11"));
+  ASSERT_GE(slept_.size(), 2u);
+  EXPECT_EQ(slept_[0], absl::Milliseconds(800));
+  EXPECT_EQ(slept_[1], absl::Milliseconds(1600));
+}
+
+TEST_F(ReflectorTest, AbsentOrForbiddenResourceIsAnEmptyInitialList) {
+  for (int status : {404, 403}) {
+    RecordingSink sink;
+    FakeTransport transport;
+    transport.answers = {{.status = status, .body = R"({"kind":"Status"})"}};
+    Reflector r(PodsKind(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
+    r.Run(stop_);  // Returns: nothing to watch.
+    EXPECT_EQ(sink.initial_lists, 1) << status;
+    EXPECT_TRUE(sink.initial.empty());
+    EXPECT_EQ(transport.requests.size(), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace podium::kube

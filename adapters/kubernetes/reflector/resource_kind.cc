@@ -1,0 +1,66 @@
+#include "reflector/resource_kind.h"
+
+#include "common/translate/k8s_yaml.h"
+
+namespace podium::kube {
+
+ResourceKind NodesKind() {
+  return {.kind = "Node",
+          .list_path = "/api/v1/nodes",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto node = k8s::NodeFromYaml(o);
+            if (!node.ok()) return node.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_node() = *std::move(node);
+            return e;
+          }};
+}
+
+ResourceKind PodsKind() {
+  return {.kind = "Pod",
+          .list_path = "/api/v1/pods",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pod = k8s::PodFromYaml(o);
+            if (!pod.ok()) return pod.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_pod() = *std::move(pod);
+            return e;
+          },
+          .finished = [](const v1::ObjectEvent& e) {
+            return e.has_pod() && (e.pod().phase() == v1::SUCCEEDED || e.pod().phase() == v1::FAILED);
+          }};
+}
+
+ResourceKind PriorityClassesKind() {
+  return {.kind = "PriorityClass",
+          .list_path = "/apis/scheduling.k8s.io/v1/priorityclasses",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pc = k8s::PriorityClassFromYaml(o);
+            if (!pc.ok()) return pc.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_priority_class() = *std::move(pc);
+            return e;
+          }};
+}
+
+ResourceKind PodDisruptionBudgetsKind() {
+  return {.kind = "PodDisruptionBudget",
+          .list_path = "/apis/policy/v1/poddisruptionbudgets",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pdb = k8s::PodDisruptionBudgetFromYaml(o);
+            if (!pdb.ok()) return pdb.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_pdb() = *std::move(pdb);
+            return e;
+          }};
+}
+
+std::vector<ResourceKind> AllKinds() {
+  return {NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), PodsKind()};
+}
+
+}  // namespace podium::kube

@@ -1,0 +1,37 @@
+#pragma once
+
+// The Kubernetes resources the adapter lists and watches, and how each one's
+// JSON becomes a podium.v1 object (the shared translation, podium_translate:
+// yaml-cpp reads JSON, so the API's objects go through the same functions as
+// podium-sim's YAML).
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "podium/v1/cluster.pb.h"
+#include "yaml-cpp/yaml.h"
+
+namespace podium::kube {
+
+struct ResourceKind {
+  std::string kind;       // "Pod", for logs and bad-object reports.
+  std::string list_path;  // "/api/v1/pods": every namespace.
+  // The object as an UPSERT event.
+  std::function<absl::StatusOr<v1::ObjectEvent>(const YAML::Node&)> decode;
+  // Objects that hold no resources any more (Succeeded/Failed pods): the
+  // scheduler gets a DELETE for them, as kube-scheduler drops them from its cache.
+  std::function<bool(const v1::ObjectEvent&)> finished = [](const v1::ObjectEvent&) { return false; };
+};
+
+ResourceKind NodesKind();
+ResourceKind PodsKind();
+ResourceKind PriorityClassesKind();
+ResourceKind PodDisruptionBudgetsKind();  // policy/v1
+
+// Every kind the adapter watches, in the order their initial lists are sent
+// (nodes before the pods bound to them).
+std::vector<ResourceKind> AllKinds();
+
+}  // namespace podium::kube

@@ -1,0 +1,144 @@
+#!/usr/bin/python3
+"""make bench through podium-k8s-adapter: scheduler_perf's basic shapes served
+by the fake kube-apiserver over HTTP (rate limit off), placed by
+podium-scheduler + podium-plugin-host.
+
+  bench_adapter.py --build BUILD --workload basic-500 > result.json
+
+The result has the core fields of podium-sim's report (workload, nodes, pods,
+seconds, pods_per_second) plus api_requests_per_pod: the API calls besides
+events made per measured pod (list, watch, bind, patch, get, delete). The
+fake apiserver is single-process Python: its speed bounds the numbers, so
+compare them with each other, not with kube-scheduler's.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHAPES = {"basic-500": (500, 500, 1000), "basic-5000": (5000, 1000, 10000)}  # nodes, init pods, measured pods
+
+
+def node(i):
+    res = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    name = f"scheduler-perf-node-{i}"
+    return {"kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": res, "allocatable": res}}
+
+
+def pod(ns, name):
+    return {"kind": "Pod", "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
+                                     "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+
+
+class Bench:
+    def __init__(self, build, workdir):
+        self.build = build
+        self.dir = workdir
+        self.procs = []
+
+    def spawn(self, name, argv, ready):
+        err = open(os.path.join(self.dir, f"{name}.stderr"), "wb+")
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+        self.procs.append((p, err))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            err.seek(0)
+            m = re.search(ready, err.read().decode(errors="replace"))
+            if m:
+                return m
+            if p.poll() is not None:
+                break
+            time.sleep(0.05)
+        err.seek(0)
+        raise RuntimeError(f"{name} did not start:\n{err.read().decode(errors='replace')[-3000:]}")
+
+    def stop(self):
+        for p, err in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            err.close()
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return json.loads(r.read())
+
+    def wait_bound(self, want, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.call("GET", "/control/stats?brief=1")
+            if s["bound"] >= want:
+                return s
+            time.sleep(0.05)
+        raise RuntimeError(f"only {s['bound']} of {want} pods bound within {timeout}s")
+
+    def run(self, workload, timeout):
+        nodes, init_pods, measured = SHAPES[workload]
+        m = self.spawn("fake-apiserver", [sys.executable, os.path.join(HERE, "fake_apiserver.py"), "--port", "0"],
+                       r"listening on ([\d.]+):(\d+)")
+        self.url = f"http://{m.group(1)}:{m.group(2)}"
+        self.call("POST", "/control/objects", {"objects": [node(i) for i in range(nodes)] +
+                                               [pod("sched-setup", f"pod-init-{i}") for i in range(init_pods)]})
+        host = f"unix://{self.dir}/host.sock"
+        self.spawn("plugin-host", [f"{self.build}/plugin-host/podium-plugin-host", "--listen", host], r"listening on")
+        sched = f"unix://{self.dir}/scheduler.sock"
+        self.spawn("scheduler", [f"{self.build}/services/scheduler/podium-scheduler", "--config",
+                                 f"{REPO}/deploy/config/scheduler.yaml", "--listen", sched, "--metrics-address=",
+                                 "--plugin-endpoint", f"host={host}"], r"listening on")
+        kubeconfig = os.path.join(self.dir, "kubeconfig")
+        with open(kubeconfig, "w") as f:
+            f.write(f"current-context: f\nclusters:\n- name: f\n  cluster: {{server: \"{self.url}\"}}\n"
+                    "contexts:\n- name: f\n  context: {cluster: f}\n")
+        self.spawn("adapter", [f"{self.build}/adapters/kubernetes/podium-k8s-adapter", "--kubeconfig", kubeconfig,
+                               "--scheduler", sched, "--kube-api-qps", "0"], r"API server")
+        self.wait_bound(init_pods, timeout)
+        before = self.call("GET", "/control/stats?brief=1")["requests"]
+        objects = [pod("sched-test", f"pod-{i}") for i in range(measured)]
+        start = time.monotonic()
+        for i in range(0, measured, 1000):
+            self.call("POST", "/control/objects", {"objects": objects[i:i + 1000]})
+        after = self.wait_bound(init_pods + measured, timeout)
+        seconds = time.monotonic() - start
+        calls = sum(n - before.get(k, 0) for k, n in after["requests"].items() if not k.endswith(" event"))
+        return {"workload": f"adapter-{workload}", "nodes": nodes, "pods": measured, "measured_pods": measured,
+                "seconds": round(seconds, 3), "pods_per_second": round(measured / seconds, 1),
+                "api_requests_per_pod": round(calls / measured, 2),
+                "requests": {k: n - before.get(k, 0) for k, n in after["requests"].items()}}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", required=True)
+    p.add_argument("--workload", default="basic-500", choices=sorted(SHAPES))
+    p.add_argument("--timeout", type=float, default=600)
+    args = p.parse_args()
+    workdir = tempfile.mkdtemp(prefix="podium-bench-")
+    bench = Bench(os.path.abspath(args.build), workdir)
+    try:
+        print(json.dumps(bench.run(args.workload, args.timeout)))
+    finally:
+        bench.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,541 @@
+"""podium-k8s-adapter end to end: the fake kube-apiserver
+(integration/fake_apiserver) + podium-k8s-adapter + podium-scheduler +
+podium-plugin-host, on loopback and unix sockets.
+
+Run by ctest as
+  /usr/bin/python3 test_k8s_adapter.py --k8s-adapter BIN --repo SRC --stubs BUILD/python
+                   --scheduler BIN --plugin-host BIN -- [Class.test_method]
+"""
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+import unittest
+import urllib.error
+import urllib.request
+
+import podium_testlib as lib
+
+ADAPTER = None
+FAKE_APISERVER = os.path.join(os.path.dirname(lib.HERE), "fake_apiserver", "fake_apiserver.py")
+
+
+def node(name, cpu="8", memory="32Gi", pods=110):
+    res = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": res, "allocatable": res}}
+
+
+def pod(name, cpu="100m", memory="64Mi", namespace="default"):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                     "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": "Pending"}}
+
+
+class FakeApiserver:
+    def __init__(self, test, extra=(), tls_context=None):
+        self.proc = lib.Process([lib.PYTHON, FAKE_APISERVER, "--port", "0"] + list(extra), test.dir,
+                                "fake-apiserver")
+        test.processes.append(self.proc)
+        m = self.proc.wait_for_stderr(r"fake-apiserver listening on ([\d.]+):(\d+)")
+        self.tls = tls_context
+        self.url = f"{'https' if tls_context else 'http'}://{m.group(1)}:{m.group(2)}"
+
+    def call(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.url + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10, context=self.tls) as r:
+                return r.status, json.loads(r.read() or b"{}")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"{}")
+
+    def create(self, objects):
+        code, out = self.call("POST", "/control/objects", {"objects": objects})
+        assert code == 200 and all(r == 201 for r in out["results"]), out
+        return out
+
+    def faults(self, **faults):
+        code, _ = self.call("POST", "/control/faults", faults)
+        assert code == 200
+
+    def stats(self):
+        code, out = self.call("GET", "/control/stats")
+        assert code == 200
+        return out
+
+
+class AdapterTestBase(lib.IntegrationTest):
+    """Starts the processes and asserts on the fake apiserver's counters."""
+
+    def start(self, nodes, pods, faults=None, qps=None, scheduler_addr=None):
+        """The fake apiserver with nodes and pods, the scheduler and plugin host
+        (or the scheduler at scheduler_addr), then the adapter (after `faults`
+        are armed)."""
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        self.api = FakeApiserver(self)
+        self.api.create(nodes + pods)
+        if faults:
+            self.api.faults(**faults)
+        self.scheduler_addr = scheduler_addr or self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake, user: robot}\n"
+            "users:\n- name: robot\n  user: {token: test-token}\n"))
+        argv = [ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr, "--page-size", "50"]
+        if qps is not None:
+            argv += ["--kube-api-qps", str(qps)]
+        self.adapter = lib.Process(argv, self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
+
+    def wait_for(self, what, predicate, timeout=60):
+        deadline = time.monotonic() + timeout
+        stats = None
+        while time.monotonic() < deadline:
+            stats = self.api.stats()
+            if predicate(stats):
+                return stats
+            self.assertTrue(self.adapter.alive(), f"the adapter exited:\n{self.adapter.stderr()[-3000:]}")
+            time.sleep(0.2)
+        self.fail(f"timed out waiting for {what}; binds={len(stats['binds'])}, "
+                  f"unbound={[k for k, v in stats['pods'].items() if not v['node']][:20]}, "
+                  f"faults_pending={stats['faults_pending']}")
+
+    def all_bound(self, stats):
+        return all(p["node"] for p in stats["pods"].values())
+
+    def assert_bound_exactly_once(self, stats):
+        unbound = sorted(k for k, p in stats["pods"].items() if not p["node"])
+        self.assertEqual(unbound, [])
+        twice = {k: n for k, n in stats["binds"].items() if n != 1}
+        self.assertEqual(twice, {}, "pods bound more than once")
+        for key in stats["pods"]:
+            self.assertEqual(stats["binds"].get(key), 1, key)
+
+    def scheduler_cache(self):
+        """{pod key: node} from the scheduler's Admin.DumpCache; fails on a pod
+        cached twice, and returns the count of assumed pods too."""
+        import grpc
+        from podium.v1 import admin_pb2, admin_pb2_grpc
+        with grpc.insecure_channel(self.scheduler_addr) as channel:
+            resp = admin_pb2_grpc.AdminStub(channel).DumpCache(
+                admin_pb2.DumpCacheRequest(include_pods=True), timeout=5)
+        cached = {}
+        for n in resp.nodes:
+            for p in n.pods:
+                key = f"{p.namespace}/{p.name}"
+                self.assertNotIn(key, cached, f"{key} is cached twice")
+                cached[key] = n.name
+        return cached, resp.assumed_pods
+
+    def assert_scheduler_matches_api(self):
+        """The scheduler's cache holds exactly the API's bound pods, on their
+        nodes (nothing lost, nothing duplicated, nothing stale)."""
+        deadline = time.monotonic() + 10
+        while True:
+            stats = self.api.stats()
+            want = {k: p["node"] for k, p in stats["pods"].items() if p["node"]}
+            cached, assumed = self.scheduler_cache()
+            if (cached == want and assumed == 0) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(assumed, 0)
+        self.assertEqual(sorted(set(cached) - set(want)), [], "pods the scheduler has but the API does not")
+        self.assertEqual(sorted(set(want) - set(cached)), [], "pods the API has but the scheduler does not")
+        self.assertEqual(cached, want)
+
+
+
+class K8sAdapterTest(AdapterTestBase):
+
+    def test_every_pod_bound_once_through_faults(self):
+        # 2 000 pods on 200 nodes take about 10 s on two cores.
+        nodes = [node(f"node-{i:03d}") for i in range(200)]
+        pods = [pod(f"web-{i:04d}") for i in range(2000)]
+        self.start(nodes, pods, qps=0, faults={
+            "fail": [{"verb": "list", "status": 500, "count": 1},
+                     {"verb": "bind", "status": 500, "count": 10},
+                     {"verb": "bind", "status": 429, "retry_after": 1, "count": 5},
+                     {"verb": "event", "status": 503, "count": 3}],
+            # The binding is stored, then the answer is lost: the retry's 409 is
+            # recognised as our own earlier success.
+            "commit_then_fail": [{"verb": "bind", "count": 3}]})
+        self.wait_for("20 binds", lambda s: len(s["binds"]) >= 20)
+        self.api.faults(drop_watches=True)
+        # Pods created after the drop come through the re-established watch.
+        self.api.create([pod(f"late-{i:03d}") for i in range(20)])
+        stats = self.wait_for("every pod bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(len(stats["pods"]), 2020)
+        self.assertEqual(stats["faults_pending"], 0, stats["faults_served"])
+        self.assertEqual(stats["faults_served"].get("bind:500:commit"), 3)
+        # Only the three commit-then-fail retries met an existing binding.
+        self.assertEqual(stats["bind_conflicts"], 3)
+        self.assertGreaterEqual(stats["watches_dropped"], 1)
+        for key, p in stats["pods"].items():
+            self.assertIn({"type": "PodScheduled", "status": "True"},
+                          [{k: c[k] for k in ("type", "status")} for c in p["conditions"]], key)
+        self.assert_scheduler_matches_api()
+        # Scheduled events ride their own lane: posted (three met a 503 and were
+        # retried) or, when the lane is behind, dropped; never twice for a pod.
+        self.adapter.stop()
+        self.assertGreater(stats["events"].get("Scheduled", 0), 0)
+        scheduled = [e[0] for e in self.api.stats()["event_log"] if e[2] == "Scheduled"]
+        self.assertEqual(len(scheduled), len(set(scheduled)), "a Scheduled event posted twice")
+        # Every event is accounted for: posted, dropped, or failed (the calls cut
+        # short by the shutdown).
+        m = re.search(r"events posted (\d+), aggregated (\d+), dropped (\d+), failed (\d+)", self.adapter.stderr())
+        self.assertIsNotNone(m, self.adapter.stderr()[-2000:])
+        self.assertEqual(int(m.group(1)) + int(m.group(3)) + int(m.group(4)), 2020)
+
+    def test_relist_after_410_sends_only_the_differences(self):
+        nodes = [node(f"node-{i:02d}") for i in range(10)]
+        self.start(nodes, [pod(f"old-{i:03d}") for i in range(50)])
+        self.wait_for("the first pods bound", self.all_bound)
+        # The watch goes away; meanwhile pods come and go, and the history the
+        # adapter would resume from is compacted: it must relist.
+        self.api.faults(watch_outage=True)
+        for i in range(0, 10):
+            code, _ = self.api.call("DELETE", f"/api/v1/namespaces/default/pods/old-{i:03d}")
+            self.assertEqual(code, 200)
+        self.api.create([pod(f"new-{i:03d}") for i in range(30)])
+        self.api.faults(compact=True)
+        self.api.faults(watch_outage=False)
+        stats = self.wait_for("the new pods bound", self.all_bound)
+        self.assertGreaterEqual(stats["gone_served"], 1, "the adapter never resumed from a compacted version")
+        self.assertEqual(len(stats["pods"]), 70)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["bind_conflicts"], 0)
+        self.assert_scheduler_matches_api()
+        self.assertRegex(self.adapter.stderr(), r"410 Gone\); relisting")
+
+    def test_pod_created_during_watch_outage_is_scheduled_after_it(self):
+        self.start([node("node-a"), node("node-b")], [pod("before")])
+        self.wait_for("the first pod bound", self.all_bound)
+        self.api.faults(watch_outage=True)
+        self.api.create([pod("during")])
+        # The outage lasts a few of the adapter's watch retries.
+        self.wait_for("watch retries refused", lambda s: s["faults_served"].get("watch:outage", 0) >= 2, timeout=30)
+        self.assertEqual(self.api.stats()["pods"]["default/during"]["node"], "")
+        self.api.faults(watch_outage=False)
+        stats = self.wait_for("the pod created during the outage bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assert_scheduler_matches_api()
+
+    def test_restarted_scheduler_gets_a_full_list(self):
+        self.start([node("node-a"), node("node-b")], [pod(f"first-{i}") for i in range(10)])
+        self.wait_for("the first pods bound", self.all_bound)
+        # The scheduler goes away and comes back on the same socket: the adapter
+        # opens a new stream with everything it knows.
+        old = self.scheduler_process
+        old.stop()
+        self.processes.remove(old)
+        self.api.create([pod(f"second-{i}") for i in range(10)])
+        argv = list(old.argv)
+        self.scheduler_process = lib.Process(argv, self.dir, "podium-scheduler-2")
+        self.processes.append(self.scheduler_process)
+        self.scheduler_process.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
+        stats = self.wait_for("the pods created while it was away bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assert_scheduler_matches_api()
+        self.assertRegex(self.adapter.stderr(), r"opening Cluster.Sync with \d+ objects \(stream 2\)")
+
+    def test_untranslatable_pod_is_reported_and_skipped(self):
+        bad = pod("bad-quantity", cpu="lots")
+        self.start([node("node-a")], [pod("good-1"), bad, pod("good-2")])
+        stats = self.wait_for("the good pods bound",
+                              lambda s: s["pods"]["default/good-1"]["node"] and s["pods"]["default/good-2"]["node"])
+        stats = self.wait_for("the event on the bad pod",
+                              lambda s: any(e[0] == "default/bad-quantity" for e in s["event_log"]), timeout=10)
+        events = [e for e in stats["event_log"] if e[0] == "default/bad-quantity"]
+        self.assertEqual(events[0][1:3], ["Warning", "FailedScheduling"])
+        self.assertIn("spec.containers[0].resources.requests.cpu", events[0][3])
+        self.assertEqual(stats["pods"]["default/bad-quantity"]["node"], "")
+        self.assertRegex(self.adapter.stderr(), r"Pod default/bad-quantity: cannot translate: .*requests\.cpu")
+        # A later pod still flows: the stream did not stop.
+        self.api.create([pod("good-3")])
+        self.wait_for("a later pod bound", lambda s: s["pods"].get("default/good-3", {}).get("node"))
+
+    def test_unschedulable_pod_gets_condition_and_event(self):
+        self.start([node("small", cpu="1")], [pod("fits", cpu="500m"), pod("too-big", cpu="4")])
+        stats = self.wait_for("PodScheduled=False on too-big", lambda s: any(
+            c["type"] == "PodScheduled" and c["status"] == "False"
+            for c in s["pods"]["default/too-big"]["conditions"]))
+        cond = [c for c in stats["pods"]["default/too-big"]["conditions"] if c["type"] == "PodScheduled"]
+        self.assertEqual(len(cond), 1, "conditions are merged by type")
+        self.assertEqual(cond[0]["reason"], "Unschedulable")
+        self.assertIn("Insufficient cpu", cond[0]["message"])
+        self.assertGreaterEqual(stats["requests"].get("PATCH patch", 0), 1)
+        stats = self.wait_for("FailedScheduling event", lambda s: any(
+            e[0] == "default/too-big" and e[2] == "FailedScheduling" for e in s["event_log"]), timeout=10)
+        self.assertEqual(stats["pods"]["default/fits"]["node"], "small")
+        self.assertEqual(stats["pods"]["default/too-big"]["node"], "")
+
+
+def openssl(*args, cwd):
+    import subprocess
+    r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True)
+    assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+
+class K8sAdapterTlsTest(AdapterTestBase):
+    """HTTPS with a private CA, a client certificate and a rotated bearer token
+    read from a file, all from a kubeconfig."""
+
+    def test_https_client_certificate_and_rotated_token(self):
+        import base64
+        import ssl
+        d = self.dir
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+                "-subj", "/CN=podium-test-ca", "-days", "1", cwd=d)
+        self.write("san.ext", "subjectAltName=IP:127.0.0.1\n")
+        for name, cn in (("server", "127.0.0.1"), ("client", "podium-k8s-adapter")):
+            openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
+                    "-subj", f"/CN={cn}", cwd=d)
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.crt", "-days", "1", *(["-extfile", "san.ext"] if name == "server" else []),
+                    cwd=d)
+        token = self.write("token", "first-token\n")
+        ctx = ssl.create_default_context(cafile=self.path("ca.crt"))
+        ctx.load_cert_chain(self.path("client.crt"), self.path("client.key"))
+        self.api = FakeApiserver(self, ["--tls-cert", self.path("server.crt"), "--tls-key", self.path("server.key"),
+                                        "--client-ca", self.path("ca.crt"), "--token-file", token],
+                                 tls_context=ctx)
+        self.api.create([node("node-a"), node("node-b")] + [pod(f"first-{i}") for i in range(5)])
+        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        def b64(name):
+            with open(self.path(name), "rb") as f:
+                return base64.b64encode(f.read()).decode()
+        # Relative file paths resolve against the kubeconfig's directory.
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: tls\n"
+            f"clusters:\n- name: c\n  cluster:\n    server: {self.api.url}\n"
+            f"    certificate-authority-data: {b64('ca.crt')}\n"
+            "contexts:\n- name: tls\n  context: {cluster: c, user: u}\n"
+            "users:\n- name: u\n  user:\n    client-certificate: client.crt\n"
+            f"    client-key-data: {b64('client.key')}\n    tokenFile: token\n"))
+        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr],
+                                   self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
+        self.wait_for("the first pods bound over HTTPS", self.all_bound)
+        # The token rotates (written aside, renamed in place as the kubelet
+        # does); once the adapter had time to notice, the old one is revoked.
+        self.write("token.new", "second-token\n")
+        os.rename(self.path("token.new"), token)
+        time.sleep(2.5)
+        self.api.faults(revoke_old_tokens=True)
+        self.api.create([pod(f"second-{i}") for i in range(5)])
+        stats = self.wait_for("the later pods bound with the new token", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["unauthorized"], 0)
+        self.assertRegex(self.adapter.stderr(), r"API server https://127\.0\.0\.1:\d+ \(kubeconfig ")
+
+
+class K8sAdapterLeaderElectionTest(AdapterTestBase):
+    """Two adapter replicas elect one leader on a Lease; the leader is killed;
+    the standby takes over and nothing is bound twice."""
+
+    def replica(self, kubeconfig, identity):
+        p = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr,
+                         "--leader-elect", "--leader-elect-identity", identity,
+                         "--leader-elect-resource-namespace", "podium-system",
+                         "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+                         "--leader-elect-retry-period", "500ms"], self.dir, identity)
+        self.processes.append(p)
+        return p
+
+    def test_standby_takes_over_when_the_leader_dies(self):
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        self.api = FakeApiserver(self)
+        self.api.create([node(f"node-{i}") for i in range(5)] + [pod(f"first-{i:03d}") for i in range(100)])
+        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
+        a = self.adapter = self.replica(kubeconfig, "replica-a")
+        holder = lambda s: s["leases"].get("podium-system/podium", {}).get("holderIdentity")
+        self.wait_for("replica-a to lead", lambda s: holder(s) == "replica-a", timeout=15)
+        b = self.replica(kubeconfig, "replica-b")
+        stats = self.wait_for("the first pods bound", self.all_bound)
+        b.wait_for_stderr(r"API server http")
+        time.sleep(1.5)  # Several of b's campaign rounds against a live leader.
+        self.assertEqual(holder(self.api.stats()), "replica-a")
+        self.assertNotIn("opening Cluster.Sync", b.stderr(), "the standby opened the scheduler's stream")
+        self.assertNotIn("leading", b.stderr())
+
+        a.proc.kill()  # No goodbye: the lease must expire.
+        a.proc.wait(timeout=5)
+        self.adapter = b
+        self.api.create([pod(f"second-{i:03d}") for i in range(100)])
+        stats = self.wait_for("replica-b to lead", lambda s: holder(s) == "replica-b", timeout=15)
+        self.assertEqual(stats["leases"]["podium-system/podium"]["leaseTransitions"], 1)
+        stats = self.wait_for("every pod bound", self.all_bound, timeout=30)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["bind_conflicts"], 0)
+        agents = stats["binds_by_agent"]
+        self.assertEqual(agents.get("podium-k8s-adapter (replica-a)"), 100, agents)
+        self.assertEqual(agents.get("podium-k8s-adapter (replica-b)"), 100, agents)
+        self.assertRegex(b.stderr(), r"leading \(lease podium-system/podium, identity replica-b\)")
+        self.assert_scheduler_matches_api()
+
+
+class ScriptedScheduler:
+    """The scheduler's side of Cluster.Sync, played by the test: records what
+    the adapter sends and sends the actions it is given after ListEnd."""
+
+    def __init__(self, address, actions):
+        import concurrent.futures
+        import queue
+        import grpc
+        from podium.v1 import cluster_pb2, cluster_pb2_grpc
+        self.pb = cluster_pb2
+        self.received = queue.Queue()
+        self.actions = actions
+        outer = self
+
+        class Servicer(cluster_pb2_grpc.ClusterServicer):
+            def Sync(self, requests, context):
+                yield cluster_pb2.SchedulerMessage(hello=cluster_pb2.SchedulerHello(
+                    protocol_version=1, scheduler_names=["default-scheduler"]))
+                listed = threading.Event()
+
+                def read():
+                    try:
+                        for m in requests:
+                            outer.received.put(m)
+                            if m.HasField("list_end"):
+                                listed.set()
+                    except grpc.RpcError:
+                        pass  # The stream ended with the test.
+                    outer.received.put(None)
+                threading.Thread(target=read, daemon=True).start()
+                if listed.wait(20):
+                    yield cluster_pb2.SchedulerMessage(actions=cluster_pb2.Actions(actions=outer.actions))
+                while context.is_active():
+                    time.sleep(0.1)
+
+        self.server = grpc.server(concurrent.futures.ThreadPoolExecutor(max_workers=4))
+        cluster_pb2_grpc.add_ClusterServicer_to_server(Servicer(), self.server)
+        self.server.add_insecure_port(address)
+        self.server.start()
+
+    def stop(self):
+        self.server.stop(0)
+
+
+class K8sAdapterActionsTest(lib.IntegrationTest):
+    """Every kind of action against the fake apiserver, with a scripted
+    scheduler, and the Cluster.Sync stream's shape."""
+
+    def test_actions_and_their_results(self):
+        from podium.v1 import cluster_pb2, objects_pb2
+        api_pods = [pod("victim"), pod("other"), pod("bound"), pod("waiting")]
+        bound = api_pods[2]
+        bound["spec"]["nodeName"] = "node-a"
+        # The uids are the fake's: known once the pods exist; create first.
+        self.api = None
+        address = f"unix://{self.path('scripted.sock')}"
+        pending = []
+
+        def ref(name, uid=""):
+            return objects_pb2.ObjectRef(kind="Pod", namespace="default", name=name, uid=uid)
+
+        scheduler = ScriptedScheduler(address, pending)
+        try:
+            # Actions are filled in before the adapter connects (they need uids).
+            pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                   "metadata": {"name": "web-pdb", "namespace": "default"},
+                   "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}},
+                   "status": {"disruptionsAllowed": 1}}
+            self.start_api_only([node("node-a"), pdb], api_pods)
+            uids = {k.split("/")[1]: p["uid"] for k, p in self.api.stats()["pods"].items()}
+            pending.extend([
+                cluster_pb2.Action(id=1, delete_pod=cluster_pb2.DeletePod(pod=ref("victim", uids["victim"]),
+                                                                         reason="preempted")),
+                cluster_pb2.Action(id=2, delete_pod=cluster_pb2.DeletePod(pod=ref("other", "not-its-uid"))),
+                cluster_pb2.Action(id=3, bind=cluster_pb2.BindPod(pod=ref("bound", uids["bound"]), node_name="node-a")),
+                cluster_pb2.Action(id=4, bind=cluster_pb2.BindPod(pod=ref("ghost"), node_name="node-a")),
+                cluster_pb2.Action(id=5, patch_pod_status=cluster_pb2.PatchPodStatus(
+                    pod=ref("waiting"), nominated_node_name="node-a")),
+                cluster_pb2.Action(id=6, record_event=cluster_pb2.RecordEvent(
+                    regarding=ref("victim", uids["victim"]), type="Normal", reason="Preempted",
+                    action="Preempting", note="Preempted by default/waiting on node node-a")),
+                cluster_pb2.Action(id=7, bind=cluster_pb2.BindPod(pod=ref("waiting", uids["waiting"]),
+                                                                  node_name="node-a")),
+            ])
+            self.start_adapter(address)
+            results, events, shape = {}, [], []
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and (len(results) < 7 or not any(
+                    e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim" for e in events)):
+                try:
+                    m = scheduler.received.get(timeout=1)
+                except Exception:
+                    continue
+                if m is None:
+                    break
+                kind = m.WhichOneof("kind")
+                if not shape or shape[-1] != kind:
+                    shape.append(kind)
+                if kind == "events":
+                    events.extend(m.events.events)
+                if kind == "results":
+                    for r in m.results.results:
+                        results[r.action_id] = (cluster_pb2.ActionResult.Code.Name(r.code), r.message)
+            self.assertEqual(shape[:4], ["hello", "list_begin", "events", "list_end"])
+            # The initial list: nodes, PDBs (policy/v1), then pods.
+            listed = [(e.WhichOneof("object"), getattr(e, e.WhichOneof("object")).meta.name) for e in events[:6]]
+            self.assertEqual(listed, [("node", "node-a"), ("pdb", "web-pdb"), ("pod", "bound"), ("pod", "other"),
+                                      ("pod", "victim"), ("pod", "waiting")])
+            self.assertEqual(events[1].pdb.min_available.percent, "50%")
+            self.assertEqual(events[1].pdb.disruptions_allowed, 1)
+            codes = {k: v[0] for k, v in results.items()}
+            self.assertEqual(codes, {1: "OK", 2: "CONFLICT", 3: "CONFLICT", 4: "NOT_FOUND", 5: "OK", 6: "OK",
+                                     7: "OK"}, results)
+            self.assertIn("Precondition failed", results[2][1])
+            self.assertIn("already assigned", results[3][1])
+            self.assertTrue(any(e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim"
+                                for e in events), "the victim's deletion came back through the watch")
+            stats = self.api.stats()
+            self.assertNotIn("default/victim", stats["pods"])
+            self.assertIn("default/other", stats["pods"])
+            self.assertEqual(stats["pods"]["default/waiting"]["nominatedNodeName"], "node-a")
+            self.assertEqual(stats["pods"]["default/waiting"]["node"], "node-a")
+            self.assertEqual([e[1:3] for e in stats["event_log"]], [["Normal", "Preempted"]])
+        finally:
+            scheduler.stop()
+
+    def start_api_only(self, nodes, pods):
+        self.api = FakeApiserver(self)
+        self.api.create(nodes + pods)
+
+    def start_adapter(self, scheduler_addr):
+        kubeconfig = self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
+        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", scheduler_addr],
+                                   self.dir, "podium-k8s-adapter")
+        self.processes.append(self.adapter)
+
+
+if __name__ == "__main__":
+    # Our own flag first; the rest is podium_testlib's.
+    argv = sys.argv[1:]
+    if "--k8s-adapter" in argv:
+        i = argv.index("--k8s-adapter")
+        ADAPTER = argv[i + 1]
+        del argv[i:i + 2]
+    sys.argv = [sys.argv[0]] + argv
+    lib.main()
