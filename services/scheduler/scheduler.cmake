@@ -10,6 +10,6 @@ add_executable(podium-scheduler main.cc)
 target_link_libraries(podium-scheduler PRIVATE podium_scheduler_core absl::flags absl::flags_parse
   gRPC::grpc++_reflection)
 
-podium_test(podium_scheduler_test SRCS scheduler_test.cc waiting_pods_test.cc
+podium_test(podium_scheduler_test SRCS scheduler_test.cc waiting_pods_test.cc permit_over_grpc_test.cc
   decision_broadcaster_test.cc diagnosis_store_test.cc
   LIBS podium_scheduler_core podium_queue_testing podium_sdk)
