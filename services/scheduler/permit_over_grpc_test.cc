@@ -75,6 +75,7 @@ v1::ObjectEvent PodEvent(const std::string& name, int32_t priority) {
 }
 
 TEST(PermitOverGrpcTest, APluginRejectDoesNotStallTheAnswersBehindIt) {
+  GangPlugin::member_unreserves = 0;
   const std::string socket = "/tmp/podium-permit-test-" + std::to_string(::getpid()) + ".sock";
   sdk::PluginServer server({.address = "unix://" + socket,
                             .process_name = "gang",
