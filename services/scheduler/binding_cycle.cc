@@ -11,6 +11,19 @@
 #include "scheduler.h"
 
 namespace podium::scheduler {
+namespace {
+
+// A name a plugin sent, fit for one log line: bounded, no control characters.
+std::string ForLog(std::string_view s) {
+  std::string out(s.substr(0, 128));
+  for (char& c : out) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+  }
+  if (s.size() > 128) out += "...";
+  return out;
+}
+
+}  // namespace
 
 void Scheduler::OnPermitDecision(const v1::PermitDecision& decision, std::string_view endpoint) {
   if (!endpoint.empty()) {
@@ -19,11 +32,10 @@ void Scheduler::OnPermitDecision(const v1::PermitDecision& decision, std::string
       const auto& processes = fw->spec().processes;
       auto it = processes.find(decision.plugin());
       if (it == processes.end() || it->second->name() != endpoint) {
-        absl::MutexLock lock(&mu_);
-        ++counters_.permit_decisions_wrong_endpoint;
+        Count(&SchedulerCounters::permit_decisions_wrong_endpoint, "permit_decision_wrong_endpoint");
         std::fprintf(stderr,
                      "podium-scheduler: PermitDecision refused: endpoint %s does not serve plugin \"%s\"\n",
-                     std::string(endpoint).c_str(), decision.plugin().c_str());
+                     ForLog(endpoint).c_str(), ForLog(decision.plugin()).c_str());
         return;
       }
     }
@@ -35,19 +47,17 @@ void Scheduler::OnPermitDecision(const v1::PermitDecision& decision, std::string
     case WaitingPods::Verdict::kStillWaiting:
       break;
     case WaitingPods::Verdict::kDroppedEarly: {
-      absl::MutexLock lock(&mu_);
-      ++counters_.permit_decisions_early_dropped;
+      Count(&SchedulerCounters::permit_decisions_early_dropped, "permit_decision_early_dropped");
       std::fprintf(stderr,
                    "podium-scheduler: PermitDecision for pod %s by plugin %s dropped: more than %zu "
                    "decisions came before its Permit answer\n",
-                   decision.pod_uid().c_str(), decision.plugin().c_str(), kMaxEarlyPermitDecisions);
+                   ForLog(decision.pod_uid()).c_str(), ForLog(decision.plugin()).c_str(), kMaxEarlyPermitDecisions);
       break;
     }
     case WaitingPods::Verdict::kUnknownPlugin: {
-      absl::MutexLock lock(&mu_);
-      ++counters_.permit_decisions_unknown_plugin;
+      Count(&SchedulerCounters::permit_decisions_unknown_plugin, "permit_decision_unknown_plugin");
       std::fprintf(stderr, "podium-scheduler: PermitDecision refused: pod %s does not wait on plugin \"%s\"\n",
-                   decision.pod_uid().c_str(), decision.plugin().c_str());
+                   ForLog(decision.pod_uid()).c_str(), ForLog(decision.plugin()).c_str());
       break;
     }
     case WaitingPods::Verdict::kAllowed:
@@ -165,8 +175,7 @@ void Scheduler::PostBindingFailed(BindingPod pod, sdk::Status status, bool unsch
   // No room (or stopping): release the pod without Unreserve rather than
   // block this thread on a plugin.
   {
-    absl::MutexLock lock(&mu_);
-    ++counters_.binding_work_refused;
+    Count(&SchedulerCounters::binding_work_refused, "binding_work_refused");
   }
   const std::string uid = copy.pod->uid();
   (void)cache_.ForgetPod(uid);
@@ -204,8 +213,7 @@ void Scheduler::ReleaseDeleted(BindingPod pod) {
   BindingPod copy = pod;
   if (binding_pool_.Post([release, pod = std::move(pod)] { release(pod); })) return;
   {
-    absl::MutexLock lock(&mu_);
-    ++counters_.binding_work_refused;
+    Count(&SchedulerCounters::binding_work_refused, "binding_work_refused");
   }
   if (cache_.IsAssumed(copy.pod->uid())) (void)cache_.ForgetPod(copy.pod->uid());
   queue_.Done(copy.pod->uid());

@@ -50,6 +50,7 @@ void Scheduler::OnListEnd() {
   }
   synced_ = true;
   adapter_connected_ = true;
+  metrics_.SetAdapterConnected(true);
 }
 
 void Scheduler::OnAdapterDisconnected() {
@@ -58,6 +59,7 @@ void Scheduler::OnAdapterDisconnected() {
   // bind would fail.
   absl::MutexLock lock(&mu_);
   adapter_connected_ = false;
+  metrics_.SetAdapterConnected(false);
   std::fprintf(stderr, "podium-scheduler: adapter disconnected; scheduling pauses until it relists\n");
 }
 

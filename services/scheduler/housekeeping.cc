@@ -42,8 +42,7 @@ void Scheduler::Housekeeping() {
     if (cache_.ForgetPod(uid).ok()) {
       std::fprintf(stderr, "podium-scheduler: assumed pod %s expired: its bind was confirmed but the bound pod never came\n",
                    uid.c_str());
-      absl::MutexLock lock(&mu_);
-      ++counters_.assumed_pods_expired;
+      Count(&SchedulerCounters::assumed_pods_expired, "assumed_pod_expired");
     }
   }
   if (housekeeping_hook_) housekeeping_hook_();

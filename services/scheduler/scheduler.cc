@@ -104,6 +104,14 @@ bool Scheduler::adapter_connected() const {
   return adapter_connected_;
 }
 
+void Scheduler::Count(uint64_t SchedulerCounters::*counter, const char* kind) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++(counters_.*counter);
+  }
+  metrics_.CountSchedulerEvent(kind);
+}
+
 SchedulerCounters Scheduler::counters() const {
   absl::MutexLock lock(&mu_);
   return counters_;

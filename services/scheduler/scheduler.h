@@ -146,6 +146,8 @@ class Scheduler final : public ClusterEventHandler {
   void PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result, const std::string& node,
                        const std::string& message, absl::Duration attempt, const std::string& profile);
   void SendAction(v1::Action action, ActionSink::ResultCallback on_result = nullptr);
+  // Counts in counters_ and in podium_scheduler_events_total{kind}.
+  void Count(uint64_t SchedulerCounters::*counter, const char* kind);
 
   // binding_cycle.cc
   void FinishWaiting(WaitingPods::Outcome outcome);
