@@ -57,7 +57,7 @@ class DecisionBroadcaster {
  public:
   struct Options {
     size_t max_subscribers = 16;
-    size_t max_backlog = 4096;  // Per subscriber.
+    size_t max_backlog = 10000;  // Per subscriber (about 2 MB).
   };
   // Runs on the publishing thread after a decision was queued for the
   // subscriber, under the broadcaster's lock: it must not block and must not
