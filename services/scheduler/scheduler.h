@@ -1,13 +1,19 @@
-// The scheduler: event handlers that keep the cache and the queue current,
-// the scheduling loop (one pod at a time, as kube-scheduler's scheduleOne), and
-// the binding cycle, which runs off the scheduling thread.
+// The scheduler: event handlers that keep the cache and the queue current
+// (event_handlers.cc), the scheduling loop, one pod at a time as
+// kube-scheduler's scheduleOne (schedule_one.cc), the binding cycle off the
+// scheduling thread (binding_cycle.cc) and periodic work (housekeeping.cc).
+//
+// Threads: the event thread (ClusterEventHandler), the scheduling thread, the
+// housekeeping thread, gRPC reader threads (OnPermitDecision) and action
+// result callbacks. None of them but the scheduling thread calls a plugin:
+// queue work that may (PreEnqueue, queueing hints) runs on the one-thread
+// queue worker in event order, binding work on the binding pool.
 #pragma once
 
 #include <atomic>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,47 +24,17 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
+#include "cluster_link.h"
+#include "decision_broadcaster.h"
+#include "diagnosis_store.h"
+#include "executor.h"
 #include "framework/framework.h"
 #include "metrics/metrics.h"
-#include "podium/v1/admin.pb.h"
 #include "queue/clock.h"
 #include "queue/scheduling_queue.h"
-#include "server/cluster_service.h"
+#include "waiting_pods.h"
 
 namespace podium::scheduler {
-
-using QueuedPodInfoPtr = std::shared_ptr<QueuedPodInfo>;
-
-// A small pool for binding work that calls plugins (PreBind, PostBind...).
-class Executor {
- public:
-  Executor(int threads, size_t max_queued);
-  ~Executor();
-  // False when the queue is full or the executor stopped.
-  bool Post(std::function<void()> work);
-  void Stop();
-
- private:
-  absl::Mutex mu_;
-  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  const size_t max_queued_;
-  std::vector<std::thread> threads_;
-};
-
-// Fans scheduling decisions out to Admin.WatchDecisions subscribers.
-class DecisionBroadcaster {
- public:
-  using Subscriber = std::function<void(const v1::SchedulingDecision&)>;
-  uint64_t Subscribe(Subscriber subscriber);
-  void Unsubscribe(uint64_t id);
-  void Publish(const v1::SchedulingDecision& decision);
-
- private:
-  absl::Mutex mu_;
-  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::map<uint64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
-};
 
 // Brings plugin mirrors to the scheduling cycle's snapshot.
 class CacheStateSource final : public StateSource {
@@ -72,11 +48,30 @@ class CacheStateSource final : public StateSource {
   const Snapshot& snapshot_;
 };
 
+// Counters of refused or dropped input, for tests and the logs.
+struct SchedulerCounters {
+  uint64_t permit_decisions_unknown_plugin = 0;
+  uint64_t permit_decisions_wrong_endpoint = 0;
+  uint64_t permit_decisions_early_dropped = 0;
+  uint64_t assumed_pods_expired = 0;
+  uint64_t binding_work_refused = 0;  // The binding pool was full.
+};
+
 class Scheduler final : public ClusterEventHandler {
  public:
   struct Options {
     int binding_threads = 4;
+    size_t max_binding_work = 100000;
+    size_t max_queue_work = 100000;  // Beyond it the event thread waits (back-pressure).
     absl::Duration flush_unschedulable_interval = absl::Seconds(30);
+    // kube-scheduler's durationToExpireAssumedPod: an assumed pod whose bind
+    // the adapter confirmed but whose bound update never came is forgotten.
+    absl::Duration assumed_pod_ttl = absl::Minutes(15);
+    // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
+    bool run_scheduling_thread = true;
+    bool run_housekeeping_thread = true;
+    DiagnosisStore::Options diagnoses;
+    DecisionBroadcaster::Options decisions;
   };
 
   // `snapshot` is the one plugin mirrors are brought to (CacheStateSource);
@@ -85,74 +80,94 @@ class Scheduler final : public ClusterEventHandler {
             std::vector<FrameworkPtr> profiles, SchedulerMetrics& metrics, Clock& clock);
   ~Scheduler() override;
 
-  void SetActionSink(ActionSink* sink) { sink_ = sink; }
+  // Set before Start; may be changed later (published atomically).
+  void SetActionSink(ActionSink* sink) { sink_.store(sink, std::memory_order_release); }
 
-  // Starts the scheduling loop and housekeeping threads. Scheduling waits for
-  // the adapter's first complete list.
+  // Starts the threads the options ask for. Scheduling waits for the
+  // adapter's first complete list.
   void Start();
   void Stop();
 
-  // ClusterEventHandler (event thread).
+  // ClusterEventHandler (event thread). Never blocks on a plugin.
   void OnListBegin() override;
   void OnObjectEvent(const v1::ObjectEvent& event) override;
   void OnListEnd() override;
   void OnAdapterDisconnected() override;
 
   // The queue's PreEnqueue: SchedulingGates, then the remote PreEnqueue
-  // plugins of the pod's profile. Called outside the queue's lock.
+  // plugins of the pod's profile. Called outside the queue's lock, on the
+  // queue worker.
   sdk::Status PreEnqueue(const sdk::PodInfo& pod) const;
 
-  // A plugin allowed or rejected a pod waiting at Permit.
-  void OnPermitDecision(const v1::PermitDecision& decision);
+  // A plugin allowed or rejected a pod waiting at Permit (gRPC reader
+  // thread; never blocks). `endpoint`, when not empty, is the name of the
+  // plugin process that sent it: it must serve the plugin it names.
+  void OnPermitDecision(const v1::PermitDecision& decision, std::string_view endpoint = "");
+
+  // One scheduling cycle for the next pod in activeQ, on the calling thread,
+  // when scheduling may run (synced, adapter connected, not paused). False
+  // when no pod was scheduled. For tests without the scheduling thread.
+  bool ScheduleNext();
 
   // Admin.
   void SetPaused(bool paused);
   bool paused() const;
+  // False from OnAdapterDisconnected until the next complete list: no pod is
+  // popped meanwhile.
+  bool adapter_connected() const;
   DecisionBroadcaster& decisions() { return decisions_; }
-  // The last FailedScheduling diagnosis of a pending pod, by namespace/name.
-  std::optional<std::pair<v1::Pod, Diagnosis>> LastDiagnosis(const std::string& ns,
-                                                             const std::string& name) const;
-  // Periodic work also exposed for tests: flushes, waiting-pod timeouts, gauges.
+  // The last failed attempt of a pending pod, by namespace/name.
+  std::optional<PodDiagnosis> LastDiagnosis(std::string_view ns, std::string_view name) const;
+  const DiagnosisStore& diagnoses() const { return diagnoses_; }
+  SchedulerCounters counters() const;
+
+  // Periodic work: Permit timeouts, backoff and pool flushes, assumed-pod
+  // expiry, the hook. Run by the housekeeping thread every 100 ms.
   void Housekeeping();
-  // Whether the pod waits at Permit. For tests: a pod is assumed before Permit
-  // runs, so "assumed" does not yet mean its permit deadlines are set.
-  bool WaitingAtPermit(std::string_view uid) const;
+  // Blocks until the queue worker and the binding pool ran what was posted
+  // before the call (tests; shutdown).
+  void WaitForBackgroundWork();
+  bool WaitingAtPermit(std::string_view uid) const { return waiting_.Contains(uid); }
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
 
  private:
-  struct WaitingPod {
-    QueuedPodInfoPtr pod;
-    Framework* framework;
-    std::string node;
-    uint64_t cycle_id;
-    absl::Time start;
-    std::map<std::string, absl::Time> pending;  // plugin -> deadline
-  };
-
-  // Applies one decision to a waiting pod. Returns the pod when it is done
-  // waiting (every plugin allowed it, or one rejected it: *rejected is set).
-  std::optional<WaitingPod> ApplyPermitDecision(const v1::PermitDecision& decision, bool* rejected)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FinishWaiting(WaitingPod pod, bool rejected, const v1::PermitDecision& decision);
+  // schedule_one.cc
   void SchedulingLoop();
+  bool MaySchedule() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ScheduleOne(QueuedPodInfoPtr pod);
   Framework* FrameworkFor(const v1::Pod& pod) const;
-  bool Responsible(const v1::Pod& pod) const;
-  // Binding cycle: after Permit allowed the pod.
-  void Bind(QueuedPodInfoPtr pod, Framework* fw, std::string node, uint64_t cycle_id, absl::Time start);
-  void SendBind(QueuedPodInfoPtr pod, Framework* fw, std::string node, uint64_t cycle_id, absl::Time start);
-  void BindingFailed(QueuedPodInfoPtr pod, Framework* fw, const std::string& node, uint64_t cycle_id,
-                     absl::Time start, const sdk::Status& status, bool unschedulable);
-  // A failed scheduling attempt: requeue, tell the adapter (condition + event).
-  void AttemptFailed(QueuedPodInfoPtr pod, Framework* fw, uint64_t cycle, absl::Time start,
+  bool HasProfileFor(const v1::Pod& pod) const;
+  bool StillPending(const std::string& uid) const;
+  // A failed scheduling attempt of the queue's cycle `scheduling_cycle`:
+  // requeue, record the diagnosis, tell the adapter (condition + event).
+  void AttemptFailed(QueuedPodInfoPtr pod, Framework* fw, uint64_t scheduling_cycle, absl::Time start,
                      ScheduleResult::Outcome outcome, const std::string& message,
                      const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis);
-  void PublishDecision(const v1::Pod& pod, v1::SchedulingDecision::Result result,
-                       const std::string& node, const std::string& message, absl::Duration attempt,
-                       const std::string& profile);
+  void PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result, const std::string& node,
+                       const std::string& message, absl::Duration attempt, const std::string& profile);
   void SendAction(v1::Action action, ActionSink::ResultCallback on_result = nullptr);
+  // Counts in counters_ and in podium_scheduler_events_total{kind}.
+  void Count(uint64_t SchedulerCounters::*counter, const char* kind);
+
+  // binding_cycle.cc
+  void FinishWaiting(WaitingPods::Outcome outcome);
+  void Bind(BindingPod pod);
+  void SendBind(BindingPod pod);
+  // Unreserve (a plugin call), forget the assumed pod, requeue with the
+  // pod's own scheduling cycle. Runs on the binding pool.
+  void BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable);
+  // Hands BindingFailed to the binding pool; when it is full, releases the
+  // pod without Unreserve (counted) rather than block the caller.
+  void PostBindingFailed(BindingPod pod, sdk::Status status, bool unschedulable);
+  // A pod that stopped waiting because it was deleted: release what it assumed.
+  void ReleaseDeleted(BindingPod pod);
+
+  // event_handlers.cc
   void HandlePod(const v1::ObjectEvent& event);
   void HandleNode(const v1::ObjectEvent& event);
+  void PodGone(const std::string& uid, const std::shared_ptr<const v1::Pod>& old);
+  // Queue work in event order, off the event thread.
+  void PostQueueWork(std::function<void()> work);
   void MoveOnEvent(v1::ClusterEvent event);
 
   const Options options_;
@@ -165,39 +180,44 @@ class Scheduler final : public ClusterEventHandler {
   absl::flat_hash_map<const Framework*, SchedulerMetrics::ProfileSeries> series_;
   SchedulerMetrics& metrics_;
   Clock& clock_;
-  ActionSink* sink_ = nullptr;
+  std::atomic<ActionSink*> sink_{nullptr};
   DecisionBroadcaster decisions_;
+  DiagnosisStore diagnoses_;
+  WaitingPods waiting_;
   std::function<void()> housekeeping_hook_;
 
-  // Scheduling thread only.
+  // Scheduling thread only (or the ScheduleNext caller).
   uint64_t cycle_id_ = 0;
 
   // Event thread only: the last state of every object, for diffs and relists.
-  absl::flat_hash_map<std::string, std::shared_ptr<const v1::Pod>> pods_;  // uid -> pod
+  absl::flat_hash_map<std::string, std::shared_ptr<const v1::Pod>> pods_;    // uid -> pod
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::Node>> nodes_;  // name -> node
   bool relisting_ = false;
   absl::flat_hash_set<std::string> seen_pods_, seen_nodes_;
 
+  // Lock order: mu_ is never held across a call out (plugins, queue, cache,
+  // sink, broadcaster); housekeeping_mu_ before mu_.
   mutable absl::Mutex mu_;
   bool synced_ ABSL_GUARDED_BY(mu_) = false;
+  bool adapter_connected_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<std::string, WaitingPod> waiting_ ABSL_GUARDED_BY(mu_);
-  // The pod whose Permit the scheduling thread is running ("" when none), and
-  // decisions for it that arrived before it was in waiting_ (a plugin may
-  // speak right after answering WAIT); applied when it starts waiting.
-  std::string in_permit_ ABSL_GUARDED_BY(mu_);
-  std::vector<v1::PermitDecision> early_decisions_ ABSL_GUARDED_BY(mu_);
   // Pods that are pending and ours to schedule (a failed attempt of a pod
   // deleted meanwhile is not requeued).
   absl::flat_hash_set<std::string> pending_uids_ ABSL_GUARDED_BY(mu_);
-  // namespace/name -> last failure, for ExplainPod. Bounded.
-  absl::flat_hash_map<std::string, std::pair<v1::Pod, Diagnosis>> diagnoses_ ABSL_GUARDED_BY(mu_);
+  // Assumed pods whose bind the adapter confirmed -> when the assumption
+  // expires unless the bound pod is observed first.
+  absl::flat_hash_map<std::string, absl::Time> bind_confirmed_ ABSL_GUARDED_BY(mu_);
+  SchedulerCounters counters_ ABSL_GUARDED_BY(mu_);
 
-  Executor executor_;
+  // Serialises Housekeeping (its thread and tests).
+  absl::Mutex housekeeping_mu_;
+  absl::Time last_unschedulable_flush_ ABSL_GUARDED_BY(housekeeping_mu_);
+
+  BoundedExecutor binding_pool_;
+  BoundedExecutor queue_worker_;
   std::thread scheduling_thread_;
   std::thread housekeeping_thread_;
-  absl::Time last_unschedulable_flush_;
 };
 
 }  // namespace podium::scheduler

@@ -1,8 +1,15 @@
 // The scheduler with its plugin processes mocked at the PluginProcess seam and
 // the adapter replaced by a fake ActionSink: what a user of the adapter sees.
+// Tests drive scheduling cycles (ScheduleNext), time (FakeClock) and
+// Housekeeping themselves: no scheduling or housekeeping thread runs, and
+// background work (queue worker, binding pool) is awaited, never polled.
 #include "scheduler.h"
 
+#include <future>
+#include <thread>
+
 #include "framework/mock_plugin_process.h"
+#include "framework/queueing_hints.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "queue/fake_clock.h"
@@ -22,21 +29,13 @@ class FakeSink : public ActionSink {
     action.set_id(next_id_++);
     actions_.push_back({action, std::move(on_result)});
   }
-  // Waits until an action of the kind exists; returns its index.
-  std::optional<size_t> WaitFor(v1::Action::KindCase kind, size_t from = 0) {
+  // The index of the first action of the kind at or after `from`.
+  std::optional<size_t> Find(v1::Action::KindCase kind, size_t from = 0) {
     absl::MutexLock lock(&mu_);
-    std::optional<size_t> found;
-    auto has = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      for (size_t i = from; i < actions_.size(); ++i) {
-        if (actions_[i].first.kind_case() == kind) {
-          found = i;
-          return true;
-        }
-      }
-      return false;
-    };
-    mu_.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(10));
-    return found;
+    for (size_t i = from; i < actions_.size(); ++i) {
+      if (actions_[i].first.kind_case() == kind) return i;
+    }
+    return std::nullopt;
   }
   size_t Count(v1::Action::KindCase kind) {
     absl::MutexLock lock(&mu_);
@@ -77,7 +76,8 @@ v1::ObjectEvent NodeEvent(const std::string& name) {
   return e;
 }
 
-v1::ObjectEvent PodEvent(const std::string& name, const std::string& node = "") {
+v1::ObjectEvent PodEvent(const std::string& name, const std::string& node = "",
+                         const std::string& scheduler_name = "") {
   v1::ObjectEvent e;
   e.set_type(v1::ObjectEvent::UPSERT);
   auto* p = e.mutable_pod();
@@ -85,6 +85,12 @@ v1::ObjectEvent PodEvent(const std::string& name, const std::string& node = "") 
   p->mutable_meta()->set_namespace_("default");
   p->mutable_meta()->set_uid("uid-" + name);
   p->set_node_name(node);
+  p->set_scheduler_name(scheduler_name);
+  return e;
+}
+
+v1::ObjectEvent Deleted(v1::ObjectEvent e) {
+  e.set_type(v1::ObjectEvent::DELETE);
   return e;
 }
 
@@ -105,6 +111,46 @@ v1::PluginToScheduler CycleAnswer(bool fits) {
   return a;
 }
 
+v1::PluginToScheduler StatusAnswer() {
+  v1::PluginToScheduler a;
+  a.mutable_status();
+  return a;
+}
+
+v1::PermitDecision Decision(const std::string& pod, const std::string& plugin, bool allow) {
+  v1::PermitDecision d;
+  d.set_pod_uid("uid-" + pod);
+  d.set_plugin(plugin);
+  d.set_allow(allow);
+  d.set_reason(allow ? "" : "gang broken");
+  return d;
+}
+
+// Runs `f` on its own thread, as a gRPC reader, an action result callback or
+// the event thread would. Returned() waits a generous bound: a call that
+// blocks on a hung plugin never returns while the plugin hangs. The
+// destructor joins (release the plugin first).
+class Caller {
+ public:
+  explicit Caller(std::function<void()> f)
+      : thread_([this, f = std::move(f)] {
+          f();
+          absl::MutexLock lock(&mu_);
+          done_ = true;
+        }) {}
+  ~Caller() { thread_.join(); }
+  bool Returned() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&done_), absl::Seconds(10));
+    return done_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
 class SchedulerTest : public testing::Test {
  protected:
   // The host finds node-1 feasible and its Gang plugin answers Permit with
@@ -121,36 +167,58 @@ class SchedulerTest : public testing::Test {
         r->set_timeout_ms(timeout_ms);
         return Answered(a);
       }
-      a.mutable_status();
-      return Answered(a);
+      return Answered(StatusAnswer());
     }));
   }
   std::atomic<int> unreserves_{0};
 
+  struct BuildOptions {
+    bool with_permit = false;
+    PostFilterPluginPtr post_filter;
+    bool hinted = false;  // Fit has a queueing hint for Node/Add.
+    std::vector<FrameworkPtr> extra_profiles;
+  };
+
   void Build(bool with_permit, PostFilterPluginPtr post_filter = nullptr) {
+    BuildOptions o;
+    o.with_permit = with_permit;
+    o.post_filter = std::move(post_filter);
+    Build(std::move(o));
+  }
+
+  void Build(BuildOptions o) {
     ProfileSpec spec;
     spec.plugins[v1::FILTER] = {{"Fit", 0}};
     spec.plugins[v1::BIND] = {{"DefaultBinder", 0}};
     spec.processes["Fit"] = &host_;
-    if (with_permit) {
+    if (o.with_permit) {
       spec.plugins[v1::PERMIT] = {{"Gang", 0}};
       spec.plugins[v1::RESERVE] = {{"Gang", 0}};
       spec.processes["Gang"] = &host_;
     }
     std::vector<FrameworkPtr> profiles;
     profiles.push_back(std::make_unique<Framework>(spec, 1));
-    if (post_filter) profiles.back()->AddPostFilterPlugin(std::move(post_filter));
+    if (o.post_filter) profiles.back()->AddPostFilterPlugin(std::move(o.post_filter));
+    for (auto& p : o.extra_profiles) profiles.push_back(std::move(p));
+    hints_ = std::make_unique<RemoteQueueingHintEvaluator>(
+        absl::flat_hash_map<std::string, PluginProcess*>{{"Fit", &host_}});
     SchedulingQueue::Options qo;
     qo.clock = &clock_;
+    qo.hint_evaluator = hints_.get();
     queue_ = std::make_unique<SchedulingQueue>(qo);
-    queue_->SetEventRegistry({{"Fit", {[] {
+    queue_->SetEventRegistry({{"Fit", {[&] {
                                  v1::ClusterEventInterest i;
                                  i.set_resource(v1::NODE);
                                  i.set_action_mask(v1::ADD);
+                                 i.set_has_queueing_hint(o.hinted);
                                  return i;
                                }()}}});
-    scheduler_ = std::make_unique<Scheduler>(Scheduler::Options{}, cache_, snapshot_, *queue_,
-                                             std::move(profiles), metrics_, clock_);
+    Scheduler::Options so;
+    so.run_scheduling_thread = false;
+    so.run_housekeeping_thread = false;
+    so.diagnoses = diagnosis_options_;
+    scheduler_ = std::make_unique<Scheduler>(so, cache_, snapshot_, *queue_, std::move(profiles), metrics_,
+                                             clock_);
     scheduler_->SetActionSink(&sink_);
     scheduler_->OnListBegin();
     scheduler_->OnObjectEvent(NodeEvent("node-1"));
@@ -158,19 +226,23 @@ class SchedulerTest : public testing::Test {
   void TearDown() override {
     if (scheduler_) scheduler_->Stop();
   }
-  void StartWithPod(const std::string& name) {
-    scheduler_->OnObjectEvent(PodEvent(name));
+  // Lists the pods (the first complete list) and starts the scheduler.
+  void StartWithPods(const std::vector<std::string>& names) {
+    for (const auto& name : names) scheduler_->OnObjectEvent(PodEvent(name));
     scheduler_->OnListEnd();
     scheduler_->Start();
+    scheduler_->WaitForBackgroundWork();
   }
-  bool WaitForQueue(QueueKind kind) {
-    for (int i = 0; i < 1000; ++i) {
-      for (const auto& s : queue_->List()) {
-        if (s.queue == kind) return true;
-      }
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+  void StartWithPod(const std::string& name) { StartWithPods({name}); }
+  std::optional<QueueKind> QueueOf(const std::string& name) {
+    scheduler_->WaitForBackgroundWork();
+    auto s = queue_->Find("uid-" + name);
+    if (!s) return std::nullopt;
+    return s->queue;
+  }
+  size_t Queued() {
+    const PendingPodCounts c = queue_->PendingPods();
+    return c.active + c.backoff + c.unschedulable + c.gated;
   }
 
   NiceMock<MockPluginProcess> host_{"host"};
@@ -179,6 +251,8 @@ class SchedulerTest : public testing::Test {
   Snapshot snapshot_;
   SchedulerMetrics metrics_{std::make_shared<prometheus::Registry>()};
   FakeSink sink_;
+  DiagnosisStore::Options diagnosis_options_;
+  std::unique_ptr<RemoteQueueingHintEvaluator> hints_;
   std::unique_ptr<SchedulingQueue> queue_;
   std::unique_ptr<Scheduler> scheduler_;
 };
@@ -187,13 +261,14 @@ TEST_F(SchedulerTest, BindsThenTheAdapterConfirmsTheAssumedPod) {
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
   StartWithPod("web");
-  auto bind = sink_.WaitFor(v1::Action::kBind);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
   ASSERT_TRUE(bind);
   EXPECT_EQ(sink_.action(*bind).bind().node_name(), "node-1");
   EXPECT_EQ(sink_.action(*bind).bind().pod().name(), "web");
   EXPECT_TRUE(cache_.IsAssumed("uid-web"));
   sink_.Reply(*bind, v1::ActionResult::OK);
-  EXPECT_TRUE(sink_.WaitFor(v1::Action::kRecordEvent));  // Scheduled.
+  EXPECT_TRUE(sink_.Find(v1::Action::kRecordEvent));  // Scheduled.
   scheduler_->OnObjectEvent(PodEvent("web", "node-1"));
   EXPECT_FALSE(cache_.IsAssumed("uid-web"));
   EXPECT_EQ(cache_.NumPods(), 1u);
@@ -203,10 +278,12 @@ TEST_F(SchedulerTest, FailedBindForgetsTheAssumedPodAndRequeuesIt) {
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
   StartWithPod("web");
-  auto bind = sink_.WaitFor(v1::Action::kBind);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
   ASSERT_TRUE(bind);
   sink_.Reply(*bind, v1::ActionResult::CONFLICT);
-  auto patch = sink_.WaitFor(v1::Action::kPatchPodStatus);
+  scheduler_->WaitForBackgroundWork();
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
   ASSERT_TRUE(patch);
   const v1::Action patch_action = sink_.action(*patch);
   const auto& condition = patch_action.patch_pod_status().conditions(0);
@@ -214,18 +291,21 @@ TEST_F(SchedulerTest, FailedBindForgetsTheAssumedPodAndRequeuesIt) {
   EXPECT_THAT(condition.message(), testing::HasSubstr("CONFLICT"));
   EXPECT_FALSE(cache_.IsAssumed("uid-web"));
   EXPECT_EQ(cache_.NumPods(), 0u);
-  EXPECT_TRUE(WaitForQueue(QueueKind::kBackoff));  // An error backs off.
+  EXPECT_EQ(QueueOf("web"), QueueKind::kBackoff);  // An error backs off.
 }
 
 TEST_F(SchedulerTest, UnschedulablePodGetsPodScheduledFalseAndAFailedSchedulingEvent) {
-  Build(false);
-  std::atomic<int> cycles{0};
+  BuildOptions o;
+  o.hinted = false;
+  Build(std::move(o));
+  int cycles = 0;
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](auto, auto) {
     ++cycles;
     return Answered(CycleAnswer(false));
   }));
   StartWithPod("big");
-  auto patch = sink_.WaitFor(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
   ASSERT_TRUE(patch);
   const v1::Action patch_action = sink_.action(*patch);
   const auto& status = patch_action.patch_pod_status();
@@ -234,20 +314,22 @@ TEST_F(SchedulerTest, UnschedulablePodGetsPodScheduledFalseAndAFailedSchedulingE
   EXPECT_EQ(status.conditions(0).status(), "False");
   EXPECT_EQ(status.conditions(0).reason(), "Unschedulable");
   EXPECT_EQ(status.conditions(0).message(), "0/1 nodes are available: 1 Insufficient cpu.");
-  auto event = sink_.WaitFor(v1::Action::kRecordEvent);
+  auto event = sink_.Find(v1::Action::kRecordEvent);
   ASSERT_TRUE(event);
   EXPECT_EQ(sink_.action(*event).record_event().reason(), "FailedScheduling");
-  ASSERT_TRUE(WaitForQueue(QueueKind::kUnschedulable));
-  EXPECT_EQ(cycles.load(), 1);
+  EXPECT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
+  EXPECT_EQ(cycles, 1);
   // A new node is an event Fit registered for: the pod leaves the pool for
   // backoffQ, and is tried again once its backoff expired.
   scheduler_->OnObjectEvent(NodeEvent("node-2"));
+  scheduler_->WaitForBackgroundWork();
   EXPECT_EQ(queue_->PendingPods().unschedulable, 0u);
   EXPECT_EQ(queue_->PendingPods().backoff, 1u);
+  EXPECT_FALSE(scheduler_->ScheduleNext());
   clock_.Advance(absl::Seconds(2));
   scheduler_->Housekeeping();
-  for (int i = 0; i < 1000 && cycles.load() < 2; ++i) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_EQ(cycles.load(), 2);
+  EXPECT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles, 2);
 }
 
 // A PostFilter that nominates node-1 and says so, as preemption will.
@@ -265,10 +347,11 @@ TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
   Build(false, std::make_unique<NominatingPostFilter>());
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
   StartWithPod("big");
-  auto nominate = sink_.WaitFor(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto nominate = sink_.Find(v1::Action::kPatchPodStatus);
   ASSERT_TRUE(nominate);
   EXPECT_EQ(sink_.action(*nominate).patch_pod_status().nominated_node_name(), "node-1");
-  auto failed = sink_.WaitFor(v1::Action::kPatchPodStatus, *nominate + 1);
+  auto failed = sink_.Find(v1::Action::kPatchPodStatus, *nominate + 1);
   ASSERT_TRUE(failed);
   const v1::Action failed_action = sink_.action(*failed);
   EXPECT_EQ(failed_action.patch_pod_status().conditions(0).message(),
@@ -280,19 +363,12 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   Build(true);
   ExpectGangWaits(60000);
   StartWithPod("member");
-  // No bind while it waits.
-  // Assumed comes before Permit: wait until the pod waits there, so that the
-  // decision (or the clock's advance) is not earlier than its deadline.
-  for (int i = 0; i < 1000 && !scheduler_->WaitingAtPermit("uid-member"); ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
-  v1::PermitDecision allow;
-  allow.set_pod_uid("uid-member");
-  allow.set_plugin("Gang");
-  allow.set_allow(true);
-  scheduler_->OnPermitDecision(allow);
-  EXPECT_TRUE(sink_.WaitFor(v1::Action::kBind));
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);  // No bind while it waits.
+  scheduler_->OnPermitDecision(Decision("member", "Gang", true));
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
 }
 
 TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
@@ -303,22 +379,18 @@ TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
     v1::PluginToScheduler a;
     if (req.has_cycle()) return Answered(CycleAnswer(true));
     if (req.has_permit()) {
-      v1::PermitDecision allow;
-      allow.set_pod_uid(req.permit().pod().meta().uid());
-      allow.set_plugin("Gang");
-      allow.set_allow(true);
-      scheduler_->OnPermitDecision(allow);
+      scheduler_->OnPermitDecision(Decision("member", "Gang", true));
       auto* r = a.mutable_permit()->add_results();
       r->set_plugin("Gang");
       r->mutable_status()->set_code(v1::Status::WAIT);
       r->set_timeout_ms(60000);
       return Answered(a);
     }
-    a.mutable_status();
-    return Answered(a);
+    return Answered(StatusAnswer());
   }));
   StartWithPod("member");
-  EXPECT_TRUE(sink_.WaitFor(v1::Action::kBind));
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
   EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
 }
 
@@ -326,21 +398,352 @@ TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   Build(true);
   ExpectGangWaits(1000);
   StartWithPod("member");
-  // Assumed comes before Permit: wait until the pod waits there, so that the
-  // decision (or the clock's advance) is not earlier than its deadline.
-  for (int i = 0; i < 1000 && !scheduler_->WaitingAtPermit("uid-member"); ++i) {
-    absl::SleepFor(absl::Milliseconds(5));
-  }
+  ASSERT_TRUE(scheduler_->ScheduleNext());
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
   clock_.Advance(absl::Seconds(2));
   scheduler_->Housekeeping();
-  auto patch = sink_.WaitFor(v1::Action::kPatchPodStatus);
+  scheduler_->WaitForBackgroundWork();
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
   ASSERT_TRUE(patch);
   EXPECT_THAT(sink_.action(*patch).patch_pod_status().conditions(0).message(),
               testing::HasSubstr("rejected due to timeout after waiting at plugin Gang"));
   EXPECT_EQ(unreserves_.load(), 1);
   EXPECT_FALSE(cache_.IsAssumed("uid-member"));
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
+  EXPECT_TRUE(QueueOf("member").has_value());
+}
+
+// ------------------------------------------------ defect 1: no blocking callers
+
+TEST_F(SchedulerTest, APluginRejectDoesNotWaitForUnreserveOnTheCallersThread) {
+  Build(true);
+  std::promise<PluginAnswer> release;
+  std::shared_future<PluginAnswer> unreserve_answer = release.get_future().share();
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    if (req.has_cycle()) return Answered(CycleAnswer(true));
+    if (req.has_permit()) {
+      auto* r = a.mutable_permit()->add_results();
+      r->set_plugin("Gang");
+      r->mutable_status()->set_code(v1::Status::WAIT);
+      r->set_timeout_ms(60000);
+      return Answered(a);
+    }
+    if (req.has_unreserve()) {
+      ++unreserves_;
+      // Answered only when the test releases it, like a stream whose reader
+      // is the thread that called.
+      return std::async(std::launch::async, [unreserve_answer] { return unreserve_answer.get(); });
+    }
+    return Answered(StatusAnswer());
+  }));
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  {
+    // The gRPC reader thread delivers the reject: it returns while Unreserve hangs.
+    Caller reader([&] { scheduler_->OnPermitDecision(Decision("member", "Gang", false)); });
+    EXPECT_TRUE(reader.Returned());
+    release.set_value(StatusAnswer());
+  }
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(unreserves_.load(), 1);
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+  EXPECT_TRUE(QueueOf("member").has_value());
+}
+
+TEST_F(SchedulerTest, AFailedBindResultDoesNotWaitForUnreserveOnTheResultThread) {
+  Build(true);
+  std::promise<PluginAnswer> release;
+  std::shared_future<PluginAnswer> unreserve_answer = release.get_future().share();
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (req.has_cycle()) return Answered(CycleAnswer(true));
+    if (req.has_unreserve()) {
+      ++unreserves_;
+      return std::async(std::launch::async, [unreserve_answer] { return unreserve_answer.get(); });
+    }
+    v1::PluginToScheduler a;
+    if (req.has_permit()) {
+      a.mutable_permit()->add_results()->set_plugin("Gang");
+      return Answered(a);
+    }
+    return Answered(StatusAnswer());
+  }));
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
+  ASSERT_TRUE(bind);
+  {
+    Caller result_thread([&] { sink_.Reply(*bind, v1::ActionResult::CONFLICT); });
+    EXPECT_TRUE(result_thread.Returned());
+    release.set_value(StatusAnswer());
+  }
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(unreserves_.load(), 1);
+  EXPECT_FALSE(cache_.IsAssumed("uid-web"));
+}
+
+TEST_F(SchedulerTest, AHungQueueingHintDoesNotDelayClusterEvents) {
+  BuildOptions o;
+  o.hinted = true;
+  Build(std::move(o));
+  std::promise<PluginAnswer> release;
+  std::shared_future<PluginAnswer> hint_answer = release.get_future().share();
+  std::atomic<int> hint_requests{0};
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (req.has_queueing_hint()) {
+      ++hint_requests;
+      return std::async(std::launch::async, [hint_answer] { return hint_answer.get(); });
+    }
+    return Answered(CycleAnswer(false));
+  }));
+  StartWithPod("big");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
+  // The event thread: a node event that asks Fit's hint, then more events.
+  {
+    Caller event_thread([&] {
+      scheduler_->OnObjectEvent(NodeEvent("node-2"));
+      scheduler_->OnObjectEvent(NodeEvent("node-3"));
+      scheduler_->OnObjectEvent(PodEvent("other"));
+    });
+    EXPECT_TRUE(event_thread.Returned());
+    // The cache is current although the hint still hangs.
+    EXPECT_EQ(cache_.NumNodes(), 3u);
+    release.set_value(absl::UnavailableError("hung up"));
+  }
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_GE(hint_requests.load(), 1);
+  // A hint that failed counts as Queue: the pod left the pool.
+  EXPECT_NE(QueueOf("big"), QueueKind::kUnschedulable);
+  EXPECT_TRUE(queue_->Find("uid-other").has_value());
+}
+
+// ------------------------------------------------ defect 3: assumed pods leak
+
+TEST_F(SchedulerTest, APodDeletedWhileWaitingAtPermitReleasesItsNode) {
+  Build(true);
+  ExpectGangWaits(60000);
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(cache_.IsAssumed("uid-member"));
+  scheduler_->OnObjectEvent(Deleted(PodEvent("member")));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+  EXPECT_EQ(cache_.NumPods(), 0u);
+  EXPECT_EQ(unreserves_.load(), 1);
+  EXPECT_EQ(Queued(), 0u);
+  // Its attempt is over: a pod of the same name is scheduled again.
+  scheduler_->OnObjectEvent(PodEvent("member"));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(scheduler_->ScheduleNext());
+}
+
+TEST_F(SchedulerTest, ADeleteRightAfterAConfirmedBindForgetsTheAssumption) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
+  ASSERT_TRUE(bind);
+  sink_.Reply(*bind, v1::ActionResult::OK);
+  // The next event is the deletion (carrying the pending copy we knew).
+  scheduler_->OnObjectEvent(Deleted(PodEvent("web")));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(cache_.IsAssumed("uid-web"));
+  EXPECT_EQ(cache_.NumPods(), 0u);
+}
+
+TEST_F(SchedulerTest, ARelistWithoutTheAssumedPodForgetsIt) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
+  ASSERT_TRUE(bind);
+  sink_.Reply(*bind, v1::ActionResult::OK);
+  scheduler_->OnAdapterDisconnected();
+  scheduler_->OnListBegin();
+  scheduler_->OnObjectEvent(NodeEvent("node-1"));
+  scheduler_->OnListEnd();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(cache_.IsAssumed("uid-web"));
+  EXPECT_EQ(cache_.NumPods(), 0u);
+}
+
+TEST_F(SchedulerTest, AConfirmedBindWhoseBoundPodNeverComesExpires) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
+  ASSERT_TRUE(bind);
+  sink_.Reply(*bind, v1::ActionResult::OK);
+  clock_.Advance(absl::Minutes(14));
+  scheduler_->Housekeeping();
+  EXPECT_TRUE(cache_.IsAssumed("uid-web"));
+  clock_.Advance(absl::Minutes(2));
+  scheduler_->Housekeeping();
+  EXPECT_FALSE(cache_.IsAssumed("uid-web"));
+  EXPECT_EQ(scheduler_->counters().assumed_pods_expired, 1u);
+}
+
+// ------------------------------------------------ defect 8: the pod's own cycle
+
+TEST_F(SchedulerTest, ARejectedPermitWaitRequeuesWithThePodsOwnCycle) {
+  Build(true);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    if (req.has_cycle()) return Answered(CycleAnswer(req.cycle().pod().meta().name() == "member"));
+    if (req.has_permit()) {
+      auto* r = a.mutable_permit()->add_results();
+      r->set_plugin("Gang");
+      r->mutable_status()->set_code(v1::Status::WAIT);
+      r->set_timeout_ms(60000);
+      return Answered(a);
+    }
+    return Answered(StatusAnswer());
+  }));
+  v1::ObjectEvent member = PodEvent("member");
+  member.mutable_pod()->set_priority(10);  // Popped first.
+  scheduler_->OnObjectEvent(member);
+  StartWithPod("other");
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // member: cycle 1, waits at Permit.
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  scheduler_->OnObjectEvent(NodeEvent("node-2"));  // A move request during its wait.
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // other: cycle 2, unschedulable.
+  scheduler_->OnPermitDecision(Decision("member", "Gang", false));
+  // An event came after member's cycle began: it may help, so backoff, not the pool.
+  EXPECT_EQ(QueueOf("member"), QueueKind::kBackoff);
+}
+
+// ------------------------------------------------ defect 9: adapter disconnected
+
+TEST_F(SchedulerTest, NoPodIsPoppedWhileTheAdapterIsAway) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPod("web");
+  EXPECT_TRUE(scheduler_->adapter_connected());
+  scheduler_->OnAdapterDisconnected();
+  EXPECT_FALSE(scheduler_->adapter_connected());
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  EXPECT_EQ(queue_->PendingPods().active, 1u);
+  // Back with a complete list: scheduling resumes.
+  scheduler_->OnListBegin();
+  scheduler_->OnObjectEvent(NodeEvent("node-1"));
+  scheduler_->OnObjectEvent(PodEvent("web"));
+  scheduler_->OnListEnd();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(scheduler_->adapter_connected());
+  EXPECT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+}
+
+// ------------------------------------------------ defects 7 and 12: Permit bounds
+
+TEST_F(SchedulerTest, APermitWaitIsCappedAtFifteenMinutes) {
+  Build(true);
+  ExpectGangWaits(absl::ToInt64Milliseconds(absl::Hours(2)));
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  clock_.Advance(absl::Minutes(15) + absl::Seconds(1));
+  scheduler_->Housekeeping();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+}
+
+TEST_F(SchedulerTest, ADecisionForAPluginThePodDoesNotWaitOnIsRefused) {
+  Build(true);
+  ExpectGangWaits(60000);
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->OnPermitDecision(Decision("member", "SomeoneElse", false));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_EQ(scheduler_->counters().permit_decisions_unknown_plugin, 1u);
+  // From an endpoint that does not serve Gang: refused too.
+  scheduler_->OnPermitDecision(Decision("member", "Gang", false), "not-the-host");
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_EQ(scheduler_->counters().permit_decisions_wrong_endpoint, 1u);
+  // The serving endpoint decides.
+  scheduler_->OnPermitDecision(Decision("member", "Gang", true), "host");
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+}
+
+TEST_F(SchedulerTest, EarlyDecisionsBeyondTheBoundAreCounted) {
+  Build(true);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    if (req.has_cycle()) return Answered(CycleAnswer(true));
+    if (req.has_permit()) {
+      for (size_t i = 0; i < kMaxEarlyPermitDecisions + 3; ++i) {
+        scheduler_->OnPermitDecision(Decision("member", "Gang", true));
+      }
+      auto* r = a.mutable_permit()->add_results();
+      r->set_plugin("Gang");
+      r->mutable_status()->set_code(v1::Status::WAIT);
+      r->set_timeout_ms(60000);
+      return Answered(a);
+    }
+    return Answered(StatusAnswer());
+  }));
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(scheduler_->counters().permit_decisions_early_dropped, 3u);
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+}
+
+// ------------------------------------------------ defects 4 and 18: ExplainPod
+
+TEST_F(SchedulerTest, ExplainKeepsACompactDiagnosisUntilThePodIsDeleted) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
+  StartWithPod("big");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto d = scheduler_->LastDiagnosis("default", "big");
+  ASSERT_TRUE(d);
+  EXPECT_FALSE(d->error);
+  EXPECT_EQ(d->message, "0/1 nodes are available: 1 Insufficient cpu.");
+  ASSERT_EQ(d->reason_counts.size(), 1u);
+  EXPECT_EQ(d->reason_counts[0], std::make_pair(std::string("Insufficient cpu"), 1u));
+  ASSERT_EQ(d->sample.size(), 1u);
+  EXPECT_EQ(d->sample[0].first, "node-1");
+  scheduler_->OnObjectEvent(Deleted(PodEvent("big")));
+  EXPECT_FALSE(scheduler_->LastDiagnosis("default", "big"));
+  EXPECT_EQ(scheduler_->diagnoses().size(), 0u);
+}
+
+TEST_F(SchedulerTest, ABoundPodHasNoDiagnosisLeft) {
+  Build(false);
+  bool fits = false;
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](auto, auto) { return Answered(CycleAnswer(fits)); }));
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->LastDiagnosis("default", "web"));
+  scheduler_->OnObjectEvent(PodEvent("web", "node-1"));
+  EXPECT_FALSE(scheduler_->LastDiagnosis("default", "web"));
+}
+
+TEST_F(SchedulerTest, AnAttemptThatFailedWithAnErrorIsExplainedAsAnError) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(
+      Invoke([](auto, auto) { return Answered(absl::DeadlineExceededError("plugin endpoint host timed out")); }));
+  auto watch = scheduler_->decisions().Subscribe(nullptr);
+  ASSERT_TRUE(watch.ok());
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto d = scheduler_->LastDiagnosis("default", "web");
+  ASSERT_TRUE(d);
+  EXPECT_TRUE(d->error);
+  EXPECT_THAT(d->message, testing::HasSubstr("timed out"));
+  auto decision = watch->queue->Pop();
+  ASSERT_TRUE(decision);
+  EXPECT_EQ(decision->result, SchedulingDecision::Result::kError);
+  EXPECT_EQ(QueueOf("web"), QueueKind::kBackoff);
 }
 
 }  // namespace

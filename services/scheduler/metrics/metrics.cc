@@ -56,7 +56,15 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
       invalid_objects_(prometheus::BuildCounter()
                            .Name("podium_invalid_cluster_objects_total")
                            .Help("Objects from the adapter refused because a field was invalid.")
-                           .Register(*registry_)) {}
+                           .Register(*registry_)),
+      scheduler_events_(prometheus::BuildCounter()
+                            .Name("podium_scheduler_events_total")
+                            .Help("Refused or dropped Permit decisions, refused binding work and expired assumed pods.")
+                            .Register(*registry_)),
+      adapter_connected_(prometheus::BuildGauge()
+                             .Name("podium_adapter_connected")
+                             .Help("1 while the adapter is connected and has listed the cluster.")
+                             .Register(*registry_)) {}
 
 SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& profile) {
   auto counter = [&](const char* result) {
@@ -92,6 +100,14 @@ void SchedulerMetrics::SetPluginCounter(const std::string& endpoint, const std::
 
 void SchedulerMetrics::SetPluginConnected(const std::string& endpoint, bool connected) {
   plugin_connected_.Add({{"endpoint", endpoint}}).Set(connected ? 1 : 0);
+}
+
+void SchedulerMetrics::CountSchedulerEvent(const std::string& kind) {
+  scheduler_events_.Add({{"kind", kind}}).Increment();
+}
+
+void SchedulerMetrics::SetAdapterConnected(bool connected) {
+  adapter_connected_.Add({}).Set(connected ? 1 : 0);
 }
 
 void SchedulerMetrics::CountInvalidObject(const std::string& kind) {

@@ -41,6 +41,11 @@ class SchedulerMetrics {
   void SetPluginConnected(const std::string& endpoint, bool connected);
   // An object from the adapter refused at the door (kind: Pod, Node...).
   void CountInvalidObject(const std::string& kind);
+  // The scheduler refused or dropped something, or a safety net fired
+  // (kind: permit_decision_unknown_plugin, assumed_pod_expired, ...).
+  void CountSchedulerEvent(const std::string& kind);
+  // 1 while the adapter is connected (0 from its disconnect to its next list).
+  void SetAdapterConnected(bool connected);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -53,6 +58,8 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& plugin_counters_;
   prometheus::Family<prometheus::Gauge>& plugin_connected_;
   prometheus::Family<prometheus::Counter>& invalid_objects_;
+  prometheus::Family<prometheus::Counter>& scheduler_events_;
+  prometheus::Family<prometheus::Gauge>& adapter_connected_;
 };
 
 }  // namespace podium::scheduler

@@ -64,21 +64,21 @@ grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* ctx,
                                                    const v1::ExplainPodRequest* request,
                                                    v1::ExplainPodResponse* response) {
-  auto last = scheduler_.LastDiagnosis(request->namespace_(), request->name());
+  std::optional<PodDiagnosis> last = scheduler_.LastDiagnosis(request->namespace_(), request->name());
   if (!last) {
     return Done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
                                   "no failed scheduling attempt recorded for pod " +
                                       request->namespace_() + "/" + request->name()));
   }
-  const auto& [pod, diagnosis] = *last;
-  if (auto s = queue_.Find(pod.meta().uid())) FillQueuedPod(*s, response->mutable_pod());
-  response->set_message(diagnosis.Message());
-  for (const auto& [node, status] : diagnosis.node_statuses) {
+  if (auto s = queue_.Find(last->pod_uid)) FillQueuedPod(*s, response->mutable_pod());
+  // An attempt that broke is reported as an error, not as "unschedulable".
+  response->set_message(last->error ? "error: " + last->message : last->message);
+  for (const auto& [node, status] : last->sample) {
     auto* verdict = response->add_nodes();
     verdict->set_node_name(node);
     status.ToProto(verdict->mutable_status());
   }
-  response->set_nominated_node_name(pod.nominated_node_name());
+  response->set_nominated_node_name(last->nominated_node_name);
   return Done(ctx);
 }
 
@@ -143,11 +143,45 @@ grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
 
 namespace {
 
-// Streams decisions; a slow reader loses the oldest (bounded backlog).
+v1::SchedulingDecision ToProto(const SchedulingDecision& d) {
+  v1::SchedulingDecision out;
+  auto* ref = out.mutable_pod();
+  ref->set_kind("Pod");
+  ref->set_uid(d.pod_uid);
+  ref->set_namespace_(d.pod_namespace);
+  ref->set_name(d.pod_name);
+  switch (d.result) {
+    case SchedulingDecision::Result::kScheduled: out.set_result(v1::SchedulingDecision::SCHEDULED); break;
+    case SchedulingDecision::Result::kUnschedulable: out.set_result(v1::SchedulingDecision::UNSCHEDULABLE); break;
+    case SchedulingDecision::Result::kError: out.set_result(v1::SchedulingDecision::ERROR); break;
+  }
+  out.set_node_name(d.node_name);
+  out.set_message(d.message);
+  out.set_attempt_ms(absl::ToDoubleMilliseconds(d.attempt));
+  out.set_time_us(absl::ToUnixMicros(d.time));
+  out.set_profile(d.profile);
+  return out;
+}
+
+// Streams decisions from the subscriber's bounded queue in the broadcaster
+// (a slow reader loses the oldest, counted there). One write in flight.
+// Lock order: broadcaster -> mu_ -> the DecisionQueue.
 class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecision> {
  public:
   explicit DecisionWriter(DecisionBroadcaster& broadcaster) : broadcaster_(broadcaster) {
-    id_ = broadcaster_.Subscribe([this](const v1::SchedulingDecision& d) { Offer(d); });
+    auto subscription = broadcaster_.Subscribe([this] {
+      absl::MutexLock lock(&mu_);
+      MaybeWrite();
+    });
+    if (!subscription.ok()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(subscription.status().message())));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    id_ = subscription->id;
+    queue_ = subscription->queue;
+    MaybeWrite();
   }
 
   void OnWriteDone(bool ok) override {
@@ -157,7 +191,6 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
       FinishLocked(grpc::Status::CANCELLED);
       return;
     }
-    backlog_.pop_front();
     MaybeWrite();
   }
 
@@ -167,26 +200,18 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
   }
 
   void OnDone() override {
-    broadcaster_.Unsubscribe(id_);
+    if (id_ != 0) broadcaster_.Unsubscribe(id_);
     delete this;
   }
 
  private:
-  static constexpr size_t kMaxBacklog = 100000;
-
-  void Offer(const v1::SchedulingDecision& d) {
-    absl::MutexLock lock(&mu_);
-    if (finished_) return;
-    if (backlog_.size() >= kMaxBacklog && !writing_) backlog_.pop_front();
-    backlog_.push_back(d);
-    MaybeWrite();
-  }
-
   void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!writing_ && !finished_ && !backlog_.empty()) {
-      writing_ = true;
-      StartWrite(&backlog_.front());
-    }
+    if (writing_ || finished_ || queue_ == nullptr) return;
+    std::optional<SchedulingDecision> next = queue_->Pop();
+    if (!next) return;
+    current_ = ToProto(*next);
+    writing_ = true;
+    StartWrite(&current_);
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -199,7 +224,8 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
   DecisionBroadcaster& broadcaster_;
   uint64_t id_ = 0;
   absl::Mutex mu_;
-  std::deque<v1::SchedulingDecision> backlog_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<DecisionQueue> queue_ ABSL_GUARDED_BY(mu_);
+  v1::SchedulingDecision current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

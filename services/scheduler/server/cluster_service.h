@@ -13,33 +13,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "cluster_link.h"
 #include "podium/v1/cluster.grpc.pb.h"
 
 namespace podium::scheduler {
 
 class SchedulerMetrics;
-
-// What the scheduler does with the adapter's messages (called on the event
-// thread, in stream order, with objects already validated).
-class ClusterEventHandler {
- public:
-  virtual ~ClusterEventHandler() = default;
-  virtual void OnListBegin() = 0;
-  virtual void OnObjectEvent(const v1::ObjectEvent& event) = 0;
-  virtual void OnListEnd() = 0;
-  virtual void OnAdapterDisconnected() = 0;
-};
-
-// Where the scheduler's actions go.
-class ActionSink {
- public:
-  using ResultCallback = std::function<void(const v1::ActionResult&)>;
-  virtual ~ActionSink() = default;
-  // on_result runs exactly once: the adapter's result, or UNAVAILABLE when no
-  // adapter is connected, the stream breaks or the result does not come in time.
-  // It runs on one of the service's threads and must not block.
-  virtual void Send(v1::Action action, ResultCallback on_result) = 0;
-};
 
 class ClusterService final : public v1::Cluster::CallbackService, public ActionSink {
  public:

@@ -1,0 +1,225 @@
+// The adapter's events (kube-scheduler's eventhandlers.go): the cache is
+// updated here, synchronously and without plugin calls; queue work, which
+// may call plugins (PreEnqueue, queueing hints), goes to the queue worker in
+// event order. Relists reconcile what the new list no longer carries.
+#include <cstdio>
+
+#include "pod_ref.h"
+#include "queue/events.h"
+#include "scheduler.h"
+
+namespace podium::scheduler {
+
+void Scheduler::OnListBegin() {
+  relisting_ = true;
+  seen_pods_.clear();
+  seen_nodes_.clear();
+}
+
+void Scheduler::OnListEnd() {
+  if (relisting_) {
+    // What the new list does not carry was deleted while we were not watching.
+    std::vector<std::shared_ptr<const v1::Pod>> gone_pods;
+    for (const auto& [uid, pod] : pods_) {
+      if (!seen_pods_.contains(uid)) gone_pods.push_back(pod);
+    }
+    for (const auto& pod : gone_pods) {
+      v1::ObjectEvent event;
+      event.set_type(v1::ObjectEvent::DELETE);
+      *event.mutable_pod() = *pod;
+      HandlePod(event);
+    }
+    std::vector<std::shared_ptr<const v1::Node>> gone_nodes;
+    for (const auto& [name, node] : nodes_) {
+      if (!seen_nodes_.contains(name)) gone_nodes.push_back(node);
+    }
+    for (const auto& node : gone_nodes) {
+      v1::ObjectEvent event;
+      event.set_type(v1::ObjectEvent::DELETE);
+      *event.mutable_node() = *node;
+      HandleNode(event);
+    }
+    relisting_ = false;
+  }
+  absl::MutexLock lock(&mu_);
+  if (!synced_) {
+    std::fprintf(stderr, "podium-scheduler: cluster synced: %zu nodes, %zu pods\n", nodes_.size(),
+                 pods_.size());
+  } else if (!adapter_connected_) {
+    std::fprintf(stderr, "podium-scheduler: adapter relisted; scheduling resumes\n");
+  }
+  synced_ = true;
+  adapter_connected_ = true;
+  metrics_.SetAdapterConnected(true);
+}
+
+void Scheduler::OnAdapterDisconnected() {
+  // Keep the cache: the adapter relists when it comes back, and the relist
+  // reconciles what changed meanwhile. No pod is popped until then: every
+  // bind would fail.
+  absl::MutexLock lock(&mu_);
+  adapter_connected_ = false;
+  metrics_.SetAdapterConnected(false);
+  std::fprintf(stderr, "podium-scheduler: adapter disconnected; scheduling pauses until it relists\n");
+}
+
+void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
+  switch (event.object_case()) {
+    case v1::ObjectEvent::kPod: HandlePod(event); break;
+    case v1::ObjectEvent::kNode: HandleNode(event); break;
+    // Cached and mirrored to plugins now; preemption and gangs read them.
+    case v1::ObjectEvent::kPdb: {
+      absl::Status s = event.type() == v1::ObjectEvent::DELETE
+                           ? cache_.RemovePdb(event.pdb().meta().uid())
+                           : cache_.AddOrUpdatePdb(event.pdb());
+      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodDisruptionBudget: %s\n", std::string(s.message()).c_str());
+      break;
+    }
+    case v1::ObjectEvent::kPodGroup: {
+      absl::Status s = event.type() == v1::ObjectEvent::DELETE
+                           ? cache_.RemovePodGroup(event.pod_group().meta().uid())
+                           : cache_.AddOrUpdatePodGroup(event.pod_group());
+      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
+      break;
+    }
+    default: break;  // PriorityClasses are resolved by the adapter.
+  }
+}
+
+void Scheduler::PostQueueWork(std::function<void()> work) {
+  // Waiting for room is the back-pressure: the Cluster stream pauses reading.
+  if (!queue_worker_.PostOrWait(std::move(work))) return;  // Stopped.
+}
+
+void Scheduler::MoveOnEvent(v1::ClusterEvent event) {
+  PostQueueWork([this, event = std::move(event)] { queue_.MoveAllToActiveOrBackoffQueue(event); });
+}
+
+void Scheduler::HandleNode(const v1::ObjectEvent& event) {
+  const v1::Node& node = event.node();
+  const std::string& name = node.meta().name();
+  if (relisting_) seen_nodes_.insert(name);
+  auto it = nodes_.find(name);
+  if (event.type() == v1::ObjectEvent::DELETE) {
+    if (it == nodes_.end()) return;
+    nodes_.erase(it);
+    if (absl::Status s = cache_.RemoveNode(name); !s.ok()) {
+      std::fprintf(stderr, "podium-scheduler: removing Node %s: %s\n", name.c_str(),
+                   std::string(s.message()).c_str());
+    }
+    return;
+  }
+  auto latest = std::make_shared<const v1::Node>(node);
+  v1::ClusterEvent cluster_event;
+  cluster_event.set_resource(v1::NODE);
+  if (it == nodes_.end()) {
+    cluster_event.set_action(v1::ADD);
+  } else {
+    const uint32_t actions = NodeUpdateActions(*it->second, node);
+    if (actions == 0 && it->second->meta().resource_version() == node.meta().resource_version()) {
+      return;  // Nothing the scheduler looks at changed.
+    }
+    cluster_event.set_action(actions);
+    *cluster_event.mutable_old_node() = *it->second;
+  }
+  nodes_[name] = latest;
+  cache_.AddOrUpdateNode(node);
+  if (cluster_event.action() != 0) {
+    *cluster_event.mutable_new_node() = node;
+    MoveOnEvent(std::move(cluster_event));
+  }
+}
+
+void Scheduler::PodGone(const std::string& uid, const std::shared_ptr<const v1::Pod>& old) {
+  diagnoses_.Erase(uid);
+  {
+    absl::MutexLock lock(&mu_);
+    pending_uids_.erase(uid);
+    bind_confirmed_.erase(uid);
+  }
+  // Deleted while waiting at Permit: Unreserve, forget, Done (binding pool).
+  if (std::optional<BindingPod> waiting = waiting_.Remove(uid)) ReleaseDeleted(std::move(*waiting));
+  // Bound, or assumed by us (waiting, binding, or bound but not yet observed):
+  // what it held on its node is free again.
+  sdk::PodInfoPtr cached = cache_.GetPod(uid);
+  if (cached != nullptr) {
+    (void)cache_.RemovePod(uid);
+    v1::ClusterEvent e;
+    e.set_resource(v1::POD);
+    e.set_action(v1::DELETE);
+    *e.mutable_old_pod() = *cached->pod;
+    MoveOnEvent(std::move(e));
+  }
+  if (old->node_name().empty()) PostQueueWork([this, uid] { queue_.Delete(uid); });
+}
+
+void Scheduler::HandlePod(const v1::ObjectEvent& event) {
+  const v1::Pod& pod = event.pod();
+  const std::string& uid = pod.meta().uid();
+  if (relisting_) seen_pods_.insert(uid);
+  auto it = pods_.find(uid);
+  std::shared_ptr<const v1::Pod> old = it == pods_.end() ? nullptr : it->second;
+  const bool was_assigned = old != nullptr && !old->node_name().empty();
+
+  if (event.type() == v1::ObjectEvent::DELETE) {
+    if (old == nullptr) return;
+    pods_.erase(uid);
+    PodGone(uid, old);
+    return;
+  }
+
+  auto latest = std::make_shared<const v1::Pod>(pod);
+  pods_[uid] = latest;
+  if (!pod.node_name().empty()) {
+    // Bound: by us (the adapter confirms our bind) or by someone else.
+    diagnoses_.Erase(uid);
+    {
+      absl::MutexLock lock(&mu_);
+      pending_uids_.erase(uid);
+      bind_confirmed_.erase(uid);
+    }
+    if (!was_assigned) {
+      // Bound by someone else while it waited at Permit: it waits no more.
+      if (std::optional<BindingPod> waiting = waiting_.Remove(uid)) ReleaseDeleted(std::move(*waiting));
+      PostQueueWork([this, uid] { queue_.Delete(uid); });
+    }
+    if (PodTerminal(pod)) {
+      (void)cache_.RemovePod(uid);
+    } else if (absl::Status s = cache_.AddOrUpdatePod(pod); !s.ok()) {
+      std::fprintf(stderr, "podium-scheduler: caching Pod %s: %s\n", PodKey(pod).c_str(),
+                   std::string(s.message()).c_str());
+    }
+    v1::ClusterEvent e;
+    e.set_resource(v1::POD);
+    if (!was_assigned) {
+      e.set_action(v1::ADD);
+    } else {
+      uint32_t actions = PodUpdateActions(*old, pod);
+      if (PodTerminal(pod) && !PodTerminal(*old)) actions |= v1::DELETE;  // Frees its resources.
+      if (actions == 0) return;
+      e.set_action(actions);
+      *e.mutable_old_pod() = *old;
+    }
+    *e.mutable_new_pod() = pod;
+    MoveOnEvent(std::move(e));
+    return;
+  }
+  // Pending.
+  if (!HasProfileFor(pod) || PodTerminal(pod) || pod.meta().deletion_timestamp_us() != 0) {
+    // Not ours to schedule (any more): like a deletion for the scheduler.
+    if (old != nullptr) PodGone(uid, old);
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    pending_uids_.insert(uid);
+  }
+  sdk::PodInfoPtr info = sdk::PodInfo::Create(pod);
+  if (old == nullptr) {
+    PostQueueWork([this, info] { queue_.Add(info); });
+  } else {
+    PostQueueWork([this, old, info] { queue_.Update(*old, info); });
+  }
+}
+
+}  // namespace podium::scheduler

@@ -1,0 +1,212 @@
+// The scheduling loop (kube-scheduler's schedule_one.go): pop one pod, run
+// its profile's cycle on a fresh snapshot, assume it on the chosen node, run
+// Reserve and Permit, and hand it to the binding cycle; or record why it fits
+// nowhere and requeue it.
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "pod_ref.h"
+#include "scheduler.h"
+
+namespace podium::scheduler {
+
+bool Scheduler::MaySchedule() const { return synced_ && adapter_connected_ && !paused_; }
+
+void Scheduler::SchedulingLoop() {
+  auto may_schedule_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return s->stopped_ || s->MaySchedule();
+  };
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(may_schedule_or_stopped, this));
+      if (stopped_) return;
+    }
+    std::optional<QueuedPodInfo> popped = queue_.Pop();
+    if (!popped) return;
+    auto pod = std::make_shared<QueuedPodInfo>(std::move(*popped));
+    {
+      // Paused or disconnected while it waited in Pop: hold it until resumed.
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(may_schedule_or_stopped, this));
+      if (stopped_) return;
+    }
+    ScheduleOne(std::move(pod));
+  }
+}
+
+bool Scheduler::ScheduleNext() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!MaySchedule()) return false;
+  }
+  std::optional<QueuedPodInfo> popped = queue_.TryPop();
+  if (!popped) return false;
+  ScheduleOne(std::make_shared<QueuedPodInfo>(std::move(*popped)));
+  return true;
+}
+
+bool Scheduler::StillPending(const std::string& uid) const {
+  absl::MutexLock lock(&mu_);
+  return pending_uids_.contains(uid);
+}
+
+void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
+  const v1::Pod& pod = *qp->pod_info->pod;
+  const std::string& uid = pod.meta().uid();
+  Framework* fw = FrameworkFor(pod);
+  // Deleted or bound since it was queued (the queue hears of it later).
+  if (fw == nullptr || cache_.IsAssumed(uid) || !StillPending(uid)) {
+    queue_.Done(uid);
+    return;
+  }
+  const absl::Time start = clock_.Now();
+  const uint64_t scheduling_cycle = queue_.scheduling_cycle();
+  const uint64_t cycle_id = ++cycle_id_;
+  cache_.UpdateSnapshot(snapshot_);
+
+  ScheduleResult result = fw->SchedulePod(pod, snapshot_, snapshot_.delta_seq(), cycle_id);
+  const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
+      ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));
+  if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+    if (fw->HasPostFilterPlugins()) {
+      auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
+      result.diagnosis.post_filter_message = status.Message();
+      if (status.IsSuccess() && !post.nominated_node_name.empty()) {
+        // The pod waits for its nominated node; later cycles will count it there.
+        v1::Action nominate;
+        auto* patch = nominate.mutable_patch_pod_status();
+        *patch->mutable_pod() = PodRef(pod);
+        patch->set_nominated_node_name(post.nominated_node_name);
+        SendAction(std::move(nominate));
+      }
+    }
+    AttemptFailed(qp, fw, scheduling_cycle, start, result.outcome, result.diagnosis.Message(),
+                  result.diagnosis.unschedulable_plugins, &result.diagnosis);
+    return;
+  }
+  if (result.outcome == ScheduleResult::Outcome::kError) {
+    AttemptFailed(qp, fw, scheduling_cycle, start, result.outcome, std::string(result.error.message()), {},
+                  nullptr);
+    return;
+  }
+
+  // Assume: the pod counts on its node from the next cycle on, before binding.
+  v1::Pod assumed_pod = pod;
+  assumed_pod.set_node_name(result.node_name);
+  sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
+  if (absl::Status s = cache_.AssumePod(assumed, result.node_name); !s.ok()) {
+    AttemptFailed(qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kError,
+                  absl::StrCat("assuming the pod: ", s.message()), {}, nullptr);
+    return;
+  }
+  sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
+  if (!reserve.IsSuccess()) {
+    fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
+    (void)cache_.ForgetPod(uid);
+    const bool rejected = reserve.IsRejected();
+    AttemptFailed(qp, fw, scheduling_cycle, start,
+                  rejected ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
+                  reserve.Message(), {reserve.plugin()}, nullptr);
+    return;
+  }
+  waiting_.BeginPermit(uid, fw);
+  PermitOutcome permit = fw->RunPermit(*assumed->pod, result.node_name, cycle_id);
+  std::vector<v1::PermitDecision> early = waiting_.EndPermit();
+  if (!permit.status.IsSuccess() && !permit.status.IsWait()) {
+    fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
+    (void)cache_.ForgetPod(uid);
+    const bool rejected = permit.status.IsRejected();
+    AttemptFailed(qp, fw, scheduling_cycle, start,
+                  rejected ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
+                  permit.status.Message(), {permit.status.plugin()}, nullptr);
+    return;
+  }
+  BindingPod binding{qp, fw, result.node_name, cycle_id, scheduling_cycle, start};
+  if (permit.status.IsWait()) {
+    const absl::Time now = clock_.Now();
+    std::map<std::string, absl::Time> deadlines;
+    // kube-scheduler caps a Permit wait at 15 minutes.
+    for (const auto& [plugin, timeout] : permit.waiting) {
+      deadlines[plugin] = now + std::min(timeout, kMaxPermitWait);
+    }
+    WaitingPods::Outcome outcome = waiting_.Add(std::move(binding), std::move(deadlines), early);
+    // The binding cycle starts when every plugin allowed it.
+    if (outcome.done) FinishWaiting(std::move(outcome));
+    // The pod may have been deleted while Permit ran: its deletion found
+    // nothing waiting, so release it here.
+    if (!StillPending(uid)) {
+      if (std::optional<BindingPod> gone = waiting_.Remove(uid)) ReleaseDeleted(std::move(*gone));
+    }
+    return;
+  }
+  Bind(std::move(binding));
+}
+
+void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t scheduling_cycle,
+                              absl::Time start, ScheduleResult::Outcome outcome,
+                              const std::string& message,
+                              const absl::flat_hash_set<std::string>& plugins,
+                              const Diagnosis* diagnosis) {
+  const v1::Pod& pod = *qp->pod_info->pod;
+  const bool unschedulable = outcome == ScheduleResult::Outcome::kUnschedulable;
+  qp->unschedulable_plugins.clear();
+  if (unschedulable) {
+    for (const auto& p : plugins) {
+      if (!p.empty()) qp->unschedulable_plugins.insert(p);
+    }
+  }
+  qp->message = message;
+  const absl::Duration attempt = clock_.Now() - start;
+  const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  (unschedulable ? series.attempts_unschedulable : series.attempts_error)->Increment();
+  (unschedulable ? series.attempt_unschedulable : series.attempt_error)
+      ->Observe(absl::ToDoubleSeconds(attempt));
+  // A pod deleted while it was being scheduled is not requeued, nor explained.
+  const bool still_pending = StillPending(pod.meta().uid());
+  if (still_pending) {
+    if (unschedulable) {
+      diagnoses_.RecordUnschedulable(pod, diagnosis != nullptr ? *diagnosis : Diagnosis{}, message);
+    } else {
+      diagnoses_.RecordError(pod, message);
+    }
+    (void)queue_.AddUnschedulableIfNotPresent(*qp, scheduling_cycle);
+  }
+  queue_.Done(pod.meta().uid());
+  PublishDecision(pod, unschedulable ? SchedulingDecision::Result::kUnschedulable : SchedulingDecision::Result::kError,
+                  "", message, attempt, fw->name());
+
+  // Tell the user: PodScheduled=False and a FailedScheduling event, as
+  // kube-scheduler does. The condition is patched only when it changes.
+  const std::string reason = unschedulable ? "Unschedulable" : "SchedulerError";
+  bool condition_current = false;
+  for (const auto& c : pod.conditions()) {
+    if (c.type() == "PodScheduled" && c.status() == "False" && c.reason() == reason &&
+        c.message() == message) {
+      condition_current = true;
+    }
+  }
+  if (!condition_current) {
+    v1::Action patch;
+    auto* p = patch.mutable_patch_pod_status();
+    *p->mutable_pod() = PodRef(pod);
+    auto* c = p->add_conditions();
+    c->set_type("PodScheduled");
+    c->set_status("False");
+    c->set_reason(reason);
+    c->set_message(message);
+    c->set_last_transition_time_us(absl::ToUnixMicros(clock_.Now()));
+    SendAction(std::move(patch));
+  }
+  v1::Action event;
+  auto* e = event.mutable_record_event();
+  *e->mutable_regarding() = PodRef(pod);
+  e->set_type("Warning");
+  e->set_reason("FailedScheduling");
+  e->set_action("Scheduling");
+  e->set_note(message);
+  SendAction(std::move(event));
+}
+
+}  // namespace podium::scheduler
