@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <iostream>
 #include <utility>
@@ -15,7 +16,6 @@ namespace {
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
-constexpr size_t kMaxWaitingPods = 65536;
 
 std::string_view PointName(ExtensionPointKind point) {
   switch (point) {
@@ -55,6 +55,41 @@ void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
   out->set_plugin(plugin);
 }
 
+// Times the phases of a cycle request into CycleResponse.durations, so the
+// scheduler can record each extension point on its own.
+class PhaseTimer {
+ public:
+  enum Phase { kNone, kPreFilter, kFilter, kPreScore, kScore };
+  explicit PhaseTimer(v1::CycleResponse& out) : out_(out) {}
+  ~PhaseTimer() { Enter(kNone); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+  // Ends the current phase (if any) and starts `next`.
+  void Enter(Phase next) {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase_ != kNone) {
+      const uint64_t ns = std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::nanoseconds>(now - since_).count());
+      v1::PhaseDurations& d = *out_.mutable_durations();
+      switch (phase_) {
+        case kPreFilter: d.set_pre_filter_ns(d.pre_filter_ns() + ns); break;
+        case kFilter: d.set_filter_ns(d.filter_ns() + ns); break;
+        case kPreScore: d.set_pre_score_ns(d.pre_score_ns() + ns); break;
+        case kScore: d.set_score_ns(d.score_ns() + ns); break;
+        case kNone: break;
+      }
+    }
+    phase_ = next;
+    since_ = now;
+  }
+
+ private:
+  v1::CycleResponse& out_;
+  Phase phase_ = kNone;
+  std::chrono::steady_clock::time_point since_;
+};
+
 // The pod of a request, moved out of it.
 PodInfoPtr TakePod(v1::Pod* pod) { return PodInfo::Create(std::move(*pod)); }
 
@@ -93,11 +128,12 @@ class Session::HandleImpl final : public sdk::Handle {
 };
 
 Session::Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-                 std::shared_ptr<ResponseSink> sink)
+                 std::shared_ptr<ResponseSink> sink, Limits limits)
     : definitions_(definitions),
       process_name_(std::move(process_name)),
       sink_(std::move(sink)),
-      handle_(std::make_unique<HandleImpl>(*this)) {}
+      handle_(std::make_unique<HandleImpl>(*this)),
+      limits_(limits) {}
 
 Session::~Session() {
   // Plugins go first: their destructors may still use the handle, the mirror
@@ -169,7 +205,7 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
       return;
     }
   }
-  for (uint64_t cycle_id : message.finished_cycles()) cycle_states_.erase(cycle_id);
+  FinishCycles(message.finished_cycles());
 
   absl::Status handled;
   switch (message.kind_case()) {
@@ -224,8 +260,10 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
 void Session::Open(const v1::Open& open, v1::Registration& out) {
   out.set_protocol_version(kProtocolVersion);
   out.set_process_name(process_name_);
-  out.mutable_mirror()->set_nodes(true);
-  out.mutable_mirror()->set_assigned_pods(true);
+  // Nodes always (requests name nodes by their mirror id); the rest is the
+  // union of what the plugins opened here need.
+  v1::MirrorScope& mirror = *out.mutable_mirror();
+  mirror.set_nodes(true);
   if (open.protocol_version() != kProtocolVersion) {
     out.set_error(absl::StrCat("open.protocol_version: ", open.protocol_version(),
                                " is not supported (this plugin process speaks ",
@@ -288,6 +326,11 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
     if (*plugin == nullptr) {
       return fail(absl::StrCat("plugin ", args.name(), ": its factory returned no plugin"));
     }
+    const MirrorNeeds& needs = definition->second->mirror;
+    mirror.set_assigned_pods(mirror.assigned_pods() || needs.assigned_pods);
+    mirror.set_pod_disruption_budgets(mirror.pod_disruption_budgets() ||
+                                      needs.pod_disruption_budgets);
+    mirror.set_pod_groups(mirror.pod_groups() || needs.pod_groups);
     auto instance = std::make_unique<PluginInstance>();
     instance->name = args.name();
     instance->plugin = std::move(*plugin);
@@ -368,7 +411,7 @@ CycleState& Session::StateFor(uint64_t cycle_id) {
   if (!inserted) return *it->second;
   it->second = std::make_unique<CycleState>();
   CycleState& state = *it->second;
-  while (cycle_states_.size() > kMaxCycleStates) {
+  while (cycle_states_.size() > limits_.max_cycle_states) {
     auto oldest = cycle_states_.begin();
     if (oldest->first == cycle_id) ++oldest;
     cycle_states_.erase(oldest);
@@ -472,8 +515,10 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
 
   PodInfoPtr pod = TakePod(request.mutable_pod());
   CycleState& state = StateFor(request.cycle_id());
+  PhaseTimer timer(out);
 
   // PreFilter.
+  if (!(*pre_filters)->empty()) timer.Enter(PhaseTimer::kPreFilter);
   std::optional<absl::flat_hash_set<std::string>> allowed_names;
   std::vector<std::string> narrowing_plugins;
   for (PluginInstance* plugin : **pre_filters) {
@@ -512,6 +557,7 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
   const std::string narrowed_by = absl::StrJoin(narrowing_plugins, " ");
 
   // Filter.
+  timer.Enter((*filters)->empty() ? PhaseTimer::kNone : PhaseTimer::kFilter);
   ActiveFilters(**filters, state, active_filters_);
   nominated_.clear();
   if (request.nominated_pods_size() > 0) {
@@ -559,6 +605,8 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
   out.set_nodes_evaluated(evaluated);
 
   // PreScore, Score, NormalizeScore over the feasible nodes.
+  timer.Enter((*pre_scores)->empty() || feasible_.empty() ? PhaseTimer::kNone
+                                                          : PhaseTimer::kPreScore);
   for (PluginInstance* plugin : **pre_scores) {
     if (feasible_.empty()) break;
     Status status = plugin->pre_score->PreScore(state, *pod, feasible_);
@@ -572,6 +620,7 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
     }
   }
   const auto& skipped_scores = state.skip_score_plugins();
+  timer.Enter((*scores)->empty() ? PhaseTimer::kNone : PhaseTimer::kScore);
   for (PluginInstance* plugin : **scores) {
     v1::PluginScores& plugin_scores = *out.add_scores();
     plugin_scores.set_plugin(plugin->name);
@@ -726,9 +775,7 @@ absl::Status Session::RunPermit(v1::PermitRequest& request, v1::PermitResponse& 
     WriteStatus(status, plugin->name, Recode::kKeep, permit.mutable_status());
     if (status.IsWait()) {
       permit.set_timeout_ms(result.timeout_ms);
-      absl::MutexLock lock(&waiting_mu_);
-      if (waiting_.size() >= kMaxWaitingPods) waiting_.clear();
-      waiting_[pod->uid()].insert(plugin->name);
+      StartWaiting(pod->uid(), plugin->name, request.cycle_id());
     } else if (!status.IsSuccess()) {
       break;  // A rejection ends Permit for this pod.
     }
@@ -835,10 +882,8 @@ bool Session::SendPermitDecision(std::string_view pod_uid, std::string_view plug
     absl::MutexLock lock(&waiting_mu_);
     auto it = waiting_.find(AsAbsl(pod_uid));
     if (it == waiting_.end()) return false;
-    if (allow) {
-      it->second.erase(AsAbsl(plugin));
-      if (it->second.empty()) waiting_.erase(it);
-    } else {
+    if (!allow || (it->second.plugins.erase(AsAbsl(plugin)) > 0 && it->second.plugins.empty())) {
+      waiting_by_cycle_.erase({it->second.cycle_id, it->first});
       waiting_.erase(it);
     }
   }
@@ -853,9 +898,49 @@ bool Session::SendPermitDecision(std::string_view pod_uid, std::string_view plug
   return sink_->Send(std::move(response));
 }
 
+void Session::StartWaiting(const std::string& pod_uid, const std::string& plugin,
+                           uint64_t cycle_id) {
+  absl::MutexLock lock(&waiting_mu_);
+  auto [it, inserted] = waiting_.try_emplace(pod_uid);
+  if (inserted) {
+    it->second.cycle_id = cycle_id;
+    waiting_by_cycle_.emplace(cycle_id, pod_uid);
+    // The safety bound: drop the pod that has waited longest, never them all.
+    while (waiting_.size() > limits_.max_waiting_pods && !waiting_by_cycle_.empty()) {
+      auto oldest = waiting_by_cycle_.begin();
+      if (oldest->second == pod_uid) break;
+      waiting_.erase(oldest->second);
+      waiting_by_cycle_.erase(oldest);
+    }
+  }
+  it = waiting_.find(pod_uid);
+  it->second.plugins.insert(plugin);
+}
+
 void Session::StopWaiting(const std::string& pod_uid) {
   absl::MutexLock lock(&waiting_mu_);
-  waiting_.erase(pod_uid);
+  auto it = waiting_.find(pod_uid);
+  if (it == waiting_.end()) return;
+  waiting_by_cycle_.erase({it->second.cycle_id, pod_uid});
+  waiting_.erase(it);
+}
+
+void Session::FinishCycles(const google::protobuf::RepeatedField<uint64_t>& cycle_ids) {
+  if (cycle_ids.empty()) return;
+  for (uint64_t cycle_id : cycle_ids) cycle_states_.erase(cycle_id);
+  absl::MutexLock lock(&waiting_mu_);
+  for (uint64_t cycle_id : cycle_ids) {
+    auto it = waiting_by_cycle_.lower_bound({cycle_id, std::string()});
+    while (it != waiting_by_cycle_.end() && it->first == cycle_id) {
+      waiting_.erase(it->second);
+      it = waiting_by_cycle_.erase(it);
+    }
+  }
+}
+
+size_t Session::NumWaitingPods() {
+  absl::MutexLock lock(&waiting_mu_);
+  return waiting_.size();
 }
 
 }  // namespace podium::sdk::internal

@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -90,11 +91,21 @@ struct PluginInstance {
 
 using PluginList = std::vector<PluginInstance*>;
 
+// Safety bounds for a scheduler that never says which cycles finished
+// (SchedulerToPlugin.finished_cycles): beyond them the oldest cycle state, or
+// the oldest waiting pod, is dropped. Never reached otherwise.
+struct SessionLimits {
+  size_t max_cycle_states = 16384;
+  size_t max_waiting_pods = 65536;
+};
+
 class Session {
  public:
+  using Limits = SessionLimits;
+
   // `definitions` must outlive the session.
   Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-          std::shared_ptr<ResponseSink> sink);
+          std::shared_ptr<ResponseSink> sink, SessionLimits limits = SessionLimits());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -102,9 +113,9 @@ class Session {
   // Handles one message from the scheduler; objects are moved out of it.
   void Handle(v1::SchedulerToPlugin& message);
 
-  // Bound on cycle states kept at once; the oldest cycle is dropped beyond it.
-  static constexpr size_t kMaxCycleStates = 1024;
   size_t NumCycleStates() const { return cycle_states_.size(); }
+  // Pods waiting at a Permit plugin of this process.
+  size_t NumWaitingPods() ABSL_LOCKS_EXCLUDED(waiting_mu_);
   const Mirror& mirror() const { return mirror_; }
 
  private:
@@ -157,7 +168,10 @@ class Session {
   // Plugin-initiated PermitDecision (Handle::AllowWaitingPod / RejectWaitingPod).
   bool SendPermitDecision(std::string_view pod_uid, std::string_view plugin, bool allow,
                           std::string_view reason);
+  void StartWaiting(const std::string& pod_uid, const std::string& plugin, uint64_t cycle_id);
   void StopWaiting(const std::string& pod_uid);
+  // The scheduler finished these cycles: their states and waiting pods go.
+  void FinishCycles(const google::protobuf::RepeatedField<uint64_t>& cycle_ids);
 
   const std::vector<PluginDefinition>& definitions_;
   const std::string process_name_;
@@ -184,9 +198,15 @@ class Session {
   std::vector<NodeScore> node_scores_;
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
 
+  const Limits limits_;
   absl::Mutex waiting_mu_;
-  // Pods waiting at Permit -> the plugins that answered Wait for them.
-  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> waiting_
+  struct WaitingPod {
+    absl::flat_hash_set<std::string> plugins;  // That answered Wait for it.
+    uint64_t cycle_id = 0;
+  };
+  // Pods waiting at Permit, by uid, and by (cycle id, uid): oldest first.
+  absl::flat_hash_map<std::string, WaitingPod> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  absl::btree_set<std::pair<uint64_t, std::string>> waiting_by_cycle_
       ABSL_GUARDED_BY(waiting_mu_);
 };
 

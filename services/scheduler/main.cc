@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
+#include "cache/mirror_state_source.h"
 #include "cache/snapshot.h"
 #include "config/config.h"
 #include "framework/framework.h"
@@ -129,6 +130,7 @@ int Run(std::vector<std::string> overrides) {
   }
 
   std::vector<FrameworkPtr> profiles;
+  std::vector<std::unique_ptr<ExtensionPointMetrics>> extension_point_metrics;
   std::vector<std::string> scheduler_names;
   EventRegistry events;
   absl::flat_hash_map<std::string, PluginProcess*> by_plugin;
@@ -140,6 +142,9 @@ int Run(std::vector<std::string> overrides) {
       by_plugin[plugin] = process;
       for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
     }
+    spec->recorder = extension_point_metrics
+                         .emplace_back(std::make_unique<ExtensionPointMetrics>(metrics, spec->scheduler_name))
+                         .get();
     scheduler_names.push_back(spec->scheduler_name);
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
   }

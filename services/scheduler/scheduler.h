@@ -60,18 +60,6 @@ class DecisionBroadcaster {
   std::map<uint64_t, Subscriber> subscribers_ ABSL_GUARDED_BY(mu_);
 };
 
-// Brings plugin mirrors to the scheduling cycle's snapshot.
-class CacheStateSource final : public StateSource {
- public:
-  CacheStateSource(Cache& cache, const Snapshot& snapshot) : cache_(cache), snapshot_(snapshot) {}
-  bool ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) override;
-  void FullState(uint64_t to_seq, v1::StateDelta* out) override;
-
- private:
-  Cache& cache_;
-  const Snapshot& snapshot_;
-};
-
 class Scheduler final : public ClusterEventHandler {
  public:
   struct Options {

@@ -17,6 +17,28 @@ bool IsRejection(v1::Status::Code code) {
          code == v1::Status::ERROR || code == v1::Status::PENDING;
 }
 
+// For the status of an extension point over several requests: the worst wins.
+int Severity(sdk::Code code) {
+  switch (code) {
+    case sdk::Code::kError: return 4;
+    case sdk::Code::kUnschedulableAndUnresolvable: return 3;
+    case sdk::Code::kUnschedulable: return 2;
+    case sdk::Code::kSuccess: return 0;
+    default: return 1;
+  }
+}
+
+std::string_view PointName(v1::ExtensionPoint point) {
+  switch (point) {
+    case v1::RESERVE: return "Reserve";
+    case v1::PERMIT: return "Permit";
+    case v1::PRE_BIND: return "PreBind";
+    case v1::BIND: return "Bind";
+    case v1::POST_BIND: return "PostBind";
+    default: return "Unknown";
+  }
+}
+
 sdk::Status ErrorStatus(std::string message) {
   return sdk::Status(sdk::Code::kError, std::move(message));
 }
@@ -50,6 +72,13 @@ std::string Diagnosis::Message() const {
 
 std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod& pod,
                                                                   const Diagnosis& diagnosis) {
+  auto result = RunPostFilterPlugins(pod, diagnosis);
+  FinishCycle(last_cycle_id_);
+  return result;
+}
+
+std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
+    const v1::Pod& pod, const Diagnosis& diagnosis) {
   std::vector<std::string> reasons;
   for (const auto& plugin : post_filters_) {
     auto [result, status] = plugin->PostFilter(pod, diagnosis);
@@ -93,6 +122,20 @@ Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), 
   num_filter_processes_ = std::count_if(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
     return !p.pre_filter.empty() || !p.filter.empty();
   });
+  absl::flat_hash_set<PluginProcess*> seen;
+  for (const auto& [name, process] : spec_.processes) {
+    if (seen.insert(process).second) all_processes_.push_back(process);
+  }
+  absl::flat_hash_set<PluginProcess*> with_state;
+  for (const ProcessPlan& plan : plans_) with_state.insert(plan.process);
+  for (v1::ExtensionPoint point : {v1::RESERVE, v1::PERMIT}) {
+    for (const auto& [process, names] : RemoteRuns(point, false)) with_state.insert(process);
+  }
+  for (v1::ExtensionPoint point : {v1::PRE_BIND, v1::BIND, v1::POST_BIND}) {
+    for (const auto& [process, names] : RemoteRuns(point, false)) {
+      if (with_state.insert(process).second) binding_only_processes_.push_back(process);
+    }
+  }
 }
 
 bool Framework::HasRemotePlugins(v1::ExtensionPoint point) const {
@@ -210,6 +253,82 @@ absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAn
 
 ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                                       uint64_t state_seq, uint64_t cycle_id) {
+  last_cycle_id_ = cycle_id;
+  phases_ = {};
+  ScheduleResult result = RunFilterAndScore(pod, snapshot, state_seq, cycle_id);
+  RecordPhases();
+  if (result.outcome == ScheduleResult::Outcome::kError ||
+      (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
+    FinishCycle(cycle_id);
+  }
+  return result;
+}
+
+void Framework::AddPhase(Phase phase, absl::Duration duration, sdk::Code status, bool parallel) {
+  PhaseTiming& t = phases_[phase];
+  t.duration = parallel ? std::max(t.duration, duration) : t.duration + duration;
+  if (Severity(status) > Severity(t.status)) t.status = status;
+  t.ran = true;
+}
+
+void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse& answer,
+                               absl::Duration round_trip, bool filter, bool score) {
+  const bool parallel = !filter;  // Score-only requests go out together.
+  sdk::Code pre_filter = sdk::Code::kSuccess;
+  if (answer.pre_filter_status().code() != v1::Status::SKIP) {
+    pre_filter = static_cast<sdk::Code>(answer.pre_filter_status().code());
+  }
+  sdk::Code filter_status = sdk::Code::kSuccess;
+  for (const auto& r : answer.rejected()) {
+    if (r.status().code() == v1::Status::ERROR) filter_status = sdk::Code::kError;
+  }
+  if (filter_status != sdk::Code::kError && answer.feasible_size() == 0 &&
+      answer.rejected_size() > 0) {
+    filter_status = sdk::Code::kUnschedulable;
+  }
+  const sdk::Code score_status = answer.pre_score_status().code() == v1::Status::ERROR
+                                     ? sdk::Code::kError
+                                     : sdk::Code::kSuccess;
+  if (!answer.has_durations()) {
+    if (filter) {
+      AddPhase(kFilterPhase, round_trip,
+               pre_filter != sdk::Code::kSuccess ? pre_filter : filter_status);
+    } else if (score) {
+      AddPhase(kScorePhase, round_trip, score_status, parallel);
+    }
+    return;
+  }
+  const v1::PhaseDurations& d = answer.durations();
+  if (filter && !plan.pre_filter.empty()) {
+    AddPhase(kPreFilterPhase, absl::Nanoseconds(d.pre_filter_ns()), pre_filter);
+  }
+  if (filter && d.filter_ns() > 0) AddPhase(kFilterPhase, absl::Nanoseconds(d.filter_ns()), filter_status);
+  if (score && !plan.pre_score.empty() && d.pre_score_ns() > 0) {
+    AddPhase(kPreScorePhase, absl::Nanoseconds(d.pre_score_ns()), score_status, parallel);
+  }
+  if (score && d.score_ns() > 0) {
+    AddPhase(kScorePhase, absl::Nanoseconds(d.score_ns()), score_status, parallel);
+  }
+}
+
+void Framework::RecordPhases() {
+  static constexpr std::string_view kNames[kNumPhases] = {"PreFilter", "Filter", "PreScore",
+                                                          "Score"};
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (phases_[p].ran) Record(kNames[p], phases_[p].status, phases_[p].duration);
+  }
+}
+
+void Framework::Record(std::string_view point, sdk::Code status, absl::Duration duration) const {
+  if (spec_.recorder != nullptr) spec_.recorder->Observe(point, sdk::CodeName(status), duration);
+}
+
+void Framework::FinishCycle(uint64_t cycle_id) const {
+  for (PluginProcess* process : all_processes_) process->FinishCycle(cycle_id);
+}
+
+ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                                            uint64_t state_seq, uint64_t cycle_id) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -218,6 +337,7 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     result.diagnosis.pre_filter_message = "no nodes available to schedule pods";
     return result;
   }
+  last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
   const uint32_t start = NextStartIndex(num_nodes);
   const uint32_t to_find = NumFeasibleNodesToFind(spec_.percentage_of_nodes_to_score, num_nodes);
@@ -255,8 +375,15 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     request.set_num_feasible_to_find(last ? to_find : 0);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
+    const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
+    const absl::Duration round_trip = absl::Now() - sent;
     const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false);
+    if (valid.ok()) {
+      AddCyclePhases(plan, answer->cycle(), round_trip, /*filter=*/true, /*score=*/combined);
+    } else {
+      AddPhase(kFilterPhase, round_trip, sdk::Code::kError);
+    }
     if (!valid.ok()) {
       if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
         plan.process->CountIgnoredFailure();
@@ -337,6 +464,7 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
       std::future<PluginAnswer> answer;
     };
     std::vector<ScoreCall> calls;
+    const absl::Time sent = absl::Now();
     for (size_t i = combined ? 1 : 0; i < plans_.size(); ++i) {
       const ProcessPlan& plan = plans_[i];
       if (plan.score.empty() && plan.pre_score.empty()) continue;
@@ -348,7 +476,13 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     }
     for (auto& [plan, shape, future] : calls) {
       PluginAnswer answer = future.get();
+      const absl::Duration round_trip = absl::Now() - sent;
       absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+      if (valid.ok()) {
+        AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
+      } else {
+        AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
+      }
       if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
         const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
         valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
@@ -419,9 +553,21 @@ std::vector<Framework::ProcessRun> Framework::RemoteRuns(v1::ExtensionPoint poin
 
 sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod,
                                       const std::string& node, uint64_t cycle_id, bool unreserve,
-                                      bool stop_on_skip) const {
+                                      bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   // Unreserve runs the Reserve plugins in reverse order.
   const std::vector<ProcessRun> groups = RemoteRuns(point, /*reverse=*/unreserve);
+  if (groups.empty()) return stop_on_skip ? sdk::Status(sdk::Code::kSkip) : sdk::Status::Success();
+  const absl::Time start = absl::Now();
+  sdk::Status status = RunStatusRuns(groups, point, pod, node, cycle_id, unreserve, stop_on_skip,
+                                     state_seq);
+  Record(unreserve ? "Unreserve" : PointName(point), status.code(), absl::Now() - start);
+  return status;
+}
+
+sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
+                                     v1::ExtensionPoint point, const v1::Pod& pod,
+                                     const std::string& node, uint64_t cycle_id, bool unreserve,
+                                     bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   bool all_skipped = true;
   for (auto& [process, names] : groups) {
     v1::SchedulerToPlugin message;
@@ -448,7 +594,7 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
       binding->set_node_name(node);
       for (auto& n : names) binding->add_plugins(n);
     }
-    PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
+    PluginAnswer answer = process->Call(std::move(message), state_seq).get();
     if (!answer.ok()) {
       if (process->failure_policy() == FailurePolicy::kIgnore) {
         process->CountIgnoredFailure();
@@ -499,14 +645,26 @@ sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
 }
 
 sdk::Status Framework::RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
-  return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false);
+  if (last_state_seq_) {
+    for (PluginProcess* process : binding_only_processes_) process->SendState(*last_state_seq_);
+  }
+  return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false, last_state_seq_);
 }
 
 void Framework::RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::RESERVE, pod, node, cycle_id, /*unreserve=*/true, false);
+  FinishCycle(cycle_id);
 }
 
 PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  const absl::Time start = absl::Now();
+  PermitOutcome outcome = RunPermitPlugins(pod, node, cycle_id);
+  if (HasRemotePlugins(v1::PERMIT)) Record("Permit", outcome.status.code(), absl::Now() - start);
+  return outcome;
+}
+
+PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string& node,
+                                          uint64_t cycle_id) {
   PermitOutcome outcome;
   auto it = spec_.plugins.find(v1::PERMIT);
   if (it == spec_.plugins.end()) return outcome;
@@ -525,7 +683,7 @@ PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, 
     auto* r = message.mutable_permit();
     r->set_cycle_id(cycle_id), *r->mutable_pod() = pod, r->set_node_name(node);
     for (auto& n : by_process[process]) r->add_plugins(n);
-    calls.emplace_back(process, process->Call(std::move(message), std::nullopt));
+    calls.emplace_back(process, process->Call(std::move(message), last_state_seq_));
   }
   for (auto& [process, future] : calls) {
     PluginAnswer answer = future.get();
@@ -566,6 +724,7 @@ sdk::Status Framework::RunBindPlugins(const v1::Pod& pod, const std::string& nod
 
 void Framework::RunPostBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::POST_BIND, pod, node, cycle_id, false, false);
+  FinishCycle(cycle_id);
 }
 
 }  // namespace podium::scheduler
