@@ -2,6 +2,7 @@
 # per-stream session (handshake, mirror, cycle runner).
 add_library(podium_sdk
   ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cycle_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
 target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
