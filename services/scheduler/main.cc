@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +82,11 @@ int Run(std::vector<std::string> overrides) {
   CacheStateSource state(cache, snapshot);
   Scheduler* scheduler_ptr = nullptr;  // Set below; permit decisions need it.
 
+  // Re-resolves the profiles when an endpoint connects after start (set once
+  // the profiles exist, cleared before they go).
+  absl::Mutex rewire_mu;
+  std::function<void()> rewire;  // Guarded by rewire_mu.
+
   // Plugin endpoints: dial each and wait for its handshake.
   std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
   absl::flat_hash_map<std::string, ServedPlugin> served;
@@ -91,6 +97,10 @@ int Run(std::vector<std::string> overrides) {
     options.failure_policy = ep.failure_policy;
     options.timeout = ep.timeout;
     options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
+    options.on_reconnected = [&rewire_mu, &rewire] {
+      absl::MutexLock lock(&rewire_mu);
+      if (rewire) rewire();
+    };
     for (const std::string& plugin : ep.plugins) {
       v1::PluginArgs args;
       args.set_name(plugin);
@@ -149,6 +159,9 @@ int Run(std::vector<std::string> overrides) {
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
   }
 
+  std::vector<Framework*> frameworks;
+  for (const auto& fw : profiles) frameworks.push_back(fw.get());
+
   RemoteQueueingHintEvaluator hints(by_plugin);
   SchedulingQueue::Options queue_options;
   queue_options.initial_backoff = config->initial_backoff;
@@ -170,6 +183,44 @@ int Run(std::vector<std::string> overrides) {
   scheduler.SetActionSink(&cluster);
   std::vector<GrpcPluginProcess*> endpoint_ptrs;
   for (auto& e : endpoints) endpoint_ptrs.push_back(e.get());
+  // An endpoint that connects after start (an Ignore endpoint that was down,
+  // or one that re-registered) is used from then on: the profiles are
+  // resolved again from every endpoint's latest registration. (Queueing hints
+  // of plugins that were not there at start are not registered: pods they
+  // reject come back with the periodic flush.)
+  {
+    absl::MutexLock lock(&rewire_mu);
+    rewire = [&] {
+      absl::flat_hash_map<std::string, ServedPlugin> now;
+      for (size_t k = 0; k < endpoints.size(); ++k) {
+        const v1::Registration registration = endpoints[k]->registration();
+        for (const std::string& plugin : config->endpoints[k].plugins) {
+          for (const auto& p : registration.plugins()) {
+            if (p.name() == plugin) now[plugin] = ServedPlugin{endpoints[k].get(), p};
+          }
+        }
+      }
+      for (size_t i = 0; i < frameworks.size(); ++i) {
+        absl::StatusOr<ProfileSpec> spec =
+            ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, now);
+        if (!spec.ok()) {
+          std::fprintf(stderr, "podium-scheduler: profile %s keeps its plugins: %s\n",
+                       frameworks[i]->name().c_str(), std::string(spec.status().message()).c_str());
+          continue;
+        }
+        frameworks[i]->Reconfigure(std::move(*spec));
+      }
+    };
+    rewire();  // For an endpoint that connected while the others were started.
+  }
+  struct ClearRewire {
+    absl::Mutex& mu;
+    std::function<void()>& fn;
+    ~ClearRewire() {
+      absl::MutexLock lock(&mu);
+      fn = nullptr;
+    }
+  } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs);
   scheduler.SetHousekeepingHook([&] {
     const PendingPodCounts counts = queue.PendingPods();
@@ -186,6 +237,8 @@ int Run(std::vector<std::string> overrides) {
       metrics.SetPluginCounter(e->name(), "timeouts", s.timeouts);
       metrics.SetPluginCounter(e->name(), "invalid_answers", s.invalid_answers);
       metrics.SetPluginCounter(e->name(), "ignored_failures", s.ignored_failures);
+      metrics.SetPluginCounter(e->name(), "refused_permit_decisions", s.refused_permit_decisions);
+      metrics.SetPluginCounter(e->name(), "circuit_opens", s.circuit_opens);
       if (auto seq = e->mirror_seq()) min_seq = std::min(min_seq.value_or(*seq), *seq);
     }
     // Mirrors that are not current get a full state anyway.

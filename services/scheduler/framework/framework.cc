@@ -73,7 +73,7 @@ std::string Diagnosis::Message() const {
 std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod& pod,
                                                                   const Diagnosis& diagnosis) {
   auto result = RunPostFilterPlugins(pod, diagnosis);
-  FinishCycle(last_cycle_id_);
+  FinishCycle(*CurrentSetup(), last_cycle_id_);
   return result;
 }
 
@@ -92,14 +92,36 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
   return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
 }
 
-Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), rng_(seed) {
+Framework::Framework(ProfileSpec spec, uint64_t seed)
+    : name_(spec.scheduler_name),
+      recorder_(spec.recorder),
+      setup_(BuildSetup(std::move(spec))),
+      rng_(seed) {}
+
+void Framework::Reconfigure(ProfileSpec spec) {
+  spec.scheduler_name = name_;
+  spec.recorder = recorder_;
+  std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
+  absl::MutexLock lock(&setup_mu_);
+  setup_ = std::move(setup);
+}
+
+std::shared_ptr<const Framework::Setup> Framework::CurrentSetup() const {
+  absl::MutexLock lock(&setup_mu_);
+  return setup_;
+}
+
+std::shared_ptr<const Framework::Setup> Framework::BuildSetup(ProfileSpec spec) {
+  auto built = std::make_shared<Setup>();
+  Setup& setup = *built;
+  setup.spec = std::move(spec);
   absl::flat_hash_map<PluginProcess*, size_t> index;
   auto plan_for = [&](const std::string& plugin) -> ProcessPlan* {
-    auto it = spec_.processes.find(plugin);
-    if (it == spec_.processes.end()) return nullptr;
-    auto [pos, inserted] = index.try_emplace(it->second, plans_.size());
-    if (inserted) plans_.push_back(ProcessPlan{it->second, {}, {}, {}, {}});
-    return &plans_[pos->second];
+    auto it = setup.spec.processes.find(plugin);
+    if (it == setup.spec.processes.end()) return nullptr;
+    auto [pos, inserted] = index.try_emplace(it->second, setup.plans.size());
+    if (inserted) setup.plans.push_back(ProcessPlan{it->second, {}, {}, {}, {}});
+    return &setup.plans[pos->second];
   };
   const std::pair<v1::ExtensionPoint, std::vector<std::string> ProcessPlan::*> phases[] = {
       {v1::PRE_FILTER, &ProcessPlan::pre_filter},
@@ -108,41 +130,47 @@ Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), 
       {v1::SCORE, &ProcessPlan::score},
   };
   for (const auto& [point, member] : phases) {
-    auto it = spec_.plugins.find(point);
-    if (it == spec_.plugins.end()) continue;
+    auto it = setup.spec.plugins.find(point);
+    if (it == setup.spec.plugins.end()) continue;
     for (const PluginRef& ref : it->second) {
       if (ProcessPlan* plan = plan_for(ref.name)) (plan->*member).push_back(ref.name);
-      if (point == v1::SCORE) weights_[ref.name] = ref.weight > 0 ? ref.weight : 1;
+      if (point == v1::SCORE) setup.weights[ref.name] = ref.weight > 0 ? ref.weight : 1;
     }
   }
   // Processes that filter come first, in the order they were found.
-  std::stable_partition(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
+  std::stable_partition(setup.plans.begin(), setup.plans.end(), [](const ProcessPlan& p) {
     return !p.pre_filter.empty() || !p.filter.empty();
   });
-  num_filter_processes_ = std::count_if(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
-    return !p.pre_filter.empty() || !p.filter.empty();
-  });
+  setup.num_filter_processes =
+      std::count_if(setup.plans.begin(), setup.plans.end(), [](const ProcessPlan& p) {
+        return !p.pre_filter.empty() || !p.filter.empty();
+      });
   absl::flat_hash_set<PluginProcess*> seen;
-  for (const auto& [name, process] : spec_.processes) {
-    if (seen.insert(process).second) all_processes_.push_back(process);
+  for (const auto& [name, process] : setup.spec.processes) {
+    if (seen.insert(process).second) setup.all_processes.push_back(process);
   }
   absl::flat_hash_set<PluginProcess*> with_state;
-  for (const ProcessPlan& plan : plans_) with_state.insert(plan.process);
+  for (const ProcessPlan& plan : setup.plans) with_state.insert(plan.process);
   for (v1::ExtensionPoint point : {v1::RESERVE, v1::PERMIT}) {
-    for (const auto& [process, names] : RemoteRuns(point, false)) with_state.insert(process);
+    for (const auto& [process, names] : RemoteRuns(setup, point, false)) with_state.insert(process);
   }
   for (v1::ExtensionPoint point : {v1::PRE_BIND, v1::BIND, v1::POST_BIND}) {
-    for (const auto& [process, names] : RemoteRuns(point, false)) {
-      if (with_state.insert(process).second) binding_only_processes_.push_back(process);
+    for (const auto& [process, names] : RemoteRuns(setup, point, false)) {
+      if (with_state.insert(process).second) setup.binding_only_processes.push_back(process);
     }
   }
+  return built;
 }
 
 bool Framework::HasRemotePlugins(v1::ExtensionPoint point) const {
-  auto it = spec_.plugins.find(point);
-  if (it == spec_.plugins.end()) return false;
+  return HasRemotePlugins(*CurrentSetup(), point);
+}
+
+bool Framework::HasRemotePlugins(const Setup& setup, v1::ExtensionPoint point) {
+  auto it = setup.spec.plugins.find(point);
+  if (it == setup.spec.plugins.end()) return false;
   for (const auto& ref : it->second) {
-    if (spec_.processes.contains(ref.name)) return true;
+    if (setup.spec.processes.contains(ref.name)) return true;
   }
   return false;
 }
@@ -223,7 +251,7 @@ v1::SchedulerToPlugin Framework::NewCycleRequest(const ProcessPlan& plan, uint64
   v1::SchedulerToPlugin message;
   v1::CycleRequest& request = *message.mutable_cycle();
   request.set_cycle_id(cycle_id);
-  request.set_profile(spec_.scheduler_name);
+  request.set_profile(name_);
   if (filter) {
     for (const auto& n : plan.pre_filter) request.add_pre_filter_plugins(n);
     for (const auto& n : plan.filter) request.add_filter_plugins(n);
@@ -255,11 +283,12 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
                                       uint64_t state_seq, uint64_t cycle_id) {
   last_cycle_id_ = cycle_id;
   phases_ = {};
-  ScheduleResult result = RunFilterAndScore(pod, snapshot, state_seq, cycle_id);
+  const std::shared_ptr<const Setup> setup = CurrentSetup();
+  ScheduleResult result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
   RecordPhases();
   if (result.outcome == ScheduleResult::Outcome::kError ||
       (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
-    FinishCycle(cycle_id);
+    FinishCycle(*setup, cycle_id);
   }
   return result;
 }
@@ -320,15 +349,16 @@ void Framework::RecordPhases() {
 }
 
 void Framework::Record(std::string_view point, sdk::Code status, absl::Duration duration) const {
-  if (spec_.recorder != nullptr) spec_.recorder->Observe(point, sdk::CodeName(status), duration);
+  if (recorder_ != nullptr) recorder_->Observe(point, sdk::CodeName(status), duration);
 }
 
-void Framework::FinishCycle(uint64_t cycle_id) const {
-  for (PluginProcess* process : all_processes_) process->FinishCycle(cycle_id);
+void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
+  for (PluginProcess* process : setup.all_processes) process->FinishCycle(cycle_id);
 }
 
-ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                                            uint64_t state_seq, uint64_t cycle_id) {
+ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
+                                            const sdk::Snapshot& snapshot, uint64_t state_seq,
+                                            uint64_t cycle_id) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -340,8 +370,8 @@ ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snaps
   last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
   const uint32_t start = NextStartIndex(num_nodes);
-  const uint32_t to_find = NumFeasibleNodesToFind(spec_.percentage_of_nodes_to_score, num_nodes);
-  const bool combined = num_filter_processes_ == 1;
+  const uint32_t to_find = NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  const bool combined = setup.num_filter_processes == 1;
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
     result.outcome = ScheduleResult::Outcome::kError;
@@ -358,9 +388,9 @@ ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snaps
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
   absl::flat_hash_map<uint32_t, sdk::Status> rejected;
 
-  for (size_t i = 0; i < num_filter_processes_; ++i) {
-    const ProcessPlan& plan = plans_[i];
-    const bool last = i + 1 == num_filter_processes_;
+  for (size_t i = 0; i < setup.num_filter_processes; ++i) {
+    const ProcessPlan& plan = setup.plans[i];
+    const bool last = i + 1 == setup.num_filter_processes;
     v1::SchedulerToPlugin message =
         NewCycleRequest(plan, cycle_id, /*filter=*/true, /*score=*/combined);
     v1::CycleRequest& request = *message.mutable_cycle();
@@ -465,8 +495,8 @@ ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snaps
     };
     std::vector<ScoreCall> calls;
     const absl::Time sent = absl::Now();
-    for (size_t i = combined ? 1 : 0; i < plans_.size(); ++i) {
-      const ProcessPlan& plan = plans_[i];
+    for (size_t i = combined ? 1 : 0; i < setup.plans.size(); ++i) {
+      const ProcessPlan& plan = setup.plans[i];
       if (plan.score.empty() && plan.pre_score.empty()) continue;
       v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
       message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
@@ -504,8 +534,8 @@ ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snaps
   std::vector<std::pair<const std::vector<int64_t>*, int64_t>> weighted;
   weighted.reserve(scores.size());
   for (const auto& [plugin, values] : scores) {
-    auto w = weights_.find(plugin);
-    weighted.emplace_back(&values, w == weights_.end() ? 1 : w->second);
+    auto w = setup.weights.find(plugin);
+    weighted.emplace_back(&values, w == setup.weights.end() ? 1 : w->second);
   }
   size_t best = 0;
   int64_t best_score = -1;
@@ -535,16 +565,16 @@ ScheduleResult Framework::RunFilterAndScore(const v1::Pod& pod, const sdk::Snaps
   return result;
 }
 
-std::vector<Framework::ProcessRun> Framework::RemoteRuns(v1::ExtensionPoint point,
-                                                         bool reverse) const {
+std::vector<Framework::ProcessRun> Framework::RemoteRuns(const Setup& setup,
+                                                         v1::ExtensionPoint point, bool reverse) {
   std::vector<ProcessRun> runs;
-  auto it = spec_.plugins.find(point);
-  if (it == spec_.plugins.end()) return runs;
+  auto it = setup.spec.plugins.find(point);
+  if (it == setup.spec.plugins.end()) return runs;
   std::vector<PluginRef> refs = it->second;
   if (reverse) std::reverse(refs.begin(), refs.end());
   for (const auto& ref : refs) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;  // Built in (SchedulingGates, DefaultBinder).
+    auto p = setup.spec.processes.find(ref.name);
+    if (p == setup.spec.processes.end()) continue;  // Built in (SchedulingGates, DefaultBinder).
     if (runs.empty() || runs.back().first != p->second) runs.push_back({p->second, {}});
     runs.back().second.push_back(ref.name);
   }
@@ -555,7 +585,8 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
                                       const std::string& node, uint64_t cycle_id, bool unreserve,
                                       bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   // Unreserve runs the Reserve plugins in reverse order.
-  const std::vector<ProcessRun> groups = RemoteRuns(point, /*reverse=*/unreserve);
+  const std::vector<ProcessRun> groups =
+      RemoteRuns(*CurrentSetup(), point, /*reverse=*/unreserve);
   if (groups.empty()) return stop_on_skip ? sdk::Status(sdk::Code::kSkip) : sdk::Status::Success();
   const absl::Time start = absl::Now();
   sdk::Status status = RunStatusRuns(groups, point, pod, node, cycle_id, unreserve, stop_on_skip,
@@ -619,7 +650,8 @@ sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
 }
 
 sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
-  for (const auto& [process, names] : RemoteRuns(v1::PRE_ENQUEUE, /*reverse=*/false)) {
+  for (const auto& [process, names] :
+       RemoteRuns(*CurrentSetup(), v1::PRE_ENQUEUE, /*reverse=*/false)) {
     v1::SchedulerToPlugin message;
     auto* request = message.mutable_pre_enqueue();
     *request->mutable_pod() = pod;
@@ -646,14 +678,16 @@ sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
 
 sdk::Status Framework::RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   if (last_state_seq_) {
-    for (PluginProcess* process : binding_only_processes_) process->SendState(*last_state_seq_);
+    for (PluginProcess* process : CurrentSetup()->binding_only_processes) {
+      process->SendState(*last_state_seq_);
+    }
   }
   return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false, last_state_seq_);
 }
 
 void Framework::RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::RESERVE, pod, node, cycle_id, /*unreserve=*/true, false);
-  FinishCycle(cycle_id);
+  FinishCycle(*CurrentSetup(), cycle_id);
 }
 
 PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
@@ -666,13 +700,15 @@ PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, 
 PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string& node,
                                           uint64_t cycle_id) {
   PermitOutcome outcome;
-  auto it = spec_.plugins.find(v1::PERMIT);
-  if (it == spec_.plugins.end()) return outcome;
+  const std::shared_ptr<const Setup> current = CurrentSetup();
+  const Setup& setup = *current;
+  auto it = setup.spec.plugins.find(v1::PERMIT);
+  if (it == setup.spec.plugins.end()) return outcome;
   absl::flat_hash_map<PluginProcess*, std::vector<std::string>> by_process;
   std::vector<PluginProcess*> order;
   for (const auto& ref : it->second) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;
+    auto p = setup.spec.processes.find(ref.name);
+    if (p == setup.spec.processes.end()) continue;
     auto [pos, inserted] = by_process.try_emplace(p->second);
     if (inserted) order.push_back(p->second);
     pos->second.push_back(ref.name);
@@ -724,7 +760,7 @@ sdk::Status Framework::RunBindPlugins(const v1::Pod& pod, const std::string& nod
 
 void Framework::RunPostBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::POST_BIND, pod, node, cycle_id, false, false);
-  FinishCycle(cycle_id);
+  FinishCycle(*CurrentSetup(), cycle_id);
 }
 
 }  // namespace podium::scheduler

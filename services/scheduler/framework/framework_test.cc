@@ -440,3 +440,36 @@ TEST(Framework, EachExtensionPointIsRecordedWithItsStatus) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+// Defect 14: an endpoint that connects after start (its plugins were not
+// resolved then) is used from the next pod on.
+TEST(Framework, ReconfiguredProfileUsesALateEndpointForLaterPods) {
+  MockPluginProcess host("host");
+  MockPluginProcess late("late", FailurePolicy::kIgnore);
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({1, 2, 3}, {}));
+  }));
+  EXPECT_CALL(late, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("DenyLabel"));
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(1, 2, 3));
+    v1::PluginToScheduler a = CycleAnswer({2}, {}, {{1, "maintenance"}, {3, "maintenance"}});
+    for (auto& r : *a.mutable_cycle()->mutable_rejected()) r.mutable_status()->set_plugin("DenyLabel");
+    return Answered(a);
+  }));
+  ScheduleResult before = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(before.outcome, ScheduleResult::Outcome::kScheduled);
+
+  fw.Reconfigure(SpecFor({{"Fit", &host}, {"DenyLabel", &late}}, {"Fit", "DenyLabel"}, {}));
+  ScheduleResult after = fw.SchedulePod(TestPod(), snapshot, 1, 2);
+  ASSERT_EQ(after.outcome, ScheduleResult::Outcome::kScheduled) << after.error;
+  EXPECT_EQ(after.node_name, "node-2");
+  EXPECT_EQ(fw.name(), "default-scheduler");
+}
+
+}  // namespace
+}  // namespace podium::scheduler

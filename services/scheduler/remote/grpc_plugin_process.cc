@@ -653,11 +653,14 @@ void GrpcPluginProcess::ReconnectLoop() {
     }
     absl::Status status = Connect();
     if (status.ok()) {
-      absl::MutexLock lock(&mu_);
-      stats_.reconnects++;
-      std::fprintf(stderr, "podium-scheduler: plugin endpoint %s reconnected\n",
-                   options_.name.c_str());
-      backoff = options_.reconnect_initial_backoff;
+      {
+        absl::MutexLock lock(&mu_);
+        stats_.reconnects++;
+        std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s) connected\n",
+                     options_.name.c_str(), options_.address.c_str());
+        backoff = options_.reconnect_initial_backoff;
+      }
+      if (options_.on_reconnected) options_.on_reconnected();
     } else {
       // Wait for the failed stream's OnDone before dialing again.
       absl::MutexLock lock(&mu_);

@@ -41,6 +41,9 @@ struct PluginEndpointOptions {
   // calls fail at once for circuit_open_initial, then one probe request is let
   // through; while probes time out the open period doubles up to
   // circuit_open_max. Any answer closes the circuit.
+  // Called (on the reconnect thread) each time the endpoint connects again
+  // after Start: its registration may be new (a sidecar that came up late).
+  std::function<void()> on_reconnected;
   uint32_t circuit_breaker_timeouts = 3;
   absl::Duration circuit_open_initial = absl::Seconds(1);
   absl::Duration circuit_open_max = absl::Seconds(30);
