@@ -18,6 +18,26 @@ const NodeInfo* Mirror::GetById(uint32_t id) const {
   return it == nodes_.end() ? nullptr : it->second.get();
 }
 
+std::vector<const v1::PodDisruptionBudget*> Mirror::PodDisruptionBudgets(
+    std::string_view namespace_) const {
+  std::vector<const v1::PodDisruptionBudget*> out;
+  for (const auto& [uid, pdb] : pdbs_) {
+    if (pdb->meta().namespace_() == namespace_) out.push_back(pdb.get());
+  }
+  std::sort(out.begin(), out.end(), [](const auto* a, const auto* b) {
+    return a->meta().name() < b->meta().name();
+  });
+  return out;
+}
+
+const v1::PodGroup* Mirror::GetPodGroup(std::string_view namespace_,
+                                        std::string_view name) const {
+  auto it = pod_group_uids_.find(absl::StrCat(AsAbsl(namespace_), "/", AsAbsl(name)));
+  if (it == pod_group_uids_.end()) return nullptr;
+  auto group = pod_groups_.find(it->second);
+  return group == pod_groups_.end() ? nullptr : group->second.get();
+}
+
 absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
   const bool reset = delta.reset();
   absl::flat_hash_set<uint32_t> removed(delta.node_removals().begin(),
@@ -72,6 +92,29 @@ absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
                                                      meta.namespace_(), "/", meta.name(), ")"));
     }
   }
+  for (int i = 0; i < delta.pdb_removals_size(); ++i) {
+    if (delta.pdb_removals(i).empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("delta.pdb_removals[", i, "]: empty uid"));
+    }
+  }
+  for (int i = 0; i < delta.pdb_upserts_size(); ++i) {
+    if (delta.pdb_upserts(i).meta().uid().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.pdb_upserts[", i, "].meta.uid: missing"));
+    }
+  }
+  for (int i = 0; i < delta.pod_group_removals_size(); ++i) {
+    if (delta.pod_group_removals(i).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.pod_group_removals[", i, "]: empty uid"));
+    }
+  }
+  for (int i = 0; i < delta.pod_group_upserts_size(); ++i) {
+    if (delta.pod_group_upserts(i).meta().uid().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.pod_group_upserts[", i, "].meta.uid: missing"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -113,6 +156,18 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     node.AddPod(PodInfo::Create(std::move(*upsert.mutable_pod())));
     pod_nodes_.emplace(std::move(uid), node.id());
   }
+  for (const std::string& uid : delta.pdb_removals()) pdbs_.erase(uid);
+  for (v1::PodDisruptionBudget& pdb : *delta.mutable_pdb_upserts()) {
+    std::string uid = pdb.meta().uid();
+    pdbs_[uid] = std::make_unique<v1::PodDisruptionBudget>(std::move(pdb));
+  }
+  for (const std::string& uid : delta.pod_group_removals()) RemovePodGroup(uid);
+  for (v1::PodGroup& group : *delta.mutable_pod_group_upserts()) {
+    std::string uid = group.meta().uid();
+    RemovePodGroup(uid);
+    pod_group_uids_[absl::StrCat(group.meta().namespace_(), "/", group.meta().name())] = uid;
+    pod_groups_[uid] = std::make_unique<v1::PodGroup>(std::move(group));
+  }
   if (delta.generation() != 0) generation_ = delta.generation();
   return absl::OkStatus();
 }
@@ -125,7 +180,19 @@ void Mirror::Clear() {
   pod_nodes_.clear();
   images_.clear();
   dirty_images_.clear();
+  pdbs_.clear();
+  pod_groups_.clear();
+  pod_group_uids_.clear();
   generation_ = 0;
+}
+
+void Mirror::RemovePodGroup(const std::string& uid) {
+  auto it = pod_groups_.find(uid);
+  if (it == pod_groups_.end()) return;
+  auto by_name = pod_group_uids_.find(
+      absl::StrCat(it->second->meta().namespace_(), "/", it->second->meta().name()));
+  if (by_name != pod_group_uids_.end() && by_name->second == uid) pod_group_uids_.erase(by_name);
+  pod_groups_.erase(it);
 }
 
 void Mirror::RemoveNode(uint32_t id) {

@@ -1,6 +1,7 @@
 // The plugin process's copy of the cluster, kept from the scheduler's state
 // deltas (plugin.proto StateDelta): nodes by scheduler-assigned id, their
-// assigned pods, and the image counts ImageLocality needs.
+// assigned pods, the image counts ImageLocality needs, PodDisruptionBudgets
+// and PodGroups (when the registration asked for them).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,12 @@ class Mirror final : public Snapshot {
   const NodeInfo* Get(std::string_view node_name) const override;
   const NodeInfo* GetById(uint32_t id) const override;
   size_t NumNodes() const override { return ordered_.size(); }
+  std::vector<const v1::PodDisruptionBudget*> PodDisruptionBudgets(
+      std::string_view namespace_) const override;
+  const v1::PodGroup* GetPodGroup(std::string_view namespace_,
+                                  std::string_view name) const override;
+  size_t NumPodDisruptionBudgets() const { return pdbs_.size(); }
+  size_t NumPodGroups() const { return pod_groups_.size(); }
 
   uint64_t generation() const { return generation_; }
   size_t NumPods() const { return pod_nodes_.size(); }
@@ -42,6 +49,7 @@ class Mirror final : public Snapshot {
   void RemoveNode(uint32_t id);
   void UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node);
   void RemovePod(const std::string& uid);
+  void RemovePodGroup(const std::string& uid);
   void AddImageNames(NodeInfo& node);
   void ForgetImageName(const std::string& name, uint32_t node_id);
   void RememberImageName(const std::string& name, uint32_t node_id);
@@ -60,6 +68,11 @@ class Mirror final : public Snapshot {
   absl::flat_hash_map<std::string, ImageNodes> images_;
   // Image names whose node count changed during the current Apply.
   absl::flat_hash_set<std::string> dirty_images_;
+  // By uid, as the scheduler keys them.
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::PodDisruptionBudget>> pdbs_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::PodGroup>> pod_groups_;
+  // namespace/name -> uid.
+  absl::flat_hash_map<std::string, std::string> pod_group_uids_;
 };
 
 }  // namespace podium::sdk::internal

@@ -149,6 +149,60 @@ TEST(SdkMirrorTest, ImageStatesCountNodesHavingTheImage) {
   EXPECT_EQ(NumNodesWithImage(mirror, "c", "nginx:1"), 2);
 }
 
+TEST(SdkMirrorTest, PodDisruptionBudgetsAndPodGroupsByNamespaceAndName) {
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  auto add_pdb = [](v1::StateDelta& d, const std::string& uid, const std::string& ns,
+                    const std::string& name) {
+    v1::PodDisruptionBudget* pdb = d.add_pdb_upserts();
+    pdb->mutable_meta()->set_uid(uid);
+    pdb->mutable_meta()->set_namespace_(ns);
+    pdb->mutable_meta()->set_name(name);
+  };
+  auto add_group = [](v1::StateDelta& d, const std::string& uid, const std::string& ns,
+                      const std::string& name, int32_t min_member) {
+    v1::PodGroup* group = d.add_pod_group_upserts();
+    group->mutable_meta()->set_uid(uid);
+    group->mutable_meta()->set_namespace_(ns);
+    group->mutable_meta()->set_name(name);
+    group->set_min_member(min_member);
+  };
+  add_pdb(reset, "u1", "batch", "b");
+  add_pdb(reset, "u2", "batch", "a");
+  add_pdb(reset, "u3", "web", "w");
+  add_group(reset, "g1", "batch", "train", 4);
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  std::vector<std::string> names;
+  for (const auto* pdb : mirror.PodDisruptionBudgets("batch")) names.push_back(pdb->meta().name());
+  EXPECT_THAT(names, ElementsAre("a", "b"));
+  ASSERT_NE(mirror.GetPodGroup("batch", "train"), nullptr);
+  EXPECT_EQ(mirror.GetPodGroup("batch", "train")->min_member(), 4);
+  EXPECT_EQ(mirror.GetPodGroup("web", "train"), nullptr);
+
+  v1::StateDelta delta;
+  delta.add_pdb_removals("u2");
+  add_group(delta, "g1", "batch", "train", 6);
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_EQ(mirror.PodDisruptionBudgets("batch").size(), 1u);
+  EXPECT_EQ(mirror.GetPodGroup("batch", "train")->min_member(), 6);
+  v1::StateDelta removal;
+  removal.add_pod_group_removals("g1");
+  ASSERT_TRUE(mirror.Apply(removal).ok());
+  EXPECT_EQ(mirror.GetPodGroup("batch", "train"), nullptr);
+
+  // A reset replaces them too.
+  v1::StateDelta empty;
+  empty.set_reset(true);
+  ASSERT_TRUE(mirror.Apply(empty).ok());
+  EXPECT_EQ(mirror.NumPodDisruptionBudgets(), 0u);
+
+  v1::StateDelta bad;
+  bad.add_pdb_upserts()->mutable_meta()->set_name("no-uid");
+  absl::Status status = mirror.Apply(bad);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("delta.pdb_upserts[0].meta.uid"));
+}
+
 TEST(SdkMirrorTest, InvalidDeltaIsRejectedWholeNamingTheField) {
   Mirror mirror;
   v1::StateDelta delta;

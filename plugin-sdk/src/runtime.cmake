@@ -2,6 +2,7 @@
 # per-stream session (handshake, mirror, cycle runner).
 add_library(podium_sdk
   ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
+  ${CMAKE_CURRENT_LIST_DIR}/cycle_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
 target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
@@ -32,3 +33,8 @@ add_executable(podium_sdk_transport_bench EXCLUDE_FROM_ALL
   ${CMAKE_CURRENT_LIST_DIR}/transport_bench.cc)
 target_link_libraries(podium_sdk_transport_bench PRIVATE podium_sdk podium_proto gRPC::grpc++
   absl::strings absl::synchronization benchmark::benchmark)
+
+podium_test(podium_sdk_session_test
+  SRCS src/session_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_session_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})

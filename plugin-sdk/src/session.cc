@@ -1,6 +1,7 @@
 #include "session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <iostream>
 #include <utility>
@@ -15,7 +16,6 @@ namespace {
 
 constexpr uint32_t kProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
-constexpr size_t kMaxWaitingPods = 65536;
 
 std::string_view PointName(ExtensionPointKind point) {
   switch (point) {
@@ -32,31 +32,6 @@ std::string_view PointName(ExtensionPointKind point) {
   }
   return "?";
 }
-
-enum class Recode {
-  kKeep,
-  // Rejections keep their code, anything else that is not success is an error
-  // (kube-scheduler's RunFilterPlugins).
-  kFilter,
-  kError,
-};
-
-// Writes a plugin's status to the wire (on the response's arena: no copies of
-// the status on the heap).
-void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
-                 v1::Status* out) {
-  Code code = status.code();
-  if (recode == Recode::kError ||
-      (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
-    code = Code::kError;
-  }
-  out->set_code(static_cast<v1::Status::Code>(static_cast<int>(code)));
-  for (const std::string& reason : status.reasons()) out->add_reasons(reason);
-  out->set_plugin(plugin);
-}
-
-// The pod of a request, moved out of it.
-PodInfoPtr TakePod(v1::Pod* pod) { return PodInfo::Create(std::move(*pod)); }
 
 }  // namespace
 
@@ -93,11 +68,13 @@ class Session::HandleImpl final : public sdk::Handle {
 };
 
 Session::Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-                 std::shared_ptr<ResponseSink> sink)
+                 std::shared_ptr<ResponseSink> sink, Limits limits)
     : definitions_(definitions),
       process_name_(std::move(process_name)),
       sink_(std::move(sink)),
-      handle_(std::make_unique<HandleImpl>(*this)) {}
+      handle_(std::make_unique<HandleImpl>(*this)),
+      limits_(limits),
+      runner_(mirror_, limits.max_cycle_states) {}
 
 Session::~Session() {
   // Plugins go first: their destructors may still use the handle, the mirror
@@ -169,7 +146,7 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
       return;
     }
   }
-  for (uint64_t cycle_id : message.finished_cycles()) cycle_states_.erase(cycle_id);
+  FinishCycles(message.finished_cycles());
 
   absl::Status handled;
   switch (message.kind_case()) {
@@ -224,8 +201,10 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
 void Session::Open(const v1::Open& open, v1::Registration& out) {
   out.set_protocol_version(kProtocolVersion);
   out.set_process_name(process_name_);
-  out.mutable_mirror()->set_nodes(true);
-  out.mutable_mirror()->set_assigned_pods(true);
+  // Nodes always (requests name nodes by their mirror id); the rest is the
+  // union of what the plugins opened here need.
+  v1::MirrorScope& mirror = *out.mutable_mirror();
+  mirror.set_nodes(true);
   if (open.protocol_version() != kProtocolVersion) {
     out.set_error(absl::StrCat("open.protocol_version: ", open.protocol_version(),
                                " is not supported (this plugin process speaks ",
@@ -288,6 +267,11 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
     if (*plugin == nullptr) {
       return fail(absl::StrCat("plugin ", args.name(), ": its factory returned no plugin"));
     }
+    const MirrorNeeds& needs = definition->second->mirror;
+    mirror.set_assigned_pods(mirror.assigned_pods() || needs.assigned_pods);
+    mirror.set_pod_disruption_budgets(mirror.pod_disruption_budgets() ||
+                                      needs.pod_disruption_budgets);
+    mirror.set_pod_groups(mirror.pod_groups() || needs.pod_groups);
     auto instance = std::make_unique<PluginInstance>();
     instance->name = args.name();
     instance->plugin = std::move(*plugin);
@@ -363,83 +347,6 @@ absl::StatusOr<const PluginList*> Session::Resolve(
   return &store.back()->plugins;
 }
 
-CycleState& Session::StateFor(uint64_t cycle_id) {
-  auto [it, inserted] = cycle_states_.try_emplace(cycle_id);
-  if (!inserted) return *it->second;
-  it->second = std::make_unique<CycleState>();
-  CycleState& state = *it->second;
-  while (cycle_states_.size() > kMaxCycleStates) {
-    auto oldest = cycle_states_.begin();
-    if (oldest->first == cycle_id) ++oldest;
-    cycle_states_.erase(oldest);
-  }
-  return state;
-}
-
-CycleState* Session::FindState(uint64_t cycle_id) {
-  auto it = cycle_states_.find(cycle_id);
-  return it == cycle_states_.end() ? nullptr : it->second.get();
-}
-
-void Session::ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out) {
-  out.clear();
-  const auto& skipped = state.skip_filter_plugins();
-  for (PluginInstance* filter : filters) {
-    if (skipped.empty() || !skipped.contains(filter->name)) out.push_back(filter);
-  }
-}
-
-void Session::ActiveExtensions(const PluginList& pre_filters, CycleState& state,
-                               std::vector<ExtensionRef>& out) {
-  out.clear();
-  const auto& skipped = state.skip_filter_plugins();
-  for (PluginInstance* plugin : pre_filters) {
-    if (plugin->pre_filter == nullptr) continue;
-    if (!skipped.empty() && skipped.contains(plugin->name)) continue;
-    if (PreFilterExtensions* extensions = plugin->pre_filter->Extensions()) {
-      out.push_back({extensions, &plugin->name});
-    }
-  }
-}
-
-Session::FilterOutcome Session::RunFilters(const PluginList& filters, CycleState& state,
-                                           const PodInfo& pod, const NodeInfo& node) {
-  for (PluginInstance* plugin : filters) {
-    Status status = plugin->filter->Filter(state, pod, node);
-    if (!status.IsSuccess()) return {std::move(status), &plugin->name};
-  }
-  return {};
-}
-
-// kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
-// the nominated pods of higher or equal priority on it (they will take their
-// place), and without them (pod affinity may need them absent).
-Session::FilterOutcome Session::RunFiltersWithNominatedPods(CycleState& state,
-                                                            const PodInfo& pod,
-                                                            const NodeInfo& node) {
-  auto nominated = nominated_.find(node.id());
-  if (nominated == nominated_.end()) return RunFilters(active_filters_, state, pod, node);
-  NodeInfo node_with_pods = node;
-  std::unique_ptr<CycleState> state_with_pods = state.Clone();
-  bool added = false;
-  for (const PodInfoPtr& other : nominated->second) {
-    if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
-        node.FindPod(other->uid()) != nullptr) {
-      continue;
-    }
-    node_with_pods.AddPod(other);
-    added = true;
-    for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->AddPod(*state_with_pods, pod, *other, node_with_pods);
-      if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
-    }
-  }
-  if (!added) return RunFilters(active_filters_, state, pod, node);
-  FilterOutcome with_pods = RunFilters(active_filters_, *state_with_pods, pod, node_with_pods);
-  if (!with_pods.status.IsSuccess()) return with_pods;
-  return RunFilters(active_filters_, state, pod, node);
-}
-
 absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out) {
   auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
                              "cycle.pre_filter_plugins");
@@ -454,155 +361,7 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
       Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins");
   if (!scores.ok()) return scores.status();
 
-  const v1::NodeSet& node_set = request.nodes();
-  const bool all_nodes = node_set.all_nodes();
-  if (!all_nodes) {
-    request_nodes_.clear();
-    request_nodes_.reserve(node_set.node_ids_size());
-    for (int i = 0; i < node_set.node_ids_size(); ++i) {
-      const NodeInfo* node = mirror_.GetById(node_set.node_ids(i));
-      if (node == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cycle.nodes.node_ids[", i, "]: unknown node id ", node_set.node_ids(i)));
-      }
-      request_nodes_.push_back(node);
-    }
-  }
-  const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
-
-  PodInfoPtr pod = TakePod(request.mutable_pod());
-  CycleState& state = StateFor(request.cycle_id());
-
-  // PreFilter.
-  std::optional<absl::flat_hash_set<std::string>> allowed_names;
-  std::vector<std::string> narrowing_plugins;
-  for (PluginInstance* plugin : **pre_filters) {
-    auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
-    if (status.IsSkip()) {
-      state.skip_filter_plugins().insert(plugin->name);
-      out.add_skipped_filter_plugins(plugin->name);
-      continue;
-    }
-    if (!status.IsSuccess()) {
-      WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_pre_filter_status());
-      return absl::OkStatus();
-    }
-    if (!result.node_names.has_value()) continue;
-    narrowing_plugins.push_back(plugin->name);
-    if (!allowed_names.has_value()) {
-      allowed_names = std::move(result.node_names);
-    } else {
-      absl::erase_if(*allowed_names,
-                     [&](const std::string& name) { return !result.node_names->contains(name); });
-    }
-    if (allowed_names->empty()) {
-      Status status(Code::kUnschedulableAndUnresolvable,
-                    absl::StrCat("node(s) didn't satisfy plugin(s) [",
-                                 absl::StrJoin(narrowing_plugins, " "), "] simultaneously"));
-      WriteStatus(status, plugin->name, Recode::kKeep, out.mutable_pre_filter_status());
-      return absl::OkStatus();
-    }
-  }
-  absl::flat_hash_set<const NodeInfo*> allowed_nodes;
-  if (allowed_names.has_value()) {
-    for (const std::string& name : *allowed_names) {
-      if (const NodeInfo* node = mirror_.Get(name)) allowed_nodes.insert(node);
-    }
-  }
-  const std::string narrowed_by = absl::StrJoin(narrowing_plugins, " ");
-
-  // Filter.
-  ActiveFilters(**filters, state, active_filters_);
-  nominated_.clear();
-  if (request.nominated_pods_size() > 0) {
-    ActiveExtensions(**pre_filters, state, extensions_);
-    for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
-      nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
-    }
-  }
-  const size_t n = nodes.size();
-  const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
-  const size_t want = request.num_feasible_to_find();
-  feasible_.clear();
-  uint32_t evaluated = 0;
-  for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
-    size_t index = start + i;
-    if (index >= n) index -= n;
-    const NodeInfo& node = *nodes[index];
-    ++evaluated;
-    if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
-      v1::NodeStatus& rejected = *out.add_rejected();
-      rejected.set_node_id(node.id());
-      v1::Status& status = *rejected.mutable_status();
-      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
-      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
-      status.set_plugin(narrowing_plugins.front());
-      continue;
-    }
-    FilterOutcome outcome = nominated_.empty()
-                                ? RunFilters(active_filters_, state, *pod, node)
-                                : RunFiltersWithNominatedPods(state, *pod, node);
-    if (outcome.status.IsSuccess()) {
-      feasible_.push_back(&node);
-      out.add_feasible(node.id());
-      continue;
-    }
-    v1::NodeStatus& rejected = *out.add_rejected();
-    rejected.set_node_id(node.id());
-    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
-    // An error fails the whole cycle (kube-scheduler): stop here, no scores.
-    if (!outcome.status.IsRejected()) {
-      out.set_nodes_evaluated(evaluated);
-      return absl::OkStatus();
-    }
-  }
-  out.set_nodes_evaluated(evaluated);
-
-  // PreScore, Score, NormalizeScore over the feasible nodes.
-  for (PluginInstance* plugin : **pre_scores) {
-    if (feasible_.empty()) break;
-    Status status = plugin->pre_score->PreScore(state, *pod, feasible_);
-    if (status.IsSkip()) {
-      state.skip_score_plugins().insert(plugin->name);
-      continue;
-    }
-    if (!status.IsSuccess()) {
-      WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
-      return absl::OkStatus();
-    }
-  }
-  const auto& skipped_scores = state.skip_score_plugins();
-  for (PluginInstance* plugin : **scores) {
-    v1::PluginScores& plugin_scores = *out.add_scores();
-    plugin_scores.set_plugin(plugin->name);
-    auto& wire = *plugin_scores.mutable_scores();
-    wire.Reserve(static_cast<int>(feasible_.size()));
-    // A plugin whose PreScore returned Skip adds nothing to any node.
-    if (!skipped_scores.empty() && skipped_scores.contains(plugin->name)) {
-      wire.Resize(static_cast<int>(feasible_.size()), 0);
-      continue;
-    }
-    node_scores_.resize(feasible_.size());
-    for (size_t i = 0; i < feasible_.size(); ++i) {
-      auto [score, status] = plugin->score->Score(state, *pod, *feasible_[i]);
-      if (!status.IsSuccess()) {
-        out.clear_scores();
-        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
-        return absl::OkStatus();
-      }
-      node_scores_[i] = NodeScore{feasible_[i], score};
-    }
-    if (plugin->score->HasNormalizeScore() && !feasible_.empty()) {
-      Status status = plugin->score->NormalizeScore(state, *pod, node_scores_);
-      if (!status.IsSuccess()) {
-        out.clear_scores();
-        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
-        return absl::OkStatus();
-      }
-    }
-    for (const NodeScore& score : node_scores_) wire.AddAlreadyReserved(score.score);
-  }
-  return absl::OkStatus();
+  return runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
 }
 
 absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,
@@ -610,75 +369,7 @@ absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,
   auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
                          "dry_run_filter.filter_plugins");
   if (!filters.ok()) return filters.status();
-  const NodeInfo* node = mirror_.GetById(request.node_id());
-  if (node == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("dry_run_filter.node_id: unknown node id ", request.node_id()));
-  }
-  PodInfoPtr pod = TakePod(request.mutable_pod());
-
-  CycleState* base = FindState(request.cycle_id());
-  if (base == nullptr) {
-    // No state for this cycle (it was dropped, or filtering ran elsewhere): run
-    // the PreFilter of the filter plugins that have one, as the cycle would.
-    base = &StateFor(request.cycle_id());
-    for (PluginInstance* plugin : **filters) {
-      if (plugin->pre_filter == nullptr) continue;
-      auto [result, status] = plugin->pre_filter->PreFilter(*base, *pod, mirror_);
-      if (status.IsSkip()) {
-        base->skip_filter_plugins().insert(plugin->name);
-      } else if (!status.IsSuccess()) {
-        WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_status());
-        cycle_states_.erase(request.cycle_id());
-        return absl::OkStatus();
-      }
-    }
-  }
-  std::unique_ptr<CycleState> state = base->Clone();
-  ActiveExtensions(**filters, *state, extensions_);
-  NodeInfo dry_node = *node;
-  for (int i = 0; i < request.remove_pod_uids_size(); ++i) {
-    const std::string& uid = request.remove_pod_uids(i);
-    PodInfoPtr victim;
-    for (const PodInfoPtr& p : dry_node.pods()) {
-      if (p->uid() == uid) {
-        victim = p;
-        break;
-      }
-    }
-    if (victim == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("dry_run_filter.remove_pod_uids[", i,
-                                                     "]: pod ", uid, " is not on node ",
-                                                     dry_node.name()));
-    }
-    dry_node.RemovePod(uid);
-    for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->RemovePod(*state, *pod, *victim, dry_node);
-      if (!status.IsSuccess()) {
-        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
-        return absl::OkStatus();
-      }
-    }
-  }
-  for (v1::Pod& added : *request.mutable_add_pods()) {
-    PodInfoPtr info = TakePod(&added);
-    dry_node.AddPod(info);
-    for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->AddPod(*state, *pod, *info, dry_node);
-      if (!status.IsSuccess()) {
-        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
-        return absl::OkStatus();
-      }
-    }
-  }
-  ActiveFilters(**filters, *state, active_filters_);
-  FilterOutcome outcome = RunFilters(active_filters_, *state, *pod, dry_node);
-  if (outcome.plugin == nullptr) {
-    out.mutable_status()->set_code(v1::Status::SUCCESS);
-  } else {
-    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, out.mutable_status());
-  }
-  return absl::OkStatus();
+  return runner_.RunDryRunFilter(**filters, request, out);
 }
 
 absl::Status Session::RunReserve(v1::ReserveRequest& request, v1::StatusResponse& out) {
@@ -686,7 +377,7 @@ absl::Status Session::RunReserve(v1::ReserveRequest& request, v1::StatusResponse
       Resolve(request.plugins(), ExtensionPointKind::kReserve, "reserve.plugins");
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
-  CycleState& state = StateFor(request.cycle_id());
+  CycleState& state = runner_.StateFor(request.cycle_id());
   for (PluginInstance* plugin : **plugins) {
     Status status = plugin->reserve->Reserve(state, *pod, request.node_name());
     if (!status.IsSuccess()) {
@@ -703,7 +394,7 @@ absl::Status Session::RunUnreserve(v1::UnreserveRequest& request, v1::StatusResp
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   StopWaiting(pod->uid());
-  CycleState& state = StateFor(request.cycle_id());
+  CycleState& state = runner_.StateFor(request.cycle_id());
   for (auto it = (*plugins)->rbegin(); it != (*plugins)->rend(); ++it) {
     (*it)->reserve->Unreserve(state, *pod, request.node_name());
   }
@@ -714,7 +405,7 @@ absl::Status Session::RunPermit(v1::PermitRequest& request, v1::PermitResponse& 
   auto plugins = Resolve(request.plugins(), ExtensionPointKind::kPermit, "permit.plugins");
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
-  CycleState& state = StateFor(request.cycle_id());
+  CycleState& state = runner_.StateFor(request.cycle_id());
   for (PluginInstance* plugin : **plugins) {
     PermitResult result = plugin->permit->Permit(state, *pod, request.node_name());
     v1::PluginPermit& permit = *out.add_results();
@@ -726,9 +417,7 @@ absl::Status Session::RunPermit(v1::PermitRequest& request, v1::PermitResponse& 
     WriteStatus(status, plugin->name, Recode::kKeep, permit.mutable_status());
     if (status.IsWait()) {
       permit.set_timeout_ms(result.timeout_ms);
-      absl::MutexLock lock(&waiting_mu_);
-      if (waiting_.size() >= kMaxWaitingPods) waiting_.clear();
-      waiting_[pod->uid()].insert(plugin->name);
+      StartWaiting(pod->uid(), plugin->name, request.cycle_id());
     } else if (!status.IsSuccess()) {
       break;  // A rejection ends Permit for this pod.
     }
@@ -747,7 +436,7 @@ absl::Status Session::RunBinding(ExtensionPointKind point, v1::BindingRequest& r
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   StopWaiting(pod->uid());
-  CycleState& state = StateFor(request.cycle_id());
+  CycleState& state = runner_.StateFor(request.cycle_id());
   const std::string& node_name = request.node_name();
   for (PluginInstance* plugin : **plugins) {
     switch (point) {
@@ -835,10 +524,8 @@ bool Session::SendPermitDecision(std::string_view pod_uid, std::string_view plug
     absl::MutexLock lock(&waiting_mu_);
     auto it = waiting_.find(AsAbsl(pod_uid));
     if (it == waiting_.end()) return false;
-    if (allow) {
-      it->second.erase(AsAbsl(plugin));
-      if (it->second.empty()) waiting_.erase(it);
-    } else {
+    if (!allow || (it->second.plugins.erase(AsAbsl(plugin)) > 0 && it->second.plugins.empty())) {
+      waiting_by_cycle_.erase({it->second.cycle_id, it->first});
       waiting_.erase(it);
     }
   }
@@ -853,9 +540,49 @@ bool Session::SendPermitDecision(std::string_view pod_uid, std::string_view plug
   return sink_->Send(std::move(response));
 }
 
+void Session::StartWaiting(const std::string& pod_uid, const std::string& plugin,
+                           uint64_t cycle_id) {
+  absl::MutexLock lock(&waiting_mu_);
+  auto [it, inserted] = waiting_.try_emplace(pod_uid);
+  if (inserted) {
+    it->second.cycle_id = cycle_id;
+    waiting_by_cycle_.emplace(cycle_id, pod_uid);
+    // The safety bound: drop the pod that has waited longest, never them all.
+    while (waiting_.size() > limits_.max_waiting_pods && !waiting_by_cycle_.empty()) {
+      auto oldest = waiting_by_cycle_.begin();
+      if (oldest->second == pod_uid) break;
+      waiting_.erase(oldest->second);
+      waiting_by_cycle_.erase(oldest);
+    }
+  }
+  it = waiting_.find(pod_uid);
+  it->second.plugins.insert(plugin);
+}
+
 void Session::StopWaiting(const std::string& pod_uid) {
   absl::MutexLock lock(&waiting_mu_);
-  waiting_.erase(pod_uid);
+  auto it = waiting_.find(pod_uid);
+  if (it == waiting_.end()) return;
+  waiting_by_cycle_.erase({it->second.cycle_id, pod_uid});
+  waiting_.erase(it);
+}
+
+void Session::FinishCycles(const google::protobuf::RepeatedField<uint64_t>& cycle_ids) {
+  if (cycle_ids.empty()) return;
+  for (uint64_t cycle_id : cycle_ids) runner_.Finish(cycle_id);
+  absl::MutexLock lock(&waiting_mu_);
+  for (uint64_t cycle_id : cycle_ids) {
+    auto it = waiting_by_cycle_.lower_bound({cycle_id, std::string()});
+    while (it != waiting_by_cycle_.end() && it->first == cycle_id) {
+      waiting_.erase(it->second);
+      it = waiting_by_cycle_.erase(it);
+    }
+  }
+}
+
+size_t Session::NumWaitingPods() {
+  absl::MutexLock lock(&waiting_mu_);
+  return waiting_.size();
 }
 
 }  // namespace podium::sdk::internal

@@ -1,6 +1,7 @@
 // One Plugin.Run stream as the plugin process sees it, without the transport:
-// the handshake, the plugin instances built from Open, the mirror, cycle
-// states, and the extension points run for each request. Messages are handled
+// the handshake, the plugin instances built from Open, the mirror kept from the
+// state deltas, the dispatch of each request (the phases of a CycleRequest run
+// in cycle_runner.h), the binding-cycle requests and the pods waiting at Permit. Messages are handled
 // one at a time, in stream order, never concurrently: on the gRPC thread that
 // read them or on the stream's worker (plugin_server.cc says which).
 #pragma once
@@ -13,11 +14,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/arena.h"
+#include "cycle_runner.h"
 #include "mirror.h"
 #include "podium/sdk/extension_points.h"
 #include "podium/sdk/framework.h"
@@ -56,45 +59,21 @@ class ResponseSink {
   virtual bool Send(ResponsePtr response) = 0;
 };
 
-enum class ExtensionPointKind {
-  kPreEnqueue,
-  kPreFilter,
-  kFilter,
-  kPreScore,
-  kScore,
-  kReserve,
-  kPermit,
-  kPreBind,
-  kBind,
-  kPostBind,
+// Safety bounds for a scheduler that never says which cycles finished
+// (SchedulerToPlugin.finished_cycles): beyond them the oldest cycle state, or
+// the oldest waiting pod, is dropped. Never reached otherwise.
+struct SessionLimits {
+  size_t max_cycle_states = 16384;
+  size_t max_waiting_pods = 65536;
 };
-
-// A plugin built for one stream, with its interfaces resolved once.
-struct PluginInstance {
-  std::string name;  // As registered (the definition's name).
-  PluginPtr plugin;
-  PreEnqueuePlugin* pre_enqueue = nullptr;
-  PreFilterPlugin* pre_filter = nullptr;
-  FilterPlugin* filter = nullptr;
-  PreScorePlugin* pre_score = nullptr;
-  ScorePlugin* score = nullptr;
-  ReservePlugin* reserve = nullptr;
-  PermitPlugin* permit = nullptr;
-  PreBindPlugin* pre_bind = nullptr;
-  BindPlugin* bind = nullptr;
-  PostBindPlugin* post_bind = nullptr;
-  std::vector<ClusterEventWithHint> events;
-
-  bool Implements(ExtensionPointKind point) const;
-};
-
-using PluginList = std::vector<PluginInstance*>;
 
 class Session {
  public:
+  using Limits = SessionLimits;
+
   // `definitions` must outlive the session.
   Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-          std::shared_ptr<ResponseSink> sink);
+          std::shared_ptr<ResponseSink> sink, SessionLimits limits = SessionLimits());
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -102,9 +81,9 @@ class Session {
   // Handles one message from the scheduler; objects are moved out of it.
   void Handle(v1::SchedulerToPlugin& message);
 
-  // Bound on cycle states kept at once; the oldest cycle is dropped beyond it.
-  static constexpr size_t kMaxCycleStates = 1024;
-  size_t NumCycleStates() const { return cycle_states_.size(); }
+  size_t NumCycleStates() const { return runner_.NumCycleStates(); }
+  // Pods waiting at a Permit plugin of this process.
+  size_t NumWaitingPods() ABSL_LOCKS_EXCLUDED(waiting_mu_);
   const Mirror& mirror() const { return mirror_; }
 
  private:
@@ -113,10 +92,6 @@ class Session {
     ExtensionPointKind point;
     std::vector<std::string> names;
     PluginList plugins;
-  };
-  struct ExtensionRef {
-    PreFilterExtensions* extensions;
-    const std::string* plugin;
   };
 
   void Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& out);
@@ -137,27 +112,14 @@ class Session {
   absl::StatusOr<const PluginList*> Resolve(
       const google::protobuf::RepeatedPtrField<std::string>& names, ExtensionPointKind point,
       std::string_view field);
-  CycleState& StateFor(uint64_t cycle_id);
-  CycleState* FindState(uint64_t cycle_id);
-
-  // Filter plugins not skipped by PreFilter, in order, into `out`.
-  static void ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out);
-  static void ActiveExtensions(const PluginList& pre_filters, CycleState& state,
-                               std::vector<ExtensionRef>& out);
-  // A filter outcome and the plugin that produced it (null on success).
-  struct FilterOutcome {
-    Status status;
-    const std::string* plugin = nullptr;
-  };
-  static FilterOutcome RunFilters(const PluginList& filters, CycleState& state,
-                                  const PodInfo& pod, const NodeInfo& node);
-  FilterOutcome RunFiltersWithNominatedPods(CycleState& state, const PodInfo& pod,
-                                            const NodeInfo& node);
 
   // Plugin-initiated PermitDecision (Handle::AllowWaitingPod / RejectWaitingPod).
   bool SendPermitDecision(std::string_view pod_uid, std::string_view plugin, bool allow,
                           std::string_view reason);
+  void StartWaiting(const std::string& pod_uid, const std::string& plugin, uint64_t cycle_id);
   void StopWaiting(const std::string& pod_uid);
+  // The scheduler finished these cycles: their states and waiting pods go.
+  void FinishCycles(const google::protobuf::RepeatedField<uint64_t>& cycle_ids);
 
   const std::vector<PluginDefinition>& definitions_;
   const std::string process_name_;
@@ -173,20 +135,16 @@ class Session {
   std::vector<std::unique_ptr<ResolvedList>> uncached_;  // When resolved_ is full; per message.
 
   Mirror mirror_;
-  // Cycle ids grow, so the smallest id is the oldest cycle.
-  absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
-
-  // Scratch reused across requests (no per-node allocations on the hot path).
-  PluginList active_filters_;
-  std::vector<ExtensionRef> extensions_;
-  std::vector<const NodeInfo*> request_nodes_;
-  std::vector<const NodeInfo*> feasible_;
-  std::vector<NodeScore> node_scores_;
-  absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
-
+  const Limits limits_;
+  CycleRunner runner_;  // After mirror_ and limits_: built from them.
   absl::Mutex waiting_mu_;
-  // Pods waiting at Permit -> the plugins that answered Wait for them.
-  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> waiting_
+  struct WaitingPod {
+    absl::flat_hash_set<std::string> plugins;  // That answered Wait for it.
+    uint64_t cycle_id = 0;
+  };
+  // Pods waiting at Permit, by uid, and by (cycle id, uid): oldest first.
+  absl::flat_hash_map<std::string, WaitingPod> waiting_ ABSL_GUARDED_BY(waiting_mu_);
+  absl::btree_set<std::pair<uint64_t, std::string>> waiting_by_cycle_
       ABSL_GUARDED_BY(waiting_mu_);
 };
 

@@ -1,8 +1,10 @@
 // podium-scheduler: parses flags and the config file into options, wires the
 // objects, serves Cluster, Admin and health on one address, and schedules.
+#include <atomic>
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
+#include "cache/mirror_state_source.h"
 #include "cache/snapshot.h"
 #include "config/config.h"
 #include "framework/framework.h"
@@ -78,7 +81,14 @@ int Run(std::vector<std::string> overrides) {
   Cache cache(Cache::Options{});
   Snapshot snapshot;
   CacheStateSource state(cache, snapshot);
-  Scheduler* scheduler_ptr = nullptr;  // Set below; permit decisions need it.
+  // Set below, once the scheduler exists; read by gRPC reader threads that
+  // deliver permit decisions, hence atomic.
+  std::atomic<Scheduler*> scheduler_ptr{nullptr};
+
+  // Re-resolves the profiles when an endpoint connects after start (set once
+  // the profiles exist, cleared before they go).
+  absl::Mutex rewire_mu;
+  std::function<void()> rewire;  // Guarded by rewire_mu.
 
   // Plugin endpoints: dial each and wait for its handshake.
   std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
@@ -90,6 +100,10 @@ int Run(std::vector<std::string> overrides) {
     options.failure_policy = ep.failure_policy;
     options.timeout = ep.timeout;
     options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
+    options.on_reconnected = [&rewire_mu, &rewire] {
+      absl::MutexLock lock(&rewire_mu);
+      if (rewire) rewire();
+    };
     for (const std::string& plugin : ep.plugins) {
       v1::PluginArgs args;
       args.set_name(plugin);
@@ -103,8 +117,8 @@ int Run(std::vector<std::string> overrides) {
       options.plugins.push_back(std::move(args));
     }
     auto process = std::make_unique<GrpcPluginProcess>(
-        options, state, [&scheduler_ptr](const v1::PermitDecision& d) {
-          if (scheduler_ptr != nullptr) scheduler_ptr->OnPermitDecision(d);
+        options, state, [&scheduler_ptr, endpoint = options.name](const v1::PermitDecision& d) {
+          if (Scheduler* s = scheduler_ptr.load(std::memory_order_acquire)) s->OnPermitDecision(d, endpoint);
         });
     absl::Status started = process->Start();
     if (!started.ok()) {
@@ -129,6 +143,7 @@ int Run(std::vector<std::string> overrides) {
   }
 
   std::vector<FrameworkPtr> profiles;
+  std::vector<std::unique_ptr<ExtensionPointMetrics>> extension_point_metrics;
   std::vector<std::string> scheduler_names;
   EventRegistry events;
   absl::flat_hash_map<std::string, PluginProcess*> by_plugin;
@@ -140,9 +155,15 @@ int Run(std::vector<std::string> overrides) {
       by_plugin[plugin] = process;
       for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
     }
+    spec->recorder = extension_point_metrics
+                         .emplace_back(std::make_unique<ExtensionPointMetrics>(metrics, spec->scheduler_name))
+                         .get();
     scheduler_names.push_back(spec->scheduler_name);
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
   }
+
+  std::vector<Framework*> frameworks;
+  for (const auto& fw : profiles) frameworks.push_back(fw.get());
 
   RemoteQueueingHintEvaluator hints(by_plugin);
   SchedulingQueue::Options queue_options;
@@ -152,7 +173,7 @@ int Run(std::vector<std::string> overrides) {
   // The queue only adds pods once the adapter streams them, which starts after
   // the scheduler below exists.
   queue_options.pre_enqueue = [&scheduler_ptr](const sdk::PodInfo& pod) {
-    return scheduler_ptr->PreEnqueue(pod);
+    return scheduler_ptr.load(std::memory_order_acquire)->PreEnqueue(pod);
   };
   queue_options.hint_evaluator = &hints;
   SchedulingQueue queue(queue_options);
@@ -160,11 +181,49 @@ int Run(std::vector<std::string> overrides) {
 
   Scheduler scheduler(Scheduler::Options{}, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
-  scheduler_ptr = &scheduler;
+  scheduler_ptr.store(&scheduler, std::memory_order_release);
   ClusterService cluster(ClusterService::Options{scheduler_names}, scheduler, &metrics);
   scheduler.SetActionSink(&cluster);
   std::vector<GrpcPluginProcess*> endpoint_ptrs;
   for (auto& e : endpoints) endpoint_ptrs.push_back(e.get());
+  // An endpoint that connects after start (an Ignore endpoint that was down,
+  // or one that re-registered) is used from then on: the profiles are
+  // resolved again from every endpoint's latest registration. (Queueing hints
+  // of plugins that were not there at start are not registered: pods they
+  // reject come back with the periodic flush.)
+  {
+    absl::MutexLock lock(&rewire_mu);
+    rewire = [&] {
+      absl::flat_hash_map<std::string, ServedPlugin> now;
+      for (size_t k = 0; k < endpoints.size(); ++k) {
+        const v1::Registration registration = endpoints[k]->registration();
+        for (const std::string& plugin : config->endpoints[k].plugins) {
+          for (const auto& p : registration.plugins()) {
+            if (p.name() == plugin) now[plugin] = ServedPlugin{endpoints[k].get(), p};
+          }
+        }
+      }
+      for (size_t i = 0; i < frameworks.size(); ++i) {
+        absl::StatusOr<ProfileSpec> spec =
+            ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, now);
+        if (!spec.ok()) {
+          std::fprintf(stderr, "podium-scheduler: profile %s keeps its plugins: %s\n",
+                       frameworks[i]->name().c_str(), std::string(spec.status().message()).c_str());
+          continue;
+        }
+        frameworks[i]->Reconfigure(std::move(*spec));
+      }
+    };
+    rewire();  // For an endpoint that connected while the others were started.
+  }
+  struct ClearRewire {
+    absl::Mutex& mu;
+    std::function<void()>& fn;
+    ~ClearRewire() {
+      absl::MutexLock lock(&mu);
+      fn = nullptr;
+    }
+  } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs);
   scheduler.SetHousekeepingHook([&] {
     const PendingPodCounts counts = queue.PendingPods();
@@ -181,6 +240,8 @@ int Run(std::vector<std::string> overrides) {
       metrics.SetPluginCounter(e->name(), "timeouts", s.timeouts);
       metrics.SetPluginCounter(e->name(), "invalid_answers", s.invalid_answers);
       metrics.SetPluginCounter(e->name(), "ignored_failures", s.ignored_failures);
+      metrics.SetPluginCounter(e->name(), "refused_permit_decisions", s.refused_permit_decisions);
+      metrics.SetPluginCounter(e->name(), "circuit_opens", s.circuit_opens);
       if (auto seq = e->mirror_seq()) min_seq = std::min(min_seq.value_or(*seq), *seq);
     }
     // Mirrors that are not current get a full state anyway.

@@ -13,6 +13,7 @@
 #include "podium/sdk/serve.h"
 #include "queue/fake_clock.h"
 #include "remote/grpc_plugin_process.h"
+#include "cache/mirror_state_source.h"
 #include "scheduler.h"
 
 namespace podium::scheduler {

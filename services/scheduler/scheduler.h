@@ -36,18 +36,6 @@
 
 namespace podium::scheduler {
 
-// Brings plugin mirrors to the scheduling cycle's snapshot.
-class CacheStateSource final : public StateSource {
- public:
-  CacheStateSource(Cache& cache, const Snapshot& snapshot) : cache_(cache), snapshot_(snapshot) {}
-  bool ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) override;
-  void FullState(uint64_t to_seq, v1::StateDelta* out) override;
-
- private:
-  Cache& cache_;
-  const Snapshot& snapshot_;
-};
-
 // Counters of refused or dropped input, for tests and the logs.
 struct SchedulerCounters {
   uint64_t permit_decisions_unknown_plugin = 0;

@@ -41,13 +41,6 @@ void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
   out->set_name(pod.meta().name());
 }
 
-void FillMirroredPod(const std::shared_ptr<const v1::Pod>& pod, uint32_t node_id, bool assumed,
-                     v1::MirroredPod* out) {
-  out->set_node_id(node_id);
-  *out->mutable_pod() = *pod;
-  out->set_assumed(assumed);
-}
-
 }  // namespace
 
 // ---- Snapshot ----
@@ -61,6 +54,19 @@ const sdk::NodeInfo* Snapshot::GetById(uint32_t id) const {
   // Called for every node id a plugin answers with: a hash lookup, not the btree.
   auto it = by_id_index_.find(id);
   return it == by_id_index_.end() ? nullptr : it->second;
+}
+
+std::vector<const v1::PodDisruptionBudget*> Snapshot::PodDisruptionBudgets(
+    std::string_view namespace_) const {
+  auto it = pdbs_by_namespace_.find(AV(namespace_));
+  return it == pdbs_by_namespace_.end() ? std::vector<const v1::PodDisruptionBudget*>{}
+                                        : it->second;
+}
+
+const v1::PodGroup* Snapshot::GetPodGroup(std::string_view namespace_,
+                                          std::string_view name) const {
+  auto it = pod_groups_by_name_.find(absl::StrCat(AV(namespace_), "/", AV(name)));
+  return it == pod_groups_by_name_.end() ? nullptr : it->second;
 }
 
 void Snapshot::RebuildIndex() {
@@ -79,7 +85,7 @@ void Snapshot::RebuildIndex() {
 
 // ---- Cache ----
 
-Cache::Cache(Options options) : options_(options) {}
+Cache::Cache(Options options) : options_(options), log_(options.max_delta_log_entries) {}
 
 Cache::~Cache() = default;
 
@@ -148,11 +154,15 @@ void Cache::DetachPod(const std::string& uid) {
 }
 
 void Cache::Append(DeltaEntry entry) {
-  entry.seq = ++seq_;
-  log_.push_back(std::move(entry));
-  if (log_.size() > options_.max_delta_log_entries) {
-    TrimLocked(log_.front().seq + (log_.size() - options_.max_delta_log_entries) - 1);
+  if (entry.kind == DeltaEntry::Kind::kPdb || entry.kind == DeltaEntry::Kind::kPodGroup) {
+    ++objects_generation_;
   }
+  log_.Append(std::move(entry));
+}
+
+void Cache::SetMirrorPosition(const void* mirror, std::optional<uint64_t> position) {
+  absl::MutexLock lock(&mu_);
+  log_.SetMirrorPosition(mirror, position);
 }
 
 void Cache::LogNode(uint32_t id, std::shared_ptr<const v1::Node> before,
@@ -472,13 +482,29 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
   }
   if (membership_changed) snapshot.RebuildIndex();
   snapshot.generation_ = generation_;
-  snapshot.delta_seq_ = seq_;
+  if (snapshot.objects_generation_ != objects_generation_ || snapshot.generation_ == 0) {
+    snapshot.pdbs_.clear();
+    snapshot.pdbs_by_namespace_.clear();
+    for (const auto& [uid, pdb] : pdbs_) {
+      snapshot.pdbs_.push_back(pdb);
+      snapshot.pdbs_by_namespace_[pdb->meta().namespace_()].push_back(pdb.get());
+    }
+    snapshot.pod_groups_.clear();
+    snapshot.pod_groups_by_name_.clear();
+    for (const auto& [uid, group] : pod_groups_) {
+      snapshot.pod_groups_.push_back(group);
+      snapshot.pod_groups_by_name_[absl::StrCat(group->meta().namespace_(), "/",
+                                                group->meta().name())] = group.get();
+    }
+    snapshot.objects_generation_ = objects_generation_;
+  }
+  snapshot.delta_seq_ = log_.seq();
   snapshot.last_update_copied_ = copied;
 }
 
 uint64_t Cache::delta_seq() const {
   absl::ReaderMutexLock lock(&mu_);
-  return seq_;
+  return log_.seq();
 }
 
 size_t Cache::delta_log_size() const {
@@ -488,20 +514,13 @@ size_t Cache::delta_log_size() const {
 
 void Cache::TrimDeltaLog(uint64_t min_seq_still_needed) {
   absl::MutexLock lock(&mu_);
-  TrimLocked(min_seq_still_needed);
-}
-
-void Cache::TrimLocked(uint64_t min_seq_still_needed) {
-  while (!log_.empty() && log_.front().seq <= min_seq_still_needed) {
-    trimmed_through_ = log_.front().seq;
-    log_.pop_front();
-  }
+  log_.Trim(min_seq_still_needed);
 }
 
 uint64_t Cache::FullState(v1::StateDelta* out) const {
   absl::ReaderMutexLock lock(&mu_);
-  FullStateAt(seq_, out);
-  return seq_;
+  FullStateAt(log_.seq(), out);
+  return log_.seq();
 }
 
 void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
@@ -514,8 +533,7 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
   absl::flat_hash_map<std::string, MirrorPod> pod_undo;
   absl::flat_hash_map<std::string, std::shared_ptr<const google::protobuf::Message>> pdb_undo,
       group_undo;
-  for (size_t i = seq - trimmed_through_; i < log_.size(); ++i) {
-    const DeltaEntry& e = log_[i];
+  log_.ForEachAfter(seq, [&](const DeltaEntry& e) {
     switch (e.kind) {
       case DeltaEntry::Kind::kNode:
         node_undo.try_emplace(e.node_id, e.node_before);
@@ -530,7 +548,7 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
         group_undo.try_emplace(e.uid, e.obj_before);
         break;
     }
-  }
+  });
   absl::btree_map<uint32_t, std::shared_ptr<const v1::Node>> nodes;
   for (const auto& [id, item] : nodes_by_id_) {
     if (!node_undo.contains(id)) nodes.emplace(id, item->node);
@@ -547,11 +565,11 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
     if (pod_undo.contains(uid)) continue;
     MirrorPod visible = Visible(entry);
     if (visible.pod != nullptr) {
-      FillMirroredPod(visible.pod, visible.node_id, visible.assumed, out->add_pod_upserts());
+      FillMirroredPod(visible, out->add_pod_upserts());
     }
   }
   for (const auto& [uid, pod] : pod_undo) {
-    if (pod.pod != nullptr) FillMirroredPod(pod.pod, pod.node_id, pod.assumed, out->add_pod_upserts());
+    if (pod.pod != nullptr) FillMirroredPod(pod, out->add_pod_upserts());
   }
   for (const auto& [uid, pdb] : pdbs_) {
     if (!pdb_undo.contains(uid)) *out->add_pdb_upserts() = *pdb;
@@ -571,101 +589,16 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
 
 uint64_t Cache::ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) const {
   absl::ReaderMutexLock lock(&mu_);
-  to_seq = std::min(to_seq, seq_);
-  if (from_seq < trimmed_through_) {
+  to_seq = std::min(to_seq, log_.seq());
+  if (from_seq < log_.trimmed_through()) {
     // The reader is behind what the log keeps: send everything.
-    if (to_seq < trimmed_through_) to_seq = seq_;
+    if (to_seq < log_.trimmed_through()) to_seq = log_.seq();
     FullStateAt(to_seq, out);
     return to_seq;
   }
   out->Clear();
   out->set_generation(to_seq);
-  if (from_seq >= to_seq) return to_seq;
-
-  // Net effect per object: its state before the first entry and after the last.
-  absl::btree_map<uint32_t, std::pair<std::shared_ptr<const v1::Node>,
-                                      std::shared_ptr<const v1::Node>>> nodes;
-  std::vector<std::string> pod_order;
-  absl::flat_hash_map<std::string, std::pair<MirrorPod, MirrorPod>> pods;
-  using ObjPtr = std::shared_ptr<const google::protobuf::Message>;
-  // uid -> (before, after), in order of first appearance.
-  struct ObjectChanges {
-    std::vector<std::string> order;
-    absl::flat_hash_map<std::string, std::pair<ObjPtr, ObjPtr>> changes;
-    void Add(const DeltaEntry& e) {
-      auto [it, inserted] = changes.try_emplace(e.uid, e.obj_before, e.obj_after);
-      if (inserted) {
-        order.push_back(e.uid);
-      } else {
-        it->second.second = e.obj_after;
-      }
-    }
-  } pdbs, groups;
-  for (uint64_t s = from_seq + 1; s <= to_seq; ++s) {
-    const DeltaEntry& e = log_[s - trimmed_through_ - 1];
-    switch (e.kind) {
-      case DeltaEntry::Kind::kNode: {
-        auto [it, inserted] = nodes.try_emplace(e.node_id, e.node_before, e.node_after);
-        if (!inserted) it->second.second = e.node_after;
-        break;
-      }
-      case DeltaEntry::Kind::kPod: {
-        auto [it, inserted] = pods.try_emplace(e.uid, e.pod_before, e.pod_after);
-        if (inserted) {
-          pod_order.push_back(e.uid);
-        } else {
-          it->second.second = e.pod_after;
-        }
-        break;
-      }
-      case DeltaEntry::Kind::kPdb:
-        pdbs.Add(e);
-        break;
-      case DeltaEntry::Kind::kPodGroup:
-        groups.Add(e);
-        break;
-    }
-  }
-  for (const std::string& uid : pdbs.order) {
-    const auto& [before, after] = pdbs.changes.at(uid);
-    if (after == nullptr) {
-      if (before != nullptr) out->add_pdb_removals(uid);
-    } else if (after != before) {
-      *out->add_pdb_upserts() = static_cast<const v1::PodDisruptionBudget&>(*after);
-    }
-  }
-  for (const std::string& uid : groups.order) {
-    const auto& [before, after] = groups.changes.at(uid);
-    if (after == nullptr) {
-      if (before != nullptr) out->add_pod_group_removals(uid);
-    } else if (after != before) {
-      *out->add_pod_group_upserts() = static_cast<const v1::PodGroup&>(*after);
-    }
-  }
-  for (const auto& [id, change] : nodes) {
-    const auto& [before, after] = change;
-    if (after == nullptr) {
-      if (before != nullptr) out->add_node_removals(id);
-    } else if (after != before) {
-      v1::MirroredNode* m = out->add_node_upserts();
-      m->set_id(id);
-      *m->mutable_node() = *after;
-    }
-  }
-  for (const std::string& uid : pod_order) {
-    const auto& [before, after] = pods.at(uid);
-    if (after.pod == nullptr) {
-      if (before.pod != nullptr) out->add_pod_removals(uid);
-      continue;
-    }
-    if (before.pod == after.pod && before.node_id == after.node_id &&
-        before.assumed == after.assumed) {
-      continue;  // Back where it started.
-    }
-    // A pod that changed node is removed from the old one first.
-    if (before.pod != nullptr && before.node_id != after.node_id) out->add_pod_removals(uid);
-    FillMirroredPod(after.pod, after.node_id, after.assumed, out->add_pod_upserts());
-  }
+  log_.Coalesce(from_seq, to_seq, out);
   return to_seq;
 }
 

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "cache/delta_log.h"
 #include "cache/snapshot.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/admin.pb.h"
@@ -33,14 +34,16 @@ namespace podium::scheduler {
 // removed while pods remain on it, the node info stays as a ghost until its
 // last pod goes.
 //
-// Delta log: every change of the state a plugin mirror sees (nodes with ids and
-// the pods on them, bound or assumed) is logged with a sequence number.
-// ReadDelta coalesces a range of it to the net effect per object.
+// Delta log (delta_log.h): every change of the state a plugin mirror sees
+// (nodes with ids, the pods on them, bound or assumed, PodDisruptionBudgets,
+// PodGroups) is logged with a sequence number. ReadDelta coalesces a range of
+// it to the net effect per object; the log keeps only what connected mirrors
+// still need (SetMirrorPosition).
 class Cache {
  public:
   struct Options {
-    // The delta log is trimmed to this many entries even if no one calls
-    // TrimDeltaLog (a reader that falls behind gets a reset).
+    // The delta log never holds more entries than this, whatever the mirrors
+    // need (a mirror that falls that far behind gets a reset).
     size_t max_delta_log_entries = 1 << 20;
   };
 
@@ -96,7 +99,8 @@ class Cache {
 
   // Brings the snapshot up to date, copying only the nodes changed since its
   // generation (a recency list ordered by generation, as kube-scheduler does)
-  // and dropping removed nodes. Records the delta-log position.
+  // and dropping removed nodes, and the PodDisruptionBudgets and PodGroups when
+  // they changed. Records the delta-log position.
   void UpdateSnapshot(Snapshot& snapshot) const;
 
   // Current delta-log position (0 before any change).
@@ -112,6 +116,11 @@ class Cache {
   uint64_t FullState(v1::StateDelta* out) const;
   // Frees entries no reader needs: those with seq <= min_seq_still_needed.
   void TrimDeltaLog(uint64_t min_seq_still_needed);
+  // A connected plugin mirror stands at `position` (the last delta sent to
+  // it), or (nullopt) is disconnected or will be reset. The log keeps the
+  // entries after the slowest connected mirror's position, and none when no
+  // mirror is connected.
+  void SetMirrorPosition(const void* mirror, std::optional<uint64_t> position);
   size_t delta_log_size() const;
 
  private:
@@ -121,23 +130,8 @@ class Cache {
     std::string node_name;
     bool assumed = false;
   };
-  // A pod as a plugin mirror sees it; pod == null means absent.
-  struct MirrorPod {
-    std::shared_ptr<const v1::Pod> pod;
-    uint32_t node_id = 0;
-    bool assumed = false;
-  };
-  struct DeltaEntry {
-    enum class Kind : uint8_t { kNode, kPod, kPdb, kPodGroup };
-    uint64_t seq = 0;
-    Kind kind = Kind::kNode;
-    uint32_t node_id = 0;  // kNode
-    std::shared_ptr<const v1::Node> node_before, node_after;  // null = absent
-    std::string uid;  // kPod, kPdb, kPodGroup
-    MirrorPod pod_before, pod_after;
-    // kPdb (v1::PodDisruptionBudget) or kPodGroup (v1::PodGroup).
-    std::shared_ptr<const google::protobuf::Message> obj_before, obj_after;
-  };
+  using MirrorPod = DeltaLog::MirrorPod;
+  using DeltaEntry = DeltaLog::Entry;
 
   NodeItem* GetOrCreateItem(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(NodeItem* item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -158,7 +152,6 @@ class Cache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Append(DeltaEntry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FullStateAt(uint64_t seq, v1::StateDelta* out) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  void TrimLocked(uint64_t min_seq_still_needed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable absl::Mutex mu_;
@@ -178,10 +171,9 @@ class Cache {
   // The generation at which the last node left the set of present nodes.
   uint64_t last_removal_generation_ ABSL_GUARDED_BY(mu_) = 0;
 
-  std::deque<DeltaEntry> log_ ABSL_GUARDED_BY(mu_);
-  uint64_t seq_ ABSL_GUARDED_BY(mu_) = 0;
-  // Entries with seq <= trimmed_through_ are gone.
-  uint64_t trimmed_through_ ABSL_GUARDED_BY(mu_) = 0;
+  DeltaLog log_ ABSL_GUARDED_BY(mu_);
+  // Bumped when a PodDisruptionBudget or PodGroup changes (for snapshots).
+  uint64_t objects_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace podium::scheduler

@@ -47,6 +47,12 @@ std::vector<std::string> NodeNames(const Snapshot& s) {
   return names;
 }
 
+// A mirror connected at position 0: the delta log keeps every entry for it.
+void HoldDeltaLog(Cache& cache) {
+  static const int reader = 0;
+  cache.SetMirrorPosition(&reader, 0);
+}
+
 std::vector<uint32_t> UpsertedNodeIds(const v1::StateDelta& d) {
   std::vector<uint32_t> ids;
   for (const auto& n : d.node_upserts()) ids.push_back(n.id());
@@ -237,6 +243,7 @@ TEST(CacheTest, SnapshotRecordsDeltaSeq) {
 
 TEST(CacheTest, DeltaCoalescesToNetEffect) {
   Cache cache;
+  HoldDeltaLog(cache);
   cache.AddOrUpdateNode(MakeNode("a", 1000));
   cache.AddOrUpdateNode(MakeNode("a", 2000));
   cache.AddOrUpdateNode(MakeNode("b"));
@@ -283,6 +290,7 @@ TEST(CacheTest, DeltaCoalescesToNetEffect) {
 
 TEST(CacheTest, DeltaMovesPodsWithTheirNode) {
   Cache cache;
+  HoldDeltaLog(cache);
   cache.AddOrUpdateNode(MakeNode("a"));  // 1
   ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p", "a")).ok());
   uint64_t seq = cache.delta_seq();
@@ -308,6 +316,7 @@ TEST(CacheTest, DeltaMovesPodsWithTheirNode) {
 
 TEST(CacheTest, DeltaUpToAnOlderPosition) {
   Cache cache;
+  HoldDeltaLog(cache);
   cache.AddOrUpdateNode(MakeNode("a"));
   Snapshot snap;
   cache.UpdateSnapshot(snap);
@@ -319,6 +328,7 @@ TEST(CacheTest, DeltaUpToAnOlderPosition) {
 
 TEST(CacheTest, TrimmedLogGivesResetAtTheRequestedPosition) {
   Cache cache;
+  HoldDeltaLog(cache);
   cache.AddOrUpdateNode(MakeNode("a"));                       // 1
   cache.AddOrUpdateNode(MakeNode("b"));                       // 2
   ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "a")).ok());  // 3
@@ -355,6 +365,7 @@ TEST(CacheTest, TrimmedLogGivesResetAtTheRequestedPosition) {
 
 TEST(CacheTest, LogIsCappedByOptions) {
   Cache cache(Cache::Options{.max_delta_log_entries = 3});
+  HoldDeltaLog(cache);
   for (int i = 0; i < 10; ++i) cache.AddOrUpdateNode(MakeNode("n" + std::to_string(i)));
   EXPECT_EQ(cache.delta_log_size(), 3u);
   v1::StateDelta d;
@@ -368,6 +379,7 @@ TEST(CacheTest, LogIsCappedByOptions) {
 
 TEST(CacheTest, PdbsAndPodGroupsAreMirrored) {
   Cache cache;
+  HoldDeltaLog(cache);
   v1::PodDisruptionBudget pdb;
   pdb.mutable_meta()->set_uid("pdb1");
   pdb.set_disruptions_allowed(1);
@@ -409,6 +421,69 @@ TEST(CacheTest, PdbsAndPodGroupsAreMirrored) {
   EXPECT_EQ(d.pod_group_upserts_size(), 0);
   cache.FullState(&d);
   EXPECT_EQ(d.pdb_upserts_size(), 0);
+}
+
+// The log holds what the slowest connected mirror needs, and nothing when no
+// mirror is connected (it used to grow to its cap).
+TEST(CacheTest, DeltaLogKeepsOnlyWhatConnectedMirrorsNeed) {
+  Cache cache;
+  for (int i = 0; i < 100; ++i) cache.AddOrUpdateNode(MakeNode("n" + std::to_string(i)));
+  EXPECT_EQ(cache.delta_log_size(), 0u);
+
+  const int slow = 0, fast = 0;
+  cache.SetMirrorPosition(&slow, 100);
+  cache.SetMirrorPosition(&fast, 100);
+  for (int i = 0; i < 10; ++i) cache.AddOrUpdateNode(MakeNode("m" + std::to_string(i)));  // 101..110
+  EXPECT_EQ(cache.delta_log_size(), 10u);
+  cache.SetMirrorPosition(&fast, 110);
+  EXPECT_EQ(cache.delta_log_size(), 10u);  // slow still needs 101..110.
+  cache.SetMirrorPosition(&slow, 105);
+  EXPECT_EQ(cache.delta_log_size(), 5u);
+  v1::StateDelta d;
+  EXPECT_EQ(cache.ReadDelta(105, 110, &d), 110u);
+  EXPECT_FALSE(d.reset());
+  EXPECT_THAT(UpsertedNodeIds(d), ElementsAre(106, 107, 108, 109, 110));
+
+  // The slow mirror disconnects: only the fast one counts.
+  cache.SetMirrorPosition(&slow, std::nullopt);
+  EXPECT_EQ(cache.delta_log_size(), 0u);
+  // The last one disconnects: nothing is kept while changes go on.
+  cache.SetMirrorPosition(&fast, std::nullopt);
+  for (int i = 0; i < 10; ++i) cache.AddOrUpdateNode(MakeNode("k" + std::to_string(i)));
+  EXPECT_EQ(cache.delta_log_size(), 0u);
+  // A reader that comes back behind the log gets a reset.
+  EXPECT_TRUE((cache.ReadDelta(110, cache.delta_seq(), &d), d.reset()));
+}
+
+TEST(CacheTest, SnapshotCarriesPdbsAndPodGroups) {
+  Cache cache;
+  v1::PodDisruptionBudget pdb;
+  pdb.mutable_meta()->set_uid("pdb1");
+  pdb.mutable_meta()->set_namespace_("ns");
+  pdb.mutable_meta()->set_name("budget");
+  ASSERT_TRUE(cache.AddOrUpdatePdb(pdb).ok());
+  v1::PodGroup group;
+  group.mutable_meta()->set_uid("g1");
+  group.mutable_meta()->set_namespace_("ns");
+  group.mutable_meta()->set_name("gang");
+  group.set_min_member(3);
+  ASSERT_TRUE(cache.AddOrUpdatePodGroup(group).ok());
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  ASSERT_EQ(snap.PodDisruptionBudgets("ns").size(), 1u);
+  EXPECT_EQ(snap.PodDisruptionBudgets("ns")[0]->meta().name(), "budget");
+  EXPECT_TRUE(snap.PodDisruptionBudgets("other").empty());
+  ASSERT_NE(snap.GetPodGroup("ns", "gang"), nullptr);
+  EXPECT_EQ(snap.GetPodGroup("ns", "gang")->min_member(), 3);
+
+  // Changes after the snapshot are not in it until the next update.
+  group.set_min_member(5);
+  ASSERT_TRUE(cache.AddOrUpdatePodGroup(group).ok());
+  ASSERT_TRUE(cache.RemovePdb("pdb1").ok());
+  EXPECT_EQ(snap.GetPodGroup("ns", "gang")->min_member(), 3);
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.GetPodGroup("ns", "gang")->min_member(), 5);
+  EXPECT_TRUE(snap.PodDisruptionBudgets("ns").empty());
 }
 
 TEST(CacheTest, DumpListsPodsAndAssumedPods) {

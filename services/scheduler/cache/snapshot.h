@@ -28,6 +28,13 @@ class Snapshot final : public sdk::Snapshot {
   const sdk::NodeInfo* Get(std::string_view node_name) const override;
   const sdk::NodeInfo* GetById(uint32_t id) const override;
   size_t NumNodes() const override { return nodes_.size(); }
+  std::vector<const v1::PodDisruptionBudget*> PodDisruptionBudgets(
+      std::string_view namespace_) const override;
+  const v1::PodGroup* GetPodGroup(std::string_view namespace_,
+                                  std::string_view name) const override;
+  // Every PodDisruptionBudget and PodGroup (what a reset delta carries).
+  const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs() const { return pdbs_; }
+  const std::vector<std::shared_ptr<const v1::PodGroup>>& pod_groups() const { return pod_groups_; }
 
   // The cache generation this snapshot reflects (0 = never updated).
   uint64_t generation() const { return generation_; }
@@ -46,6 +53,11 @@ class Snapshot final : public sdk::Snapshot {
   absl::flat_hash_map<std::string, const sdk::NodeInfo*> by_name_;
   absl::flat_hash_map<uint32_t, const sdk::NodeInfo*> by_id_index_;
   std::vector<const sdk::NodeInfo*> nodes_;
+  std::vector<std::shared_ptr<const v1::PodDisruptionBudget>> pdbs_;
+  absl::flat_hash_map<std::string, std::vector<const v1::PodDisruptionBudget*>> pdbs_by_namespace_;
+  std::vector<std::shared_ptr<const v1::PodGroup>> pod_groups_;
+  absl::flat_hash_map<std::string, const v1::PodGroup*> pod_groups_by_name_;  // namespace/name
+  uint64_t objects_generation_ = 0;  // Of pdbs_ and pod_groups_.
   uint64_t generation_ = 0;
   uint64_t delta_seq_ = 0;
   size_t last_update_copied_ = 0;

@@ -17,6 +17,28 @@ bool IsRejection(v1::Status::Code code) {
          code == v1::Status::ERROR || code == v1::Status::PENDING;
 }
 
+// For the status of an extension point over several requests: the worst wins.
+int Severity(sdk::Code code) {
+  switch (code) {
+    case sdk::Code::kError: return 4;
+    case sdk::Code::kUnschedulableAndUnresolvable: return 3;
+    case sdk::Code::kUnschedulable: return 2;
+    case sdk::Code::kSuccess: return 0;
+    default: return 1;
+  }
+}
+
+std::string_view PointName(v1::ExtensionPoint point) {
+  switch (point) {
+    case v1::RESERVE: return "Reserve";
+    case v1::PERMIT: return "Permit";
+    case v1::PRE_BIND: return "PreBind";
+    case v1::BIND: return "Bind";
+    case v1::POST_BIND: return "PostBind";
+    default: return "Unknown";
+  }
+}
+
 sdk::Status ErrorStatus(std::string message) {
   return sdk::Status(sdk::Code::kError, std::move(message));
 }
@@ -50,6 +72,13 @@ std::string Diagnosis::Message() const {
 
 std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod& pod,
                                                                   const Diagnosis& diagnosis) {
+  auto result = RunPostFilterPlugins(pod, diagnosis);
+  FinishCycle(*CurrentSetup(), last_cycle_id_);
+  return result;
+}
+
+std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
+    const v1::Pod& pod, const Diagnosis& diagnosis) {
   std::vector<std::string> reasons;
   for (const auto& plugin : post_filters_) {
     auto [result, status] = plugin->PostFilter(pod, diagnosis);
@@ -63,14 +92,36 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod&
   return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
 }
 
-Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), rng_(seed) {
+Framework::Framework(ProfileSpec spec, uint64_t seed)
+    : name_(spec.scheduler_name),
+      recorder_(spec.recorder),
+      setup_(BuildSetup(std::move(spec))),
+      rng_(seed) {}
+
+void Framework::Reconfigure(ProfileSpec spec) {
+  spec.scheduler_name = name_;
+  spec.recorder = recorder_;
+  std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
+  absl::MutexLock lock(&setup_mu_);
+  setup_ = std::move(setup);
+}
+
+std::shared_ptr<const Framework::Setup> Framework::CurrentSetup() const {
+  absl::MutexLock lock(&setup_mu_);
+  return setup_;
+}
+
+std::shared_ptr<const Framework::Setup> Framework::BuildSetup(ProfileSpec spec) {
+  auto built = std::make_shared<Setup>();
+  Setup& setup = *built;
+  setup.spec = std::move(spec);
   absl::flat_hash_map<PluginProcess*, size_t> index;
   auto plan_for = [&](const std::string& plugin) -> ProcessPlan* {
-    auto it = spec_.processes.find(plugin);
-    if (it == spec_.processes.end()) return nullptr;
-    auto [pos, inserted] = index.try_emplace(it->second, plans_.size());
-    if (inserted) plans_.push_back(ProcessPlan{it->second, {}, {}, {}, {}});
-    return &plans_[pos->second];
+    auto it = setup.spec.processes.find(plugin);
+    if (it == setup.spec.processes.end()) return nullptr;
+    auto [pos, inserted] = index.try_emplace(it->second, setup.plans.size());
+    if (inserted) setup.plans.push_back(ProcessPlan{it->second, {}, {}, {}, {}});
+    return &setup.plans[pos->second];
   };
   const std::pair<v1::ExtensionPoint, std::vector<std::string> ProcessPlan::*> phases[] = {
       {v1::PRE_FILTER, &ProcessPlan::pre_filter},
@@ -79,27 +130,47 @@ Framework::Framework(ProfileSpec spec, uint64_t seed) : spec_(std::move(spec)), 
       {v1::SCORE, &ProcessPlan::score},
   };
   for (const auto& [point, member] : phases) {
-    auto it = spec_.plugins.find(point);
-    if (it == spec_.plugins.end()) continue;
+    auto it = setup.spec.plugins.find(point);
+    if (it == setup.spec.plugins.end()) continue;
     for (const PluginRef& ref : it->second) {
       if (ProcessPlan* plan = plan_for(ref.name)) (plan->*member).push_back(ref.name);
-      if (point == v1::SCORE) weights_[ref.name] = ref.weight > 0 ? ref.weight : 1;
+      if (point == v1::SCORE) setup.weights[ref.name] = ref.weight > 0 ? ref.weight : 1;
     }
   }
   // Processes that filter come first, in the order they were found.
-  std::stable_partition(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
+  std::stable_partition(setup.plans.begin(), setup.plans.end(), [](const ProcessPlan& p) {
     return !p.pre_filter.empty() || !p.filter.empty();
   });
-  num_filter_processes_ = std::count_if(plans_.begin(), plans_.end(), [](const ProcessPlan& p) {
-    return !p.pre_filter.empty() || !p.filter.empty();
-  });
+  setup.num_filter_processes =
+      std::count_if(setup.plans.begin(), setup.plans.end(), [](const ProcessPlan& p) {
+        return !p.pre_filter.empty() || !p.filter.empty();
+      });
+  absl::flat_hash_set<PluginProcess*> seen;
+  for (const auto& [name, process] : setup.spec.processes) {
+    if (seen.insert(process).second) setup.all_processes.push_back(process);
+  }
+  absl::flat_hash_set<PluginProcess*> with_state;
+  for (const ProcessPlan& plan : setup.plans) with_state.insert(plan.process);
+  for (v1::ExtensionPoint point : {v1::RESERVE, v1::PERMIT}) {
+    for (const auto& [process, names] : RemoteRuns(setup, point, false)) with_state.insert(process);
+  }
+  for (v1::ExtensionPoint point : {v1::PRE_BIND, v1::BIND, v1::POST_BIND}) {
+    for (const auto& [process, names] : RemoteRuns(setup, point, false)) {
+      if (with_state.insert(process).second) setup.binding_only_processes.push_back(process);
+    }
+  }
+  return built;
 }
 
 bool Framework::HasRemotePlugins(v1::ExtensionPoint point) const {
-  auto it = spec_.plugins.find(point);
-  if (it == spec_.plugins.end()) return false;
+  return HasRemotePlugins(*CurrentSetup(), point);
+}
+
+bool Framework::HasRemotePlugins(const Setup& setup, v1::ExtensionPoint point) {
+  auto it = setup.spec.plugins.find(point);
+  if (it == setup.spec.plugins.end()) return false;
   for (const auto& ref : it->second) {
-    if (spec_.processes.contains(ref.name)) return true;
+    if (setup.spec.processes.contains(ref.name)) return true;
   }
   return false;
 }
@@ -180,7 +251,7 @@ v1::SchedulerToPlugin Framework::NewCycleRequest(const ProcessPlan& plan, uint64
   v1::SchedulerToPlugin message;
   v1::CycleRequest& request = *message.mutable_cycle();
   request.set_cycle_id(cycle_id);
-  request.set_profile(spec_.scheduler_name);
+  request.set_profile(name_);
   if (filter) {
     for (const auto& n : plan.pre_filter) request.add_pre_filter_plugins(n);
     for (const auto& n : plan.filter) request.add_filter_plugins(n);
@@ -210,6 +281,84 @@ absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAn
 
 ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                                       uint64_t state_seq, uint64_t cycle_id) {
+  last_cycle_id_ = cycle_id;
+  phases_ = {};
+  const std::shared_ptr<const Setup> setup = CurrentSetup();
+  ScheduleResult result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
+  RecordPhases();
+  if (result.outcome == ScheduleResult::Outcome::kError ||
+      (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
+    FinishCycle(*setup, cycle_id);
+  }
+  return result;
+}
+
+void Framework::AddPhase(Phase phase, absl::Duration duration, sdk::Code status, bool parallel) {
+  PhaseTiming& t = phases_[phase];
+  t.duration = parallel ? std::max(t.duration, duration) : t.duration + duration;
+  if (Severity(status) > Severity(t.status)) t.status = status;
+  t.ran = true;
+}
+
+void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse& answer,
+                               absl::Duration round_trip, bool filter, bool score) {
+  const bool parallel = !filter;  // Score-only requests go out together.
+  sdk::Code pre_filter = sdk::Code::kSuccess;
+  if (answer.pre_filter_status().code() != v1::Status::SKIP) {
+    pre_filter = static_cast<sdk::Code>(answer.pre_filter_status().code());
+  }
+  sdk::Code filter_status = sdk::Code::kSuccess;
+  for (const auto& r : answer.rejected()) {
+    if (r.status().code() == v1::Status::ERROR) filter_status = sdk::Code::kError;
+  }
+  if (filter_status != sdk::Code::kError && answer.feasible_size() == 0 &&
+      answer.rejected_size() > 0) {
+    filter_status = sdk::Code::kUnschedulable;
+  }
+  const sdk::Code score_status = answer.pre_score_status().code() == v1::Status::ERROR
+                                     ? sdk::Code::kError
+                                     : sdk::Code::kSuccess;
+  if (!answer.has_durations()) {
+    if (filter) {
+      AddPhase(kFilterPhase, round_trip,
+               pre_filter != sdk::Code::kSuccess ? pre_filter : filter_status);
+    } else if (score) {
+      AddPhase(kScorePhase, round_trip, score_status, parallel);
+    }
+    return;
+  }
+  const v1::PhaseDurations& d = answer.durations();
+  if (filter && !plan.pre_filter.empty()) {
+    AddPhase(kPreFilterPhase, absl::Nanoseconds(d.pre_filter_ns()), pre_filter);
+  }
+  if (filter && d.filter_ns() > 0) AddPhase(kFilterPhase, absl::Nanoseconds(d.filter_ns()), filter_status);
+  if (score && !plan.pre_score.empty() && d.pre_score_ns() > 0) {
+    AddPhase(kPreScorePhase, absl::Nanoseconds(d.pre_score_ns()), score_status, parallel);
+  }
+  if (score && d.score_ns() > 0) {
+    AddPhase(kScorePhase, absl::Nanoseconds(d.score_ns()), score_status, parallel);
+  }
+}
+
+void Framework::RecordPhases() {
+  static constexpr std::string_view kNames[kNumPhases] = {"PreFilter", "Filter", "PreScore",
+                                                          "Score"};
+  for (int p = 0; p < kNumPhases; ++p) {
+    if (phases_[p].ran) Record(kNames[p], phases_[p].status, phases_[p].duration);
+  }
+}
+
+void Framework::Record(std::string_view point, sdk::Code status, absl::Duration duration) const {
+  if (recorder_ != nullptr) recorder_->Observe(point, sdk::CodeName(status), duration);
+}
+
+void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
+  for (PluginProcess* process : setup.all_processes) process->FinishCycle(cycle_id);
+}
+
+ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
+                                            const sdk::Snapshot& snapshot, uint64_t state_seq,
+                                            uint64_t cycle_id) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -218,10 +367,11 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     result.diagnosis.pre_filter_message = "no nodes available to schedule pods";
     return result;
   }
+  last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
   const uint32_t start = NextStartIndex(num_nodes);
-  const uint32_t to_find = NumFeasibleNodesToFind(spec_.percentage_of_nodes_to_score, num_nodes);
-  const bool combined = num_filter_processes_ == 1;
+  const uint32_t to_find = NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  const bool combined = setup.num_filter_processes == 1;
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
     result.outcome = ScheduleResult::Outcome::kError;
@@ -238,9 +388,9 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
   absl::flat_hash_map<uint32_t, sdk::Status> rejected;
 
-  for (size_t i = 0; i < num_filter_processes_; ++i) {
-    const ProcessPlan& plan = plans_[i];
-    const bool last = i + 1 == num_filter_processes_;
+  for (size_t i = 0; i < setup.num_filter_processes; ++i) {
+    const ProcessPlan& plan = setup.plans[i];
+    const bool last = i + 1 == setup.num_filter_processes;
     v1::SchedulerToPlugin message =
         NewCycleRequest(plan, cycle_id, /*filter=*/true, /*score=*/combined);
     v1::CycleRequest& request = *message.mutable_cycle();
@@ -255,8 +405,15 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     request.set_num_feasible_to_find(last ? to_find : 0);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
+    const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
+    const absl::Duration round_trip = absl::Now() - sent;
     const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false);
+    if (valid.ok()) {
+      AddCyclePhases(plan, answer->cycle(), round_trip, /*filter=*/true, /*score=*/combined);
+    } else {
+      AddPhase(kFilterPhase, round_trip, sdk::Code::kError);
+    }
     if (!valid.ok()) {
       if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
         plan.process->CountIgnoredFailure();
@@ -337,8 +494,9 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
       std::future<PluginAnswer> answer;
     };
     std::vector<ScoreCall> calls;
-    for (size_t i = combined ? 1 : 0; i < plans_.size(); ++i) {
-      const ProcessPlan& plan = plans_[i];
+    const absl::Time sent = absl::Now();
+    for (size_t i = combined ? 1 : 0; i < setup.plans.size(); ++i) {
+      const ProcessPlan& plan = setup.plans[i];
       if (plan.score.empty() && plan.pre_score.empty()) continue;
       v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
       message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
@@ -348,7 +506,13 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     }
     for (auto& [plan, shape, future] : calls) {
       PluginAnswer answer = future.get();
+      const absl::Duration round_trip = absl::Now() - sent;
       absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+      if (valid.ok()) {
+        AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
+      } else {
+        AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
+      }
       if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
         const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
         valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
@@ -370,8 +534,8 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   std::vector<std::pair<const std::vector<int64_t>*, int64_t>> weighted;
   weighted.reserve(scores.size());
   for (const auto& [plugin, values] : scores) {
-    auto w = weights_.find(plugin);
-    weighted.emplace_back(&values, w == weights_.end() ? 1 : w->second);
+    auto w = setup.weights.find(plugin);
+    weighted.emplace_back(&values, w == setup.weights.end() ? 1 : w->second);
   }
   size_t best = 0;
   int64_t best_score = -1;
@@ -401,16 +565,16 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   return result;
 }
 
-std::vector<Framework::ProcessRun> Framework::RemoteRuns(v1::ExtensionPoint point,
-                                                         bool reverse) const {
+std::vector<Framework::ProcessRun> Framework::RemoteRuns(const Setup& setup,
+                                                         v1::ExtensionPoint point, bool reverse) {
   std::vector<ProcessRun> runs;
-  auto it = spec_.plugins.find(point);
-  if (it == spec_.plugins.end()) return runs;
+  auto it = setup.spec.plugins.find(point);
+  if (it == setup.spec.plugins.end()) return runs;
   std::vector<PluginRef> refs = it->second;
   if (reverse) std::reverse(refs.begin(), refs.end());
   for (const auto& ref : refs) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;  // Built in (SchedulingGates, DefaultBinder).
+    auto p = setup.spec.processes.find(ref.name);
+    if (p == setup.spec.processes.end()) continue;  // Built in (SchedulingGates, DefaultBinder).
     if (runs.empty() || runs.back().first != p->second) runs.push_back({p->second, {}});
     runs.back().second.push_back(ref.name);
   }
@@ -419,9 +583,22 @@ std::vector<Framework::ProcessRun> Framework::RemoteRuns(v1::ExtensionPoint poin
 
 sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod,
                                       const std::string& node, uint64_t cycle_id, bool unreserve,
-                                      bool stop_on_skip) const {
+                                      bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   // Unreserve runs the Reserve plugins in reverse order.
-  const std::vector<ProcessRun> groups = RemoteRuns(point, /*reverse=*/unreserve);
+  const std::vector<ProcessRun> groups =
+      RemoteRuns(*CurrentSetup(), point, /*reverse=*/unreserve);
+  if (groups.empty()) return stop_on_skip ? sdk::Status(sdk::Code::kSkip) : sdk::Status::Success();
+  const absl::Time start = absl::Now();
+  sdk::Status status = RunStatusRuns(groups, point, pod, node, cycle_id, unreserve, stop_on_skip,
+                                     state_seq);
+  Record(unreserve ? "Unreserve" : PointName(point), status.code(), absl::Now() - start);
+  return status;
+}
+
+sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
+                                     v1::ExtensionPoint point, const v1::Pod& pod,
+                                     const std::string& node, uint64_t cycle_id, bool unreserve,
+                                     bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   bool all_skipped = true;
   for (auto& [process, names] : groups) {
     v1::SchedulerToPlugin message;
@@ -448,7 +625,7 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
       binding->set_node_name(node);
       for (auto& n : names) binding->add_plugins(n);
     }
-    PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
+    PluginAnswer answer = process->Call(std::move(message), state_seq).get();
     if (!answer.ok()) {
       if (process->failure_policy() == FailurePolicy::kIgnore) {
         process->CountIgnoredFailure();
@@ -473,7 +650,8 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
 }
 
 sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
-  for (const auto& [process, names] : RemoteRuns(v1::PRE_ENQUEUE, /*reverse=*/false)) {
+  for (const auto& [process, names] :
+       RemoteRuns(*CurrentSetup(), v1::PRE_ENQUEUE, /*reverse=*/false)) {
     v1::SchedulerToPlugin message;
     auto* request = message.mutable_pre_enqueue();
     *request->mutable_pod() = pod;
@@ -499,22 +677,38 @@ sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
 }
 
 sdk::Status Framework::RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
-  return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false);
+  if (last_state_seq_) {
+    for (PluginProcess* process : CurrentSetup()->binding_only_processes) {
+      process->SendState(*last_state_seq_);
+    }
+  }
+  return RunStatusPhase(v1::RESERVE, pod, node, cycle_id, false, false, last_state_seq_);
 }
 
 void Framework::RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::RESERVE, pod, node, cycle_id, /*unreserve=*/true, false);
+  FinishCycle(*CurrentSetup(), cycle_id);
 }
 
 PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
+  const absl::Time start = absl::Now();
+  PermitOutcome outcome = RunPermitPlugins(pod, node, cycle_id);
+  if (HasRemotePlugins(v1::PERMIT)) Record("Permit", outcome.status.code(), absl::Now() - start);
+  return outcome;
+}
+
+PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string& node,
+                                          uint64_t cycle_id) {
   PermitOutcome outcome;
-  auto it = spec_.plugins.find(v1::PERMIT);
-  if (it == spec_.plugins.end()) return outcome;
+  const std::shared_ptr<const Setup> current = CurrentSetup();
+  const Setup& setup = *current;
+  auto it = setup.spec.plugins.find(v1::PERMIT);
+  if (it == setup.spec.plugins.end()) return outcome;
   absl::flat_hash_map<PluginProcess*, std::vector<std::string>> by_process;
   std::vector<PluginProcess*> order;
   for (const auto& ref : it->second) {
-    auto p = spec_.processes.find(ref.name);
-    if (p == spec_.processes.end()) continue;
+    auto p = setup.spec.processes.find(ref.name);
+    if (p == setup.spec.processes.end()) continue;
     auto [pos, inserted] = by_process.try_emplace(p->second);
     if (inserted) order.push_back(p->second);
     pos->second.push_back(ref.name);
@@ -525,7 +719,7 @@ PermitOutcome Framework::RunPermit(const v1::Pod& pod, const std::string& node, 
     auto* r = message.mutable_permit();
     r->set_cycle_id(cycle_id), *r->mutable_pod() = pod, r->set_node_name(node);
     for (auto& n : by_process[process]) r->add_plugins(n);
-    calls.emplace_back(process, process->Call(std::move(message), std::nullopt));
+    calls.emplace_back(process, process->Call(std::move(message), last_state_seq_));
   }
   for (auto& [process, future] : calls) {
     PluginAnswer answer = future.get();
@@ -566,6 +760,7 @@ sdk::Status Framework::RunBindPlugins(const v1::Pod& pod, const std::string& nod
 
 void Framework::RunPostBind(const v1::Pod& pod, const std::string& node, uint64_t cycle_id) {
   RunStatusPhase(v1::POST_BIND, pod, node, cycle_id, false, false);
+  FinishCycle(*CurrentSetup(), cycle_id);
 }
 
 }  // namespace podium::scheduler

@@ -3,6 +3,7 @@
 // from the handshake; the rest is kube-scheduler's framework semantics.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -13,6 +14,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "framework/extension_point_recorder.h"
 #include "framework/plugin_process.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/objects.pb.h"
@@ -32,6 +35,8 @@ struct ProfileSpec {
   std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
   // plugin name -> the process serving it; built-ins are absent.
   absl::flat_hash_map<std::string, PluginProcess*> processes;
+  // Where the duration of every extension point is recorded (null: nowhere).
+  ExtensionPointRecorder* recorder = nullptr;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -90,11 +95,22 @@ class Framework {
  public:
   explicit Framework(ProfileSpec spec, uint64_t seed = std::random_device{}());
 
-  const ProfileSpec& spec() const { return spec_; }
-  const std::string& name() const { return spec_.scheduler_name; }
+  // The profile as resolved now (a copy: Reconfigure may replace it).
+  ProfileSpec spec() const { return CurrentSetup()->spec; }
+  const std::string& name() const { return name_; }
+
+  // Replaces the plugins and processes of the profile (its name and recorder
+  // stay): a plugin endpoint that connected late, or re-registered, is used
+  // from the next call on. Calls in flight finish with what they started with.
+  // Thread-safe.
+  void Reconfigure(ProfileSpec spec);
 
   // PreFilter, Filter, PreScore, Score and host selection for one pod on the
   // given snapshot (taken at state_seq). Runs on the scheduling thread.
+  //
+  // The cycle ends (its plugin processes are told, SchedulerToPlugin.
+  // finished_cycles) when SchedulePod fails and no PostFilter plugin will run,
+  // after RunPostFilter, after RunUnreserve and after RunPostBind.
   ScheduleResult SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                              uint64_t state_seq, uint64_t cycle_id);
 
@@ -130,11 +146,37 @@ class Framework {
   // The point's remote plugins, in order (or reversed), as runs of consecutive
   // plugins served by one process: each run travels in one request.
   using ProcessRun = std::pair<PluginProcess*, std::vector<std::string>>;
-  std::vector<ProcessRun> RemoteRuns(v1::ExtensionPoint point, bool reverse) const;
+
+  // What the profile resolves to: immutable, replaced whole by Reconfigure.
+  struct Setup {
+    ProfileSpec spec;
+    // Every process with cycle plugins, in the order its first plugin appears.
+    std::vector<ProcessPlan> plans;
+    size_t num_filter_processes = 0;
+    absl::flat_hash_map<std::string, int64_t> weights;
+    // Processes that serve only PreBind/Bind/PostBind plugins of this profile:
+    // they get no request with state, so a state-only message at Reserve.
+    std::vector<PluginProcess*> binding_only_processes;
+    std::vector<PluginProcess*> all_processes;  // Every process of the profile, once.
+  };
+  static std::shared_ptr<const Setup> BuildSetup(ProfileSpec spec);
+  std::shared_ptr<const Setup> CurrentSetup() const;
+  static bool HasRemotePlugins(const Setup& setup, v1::ExtensionPoint point);
+
+  static std::vector<ProcessRun> RemoteRuns(const Setup& setup, v1::ExtensionPoint point,
+                                            bool reverse);
   // Reserve/Unreserve/PreBind/Bind/PostBind: the point's remote plugins, in
   // order, one request per run of plugins served by one process.
+  // state_seq: the state the processes' mirrors are brought to first (only on
+  // the scheduling thread, which owns the snapshot).
   sdk::Status RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod, const std::string& node,
-                             uint64_t cycle_id, bool unreserve, bool stop_on_skip) const;
+                             uint64_t cycle_id, bool unreserve, bool stop_on_skip,
+                             std::optional<uint64_t> state_seq = std::nullopt) const;
+  sdk::Status RunStatusRuns(const std::vector<ProcessRun>& groups, v1::ExtensionPoint point,
+                            const v1::Pod& pod, const std::string& node, uint64_t cycle_id,
+                            bool unreserve, bool stop_on_skip,
+                            std::optional<uint64_t> state_seq) const;
+  PermitOutcome RunPermitPlugins(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   // A CycleRequest for the plan's filter and/or score plugins, without pod and nodes.
   v1::SchedulerToPlugin NewCycleRequest(const ProcessPlan& plan, uint64_t cycle_id, bool filter,
                                         bool score) const;
@@ -148,14 +190,42 @@ class Framework {
                                    const v1::CycleResponse& answer, const sdk::Snapshot& snapshot,
                                    bool expect_scores_for_request_nodes) const;
   uint32_t NextStartIndex(uint32_t num_nodes) const;
+  ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
+                                   const sdk::Snapshot& snapshot, uint64_t state_seq,
+                                   uint64_t cycle_id);
+  std::pair<PostFilterResult, sdk::Status> RunPostFilterPlugins(const v1::Pod& pod,
+                                                                const Diagnosis& diagnosis);
+  // Tells every process of the profile that the cycle ended.
+  static void FinishCycle(const Setup& setup, uint64_t cycle_id);
 
-  ProfileSpec spec_;
-  // Every process with cycle plugins, in the order its first plugin appears.
-  std::vector<ProcessPlan> plans_;
-  size_t num_filter_processes_ = 0;
-  absl::flat_hash_map<std::string, int64_t> weights_;
+  // The cycle phases of the SchedulePod running now (scheduling thread): how
+  // long each took and its worst status, recorded once per phase at the end.
+  enum Phase { kPreFilterPhase, kFilterPhase, kPreScorePhase, kScorePhase, kNumPhases };
+  struct PhaseTiming {
+    absl::Duration duration;
+    sdk::Code status = sdk::Code::kSuccess;
+    bool ran = false;
+  };
+  // Sequential requests add up; parallel ones (score) take the longest.
+  void AddPhase(Phase phase, absl::Duration duration, sdk::Code status, bool parallel = false);
+  // A cycle answer's phases: as the process reported them (durations), or the
+  // whole round trip as Filter (Score for a score-only request).
+  void AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse& answer,
+                      absl::Duration round_trip, bool filter, bool score);
+  void RecordPhases();
+  void Record(std::string_view point, sdk::Code status, absl::Duration duration) const;
+
+  const std::string name_;
+  ExtensionPointRecorder* const recorder_;
+  mutable absl::Mutex setup_mu_;
+  std::shared_ptr<const Setup> setup_ ABSL_GUARDED_BY(setup_mu_);
   std::vector<PostFilterPluginPtr> post_filters_;
   uint32_t next_start_node_index_ = 0;
+  // The state the last SchedulePod ran on: Reserve and Permit (same thread,
+  // same cycle) bring their processes' mirrors there too.
+  std::optional<uint64_t> last_state_seq_;
+  uint64_t last_cycle_id_ = 0;  // Of the last SchedulePod, for RunPostFilter.
+  std::array<PhaseTiming, kNumPhases> phases_;
   std::mt19937_64 rng_;
 };
 

@@ -302,3 +302,174 @@ TEST(Framework, RemotePreEnqueueGatesThePodWithItsReason) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+// Defect 13: a hung endpoint used by one profile must not cost a pod of
+// another profile anything: a framework calls only the processes of its own
+// profile, at every extension point.
+TEST(Framework, AProfileCallsOnlyItsOwnProcesses) {
+  MockPluginProcess host("host");
+  MockPluginProcess hung("hung");
+  EXPECT_CALL(hung, Call(_, _)).Times(0);
+  FakeSnapshot snapshot(3);
+  ProfileSpec other = SpecFor({{"Slow", &hung}}, {"Slow"}, {});
+  other.scheduler_name = "other";
+  Framework other_fw(std::move(other), 1);  // Exists, as in a two-profile config.
+  ProfileSpec spec = SpecFor({{"Fit", &host}}, {"Fit"}, {});
+  spec.processes["Gate"] = &host;
+  for (v1::ExtensionPoint point : {v1::PRE_ENQUEUE, v1::RESERVE, v1::PERMIT, v1::PRE_BIND,
+                                   v1::BIND, v1::POST_BIND}) {
+    spec.plugins[point] = {PluginRef{"Gate", 0}};
+  }
+  Framework fw(std::move(spec), 1);
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
+    if (req.has_cycle()) return Answered(CycleAnswer({1, 2}, {}, {}, 2));
+    v1::PluginToScheduler a;
+    if (req.has_permit()) {
+      a.mutable_permit();
+    } else {
+      a.mutable_status();
+    }
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_TRUE(fw.RunPreEnqueue(TestPod()).IsSuccess());
+  EXPECT_TRUE(fw.RunReserve(TestPod(), r.node_name, 1).IsSuccess());
+  EXPECT_TRUE(fw.RunPermit(TestPod(), r.node_name, 1).status.IsSuccess());
+  EXPECT_TRUE(fw.RunPreBind(TestPod(), r.node_name, 1).IsSuccess());
+  fw.RunBindPlugins(TestPod(), r.node_name, 1);
+  fw.RunPostBind(TestPod(), r.node_name, 1);
+  fw.RunUnreserve(TestPod(), r.node_name, 1);
+}
+
+}  // namespace
+}  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+// Defect 7: the processes of the profile are told when a cycle ends, so that
+// they drop its state: after an unschedulable attempt (no PostFilter), after
+// PostBind, and after Unreserve.
+TEST(Framework, EndedCyclesAreToldToTheProfilesProcesses) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  ProfileSpec spec = SpecFor({{"Fit", &host}}, {"Fit"}, {});
+  Framework fw(std::move(spec), 1);
+  bool fits = false;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (fits) return Answered(CycleAnswer({1}, {}, {}, 1));
+    return Answered(CycleAnswer({}, {}, {{1, "no"}, {2, "no"}, {3, "no"}}));
+  }));
+  {
+    testing::InSequence in_order;
+    EXPECT_CALL(host, FinishCycle(1));
+    EXPECT_CALL(host, FinishCycle(2));
+    EXPECT_CALL(host, FinishCycle(3));
+  }
+  EXPECT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 1).outcome,
+            ScheduleResult::Outcome::kUnschedulable);
+  fits = true;
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 2);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
+  fw.RunPostBind(TestPod(), r.node_name, 2);
+  r = fw.SchedulePod(TestPod(), snapshot, 1, 3);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
+  fw.RunUnreserve(TestPod(), r.node_name, 3);
+}
+
+}  // namespace
+}  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+class FakeRecorder final : public ExtensionPointRecorder {
+ public:
+  void Observe(std::string_view point, std::string_view status, absl::Duration d) override {
+    observed.emplace_back(std::string(point) + "/" + std::string(status), d);
+  }
+  std::vector<std::pair<std::string, absl::Duration>> observed;
+};
+
+// Defect 10: PreFilter, Filter and Score are recorded on their own, with their
+// own status, from the durations the process reports; an error is an Error.
+TEST(Framework, EachExtensionPointIsRecordedWithItsStatus) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  FakeRecorder recorder;
+  ProfileSpec spec = SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}});
+  spec.plugins[v1::PRE_FILTER].push_back({"Fit", 0});
+  spec.recorder = &recorder;
+  Framework fw(std::move(spec), 1);
+  int call = 0;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin, auto) {
+    switch (++call) {
+      case 1: {
+        v1::PluginToScheduler a = CycleAnswer({1, 2}, {{"Spread", {10, 20}}});
+        a.mutable_cycle()->mutable_durations()->set_pre_filter_ns(1000);
+        a.mutable_cycle()->mutable_durations()->set_filter_ns(2000);
+        a.mutable_cycle()->mutable_durations()->set_score_ns(3000);
+        return Answered(a);
+      }
+      case 2:
+        return Answered(CycleAnswer({}, {}, {{1, "no"}, {2, "no"}, {3, "no"}}));
+      default:
+        return Answered(absl::InternalError("plugin threw"));
+    }
+  }));
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 1).outcome, ScheduleResult::Outcome::kScheduled);
+  using Obs = std::pair<std::string, absl::Duration>;
+  EXPECT_THAT(recorder.observed,
+              testing::ElementsAre(Obs{"PreFilter/Success", absl::Microseconds(1)},
+                                   Obs{"Filter/Success", absl::Microseconds(2)},
+                                   Obs{"Score/Success", absl::Microseconds(3)}));
+  recorder.observed.clear();
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 2).outcome,
+            ScheduleResult::Outcome::kUnschedulable);
+  ASSERT_EQ(recorder.observed.size(), 1u);  // No durations reported: the round trip.
+  EXPECT_EQ(recorder.observed[0].first, "Filter/Unschedulable");
+  recorder.observed.clear();
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 3).outcome, ScheduleResult::Outcome::kError);
+  ASSERT_EQ(recorder.observed.size(), 1u);
+  EXPECT_EQ(recorder.observed[0].first, "Filter/Error");
+}
+
+}  // namespace
+}  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+// Defect 14: an endpoint that connects after start (its plugins were not
+// resolved then) is used from the next pod on.
+TEST(Framework, ReconfiguredProfileUsesALateEndpointForLaterPods) {
+  MockPluginProcess host("host");
+  MockPluginProcess late("late", FailurePolicy::kIgnore);
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({1, 2, 3}, {}));
+  }));
+  EXPECT_CALL(late, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("DenyLabel"));
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(1, 2, 3));
+    v1::PluginToScheduler a = CycleAnswer({2}, {}, {{1, "maintenance"}, {3, "maintenance"}});
+    for (auto& r : *a.mutable_cycle()->mutable_rejected()) r.mutable_status()->set_plugin("DenyLabel");
+    return Answered(a);
+  }));
+  ScheduleResult before = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(before.outcome, ScheduleResult::Outcome::kScheduled);
+
+  fw.Reconfigure(SpecFor({{"Fit", &host}, {"DenyLabel", &late}}, {"Fit", "DenyLabel"}, {}));
+  ScheduleResult after = fw.SchedulePod(TestPod(), snapshot, 1, 2);
+  ASSERT_EQ(after.outcome, ScheduleResult::Outcome::kScheduled) << after.error;
+  EXPECT_EQ(after.node_name, "node-2");
+  EXPECT_EQ(fw.name(), "default-scheduler");
+}
+
+}  // namespace
+}  // namespace podium::scheduler

@@ -18,6 +18,8 @@ class MockPluginProcess : public PluginProcess {
   MOCK_METHOD(v1::Registration, registration, (), (const, override));
   MOCK_METHOD(std::future<PluginAnswer>, Call,
               (v1::SchedulerToPlugin request, std::optional<uint64_t> state_seq), (override));
+  MOCK_METHOD(void, SendState, (uint64_t state_seq), (override));
+  MOCK_METHOD(void, FinishCycle, (uint64_t cycle_id), (override));
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }

@@ -27,6 +27,10 @@ class StateSource {
   virtual bool ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) = 0;
   // The whole state at to_seq, as a reset delta.
   virtual void FullState(uint64_t to_seq, v1::StateDelta* out) = 0;
+  // A connected mirror stands at `position` (the last delta sent to it), or
+  // (nullopt) is disconnected or will be reset: the source keeps what the
+  // slowest connected mirror still needs, and nothing when none is connected.
+  virtual void SetMirrorPosition(const void* mirror, std::optional<uint64_t> position) {}
 };
 
 using PluginAnswer = absl::StatusOr<v1::PluginToScheduler>;
@@ -50,6 +54,13 @@ class PluginProcess {
   virtual std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                          std::optional<uint64_t> state_seq) = 0;
   virtual absl::Duration timeout() const = 0;
+  // Brings the process's mirror to state_seq with a message that carries only
+  // state (no request, no answer): for processes that mirror the cluster but
+  // get no request with state before they need it (Bind-only processes).
+  virtual void SendState(uint64_t state_seq) {}
+  // The scheduling cycle ended (bound, failed or unschedulable): the process
+  // may drop its cycle state. Sent with the next message to the process.
+  virtual void FinishCycle(uint64_t cycle_id) {}
 
   // Counters, for failure policy accounting and the admin API.
   virtual void CountInvalidAnswer() = 0;

@@ -45,6 +45,10 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                                     .Name("scheduler_framework_extension_point_duration_seconds")
                                     .Help("Latency for running all plugins of a specific extension point.")
                                     .Register(*registry_)),
+      algorithm_duration_(prometheus::BuildHistogram()
+                              .Name("scheduler_scheduling_algorithm_duration_seconds")
+                              .Help("Scheduling algorithm latency in seconds.")
+                              .Register(*registry_)),
       plugin_counters_(prometheus::BuildGauge()
                            .Name("podium_plugin_endpoint_events")
                            .Help("Requests, errors, timeouts, invalid answers and ignored failures per plugin endpoint.")
@@ -73,13 +77,11 @@ SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& 
   auto histogram = [&](const char* result) {
     return &attempt_duration_.Add({{"result", result}, {"profile", profile}}, DurationBuckets());
   };
-  auto filter = [&](const char* status) {
-    return &extension_point_duration_.Add(
-        {{"extension_point", "Filter"}, {"status", status}, {"profile", profile}}, DurationBuckets());
-  };
+  // kube-scheduler's algorithm histogram has no labels.
+  prometheus::Histogram* algorithm = &algorithm_duration_.Add({}, DurationBuckets());
   return ProfileSeries{counter("scheduled"),   counter("unschedulable"), counter("error"),
                        histogram("scheduled"), histogram("unschedulable"), histogram("error"),
-                       filter("Success"),      filter("Unschedulable")};
+                       algorithm,              algorithm};
 }
 
 void SchedulerMetrics::ObservePodScheduled(int attempts, double e2e_seconds) {
@@ -112,6 +114,24 @@ void SchedulerMetrics::SetAdapterConnected(bool connected) {
 
 void SchedulerMetrics::CountInvalidObject(const std::string& kind) {
   invalid_objects_.Add({{"kind", kind}}).Increment();
+}
+
+void ExtensionPointMetrics::Observe(std::string_view extension_point, std::string_view status,
+                                    absl::Duration duration) {
+  Series(extension_point, status).Observe(absl::ToDoubleSeconds(duration));
+}
+
+prometheus::Histogram& ExtensionPointMetrics::Series(std::string_view extension_point,
+                                                     std::string_view status) {
+  std::pair<std::string, std::string> key(extension_point, status);
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = series_.try_emplace(key, nullptr);
+  if (inserted) {
+    it->second = &metrics_.extension_point_duration_.Add(
+        {{"extension_point", key.first}, {"status", key.second}, {"profile", profile_}},
+        DurationBuckets());
+  }
+  return *it->second;
 }
 
 }  // namespace podium::scheduler

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
@@ -10,6 +11,8 @@ namespace podium::scheduler {
 namespace {
 
 constexpr size_t kLatencyWindow = 4096;
+// Finished cycle ids wait for a request to ride on up to this many.
+constexpr size_t kMaxQueuedFinishedCycles = 256;
 
 using RequestKind = v1::SchedulerToPlugin::KindCase;
 using AnswerKind = v1::PluginToScheduler::KindCase;
@@ -32,6 +35,40 @@ AnswerKind ExpectedAnswer(RequestKind kind) {
   }
 }
 
+// Whether applying the delta changes a mirror (an empty one only moves its
+// generation).
+bool ChangesMirror(const v1::StateDelta& d) {
+  return d.reset() || d.node_removals_size() > 0 || d.node_upserts_size() > 0 ||
+         d.pod_removals_size() > 0 || d.pod_upserts_size() > 0 || d.pdb_removals_size() > 0 ||
+         d.pdb_upserts_size() > 0 || d.pod_group_removals_size() > 0 ||
+         d.pod_group_upserts_size() > 0;
+}
+
+// Whether the process mirrors anything: what its registration asked for, and
+// nodes whenever it serves a cycle extension point (requests name nodes by
+// their mirror id).
+bool ServesCyclePoints(const v1::Registration& registration) {
+  for (const auto& plugin : registration.plugins()) {
+    for (int point : plugin.extension_points()) {
+      if (point == v1::PRE_FILTER || point == v1::FILTER || point == v1::PRE_SCORE ||
+          point == v1::SCORE) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool ServesPermitPlugin(const v1::Registration& registration, const std::string& plugin) {
+  for (const auto& p : registration.plugins()) {
+    if (p.name() != plugin) continue;
+    for (int point : p.extension_points()) {
+      if (point == v1::PERMIT) return true;
+    }
+  }
+  return false;
+}
+
 std::string RequestKindName(RequestKind kind) {
   const auto* field = v1::SchedulerToPlugin::descriptor()->FindFieldByNumber(kind);
   return field ? field->name() : "none";
@@ -44,12 +81,46 @@ std::string AnswerKindName(AnswerKind kind) {
 
 }  // namespace
 
+v1::MirrorScope EffectiveMirrorScope(const v1::Registration& registration) {
+  v1::MirrorScope scope = registration.mirror();
+  // Pods are mirrored on their nodes.
+  if (ServesCyclePoints(registration) || scope.assigned_pods()) scope.set_nodes(true);
+  return scope;
+}
+
+bool WantsState(const v1::MirrorScope& scope) {
+  return scope.nodes() || scope.assigned_pods() || scope.pod_disruption_budgets() ||
+         scope.pod_groups();
+}
+
+void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta) {
+  if (!scope.nodes()) {
+    delta.clear_node_removals();
+    delta.clear_node_upserts();
+  }
+  if (!scope.assigned_pods()) {
+    delta.clear_pod_removals();
+    delta.clear_pod_upserts();
+  }
+  if (!scope.pod_disruption_budgets()) {
+    delta.clear_pdb_removals();
+    delta.clear_pdb_upserts();
+  }
+  if (!scope.pod_groups()) {
+    delta.clear_pod_group_removals();
+    delta.clear_pod_group_upserts();
+  }
+}
+
 // The reactor of one Run stream. It is deleted only in OnDone; its write queue
 // and closing flag are guarded by the owner's mu_.
 class GrpcPluginProcess::Stream
     : public grpc::ClientBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler> {
  public:
   Stream(GrpcPluginProcess& owner, v1::Plugin::Stub& stub) : owner_(owner) {
+    // An endpoint that is not listening yet (a plugin sidecar still starting)
+    // is waited for, up to the handshake deadline, rather than failing at once.
+    context_.set_wait_for_ready(true);
     stub.async()->Run(&context_, this);
   }
 
@@ -128,9 +199,15 @@ GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource&
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetMaxSendMessageSize(64 << 20);
+  // While waiting for an endpoint, dial at least every second, so that one
+  // that comes up is used within about a second.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Plugin::NewStub(channel_);
   latencies_ms_.reserve(kLatencyWindow);
+  circuit_backoff_ = options_.circuit_open_initial;
   deadline_thread_ = std::thread([this] { DeadlineLoop(); });
 }
 
@@ -150,6 +227,7 @@ absl::Status GrpcPluginProcess::Connect() {
     // Wait for the channel so that a plugin still starting is not an error.
     broken_ = false;
     ++stream_generation_;
+    finished_cycles_.clear();
     stream_ = new Stream(*this, *stub_);
     ++live_streams_;
     stream_->Begin();
@@ -168,9 +246,14 @@ absl::Status GrpcPluginProcess::Connect() {
     stream_->Enqueue(std::move(open));
   }
   PluginAnswer result = answer.get();
+  const bool never_connected = channel_->GetState(false) != GRPC_CHANNEL_READY;
   absl::MutexLock lock(&mu_);
   if (!result.ok()) {
-    last_error_ = std::string(result.status().message());
+    last_error_ = result.status().code() == absl::StatusCode::kDeadlineExceeded && never_connected
+                      ? absl::StrCat("no plugin process answered at ", options_.address,
+                                     " within ", absl::FormatDuration(options_.handshake_timeout),
+                                     " (is it running and listening there?)")
+                      : std::string(result.status().message());
     if (stream_ != nullptr) stream_->Close();
     return absl::UnavailableError(absl::StrCat("plugin endpoint ", options_.name, " (",
                                                options_.address, "): ", last_error_));
@@ -185,6 +268,10 @@ absl::Status GrpcPluginProcess::Connect() {
         "plugin endpoint ", options_.name, " refused the handshake: ", last_error_));
   }
   registration_ = reg;
+  mirror_scope_ = EffectiveMirrorScope(reg);
+  breaker_ = Breaker::kClosed;  // A new stream starts with a clean record.
+  consecutive_timeouts_ = 0;
+  circuit_backoff_ = options_.circuit_open_initial;
   ready_ = true;
   last_error_.clear();
   return absl::OkStatus();
@@ -196,6 +283,7 @@ void GrpcPluginProcess::Shutdown() {
     if (shutdown_) return;
     shutdown_ = true;
     ready_ = false;
+    state_.SetMirrorPosition(this, std::nullopt);
     if (stream_ != nullptr) stream_->Close();
     FailAllPending(absl::CancelledError("scheduler shutting down"));
   }
@@ -222,6 +310,16 @@ v1::Registration GrpcPluginProcess::registration() const {
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
                                                   std::optional<uint64_t> state_seq) {
+  return Send(std::move(request), state_seq, /*expect_answer=*/true);
+}
+
+void GrpcPluginProcess::SendState(uint64_t state_seq) {
+  Send(v1::SchedulerToPlugin(), state_seq, /*expect_answer=*/false);
+}
+
+std::future<PluginAnswer> GrpcPluginProcess::Send(v1::SchedulerToPlugin request,
+                                                  std::optional<uint64_t> state_seq,
+                                                  bool expect_answer) {
   std::promise<PluginAnswer> promise;
   std::future<PluginAnswer> future = promise.get_future();
   // The delta and the request leave together, in delta order: one writer of
@@ -231,43 +329,69 @@ std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
   if (state_seq) {
     delta_lock.emplace(&delta_mu_);
     uint64_t generation;
+    bool resync;
+    v1::MirrorScope scope;
     {
       absl::MutexLock lock(&mu_);
       generation = stream_generation_;
+      resync = std::exchange(resync_mirror_, false);
+      scope = mirror_scope_;
     }
-    v1::StateDelta* delta = request.mutable_delta();
-    if (!mirror_valid_ || mirror_generation_ != generation ||
-        !state_.ReadDelta(mirror_seq_, *state_seq, delta)) {
-      delta->Clear();
-      state_.FullState(*state_seq, delta);
+    if (!WantsState(scope)) {
+      state_seq.reset();  // Nothing to mirror: the request goes alone.
+      delta_lock.reset();
+    } else {
+      v1::StateDelta* delta = request.mutable_delta();
+      const bool current = mirror_valid_ && mirror_generation_ == generation;
+      if (current && !resync && *state_seq == mirror_seq_ && !expect_answer) {
+        return future;  // A state-only message with nothing to say.
+      }
+      if (resync || !current || !state_.ReadDelta(mirror_seq_, *state_seq, delta)) {
+        delta->Clear();
+        state_.FullState(*state_seq, delta);
+      }
+      RestrictToScope(scope, *delta);
+      mirror_generation_ = generation;
     }
-    mirror_generation_ = generation;
   }
+  if (!expect_answer && !state_seq) return future;  // No state wanted.
   absl::MutexLock lock(&mu_);
   if (state_seq && mirror_generation_ != stream_generation_) {
     // Redialled since the delta was chosen: send nothing rather than a delta
     // the new mirror cannot apply; the next call sends a reset.
-    mirror_valid_ = false;
+    InvalidateMirror();
     stats_.errors++;
     promise.set_value(absl::UnavailableError(
         absl::StrCat("plugin endpoint ", options_.name, " reconnected; retry")));
     return future;
   }
-  stats_.requests++;
+  if (expect_answer) stats_.requests++;
   if (!ready_ || stream_ == nullptr) {
     stats_.errors++;
-    if (state_seq) mirror_valid_ = false;
+    if (state_seq) InvalidateMirror();
     promise.set_value(absl::UnavailableError(absl::StrCat(
         "plugin endpoint ", options_.name, " is not connected",
         last_error_.empty() ? "" : ": ", last_error_)));
     return future;
   }
-  const uint64_t id = next_id_++;
+  if (expect_answer) {
+    if (absl::Status open = AdmitThroughBreaker(absl::Now()); !open.ok()) {
+      stats_.errors++;
+      stats_.circuit_fast_failures++;
+      if (state_seq) InvalidateMirror();  // The delta was not sent.
+      promise.set_value(std::move(open));
+      return future;
+    }
+  }
+  const uint64_t id = expect_answer ? next_id_++ : 0;
   request.set_id(id);
+  request.mutable_finished_cycles()->Add(finished_cycles_.begin(), finished_cycles_.end());
+  finished_cycles_.clear();
   const RequestKind kind = request.kind_case();
+  const bool carried_delta = state_seq && ChangesMirror(request.delta());
   if (!stream_->Enqueue(std::move(request))) {
     stats_.errors++;
-    if (state_seq) mirror_valid_ = false;
+    if (state_seq) InvalidateMirror();
     promise.set_value(absl::ResourceExhaustedError(
         absl::StrCat("plugin endpoint ", options_.name, ": too many requests in flight")));
     return future;
@@ -275,16 +399,52 @@ std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
   if (state_seq) {
     mirror_valid_ = true;
     mirror_seq_ = *state_seq;
+    state_.SetMirrorPosition(this, mirror_seq_);
   }
+  if (!expect_answer) return future;
   const absl::Time now = absl::Now();
-  pending_.emplace(id, Pending{std::move(promise), kind, now, now + options_.timeout});
+  pending_.emplace(id, Pending{std::move(promise), kind, now, now + options_.timeout,
+                               carried_delta});
   deadlines_.emplace(now + options_.timeout, id);
   return future;
 }
 
+void GrpcPluginProcess::FinishCycle(uint64_t cycle_id) {
+  absl::MutexLock lock(&mu_);
+  if (!ready_ || stream_ == nullptr) return;  // A new stream has no cycle state.
+  finished_cycles_.push_back(cycle_id);
+  if (finished_cycles_.size() < kMaxQueuedFinishedCycles) return;
+  // An idle process (no request to ride on): tell it in a message of its own.
+  v1::SchedulerToPlugin message;
+  message.mutable_finished_cycles()->Add(finished_cycles_.begin(), finished_cycles_.end());
+  finished_cycles_.clear();
+  stream_->Enqueue(std::move(message));
+}
+
+void GrpcPluginProcess::InvalidateMirror() {
+  mirror_valid_ = false;
+  state_.SetMirrorPosition(this, std::nullopt);
+}
+
 void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& message) {
   if (message.id() == 0 && message.has_permit_decision()) {
-    if (on_permit_decision_) on_permit_decision_(message.permit_decision());
+    const v1::PermitDecision& decision = message.permit_decision();
+    {
+      absl::MutexLock lock(&mu_);
+      if (stream != stream_) return;
+      // A process decides only for the Permit plugins it serves: anything else
+      // would let one plugin allow or reject pods on behalf of another.
+      if (!ServesPermitPlugin(registration_, decision.plugin())) {
+        stats_.refused_permit_decisions++;
+        std::fprintf(stderr,
+                     "podium-scheduler: plugin endpoint %s: refused a PermitDecision for pod %s "
+                     "in the name of plugin \"%s\", which this endpoint does not serve at Permit\n",
+                     options_.name.c_str(), decision.pod_uid().substr(0, 64).c_str(),
+                     decision.plugin().substr(0, 64).c_str());
+        return;
+      }
+    }
+    if (on_permit_decision_) on_permit_decision_(decision);
     return;
   }
   absl::MutexLock lock(&mu_);
@@ -299,8 +459,16 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
   pending_.erase(it);
   deadlines_.erase({pending.deadline, message.id()});
   RecordLatency(absl::Now() - pending.sent);
+  OnRequestAnswered();
   if (message.kind_case() == v1::PluginToScheduler::kError) {
     stats_.errors++;
+    // The plugin may have refused the delta this request carried (the SDK
+    // answers `error` when a delta does not apply): later deltas would apply
+    // on the wrong base, so the next request with state resets the mirror.
+    if (pending.carried_delta) {
+      resync_mirror_ = true;
+      state_.SetMirrorPosition(this, std::nullopt);
+    }
     pending.promise.set_value(absl::InternalError(absl::StrCat(
         "plugin endpoint ", options_.name, " failed ", RequestKindName(pending.kind),
         " request ", message.id(), ": ", message.error())));
@@ -313,6 +481,13 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
         " request ", message.id(), " with ", AnswerKindName(message.kind_case()))));
     return;
   }
+  if (pending.kind == v1::SchedulerToPlugin::kOpen && message.registration().error().empty() &&
+      message.registration().protocol_version() == 1) {
+    // Now, not when Connect resumes: the process may speak first (a
+    // PermitDecision) right after its registration, and is judged by it.
+    registration_ = message.registration();
+    mirror_scope_ = EffectiveMirrorScope(registration_);
+  }
   pending.promise.set_value(std::move(message));
 }
 
@@ -320,6 +495,7 @@ void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
   absl::MutexLock lock(&mu_);
   if (stream != stream_) return;
   stream_->Close();
+  state_.SetMirrorPosition(this, std::nullopt);
   if (!broken_) {
     broken_ = true;
     ready_ = false;
@@ -336,12 +512,70 @@ void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
 void GrpcPluginProcess::OnStreamDone(Stream* stream) {
   absl::MutexLock lock(&mu_);
   if (stream == stream_) {
+    state_.SetMirrorPosition(this, std::nullopt);
     stream_ = nullptr;
     broken_ = true;
     ready_ = false;
     FailAllPending(absl::UnavailableError(
         absl::StrCat("plugin endpoint ", options_.name, ": stream ended")));
   }
+}
+
+absl::Status GrpcPluginProcess::AdmitThroughBreaker(absl::Time now) {
+  switch (breaker_) {
+    case Breaker::kClosed:
+      return absl::OkStatus();
+    case Breaker::kOpen:
+      if (now >= circuit_open_until_) {
+        breaker_ = Breaker::kHalfOpen;  // This request is the probe.
+        return absl::OkStatus();
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "plugin endpoint ", options_.name, ": circuit open after ",
+          options_.circuit_breaker_timeouts, " consecutive timeouts; next probe in ",
+          absl::FormatDuration(absl::Ceil(circuit_open_until_ - now, absl::Milliseconds(1)))));
+    case Breaker::kHalfOpen:
+      return absl::UnavailableError(absl::StrCat(
+          "plugin endpoint ", options_.name,
+          ": circuit open, waiting for the answer to its probe request"));
+  }
+  return absl::OkStatus();
+}
+
+void GrpcPluginProcess::OnRequestTimedOut(absl::Time now) {
+  ++consecutive_timeouts_;
+  if (breaker_ == Breaker::kHalfOpen) {
+    // The probe timed out too: stay open, longer.
+    circuit_backoff_ = std::min(circuit_backoff_ * 2, options_.circuit_open_max);
+  } else if (breaker_ == Breaker::kOpen ||
+             options_.circuit_breaker_timeouts == 0 ||
+             consecutive_timeouts_ < options_.circuit_breaker_timeouts) {
+    return;
+  }
+  breaker_ = Breaker::kOpen;
+  circuit_open_until_ = now + circuit_backoff_;
+  stats_.circuit_opens++;
+  std::fprintf(stderr,
+               "podium-scheduler: plugin endpoint %s (%s): %u consecutive timeouts; calls fail "
+               "at once for %s, then one probe request is let through\n",
+               options_.name.c_str(), options_.address.c_str(), consecutive_timeouts_,
+               absl::FormatDuration(circuit_backoff_).c_str());
+}
+
+void GrpcPluginProcess::OnRequestAnswered() {
+  consecutive_timeouts_ = 0;
+  if (breaker_ != Breaker::kClosed) {
+    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s answers again; circuit closed\n",
+                 options_.name.c_str());
+  }
+  breaker_ = Breaker::kClosed;
+  circuit_backoff_ = options_.circuit_open_initial;
+}
+
+EndpointState GrpcPluginProcess::state() const {
+  absl::MutexLock lock(&mu_);
+  if (!ready_) return EndpointState::kConnecting;
+  return breaker_ == Breaker::kClosed ? EndpointState::kReady : EndpointState::kCircuitOpen;
 }
 
 void GrpcPluginProcess::FailAllPending(const absl::Status& status) {
@@ -393,6 +627,7 @@ void GrpcPluginProcess::DeadlineLoop() {
     auto it = pending_.find(id);
     if (it == pending_.end()) continue;
     stats_.timeouts++;
+    if (it->second.kind != v1::SchedulerToPlugin::kOpen) OnRequestTimedOut(now);
     it->second.promise.set_value(absl::DeadlineExceededError(absl::StrCat(
         "plugin endpoint ", options_.name, " did not answer ", RequestKindName(it->second.kind),
         " request ", id, " within ", absl::FormatDuration(options_.timeout))));
@@ -418,11 +653,14 @@ void GrpcPluginProcess::ReconnectLoop() {
     }
     absl::Status status = Connect();
     if (status.ok()) {
-      absl::MutexLock lock(&mu_);
-      stats_.reconnects++;
-      std::fprintf(stderr, "podium-scheduler: plugin endpoint %s reconnected\n",
-                   options_.name.c_str());
-      backoff = options_.reconnect_initial_backoff;
+      {
+        absl::MutexLock lock(&mu_);
+        stats_.reconnects++;
+        std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s) connected\n",
+                     options_.name.c_str(), options_.address.c_str());
+        backoff = options_.reconnect_initial_backoff;
+      }
+      if (options_.on_reconnected) options_.on_reconnected();
     } else {
       // Wait for the failed stream's OnDone before dialing again.
       absl::MutexLock lock(&mu_);

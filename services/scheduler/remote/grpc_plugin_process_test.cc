@@ -1,7 +1,14 @@
 #include "remote/grpc_plugin_process.h"
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
+#include <functional>
 #include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
 
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
@@ -13,12 +20,19 @@ namespace {
 // A plugin process written in the test: answers Open, then behaves as told.
 class FakePlugin final : public v1::Plugin::Service {
  public:
-  enum class Mode { kEcho, kWrongKind, kSilent, kCloseAfterOpen };
+  enum class Mode { kEcho, kWrongKind, kSilent };
   std::atomic<Mode> mode{Mode::kEcho};
   std::atomic<int> opens{0};
   std::atomic<bool> last_delta_reset{false};
   std::atomic<int> last_delta_nodes{0};
   std::atomic<bool> send_permit_decision{false};
+  // Answer `error` to the n-th request after Open (1-based; 0 = never), as the
+  // SDK does when a delta does not apply.
+  std::atomic<int> error_on_request{0};
+  std::atomic<int> requests{0};
+  absl::Mutex mu;
+  std::vector<bool> resets ABSL_GUARDED_BY(mu);  // Per request: did its delta reset?
+  std::vector<std::vector<uint64_t>> finished ABSL_GUARDED_BY(mu);  // Per request.
 
   grpc::Status Run(grpc::ServerContext* ctx,
                    grpc::ServerReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin>* stream) override {
@@ -30,26 +44,45 @@ class FakePlugin final : public v1::Plugin::Service {
         ++opens;
         auto* reg = out.mutable_registration();
         reg->set_protocol_version(1);
-        reg->add_plugins()->set_name("Fit");
+        auto* fit = reg->add_plugins();
+        fit->set_name("Fit");
+        fit->add_extension_points(v1::FILTER);
+        fit->add_extension_points(v1::PERMIT);
+        auto* score = reg->add_plugins();
+        score->set_name("Spread");
+        score->add_extension_points(v1::SCORE);
+        reg->mutable_mirror()->set_nodes(true);
         stream->Write(out);
         if (send_permit_decision) {
-          v1::PluginToScheduler d;
-          d.mutable_permit_decision()->set_pod_uid("p1");
-          d.mutable_permit_decision()->set_allow(true);
-          stream->Write(d);
+          // First for plugins this process does not serve at Permit, then for its own.
+          for (const char* plugin : {"Other", "Spread", "Fit"}) {
+            v1::PluginToScheduler d;
+            d.mutable_permit_decision()->set_pod_uid(std::string("p-") + plugin);
+            d.mutable_permit_decision()->set_plugin(plugin);
+            d.mutable_permit_decision()->set_allow(true);
+            stream->Write(d);
+          }
         }
-        if (mode == Mode::kCloseAfterOpen) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "bye");
         continue;
       }
       if (in.has_delta()) {
         last_delta_reset = in.delta().reset();
         last_delta_nodes = in.delta().node_upserts_size();
       }
+      {
+        absl::MutexLock lock(&mu);
+        resets.push_back(in.has_delta() && in.delta().reset());
+        finished.emplace_back(in.finished_cycles().begin(), in.finished_cycles().end());
+      }
+      if (++requests == error_on_request) {
+        out.set_error("delta.pod_upserts[0].node_id: unknown node id 9");
+        stream->Write(out);
+        continue;
+      }
       switch (mode.load()) {
         case Mode::kEcho: out.mutable_cycle()->set_nodes_evaluated(7); break;
         case Mode::kWrongKind: out.mutable_permit(); break;
         case Mode::kSilent: continue;
-        case Mode::kCloseAfterOpen: return grpc::Status::OK;
       }
       stream->Write(out);
     }
@@ -57,16 +90,27 @@ class FakePlugin final : public v1::Plugin::Service {
   }
 };
 
-// Full state: one node per call, so a reset is visible; deltas: nothing.
+// Full state: one node per call, so a reset is visible; deltas: one node
+// removal (a change the plugin must apply on the right base).
 class FakeState final : public StateSource {
  public:
-  bool ReadDelta(uint64_t, uint64_t, v1::StateDelta*) override { return true; }
+  bool ReadDelta(uint64_t from, uint64_t to, v1::StateDelta* out) override {
+    out->set_generation(to);
+    if (to > from) out->add_node_removals(99);
+    return true;
+  }
   void FullState(uint64_t seq, v1::StateDelta* out) override {
     out->set_reset(true);
     out->set_generation(seq);
     out->add_node_upserts()->set_id(1);
   }
 };
+
+v1::SchedulerToPlugin CycleRequestMessage() {
+  v1::SchedulerToPlugin m;
+  m.mutable_cycle()->set_cycle_id(1);
+  return m;
+}
 
 class GrpcPluginProcessTest : public testing::Test {
  protected:
@@ -82,15 +126,20 @@ class GrpcPluginProcessTest : public testing::Test {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 
-  GrpcPluginProcess& Start(absl::Duration timeout = absl::Seconds(2)) {
+  GrpcPluginProcess& Start(absl::Duration timeout = absl::Seconds(2),
+                           std::function<void(PluginEndpointOptions&)> customize = nullptr) {
     PluginEndpointOptions options;
     options.name = "host";
     options.address = "127.0.0.1:" + std::to_string(port_);
     options.timeout = timeout;
     options.reconnect_initial_backoff = absl::Milliseconds(20);
+    if (customize) customize(options);
     process_ = std::make_unique<GrpcPluginProcess>(options, state_, [this](const v1::PermitDecision& d) {
-      decision_uid_ = d.pod_uid();
-      decided_.Notify();
+      ++decisions_;
+      if (d.pod_uid() == "p-Fit") {
+        decision_uid_ = d.pod_uid();
+        decided_.Notify();
+      }
     });
     EXPECT_TRUE(process_->Start().ok());
     return *process_;
@@ -108,13 +157,14 @@ class GrpcPluginProcessTest : public testing::Test {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<GrpcPluginProcess> process_;
   std::string decision_uid_;
+  std::atomic<int> decisions_{0};
   absl::Notification decided_;
 };
 
 TEST_F(GrpcPluginProcessTest, HandshakeThenAnswersMatchedById) {
   GrpcPluginProcess& p = Start();
   EXPECT_TRUE(p.ready());
-  ASSERT_EQ(p.registration().plugins_size(), 1);
+  ASSERT_EQ(p.registration().plugins_size(), 2);
   EXPECT_EQ(p.registration().plugins(0).name(), "Fit");
   PluginAnswer a = p.Call(Cycle(), 5).get();
   ASSERT_TRUE(a.ok()) << a.status();
@@ -143,37 +193,140 @@ TEST_F(GrpcPluginProcessTest, SilentPluginMissesItsDeadline) {
   EXPECT_EQ(p.stats().timeouts, 1u);
 }
 
-TEST_F(GrpcPluginProcessTest, ReconnectsAndResendsTheWholeState) {
+// The plugin process dies mid-run and a new one starts on the same address:
+// the request in flight fails, calls fail fast while it is down, and the
+// client reconnects by itself; the new stream's first state is a reset, and
+// later ones are deltas again.
+TEST_F(GrpcPluginProcessTest, ReconnectsAfterThePluginProcessRestartsWithAFullResync) {
   GrpcPluginProcess& p = Start();
   ASSERT_TRUE(p.Call(Cycle(), 5).get().ok());
-  plugin_.last_delta_reset = false;
-  // The plugin process drops every stream right after the handshake once.
-  plugin_.mode = FakePlugin::Mode::kCloseAfterOpen;
-  server_->Shutdown(std::chrono::system_clock::now());  // Breaks the current stream.
+  ASSERT_TRUE(p.Call(Cycle(), 6).get().ok());
+  {
+    absl::MutexLock lock(&plugin_.mu);
+    ASSERT_EQ(plugin_.resets, (std::vector<bool>{true, false}));
+  }
+  plugin_.mode = FakePlugin::Mode::kSilent;
+  std::future<PluginAnswer> in_flight = p.Call(Cycle(), 7);
+  server_->Shutdown(std::chrono::system_clock::now());  // The process dies.
   server_->Wait();
+  EXPECT_EQ(in_flight.get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(p.Call(Cycle(), 8).get().status().code(), absl::StatusCode::kUnavailable);
+
+  FakePlugin restarted;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:" + std::to_string(port_), grpc::InsecureServerCredentials());
-  FakePlugin second;
-  builder.RegisterService(&second);
+  builder.RegisterService(&restarted);
   server_ = builder.BuildAndStart();
   ASSERT_NE(server_, nullptr);
-  // Calls fail fast while disconnected; after the reconnect the mirror is reset.
-  PluginAnswer a = absl::UnavailableError("");
-  for (int i = 0; i < 200 && !(a.ok()); ++i) {
-    a = p.Call(Cycle(), 6).get();
-    if (!a.ok()) absl::SleepFor(absl::Milliseconds(20));
-  }
+  for (int i = 0; i < 250 && !p.ready(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_TRUE(p.ready());
+  PluginAnswer a = p.Call(Cycle(), 9).get();
   ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_TRUE(second.last_delta_reset);
-  EXPECT_GE(p.stats().reconnects, 1u);
+  EXPECT_EQ(a->cycle().nodes_evaluated(), 7u);
+  ASSERT_TRUE(p.Call(Cycle(), 10).get().ok());
+  EXPECT_EQ(restarted.opens, 1);
+  {
+    absl::MutexLock lock(&restarted.mu);
+    EXPECT_EQ(restarted.resets, (std::vector<bool>{true, false}));
+  }
+  EXPECT_EQ(p.mirror_seq(), 10u);
+  EXPECT_EQ(p.stats().reconnects, 1u);
+  // Before `restarted` goes.
+  p.Shutdown();
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+// Defect 5: a plugin that answers `error` to a request carrying a delta may not
+// have applied it; the next request must reset the mirror, not build on it.
+TEST_F(GrpcPluginProcessTest, ErrorAnswerToARequestWithADeltaResetsTheMirror) {
+  plugin_.error_on_request = 2;
+  GrpcPluginProcess& p = Start();
+  ASSERT_TRUE(p.Call(Cycle(), 5).get().ok());             // Reset (first state).
+  EXPECT_FALSE(p.Call(Cycle(), 6).get().ok());            // Delta 5..6, refused.
+  ASSERT_TRUE(p.Call(Cycle(), 7).get().ok());             // Must be a reset again.
+  ASSERT_TRUE(p.Call(Cycle(), 8).get().ok());             // Then deltas resume.
+  absl::MutexLock lock(&plugin_.mu);
+  EXPECT_EQ(plugin_.resets, (std::vector<bool>{true, false, true, false}));
+}
+
+// An error to a request without state (or with an empty delta) costs no reset.
+TEST_F(GrpcPluginProcessTest, ErrorAnswerWithoutStateKeepsTheMirror) {
+  plugin_.error_on_request = 2;
+  GrpcPluginProcess& p = Start();
+  ASSERT_TRUE(p.Call(Cycle(), 5).get().ok());
+  EXPECT_FALSE(p.Call(Cycle(), std::nullopt).get().ok());
+  ASSERT_TRUE(p.Call(Cycle(), 6).get().ok());
+  absl::MutexLock lock(&plugin_.mu);
+  EXPECT_EQ(plugin_.resets, (std::vector<bool>{true, false, false}));
+}
+
+// Defect 7: finished cycles ride on the next message to the process.
+TEST_F(GrpcPluginProcessTest, FinishedCyclesRideOnTheNextRequest) {
+  GrpcPluginProcess& p = Start();
+  p.FinishCycle(7);
+  p.FinishCycle(8);
+  ASSERT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
+  ASSERT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
+  absl::MutexLock lock(&plugin_.mu);
+  EXPECT_EQ(plugin_.finished, (std::vector<std::vector<uint64_t>>{{7, 8}, {}}));
 }
 
 TEST_F(GrpcPluginProcessTest, PluginMaySpeakFirstWithPermitDecisions) {
   plugin_.send_permit_decision = true;
   Start();
   ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(absl::Seconds(5)));
-  EXPECT_EQ(decision_uid_, "p1");
+  EXPECT_EQ(decision_uid_, "p-Fit");
+}
+
+// Defect 12: a process may decide only for the Permit plugins it serves.
+TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAreRefused) {
+  plugin_.send_permit_decision = true;
+  GrpcPluginProcess& p = Start();
+  // Messages are handled in order: once the valid one arrived, the others were refused.
+  ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_EQ(decision_uid_, "p-Fit");
+  EXPECT_EQ(decisions_, 1);
+  EXPECT_EQ(p.stats().refused_permit_decisions, 2u);
+}
+
+// Defect 13: an endpoint that keeps timing out fails fast, and a probe
+// request is let through after the open period.
+TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
+  plugin_.mode = FakePlugin::Mode::kSilent;
+  GrpcPluginProcess& p = Start(absl::Milliseconds(50), [](PluginEndpointOptions& o) {
+    o.circuit_breaker_timeouts = 3;
+    o.circuit_open_initial = absl::Milliseconds(300);
+  });
+  EXPECT_EQ(p.state(), EndpointState::kReady);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(),
+              absl::StatusCode::kDeadlineExceeded);
+  }
+  EXPECT_EQ(p.state(), EndpointState::kCircuitOpen);
+  EXPECT_EQ(p.stats().circuit_opens, 1u);
+  // Open: fails at once, without a request on the stream.
+  PluginAnswer fast = p.Call(Cycle(), std::nullopt).get();
+  EXPECT_EQ(fast.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(fast.status().message().find("circuit open"), std::string::npos) << fast.status();
+  EXPECT_EQ(p.stats().circuit_fast_failures, 1u);
+
+  // After the open period one probe goes through; it times out: open again.
+  absl::SleepFor(absl::Milliseconds(350));
+  EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(p.state(), EndpointState::kCircuitOpen);
+  EXPECT_EQ(p.stats().circuit_opens, 2u);
+  EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(), absl::StatusCode::kUnavailable);
+
+  // The endpoint recovers: the next probe (the open period doubled) closes it.
+  plugin_.mode = FakePlugin::Mode::kEcho;
+  absl::SleepFor(absl::Milliseconds(650));
+  PluginAnswer probe = p.Call(Cycle(), std::nullopt).get();
+  ASSERT_TRUE(probe.ok()) << probe.status();
+  EXPECT_EQ(p.state(), EndpointState::kReady);
+  EXPECT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
+  // Only the 3 timed-out requests, 2 probes and the last call reached the plugin.
+  EXPECT_EQ(plugin_.requests, 6);
 }
 
 TEST_F(GrpcPluginProcessTest, UnreachableEndpointFailsToStartWithItsName) {
@@ -185,9 +338,46 @@ TEST_F(GrpcPluginProcessTest, UnreachableEndpointFailsToStartWithItsName) {
   absl::Status s = p.Start();
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("plugin endpoint python"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("no plugin process answered at unix:///nonexistent/podium-test.sock"),
+            std::string::npos)
+      << s;
   PluginAnswer a = p.Call(Cycle(), std::nullopt).get();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable);
   p.Shutdown();
+}
+
+// Defect 14: a plugin sidecar that starts after the scheduler is waited for
+// (up to the handshake timeout), not reported as "stream closed" at once.
+TEST(GrpcPluginProcessStartTest, WaitsForAnEndpointThatComesUpLate) {
+  char dir[] = "/tmp/podium-late-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string address = std::string("unix://") + dir + "/late.sock";
+  FakePlugin plugin;
+  FakeState state;
+  PluginEndpointOptions options;
+  options.name = "late";
+  options.address = address;
+  options.handshake_timeout = absl::Seconds(20);
+  GrpcPluginProcess process(options, state, nullptr);
+  std::unique_ptr<grpc::Server> server;
+  std::thread starter([&] {
+    absl::SleepFor(absl::Seconds(1));
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.RegisterService(&plugin);
+    server = builder.BuildAndStart();
+  });
+  const absl::Status started = process.Start();
+  starter.join();
+  ASSERT_NE(server, nullptr);
+  EXPECT_TRUE(started.ok()) << started;
+  EXPECT_TRUE(process.ready());
+  PluginAnswer answer = process.Call(CycleRequestMessage(), 1).get();
+  EXPECT_TRUE(answer.ok()) << answer.status();
+  process.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  std::remove((std::string(dir) + "/late.sock").c_str());
+  rmdir(dir);
 }
 
 }  // namespace

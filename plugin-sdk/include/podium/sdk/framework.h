@@ -179,6 +179,17 @@ class Snapshot {
   virtual const NodeInfo* Get(std::string_view node_name) const = 0;
   virtual const NodeInfo* GetById(uint32_t id) const = 0;
   virtual size_t NumNodes() const = 0;
+  // The PodDisruptionBudgets of a namespace, and a PodGroup by namespace and
+  // name. In a plugin process they are mirrored only when a plugin of the
+  // process asks for them (PluginDefinition::mirror); otherwise empty / null.
+  virtual std::vector<const v1::PodDisruptionBudget*> PodDisruptionBudgets(
+      std::string_view namespace_) const {
+    return {};
+  }
+  virtual const v1::PodGroup* GetPodGroup(std::string_view namespace_,
+                                          std::string_view name) const {
+    return nullptr;
+  }
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
@@ -333,9 +344,20 @@ using PluginPtr = std::unique_ptr<Plugin>;
 using PluginFactory =
     std::function<absl::StatusOr<PluginPtr>(const boost::json::object& args, Handle& handle)>;
 
+// The cluster state a plugin reads through Handle::snapshot(), beyond the
+// nodes (always mirrored: requests name nodes by their mirror id). A process
+// asks the scheduler (Registration.mirror) for the union of what its plugins
+// need, and gets nothing else.
+struct MirrorNeeds {
+  bool assigned_pods = true;  // Bound and assumed pods on their nodes.
+  bool pod_disruption_budgets = false;
+  bool pod_groups = false;
+};
+
 struct PluginDefinition {
   std::string name;
   PluginFactory factory;
+  MirrorNeeds mirror = {};
 };
 
 }  // namespace podium::sdk

@@ -1,0 +1,381 @@
+#include "cycle_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl_compat.h"
+
+namespace podium::sdk::internal {
+
+void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
+                 v1::Status* out) {
+  Code code = status.code();
+  if (recode == Recode::kError ||
+      (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
+    code = Code::kError;
+  }
+  out->set_code(static_cast<v1::Status::Code>(static_cast<int>(code)));
+  for (const std::string& reason : status.reasons()) out->add_reasons(reason);
+  out->set_plugin(plugin);
+}
+
+PodInfoPtr TakePod(v1::Pod* pod) { return PodInfo::Create(std::move(*pod)); }
+
+namespace {
+// Times the phases of a cycle request into CycleResponse.durations, so the
+// scheduler can record each extension point on its own.
+class PhaseTimer {
+ public:
+  enum Phase { kNone, kPreFilter, kFilter, kPreScore, kScore };
+  explicit PhaseTimer(v1::CycleResponse& out) : out_(out) {}
+  ~PhaseTimer() { Enter(kNone); }
+  PhaseTimer(const PhaseTimer&) = delete;
+  PhaseTimer& operator=(const PhaseTimer&) = delete;
+
+  // Ends the current phase (if any) and starts `next`.
+  void Enter(Phase next) {
+    const auto now = std::chrono::steady_clock::now();
+    if (phase_ != kNone) {
+      const uint64_t ns = std::max<int64_t>(
+          1, std::chrono::duration_cast<std::chrono::nanoseconds>(now - since_).count());
+      v1::PhaseDurations& d = *out_.mutable_durations();
+      switch (phase_) {
+        case kPreFilter: d.set_pre_filter_ns(d.pre_filter_ns() + ns); break;
+        case kFilter: d.set_filter_ns(d.filter_ns() + ns); break;
+        case kPreScore: d.set_pre_score_ns(d.pre_score_ns() + ns); break;
+        case kScore: d.set_score_ns(d.score_ns() + ns); break;
+        case kNone: break;
+      }
+    }
+    phase_ = next;
+    since_ = now;
+  }
+
+ private:
+  v1::CycleResponse& out_;
+  Phase phase_ = kNone;
+  std::chrono::steady_clock::time_point since_;
+};
+
+}  // namespace
+
+CycleRunner::CycleRunner(const Mirror& mirror, size_t max_cycle_states)
+    : mirror_(mirror), max_cycle_states_(max_cycle_states) {}
+
+void CycleRunner::Finish(uint64_t cycle_id) { cycle_states_.erase(cycle_id); }
+
+CycleState& CycleRunner::StateFor(uint64_t cycle_id) {
+  auto [it, inserted] = cycle_states_.try_emplace(cycle_id);
+  if (!inserted) return *it->second;
+  it->second = std::make_unique<CycleState>();
+  CycleState& state = *it->second;
+  while (cycle_states_.size() > max_cycle_states_) {
+    auto oldest = cycle_states_.begin();
+    if (oldest->first == cycle_id) ++oldest;
+    cycle_states_.erase(oldest);
+  }
+  return state;
+}
+
+CycleState* CycleRunner::FindState(uint64_t cycle_id) {
+  auto it = cycle_states_.find(cycle_id);
+  return it == cycle_states_.end() ? nullptr : it->second.get();
+}
+
+void CycleRunner::ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out) {
+  out.clear();
+  const auto& skipped = state.skip_filter_plugins();
+  for (PluginInstance* filter : filters) {
+    if (skipped.empty() || !skipped.contains(filter->name)) out.push_back(filter);
+  }
+}
+
+void CycleRunner::ActiveExtensions(const PluginList& pre_filters, CycleState& state,
+                               std::vector<ExtensionRef>& out) {
+  out.clear();
+  const auto& skipped = state.skip_filter_plugins();
+  for (PluginInstance* plugin : pre_filters) {
+    if (plugin->pre_filter == nullptr) continue;
+    if (!skipped.empty() && skipped.contains(plugin->name)) continue;
+    if (PreFilterExtensions* extensions = plugin->pre_filter->Extensions()) {
+      out.push_back({extensions, &plugin->name});
+    }
+  }
+}
+
+CycleRunner::FilterOutcome CycleRunner::RunFilters(const PluginList& filters, CycleState& state,
+                                           const PodInfo& pod, const NodeInfo& node) {
+  for (PluginInstance* plugin : filters) {
+    Status status = plugin->filter->Filter(state, pod, node);
+    if (!status.IsSuccess()) return {std::move(status), &plugin->name};
+  }
+  return {};
+}
+
+// kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
+// the nominated pods of higher or equal priority on it (they will take their
+// place), and without them (pod affinity may need them absent).
+CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& state,
+                                                            const PodInfo& pod,
+                                                            const NodeInfo& node) {
+  auto nominated = nominated_.find(node.id());
+  if (nominated == nominated_.end()) return RunFilters(active_filters_, state, pod, node);
+  NodeInfo node_with_pods = node;
+  std::unique_ptr<CycleState> state_with_pods = state.Clone();
+  bool added = false;
+  for (const PodInfoPtr& other : nominated->second) {
+    if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
+        node.FindPod(other->uid()) != nullptr) {
+      continue;
+    }
+    node_with_pods.AddPod(other);
+    added = true;
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->AddPod(*state_with_pods, pod, *other, node_with_pods);
+      if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
+    }
+  }
+  if (!added) return RunFilters(active_filters_, state, pod, node);
+  FilterOutcome with_pods = RunFilters(active_filters_, *state_with_pods, pod, node_with_pods);
+  if (!with_pods.status.IsSuccess()) return with_pods;
+  return RunFilters(active_filters_, state, pod, node);
+}
+
+absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginList& filters,
+                                  const PluginList& pre_scores, const PluginList& scores,
+                                  v1::CycleRequest& request, v1::CycleResponse& out) {
+  const v1::NodeSet& node_set = request.nodes();
+  const bool all_nodes = node_set.all_nodes();
+  if (!all_nodes) {
+    request_nodes_.clear();
+    request_nodes_.reserve(node_set.node_ids_size());
+    for (int i = 0; i < node_set.node_ids_size(); ++i) {
+      const NodeInfo* node = mirror_.GetById(node_set.node_ids(i));
+      if (node == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cycle.nodes.node_ids[", i, "]: unknown node id ", node_set.node_ids(i)));
+      }
+      request_nodes_.push_back(node);
+    }
+  }
+  const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
+
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+  CycleState& state = StateFor(request.cycle_id());
+  PhaseTimer timer(out);
+
+  // PreFilter.
+  if (!pre_filters.empty()) timer.Enter(PhaseTimer::kPreFilter);
+  std::optional<absl::flat_hash_set<std::string>> allowed_names;
+  std::vector<std::string> narrowing_plugins;
+  for (PluginInstance* plugin : pre_filters) {
+    auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
+    if (status.IsSkip()) {
+      state.skip_filter_plugins().insert(plugin->name);
+      out.add_skipped_filter_plugins(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_pre_filter_status());
+      return absl::OkStatus();
+    }
+    if (!result.node_names.has_value()) continue;
+    narrowing_plugins.push_back(plugin->name);
+    if (!allowed_names.has_value()) {
+      allowed_names = std::move(result.node_names);
+    } else {
+      absl::erase_if(*allowed_names,
+                     [&](const std::string& name) { return !result.node_names->contains(name); });
+    }
+    if (allowed_names->empty()) {
+      Status status(Code::kUnschedulableAndUnresolvable,
+                    absl::StrCat("node(s) didn't satisfy plugin(s) [",
+                                 absl::StrJoin(narrowing_plugins, " "), "] simultaneously"));
+      WriteStatus(status, plugin->name, Recode::kKeep, out.mutable_pre_filter_status());
+      return absl::OkStatus();
+    }
+  }
+  absl::flat_hash_set<const NodeInfo*> allowed_nodes;
+  if (allowed_names.has_value()) {
+    for (const std::string& name : *allowed_names) {
+      if (const NodeInfo* node = mirror_.Get(name)) allowed_nodes.insert(node);
+    }
+  }
+  const std::string narrowed_by = absl::StrJoin(narrowing_plugins, " ");
+
+  // Filter.
+  timer.Enter(filters.empty() ? PhaseTimer::kNone : PhaseTimer::kFilter);
+  ActiveFilters(filters, state, active_filters_);
+  nominated_.clear();
+  if (request.nominated_pods_size() > 0) {
+    ActiveExtensions(pre_filters, state, extensions_);
+    for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
+      nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
+    }
+  }
+  const size_t n = nodes.size();
+  const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
+  const size_t want = request.num_feasible_to_find();
+  feasible_.clear();
+  uint32_t evaluated = 0;
+  for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
+    size_t index = start + i;
+    if (index >= n) index -= n;
+    const NodeInfo& node = *nodes[index];
+    ++evaluated;
+    if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
+      v1::NodeStatus& rejected = *out.add_rejected();
+      rejected.set_node_id(node.id());
+      v1::Status& status = *rejected.mutable_status();
+      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
+      status.set_plugin(narrowing_plugins.front());
+      continue;
+    }
+    FilterOutcome outcome = nominated_.empty()
+                                ? RunFilters(active_filters_, state, *pod, node)
+                                : RunFiltersWithNominatedPods(state, *pod, node);
+    if (outcome.status.IsSuccess()) {
+      feasible_.push_back(&node);
+      out.add_feasible(node.id());
+      continue;
+    }
+    v1::NodeStatus& rejected = *out.add_rejected();
+    rejected.set_node_id(node.id());
+    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+    // An error fails the whole cycle (kube-scheduler): stop here, no scores.
+    if (!outcome.status.IsRejected()) {
+      out.set_nodes_evaluated(evaluated);
+      return absl::OkStatus();
+    }
+  }
+  out.set_nodes_evaluated(evaluated);
+
+  // PreScore, Score, NormalizeScore over the feasible nodes.
+  timer.Enter(pre_scores.empty() || feasible_.empty() ? PhaseTimer::kNone
+                                                          : PhaseTimer::kPreScore);
+  for (PluginInstance* plugin : pre_scores) {
+    if (feasible_.empty()) break;
+    Status status = plugin->pre_score->PreScore(state, *pod, feasible_);
+    if (status.IsSkip()) {
+      state.skip_score_plugins().insert(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+      return absl::OkStatus();
+    }
+  }
+  const auto& skipped_scores = state.skip_score_plugins();
+  timer.Enter(scores.empty() ? PhaseTimer::kNone : PhaseTimer::kScore);
+  for (PluginInstance* plugin : scores) {
+    v1::PluginScores& plugin_scores = *out.add_scores();
+    plugin_scores.set_plugin(plugin->name);
+    auto& wire = *plugin_scores.mutable_scores();
+    wire.Reserve(static_cast<int>(feasible_.size()));
+    // A plugin whose PreScore returned Skip adds nothing to any node.
+    if (!skipped_scores.empty() && skipped_scores.contains(plugin->name)) {
+      wire.Resize(static_cast<int>(feasible_.size()), 0);
+      continue;
+    }
+    node_scores_.resize(feasible_.size());
+    for (size_t i = 0; i < feasible_.size(); ++i) {
+      auto [score, status] = plugin->score->Score(state, *pod, *feasible_[i]);
+      if (!status.IsSuccess()) {
+        out.clear_scores();
+        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+        return absl::OkStatus();
+      }
+      node_scores_[i] = NodeScore{feasible_[i], score};
+    }
+    if (plugin->score->HasNormalizeScore() && !feasible_.empty()) {
+      Status status = plugin->score->NormalizeScore(state, *pod, node_scores_);
+      if (!status.IsSuccess()) {
+        out.clear_scores();
+        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+        return absl::OkStatus();
+      }
+    }
+    for (const NodeScore& score : node_scores_) wire.AddAlreadyReserved(score.score);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CycleRunner::RunDryRunFilter(const PluginList& filters,
+                                         v1::DryRunFilterRequest& request,
+                                         v1::DryRunFilterResponse& out) {
+  const NodeInfo* node = mirror_.GetById(request.node_id());
+  if (node == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dry_run_filter.node_id: unknown node id ", request.node_id()));
+  }
+  PodInfoPtr pod = TakePod(request.mutable_pod());
+
+  CycleState* base = FindState(request.cycle_id());
+  if (base == nullptr) {
+    // No state for this cycle (it was dropped, or filtering ran elsewhere): run
+    // the PreFilter of the filter plugins that have one, as the cycle would.
+    base = &StateFor(request.cycle_id());
+    for (PluginInstance* plugin : filters) {
+      if (plugin->pre_filter == nullptr) continue;
+      auto [result, status] = plugin->pre_filter->PreFilter(*base, *pod, mirror_);
+      if (status.IsSkip()) {
+        base->skip_filter_plugins().insert(plugin->name);
+      } else if (!status.IsSuccess()) {
+        WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_status());
+        cycle_states_.erase(request.cycle_id());
+        return absl::OkStatus();
+      }
+    }
+  }
+  std::unique_ptr<CycleState> state = base->Clone();
+  ActiveExtensions(filters, *state, extensions_);
+  NodeInfo dry_node = *node;
+  for (int i = 0; i < request.remove_pod_uids_size(); ++i) {
+    const std::string& uid = request.remove_pod_uids(i);
+    PodInfoPtr victim;
+    for (const PodInfoPtr& p : dry_node.pods()) {
+      if (p->uid() == uid) {
+        victim = p;
+        break;
+      }
+    }
+    if (victim == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("dry_run_filter.remove_pod_uids[", i,
+                                                     "]: pod ", uid, " is not on node ",
+                                                     dry_node.name()));
+    }
+    dry_node.RemovePod(uid);
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->RemovePod(*state, *pod, *victim, dry_node);
+      if (!status.IsSuccess()) {
+        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
+        return absl::OkStatus();
+      }
+    }
+  }
+  for (v1::Pod& added : *request.mutable_add_pods()) {
+    PodInfoPtr info = TakePod(&added);
+    dry_node.AddPod(info);
+    for (const ExtensionRef& ext : extensions_) {
+      Status status = ext.extensions->AddPod(*state, *pod, *info, dry_node);
+      if (!status.IsSuccess()) {
+        WriteStatus(status, *ext.plugin, Recode::kError, out.mutable_status());
+        return absl::OkStatus();
+      }
+    }
+  }
+  ActiveFilters(filters, *state, active_filters_);
+  FilterOutcome outcome = RunFilters(active_filters_, *state, *pod, dry_node);
+  if (outcome.plugin == nullptr) {
+    out.mutable_status()->set_code(v1::Status::SUCCESS);
+  } else {
+    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, out.mutable_status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podium::sdk::internal

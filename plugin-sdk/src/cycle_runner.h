@@ -1,0 +1,131 @@
+// The phases of one scheduling cycle as a plugin process runs them, on the
+// session's mirror: PreFilter, Filter (from the rotated start, stopping at
+// num_feasible_to_find, counting nominated pods), PreScore, Score and
+// NormalizeScore for a CycleRequest, and preemption's dry run of Filter with
+// pods removed or added. It keeps the cycle states until their cycle finishes.
+// Not thread-safe: the session calls it for one message at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "mirror.h"
+#include "podium/sdk/extension_points.h"
+#include "podium/sdk/framework.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::sdk::internal {
+
+enum class ExtensionPointKind {
+  kPreEnqueue,
+  kPreFilter,
+  kFilter,
+  kPreScore,
+  kScore,
+  kReserve,
+  kPermit,
+  kPreBind,
+  kBind,
+  kPostBind,
+};
+
+// A plugin built for one stream, with its interfaces resolved once.
+struct PluginInstance {
+  std::string name;  // As registered (the definition's name).
+  PluginPtr plugin;
+  PreEnqueuePlugin* pre_enqueue = nullptr;
+  PreFilterPlugin* pre_filter = nullptr;
+  FilterPlugin* filter = nullptr;
+  PreScorePlugin* pre_score = nullptr;
+  ScorePlugin* score = nullptr;
+  ReservePlugin* reserve = nullptr;
+  PermitPlugin* permit = nullptr;
+  PreBindPlugin* pre_bind = nullptr;
+  BindPlugin* bind = nullptr;
+  PostBindPlugin* post_bind = nullptr;
+  std::vector<ClusterEventWithHint> events;
+
+  bool Implements(ExtensionPointKind point) const;
+};
+
+using PluginList = std::vector<PluginInstance*>;
+
+enum class Recode {
+  kKeep,
+  // Rejections keep their code, anything else that is not success is an error
+  // (kube-scheduler's RunFilterPlugins).
+  kFilter,
+  kError,
+};
+
+// Writes a plugin's status to the wire (on the response's arena: no copies of
+// the status on the heap).
+void WriteStatus(const Status& status, const std::string& plugin, Recode recode, v1::Status* out);
+
+// The pod of a request, moved out of it.
+PodInfoPtr TakePod(v1::Pod* pod);
+
+class CycleRunner {
+ public:
+  // Beyond max_cycle_states the oldest cycle state is dropped (a safety bound
+  // for a scheduler that never sends finished_cycles).
+  CycleRunner(const Mirror& mirror, size_t max_cycle_states);
+  CycleRunner(const CycleRunner&) = delete;
+  CycleRunner& operator=(const CycleRunner&) = delete;
+
+  // The plugin lists are the request's, resolved; objects are moved out of
+  // the request. An error is a request that cannot be run at all.
+  absl::Status RunCycle(const PluginList& pre_filters, const PluginList& filters,
+                        const PluginList& pre_scores, const PluginList& scores,
+                        v1::CycleRequest& request, v1::CycleResponse& out);
+  absl::Status RunDryRunFilter(const PluginList& filters, v1::DryRunFilterRequest& request,
+                               v1::DryRunFilterResponse& out);
+
+  // The state of a cycle, created on first use (Reserve, Permit... of a cycle
+  // filtered elsewhere).
+  CycleState& StateFor(uint64_t cycle_id);
+  CycleState* FindState(uint64_t cycle_id);
+  // The scheduler finished the cycle: its state goes.
+  void Finish(uint64_t cycle_id);
+  size_t NumCycleStates() const { return cycle_states_.size(); }
+
+ private:
+  struct ExtensionRef {
+    PreFilterExtensions* extensions;
+    const std::string* plugin;
+  };
+
+  // Filter plugins not skipped by PreFilter, in order, into `out`.
+  static void ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out);
+  static void ActiveExtensions(const PluginList& pre_filters, CycleState& state,
+                               std::vector<ExtensionRef>& out);
+  // A filter outcome and the plugin that produced it (null on success).
+  struct FilterOutcome {
+    Status status;
+    const std::string* plugin = nullptr;
+  };
+  static FilterOutcome RunFilters(const PluginList& filters, CycleState& state,
+                                  const PodInfo& pod, const NodeInfo& node);
+  FilterOutcome RunFiltersWithNominatedPods(CycleState& state, const PodInfo& pod,
+                                            const NodeInfo& node);
+
+  const Mirror& mirror_;
+  const size_t max_cycle_states_;
+  // Cycle ids grow, so the smallest id is the oldest cycle.
+  absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
+
+  // Scratch reused across requests (no per-node allocations on the hot path).
+  PluginList active_filters_;
+  std::vector<ExtensionRef> extensions_;
+  std::vector<const NodeInfo*> request_nodes_;
+  std::vector<const NodeInfo*> feasible_;
+  std::vector<NodeScore> node_scores_;
+  absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
+};
+
+}  // namespace podium::sdk::internal
