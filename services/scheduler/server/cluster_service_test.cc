@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <memory>
 #include <string>
 
@@ -128,6 +129,9 @@ class ClusterServiceTest : public ::testing::Test {
     return action;
   }
 
+  // Outlive the service: a callback may still run while it shuts down.
+  ResultWaiter& NewWaiter() { return waiters_.emplace_back(); }
+  std::deque<ResultWaiter> waiters_;
   RecordingHandler handler_;
   std::unique_ptr<ClusterService> service_;
   std::string path_;
@@ -160,7 +164,7 @@ TEST_F(ClusterServiceTest, SecondStreamIsRefusedAndTheFirstKeepsItsBinds) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_THAT(refused.error_message(), HasSubstr("adapter-a"));
 
-  ResultWaiter waiter;
+  ResultWaiter& waiter = NewWaiter();
   service_->Send(Bind("web-1"), waiter.Callback());
   const uint64_t id = ExpectAction(first);
   v1::ClusterMessage results;
@@ -178,7 +182,7 @@ TEST_F(ClusterServiceTest, TakeoverClosesTheFirstStreamAndFailsItsActions) {
   Start();
   Stream first = Open("adapter-a");
   ExpectAccepted(first);
-  ResultWaiter pending;
+  ResultWaiter& pending = NewWaiter();
   service_->Send(Bind("web-1"), pending.Callback());
   ExpectAction(first);
 
@@ -192,7 +196,7 @@ TEST_F(ClusterServiceTest, TakeoverClosesTheFirstStreamAndFailsItsActions) {
   ASSERT_TRUE(pending.Wait());
   EXPECT_EQ(pending.result.code(), v1::ActionResult::UNAVAILABLE);
 
-  ResultWaiter next;
+  ResultWaiter& next = NewWaiter();
   service_->Send(Bind("web-2"), next.Callback());
   ExpectAction(second);
   EXPECT_EQ(service_->stats().taken_over_streams, 1u);
@@ -224,7 +228,9 @@ TEST_F(ClusterServiceTest, FullOutboxFailsTheActionWithUnavailable) {
   Start(options);
   Stream s = Open("slow-adapter");
   ExpectAccepted(s);
-  ResultWaiter a, b, c;
+  ResultWaiter& a = NewWaiter();
+  ResultWaiter& b = NewWaiter();
+  ResultWaiter& c = NewWaiter();
   service_->Send(Bind("web-1"), a.Callback());
   service_->Send(Bind("web-2"), b.Callback());
   service_->Send(Bind("web-3"), c.Callback());
@@ -240,7 +246,7 @@ TEST_F(ClusterServiceTest, ResultsForUnknownActionsAreCounted) {
   Start();
   Stream s = Open("adapter-a");
   ExpectAccepted(s);
-  ResultWaiter known;
+  ResultWaiter& known = NewWaiter();
   service_->Send(Bind("web-1"), known.Callback());
   const uint64_t id = ExpectAction(s);
   v1::ClusterMessage results;
@@ -260,7 +266,7 @@ TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
   {
     Stream s = Open("adapter-a");
     ExpectAccepted(s);
-    ResultWaiter pending;
+    ResultWaiter& pending = NewWaiter();
     service_->Send(Bind("web-1"), pending.Callback());
     ExpectAction(s);
     s.rw->WritesDone();
