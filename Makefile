@@ -21,6 +21,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed
 
 TSAN_BUILD ?= build-tsan
+# The scheduler's and the SDK's unit tests.
+TSAN_TARGETS := podium_server_test podium_queue_test podium_cache_test podium_config_test \
+  podium_framework_test podium_remote_test podium_scheduler_test \
+  podium_sdk_framework_test podium_sdk_mirror_test podium_sdk_runtime_test
 
 .PHONY: all deps configure build run test bench tsan clean
 
@@ -63,7 +67,7 @@ bench: build
 # report in our code fails the test.
 tsan: deps
 	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_TSAN=ON
-	cmake --build $(TSAN_BUILD) -j$(JOBS) --target unit_tests
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TARGETS)
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --test-dir $(TSAN_BUILD)/services/scheduler --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
