@@ -161,7 +161,7 @@ TEST_F(AdminServiceTest, BadPageTokenIsRefusedAndNotEchoedWhole) {
 TEST_F(AdminServiceTest, ExplainPodNotFoundDoesNotEchoUnboundedInput) {
   v1::ExplainPodRequest request;
   request.set_namespace_("default");
-  request.set_name(std::string(1 << 20, 'n'));
+  request.set_name(std::string(64 << 10, 'n'));
   v1::ExplainPodResponse response;
   grpc::Status s = stub_->ExplainPod(Ctx().get(), request, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
