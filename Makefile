@@ -2,6 +2,8 @@
 #              podium-scheduler and podium-plugin-host spawned as child processes
 # make test  - every unit and integration test, through ctest
 # make bench - scheduler_perf-shaped benchmarks, results in build/bench/results.json
+# make tsan  - the scheduler's and the SDK's unit tests under ThreadSanitizer
+#              (a separate build in build-tsan; suppressions in tsan.supp)
 # Each target installs what is missing (Debian packages) and builds what is stale.
 
 BUILD     ?= build
@@ -18,7 +20,13 @@ DEB_PACKAGES := build-essential cmake pkg-config \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed
 
-.PHONY: all deps configure build run test bench clean
+TSAN_BUILD ?= build-tsan
+# The scheduler's and the SDK's unit tests.
+TSAN_TARGETS := podium_server_test podium_queue_test podium_cache_test podium_config_test \
+  podium_framework_test podium_remote_test podium_scheduler_test \
+  podium_sdk_framework_test podium_sdk_mirror_test podium_sdk_runtime_test
+
+.PHONY: all deps configure build run test bench tsan clean
 
 all: build
 
@@ -55,5 +63,15 @@ test: build
 bench: build
 	integration/bench/run_bench.sh $(BUILD)
 
+# Only races inside gRPC, Abseil and protobuf are suppressed (tsan.supp); a
+# report in our code fails the test.
+tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_TSAN=ON
+	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TARGETS)
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --test-dir $(TSAN_BUILD)/services/scheduler --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --test-dir $(TSAN_BUILD)/plugin-sdk --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD)

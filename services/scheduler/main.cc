@@ -31,6 +31,7 @@
 #include "scheduler.h"
 #include "server/admin_service.h"
 #include "server/cluster_service.h"
+#include "server/listener.h"
 #include "absl/synchronization/mutex.h"
 
 ABSL_FLAG(std::string, config, "", "KubeSchedulerConfiguration (+ PodiumConfiguration) YAML file");
@@ -107,13 +108,8 @@ int Run(std::vector<std::string> overrides) {
     for (const std::string& plugin : ep.plugins) {
       v1::PluginArgs args;
       args.set_name(plugin);
-      for (const ProfileConfig& profile : config->profiles) {
-        auto it = profile.plugin_args.find(plugin);
-        if (it != profile.plugin_args.end()) {
-          args.set_args_json(boost::json::serialize(it->second));
-          break;
-        }
-      }
+      // One set of args per plugin: config parsing refused profiles that differ.
+      if (const boost::json::object* a = config->ArgsFor(plugin)) args.set_args_json(boost::json::serialize(*a));
       options.plugins.push_back(std::move(args));
     }
     auto process = std::make_unique<GrpcPluginProcess>(
@@ -151,6 +147,13 @@ int Run(std::vector<std::string> overrides) {
     absl::StatusOr<ProfileSpec> spec =
         ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, served);
     if (!spec.ok()) return Fail(std::string(spec.status().message()));
+    // multiPoint may bring a remote plugin that registered PostFilter: nothing
+    // calls it yet, so refuse rather than ignore it.
+    if (auto it = spec->plugins.find(v1::POST_FILTER); it != spec->plugins.end() && !it->second.empty()) {
+      return Fail(absl::StrCat("profiles[", i, "].plugins.postFilter: plugin \"", it->second.front().name,
+                               "\" registered PostFilter, and out-of-process PostFilter plugins are "
+                               "not called yet; disable it at postFilter"));
+    }
     for (const auto& [plugin, process] : spec->processes) {
       by_plugin[plugin] = process;
       for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
@@ -224,7 +227,7 @@ int Run(std::vector<std::string> overrides) {
       fn = nullptr;
     }
   } clear_rewire{rewire_mu, rewire};
-  AdminService admin(scheduler, queue, cache, endpoint_ptrs);
+  AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
   scheduler.SetHousekeepingHook([&] {
     const PendingPodCounts counts = queue.PendingPods();
     metrics.SetPendingPods("active", counts.active);
@@ -253,12 +256,16 @@ int Run(std::vector<std::string> overrides) {
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(64 << 20);
+  // A dead adapter's TCP stream is noticed within a minute, so a restarted
+  // adapter is not refused as a second stream for long.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.RegisterService(&cluster);
   builder.RegisterService(&admin);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr) return Fail(absl::StrCat("cannot listen on ", listen));
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port);
+  if (!started.ok()) return Fail(std::string(started.status().message()));
+  std::unique_ptr<grpc::Server> server = std::move(*started);
   std::string bound = listen;
   if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
     bound = absl::StrCat(listen.substr(0, listen.size() - 1), port);

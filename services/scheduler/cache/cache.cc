@@ -26,21 +26,6 @@ namespace {
 // Abseil here is built with its own string_view type.
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
-  out->set_milli_cpu(r.milli_cpu);
-  out->set_memory_bytes(r.memory);
-  out->set_ephemeral_storage_bytes(r.ephemeral_storage);
-  out->set_pods(r.allowed_pod_number);
-  for (const auto& [name, value] : r.scalar) (*out->mutable_scalar())[name] = value;
-}
-
-void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
-  out->set_kind("Pod");
-  out->set_uid(pod.meta().uid());
-  out->set_namespace_(pod.meta().namespace_());
-  out->set_name(pod.meta().name());
-}
-
 }  // namespace
 
 // ---- Snapshot ----
@@ -412,11 +397,11 @@ size_t Cache::NumAssumedPods() const {
   return num_assumed_;
 }
 
-void Cache::Dump(bool include_pods, v1::DumpCacheResponse* out) const {
+Cache::Dumped Cache::Dump(bool include_pods) const {
   absl::ReaderMutexLock lock(&mu_);
-  out->Clear();
-  out->set_generation(generation_);
-  out->set_assumed_pods(static_cast<int32_t>(num_assumed_));
+  Dumped out;
+  out.generation = generation_;
+  out.assumed_pods = num_assumed_;
   // Present nodes in id order, then ghosts by name.
   std::vector<const NodeItem*> items;
   items.reserve(nodes_.size());
@@ -426,17 +411,16 @@ void Cache::Dump(bool include_pods, v1::DumpCacheResponse* out) const {
     if (a->id != b->id) return a->id < b->id;
     return a->name < b->name;
   });
+  out.nodes.reserve(items.size());
   for (const NodeItem* item : items) {
-    v1::CachedNode* node = out->add_nodes();
-    node->set_name(item->name);
-    node->set_generation(item->generation);
+    NodeDump& node = out.nodes.emplace_back();
+    node.name = item->name;
+    node.generation = item->generation;
     if (item->info.has_value()) {
-      ToResourceList(item->info->allocatable(), node->mutable_allocatable());
-      ToResourceList(item->info->requested(), node->mutable_requested());
+      node.allocatable = item->info->allocatable();
+      node.requested = item->info->requested();
     } else {
-      sdk::Resource requested;
-      for (const std::string& uid : item->pod_uids) requested.Add(pods_.at(uid).info->requests);
-      ToResourceList(requested, node->mutable_requested());
+      for (const std::string& uid : item->pod_uids) node.requested.Add(pods_.at(uid).info->requests);
     }
     if (!include_pods) continue;
     std::vector<const PodEntry*> pods;
@@ -447,11 +431,9 @@ void Cache::Dump(bool include_pods, v1::DumpCacheResponse* out) const {
       return std::tie(ma.namespace_(), ma.name(), ma.uid()) <
              std::tie(mb.namespace_(), mb.name(), mb.uid());
     });
-    for (const PodEntry* pod : pods) {
-      ToObjectRef(*pod->info->pod,
-                  pod->assumed ? node->add_assumed_pods() : node->add_pods());
-    }
+    for (const PodEntry* pod : pods) (pod->assumed ? node.assumed_pods : node.pods).push_back(pod->info);
   }
+  return out;
 }
 
 void Cache::UpdateSnapshot(Snapshot& snapshot) const {

@@ -18,7 +18,6 @@
 #include "cache/delta_log.h"
 #include "cache/snapshot.h"
 #include "podium/sdk/framework.h"
-#include "podium/v1/admin.pb.h"
 #include "podium/v1/objects.pb.h"
 #include "podium/v1/plugin.pb.h"
 
@@ -94,8 +93,22 @@ class Cache {
   size_t NumPods() const;   // Bound + assumed, ghost nodes included.
   size_t NumAssumedPods() const;
 
-  // Admin API: per node allocatable, requested, pods and assumed pods.
-  void Dump(bool include_pods, v1::DumpCacheResponse* out) const;
+  // For the Admin API (server/ translates): per node allocatable, requested,
+  // pods and assumed pods.
+  struct NodeDump {
+    std::string name;
+    uint64_t generation = 0;
+    std::optional<sdk::Resource> allocatable;  // Absent for a ghost node.
+    sdk::Resource requested;
+    std::vector<sdk::PodInfoPtr> pods;          // Bound, by namespace/name/uid.
+    std::vector<sdk::PodInfoPtr> assumed_pods;  // Same order.
+  };
+  struct Dumped {
+    uint64_t generation = 0;
+    size_t assumed_pods = 0;
+    std::vector<NodeDump> nodes;  // Present nodes in id order, then ghosts by name.
+  };
+  Dumped Dump(bool include_pods) const;
 
   // Brings the snapshot up to date, copying only the nodes changed since its
   // generation (a recency list ordered by generation, as kube-scheduler does)

@@ -158,16 +158,15 @@ TEST(CacheTest, GhostPodsAreCountedWhenTheNodeArrives) {
   cache.UpdateSnapshot(snap);
   EXPECT_EQ(snap.NumNodes(), 0u);
   EXPECT_EQ(cache.NumPods(), 1u);
-  v1::DumpCacheResponse dump;
-  cache.Dump(true, &dump);
-  ASSERT_EQ(dump.nodes_size(), 1);
-  EXPECT_EQ(dump.nodes(0).name(), "late");
-  EXPECT_EQ(dump.nodes(0).requested().milli_cpu(), 250);
+  Cache::Dumped dump = cache.Dump(true);
+  ASSERT_EQ(dump.nodes.size(), 1u);
+  EXPECT_EQ(dump.nodes[0].name, "late");
+  EXPECT_FALSE(dump.nodes[0].allocatable.has_value());
+  EXPECT_EQ(dump.nodes[0].requested.milli_cpu, 250);
 
   // The last pod goes: the ghost goes.
   ASSERT_TRUE(cache.RemovePod("p1").ok());
-  cache.Dump(true, &dump);
-  EXPECT_EQ(dump.nodes_size(), 0);
+  EXPECT_TRUE(cache.Dump(true).nodes.empty());
   EXPECT_EQ(cache.RemovePod("p1").code(), absl::StatusCode::kNotFound);
 }
 
@@ -491,19 +490,18 @@ TEST(CacheTest, DumpListsPodsAndAssumedPods) {
   cache.AddOrUpdateNode(MakeNode("n1", 4000));
   ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("b", "n1", 100)).ok());
   ASSERT_TRUE(cache.AssumePod(PendingPod("a", 200), "n1").ok());
-  v1::DumpCacheResponse dump;
-  cache.Dump(true, &dump);
-  ASSERT_EQ(dump.nodes_size(), 1);
-  const auto& n = dump.nodes(0);
-  EXPECT_EQ(n.allocatable().milli_cpu(), 4000);
-  EXPECT_EQ(n.requested().milli_cpu(), 300);
-  ASSERT_EQ(n.pods_size(), 1);
-  EXPECT_EQ(n.pods(0).uid(), "b");
-  ASSERT_EQ(n.assumed_pods_size(), 1);
-  EXPECT_EQ(n.assumed_pods(0).uid(), "a");
-  EXPECT_EQ(dump.assumed_pods(), 1);
-  cache.Dump(false, &dump);
-  EXPECT_EQ(dump.nodes(0).pods_size(), 0);
+  Cache::Dumped dump = cache.Dump(true);
+  ASSERT_EQ(dump.nodes.size(), 1u);
+  const auto& n = dump.nodes[0];
+  ASSERT_TRUE(n.allocatable.has_value());
+  EXPECT_EQ(n.allocatable->milli_cpu, 4000);
+  EXPECT_EQ(n.requested.milli_cpu, 300);
+  ASSERT_EQ(n.pods.size(), 1u);
+  EXPECT_EQ(n.pods[0]->uid(), "b");
+  ASSERT_EQ(n.assumed_pods.size(), 1u);
+  EXPECT_EQ(n.assumed_pods[0]->uid(), "a");
+  EXPECT_EQ(dump.assumed_pods, 1u);
+  EXPECT_TRUE(cache.Dump(false).nodes[0].pods.empty());
 }
 
 }  // namespace

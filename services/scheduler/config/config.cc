@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -105,6 +106,15 @@ absl::StatusOr<int64_t> GetInt(const YAML::Node& node, std::string_view path) {
     return Error(path, absl::StrCat("expected an integer, got ", Describe(node)));
   }
   return value;
+}
+
+absl::StatusOr<bool> GetBool(const YAML::Node& node, std::string_view path) {
+  if (node.IsScalar() && IsPlain(node)) {
+    const std::string& v = node.Scalar();
+    if (v == "true" || v == "True" || v == "TRUE") return true;
+    if (v == "false" || v == "False" || v == "FALSE") return false;
+  }
+  return Error(path, absl::StrCat("expected true or false, got ", Describe(node)));
 }
 
 absl::StatusOr<absl::Duration> GetDuration(const YAML::Node& node, std::string_view path) {
@@ -388,6 +398,24 @@ absl::Status ParseKubeDocument(const YAML::Node& doc, SchedulerConfig& config,
   }
   config.initial_backoff = absl::Seconds(initial);
   config.max_backoff = absl::Seconds(max);
+  if (const YAML::Node n = doc["leaderElection"]; n && !n.IsNull()) {
+    if (absl::Status s = ExpectMap(n, "leaderElection"); !s.ok()) return s;
+    if (absl::Status s = CheckKeys(n, "leaderElection",
+                                   {"leaderElect", "leaseDuration", "renewDeadline", "retryPeriod",
+                                    "resourceLock", "resourceName", "resourceNamespace"});
+        !s.ok()) {
+      return s;
+    }
+    if (const YAML::Node e = n["leaderElect"]; e && !e.IsNull()) {
+      absl::StatusOr<bool> elect = GetBool(e, "leaderElection.leaderElect");
+      if (!elect.ok()) return elect.status();
+      if (*elect) {
+        return Error("leaderElection.leaderElect",
+                     "leader election is not supported yet: run one scheduler per adapter and "
+                     "set leaderElect: false");
+      }
+    }
+  }
   if (const YAML::Node n = doc["parallelism"]; n && !n.IsNull()) {
     if (absl::StatusOr<int64_t> v = GetInt(n, "parallelism"); !v.ok()) return v.status();
   }
@@ -552,6 +580,79 @@ absl::Status ValidatePluginNames(const SchedulerConfig& config, const RawKubeCon
   return absl::OkStatus();
 }
 
+// Configuration Podium would accept and then not honour is refused instead.
+absl::Status RefuseUnhonouredPoints(const RawKubeConfig& raw) {
+  for (size_t i = 0; i < raw.profiles.size(); ++i) {
+    const auto& per_point = raw.profiles[i].profile.per_point;
+    const std::string path = absl::StrCat("profiles[", i, "].plugins");
+    if (auto it = per_point.find("queueSort"); it != per_point.end()) {
+      for (size_t j = 0; j < it->second.enabled.size(); ++j) {
+        if (it->second.enabled[j].name != "PrioritySort") {
+          return Error(absl::StrCat(path, ".queueSort.enabled[", j, "].name"),
+                       absl::StrCat("queue sort plugin ", Quote(it->second.enabled[j].name),
+                                    " is not supported: the queue sorts with PrioritySort only"));
+        }
+      }
+    }
+    if (auto it = per_point.find("postFilter"); it != per_point.end() && !it->second.enabled.empty()) {
+      return Error(absl::StrCat(path, ".postFilter.enabled[0].name"),
+                   absl::StrCat("plugin ", Quote(it->second.enabled[0].name),
+                                ": out-of-process PostFilter plugins are not called yet; remove "
+                                "it from postFilter"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Whether the profile enables `plugin` anywhere (after multiPoint defaulting).
+bool ProfileUses(const ProfileConfig& profile, const std::string& plugin) {
+  auto in = [&](const std::vector<PluginRef>& refs) {
+    return std::any_of(refs.begin(), refs.end(), [&](const PluginRef& r) { return r.name == plugin; });
+  };
+  if (in(profile.multi_point.enabled)) return true;
+  for (const auto& [point, set] : profile.per_point) {
+    if (in(set.enabled)) return true;
+  }
+  return false;
+}
+
+// A plugin process opens each plugin once, with one set of args, so every
+// profile that uses an out-of-process plugin must give it the same args (kube
+// allows them per profile; Podium does not yet).
+absl::Status RefuseArgsThatDifferByProfile(const SchedulerConfig& config) {
+  std::set<std::string> configured;
+  for (const ProfileConfig& p : config.profiles) {
+    for (const auto& [name, args] : p.plugin_args) configured.insert(name);
+  }
+  for (const std::string& plugin : configured) {
+    if (config.EndpointFor(plugin) == nullptr) continue;  // Built-ins take no args.
+    std::optional<size_t> first;
+    for (size_t i = 0; i < config.profiles.size(); ++i) {
+      const ProfileConfig& p = config.profiles[i];
+      if (!ProfileUses(p, plugin)) continue;
+      if (!first) {
+        first = i;
+        continue;
+      }
+      const auto& a = config.profiles[*first].plugin_args;
+      const auto& b = p.plugin_args;
+      const boost::json::object empty;
+      const boost::json::object& args_a = a.contains(plugin) ? a.at(plugin) : empty;
+      const boost::json::object& args_b = b.contains(plugin) ? b.at(plugin) : empty;
+      if (args_a == args_b) continue;
+      // Name the pluginConfig entry that differs (in whichever profile has one).
+      const size_t at = b.contains(plugin) ? i : *first;
+      const size_t other = at == i ? *first : i;
+      return Error(absl::StrCat("profiles[", at, "].pluginConfig"),
+                   absl::StrCat("plugin ", Quote(plugin), " gets different args than in profiles[",
+                                other, "]; an out-of-process plugin is opened once, so every "
+                                "profile that uses it must give it the same args (per-profile "
+                                "args are not supported yet)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 const std::vector<std::string>& ExtensionPointNames() {
@@ -568,6 +669,15 @@ bool IsBuiltinPlugin(std::string_view name) {
 const PluginEndpointConfig* SchedulerConfig::EndpointFor(std::string_view plugin) const {
   for (const PluginEndpointConfig& ep : endpoints) {
     if (std::find(ep.plugins.begin(), ep.plugins.end(), plugin) != ep.plugins.end()) return &ep;
+  }
+  return nullptr;
+}
+
+const boost::json::object* SchedulerConfig::ArgsFor(const std::string& plugin) const {
+  for (const ProfileConfig& p : profiles) {
+    if (!ProfileUses(p, plugin)) continue;
+    auto it = p.plugin_args.find(plugin);
+    return it == p.plugin_args.end() ? nullptr : &it->second;
   }
   return nullptr;
 }
@@ -662,6 +772,8 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
     }
   }
   if (absl::Status s = ValidatePluginNames(config, raw); !s.ok()) return s;
+  if (absl::Status s = RefuseUnhonouredPoints(raw); !s.ok()) return s;
+  if (absl::Status s = RefuseArgsThatDifferByProfile(config); !s.ok()) return s;
   return config;
 }
 

@@ -75,6 +75,9 @@ struct SchedulerConfig {
 
   // The endpoint serving `plugin`, or null (built-ins and unknown names).
   const PluginEndpointConfig* EndpointFor(std::string_view plugin) const;
+  // The pluginConfig args every profile that uses `plugin` gives it (parsing
+  // refuses a config whose profiles differ), or null for none (defaults).
+  const boost::json::object* ArgsFor(const std::string& plugin) const;
 };
 
 // kube-scheduler's default multiPoint plugin set, limited to the plugins

@@ -371,5 +371,130 @@ TEST(ConfigTest, LoadConfigFile) {
   EXPECT_EQ(LoadConfigFile(path).status().code(), absl::StatusCode::kNotFound);
 }
 
+
+// Configuration that Podium would accept and not honour is refused at start,
+// naming the field.
+constexpr char kRefusalHeader[] = R"(
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+)";
+
+absl::Status ParseKube(const std::string& body) {
+  return ParseConfig(std::string(kRefusalHeader) + body).status();
+}
+
+TEST(ConfigRefusalTest, LeaderElectTrueIsRefusedFalseIsAccepted) {
+  absl::Status s = ParseKube("leaderElection: {leaderElect: true, resourceName: kube-scheduler}\n");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("leaderElection.leaderElect"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("run one scheduler per adapter"));
+  EXPECT_TRUE(ParseKube("leaderElection: {leaderElect: false}\n").ok());
+  EXPECT_TRUE(ParseKube("leaderElection: {leaderElect: false, leaseDuration: 15s}\n").ok());
+  s = ParseKube("leaderElection: {leaderElect: maybe}\n");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("leaderElection.leaderElect"));
+  s = ParseKube("leaderElection: {leaderElekt: false}\n");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("leaderElekt"));
+}
+
+TEST(ConfigRefusalTest, QueueSortAcceptsOnlyPrioritySort) {
+  EXPECT_TRUE(ParseKube(R"(
+profiles:
+- plugins:
+    queueSort: {enabled: [{name: PrioritySort}]}
+)").ok());
+  absl::Status s = ParseKube(R"(
+profiles:
+- plugins:
+    queueSort:
+      enabled: [{name: PrioritySort}, {name: NodeAffinity}]
+)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0].plugins.queueSort.enabled[1].name"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("PrioritySort only"));
+}
+
+TEST(ConfigRefusalTest, RemotePostFilterPluginIsRefused) {
+  absl::Status s = ParseKube(R"(
+profiles:
+- schedulerName: a
+- schedulerName: b
+  plugins:
+    postFilter: {enabled: [{name: NodeAffinity}]}
+)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[1].plugins.postFilter.enabled[0].name"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("not called yet"));
+}
+
+TEST(ConfigRefusalTest, SamePluginWithDifferentArgsPerProfileIsRefused) {
+  absl::Status s = ParseKube(R"(
+profiles:
+- schedulerName: a
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: LeastAllocated}}
+- schedulerName: b
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[1].pluginConfig"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("\"NodeResourcesFit\""));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0]"));
+
+  // Args in one profile, defaults in another that also uses the plugin.
+  s = ParseKube(R"(
+profiles:
+- schedulerName: a
+- schedulerName: b
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[1].pluginConfig"));
+}
+
+TEST(ConfigRefusalTest, SameArgsOrUnusedPluginIsAccepted) {
+  absl::StatusOr<SchedulerConfig> c = ParseConfig(std::string(kRefusalHeader) + R"(
+profiles:
+- schedulerName: a
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+- schedulerName: b
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {scoringStrategy: {type: MostAllocated}}
+- schedulerName: c
+  plugins:
+    multiPoint:
+      enabled: [{name: PrioritySort}, {name: NodeName}, {name: DefaultBinder}]
+      disabled: [{name: "*"}]
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->profiles.size(), 3u);
+  const boost::json::object* args = c->ArgsFor("NodeResourcesFit");
+  ASSERT_NE(args, nullptr);
+  EXPECT_EQ(boost::json::serialize(*args), R"({"scoringStrategy":{"type":"MostAllocated"}})");
+}
+
+TEST(ConfigRefusalTest, ArgsComeFromAProfileThatUsesThePlugin) {
+  // Profile a disables the plugin but configures it; b uses it with defaults.
+  absl::StatusOr<SchedulerConfig> c = ParseConfig(std::string(kRefusalHeader) + R"(
+profiles:
+- schedulerName: a
+  plugins:
+    multiPoint: {disabled: [{name: ImageLocality}]}
+  pluginConfig:
+  - name: ImageLocality
+    args: {foo: 1}
+- schedulerName: b
+)");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->ArgsFor("ImageLocality"), nullptr);
+}
+
 }  // namespace
 }  // namespace podium::scheduler

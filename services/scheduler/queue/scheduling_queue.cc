@@ -46,19 +46,6 @@ bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEve
   return (interest.action_mask() & event.action()) != 0;
 }
 
-v1::QueueName ToQueueName(QueueKind kind) {
-  switch (kind) {
-    case QueueKind::kActive:
-      return v1::ACTIVE;
-    case QueueKind::kBackoff:
-      return v1::BACKOFF;
-    case QueueKind::kUnschedulable:
-      return v1::UNSCHEDULABLE;
-    case QueueKind::kGated:
-      return v1::GATED;
-  }
-  return v1::QUEUE_UNSPECIFIED;
-}
 
 }  // namespace
 
@@ -90,25 +77,6 @@ bool PrioritySortLess(const QueuedPodInfo& a, const QueuedPodInfo& b) {
   const v1::Pod& pb = b.pod();
   if (pa.priority() != pb.priority()) return pa.priority() > pb.priority();
   return pa.meta().creation_timestamp_us() < pb.meta().creation_timestamp_us();
-}
-
-void ToProto(const QueuedPodSummary& summary, v1::QueuedPod* out) {
-  const v1::Pod& pod = *summary.pod_info->pod;
-  v1::ObjectRef* ref = out->mutable_pod();
-  ref->set_kind("Pod");
-  ref->set_uid(pod.meta().uid());
-  ref->set_namespace_(pod.meta().namespace_());
-  ref->set_name(pod.meta().name());
-  out->set_queue(ToQueueName(summary.queue));
-  out->set_priority(pod.priority());
-  out->set_attempts(summary.attempts);
-  if (summary.backoff_expiry != absl::InfinitePast()) {
-    out->set_backoff_expiry_us(absl::ToUnixMicros(summary.backoff_expiry));
-  }
-  out->set_enqueued_us(absl::ToUnixMicros(summary.timestamp));
-  for (const auto& p : summary.unschedulable_plugins) out->add_unschedulable_plugins(p);
-  for (const auto& p : summary.pending_plugins) out->add_pending_plugins(p);
-  out->set_message(summary.message);
 }
 
 // ---- ordering ----
@@ -206,9 +174,32 @@ void SchedulingQueue::MoveToActiveOrBackoff(Entry* entry, absl::Time now) {
   }
 }
 
+static std::string PodKey(std::string_view namespace_name, std::string_view name) {
+  return absl::StrCat(AV(namespace_name), "/", AV(name));
+}
+
+SchedulingQueue::Entry* SchedulingQueue::Insert(std::unique_ptr<Entry> entry) {
+  Entry* e = entry.get();
+  const std::string uid = e->info.uid();
+  uids_by_key_[PodKey(e->info.pod().meta().namespace_(), e->info.pod().meta().name())].push_back(uid);
+  pods_.emplace(uid, std::move(entry));
+  return e;
+}
+
+void SchedulingQueue::Remove(const std::string& uid_ref, const v1::Pod& pod_ref) {
+  // Both may live in the entry erased below.
+  const std::string uid = uid_ref;
+  const std::string key = PodKey(pod_ref.meta().namespace_(), pod_ref.meta().name());
+  if (auto k = uids_by_key_.find(key); k != uids_by_key_.end()) {
+    std::erase(k->second, uid);
+    if (k->second.empty()) uids_by_key_.erase(k);
+  }
+  pods_.erase(uid);
+}
+
 void SchedulingQueue::Erase(Entry* entry) {
   Detach(entry);
-  pods_.erase(entry->info.uid());  // Destroys entry.
+  Remove(entry->info.uid(), entry->info.pod());  // Destroys entry.
 }
 
 sdk::Status SchedulingQueue::RunPreEnqueue(const sdk::PodInfo& pod) const {
@@ -240,8 +231,7 @@ void SchedulingQueue::AddNew(sdk::PodInfoPtr pod) {
   auto entry = std::make_unique<Entry>();
   entry->info.pod_info = std::move(pod);
   entry->info.timestamp = clock_.Now();
-  Entry* e = entry.get();
-  pods_.emplace(uid, std::move(entry));
+  Entry* e = Insert(std::move(entry));
   if (gate.IsSuccess()) {
     InsertActive(e);
   } else {
@@ -344,7 +334,7 @@ std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
   Entry* e = *active_q_.begin();
   active_q_.erase(active_q_.begin());
   QueuedPodInfo info = std::move(e->info);
-  pods_.erase(info.uid());
+  Remove(info.uid(), info.pod());
   ++info.attempts;
   ++scheduling_cycle_;
   if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = clock_.Now();
@@ -417,8 +407,7 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info,
   const bool error = info.unschedulable_plugins.empty() && info.pending_plugins.empty();
   auto entry = std::make_unique<Entry>();
   entry->info = std::move(info);
-  Entry* e = entry.get();
-  pods_.emplace(uid, std::move(entry));
+  Entry* e = Insert(std::move(entry));
   if (move_request_cycle_ >= pod_scheduling_cycle || error || updated_in_flight) {
     // Something may have changed since the attempt started: retry after backoff.
     if (BackoffExpiry(e->info) > now) {
@@ -655,6 +644,65 @@ std::vector<QueuedPodSummary> SchedulingQueue::List() const {
   });
   for (const Entry* e : pool) out.push_back(Summarize(*e));
   return out;
+}
+
+QueueListPage SchedulingQueue::ListPage(const QueueListFilter& filter, size_t offset,
+                                        size_t limit) const {
+  auto kind_of = [](const Entry& e) {
+    return e.where == QueueKind::kUnschedulable && e.info.gated ? QueueKind::kGated : e.where;
+  };
+  auto matches = [&](const Entry& e) {
+    if (filter.queue.has_value() && kind_of(e) != *filter.queue) return false;
+    if (!filter.namespace_name.empty() && e.info.pod().meta().namespace_() != filter.namespace_name) {
+      return false;
+    }
+    if (!filter.plugin.empty() && e.info.gating_plugin != filter.plugin &&
+        !e.info.unschedulable_plugins.contains(filter.plugin) &&
+        !e.info.pending_plugins.contains(filter.plugin)) {
+      return false;
+    }
+    return true;
+  };
+  QueueListPage page;
+  absl::ReaderMutexLock lock(&mu_);
+  // activeQ and backoffQ iterate in order: count, and copy only the page.
+  auto take_ordered = [&](const auto& ordered) {
+    for (const Entry* e : ordered) {
+      if (!matches(*e)) continue;
+      const size_t index = page.total++;
+      if (index >= offset && page.pods.size() < limit) page.pods.push_back(Summarize(*e));
+    }
+  };
+  const std::optional<QueueKind> only = filter.queue;
+  if (!only || *only == QueueKind::kActive) take_ordered(active_q_);
+  if (!only || *only == QueueKind::kBackoff) take_ordered(backoff_q_);
+  if (only && *only != QueueKind::kUnschedulable && *only != QueueKind::kGated) return page;
+  // The pool is unordered: select the page's slice by timestamp without
+  // sorting the rest.
+  std::vector<const Entry*> pool;
+  for (const Entry* e : unschedulable_pods_) {
+    if (matches(*e)) pool.push_back(e);
+  }
+  const size_t pool_start = page.total;
+  page.total += pool.size();
+  const size_t first = offset > pool_start ? offset - pool_start : 0;
+  if (first >= pool.size() || page.pods.size() >= limit) return page;
+  const size_t last = std::min(pool.size(), first + (limit - page.pods.size()));
+  auto by_time = [](const Entry* a, const Entry* b) {
+    return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
+  };
+  std::nth_element(pool.begin(), pool.begin() + first, pool.end(), by_time);
+  std::partial_sort(pool.begin() + first, pool.begin() + last, pool.end(), by_time);
+  for (size_t i = first; i < last; ++i) page.pods.push_back(Summarize(*pool[i]));
+  return page;
+}
+
+std::vector<std::string> SchedulingQueue::UidsOf(std::string_view namespace_name,
+                                                 std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = uids_by_key_.find(PodKey(namespace_name, name));
+  if (it == uids_by_key_.end()) return {};
+  return it->second;
 }
 
 std::optional<QueuedPodSummary> SchedulingQueue::Find(std::string_view uid) const {

@@ -18,7 +18,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "podium/sdk/framework.h"
-#include "podium/v1/admin.pb.h"
 #include "podium/v1/plugin.pb.h"
 #include "queue/clock.h"
 #include "queue/queueing_hint_evaluator.h"
@@ -90,7 +89,21 @@ struct QueuedPodSummary {
   std::string gating_plugin;
   std::string message;
 };
-void ToProto(const QueuedPodSummary& summary, v1::QueuedPod* out);
+
+// Which pending pods a listing returns. Empty fields match everything.
+struct QueueListFilter {
+  std::optional<QueueKind> queue;
+  std::string namespace_name;
+  // A plugin that rejected the pod, answered Pending or gates it.
+  std::string plugin;
+};
+
+// One page of a listing: pods [offset, offset + limit) of the matching pods in
+// List() order, and how many match in all.
+struct QueueListPage {
+  std::vector<QueuedPodSummary> pods;
+  size_t total = 0;
+};
 
 // Thread-safe; one lock, never held while calling PreEnqueue or the hint
 // evaluator.
@@ -177,6 +190,14 @@ class SchedulingQueue {
   // activeQ in pop order, then backoffQ by expiry, then the pool by timestamp.
   std::vector<QueuedPodSummary> List() const;
   std::optional<QueuedPodSummary> Find(std::string_view uid) const;
+  // The same order as List(), filtered and paged. Copies only the page: the
+  // cost is O(queued pods) comparisons to filter and count, plus
+  // O(offset) steps through activeQ/backoffQ, plus a partial sort of the pool
+  // (pointers only) when the page reaches into it.
+  QueueListPage ListPage(const QueueListFilter& filter, size_t offset, size_t limit) const;
+  // The uids of queued pods (not in flight) named namespace/name: usually
+  // one, two while a deleted pod and its re-created namesake are both queued.
+  std::vector<std::string> UidsOf(std::string_view namespace_name, std::string_view name) const;
 
   // The backoff for a pod with this many attempts: initial * 2^(attempts-1),
   // capped at max; 0 before the first attempt.
@@ -213,6 +234,9 @@ class SchedulingQueue {
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
   QueuedPodSummary Summarize(const Entry& entry) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Erase(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // pods_ and its namespace/name index change together.
+  Entry* Insert(std::unique_ptr<Entry> entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Remove(const std::string& uid, const v1::Pod& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration initial_backoff_;
   const absl::Duration max_backoff_;
@@ -226,6 +250,8 @@ class SchedulingQueue {
   EventRegistry registry_ ABSL_GUARDED_BY(mu_);
   // Every queued pod by uid; in-flight pods are not here.
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> pods_ ABSL_GUARDED_BY(mu_);
+  // "namespace/name" -> uids in pods_, so Admin's move-by-name is O(names).
+  absl::flat_hash_map<std::string, std::vector<std::string>> uids_by_key_ ABSL_GUARDED_BY(mu_);
   std::set<Entry*, ActiveLess> active_q_ ABSL_GUARDED_BY(mu_);
   std::set<Entry*, BackoffLess> backoff_q_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<Entry*> unschedulable_pods_ ABSL_GUARDED_BY(mu_);

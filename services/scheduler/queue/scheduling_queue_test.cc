@@ -540,13 +540,83 @@ TEST_F(SchedulingQueueTest, ListSummarizesEveryPod) {
   EXPECT_THAT(list[2].unschedulable_plugins, ElementsAre("NodeAffinity", "TaintToleration"));
   EXPECT_EQ(list[2].message, "0/1 nodes are available");
 
-  v1::QueuedPod proto;
-  ToProto(list[2], &proto);
-  EXPECT_EQ(proto.queue(), v1::UNSCHEDULABLE);
-  EXPECT_EQ(proto.pod().uid(), "a");
-  EXPECT_EQ(proto.attempts(), 1);
-  EXPECT_THAT(proto.unschedulable_plugins(), ElementsAre("NodeAffinity", "TaintToleration"));
   EXPECT_EQ(QueueKindName(QueueKind::kGated), "gated");
+}
+
+std::vector<std::string> Uids(const QueueListPage& page) {
+  std::vector<std::string> out;
+  for (const auto& s : page.pods) out.push_back(s.pod_info->uid());
+  return out;
+}
+
+TEST_F(SchedulingQueueTest, ListPageFollowsListOrderAndFilters) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("b", 0, 2));
+  q.Add(MakePod("a", 0, 1));
+  q.Add(MakePod("c", 5, 3));
+  q.Add(MakePod("g", 0, 4, {"x"}));
+  clock_.Advance(absl::Seconds(1));
+  FailAttempt(q, "c", {"NodeAffinity"});  // c pops first (priority 5).
+  clock_.Advance(absl::Seconds(1));
+  FailAttempt(q, "a", {"TaintToleration"});
+  // List order: activeQ (b), then the pool by timestamp (g, c, a).
+  std::vector<std::string> all;
+  for (const auto& s : q.List()) all.push_back(s.pod_info->uid());
+  ASSERT_THAT(all, ElementsAre("b", "g", "c", "a"));
+
+  std::vector<std::string> paged;
+  for (size_t offset = 0; offset < 4; offset += 1) {
+    QueueListPage page = q.ListPage({}, offset, 1);
+    EXPECT_EQ(page.total, 4u);
+    ASSERT_EQ(page.pods.size(), 1u);
+    paged.push_back(page.pods[0].pod_info->uid());
+  }
+  EXPECT_EQ(paged, all);
+  EXPECT_THAT(Uids(q.ListPage({}, 1, 2)), ElementsAre("g", "c"));
+  EXPECT_TRUE(q.ListPage({}, 4, 10).pods.empty());
+
+  QueueListFilter by_plugin;
+  by_plugin.plugin = "NodeAffinity";
+  EXPECT_THAT(Uids(q.ListPage(by_plugin, 0, 10)), ElementsAre("c"));
+  by_plugin.plugin = "SchedulingGates";
+  EXPECT_THAT(Uids(q.ListPage(by_plugin, 0, 10)), ElementsAre("g"));
+  QueueListFilter gated;
+  gated.queue = QueueKind::kGated;
+  EXPECT_THAT(Uids(q.ListPage(gated, 0, 10)), ElementsAre("g"));
+  QueueListFilter unschedulable;
+  unschedulable.queue = QueueKind::kUnschedulable;
+  QueueListPage page = q.ListPage(unschedulable, 1, 10);
+  EXPECT_EQ(page.total, 2u);
+  EXPECT_THAT(Uids(page), ElementsAre("a"));
+  QueueListFilter other_ns;
+  other_ns.namespace_name = "kube-system";
+  EXPECT_EQ(q.ListPage(other_ns, 0, 10).total, 0u);
+}
+
+TEST_F(SchedulingQueueTest, UidsOfIndexesQueuedPodsByName) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("a"));
+  EXPECT_THAT(q.UidsOf("default", "a"), ElementsAre("a"));
+  EXPECT_TRUE(q.UidsOf("default", "nope").empty());
+  EXPECT_TRUE(q.UidsOf("other", "a").empty());
+  // In flight: not queued, not indexed; back in the pool: indexed again.
+  auto info = q.TryPop();
+  ASSERT_TRUE(info.has_value());
+  EXPECT_TRUE(q.UidsOf("default", "a").empty());
+  info->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+  q.Done("a");
+  EXPECT_THAT(q.UidsOf("default", "a"), ElementsAre("a"));
+  // A namesake with another uid (deleted and re-created) is found too.
+  v1::Pod namesake = MakePodProto("a-2");
+  namesake.mutable_meta()->set_name("a");
+  q.Add(sdk::PodInfo::Create(namesake));
+  EXPECT_THAT(q.UidsOf("default", "a"), ElementsAre("a", "a-2"));
+  EXPECT_TRUE(q.Delete("a"));
+  EXPECT_THAT(q.UidsOf("default", "a"), ElementsAre("a-2"));
+  EXPECT_EQ(q.Activate(q.UidsOf("default", "a")), 0u);  // Already active.
+  EXPECT_TRUE(q.Delete("a-2"));
+  EXPECT_TRUE(q.UidsOf("default", "a").empty());
 }
 
 TEST_F(SchedulingQueueTest, PopBlocksUntilAPodArrives) {

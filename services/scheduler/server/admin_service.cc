@@ -1,12 +1,18 @@
 #include "server/admin_service.h"
 
 #include <deque>
+#include <optional>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
 #include "queue/scheduling_queue.h"
 #include "remote/grpc_plugin_process.h"
 #include "scheduler.h"
+#include "server/cluster_service.h"
+#include "server/echo.h"
 
 namespace podium::scheduler {
 namespace {
@@ -44,20 +50,70 @@ void FillQueuedPod(const QueuedPodSummary& s, v1::QueuedPod* out) {
   out->set_message(s.message);
 }
 
+void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
+  out->set_milli_cpu(r.milli_cpu);
+  out->set_memory_bytes(r.memory);
+  out->set_ephemeral_storage_bytes(r.ephemeral_storage);
+  out->set_pods(r.allowed_pod_number);
+  for (const auto& [name, value] : r.scalar) (*out->mutable_scalar())[name] = value;
+}
+
+void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
+  out->set_kind("Pod");
+  out->set_uid(pod.meta().uid());
+  out->set_namespace_(pod.meta().namespace_());
+  out->set_name(pod.meta().name());
+}
+
+std::optional<QueueKind> ToQueueKind(v1::QueueName name) {
+  switch (name) {
+    case v1::ACTIVE: return QueueKind::kActive;
+    case v1::BACKOFF: return QueueKind::kBackoff;
+    case v1::UNSCHEDULABLE: return QueueKind::kUnschedulable;
+    case v1::GATED: return QueueKind::kGated;
+    default: return std::nullopt;
+  }
+}
+
+constexpr char kPageTokenPrefix[] = "offset:";
+
+std::optional<size_t> ParsePageToken(const std::string& token) {
+  if (token.empty()) return 0;
+  if (token.rfind(kPageTokenPrefix, 0) != 0) return std::nullopt;
+  uint64_t offset = 0;
+  if (!absl::SimpleAtoi(token.substr(sizeof(kPageTokenPrefix) - 1), &offset)) return std::nullopt;
+  return static_cast<size_t>(offset);
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerContext* ctx,
                                                        const v1::ListQueuedPodsRequest* request,
                                                        v1::ListQueuedPodsResponse* response) {
-  int total = 0;
-  for (const auto& s : queue_.List()) {
-    if (request->queue() != v1::QUEUE_UNSPECIFIED && ToQueueName(s.queue) != request->queue()) continue;
-    if (!request->namespace_().empty() && s.pod_info->pod->meta().namespace_() != request->namespace_()) continue;
-    ++total;
-    if (request->limit() > 0 && response->pods_size() >= request->limit()) continue;
-    FillQueuedPod(s, response->add_pods());
+  int32_t page_size = request->page_size() > 0 ? request->page_size() : request->limit();
+  if (request->page_size() < 0 || request->limit() < 0) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "page_size: must not be negative"));
   }
-  response->set_total(total);
+  if (page_size == 0) page_size = kDefaultPageSize;
+  page_size = std::min(page_size, kMaxPageSize);
+  const std::optional<size_t> offset = ParsePageToken(request->page_token());
+  if (!offset) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  absl::StrCat("page_token: \"", Echo(request->page_token()),
+                                               "\" is not a token this scheduler issued")));
+  }
+  QueueListFilter filter;
+  filter.queue = ToQueueKind(request->queue());
+  filter.namespace_name = request->namespace_();
+  filter.plugin = request->plugin();
+  const QueueListPage page = queue_.ListPage(filter, *offset, static_cast<size_t>(page_size));
+  for (const auto& s : page.pods) FillQueuedPod(s, response->add_pods());
+  response->set_total(static_cast<int32_t>(std::min<size_t>(page.total, INT32_MAX)));
+  if (*offset + page.pods.size() < page.total) {
+    response->set_next_page_token(absl::StrCat(kPageTokenPrefix, *offset + page.pods.size()));
+  }
+  response->set_adapter_connected(cluster_ != nullptr && cluster_->adapter_connected());
   return Done(ctx);
 }
 
@@ -65,12 +121,35 @@ grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* 
                                                    const v1::ExplainPodRequest* request,
                                                    v1::ExplainPodResponse* response) {
   std::optional<PodDiagnosis> last = scheduler_.LastDiagnosis(request->namespace_(), request->name());
-  if (!last) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                  "no failed scheduling attempt recorded for pod " +
-                                      request->namespace_() + "/" + request->name()));
+  std::optional<QueuedPodSummary> queued;
+  if (last) {
+    queued = queue_.Find(last->pod_uid);
+  } else {
+    for (const std::string& uid : queue_.UidsOf(request->namespace_(), request->name())) {
+      if ((queued = queue_.Find(uid))) break;
+    }
   }
-  if (auto s = queue_.Find(last->pod_uid)) FillQueuedPod(*s, response->mutable_pod());
+  if (queued) {
+    FillQueuedPod(*queued, response->mutable_pod());
+    response->set_attempts(queued->attempts);
+    // An attempt that no plugin rejected failed with an error; the queue
+    // keeps its message.
+    if (queued->attempts > 0 && queued->unschedulable_plugins.empty() &&
+        queued->pending_plugins.empty() && queued->gating_plugin.empty()) {
+      response->set_last_error(queued->message);
+    }
+  }
+  if (!last) {
+    if (queued) {
+      response->set_message(queued->message);
+      return Done(ctx);
+    }
+    return Done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                  absl::StrCat("pod ", Echo(request->namespace_()), "/",
+                                               Echo(request->name()),
+                                               " is not pending and has no recorded attempt")));
+  }
+  if (last->error) response->set_last_error(last->message);
   // An attempt that broke is reported as an error, not as "unschedulable".
   response->set_message(last->error ? "error: " + last->message : last->message);
   for (const auto& [node, status] : last->sample) {
@@ -85,7 +164,18 @@ grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* AdminService::DumpCache(grpc::CallbackServerContext* ctx,
                                                   const v1::DumpCacheRequest* request,
                                                   v1::DumpCacheResponse* response) {
-  cache_.Dump(request->include_pods(), response);
+  const Cache::Dumped dump = cache_.Dump(request->include_pods());
+  response->set_generation(dump.generation);
+  response->set_assumed_pods(static_cast<int32_t>(dump.assumed_pods));
+  for (const Cache::NodeDump& n : dump.nodes) {
+    v1::CachedNode* node = response->add_nodes();
+    node->set_name(n.name);
+    node->set_generation(n.generation);
+    if (n.allocatable) ToResourceList(*n.allocatable, node->mutable_allocatable());
+    ToResourceList(n.requested, node->mutable_requested());
+    for (const auto& pod : n.pods) ToObjectRef(*pod->pod, node->add_pods());
+    for (const auto& pod : n.assumed_pods) ToObjectRef(*pod->pod, node->add_assumed_pods());
+  }
   return Done(ctx);
 }
 
@@ -96,6 +186,12 @@ grpc::ServerUnaryReactor* AdminService::ListPlugins(grpc::CallbackServerContext*
     auto* info = response->add_endpoints();
     info->set_endpoint(endpoint->name() + " (" + endpoint->address() + ")");
     info->set_state(endpoint->ready() ? v1::PluginEndpointInfo::READY : v1::PluginEndpointInfo::FAILED);
+    // The endpoint's own words once it reports more than ready / not ready.
+    switch (endpoint->state()) {
+      case EndpointState::kReady: info->set_connection_state("READY"); break;
+      case EndpointState::kConnecting: info->set_connection_state("CONNECTING"); break;
+      case EndpointState::kCircuitOpen: info->set_connection_state("CIRCUIT_OPEN"); break;
+    }
     const v1::Registration registration = endpoint->registration();
     for (const auto& p : registration.plugins()) *info->add_plugins() = p;
     info->set_ignorable(endpoint->failure_policy() == FailurePolicy::kIgnore);
@@ -122,6 +218,11 @@ grpc::ServerUnaryReactor* AdminService::SetSchedulingPaused(
 grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
     grpc::CallbackServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
     v1::MovePodsToActiveQueueResponse* response) {
+  if (request->pods_size() > kMaxPodsPerMove) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  absl::StrCat("pods: ", request->pods_size(), " pods, at most ",
+                                               kMaxPodsPerMove, " per call")));
+  }
   if (request->pods_size() == 0) {
     response->set_moved(static_cast<int32_t>(queue_.MoveAllToActiveQueue()));
   } else {
@@ -131,12 +232,32 @@ grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
         uids.push_back(ref.uid());
         continue;
       }
-      for (const auto& s : queue_.List()) {
-        const auto& meta = s.pod_info->pod->meta();
-        if (meta.namespace_() == ref.namespace_() && meta.name() == ref.name()) uids.push_back(meta.uid());
-      }
+      for (std::string& uid : queue_.UidsOf(ref.namespace_(), ref.name())) uids.push_back(std::move(uid));
     }
     response->set_moved(static_cast<int32_t>(queue_.Activate(uids)));
+  }
+  return Done(ctx);
+}
+
+grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* ctx,
+                                                  const v1::GetStatusRequest*,
+                                                  v1::SchedulerStatus* response) {
+  response->set_paused(scheduler_.paused());
+  if (cluster_ != nullptr) {
+    const ClusterService::Stats s = cluster_->stats();
+    response->set_adapter_connected(s.adapter_connected);
+    response->set_adapter(s.adapter);
+    response->set_pending_actions(s.pending_actions);
+    response->set_refused_adapter_streams(s.refused_streams);
+    response->set_refused_actions(s.refused_actions);
+    response->set_unknown_action_results(s.unknown_results);
+  }
+  if (response->paused()) {
+    response->set_scheduling_held_because("paused by an operator");
+  } else if (!response->adapter_connected()) {
+    response->set_scheduling_held_because("no adapter is connected");
+  } else if (!scheduler_.adapter_connected()) {
+    response->set_scheduling_held_because("waiting for the adapter's complete list");
   }
   return Done(ctx);
 }

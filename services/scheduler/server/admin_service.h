@@ -12,12 +12,25 @@ class Scheduler;
 class SchedulingQueue;
 class Cache;
 class GrpcPluginProcess;
+class ClusterService;
 
+// Translates between the Admin protos and the queue's, cache's and
+// scheduler's plain types. Input it repeats in an error is cut to 256 bytes.
 class AdminService final : public v1::Admin::CallbackService {
  public:
+  static constexpr int32_t kDefaultPageSize = 500;
+  static constexpr int32_t kMaxPageSize = 5000;
+  // MovePodsToActiveQueue refuses longer lists.
+  static constexpr int kMaxPodsPerMove = 10000;
+
+  // `cluster` (may be null: no adapter status) says whether an adapter is connected.
   AdminService(Scheduler& scheduler, SchedulingQueue& queue, Cache& cache,
-               std::vector<GrpcPluginProcess*> endpoints)
-      : scheduler_(scheduler), queue_(queue), cache_(cache), endpoints_(std::move(endpoints)) {}
+               std::vector<GrpcPluginProcess*> endpoints, const ClusterService* cluster = nullptr)
+      : scheduler_(scheduler),
+        queue_(queue),
+        cache_(cache),
+        endpoints_(std::move(endpoints)),
+        cluster_(cluster) {}
 
   grpc::ServerUnaryReactor* ListQueuedPods(grpc::CallbackServerContext* ctx,
                                            const v1::ListQueuedPodsRequest* request,
@@ -39,12 +52,16 @@ class AdminService final : public v1::Admin::CallbackService {
                                                   v1::MovePodsToActiveQueueResponse* response) override;
   grpc::ServerWriteReactor<v1::SchedulingDecision>* WatchDecisions(
       grpc::CallbackServerContext* ctx, const v1::WatchDecisionsRequest* request) override;
+  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
+                                      const v1::GetStatusRequest* request,
+                                      v1::SchedulerStatus* response) override;
 
  private:
   Scheduler& scheduler_;
   SchedulingQueue& queue_;
   Cache& cache_;
   std::vector<GrpcPluginProcess*> endpoints_;
+  const ClusterService* cluster_;
 };
 
 }  // namespace podium::scheduler

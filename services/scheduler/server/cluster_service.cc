@@ -4,40 +4,50 @@
 
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
+#include "server/echo.h"
 #include "server/validation.h"
 
 namespace podium::scheduler {
 
-// One adapter stream. Deleted only in OnDone. Its write state is guarded by
-// the service's mu_.
+// One adapter stream. Deleted only in OnDone. Its state is guarded by the
+// service's mu_ (every method below runs with it held).
 class ClusterService::SyncReactor
     : public grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage> {
  public:
-  SyncReactor(ClusterService& service) : service_(service) {}
+  explicit SyncReactor(ClusterService& service) : service_(service) {}
 
-  void Begin() ABSL_EXCLUSIVE_LOCKS_REQUIRED(service_.mu_) {
-    v1::SchedulerMessage hello;
-    hello.mutable_hello()->set_protocol_version(1);
-    for (const auto& name : service_.options_.scheduler_names) hello.mutable_hello()->add_scheduler_names(name);
-    outbox_.push_back(std::move(hello));
-    MaybeWrite();
+  // Reads the hello; nothing is sent before the stream is accepted.
+  void Begin() {
     reading_ = true;
     StartRead(&incoming_);
   }
 
-  // Requires service_.mu_.
+  void SendHello() {
+    v1::SchedulerMessage hello;
+    hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+    for (const auto& name : service_.options_.scheduler_names) hello.mutable_hello()->add_scheduler_names(name);
+    outbox_.push_back(std::move(hello));
+    MaybeWrite();
+  }
+
+  // Actions queued and not yet handed to gRPC.
+  size_t queued_actions() const { return queued_actions_; }
+
   void Enqueue(v1::Action&& action) {
     if (finished_) return;
     // The front message may be in flight; only a queued one can take more actions.
-    if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions()) {
+    if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions() ||
+        static_cast<size_t>(outbox_.back().actions().actions_size()) >=
+            service_.options_.max_actions_per_message) {
       outbox_.emplace_back();
       outbox_.back().mutable_actions();
     }
     *outbox_.back().mutable_actions()->add_actions() = std::move(action);
+    ++queued_actions_;
     MaybeWrite();
   }
 
-  // Requires service_.mu_: resume reading once the event thread caught up.
+  // Resume reading once the service's threads caught up.
   void MaybeResumeRead() {
     if (!reading_ && !finished_ && paused_) {
       paused_ = false;
@@ -46,7 +56,6 @@ class ClusterService::SyncReactor
     }
   }
 
-  // Requires service_.mu_.
   void FinishOnce(grpc::Status status) {
     if (!finished_) {
       finished_ = true;
@@ -61,18 +70,29 @@ class ClusterService::SyncReactor
       FinishOnce(grpc::Status::OK);
       return;
     }
-    if (incoming_.has_results()) {
+    if (finished_) return;
+    if (!accepted_) {
+      grpc::Status refused = service_.AcceptLocked(this, incoming_);
+      if (!refused.ok()) {
+        FinishOnce(std::move(refused));
+        return;
+      }
+      accepted_ = true;
+    } else if (incoming_.has_results()) {
       for (auto& r : *incoming_.mutable_results()->mutable_results()) {
         service_.results_.push_back(std::move(r));
       }
+    } else if (incoming_.has_hello()) {
+      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a second hello on the stream"));
+      return;
     } else {
       service_.work_.push_back(Work{this, std::move(incoming_), false});
     }
     incoming_.Clear();
-    // Back-pressure: stop reading while the event thread is behind.
-    if (service_.work_.size() >= service_.options_.max_buffered_messages) {
+    // Back-pressure: stop reading while the event or result thread is behind.
+    if (service_.ReadingShouldPauseLocked()) {
       paused_ = true;
-    } else if (!finished_) {
+    } else {
       reading_ = true;
       StartRead(&incoming_);
     }
@@ -81,6 +101,7 @@ class ClusterService::SyncReactor
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&service_.mu_);
     writing_ = false;
+    if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
     outbox_.pop_front();
     if (!ok) {
       FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
@@ -110,6 +131,8 @@ class ClusterService::SyncReactor
   ClusterService& service_;
   v1::ClusterMessage incoming_;
   std::deque<v1::SchedulerMessage> outbox_;
+  size_t queued_actions_ = 0;
+  bool accepted_ = false;
   bool writing_ = false;
   bool reading_ = false;
   bool paused_ = false;
@@ -130,7 +153,9 @@ void ClusterService::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
-    if (active_ != nullptr) active_->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
+    for (auto& [reactor, accepted] : live_) {
+      reactor->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
+    }
   }
   if (event_thread_.joinable()) event_thread_.join();
   if (result_thread_.joinable()) result_thread_.join();
@@ -141,30 +166,90 @@ bool ClusterService::adapter_connected() const {
   return active_ != nullptr;
 }
 
+ClusterService::Stats ClusterService::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.adapter_connected = active_ != nullptr;
+  if (active_ != nullptr) s.adapter = active_adapter_;
+  s.pending_actions = pending_.size();
+  s.refused_streams = refused_streams_;
+  s.taken_over_streams = taken_over_streams_;
+  s.refused_actions = refused_actions_;
+  s.unknown_results = unknown_results_;
+  return s;
+}
+
 grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage>* ClusterService::Sync(
     grpc::CallbackServerContext* context) {
   auto* reactor = new SyncReactor(*this);
   absl::MutexLock lock(&mu_);
+  live_[reactor] = false;
   if (shutdown_) {
     reactor->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
     return reactor;
   }
-  if (active_ != nullptr) {
-    // The newest adapter stream wins: the old one is most likely dead.
-    std::fprintf(stderr, "podium-scheduler: a new adapter stream replaces the old one\n");
-    active_->FinishOnce(grpc::Status(grpc::StatusCode::ABORTED, "replaced by a newer adapter stream"));
-    FailActions("adapter stream replaced");
-    work_.push_back(Work{active_, {}, true});
+  if (unaccepted_ >= options_.max_unaccepted_streams) {
+    ++refused_streams_;
+    reactor->FinishOnce(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                     "too many Cluster.Sync streams waiting to send their hello"));
+    return reactor;
   }
-  active_ = reactor;
+  ++unaccepted_;
   reactor->Begin();
   return reactor;
 }
 
+grpc::Status ClusterService::AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first) {
+  auto refuse = [&](grpc::StatusCode code, std::string message) {
+    ++refused_streams_;
+    std::fprintf(stderr, "podium-scheduler: refused an adapter stream: %s\n", message.c_str());
+    return grpc::Status(code, std::move(message));
+  };
+  if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down");
+  if (!first.has_hello()) {
+    return refuse(grpc::StatusCode::INVALID_ARGUMENT,
+                  "the first message on Cluster.Sync must be hello (AdapterHello)");
+  }
+  const v1::AdapterHello& hello = first.hello();
+  if (hello.protocol_version() != 0 && hello.protocol_version() != kProtocolVersion) {
+    return refuse(grpc::StatusCode::FAILED_PRECONDITION,
+                  absl::StrCat("hello.protocol_version: ", hello.protocol_version(),
+                               " is not supported (this scheduler speaks ", kProtocolVersion, ")"));
+  }
+  const std::string adapter = Echo(hello.adapter());
+  if (active_ != nullptr) {
+    if (!hello.takeover()) {
+      return refuse(grpc::StatusCode::ALREADY_EXISTS,
+                    absl::StrCat("adapter \"", active_adapter_,
+                                 "\" is already connected and the scheduler serves one adapter "
+                                 "stream at a time (set hello.takeover to replace it)"));
+    }
+    std::fprintf(stderr, "podium-scheduler: adapter \"%s\" takes over from \"%s\"\n", adapter.c_str(),
+                 active_adapter_.c_str());
+    ++taken_over_streams_;
+    active_->FinishOnce(grpc::Status(grpc::StatusCode::ABORTED,
+                                     absl::StrCat("taken over by adapter \"", adapter, "\"")));
+    FailActions("adapter stream taken over");
+    work_.push_back(Work{active_, {}, true});
+  }
+  live_[reactor] = true;
+  --unaccepted_;
+  active_ = reactor;
+  active_adapter_ = adapter;
+  work_.push_back(Work{reactor, first, false});  // Logged on the event thread.
+  reactor->SendHello();
+  return grpc::Status::OK;
+}
+
 void ClusterService::OnReactorDone(SyncReactor* reactor) {
   absl::MutexLock lock(&mu_);
+  if (auto it = live_.find(reactor); it != live_.end()) {
+    if (!it->second) --unaccepted_;
+    live_.erase(it);
+  }
   if (active_ == reactor) {
     active_ = nullptr;
+    active_adapter_.clear();
     FailActions("adapter disconnected");
     work_.push_back(Work{reactor, {}, true});
   }
@@ -174,14 +259,39 @@ void ClusterService::OnReactorDone(SyncReactor* reactor) {
   }
 }
 
+bool ClusterService::ReadingShouldPauseLocked() const {
+  return work_.size() >= options_.max_buffered_messages ||
+         results_.size() >= options_.max_buffered_results;
+}
+
+void ClusterService::MaybeResumeReadLocked() {
+  if (active_ != nullptr && work_.size() < std::max<size_t>(1, options_.max_buffered_messages / 4) &&
+      results_.size() < std::max<size_t>(1, options_.max_buffered_results / 4)) {
+    active_->MaybeResumeRead();
+  }
+}
+
+void ClusterService::FailLocked(uint64_t id, ResultCallback on_result, const std::string& why) {
+  v1::ActionResult result;
+  result.set_action_id(id);
+  result.set_code(v1::ActionResult::UNAVAILABLE);
+  result.set_message(why);
+  to_fail_.emplace_back(std::move(on_result), std::move(result));
+}
+
 void ClusterService::Send(v1::Action action, ResultCallback on_result) {
   absl::MutexLock lock(&mu_);
   if (active_ == nullptr || shutdown_) {
-    v1::ActionResult result;
-    result.set_action_id(action.id());
-    result.set_code(v1::ActionResult::UNAVAILABLE);
-    result.set_message("no adapter is connected");
-    to_fail_.emplace_back(std::move(on_result), std::move(result));
+    FailLocked(action.id(), std::move(on_result), "no adapter is connected");
+    return;
+  }
+  if (pending_.size() >= options_.max_pending_actions ||
+      active_->queued_actions() >= options_.max_pending_actions) {
+    // Fail it rather than drop it: a bind is then forgotten and requeued.
+    ++refused_actions_;
+    FailLocked(action.id(), std::move(on_result),
+               absl::StrCat("the adapter's outbox is full (", pending_.size(),
+                            " actions await a result)"));
     return;
   }
   const uint64_t id = next_action_id_++;
@@ -191,13 +301,7 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
 }
 
 void ClusterService::FailActions(const std::string& why) {
-  for (auto& [id, pending] : pending_) {
-    v1::ActionResult result;
-    result.set_action_id(id);
-    result.set_code(v1::ActionResult::UNAVAILABLE);
-    result.set_message(why);
-    to_fail_.emplace_back(std::move(pending.on_result), std::move(result));
-  }
+  for (auto& [id, pending] : pending_) FailLocked(id, std::move(pending.on_result), why);
   pending_.clear();
 }
 
@@ -206,11 +310,14 @@ void ClusterService::Complete(uint64_t id, const v1::ActionResult& result) {
   {
     absl::MutexLock lock(&mu_);
     auto it = pending_.find(id);
-    if (it == pending_.end()) return;  // Timed out already, or a made-up id.
+    if (it == pending_.end()) {  // Timed out already, or a made-up id.
+      ++unknown_results_;
+      return;
+    }
     callback = std::move(it->second.on_result);
     pending_.erase(it);
   }
-  callback(result);
+  if (callback) callback(result);
 }
 
 void ClusterService::EventLoop() {
@@ -229,11 +336,7 @@ void ClusterService::EventLoop() {
       const absl::Time now = absl::Now();
       for (auto it = pending_.begin(); it != pending_.end();) {
         if (it->second.deadline <= now) {
-          v1::ActionResult result;
-          result.set_action_id(it->first);
-          result.set_code(v1::ActionResult::UNAVAILABLE);
-          result.set_message("no result from the adapter in time");
-          to_fail_.emplace_back(std::move(it->second.on_result), std::move(result));
+          FailLocked(it->first, std::move(it->second.on_result), "no result from the adapter in time");
           pending_.erase(it++);
         } else {
           ++it;
@@ -244,12 +347,12 @@ void ClusterService::EventLoop() {
       if (!work_.empty()) {
         work = std::move(work_.front());
         work_.pop_front();
-        if (active_ != nullptr && work_.size() < options_.max_buffered_messages / 4) {
-          active_->MaybeResumeRead();
-        }
+        MaybeResumeReadLocked();
       }
     }
-    for (auto& [callback, result] : failed) callback(result);
+    for (auto& [callback, result] : failed) {
+      if (callback) callback(result);
+    }
     Handle(work);
   }
 }
@@ -264,6 +367,7 @@ void ClusterService::ResultLoop() {
           this));
       if (results_.empty() && shutdown_) return;
       results.swap(results_);
+      MaybeResumeReadLocked();
     }
     for (const auto& result : results) Complete(result.action_id(), result);
   }
@@ -278,7 +382,7 @@ void ClusterService::Handle(Work& work) {
   switch (message.kind_case()) {
     case v1::ClusterMessage::kHello:
       std::fprintf(stderr, "podium-scheduler: adapter %s connected (protocol %u)\n",
-                   message.hello().adapter().c_str(), message.hello().protocol_version());
+                   Echo(message.hello().adapter()).c_str(), message.hello().protocol_version());
       break;
     case v1::ClusterMessage::kListBegin: handler_.OnListBegin(); break;
     case v1::ClusterMessage::kListEnd: handler_.OnListEnd(); break;
@@ -286,7 +390,7 @@ void ClusterService::Handle(Work& work) {
       for (const auto& event : message.events().events()) {
         if (absl::Status s = ValidateObjectEvent(event); !s.ok()) {
           std::fprintf(stderr, "podium-scheduler: refused %s from the adapter: %s\n",
-                       DescribeObject(event).c_str(), std::string(s.message()).c_str());
+                       Echo(DescribeObject(event)).c_str(), Echo(s.message(), 1024).c_str());
           if (metrics_ != nullptr) {
             const std::string kind = DescribeObject(event);
             metrics_->CountInvalidObject(kind.substr(0, kind.find(' ')));

@@ -20,12 +20,38 @@ namespace podium::scheduler {
 
 class SchedulerMetrics;
 
+// Serves one adapter stream at a time (see AdapterHello in cluster.proto): a
+// second stream is refused while one is live unless its hello asks to take
+// over. Everything it buffers is bounded: the adapter's outbox and the actions
+// awaiting a result (a new action beyond the bound fails at once with
+// UNAVAILABLE, so a bind is forgotten and requeued, never silently lost), and
+// incoming events and results (reading pauses until the threads catch up).
 class ClusterService final : public v1::Cluster::CallbackService, public ActionSink {
  public:
+  static constexpr uint32_t kProtocolVersion = 1;
+
   struct Options {
     std::vector<std::string> scheduler_names;
     absl::Duration action_timeout = absl::Seconds(30);
     size_t max_buffered_messages = 64;  // Reading pauses above this.
+    size_t max_buffered_results = 4096;  // Reading pauses above this.
+    // Actions sent and awaiting a result, and actions queued for writing: a
+    // new action beyond either bound fails with UNAVAILABLE (counted).
+    size_t max_pending_actions = 10000;
+    size_t max_actions_per_message = 512;
+    // Streams connected that have not sent their hello yet.
+    size_t max_unaccepted_streams = 4;
+  };
+
+  // Counters since start, for the Admin API and metrics.
+  struct Stats {
+    bool adapter_connected = false;
+    std::string adapter;  // The live adapter's name, from its hello.
+    size_t pending_actions = 0;
+    uint64_t refused_streams = 0;  // Second stream, bad hello, too many streams.
+    uint64_t taken_over_streams = 0;
+    uint64_t refused_actions = 0;  // Outbox full.
+    uint64_t unknown_results = 0;  // A result for no pending action.
   };
 
   ClusterService(Options options, ClusterEventHandler& handler, SchedulerMetrics* metrics);
@@ -36,6 +62,7 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   void Send(v1::Action action, ResultCallback on_result) override;
 
   bool adapter_connected() const;
+  Stats stats() const;
   void Shutdown();
 
  private:
@@ -53,9 +80,15 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   void EventLoop();
   void ResultLoop();
   void Handle(Work& work);
-  void OnReactorMessage(SyncReactor* reactor, v1::ClusterMessage&& message);
+  // The first message of a stream: OK makes `reactor` the live stream.
+  grpc::Status AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnReactorDone(SyncReactor* reactor);
+  bool ReadingShouldPauseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeResumeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailActions(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailLocked(uint64_t id, ResultCallback on_result, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(uint64_t id, const v1::ActionResult& result);
 
   const Options options_;
@@ -65,6 +98,10 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   // Lock order: mu_ only; callbacks run without it.
   mutable absl::Mutex mu_;
   SyncReactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string active_adapter_ ABSL_GUARDED_BY(mu_);
+  // Every stream not yet done (the live one and those awaiting their hello).
+  absl::flat_hash_map<SyncReactor*, bool> live_ ABSL_GUARDED_BY(mu_);  // -> accepted
+  size_t unaccepted_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
   // Action results skip the object events: a bind's result needs no ordering
@@ -74,6 +111,10 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   absl::flat_hash_map<uint64_t, PendingAction> pending_ ABSL_GUARDED_BY(mu_);
   // Results to deliver on the event thread (failures decided under mu_).
   std::vector<std::pair<ResultCallback, v1::ActionResult>> to_fail_ ABSL_GUARDED_BY(mu_);
+  uint64_t refused_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t taken_over_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t refused_actions_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t unknown_results_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread event_thread_;
   std::thread result_thread_;
 };

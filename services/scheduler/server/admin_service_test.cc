@@ -1,0 +1,222 @@
+// AdminService over a real in-process gRPC server on a loopback port.
+#include "server/admin_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cache/cache.h"
+#include "cache/snapshot.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "metrics/metrics.h"
+#include "queue/fake_clock.h"
+#include "queue/scheduling_queue.h"
+#include "scheduler.h"
+#include "server/cluster_service.h"
+
+namespace podium::scheduler {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+sdk::PodInfoPtr MakePod(const std::string& ns, const std::string& name, int64_t created_us) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid(ns + "-" + name + "-uid");
+  pod.mutable_meta()->set_namespace_(ns);
+  pod.mutable_meta()->set_name(name);
+  pod.mutable_meta()->set_creation_timestamp_us(created_us);
+  pod.add_containers()->set_name("c");
+  return sdk::PodInfo::Create(pod);
+}
+
+class NullHandler : public ClusterEventHandler {
+ public:
+  void OnListBegin() override {}
+  void OnObjectEvent(const v1::ObjectEvent&) override {}
+  void OnListEnd() override {}
+  void OnAdapterDisconnected() override {}
+};
+
+class AdminServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SchedulingQueue::Options qo;
+    qo.clock = &clock_;
+    queue_ = std::make_unique<SchedulingQueue>(qo);
+    scheduler_ = std::make_unique<Scheduler>(Scheduler::Options{}, cache_, snapshot_, *queue_,
+                                             std::vector<FrameworkPtr>{}, metrics_, clock_);
+    cluster_ = std::make_unique<ClusterService>(ClusterService::Options{}, handler_, nullptr);
+    admin_ = std::make_unique<AdminService>(*scheduler_, *queue_, cache_,
+                                            std::vector<GrpcPluginProcess*>{}, cluster_.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(admin_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Admin::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                                   grpc::InsecureChannelCredentials()));
+  }
+
+  void TearDown() override {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    cluster_->Shutdown();
+    scheduler_->Stop();
+  }
+
+  std::unique_ptr<grpc::ClientContext> Ctx() {
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return ctx;
+  }
+
+  // Pops `name` and returns it to the queue as failed: rejected by `plugin`,
+  // or with an error when `plugin` is empty.
+  void Fail(const std::string& uid, const std::string& plugin, const std::string& message) {
+    auto info = queue_->TryPop();
+    ASSERT_TRUE(info.has_value());
+    ASSERT_EQ(info->uid(), uid);
+    if (!plugin.empty()) info->unschedulable_plugins = {plugin};
+    info->message = message;
+    ASSERT_TRUE(queue_->AddUnschedulableIfNotPresent(*info, queue_->scheduling_cycle()).ok());
+    queue_->Done(uid);
+  }
+
+  FakeClock clock_;
+  Cache cache_{Cache::Options{}};
+  Snapshot snapshot_;
+  SchedulerMetrics metrics_{std::make_shared<prometheus::Registry>()};
+  std::unique_ptr<SchedulingQueue> queue_;
+  std::unique_ptr<Scheduler> scheduler_;
+  NullHandler handler_;
+  std::unique_ptr<ClusterService> cluster_;
+  std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Admin::Stub> stub_;
+};
+
+TEST_F(AdminServiceTest, ListQueuedPodsPagesThroughEveryPodOnce) {
+  for (int i = 0; i < 7; ++i) queue_->Add(MakePod("default", absl::StrCat("p", i), i));
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    v1::ListQueuedPodsRequest request;
+    request.set_page_size(3);
+    request.set_page_token(token);
+    v1::ListQueuedPodsResponse response;
+    ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &response).ok());
+    EXPECT_EQ(response.total(), 7);
+    EXPECT_LE(response.pods_size(), 3);
+    EXPECT_FALSE(response.adapter_connected());
+    for (const auto& p : response.pods()) seen.push_back(p.pod().name());
+    token = response.next_page_token();
+    ++pages;
+  } while (!token.empty() && pages < 10);
+  EXPECT_EQ(pages, 3);
+  EXPECT_THAT(seen, ElementsAre("p0", "p1", "p2", "p3", "p4", "p5", "p6"));
+}
+
+TEST_F(AdminServiceTest, ListQueuedPodsDefaultPageAndFilters) {
+  for (int i = 0; i < AdminService::kDefaultPageSize + 1; ++i) {
+    queue_->Add(MakePod(i == 0 ? "kube-system" : "default", absl::StrCat("p", i), i));
+  }
+  v1::ListQueuedPodsResponse response;
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), {}, &response).ok());
+  EXPECT_EQ(response.pods_size(), AdminService::kDefaultPageSize);
+  EXPECT_FALSE(response.next_page_token().empty());
+
+  Fail("kube-system-p0-uid", "NodeAffinity", "0/1 nodes are available");
+  v1::ListQueuedPodsRequest request;
+  request.set_plugin("NodeAffinity");
+  response.Clear();
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &response).ok());
+  ASSERT_EQ(response.pods_size(), 1);
+  EXPECT_EQ(response.pods(0).pod().name(), "p0");
+  EXPECT_EQ(response.pods(0).queue(), v1::UNSCHEDULABLE);
+  EXPECT_TRUE(response.next_page_token().empty());
+
+  request.Clear();
+  request.set_namespace_("kube-system");
+  request.set_queue(v1::ACTIVE);
+  response.Clear();
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &response).ok());
+  EXPECT_EQ(response.total(), 0);
+}
+
+TEST_F(AdminServiceTest, BadPageTokenIsRefusedAndNotEchoedWhole) {
+  v1::ListQueuedPodsRequest request;
+  request.set_page_token(std::string(100000, 'x'));
+  v1::ListQueuedPodsResponse response;
+  grpc::Status s = stub_->ListQueuedPods(Ctx().get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("page_token"));
+  EXPECT_LT(s.error_message().size(), 512u);
+}
+
+TEST_F(AdminServiceTest, ExplainPodNotFoundDoesNotEchoUnboundedInput) {
+  v1::ExplainPodRequest request;
+  request.set_namespace_("default");
+  request.set_name(std::string(64 << 10, 'n'));
+  v1::ExplainPodResponse response;
+  grpc::Status s = stub_->ExplainPod(Ctx().get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LT(s.error_message().size(), 1024u);
+  EXPECT_THAT(s.error_message(), HasSubstr("bytes)"));
+}
+
+TEST_F(AdminServiceTest, ExplainPodReportsAnAttemptThatFailedWithAnError) {
+  queue_->Add(MakePod("default", "web", 1));
+  Fail("default-web-uid", "", "running PreFilter plugin \"Remote\": deadline exceeded");
+  v1::ExplainPodRequest request;
+  request.set_namespace_("default");
+  request.set_name("web");
+  v1::ExplainPodResponse response;
+  grpc::Status s = stub_->ExplainPod(Ctx().get(), request, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.attempts(), 1);
+  EXPECT_THAT(response.last_error(), HasSubstr("deadline exceeded"));
+  EXPECT_EQ(response.pod().pod().name(), "web");
+}
+
+TEST_F(AdminServiceTest, MovePodsToActiveQueueByName) {
+  for (int i = 0; i < 3; ++i) queue_->Add(MakePod("default", absl::StrCat("p", i), i));
+  for (int i = 0; i < 3; ++i) Fail(absl::StrCat("default-p", i, "-uid"), "NodeAffinity", "no");
+  EXPECT_EQ(queue_->PendingPods().unschedulable, 3u);
+  v1::MovePodsToActiveQueueRequest request;
+  auto* ref = request.add_pods();
+  ref->set_namespace_("default");
+  ref->set_name("p1");
+  ref = request.add_pods();
+  ref->set_namespace_("default");
+  ref->set_name("not-there");
+  v1::MovePodsToActiveQueueResponse response;
+  ASSERT_TRUE(stub_->MovePodsToActiveQueue(Ctx().get(), request, &response).ok());
+  EXPECT_EQ(response.moved(), 1);
+  EXPECT_EQ(queue_->PendingPods().active, 1u);
+  auto popped = queue_->TryPop();
+  ASSERT_TRUE(popped.has_value());
+  EXPECT_EQ(popped->pod().meta().name(), "p1");
+}
+
+TEST_F(AdminServiceTest, GetStatusSaysWhySchedulingIsHeld) {
+  v1::SchedulerStatus status;
+  ASSERT_TRUE(stub_->GetStatus(Ctx().get(), {}, &status).ok());
+  EXPECT_FALSE(status.adapter_connected());
+  EXPECT_EQ(status.scheduling_held_because(), "no adapter is connected");
+  v1::SetSchedulingPausedRequest pause;
+  pause.set_paused(true);
+  v1::SetSchedulingPausedResponse paused;
+  ASSERT_TRUE(stub_->SetSchedulingPaused(Ctx().get(), pause, &paused).ok());
+  status.Clear();
+  ASSERT_TRUE(stub_->GetStatus(Ctx().get(), {}, &status).ok());
+  EXPECT_TRUE(status.paused());
+  EXPECT_EQ(status.scheduling_held_because(), "paused by an operator");
+}
+
+}  // namespace
+}  // namespace podium::scheduler

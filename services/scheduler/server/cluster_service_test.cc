@@ -1,0 +1,283 @@
+// ClusterService over a real gRPC server on a temp unix socket.
+#include "server/cluster_service.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "server/listener.h"
+
+namespace podium::scheduler {
+namespace {
+
+using ::testing::HasSubstr;
+
+class RecordingHandler : public ClusterEventHandler {
+ public:
+  void OnListBegin() override {}
+  void OnObjectEvent(const v1::ObjectEvent&) override {}
+  void OnListEnd() override {}
+  void OnAdapterDisconnected() override {
+    absl::MutexLock lock(&mu_);
+    ++disconnects_;
+  }
+  int disconnects() const {
+    absl::MutexLock lock(&mu_);
+    return disconnects_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int disconnects_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Waits for one action result.
+struct ResultWaiter {
+  absl::Notification done;
+  v1::ActionResult result;
+  ActionSink::ResultCallback Callback() {
+    return [this](const v1::ActionResult& r) {
+      result = r;
+      done.Notify();
+    };
+  }
+  bool Wait() { return done.WaitForNotificationWithTimeout(absl::Seconds(10)); }
+};
+
+std::string TempSocketPath() {
+  char dir[] = "/tmp/podium-cluster-test-XXXXXX";
+  EXPECT_NE(mkdtemp(dir), nullptr);
+  return std::string(dir) + "/scheduler.sock";
+}
+
+class ClusterServiceTest : public ::testing::Test {
+ protected:
+  void Start(ClusterService::Options options = {}) {
+    options.scheduler_names = {"default-scheduler"};
+    service_ = std::make_unique<ClusterService>(options, handler_, nullptr);
+    path_ = TempSocketPath();
+    grpc::ServerBuilder builder;
+    builder.RegisterService(service_.get());
+    auto server = StartServer(builder, "unix://" + path_);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    channel_ = grpc::CreateChannel("unix://" + path_, grpc::InsecureChannelCredentials());
+    stub_ = v1::Cluster::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    service_->Shutdown();
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    server_.reset();
+    ::unlink(path_.c_str());
+    ::rmdir(path_.substr(0, path_.rfind('/')).c_str());
+  }
+
+  struct Stream {
+    std::unique_ptr<grpc::ClientContext> ctx = std::make_unique<grpc::ClientContext>();
+    std::unique_ptr<grpc::ClientReaderWriter<v1::ClusterMessage, v1::SchedulerMessage>> rw;
+  };
+
+  Stream Open(const std::string& adapter, uint32_t version = 1, bool takeover = false) {
+    Stream s;
+    s.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    s.rw = stub_->Sync(s.ctx.get());
+    v1::ClusterMessage hello;
+    hello.mutable_hello()->set_protocol_version(version);
+    hello.mutable_hello()->set_adapter(adapter);
+    hello.mutable_hello()->set_takeover(takeover);
+    s.rw->Write(hello);
+    return s;
+  }
+
+  // Reads the SchedulerHello of an accepted stream.
+  static void ExpectAccepted(Stream& s) {
+    v1::SchedulerMessage m;
+    ASSERT_TRUE(s.rw->Read(&m));
+    ASSERT_TRUE(m.has_hello());
+    EXPECT_EQ(m.hello().protocol_version(), ClusterService::kProtocolVersion);
+  }
+
+  static grpc::Status Refusal(Stream& s) {
+    v1::SchedulerMessage m;
+    EXPECT_FALSE(s.rw->Read(&m)) << "a refused stream got " << m.ShortDebugString();
+    return s.rw->Finish();
+  }
+
+  // Sends a bind and waits until the adapter on `s` reads it.
+  static uint64_t ExpectAction(Stream& s) {
+    v1::SchedulerMessage m;
+    EXPECT_TRUE(s.rw->Read(&m));
+    EXPECT_TRUE(m.has_actions());
+    return m.has_actions() ? m.actions().actions(0).id() : 0;
+  }
+
+  static v1::Action Bind(const std::string& name) {
+    v1::Action action;
+    action.mutable_bind()->mutable_pod()->set_name(name);
+    action.mutable_bind()->set_node_name("node-1");
+    return action;
+  }
+
+  // Outlive the service: a callback may still run while it shuts down.
+  ResultWaiter& NewWaiter() { return waiters_.emplace_back(); }
+  std::deque<ResultWaiter> waiters_;
+  RecordingHandler handler_;
+  std::unique_ptr<ClusterService> service_;
+  std::string path_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Cluster::Stub> stub_;
+};
+
+TEST_F(ClusterServiceTest, SocketIsOwnerOnly) {
+  Start();
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+}
+
+TEST_F(ClusterServiceTest, AbstractSocketIsRefused) {
+  Start();
+  grpc::ServerBuilder builder;
+  auto server = StartServer(builder, "unix-abstract:podium-test");
+  EXPECT_FALSE(server.ok());
+}
+
+TEST_F(ClusterServiceTest, SecondStreamIsRefusedAndTheFirstKeepsItsBinds) {
+  Start();
+  Stream first = Open("adapter-a");
+  ExpectAccepted(first);
+  Stream second = Open("adapter-b");
+  const grpc::Status refused = Refusal(second);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(refused.error_message(), HasSubstr("adapter-a"));
+
+  ResultWaiter& waiter = NewWaiter();
+  service_->Send(Bind("web-1"), waiter.Callback());
+  const uint64_t id = ExpectAction(first);
+  v1::ClusterMessage results;
+  auto* r = results.mutable_results()->add_results();
+  r->set_action_id(id);
+  r->set_code(v1::ActionResult::OK);
+  ASSERT_TRUE(first.rw->Write(results));
+  ASSERT_TRUE(waiter.Wait());
+  EXPECT_EQ(waiter.result.code(), v1::ActionResult::OK);
+  EXPECT_EQ(service_->stats().refused_streams, 1u);
+  EXPECT_EQ(service_->stats().adapter, "adapter-a");
+}
+
+TEST_F(ClusterServiceTest, TakeoverClosesTheFirstStreamAndFailsItsActions) {
+  Start();
+  Stream first = Open("adapter-a");
+  ExpectAccepted(first);
+  ResultWaiter& pending = NewWaiter();
+  service_->Send(Bind("web-1"), pending.Callback());
+  ExpectAction(first);
+
+  Stream second = Open("adapter-b", 1, /*takeover=*/true);
+  ExpectAccepted(second);
+  v1::SchedulerMessage m;
+  EXPECT_FALSE(first.rw->Read(&m));
+  const grpc::Status closed = first.rw->Finish();
+  EXPECT_EQ(closed.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(closed.error_message(), HasSubstr("adapter-b"));
+  ASSERT_TRUE(pending.Wait());
+  EXPECT_EQ(pending.result.code(), v1::ActionResult::UNAVAILABLE);
+
+  ResultWaiter& next = NewWaiter();
+  service_->Send(Bind("web-2"), next.Callback());
+  ExpectAction(second);
+  EXPECT_EQ(service_->stats().taken_over_streams, 1u);
+}
+
+TEST_F(ClusterServiceTest, UnknownProtocolVersionIsRefused) {
+  Start();
+  Stream s = Open("future-adapter", 2);
+  const grpc::Status refused = Refusal(s);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("protocol_version"));
+  EXPECT_FALSE(service_->adapter_connected());
+}
+
+TEST_F(ClusterServiceTest, FirstMessageMustBeHello) {
+  Start();
+  Stream s;
+  s.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  s.rw = stub_->Sync(s.ctx.get());
+  v1::ClusterMessage begin;
+  begin.mutable_list_begin();
+  s.rw->Write(begin);
+  EXPECT_EQ(Refusal(s).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ClusterServiceTest, FullOutboxFailsTheActionWithUnavailable) {
+  ClusterService::Options options;
+  options.max_pending_actions = 2;
+  Start(options);
+  Stream s = Open("slow-adapter");
+  ExpectAccepted(s);
+  ResultWaiter& a = NewWaiter();
+  ResultWaiter& b = NewWaiter();
+  ResultWaiter& c = NewWaiter();
+  service_->Send(Bind("web-1"), a.Callback());
+  service_->Send(Bind("web-2"), b.Callback());
+  service_->Send(Bind("web-3"), c.Callback());
+  ASSERT_TRUE(c.Wait());
+  EXPECT_EQ(c.result.code(), v1::ActionResult::UNAVAILABLE);
+  EXPECT_THAT(c.result.message(), HasSubstr("outbox is full"));
+  EXPECT_FALSE(a.done.HasBeenNotified());
+  EXPECT_EQ(service_->stats().refused_actions, 1u);
+  EXPECT_EQ(service_->stats().pending_actions, 2u);
+}
+
+TEST_F(ClusterServiceTest, ResultsForUnknownActionsAreCounted) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  ResultWaiter& known = NewWaiter();
+  service_->Send(Bind("web-1"), known.Callback());
+  const uint64_t id = ExpectAction(s);
+  v1::ClusterMessage results;
+  for (uint64_t bogus : {id + 100, id + 101}) {
+    auto* r = results.mutable_results()->add_results();
+    r->set_action_id(bogus);
+  }
+  auto* r = results.mutable_results()->add_results();
+  r->set_action_id(id);  // Processed after the bogus ones, in order.
+  ASSERT_TRUE(s.rw->Write(results));
+  ASSERT_TRUE(known.Wait());
+  EXPECT_EQ(service_->stats().unknown_results, 2u);
+}
+
+TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
+  Start();
+  {
+    Stream s = Open("adapter-a");
+    ExpectAccepted(s);
+    ResultWaiter& pending = NewWaiter();
+    service_->Send(Bind("web-1"), pending.Callback());
+    ExpectAction(s);
+    s.rw->WritesDone();
+    s.ctx->TryCancel();
+    ASSERT_TRUE(pending.Wait());
+    EXPECT_EQ(pending.result.code(), v1::ActionResult::UNAVAILABLE);
+  }
+  // A new adapter is accepted once the old stream is gone.
+  Stream again = Open("adapter-a");
+  ExpectAccepted(again);
+}
+
+}  // namespace
+}  // namespace podium::scheduler
