@@ -2,6 +2,8 @@
 #              podium-scheduler and podium-plugin-host spawned as child processes
 # make test  - every unit and integration test, through ctest
 # make bench - scheduler_perf-shaped benchmarks, results in build/bench/results.json
+# make fuzz  - libFuzzer on the YAML loaders (clang, build-fuzz/), FUZZ_SECONDS each;
+#              new inputs are added to adapters/common/fuzz/corpus/ (replayed by make test)
 # Each target installs what is missing (Debian packages) and builds what is stale.
 
 BUILD     ?= build
@@ -18,7 +20,12 @@ DEB_PACKAGES := build-essential cmake pkg-config \
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed
 
-.PHONY: all deps configure build run test bench clean
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZERS      := cluster_loader scheduler_config
+FUZZ_CORPUS  := adapters/common/fuzz/corpus
+
+.PHONY: all deps configure build run test bench fuzz clean
 
 all: build
 
@@ -55,5 +62,19 @@ test: build
 bench: build
 	integration/bench/run_bench.sh $(BUILD)
 
+# Each fuzzer runs FUZZ_SECONDS on the kept corpus; inputs that add coverage are
+# written back to it, crashes to $(FUZZ_BUILD)/artifacts/ (and fail the target).
+fuzz: $(DEPS_STAMP)
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addsuffix _fuzzer,$(FUZZERS))
+	@mkdir -p $(FUZZ_BUILD)/artifacts
+	@for f in $(FUZZERS); do \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $(FUZZ_BUILD)/adapters/common/fuzz/$${f}_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$${f}- \
+	    $(FUZZ_CORPUS)/$$f || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)
