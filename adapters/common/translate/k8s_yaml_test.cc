@@ -360,6 +360,20 @@ TEST(K8sYamlTest, RefusesAliasAmplification) {
   EXPECT_THAT(r.status().message(), HasSubstr("alias amplification"));
 }
 
+// The Kubernetes adapter's path: API server JSON, parsed by yaml-cpp, then the
+// same per-object translation.
+TEST(K8sYamlTest, TranslatesJsonObjects) {
+  YAML::Node obj = YAML::Load(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","namespace":"x","uid":"u-1"},)"
+      R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"250m","memory":"128Mi"}}}]}})");
+  auto pod = PodFromYaml(obj);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->meta().namespace_(), "x");
+  EXPECT_EQ(pod->meta().uid(), "u-1");
+  EXPECT_EQ(pod->containers(0).requests().milli_cpu(), 250);
+  EXPECT_EQ(pod->containers(0).requests().memory_bytes(), 128 << 20);
+}
+
 TEST(K8sYamlTest, LoadsDirectoriesInNameOrder) {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "podium-yaml-XXXXXX").string();
