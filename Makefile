@@ -4,6 +4,8 @@
 # make bench - scheduler_perf-shaped benchmarks, results in build/bench/results.json
 # make tsan  - the scheduler's and the SDK's unit tests under ThreadSanitizer
 #              (a separate build in build-tsan; suppressions in tsan.supp)
+# make fuzz  - libFuzzer on the YAML loaders (clang, build-fuzz/), FUZZ_SECONDS each;
+#              new inputs are added to adapters/common/fuzz/corpus/ (replayed by make test)
 # Each target installs what is missing (Debian packages) and builds what is stale.
 
 BUILD     ?= build
@@ -26,7 +28,12 @@ TSAN_TARGETS := podium_server_test podium_queue_test podium_cache_test podium_co
   podium_framework_test podium_remote_test podium_scheduler_test \
   podium_sdk_framework_test podium_sdk_mirror_test podium_sdk_runtime_test
 
-.PHONY: all deps configure build run test bench tsan clean
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZERS      := cluster_loader scheduler_config
+FUZZ_CORPUS  := adapters/common/fuzz/corpus
+
+.PHONY: all deps configure build run test bench tsan fuzz clean
 
 all: build
 
@@ -73,5 +80,19 @@ tsan: deps
 	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
 	  ctest --test-dir $(TSAN_BUILD)/plugin-sdk --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
+# Each fuzzer runs FUZZ_SECONDS on the kept corpus; inputs that add coverage are
+# written back to it, crashes to $(FUZZ_BUILD)/artifacts/ (and fail the target).
+fuzz: $(DEPS_STAMP)
+	@command -v clang++ >/dev/null || { echo "make fuzz needs clang (apt-get install clang)"; exit 1; }
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j$(JOBS) --target $(addsuffix _fuzzer,$(FUZZERS))
+	@mkdir -p $(FUZZ_BUILD)/artifacts
+	@for f in $(FUZZERS); do \
+	  echo "== $$f ($(FUZZ_SECONDS) s)"; \
+	  $(FUZZ_BUILD)/adapters/common/fuzz/$${f}_fuzzer -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -rss_limit_mb=2048 -timeout=10 -artifact_prefix=$(FUZZ_BUILD)/artifacts/$${f}- \
+	    $(FUZZ_CORPUS)/$$f || exit 1; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(TSAN_BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)

@@ -339,10 +339,13 @@ class Report:
       {"outcome": "completed"|"timeout"|..., "nodes": N, "pods": N, "bound": N,
        "placements": [{"namespace", "name", "node"}],
        "unschedulable_pods": [{"namespace", "name", "message"}],
+       "error_pods": [{"namespace", "name", "message"}],
        "pending_pods": ["ns/name"], "deleted_pods": ["ns/name: reason"], ...}
 
     placements: {"ns/name": node, or None when not bound};
-    messages: {"ns/name": FailedScheduling message}.
+    messages: {"ns/name": FailedScheduling message}, for unschedulable pods and
+    pods whose attempt failed with an error;
+    errors: the "ns/name" of the latter (outcome "scheduling_errors", exit 4).
     """
 
     def __init__(self, raw):
@@ -351,12 +354,18 @@ class Report:
         self.placements = {}
         self.messages = {}
         self.pending = set()
+        self.errors = set()
         for p in raw.get("placements") or []:
             self.placements[self._key(p)] = p.get("node") or None
         for p in raw.get("unschedulable_pods") or []:
             key = self._key(p)
             self.placements[key] = None
             self.messages[key] = p.get("message") or ""
+        for p in raw.get("error_pods") or []:
+            key = self._key(p)
+            self.placements[key] = None
+            self.messages[key] = p.get("message") or ""
+            self.errors.add(key)
         for key in raw.get("pending_pods") or []:
             self.placements[key] = None
             self.pending.add(key)

@@ -44,6 +44,66 @@ class BadInputTest(lib.IntegrationTest):
         self.assertIn("cpu", err)
         self.assertIn("12x", err)
 
+    def test_sim_refuses_what_the_scheduler_refuses(self):
+        # Defect 16: podium-sim loaded these and waited for its timeout with
+        # the pods "pending" and no reason.
+        lib.require_binaries(self, "sim")
+        for name, pod, field in (
+                ("host-port", pod_yaml("web").replace(
+                    "  containers:\n  - name: main\n",
+                    "  containers:\n  - name: main\n    ports: [{containerPort: 80, hostPort: 70000}]\n"),
+                 "spec.containers[0].ports[0].hostPort"),
+                ("forged-name", pod_yaml("web").replace("name: web", 'name: "web\\nE0000 forged"'),
+                 "metadata.name")):
+            cluster = self.write(f"{name}.yaml", cluster_yaml(node_yaml("node-a"), pod))
+            self.assertIn(field.split(".")[-1].split("[")[0], pod, "the fixture did not apply")
+            rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"), timeout=30)
+            self.assertCleanFailure(rc, err)
+            self.assertNotEqual(rc, 3, f"timed out instead of refusing:\n{err[-4000:]}")
+            self.assertIn(f"{name}.yaml: document 2", err)
+            self.assertIn(field, err)
+            self.assertNotIn("\nE0000 forged", err, "a name forged a log line")
+
+    def test_missing_kind_and_alias_bomb_are_errors(self):
+        # Defect 15: an item without kind aborted podium-sim; aliases blew it up.
+        lib.require_binaries(self, "sim")
+        truncated = self.write("truncated.yaml",
+                               "apiVersion: v1\nkind: List\nitems:\n" +
+                               "".join("- " + line + "\n" if i == 0 else "  " + line + "\n"
+                                       for i, line in enumerate(node_yaml("node-a").splitlines())) +
+                               "- apiVersion: v1\n  metadata:\n    name: web-")
+        rc, out, err = self.run_sim(truncated, config=lib.config_path("default-plugins.yaml"), timeout=30)
+        self.assertCleanFailure(rc, err)
+        self.assertIn("truncated.yaml: document 1 item 2: kind: missing", err)
+
+        laughs = ["a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+        for i in range(1, 9):
+            laughs.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]")
+        bomb = self.write("bomb.yaml", "kind: Pod\nmetadata: {name: lol}\n" + "\n".join(laughs) + "\n")
+        rc, out, err = self.run_sim(bomb, config=lib.config_path("default-plugins.yaml"), timeout=30)
+        self.assertCleanFailure(rc, err)
+        self.assertIn("bomb.yaml: document 1", err)
+        self.assertIn("alias amplification", err)
+
+    def test_spawn_needs_the_plugin_host_endpoint(self):
+        # Item 7: --spawn silently needed an endpoint named "host".
+        lib.require_binaries(self, "sim", "scheduler", "plugin_host")
+        config = self.write("no-host.yaml", (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n---\n"
+            "apiVersion: podium.dev/v1alpha1\nkind: PodiumConfiguration\npluginEndpoints:\n"
+            "- name: plugins\n  address: unix:///run/podium/plugins.sock\n"
+            "  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,\n"
+            "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]\n"))
+        cluster = self.write("cluster.yaml", cluster_yaml(node_yaml("node-a"), pod_yaml("web")))
+        rc, out, err = self.run_sim(cluster, config=config, timeout=30)
+        self.assertEqual(rc, 2, err[-4000:])
+        self.assertIn('plugin endpoint "host"', err)
+        self.assertIn("--plugin-host-endpoint", err)
+        rc, out, err = self.run_sim(cluster, config=config, extra=["--plugin-host-endpoint", "plugins"],
+                                    timeout=60)
+        self.assertEqual(rc, 0, err[-4000:])
+        self.assertEqual(lib.parse_report(out).node_of("web"), "node-a")
+
     def test_unknown_plugin_refuses_to_start(self):
         lib.require_binaries(self, "scheduler")
         sock = self.path("scheduler.sock")

@@ -32,9 +32,17 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         config = self.config_variant("with-python-plugin.yaml", failure_policy=failure_policy)
         self.scheduler = self.start_scheduler(config, endpoints=[("python", plugin)])
         rc, out, err = self.run_sim(self.cluster, scheduler=self.scheduler, sim_timeout="20s")
-        self.assertEqual(rc, 0, f"podium-sim exited {rc}; the run must complete:\n{err[-4000:]}")
         report = lib.parse_report(out)
-        self.assertEqual(report.outcome, "completed")
+        # Pods whose attempts failed with an error are errors, not
+        # "unschedulable": the run says so and exits 4 (defect 18).
+        if report.errors:
+            self.assertEqual(failure_policy, "Fail", f"errors under Ignore: {report.raw}")
+            self.assertEqual(rc, 4, f"podium-sim exited {rc} with scheduling errors:\n{err[-4000:]}")
+            self.assertEqual(report.outcome, "scheduling_errors")
+            self.assertEqual(report.raw.get("scheduling_errors"), len(report.errors))
+        else:
+            self.assertEqual(rc, 0, f"podium-sim exited {rc}; the run must complete:\n{err[-4000:]}")
+            self.assertEqual(report.outcome, "completed")
         for p in PODS:
             report.node_of(p)  # Every pod is in the report.
         self.assertTrue(self.scheduler_process.alive(), "podium-scheduler died")
@@ -115,6 +123,11 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         for p in PODS[1:]:
             self.assertIsNone(report.node_of(p))
             self.assertTrue(report.message_of(p), f"{p} reported without a message: {report.raw}")
+        # The endpoint is down: the other pods' attempts failed with an error,
+        # which is not "unschedulable" (defect 18).
+        for p in PODS[1:]:
+            self.assertIn(f"default/{p}", report.errors, f"{p} is not reported as an error: {report.raw}")
+        self.assertEqual(report.raw.get("unschedulable"), 0, report.raw)
 
 
 if __name__ == "__main__":

@@ -76,11 +76,14 @@ Resource Resource::FromProto(const v1::ResourceList& list) {
 }
 
 void Resource::Add(const Resource& other) {
-  milli_cpu += other.milli_cpu;
-  memory += other.memory;
-  ephemeral_storage += other.ephemeral_storage;
-  allowed_pod_number += other.allowed_pod_number;
-  for (const auto& [name, value] : other.scalar) scalar[name] += value;
+  milli_cpu = SaturatingAdd(milli_cpu, other.milli_cpu);
+  memory = SaturatingAdd(memory, other.memory);
+  ephemeral_storage = SaturatingAdd(ephemeral_storage, other.ephemeral_storage);
+  allowed_pod_number = SaturatingAdd(allowed_pod_number, other.allowed_pod_number);
+  for (const auto& [name, value] : other.scalar) {
+    int64_t& sum = scalar[name];
+    sum = SaturatingAdd(sum, value);
+  }
 }
 
 void Resource::Subtract(const Resource& other) {
@@ -156,8 +159,8 @@ std::shared_ptr<const PodInfo> PodInfo::Create(v1::Pod pod) {
   for (const v1::Container& c : pod.containers()) {
     ContainerRequests cr = ForContainer(c);
     reqs.Add(cr.requests);
-    nz_cpu += cr.non_zero_milli_cpu;
-    nz_mem += cr.non_zero_memory;
+    nz_cpu = SaturatingAdd(nz_cpu, cr.non_zero_milli_cpu);
+    nz_mem = SaturatingAdd(nz_mem, cr.non_zero_memory);
   }
 
   // Init containers run one at a time, each alongside the sidecars started
@@ -170,11 +173,11 @@ std::shared_ptr<const PodInfo> PodInfo::Create(v1::Pod pod) {
     ContainerRequests cr = ForContainer(c);
     if (c.restartable()) {
       reqs.Add(cr.requests);
-      nz_cpu += cr.non_zero_milli_cpu;
-      nz_mem += cr.non_zero_memory;
+      nz_cpu = SaturatingAdd(nz_cpu, cr.non_zero_milli_cpu);
+      nz_mem = SaturatingAdd(nz_mem, cr.non_zero_memory);
       sidecars.Add(cr.requests);
-      sidecars_nz_cpu += cr.non_zero_milli_cpu;
-      sidecars_nz_mem += cr.non_zero_memory;
+      sidecars_nz_cpu = SaturatingAdd(sidecars_nz_cpu, cr.non_zero_milli_cpu);
+      sidecars_nz_mem = SaturatingAdd(sidecars_nz_mem, cr.non_zero_memory);
       init_max.SetMax(sidecars);
       init_nz_cpu = std::max(init_nz_cpu, sidecars_nz_cpu);
       init_nz_mem = std::max(init_nz_mem, sidecars_nz_mem);
@@ -182,8 +185,8 @@ std::shared_ptr<const PodInfo> PodInfo::Create(v1::Pod pod) {
       Resource moment = cr.requests;
       moment.Add(sidecars);
       init_max.SetMax(moment);
-      init_nz_cpu = std::max(init_nz_cpu, cr.non_zero_milli_cpu + sidecars_nz_cpu);
-      init_nz_mem = std::max(init_nz_mem, cr.non_zero_memory + sidecars_nz_mem);
+      init_nz_cpu = std::max(init_nz_cpu, SaturatingAdd(cr.non_zero_milli_cpu, sidecars_nz_cpu));
+      init_nz_mem = std::max(init_nz_mem, SaturatingAdd(cr.non_zero_memory, sidecars_nz_mem));
     }
   }
   reqs.SetMax(init_max);
@@ -194,8 +197,8 @@ std::shared_ptr<const PodInfo> PodInfo::Create(v1::Pod pod) {
     Resource overhead = Resource::FromProto(pod.overhead());
     overhead.allowed_pod_number = 0;
     reqs.Add(overhead);
-    nz_cpu += overhead.milli_cpu;
-    nz_mem += overhead.memory;
+    nz_cpu = SaturatingAdd(nz_cpu, overhead.milli_cpu);
+    nz_mem = SaturatingAdd(nz_mem, overhead.memory);
   }
 
   for (const v1::Container& c : pod.containers()) AddHostPorts(c, info->host_ports);
@@ -222,8 +225,8 @@ void NodeInfo::SetNode(std::shared_ptr<const v1::Node> node) {
 
 void NodeInfo::AddPod(PodInfoPtr pod) {
   requested_.Add(pod->requests);
-  non_zero_milli_cpu_ += pod->non_zero_milli_cpu;
-  non_zero_memory_ += pod->non_zero_memory;
+  non_zero_milli_cpu_ = SaturatingAdd(non_zero_milli_cpu_, pod->non_zero_milli_cpu);
+  non_zero_memory_ = SaturatingAdd(non_zero_memory_, pod->non_zero_memory);
   used_ports_.insert(used_ports_.end(), pod->host_ports.begin(), pod->host_ports.end());
   pods_.push_back(std::move(pod));
 }

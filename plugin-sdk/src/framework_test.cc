@@ -178,6 +178,36 @@ v1::Pod MakePod(std::string uid, int64_t milli_cpu, int64_t memory, int32_t host
   return pod;
 }
 
+// Defect 11: a pod requesting 2 x 5e15 CPUs summed past int64, went negative
+// and was bound to a 4-CPU node. Sums saturate instead of wrapping.
+TEST(PodInfoTest, RequestSumsSaturateInsteadOfWrapping) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid("u");
+  pod.add_containers()->mutable_requests()->set_milli_cpu(5'000'000'000'000'000'000);
+  pod.add_containers()->mutable_requests()->set_milli_cpu(5'000'000'000'000'000'000);
+  (*pod.mutable_containers(0)->mutable_requests()->mutable_scalar())["example.com/x"] = INT64_MAX;
+  (*pod.mutable_containers(1)->mutable_requests()->mutable_scalar())["example.com/x"] = 1;
+  pod.mutable_overhead()->set_memory_bytes(INT64_MAX);
+  pod.mutable_containers(0)->mutable_requests()->set_memory_bytes(1);
+  auto info = PodInfo::Create(pod);
+  EXPECT_EQ(info->requests.milli_cpu, INT64_MAX);
+  EXPECT_EQ(info->requests.memory, INT64_MAX);
+  EXPECT_EQ(info->requests.Get("example.com/x"), INT64_MAX);
+  EXPECT_EQ(info->non_zero_milli_cpu, INT64_MAX);
+  EXPECT_EQ(info->non_zero_memory, INT64_MAX);
+
+  auto node = std::make_shared<v1::Node>();
+  node->mutable_allocatable()->set_milli_cpu(4000);
+  NodeInfo n(1, node);
+  n.AddPod(info);
+  n.AddPod(info);  // Two such pods: still "full", never negative.
+  EXPECT_EQ(n.requested().milli_cpu, INT64_MAX);
+  EXPECT_EQ(n.non_zero_requested_milli_cpu(), INT64_MAX);
+  EXPECT_GT(n.requested().milli_cpu, n.allocatable().milli_cpu);
+  EXPECT_EQ(SaturatingAdd(INT64_MIN, -1), INT64_MIN);
+  EXPECT_EQ(SaturatingAdd(40, 2), 42);
+}
+
 TEST(NodeInfoTest, AllocatableFromNode) {
   auto node = std::make_shared<v1::Node>();
   node->mutable_meta()->set_name("n1");

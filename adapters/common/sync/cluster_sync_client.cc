@@ -92,14 +92,24 @@ void ClusterSyncClient::WriteLoop() {
       }
       if (!results_.empty()) {
         auto* results = msg.mutable_results();
+        size_t bytes = 0;
         while (!results_.empty() && static_cast<size_t>(results->results_size()) < options_.batch_size) {
+          const size_t size = results_.front().ByteSizeLong();
+          if (results->results_size() > 0 && bytes + size > options_.batch_bytes) break;
+          bytes += size;
           *results->add_results() = std::move(results_.front());
           results_.pop_front();
         }
       } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
+        // By count and by bytes: 500 objects with large annotations exceed
+        // the scheduler's message size limit (RESOURCE_EXHAUSTED).
         auto* events = msg.mutable_events();
+        size_t bytes = 0;
         while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
                static_cast<size_t>(events->events_size()) < options_.batch_size) {
+          const size_t size = std::get<v1::ObjectEvent>(queue_.front()).ByteSizeLong();
+          if (events->events_size() > 0 && bytes + size > options_.batch_bytes) break;
+          bytes += size;
           *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
           queue_.pop_front();
         }

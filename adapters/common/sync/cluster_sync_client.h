@@ -30,7 +30,8 @@ class ClusterSyncClient {
   struct Options {
     std::string adapter_name = "podium-sim";
     std::vector<std::string> scheduler_names;  // AdapterHello; empty = the scheduler's.
-    size_t batch_size = 500;                    // Events or results per message.
+    size_t batch_size = 500;                    // Events or results per message, at most...
+    size_t batch_bytes = 1 << 20;               // ...and at most this many bytes (one item may exceed it).
     size_t queue_capacity = 1 << 17;            // Queued events and results.
   };
   using ActionHandler = std::function<void(v1::Action&&)>;

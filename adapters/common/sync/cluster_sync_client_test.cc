@@ -124,6 +124,59 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
   EXPECT_EQ(result.results().results(0).code(), v1::ActionResult::OK);
 }
 
+// A scheduler that records the list and keeps the stream until the adapter closes it.
+class ListRecorder final : public v1::Cluster::Service {
+ public:
+  grpc::Status Sync(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SchedulerMessage, v1::ClusterMessage>* stream) override {
+    v1::ClusterMessage m;
+    while (stream->Read(&m)) {
+      absl::MutexLock lock(&mu_);
+      messages_.push_back(m);
+      if (m.has_list_end()) list_end_.Notify();
+    }
+    return grpc::Status::OK;
+  }
+  absl::Notification list_end_;
+  absl::Mutex mu_;
+  std::vector<v1::ClusterMessage> messages_ ABSL_GUARDED_BY(mu_);
+};
+
+// Defect 16: 500 events per message regardless of size; a valid cluster with
+// large annotations failed with RESOURCE_EXHAUSTED (the scheduler's 4 MiB limit).
+TEST(ClusterSyncClientTest, BatchesByBytesSoLargeObjectsStayUnderTheMessageLimit) {
+  ListRecorder scheduler;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&scheduler);
+  builder.SetMaxReceiveMessageSize(4 << 20);  // gRPC's default, said out loud.
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+
+  // 40 pods with 256 KiB of annotations each: 10 MiB in one 500-event message.
+  std::vector<v1::ObjectEvent> list;
+  for (int i = 0; i < 40; ++i) {
+    v1::ObjectEvent& e = list.emplace_back();
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_pod() = MakePod("p" + std::to_string(i));
+    (*e.mutable_pod()->mutable_meta()->mutable_annotations())["example.com/blob"] = std::string(256 << 10, 'x');
+  }
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  ClusterSyncClient client(channel, {}, [](v1::Action&&) {});
+  client.Start(std::move(list));
+  ASSERT_TRUE(scheduler.list_end_.WaitForNotificationWithTimeout(absl::Seconds(20))) << client.status();
+  EXPECT_TRUE(client.Close(absl::Seconds(10)).ok());
+  server->Shutdown();
+
+  absl::MutexLock lock(&scheduler.mu_);
+  int events = 0;
+  for (const v1::ClusterMessage& m : scheduler.messages_) {
+    EXPECT_LE(m.ByteSizeLong(), (1u << 20) + (1u << 10));
+    events += m.events().events_size();
+  }
+  EXPECT_EQ(events, 40);
+}
+
 TEST(ClusterSyncClientTest, ReportsAnUnreachableScheduler) {
   auto channel = grpc::CreateChannel("unix:///nonexistent/podium.sock", grpc::InsecureChannelCredentials());
   ClusterSyncClient client(channel, {}, [](v1::Action&&) {});

@@ -12,6 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/translate/quantity.h"
+#include "common/validation/object_validation.h"
+#include "common/yaml/safe_yaml.h"
 
 namespace podium::k8s {
 namespace {
@@ -528,20 +530,29 @@ auto Convert(F&& f) -> absl::StatusOr<decltype(f())> {
   }
 }
 
+// m[key]'s text when m is a mapping and the value a scalar, else "". Never
+// throws: yaml-cpp throws InvalidNode on IsScalar() of a missing key.
+std::string ScalarAt(const YAML::Node& m, const char* key) {
+  if (!m.IsDefined() || !m.IsMap()) return "";
+  YAML::Node v = m[key];
+  return v.IsDefined() && v.IsScalar() ? v.Scalar() : "";
+}
+
 // "(Pod default/web-1)", best effort from a possibly malformed object.
 std::string Describe(const std::string& kind, const YAML::Node& obj) {
   std::string ns, name;
-  try {
+  if (obj.IsMap() && obj["metadata"].IsDefined()) {
     YAML::Node meta = obj["metadata"];
-    if (meta.IsMap()) {
-      if (meta["namespace"].IsScalar()) ns = meta["namespace"].Scalar();
-      if (meta["name"].IsScalar()) name = meta["name"].Scalar();
-    }
-  } catch (const YAML::Exception&) {
+    ns = ScalarAt(meta, "namespace");
+    name = ScalarAt(meta, "name");
   }
   if (kind == "Pod" && ns.empty()) ns = "default";
-  std::string id = ns.empty() ? name : absl::StrCat(ns, "/", name);
-  return id.empty() ? absl::StrCat("(", kind, ")") : absl::StrCat("(", kind, " ", id, ")");
+  // Escaped and cut: the name may be what is wrong with the object.
+  std::string id = ns.empty() ? validation::Printable(name)
+                              : absl::StrCat(validation::Printable(ns, validation::kMaxNamespaceLength), "/",
+                                             validation::Printable(name));
+  return id.empty() ? absl::StrCat("(", validation::Printable(kind, 64), ")")
+                    : absl::StrCat("(", validation::Printable(kind, 64), " ", id, ")");
 }
 
 struct PendingPod {
@@ -554,10 +565,11 @@ struct Loader {
   LoadedCluster cluster;
   std::vector<PendingPod> pods;
   std::vector<std::string> class_where;
+  std::vector<std::string> node_where;
 
   absl::Status Object(const std::string& where_doc, const YAML::Node& obj) {
     if (!obj.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": expected a Kubernetes object (a mapping), got ", TypeName(obj)));
-    std::string kind = obj["kind"].IsScalar() ? obj["kind"].Scalar() : "";
+    std::string kind = ScalarAt(obj, "kind");
     if (kind.empty()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": kind: missing"));
     std::string where = absl::StrCat(where_doc, " ", Describe(kind, obj));
     auto wrap = [&](const absl::Status& s) {
@@ -576,31 +588,39 @@ struct Loader {
       auto node = Convert([&] { return ConvertNode(obj); });
       if (!node.ok()) return wrap(node.status());
       cluster.nodes.push_back(*std::move(node));
+      node_where.push_back(where);
     } else if (kind == "PriorityClass") {
       auto pc = Convert([&] { return ConvertPriorityClass(obj); });
       if (!pc.ok()) return wrap(pc.status());
       cluster.priority_classes.push_back(*std::move(pc));
       class_where.push_back(where);
     } else {
-      cluster.warnings.push_back(absl::StrCat(where, ": skipping unsupported kind ", kind));
+      cluster.warnings.push_back(absl::StrCat(where, ": skipping unsupported kind ", validation::Printable(kind, 64)));
     }
     return absl::OkStatus();
   }
 
-  absl::Status Source(const YamlSource& src) {
-    std::vector<YAML::Node> docs;
+  absl::Status Source(const YamlSource& src, const yaml::YamlLimits& limits) {
+    auto docs = yaml::LoadAllDocuments(src.name, src.text, limits);
+    if (!docs.ok()) return docs.status();
+    // The converters catch what yaml-cpp throws per object; this is the net
+    // for the walk between objects, so nothing escapes as an abort.
     try {
-      docs = YAML::LoadAll(src.text);
+      return Documents(src, *docs);
     } catch (const YAML::Exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("%s: line %d, column %d: invalid YAML: %s", src.name, e.mark.line + 1, e.mark.column + 1, e.msg));
+      return absl::InvalidArgumentError(absl::StrFormat("%s: line %d, column %d: %s", src.name, e.mark.line + 1,
+                                                        e.mark.column + 1, e.msg));
     }
+  }
+
+  absl::Status Documents(const YamlSource& src, const std::vector<YAML::Node>& docs) {
     for (size_t d = 0; d < docs.size(); ++d) {
       const YAML::Node& doc = docs[d];
       if (!Present(doc)) continue;
       std::string where = absl::StrCat(src.name, ": document ", d + 1);
-      std::string kind = doc.IsMap() && doc["kind"].IsScalar() ? doc["kind"].Scalar() : "";
-      if (kind == "List" || (kind.size() > 4 && kind.ends_with("List") && doc["items"].IsDefined())) {
+      std::string kind = ScalarAt(doc, "kind");
+      const bool has_items = doc.IsMap() && doc["items"].IsDefined();
+      if (kind == "List" || (kind.size() > 4 && kind.ends_with("List") && has_items)) {
         YAML::Node items = doc["items"];
         if (!Present(items)) continue;
         if (!items.IsSequence()) return absl::InvalidArgumentError(absl::StrCat(where, ": items: expected a list"));
@@ -703,7 +723,7 @@ absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
 absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources, const LoadOptions& options) {
   Loader loader;
   for (const YamlSource& src : sources) {
-    absl::Status s = loader.Source(src);
+    absl::Status s = loader.Source(src, options.yaml_limits);
     if (!s.ok()) return s;
   }
   absl::Status s = loader.ResolvePriorities();
@@ -712,11 +732,47 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   int64_t index = 0;
   for (auto& n : out.nodes) Stamp(&n, options.default_creation_time, &index);
   for (auto& pc : out.priority_classes) Stamp(&pc, options.default_creation_time, &index);
-  out.pods.reserve(loader.pods.size());
-  for (auto& p : loader.pods) {
-    Stamp(&p.loaded.pod, options.default_creation_time, &index);
-    out.pods.push_back(std::move(p.loaded));
+  for (auto& p : loader.pods) Stamp(&p.loaded.pod, options.default_creation_time, &index);
+
+  // What the scheduler would refuse is refused here, with the file and
+  // document: the same rules (adapters/common/validation), then what makes a
+  // set of objects a cluster (unique names and uids).
+  std::map<std::string, std::string> uids;  // uid -> where.
+  auto unique_uid = [&](const v1::ObjectMeta& meta, const std::string& where) -> absl::Status {
+    auto [it, added] = uids.emplace(meta.uid(), where);
+    if (added) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(where, ": metadata.uid: \"", validation::Printable(meta.uid()),
+                                                   "\" is also the uid of ", it->second));
+  };
+  auto refuse = [](const std::string& where, const absl::Status& s) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+  };
+  std::map<std::string, std::string> node_names;
+  for (size_t i = 0; i < out.nodes.size(); ++i) {
+    const std::string& where = loader.node_where[i];
+    if (absl::Status s = validation::ValidateNode(out.nodes[i]); !s.ok()) return refuse(where, s);
+    auto [it, added] = node_names.emplace(out.nodes[i].meta().name(), where);
+    if (!added) return absl::InvalidArgumentError(absl::StrCat(where, ": metadata.name: duplicate Node, first in ", it->second));
+    if (absl::Status s = unique_uid(out.nodes[i].meta(), where); !s.ok()) return s;
   }
+  for (size_t i = 0; i < out.priority_classes.size(); ++i) {
+    const std::string& where = loader.class_where[i];
+    if (absl::Status s = validation::ValidatePriorityClass(out.priority_classes[i]); !s.ok()) return refuse(where, s);
+    if (absl::Status s = unique_uid(out.priority_classes[i].meta(), where); !s.ok()) return s;
+  }
+  std::map<std::string, std::string> pod_names;
+  for (const PendingPod& p : loader.pods) {
+    const v1::ObjectMeta& meta = p.loaded.pod.meta();
+    if (absl::Status s = validation::ValidatePod(p.loaded.pod); !s.ok()) return refuse(p.where, s);
+    auto [it, added] = pod_names.emplace(absl::StrCat(meta.namespace_(), "/", meta.name()), p.where);
+    if (!added) {
+      return absl::InvalidArgumentError(absl::StrCat(p.where, ": metadata.name: duplicate Pod, first in ", it->second));
+    }
+    if (absl::Status s = unique_uid(meta, p.where); !s.ok()) return s;
+  }
+
+  out.pods.reserve(loader.pods.size());
+  for (auto& p : loader.pods) out.pods.push_back(std::move(p.loaded));
   return out;
 }
 
@@ -724,11 +780,9 @@ absl::StatusOr<LoadedCluster> LoadClusterPaths(const std::vector<std::string>& p
   namespace fs = std::filesystem;
   std::vector<YamlSource> sources;
   auto read = [&](const fs::path& file) -> absl::Status {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) return absl::NotFoundError(absl::StrCat(file.string(), ": cannot read"));
-    std::ostringstream text;
-    text << in.rdbuf();
-    sources.push_back({file.string(), text.str()});
+    auto text = yaml::ReadFileBounded(file.string(), options.yaml_limits.max_bytes);
+    if (!text.ok()) return text.status();
+    sources.push_back({file.string(), *std::move(text)});
     return absl::OkStatus();
   };
   for (const std::string& path : paths) {

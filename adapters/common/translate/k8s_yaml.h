@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/yaml/safe_yaml.h"
 #include "podium/v1/objects.pb.h"
 #include "yaml-cpp/yaml.h"
 
@@ -39,6 +40,8 @@ struct LoadOptions {
   // Creation time given to objects without metadata.creationTimestamp; each
   // such object gets base + its index in microseconds, so file order is kept.
   absl::Time default_creation_time = absl::Now();
+  // Input size and alias expansion per source (common/yaml/safe_yaml.h).
+  yaml::YamlLimits yaml_limits = {};
 };
 
 struct LoadedPod {

@@ -258,6 +258,122 @@ TEST(K8sYamlTest, RefusesWrongTypesAndNegativeRequests) {
   }
 }
 
+// Defect 16: podium-sim loaded what the scheduler refuses, then waited until
+// its timeout. The loader applies the scheduler's validation and refuses the
+// object with the file, document, object and field named.
+TEST(K8sYamlTest, RefusesWhatTheSchedulerRefuses) {
+  struct Case {
+    std::string text;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, ports: [{containerPort: 80, hostPort: 70000}]}]}\n",
+       "f.yaml: document 1 (Pod default/p): spec.containers[0].ports[0].hostPort: must be between 0 and 65535"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {tolerations: [{key: k, operator: Exists, value: v}]}\n",
+       "f.yaml: document 1 (Pod default/p): spec.tolerations[0].value: must be empty when operator is Exists"},
+      {"kind: Pod\nmetadata: {name: \"p\\nE0000 forged log line\"}\n",
+       "f.yaml: document 1 (Pod default/p\\nE0000 forged log line): metadata.name: control character at byte 1"},
+      {"kind: Pod\nmetadata: {name: \"" + std::string(254, 'a') + "\"}\n",
+       "metadata.name: must be at most 253 bytes, got 254"},
+      {"kind: Pod\nmetadata: {name: p, namespace: \"" + std::string(64, 'n') + "\"}\n",
+       "metadata.namespace: must be at most 63 bytes, got 64"},
+      {"kind: Pod\nmetadata: {name: p}\n---\nkind: Pod\nmetadata: {name: p, namespace: default}\n",
+       "f.yaml: document 2 (Pod default/p): metadata.name: duplicate Pod, first in f.yaml: document 1 (Pod default/p)"},
+      {"kind: Node\nmetadata: {name: n}\n---\nkind: Node\nmetadata: {name: n}\n",
+       "f.yaml: document 2 (Node n): metadata.name: duplicate Node, first in f.yaml: document 1 (Node n)"},
+      {"kind: Node\nmetadata: {name: n, uid: u1}\n---\nkind: Pod\nmetadata: {name: p, uid: u1}\n",
+       "f.yaml: document 2 (Pod default/p): metadata.uid: \"u1\" is also the uid of f.yaml: document 1 (Node n)"},
+  };
+  for (const Case& c : cases) {
+    auto r = LoadCluster({{"f.yaml", c.text}});
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.text;
+  }
+  // The same names in two namespaces are two pods.
+  auto ok = LoadCluster({{"f.yaml", "kind: Pod\nmetadata: {name: p, namespace: a}\n---\n"
+                                    "kind: Pod\nmetadata: {name: p, namespace: b}\n"}});
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
+// Defect 11: 2 x 5e15 CPUs summed past int64 and the pod was bound to a 4-CPU
+// node. Each quantity is bounded where it enters (2^53).
+TEST(K8sYamlTest, RefusesQuantitiesBeyondTheBound) {
+  constexpr char kHuge[] = R"(
+kind: Pod
+metadata: {name: huge}
+spec:
+  containers:
+  - {name: a, resources: {requests: {cpu: "5e15"}}}
+  - {name: b, resources: {requests: {cpu: "5e15"}}}
+)";
+  auto r = LoadCluster({{"huge.yaml", kHuge}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(),
+              HasSubstr("huge.yaml: document 1 (Pod default/huge): spec.containers[0].resources.requests.cpu: "
+                        "must be at most 2^53"));
+  // 8 PiB (2^53 bytes) is accepted; one byte more is not.
+  EXPECT_TRUE(LoadCluster({{"n.yaml", "kind: Node\nmetadata: {name: n}\nstatus: {capacity: {memory: 8Pi}}\n"}}).ok());
+  auto over = LoadCluster({{"n.yaml", "kind: Node\nmetadata: {name: n}\nstatus: {capacity: {memory: \"9007199254740993\"}}\n"}});
+  ASSERT_FALSE(over.ok());
+  EXPECT_THAT(over.status().message(), HasSubstr("status.capacity.memory: must be at most 2^53"));
+}
+
+// Defect 15: podium-sim aborted (uncaught YAML::InvalidNode) on a document or
+// List item without kind:, including a kubectl dump cut off mid-item.
+TEST(K8sYamlTest, MissingKindAndTruncatedDumpsAreErrorsNotAborts) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  const Case cases[] = {
+      {"metadata: {name: p}\n", "f.yaml: document 1: kind: missing"},
+      {"kind: Node\nmetadata: {name: n}\n---\napiVersion: v1\n", "f.yaml: document 2: kind: missing"},
+      {"apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: n}\n- metadata: {name: p}\n",
+       "f.yaml: document 1 item 2: kind: missing"},
+      // `kubectl get nodes,pods -A -o yaml` cut off in the middle of an item.
+      {"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Node\n  metadata:\n    name: n1\n"
+       "- apiVersion: v1\n  metadata:\n    name: web-",
+       "f.yaml: document 1 item 2: kind: missing"},
+      {"kind: List\nitems: [~]\n", "f.yaml: document 1 item 1: expected a Kubernetes object"},
+      {"kind: List\nitems: {a: 1}\n", "f.yaml: document 1: items: expected a list"},
+      {"kind: [Pod]\nmetadata: {name: p}\n", "f.yaml: document 1: kind: missing"},
+      {"kind: Pod\nmetadata: [a]\n", "metadata: expected a mapping"},
+      {"kind: Pod\nmetadata: {name: \"web-\xff\"}\n", "f.yaml: document 1: line 2"},
+  };
+  for (const Case& c : cases) {
+    auto r = LoadCluster({{"f.yaml", c.text}});
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.error)) << c.text;
+  }
+}
+
+TEST(K8sYamlTest, RefusesAliasAmplification) {
+  std::string text = "kind: Pod\nmetadata:\n  name: p\n  labels: &l0 {a: b}\nx0: &x0 [lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (int i = 1; i < 9; ++i) {
+    text += "x" + std::to_string(i) + ": &x" + std::to_string(i) + " [";
+    for (int k = 0; k < 8; ++k) text += (k ? ", *x" : "*x") + std::to_string(i - 1);
+    text += "]\n";
+  }
+  auto r = LoadCluster({{"laughs.yaml", text}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("laughs.yaml: document 1: line"));
+  EXPECT_THAT(r.status().message(), HasSubstr("alias amplification"));
+}
+
+// The Kubernetes adapter's path: API server JSON, parsed by yaml-cpp, then the
+// same per-object translation.
+TEST(K8sYamlTest, TranslatesJsonObjects) {
+  YAML::Node obj = YAML::Load(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","namespace":"x","uid":"u-1"},)"
+      R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"250m","memory":"128Mi"}}}]}})");
+  auto pod = PodFromYaml(obj);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->meta().namespace_(), "x");
+  EXPECT_EQ(pod->meta().uid(), "u-1");
+  EXPECT_EQ(pod->containers(0).requests().milli_cpu(), 250);
+  EXPECT_EQ(pod->containers(0).requests().memory_bytes(), 128 << 20);
+}
+
 TEST(K8sYamlTest, LoadsDirectoriesInNameOrder) {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "podium-yaml-XXXXXX").string();

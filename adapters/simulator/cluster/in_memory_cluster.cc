@@ -124,6 +124,7 @@ ActionOutcome InMemoryCluster::Bind(uint64_t id, const v1::BindPod& bind) {
   Touch(rec->pod.mutable_meta());
   rec->bound = clock_();
   rec->unschedulable = false;
+  rec->scheduling_error = false;
   out = Result(id, v1::ActionResult::OK);
   out.events.push_back(Upsert(rec->pod));
   return out;
@@ -176,11 +177,14 @@ ActionOutcome InMemoryCluster::Record(uint64_t id, const v1::RecordEvent& event)
 
 void InMemoryCluster::RefreshUnschedulable(PodRecord* rec) {
   rec->unschedulable = false;
+  rec->scheduling_error = false;
   for (const auto& c : rec->pod.conditions()) {
     if (c.type() == "PodScheduled" && c.status() == "False") {
-      // Both are reported FailedScheduling outcomes: the pod did not fit, or an
-      // attempt failed (e.g. a plugin endpoint with failurePolicy Fail).
-      rec->unschedulable = c.reason() == "Unschedulable" || c.reason() == "SchedulerError";
+      // Two different FailedScheduling outcomes: the pod did not fit (an
+      // outcome), or the attempt failed (an error, e.g. a plugin endpoint with
+      // failurePolicy Fail is down), as kube-scheduler's reasons say.
+      rec->unschedulable = c.reason() == "Unschedulable";
+      rec->scheduling_error = c.reason() == "SchedulerError";
       if (!c.message().empty()) rec->failed_message = c.message();
     }
   }
@@ -212,6 +216,7 @@ InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(co
     ++p.pods;
     if (!r.pod.node_name().empty()) ++p.bound;
     else if (r.unschedulable) ++p.unschedulable;
+    else if (r.scheduling_error) ++p.errors;
     else if (r.pod.scheduling_gates_size() > 0) ++p.gated;
     else if (!is_ours(r.pod)) ++p.other_scheduler;
     else ++p.pending;

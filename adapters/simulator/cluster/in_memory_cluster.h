@@ -29,7 +29,8 @@ struct PodRecord {
   absl::Time created;                  // When the sim created it (sent it).
   std::optional<absl::Time> bound;     // When a BindPod succeeded.
   bool bound_at_load = false;          // spec.nodeName set in the input.
-  bool unschedulable = false;          // PodScheduled=False, reason Unschedulable or SchedulerError.
+  bool unschedulable = false;          // PodScheduled=False, reason Unschedulable: the pod fits nowhere.
+  bool scheduling_error = false;       // PodScheduled=False, reason SchedulerError: the attempt failed.
   std::string failed_message;          // That condition's message, or a FailedScheduling event's note.
   bool deleted = false;
   std::string delete_reason;
@@ -53,10 +54,12 @@ class InMemoryCluster {
   std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
   std::vector<PodRecord> Pods() const;  // Creation order, deleted ones included.
 
-  // Live pods by outcome. A pod is settled when bound, reported unschedulable,
-  // held by scheduling gates, or not this scheduler's (is_ours false).
+  // Live pods by outcome. A pod is settled when bound, reported unschedulable
+  // or failed with a scheduling error (it would retry; the run reports it as
+  // an error), held by scheduling gates, or not this scheduler's.
   struct Progress {
-    size_t pods = 0, bound = 0, unschedulable = 0, gated = 0, other_scheduler = 0, pending = 0, deleted = 0;
+    size_t pods = 0, bound = 0, unschedulable = 0, errors = 0, gated = 0, other_scheduler = 0, pending = 0,
+           deleted = 0;
     bool settled() const { return pending == 0; }
   };
   Progress Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const;

@@ -146,6 +146,30 @@ TEST_F(InMemoryClusterTest, PatchStatusMergesConditionsByTypeAndNominates) {
   EXPECT_TRUE(progress.settled());
 }
 
+// Defect 18: a failed attempt (an endpoint with failurePolicy Fail down) was
+// counted as "unschedulable". SchedulerError is an error, kept apart.
+TEST_F(InMemoryClusterTest, SchedulerErrorIsAnErrorNotUnschedulable) {
+  cluster_.CreatePod(MakePod("p", "uid-p"));
+  v1::Action patch;
+  patch.set_id(9);
+  auto* pp = patch.mutable_patch_pod_status();
+  *pp->mutable_pod() = Ref("p", "uid-p");
+  auto* c = pp->add_conditions();
+  c->set_type("PodScheduled");
+  c->set_status("False");
+  c->set_reason("SchedulerError");
+  c->set_message("running Filter on endpoint host: UNAVAILABLE");
+  EXPECT_EQ(cluster_.Execute(patch).result.code(), v1::ActionResult::OK);
+  auto rec = cluster_.GetPod("default", "p");
+  EXPECT_FALSE(rec->unschedulable);
+  EXPECT_TRUE(rec->scheduling_error);
+  EXPECT_EQ(rec->failed_message, "running Filter on endpoint host: UNAVAILABLE");
+  InMemoryCluster::Progress progress = cluster_.Summarize([](const v1::Pod&) { return true; });
+  EXPECT_EQ(progress.unschedulable, 0u);
+  EXPECT_EQ(progress.errors, 1u);
+  EXPECT_TRUE(progress.settled());
+}
+
 TEST_F(InMemoryClusterTest, RecordEventIsKept) {
   v1::Action ev;
   ev.set_id(3);

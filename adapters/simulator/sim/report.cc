@@ -37,6 +37,8 @@ std::string ReportJson(const Report& r) {
   o["measured_pods"] = r.measured_pods;
   o["bound"] = r.bound;
   o["unschedulable"] = r.unschedulable;
+  o["scheduling_errors"] = r.scheduling_errors;
+  o["error_attempts"] = r.error_attempts;
   o["gated"] = r.gated;
   o["other_scheduler"] = r.other_scheduler;
   o["pending"] = r.pending;
@@ -62,6 +64,9 @@ std::string ReportJson(const Report& r) {
   for (const auto& u : r.unschedulable_pods)
     unsched.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
   o["unschedulable_pods"] = std::move(unsched);
+  boost::json::array errors;
+  for (const auto& u : r.error_pods) errors.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
+  o["error_pods"] = std::move(errors);
   boost::json::array pending;
   for (const auto& p : r.pending_pods) pending.push_back(boost::json::string(p));
   o["pending_pods"] = std::move(pending);
@@ -87,6 +92,11 @@ std::string ReportText(const Report& r, size_t max_rows) {
     for (const auto& u : r.unschedulable_pods)
       absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message.empty() ? "(no message)" : u.message, "\n");
   }
+  if (!r.error_pods.empty()) {
+    absl::StrAppend(&out, "\nScheduling errors (the attempt failed; not unschedulable):\n");
+    for (const auto& u : r.error_pods)
+      absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message.empty() ? "(no message)" : u.message, "\n");
+  }
   if (!r.deleted_pods.empty()) {
     absl::StrAppend(&out, "\nDeleted by the scheduler:\n");
     for (const auto& d : r.deleted_pods) absl::StrAppend(&out, "  ", d, "\n");
@@ -97,6 +107,7 @@ std::string ReportText(const Report& r, size_t max_rows) {
   }
   absl::StrAppend(&out, "\n", r.workload.empty() ? "" : absl::StrCat("workload ", r.workload, ": "), r.nodes,
                   " nodes, ", r.pods, " pods: ", r.bound, " bound, ", r.unschedulable, " unschedulable");
+  if (r.scheduling_errors) absl::StrAppend(&out, ", ", r.scheduling_errors, " scheduling errors");
   if (r.gated) absl::StrAppend(&out, ", ", r.gated, " gated");
   if (r.other_scheduler) absl::StrAppend(&out, ", ", r.other_scheduler, " for other schedulers");
   if (r.pending) absl::StrAppend(&out, ", ", r.pending, " pending");

@@ -18,11 +18,15 @@ struct Report {
     std::string ns, name, message;
   };
   std::string workload;  // Empty for --cluster runs.
-  std::string outcome = "completed";  // "completed", "timeout", "interrupted".
+  // "completed", "scheduling_errors" (pods whose last attempt failed with an
+  // error: not an outcome of the cluster, exit 4), "timeout", "interrupted".
+  std::string outcome = "completed";
   size_t nodes = 0;
   size_t pods = 0;           // Live pods at the end.
   size_t measured_pods = 0;  // Created later (workload) or all.
   size_t bound = 0, unschedulable = 0, gated = 0, other_scheduler = 0, pending = 0, deleted = 0;
+  size_t scheduling_errors = 0;  // Pods whose last attempt ended in an error (PodScheduled reason SchedulerError).
+  size_t error_attempts = 0;     // Attempts WatchDecisions reported as ERROR.
   double seconds = 0;  // First measured creation to last measured binding.
   std::optional<double> pods_per_second;
   std::optional<double> e2e_p50_ms, e2e_p99_ms;
@@ -32,6 +36,7 @@ struct Report {
   uint64_t actions_bind = 0, actions_delete = 0, actions_patch = 0, actions_event = 0, actions_failed = 0;
   std::vector<Placement> placements;
   std::vector<Unschedulable> unschedulable_pods;
+  std::vector<Unschedulable> error_pods;  // With the error's message.
   std::vector<std::string> pending_pods;  // "ns/name".
   std::vector<std::string> deleted_pods;  // "ns/name: reason".
 };

@@ -1,5 +1,6 @@
 #include "sim/sim_run.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -14,6 +15,7 @@
 #include "cluster/in_memory_cluster.h"
 #include "common/sync/cluster_sync_client.h"
 #include "common/translate/k8s_yaml.h"
+#include "config/config.h"
 #include "sim/report.h"
 #include "sim/spawner.h"
 #include "sim/workload.h"
@@ -38,6 +40,7 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --api-concurrency N     actions executed concurrently (default 16).
   --settle DUR            quiet period before finishing (default 500ms).
   --timeout DUR           give up after DUR (default 120s); exit 3.
+                          Exit 4: some pods' attempts failed with an error.
   --output text|json      report format (default text).
   --bench                 watch the scheduler's decisions; summary only.
   --serve                 keep running after the report until SIGINT/SIGTERM;
@@ -48,6 +51,10 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --plugin-host-bin PATH  default <build>/plugin-host/podium-plugin-host.
   --config FILE           scheduler configuration, passed to the scheduler.
   --plugin-endpoint N=A   extra plugin endpoint, passed to the scheduler (repeatable).
+  --plugin-host-endpoint NAME
+                          the endpoint of the configuration that the spawned
+                          podium-plugin-host serves (default host); --config
+                          must declare it.
   --scheduler-name NAME   AdapterHello scheduler name (repeatable).
 )";
 
@@ -114,6 +121,9 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
       s = add(&o.plugin_endpoints);
       if (s.ok() && o.plugin_endpoints.back().find('=') == std::string::npos)
         s = absl::InvalidArgumentError("--plugin-endpoint wants NAME=ADDR");
+    } else if (flag == "--plugin-host-endpoint") {
+      s = str(&o.plugin_host_endpoint);
+      if (s.ok() && o.plugin_host_endpoint.empty()) s = absl::InvalidArgumentError("--plugin-host-endpoint wants a NAME");
     } else if (flag == "--scheduler-name") s = add(&o.scheduler_names);
     else s = absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag));
     if (!s.ok()) return s;
@@ -130,6 +140,25 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.scheduler_bin.empty()) o.scheduler_bin = BuildTreeBinary("services/scheduler/podium-scheduler");
   if (o.plugin_host_bin.empty()) o.plugin_host_bin = BuildTreeBinary("plugin-host/podium-plugin-host");
   return o;
+}
+
+absl::Status CheckSpawnEndpoint(const SimOptions& options) {
+  const std::string& want = options.plugin_host_endpoint;
+  std::vector<std::string> names;
+  if (options.config.empty()) {
+    for (const auto& e : scheduler::DefaultConfig().endpoints) names.push_back(e.name);
+  } else {
+    auto config = scheduler::LoadConfigFile(options.config);
+    if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("--config ", options.config, ": ", config.status().message()));
+    for (const auto& e : config->endpoints) names.push_back(e.name);
+  }
+  if (std::find(names.begin(), names.end(), want) != names.end()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--spawn attaches podium-plugin-host to the plugin endpoint \"", want, "\", but ",
+      options.config.empty() ? "the default configuration" : absl::StrCat("--config ", options.config),
+      " declares ", names.empty() ? "no endpoints" : absl::StrCat("only ", absl::StrJoin(names, ", ")),
+      ": name one of them with --plugin-host-endpoint, or add an endpoint named \"", want,
+      "\" (pluginEndpoints in the PodiumConfiguration document)"));
 }
 
 namespace {
@@ -171,10 +200,12 @@ class Simulation {
     // 2. The scheduler.
     std::string target = options_.scheduler;
     if (options_.spawn) {
+      if (absl::Status s = CheckSpawnEndpoint(options_); !s.ok()) return Fail(std::string(s.message()), kExitUsage);
       auto addr = spawner_.Start({.scheduler_bin = options_.scheduler_bin,
                                   .plugin_host_bin = options_.plugin_host_bin,
                                   .config = options_.config,
-                                  .plugin_endpoints = options_.plugin_endpoints});
+                                  .plugin_endpoints = options_.plugin_endpoints,
+                                  .plugin_host_endpoint = options_.plugin_host_endpoint});
       if (!addr.ok()) return Fail(std::string(addr.status().message()));
       target = *addr;
     }
@@ -257,7 +288,9 @@ class Simulation {
       }
       const bool all_created = later_.empty() || created == later_.size();
       if (!reported && all_created && quiet && now - cluster_.LastChange() >= options_.settle) {
-        int code = Finish("completed", kExitOk);
+        const bool errors = progress.errors > 0;
+        int code = Finish(errors ? "scheduling_errors" : "completed", errors ? kExitSchedulingErrors : kExitOk);
+        if (errors) std::cerr << "podium-sim: " << progress.errors << " pods failed scheduling with an error\n";
         if (!options_.serve) return code;
         reported = true;
         std::cerr << "podium-sim: serving the cluster at " << target << " until SIGINT/SIGTERM\n";
@@ -266,7 +299,8 @@ class Simulation {
         Finish("timeout", kExitTimeout);
         std::vector<std::string> pending;
         for (const auto& r : cluster_.Pods()) {
-          if (!r.deleted && r.pod.node_name().empty() && !r.unschedulable && r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
+          if (!r.deleted && r.pod.node_name().empty() && !r.unschedulable && !r.scheduling_error &&
+              r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
             pending.push_back(PodKey(r.pod));
         }
         std::string names = absl::StrJoin(pending.begin(), pending.begin() + std::min<size_t>(pending.size(), 20), ", ");
@@ -316,6 +350,9 @@ class Simulation {
       } else if (rec.unschedulable) {
         ++r.unschedulable;
         r.unschedulable_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
+      } else if (rec.scheduling_error) {
+        ++r.scheduling_errors;
+        r.error_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
       } else if (p.scheduling_gates_size() > 0) {
         ++r.gated;
       } else if (!IsOurs(p)) {
@@ -333,6 +370,7 @@ class Simulation {
     if (watcher_) {
       std::vector<double> attempts;
       for (const auto& d : watcher_->Decisions()) {
+        if (d.result() == v1::SchedulingDecision::ERROR) ++r.error_attempts;
         if (measured_.count(absl::StrCat(d.pod().namespace_(), "/", d.pod().name()))) attempts.push_back(d.attempt_ms());
       }
       r.attempts = attempts.size();

@@ -26,6 +26,9 @@ struct SimOptions {
   std::string scheduler_bin, plugin_host_bin, config;
   std::vector<std::string> plugin_endpoints;
   std::vector<std::string> scheduler_names;
+  // --plugin-host-endpoint: the endpoint of the scheduler's configuration that
+  // the spawned podium-plugin-host serves (its address is overridden).
+  std::string plugin_host_endpoint = "host";
 };
 
 // Parses argv; a usage error's message is meant for stderr with the usage text.
@@ -37,7 +40,13 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;
 inline constexpr int kExitUsage = 2;
 inline constexpr int kExitTimeout = 3;
+inline constexpr int kExitSchedulingErrors = 4;  // Some pods' attempts failed with an error.
 inline constexpr int kExitInterrupted = 130;
+
+// --spawn attaches the plugin host to the endpoint options.plugin_host_endpoint
+// names: the configuration (--config, or the scheduler's default, whose one
+// endpoint is "host") must declare it. The error says how to fix it.
+absl::Status CheckSpawnEndpoint(const SimOptions& options);
 
 // Runs the simulation; `stop` turns true on SIGINT/SIGTERM.
 int RunSim(const SimOptions& options, const std::atomic<bool>& stop);

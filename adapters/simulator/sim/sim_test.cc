@@ -1,6 +1,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <boost/json.hpp>
 
 #include "sim/report.h"
@@ -57,6 +59,56 @@ TEST(ReportTest, JsonHasTheMachineFields) {
   EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["message"].as_string(),
             "0/1 nodes are available: 1 Insufficient cpu.");
   EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("ns/b: 0/1 nodes are available"));
+}
+
+// Defect 18: errors were counted as unschedulable and the run exited 0.
+TEST(ReportTest, SchedulingErrorsAreReportedApart) {
+  Report r;
+  r.outcome = "scheduling_errors";
+  r.scheduling_errors = 1;
+  r.error_attempts = 3;
+  r.error_pods.push_back({"ns", "c", "running Filter on endpoint host: UNAVAILABLE"});
+  boost::json::object o = boost::json::parse(ReportJson(r)).as_object();
+  EXPECT_EQ(o["outcome"].as_string(), "scheduling_errors");
+  EXPECT_EQ(o["scheduling_errors"].as_int64(), 1);
+  EXPECT_EQ(o["error_attempts"].as_int64(), 3);
+  EXPECT_EQ(o["unschedulable"].as_int64(), 0);
+  EXPECT_EQ(o["error_pods"].as_array()[0].as_object()["message"].as_string(),
+            "running Filter on endpoint host: UNAVAILABLE");
+  const std::string text = ReportText(r, 10);
+  EXPECT_THAT(text, ::testing::HasSubstr("Scheduling errors"));
+  EXPECT_THAT(text, ::testing::HasSubstr("0 unschedulable, 1 scheduling errors"));
+}
+
+// Item 7: --spawn needed an endpoint named "host" and said nothing about it.
+TEST(SpawnEndpointTest, TheConfigMustDeclareThePluginHostEndpoint) {
+  SimOptions o;
+  EXPECT_TRUE(CheckSpawnEndpoint(o).ok());  // The default config's one endpoint is "host".
+  o.plugin_host_endpoint = "plugins";
+  absl::Status s = CheckSpawnEndpoint(o);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("declares only host"));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("--plugin-host-endpoint"));
+
+  const std::string path = ::testing::TempDir() + "/sim_spawn_config.yaml";
+  {
+    std::ofstream out(path);
+    out << "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n---\n"
+           "apiVersion: podium.dev/v1alpha1\nkind: PodiumConfiguration\npluginEndpoints:\n"
+           "- name: plugins\n  address: unix:///tmp/x.sock\n"
+           "  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,\n"
+           "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]\n";
+  }
+  o.config = path;
+  EXPECT_TRUE(CheckSpawnEndpoint(o).ok()) << CheckSpawnEndpoint(o);
+  o.plugin_host_endpoint = "host";
+  s = CheckSpawnEndpoint(o);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("endpoint \"host\""));
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("declares only plugins"));
+
+  const char* flag[] = {"podium-sim", "--workload", "basic-500", "--spawn", "--plugin-host-endpoint", "plugins"};
+  auto parsed = ParseSimArgs(std::size(flag), const_cast<char**>(flag));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->plugin_host_endpoint, "plugins");
 }
 
 TEST(SimArgsTest, ParsesAndRefuses) {

@@ -152,7 +152,7 @@ absl::StatusOr<std::string> Spawner::Start(const SpawnOptions& options) {
   if (s.ok()) {
     std::vector<std::string> argv = {options.scheduler_bin};
     if (!options.config.empty()) argv.insert(argv.end(), {"--config", options.config});
-    argv.insert(argv.end(), {"--listen", sched_addr, "--plugin-endpoint", absl::StrCat("host=", host_addr)});
+    argv.insert(argv.end(), {"--listen", sched_addr, "--plugin-endpoint", absl::StrCat(options.plugin_host_endpoint, "=", host_addr)});
     for (const auto& e : options.plugin_endpoints) argv.insert(argv.end(), {"--plugin-endpoint", e});
     s = Launch(scheduler_, argv);
   }

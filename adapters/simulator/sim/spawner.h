@@ -23,6 +23,7 @@ struct SpawnOptions {
   std::string plugin_host_bin;
   std::string config;                          // --config FILE, passed through if set.
   std::vector<std::string> plugin_endpoints;  // Extra NAME=ADDR, passed through.
+  std::string plugin_host_endpoint = "host";  // The endpoint the plugin host serves.
   absl::Duration ready_timeout = absl::Seconds(30);
 };
 

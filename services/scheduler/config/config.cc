@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "boost/json/array.hpp"
 #include "boost/json/value.hpp"
+#include "common/yaml/safe_yaml.h"
 #include "yaml-cpp/yaml.h"
 
 namespace podium::scheduler {
@@ -706,12 +707,11 @@ SchedulerConfig DefaultConfig(std::string host_address) {
 }
 
 absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string host_address) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(yaml));
-  } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("invalid YAML: ", e.what()));
-  }
+  // Bounded: a configuration is small, and an alias bomb must not exhaust memory.
+  absl::StatusOr<std::vector<YAML::Node>> loaded =
+      podium::yaml::LoadAllDocuments("config", yaml, {.max_bytes = 1 << 20, .max_nodes = 100'000});
+  if (!loaded.ok()) return loaded.status();
+  std::vector<YAML::Node> docs = *std::move(loaded);
   SchedulerConfig config;
   RawKubeConfig raw;
   bool have_kube = false;
@@ -778,11 +778,9 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
 }
 
 absl::StatusOr<SchedulerConfig> LoadConfigFile(const std::string& path, std::string host_address) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read config file ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  absl::StatusOr<SchedulerConfig> config = ParseConfig(buffer.str(), std::move(host_address));
+  absl::StatusOr<std::string> text = podium::yaml::ReadFileBounded(path, 1 << 20);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<SchedulerConfig> config = ParseConfig(*text, std::move(host_address));
   if (!config.ok()) {
     return absl::Status(config.status().code(),
                         absl::StrCat(path, ": ", config.status().message()));

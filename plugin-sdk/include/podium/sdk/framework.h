@@ -77,6 +77,15 @@ class Status {
   std::string plugin_;
 };
 
+// a + b, held at INT64_MAX (or INT64_MIN) instead of wrapping: a sum that
+// overflowed would make a full node look empty. Objects are validated to at most
+// 2^53 per quantity where they enter, so only sums of >1024 such values saturate.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return sum;
+}
+
 // Resources in the units of the wire (milli-CPU, bytes, counts).
 struct Resource {
   int64_t milli_cpu = 0;
@@ -86,6 +95,7 @@ struct Resource {
   absl::flat_hash_map<std::string, int64_t> scalar;
 
   static Resource FromProto(const v1::ResourceList& list);
+  // Saturating (SaturatingAdd); a saturated sum stays "full" after Subtract.
   void Add(const Resource& other);
   void Subtract(const Resource& other);
   // Component-wise max (used for init containers).

@@ -1,0 +1,198 @@
+#include "common/validation/object_validation.h"
+
+#include <string>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+
+namespace podium::validation {
+namespace {
+
+absl::Status Invalid(const std::string& field, const std::string& problem) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", problem));
+}
+
+// Length of the UTF-8 sequence at s[i], or 0 when it is not valid UTF-8
+// (overlongs, surrogates and code points beyond U+10FFFF included).
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  if (c < 0x80) return 1;
+  size_t n;
+  uint32_t cp;
+  if ((c & 0xE0) == 0xC0) {
+    n = 2, cp = c & 0x1F;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 3, cp = c & 0x0F;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 4, cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return n;
+}
+
+bool IsControl(std::string_view s, size_t i, size_t len) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  if (len == 1) return c < 0x20 || c == 0x7F;
+  // C1 controls U+0080..U+009F (C2 80..C2 9F), U+2028/U+2029 line separators.
+  if (len == 2) return c == 0xC2 && static_cast<unsigned char>(s[i + 1]) < 0xA0;
+  if (len == 3) return s.substr(i, 3) == "\xE2\x80\xA8" || s.substr(i, 3) == "\xE2\x80\xA9";
+  return false;
+}
+
+absl::Status ValidateMeta(const v1::ObjectMeta& meta, bool namespaced) {
+  if (auto s = ValidateName(meta.name(), "metadata.name", kMaxNameLength); !s.ok()) return s;
+  if (auto s = ValidateName(meta.uid(), "metadata.uid", kMaxUidLength); !s.ok()) return s;
+  if (namespaced) {
+    if (auto s = ValidateName(meta.namespace_(), "metadata.namespace", kMaxNamespaceLength); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateQuantity(int64_t value, const std::string& field) {
+  if (value < 0) return Invalid(field, "must be non-negative");
+  if (value > kMaxQuantity) return Invalid(field, absl::StrCat("must be at most 2^53 (", kMaxQuantity, ")"));
+  return absl::OkStatus();
+}
+
+absl::Status ValidateContainers(const google::protobuf::RepeatedPtrField<v1::Container>& containers,
+                                const std::string& field) {
+  for (int i = 0; i < containers.size(); ++i) {
+    const std::string prefix = absl::StrCat(field, "[", i, "]");
+    if (auto s = ValidateResources(containers[i].requests(), prefix + ".resources.requests"); !s.ok()) {
+      return s;
+    }
+    if (auto s = ValidateResources(containers[i].limits(), prefix + ".resources.limits"); !s.ok()) return s;
+    for (int p = 0; p < containers[i].ports_size(); ++p) {
+      const auto& port = containers[i].ports(p);
+      if (port.host_port() < 0 || port.host_port() > 65535) {
+        return Invalid(absl::StrCat(prefix, ".ports[", p, "].hostPort"), "must be between 0 and 65535");
+      }
+      if (port.container_port() < 0 || port.container_port() > 65535) {
+        return Invalid(absl::StrCat(prefix, ".ports[", p, "].containerPort"), "must be between 0 and 65535");
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool IsValidUtf8(std::string_view value) {
+  for (size_t i = 0; i < value.size();) {
+    const size_t len = Utf8SequenceLength(value, i);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
+absl::Status ValidateName(std::string_view value, const std::string& field, size_t max_length, bool required) {
+  if (value.empty()) return required ? Invalid(field, "required") : absl::OkStatus();
+  if (value.size() > max_length) {
+    return Invalid(field, absl::StrCat("must be at most ", max_length, " bytes, got ", value.size()));
+  }
+  for (size_t i = 0; i < value.size();) {
+    const size_t len = Utf8SequenceLength(value, i);
+    if (len == 0) return Invalid(field, absl::StrCat("invalid UTF-8 at byte ", i, ": \"", Printable(value), "\""));
+    if (IsControl(value, i, len)) {
+      return Invalid(field, absl::StrCat("control character at byte ", i, ": \"", Printable(value), "\""));
+    }
+    i += len;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateResources(const v1::ResourceList& list, const std::string& field) {
+  if (auto s = ValidateQuantity(list.milli_cpu(), field + ".cpu"); !s.ok()) return s;
+  if (auto s = ValidateQuantity(list.memory_bytes(), field + ".memory"); !s.ok()) return s;
+  if (auto s = ValidateQuantity(list.ephemeral_storage_bytes(), field + ".ephemeral-storage"); !s.ok()) return s;
+  if (auto s = ValidateQuantity(list.pods(), field + ".pods"); !s.ok()) return s;
+  for (const auto& [name, value] : list.scalar()) {
+    if (auto s = ValidateName(name, field + " resource name", kMaxNameLength); !s.ok()) return s;
+    if (auto s = ValidateQuantity(value, absl::StrCat(field, ".", name)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePod(const v1::Pod& pod) {
+  if (auto s = ValidateMeta(pod.meta(), true); !s.ok()) return s;
+  if (auto s = ValidateName(pod.node_name(), "spec.nodeName", kMaxNameLength, false); !s.ok()) return s;
+  if (auto s = ValidateName(pod.scheduler_name(), "spec.schedulerName", kMaxNameLength, false); !s.ok()) return s;
+  if (auto s = ValidateName(pod.nominated_node_name(), "status.nominatedNodeName", kMaxNameLength, false); !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidateContainers(pod.containers(), "spec.containers"); !s.ok()) return s;
+  if (auto s = ValidateContainers(pod.init_containers(), "spec.initContainers"); !s.ok()) return s;
+  if (auto s = ValidateResources(pod.overhead(), "spec.overhead"); !s.ok()) return s;
+  for (int i = 0; i < pod.tolerations_size(); ++i) {
+    const auto& t = pod.tolerations(i);
+    if (t.operator_() == v1::Toleration::EXISTS && !t.value().empty()) {
+      return Invalid(absl::StrCat("spec.tolerations[", i, "].value"), "must be empty when operator is Exists");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNode(const v1::Node& node) {
+  if (auto s = ValidateMeta(node.meta(), false); !s.ok()) return s;
+  if (auto s = ValidateResources(node.capacity(), "status.capacity"); !s.ok()) return s;
+  if (auto s = ValidateResources(node.allocatable(), "status.allocatable"); !s.ok()) return s;
+  for (int i = 0; i < node.taints_size(); ++i) {
+    if (node.taints(i).key().empty()) return Invalid(absl::StrCat("spec.taints[", i, "].key"), "required");
+    if (node.taints(i).effect() == v1::TAINT_EFFECT_UNSPECIFIED) {
+      return Invalid(absl::StrCat("spec.taints[", i, "].effect"), "required");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class) {
+  return ValidateMeta(priority_class.meta(), false);
+}
+
+absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
+  if (event.type() != v1::ObjectEvent::UPSERT && event.type() != v1::ObjectEvent::DELETE) {
+    return Invalid("type", "must be UPSERT or DELETE");
+  }
+  switch (event.object_case()) {
+    case v1::ObjectEvent::kPod: return ValidatePod(event.pod());
+    case v1::ObjectEvent::kNode: return ValidateNode(event.node());
+    case v1::ObjectEvent::kPdb: return ValidateMeta(event.pdb().meta(), true);
+    case v1::ObjectEvent::kPodGroup: return ValidateMeta(event.pod_group().meta(), true);
+    case v1::ObjectEvent::kPriorityClass: return ValidatePriorityClass(event.priority_class());
+    default: return Invalid("object", "missing");
+  }
+}
+
+std::string Printable(std::string_view value, size_t max_length) {
+  const bool cut = value.size() > max_length;
+  std::string out = absl::CHexEscape(absl::string_view(value.data(), cut ? max_length : value.size()));
+  if (cut) absl::StrAppend(&out, "...");
+  return out;
+}
+
+std::string DescribeObject(const v1::ObjectEvent& event) {
+  auto ns_name = [](const v1::ObjectMeta& m) {
+    return m.namespace_().empty() ? Printable(m.name())
+                                  : absl::StrCat(Printable(m.namespace_(), kMaxNamespaceLength), "/", Printable(m.name()));
+  };
+  switch (event.object_case()) {
+    case v1::ObjectEvent::kPod: return "Pod " + ns_name(event.pod().meta());
+    case v1::ObjectEvent::kNode: return "Node " + ns_name(event.node().meta());
+    case v1::ObjectEvent::kPdb: return "PodDisruptionBudget " + ns_name(event.pdb().meta());
+    case v1::ObjectEvent::kPodGroup: return "PodGroup " + ns_name(event.pod_group().meta());
+    case v1::ObjectEvent::kPriorityClass: return "PriorityClass " + ns_name(event.priority_class().meta());
+    default: return "object";
+  }
+}
+
+}  // namespace podium::validation

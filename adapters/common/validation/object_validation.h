@@ -1,0 +1,51 @@
+// Validation of podium.v1 objects, the same wherever objects enter a Podium
+// process: the scheduler on Cluster.Sync, podium-sim's and the Kubernetes
+// adapter's loaders. An error names the field ("spec.containers[0].ports[0].
+// hostPort: ..."); callers prefix the object. The object is refused whole.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "podium/v1/cluster.pb.h"
+
+namespace podium::validation {
+
+// Kubernetes' name lengths: a DNS-1123 subdomain (object names) and a DNS-1123
+// label (namespaces).
+inline constexpr size_t kMaxNameLength = 253;
+inline constexpr size_t kMaxNamespaceLength = 63;
+inline constexpr size_t kMaxUidLength = 128;
+
+// The largest value of any one quantity (milli-CPU, bytes, counts): 2^53, the
+// largest integer a JSON number keeps exactly. 1 024 such values still sum
+// within int64, and sums beyond that saturate (plugin-sdk, scheduler cache).
+// It is 9e12 CPUs or 8 PiB of memory on one node or container.
+inline constexpr int64_t kMaxQuantity = int64_t{1} << 53;
+
+// Protobuf refuses to serialize a string field that is not UTF-8 (and a
+// parser on the other side would end the stream), so adapters check text
+// before it becomes a field. Overlongs, surrogates and > U+10FFFF are invalid.
+bool IsValidUtf8(std::string_view value);
+
+// A name, namespace, uid, key...: valid UTF-8, no control characters (they
+// would forge log lines), at most max_length bytes. `required` refuses "".
+absl::Status ValidateName(std::string_view value, const std::string& field, size_t max_length,
+                          bool required = true);
+
+absl::Status ValidateResources(const v1::ResourceList& list, const std::string& field);
+absl::Status ValidatePod(const v1::Pod& pod);
+absl::Status ValidateNode(const v1::Node& node);
+absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);
+// Validates whichever object the event carries.
+absl::Status ValidateObjectEvent(const v1::ObjectEvent& event);
+
+// "Pod default/web-1", "Node edge-1"; names are escaped and truncated, so an
+// invalid object can be named in a log line.
+std::string DescribeObject(const v1::ObjectEvent& event);
+// Escaped (C escapes for control and non-UTF-8 bytes) and cut at max_length.
+std::string Printable(std::string_view value, size_t max_length = kMaxNameLength);
+
+}  // namespace podium::validation

@@ -1,0 +1,122 @@
+#include "common/validation/object_validation.h"
+
+#include "gtest/gtest.h"
+
+namespace podium::validation {
+namespace {
+
+v1::ObjectEvent GoodPod() {
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  auto* p = e.mutable_pod();
+  p->mutable_meta()->set_uid("u1");
+  p->mutable_meta()->set_namespace_("shop");
+  p->mutable_meta()->set_name("web-1");
+  p->add_containers()->mutable_requests()->set_milli_cpu(100);
+  return e;
+}
+
+TEST(ValidateObjectEvent, AcceptsAWellFormedPod) {
+  EXPECT_TRUE(ValidateObjectEvent(GoodPod()).ok());
+  EXPECT_EQ(DescribeObject(GoodPod()), "Pod shop/web-1");
+}
+
+TEST(ValidateObjectEvent, NamesTheFieldThatIsWrong) {
+  struct Case {
+    const char* name;
+    std::function<void(v1::ObjectEvent&)> breakit;
+    const char* field;
+  } cases[] = {
+      {"no uid", [](auto& e) { e.mutable_pod()->mutable_meta()->clear_uid(); }, "metadata.uid"},
+      {"negative cpu",
+       [](auto& e) { e.mutable_pod()->mutable_containers(0)->mutable_requests()->set_milli_cpu(-1); },
+       "spec.containers[0].resources.requests.cpu"},
+      {"negative extended resource",
+       [](auto& e) {
+         (*e.mutable_pod()->mutable_containers(0)->mutable_requests()->mutable_scalar())["nvidia.com/gpu"] = -2;
+       },
+       "spec.containers[0].resources.requests.nvidia.com/gpu"},
+      {"host port out of range",
+       [](auto& e) { e.mutable_pod()->mutable_containers(0)->add_ports()->set_host_port(70000); },
+       "spec.containers[0].ports[0].hostPort"},
+      {"exists toleration with a value",
+       [](auto& e) {
+         auto* t = e.mutable_pod()->add_tolerations();
+         t->set_operator_(v1::Toleration::EXISTS);
+         t->set_value("x");
+       },
+       "spec.tolerations[0].value"},
+      {"newline in the name (forged log line)",
+       [](auto& e) { e.mutable_pod()->mutable_meta()->set_name("web\nE1123 fake error"); }, "metadata.name"},
+      {"escape sequence in the namespace",
+       [](auto& e) { e.mutable_pod()->mutable_meta()->set_namespace_("shop\x1b[2J"); }, "metadata.namespace"},
+      {"C1 control in the name", [](auto& e) { e.mutable_pod()->mutable_meta()->set_name("web\xc2\x85"); },
+       "metadata.name"},
+      {"invalid UTF-8 in the name", [](auto& e) { e.mutable_pod()->mutable_meta()->set_name("web-\xff"); },
+       "metadata.name"},
+      {"overlong UTF-8 in the name", [](auto& e) { e.mutable_pod()->mutable_meta()->set_name("a\xc0\xaf"); },
+       "metadata.name"},
+      {"name longer than 253", [](auto& e) { e.mutable_pod()->mutable_meta()->set_name(std::string(254, 'a')); },
+       "metadata.name"},
+      {"namespace longer than 63",
+       [](auto& e) { e.mutable_pod()->mutable_meta()->set_namespace_(std::string(64, 'a')); }, "metadata.namespace"},
+      {"control character in nodeName", [](auto& e) { e.mutable_pod()->set_node_name("n\r1"); }, "spec.nodeName"},
+      {"cpu beyond 2^53",
+       [](auto& e) {
+         e.mutable_pod()->mutable_containers(0)->mutable_requests()->set_milli_cpu(kMaxQuantity + 1);
+       },
+       "spec.containers[0].resources.requests.cpu"},
+      {"5e15 CPUs (5e18 milli-CPU) in an init container",
+       [](auto& e) {
+         e.mutable_pod()->add_init_containers()->mutable_requests()->set_milli_cpu(5'000'000'000'000'000'000);
+       },
+       "spec.initContainers[0].resources.requests.cpu"},
+      {"overhead memory beyond 2^53",
+       [](auto& e) { e.mutable_pod()->mutable_overhead()->set_memory_bytes(INT64_MAX); }, "spec.overhead.memory"},
+      {"node allocatable beyond 2^53",
+       [](auto& e) {
+         auto* n = e.mutable_node();
+         n->mutable_meta()->set_uid("n1");
+         n->mutable_meta()->set_name("edge-1");
+         (*n->mutable_allocatable()->mutable_scalar())["example.com/x"] = kMaxQuantity + 1;
+       },
+       "status.allocatable.example.com/x"},
+      {"no type", [](auto& e) { e.clear_type(); }, "type"},
+      {"taint without effect",
+       [](auto& e) {
+         auto* n = e.mutable_node();
+         n->mutable_meta()->set_uid("n1");
+         n->mutable_meta()->set_name("edge-1");
+         n->add_taints()->set_key("edge");
+       },
+       "spec.taints[0].effect"},
+  };
+  for (const auto& c : cases) {
+    v1::ObjectEvent e = GoodPod();
+    c.breakit(e);
+    absl::Status s = ValidateObjectEvent(e);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
+    EXPECT_EQ(s.message().substr(0, std::string(c.field).size()), c.field) << c.name << ": " << s;
+  }
+}
+
+TEST(ValidateObjectEvent, AcceptsTheBoundsAndUtf8Names) {
+  v1::ObjectEvent e = GoodPod();
+  e.mutable_pod()->mutable_meta()->set_name(std::string(kMaxNameLength, 'a'));
+  e.mutable_pod()->mutable_meta()->set_namespace_(std::string(kMaxNamespaceLength, 'b'));
+  e.mutable_pod()->mutable_containers(0)->mutable_requests()->set_memory_bytes(kMaxQuantity);
+  EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
+  e.mutable_pod()->mutable_meta()->set_name("caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80");
+  EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
+}
+
+TEST(DescribeObject, EscapesAndTruncatesWhatItEchoes) {
+  v1::ObjectEvent e = GoodPod();
+  e.mutable_pod()->mutable_meta()->set_name("web\nE1123 forged");
+  EXPECT_EQ(DescribeObject(e), "Pod shop/web\\nE1123 forged");
+  e.mutable_pod()->mutable_meta()->set_name(std::string(1000, 'a'));
+  EXPECT_EQ(DescribeObject(e), "Pod shop/" + std::string(kMaxNameLength, 'a') + "...");
+}
+
+}  // namespace
+}  // namespace podium::validation
