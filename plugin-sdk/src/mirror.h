@@ -32,6 +32,12 @@ class Mirror final : public Snapshot {
   const NodeInfo* Get(std::string_view node_name) const override;
   const NodeInfo* GetById(uint32_t id) const override;
   size_t NumNodes() const override { return ordered_.size(); }
+  std::vector<const NodeInfo*> NodesHavingPodsWithAffinity() const override {
+    return with_affinity_;
+  }
+  std::vector<const NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const override {
+    return with_required_anti_affinity_;
+  }
 
   uint64_t generation() const { return generation_; }
   size_t NumPods() const { return pod_nodes_.size(); }
@@ -60,6 +66,13 @@ class Mirror final : public Snapshot {
   absl::flat_hash_map<std::string, ImageNodes> images_;
   // Image names whose node count changed during the current Apply.
   absl::flat_hash_set<std::string> dirty_images_;
+  // Nodes with pods that carry (anti-)affinity terms, rebuilt at the end of an
+  // Apply that added or removed such a pod or a node (InterPodAffinity's
+  // PreFilter/PreScore then look at these nodes only).
+  void RebuildAffinityLists();
+  bool affinity_dirty_ = false;
+  std::vector<const NodeInfo*> with_affinity_;
+  std::vector<const NodeInfo*> with_required_anti_affinity_;
 };
 
 }  // namespace podium::sdk::internal
