@@ -17,18 +17,26 @@ namespace {
 constexpr std::string_view kPreFilterStateKey = "PreFilterInterPodAffinity";
 constexpr std::string_view kPreScoreStateKey = "PreScoreInterPodAffinity";
 
-using TopologyPair = std::pair<std::string, std::string>;
-// Topology (key, value) -> matching terms; entries that reach 0 are erased,
-// so "empty" means no pod matched anywhere.
-using TopologyCounts = absl::flat_hash_map<TopologyPair, int64_t>;
+// Topology key -> value -> matching terms; entries that reach 0 are erased,
+// so "empty" means no pod matched anywhere. Keyed by topology key first so
+// that Filter looks up a node's few keys, not every (key, value) pair.
+using TopologyCounts = absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int64_t>>;
 
 void Bump(TopologyCounts& counts, const v1::Node& node, const std::string& key, int64_t delta) {
   const auto& labels = node.meta().labels();
   auto it = labels.find(key);
   if (it == labels.end()) return;
-  auto [entry, inserted] = counts.try_emplace(TopologyPair(key, it->second), 0);
+  auto& values = counts[key];
+  auto [entry, inserted] = values.try_emplace(it->second, 0);
   entry->second += delta;
-  if (entry->second == 0) counts.erase(entry);
+  if (entry->second == 0) values.erase(entry);
+  if (values.empty()) counts.erase(key);
+}
+
+// Does the node's domain for `key` hold a count?
+bool Has(const TopologyCounts& counts, const std::string& key, const std::string& value) {
+  auto k = counts.find(key);
+  return k != counts.end() && k->second.contains(value);
 }
 
 // Affinity: an existing pod counts for the incoming pod's terms only when it
@@ -217,7 +225,7 @@ sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo&
     if (it == labels.end()) {
       return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, std::string(kReasonAffinity));
     }
-    if (!s->affinity.contains(TopologyPair(t.topology_key, it->second))) pods_exist = false;
+    if (!Has(s->affinity, t.topology_key, it->second)) pods_exist = false;
   }
   // The first pod of a group that is affine to itself may go anywhere its
   // topology keys exist: no pod in the cluster matches yet, and it matches
@@ -229,15 +237,15 @@ sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo&
   if (!s->anti_affinity.empty()) {
     for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
       auto it = labels.find(t.topology_key);
-      if (it != labels.end() && s->anti_affinity.contains(TopologyPair(t.topology_key, it->second))) {
+      if (it != labels.end() && Has(s->anti_affinity, t.topology_key, it->second)) {
         return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonAntiAffinity));
       }
     }
   }
 
-  for (const auto& [pair, count] : s->existing_anti_affinity) {
-    auto it = labels.find(pair.first);
-    if (it != labels.end() && it->second == pair.second) {
+  for (const auto& [key, values] : s->existing_anti_affinity) {
+    auto it = labels.find(key);
+    if (it != labels.end() && values.contains(it->second)) {
       return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonExistingAntiAffinity));
     }
   }
