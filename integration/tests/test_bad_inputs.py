@@ -93,7 +93,8 @@ class BadInputTest(lib.IntegrationTest):
             "apiVersion: podium.dev/v1alpha1\nkind: PodiumConfiguration\npluginEndpoints:\n"
             "- name: plugins\n  address: unix:///run/podium/plugins.sock\n"
             "  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,\n"
-            "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]\n"))
+            "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality,\n"
+            "            PodTopologySpread, InterPodAffinity]\n"))
         cluster = self.write("cluster.yaml", cluster_yaml(node_yaml("node-a"), pod_yaml("web")))
         rc, out, err = self.run_sim(cluster, config=config, timeout=30)
         self.assertEqual(rc, 2, err[-4000:])

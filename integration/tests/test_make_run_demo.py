@@ -34,6 +34,13 @@ GIANT_RENDER = (
     "1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }, "
     "1 node(s) had untolerated taint {nvidia.com/gpu: present}, 3 Insufficient cpu, "
     "5 node(s) had untolerated taint {edge: true}.")
+# The fourth cache replica: the cache pods carry required hostname
+# anti-affinity, and only three nodes can take a cache pod.
+CACHE_3 = (
+    "0/10 nodes are available: 1 node(s) had untolerated taint "
+    "{node-role.kubernetes.io/control-plane: }, 1 node(s) had untolerated taint "
+    "{nvidia.com/gpu: present}, 3 node(s) didn't match pod anti-affinity rules, "
+    "5 node(s) had untolerated taint {edge: true}.")
 
 
 class MakeRunDemoTest(lib.IntegrationTest):
@@ -62,7 +69,8 @@ class MakeRunDemoTest(lib.IntegrationTest):
 
         # The outcome the README promises for `make run`.
         self.assertIn(GIANT_RENDER, out, f"giant-render's FailedScheduling message:\n{out[-4000:]}")
-        self.assertRegex(out, r"(?m)^10 nodes, 56 pods: 51 bound, 4 unschedulable, 1 gated$",
+        self.assertIn(CACHE_3, out, f"cache-3's FailedScheduling message:\n{out[-4000:]}")
+        self.assertRegex(out, r"(?m)^10 nodes, 56 pods: 50 bound, 5 unschedulable, 1 gated$",
                          f"the demo's summary line:\n{out[-4000:]}")
 
 

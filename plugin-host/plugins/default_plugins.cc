@@ -1,12 +1,14 @@
 #include "plugins/default_plugins.h"
 
 #include "plugins/image_locality/image_locality.h"
+#include "plugins/inter_pod_affinity/inter_pod_affinity.h"
 #include "plugins/node_affinity/node_affinity.h"
 #include "plugins/node_name/node_name.h"
 #include "plugins/node_ports/node_ports.h"
 #include "plugins/node_resources/balanced_allocation.h"
 #include "plugins/node_resources/fit.h"
 #include "plugins/node_unschedulable/node_unschedulable.h"
+#include "plugins/pod_topology_spread/pod_topology_spread.h"
 #include "plugins/taint_toleration/taint_toleration.h"
 
 namespace podium::plugins {
@@ -27,6 +29,8 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<NodeAffinity>(),
       Definition<NodePorts>(),
       Definition<NodeResourcesFit>(),
+      Definition<PodTopologySpread>(),
+      Definition<InterPodAffinity>(),
       Definition<NodeResourcesBalancedAllocation>(),
       Definition<ImageLocality>(),
   };

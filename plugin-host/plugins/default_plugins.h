@@ -8,7 +8,8 @@
 namespace podium::plugins {
 
 // NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,
-// NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality, with their
+// NodeResourcesFit, PodTopologySpread,
+// InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality, with their
 // factories.
 std::vector<podium::sdk::PluginDefinition> DefaultPlugins();
 

@@ -10,7 +10,7 @@ namespace {
 
 using ::testing::ElementsAre;
 
-TEST(DefaultPluginsTest, AllEightWithWorkingFactories) {
+TEST(DefaultPluginsTest, AllWithWorkingFactories) {
   std::vector<sdk::PluginDefinition> defs = DefaultPlugins();
   std::vector<std::string> names;
   testing::FakeHandle handle;
@@ -23,7 +23,8 @@ TEST(DefaultPluginsTest, AllEightWithWorkingFactories) {
     EXPECT_NE(dynamic_cast<sdk::EnqueueExtensions*>(plugin->get()), nullptr) << def.name;
   }
   EXPECT_THAT(names, ElementsAre("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-                                 "NodePorts", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
+                                 "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                                 "NodeResourcesBalancedAllocation",
                                  "ImageLocality"));
 }
 

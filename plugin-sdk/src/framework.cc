@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "podium/sdk/pod_affinity.h"
 
 namespace podium::sdk {
 namespace {
@@ -207,6 +208,7 @@ std::shared_ptr<const PodInfo> PodInfo::Create(v1::Pod pod) {
   info->requests = std::move(reqs);
   info->non_zero_milli_cpu = nz_cpu;
   info->non_zero_memory = nz_mem;
+  info->affinity = PodAffinityTerms::ForPod(pod);
   info->pod = std::make_shared<const v1::Pod>(std::move(pod));
   return info;
 }
@@ -228,6 +230,12 @@ void NodeInfo::AddPod(PodInfoPtr pod) {
   non_zero_milli_cpu_ = SaturatingAdd(non_zero_milli_cpu_, pod->non_zero_milli_cpu);
   non_zero_memory_ = SaturatingAdd(non_zero_memory_, pod->non_zero_memory);
   used_ports_.insert(used_ports_.end(), pod->host_ports.begin(), pod->host_ports.end());
+  if (pod->affinity != nullptr) {
+    pods_with_affinity_.push_back(pod);
+    if (!pod->affinity->required_anti_affinity.empty()) {
+      pods_with_required_anti_affinity_.push_back(pod);
+    }
+  }
   pods_.push_back(std::move(pod));
 }
 
@@ -254,6 +262,13 @@ bool NodeInfo::RemovePod(std::string_view uid) {
     auto p = std::find(used_ports_.begin(), used_ports_.end(), hp);
     if (p != used_ports_.end()) used_ports_.erase(p);
   }
+  if (pod.affinity != nullptr) {
+    for (std::vector<PodInfoPtr>* list : {&pods_with_affinity_, &pods_with_required_anti_affinity_}) {
+      auto p = std::find_if(list->begin(), list->end(),
+                            [&](const PodInfoPtr& q) { return q.get() == &pod; });
+      if (p != list->end()) list->erase(p);
+    }
+  }
   // Order of the remaining pods is kept (plugins may rely on it for stable output).
   pods_.erase(it);
   return true;
@@ -264,6 +279,25 @@ const PodInfo* NodeInfo::FindPod(std::string_view uid) const {
     if (p->uid() == uid) return p.get();
   }
   return nullptr;
+}
+
+// ---------------------------------------------------------------------------
+// Snapshot
+
+std::vector<const NodeInfo*> Snapshot::NodesHavingPodsWithAffinity() const {
+  std::vector<const NodeInfo*> out;
+  for (const NodeInfo* node : Nodes()) {
+    if (!node->pods_with_affinity().empty()) out.push_back(node);
+  }
+  return out;
+}
+
+std::vector<const NodeInfo*> Snapshot::NodesHavingPodsWithRequiredAntiAffinity() const {
+  std::vector<const NodeInfo*> out;
+  for (const NodeInfo* node : Nodes()) {
+    if (!node->pods_with_required_anti_affinity().empty()) out.push_back(node);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------

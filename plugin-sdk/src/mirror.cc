@@ -146,6 +146,7 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     std::sort(ordered_.begin(), ordered_.end(),
               [](const NodeInfo* a, const NodeInfo* b) { return a->id() < b->id(); });
     order_dirty_ = false;
+    affinity_dirty_ = true;
   }
 
   for (const std::string& uid : delta.pod_removals()) RemovePod(uid);
@@ -153,7 +154,9 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     std::string uid = upsert.pod().meta().uid();
     RemovePod(uid);
     NodeInfo& node = *nodes_[upsert.node_id()];
-    node.AddPod(PodInfo::Create(std::move(*upsert.mutable_pod())));
+    PodInfoPtr pod = PodInfo::Create(std::move(*upsert.mutable_pod()));
+    if (pod->affinity != nullptr) affinity_dirty_ = true;
+    node.AddPod(std::move(pod));
     pod_nodes_.emplace(std::move(uid), node.id());
   }
   for (const std::string& uid : delta.pdb_removals()) pdbs_.erase(uid);
@@ -168,6 +171,7 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     pod_group_uids_[absl::StrCat(group.meta().namespace_(), "/", group.meta().name())] = uid;
     pod_groups_[uid] = std::make_unique<v1::PodGroup>(std::move(group));
   }
+  if (affinity_dirty_) RebuildAffinityLists();
   if (delta.generation() != 0) generation_ = delta.generation();
   return absl::OkStatus();
 }
@@ -183,6 +187,9 @@ void Mirror::Clear() {
   pdbs_.clear();
   pod_groups_.clear();
   pod_group_uids_.clear();
+  with_affinity_.clear();
+  with_required_anti_affinity_.clear();
+  affinity_dirty_ = false;
   generation_ = 0;
 }
 
@@ -271,8 +278,24 @@ void Mirror::RemovePod(const std::string& uid) {
   auto it = pod_nodes_.find(uid);
   if (it == pod_nodes_.end()) return;
   auto node = nodes_.find(it->second);
-  if (node != nodes_.end()) node->second->RemovePod(uid);
+  if (node != nodes_.end()) {
+    const PodInfo* pod = node->second->FindPod(uid);
+    if (pod != nullptr && pod->affinity != nullptr) affinity_dirty_ = true;
+    node->second->RemovePod(uid);
+  }
   pod_nodes_.erase(it);
+}
+
+void Mirror::RebuildAffinityLists() {
+  with_affinity_.clear();
+  with_required_anti_affinity_.clear();
+  for (const NodeInfo* node : ordered_) {
+    if (!node->pods_with_affinity().empty()) with_affinity_.push_back(node);
+    if (!node->pods_with_required_anti_affinity().empty()) {
+      with_required_anti_affinity_.push_back(node);
+    }
+  }
+  affinity_dirty_ = false;
 }
 
 }  // namespace podium::sdk::internal

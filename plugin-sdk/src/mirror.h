@@ -39,6 +39,12 @@ class Mirror final : public Snapshot {
                                   std::string_view name) const override;
   size_t NumPodDisruptionBudgets() const { return pdbs_.size(); }
   size_t NumPodGroups() const { return pod_groups_.size(); }
+  std::vector<const NodeInfo*> NodesHavingPodsWithAffinity() const override {
+    return with_affinity_;
+  }
+  std::vector<const NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const override {
+    return with_required_anti_affinity_;
+  }
 
   uint64_t generation() const { return generation_; }
   size_t NumPods() const { return pod_nodes_.size(); }
@@ -73,6 +79,13 @@ class Mirror final : public Snapshot {
   absl::flat_hash_map<std::string, std::unique_ptr<v1::PodGroup>> pod_groups_;
   // namespace/name -> uid.
   absl::flat_hash_map<std::string, std::string> pod_group_uids_;
+  // Nodes with pods that carry (anti-)affinity terms, rebuilt at the end of an
+  // Apply that added or removed such a pod or a node (InterPodAffinity's
+  // PreFilter/PreScore then look at these nodes only).
+  void RebuildAffinityLists();
+  bool affinity_dirty_ = false;
+  std::vector<const NodeInfo*> with_affinity_;
+  std::vector<const NodeInfo*> with_required_anti_affinity_;
 };
 
 }  // namespace podium::sdk::internal

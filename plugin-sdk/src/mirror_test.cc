@@ -237,5 +237,41 @@ TEST(SdkMirrorTest, InvalidDeltaIsRejectedWholeNamingTheField) {
               HasSubstr("node_upserts[0].node.meta.name"));
 }
 
+std::vector<uint32_t> IdsOf(const std::vector<const NodeInfo*>& nodes) {
+  std::vector<uint32_t> ids;
+  for (const NodeInfo* node : nodes) ids.push_back(node->id());
+  return ids;
+}
+
+TEST(SdkMirrorTest, KeepsTheNodesThatHavePodsWithAffinity) {
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  AddNode(reset, 1, "n1");
+  AddNode(reset, 2, "n2");
+  AddNode(reset, 3, "n3");
+  AddPod(reset, 1, "plain", 100);
+  AddPod(reset, 2, "anti", 100);
+  auto* anti = reset.mutable_pod_upserts(1)->mutable_pod()->mutable_affinity();
+  anti->mutable_pod_anti_affinity()->add_required()->set_topology_key("zone");
+  AddPod(reset, 3, "preferred", 100);
+  reset.mutable_pod_upserts(2)->mutable_pod()->mutable_affinity()->mutable_pod_affinity()
+      ->add_preferred()->set_weight(1);
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  EXPECT_THAT(IdsOf(mirror.NodesHavingPodsWithAffinity()), ElementsAre(2, 3));
+  EXPECT_THAT(IdsOf(mirror.NodesHavingPodsWithRequiredAntiAffinity()), ElementsAre(2));
+
+  v1::StateDelta remove;
+  remove.add_pod_removals("anti");
+  ASSERT_TRUE(mirror.Apply(remove).ok());
+  EXPECT_THAT(IdsOf(mirror.NodesHavingPodsWithAffinity()), ElementsAre(3));
+  EXPECT_TRUE(mirror.NodesHavingPodsWithRequiredAntiAffinity().empty());
+
+  v1::StateDelta drop_node;
+  drop_node.add_node_removals(3);
+  ASSERT_TRUE(mirror.Apply(drop_node).ok());
+  EXPECT_TRUE(mirror.NodesHavingPodsWithAffinity().empty());
+}
+
 }  // namespace
 }  // namespace podium::sdk::internal

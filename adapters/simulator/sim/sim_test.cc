@@ -96,7 +96,8 @@ TEST(SpawnEndpointTest, TheConfigMustDeclareThePluginHostEndpoint) {
            "apiVersion: podium.dev/v1alpha1\nkind: PodiumConfiguration\npluginEndpoints:\n"
            "- name: plugins\n  address: unix:///tmp/x.sock\n"
            "  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts,\n"
-           "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]\n";
+           "            NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality,\n"
+           "            PodTopologySpread, InterPodAffinity]\n";
   }
   o.config = path;
   EXPECT_TRUE(CheckSpawnEndpoint(o).ok()) << CheckSpawnEndpoint(o);

@@ -22,6 +22,25 @@ class PodBuilder {
     pod_.mutable_meta()->set_uid(std::move(uid));
     return *this;
   }
+  PodBuilder& Label(std::string k, std::string v) {
+    (*pod_.mutable_meta()->mutable_labels())[k] = v;
+    return *this;
+  }
+  PodBuilder& Namespace(std::string ns) {
+    pod_.mutable_meta()->set_namespace_(std::move(ns));
+    return *this;
+  }
+  PodBuilder& OwnedBy(std::string kind, std::string name = "owner") {
+    v1::OwnerReference* ref = pod_.mutable_meta()->add_owner_references();
+    ref->set_kind(std::move(kind));
+    ref->set_name(std::move(name));
+    ref->set_controller(true);
+    return *this;
+  }
+  PodBuilder& Terminating() {
+    pod_.mutable_meta()->set_deletion_timestamp_us(1);
+    return *this;
+  }
   PodBuilder& NodeName(std::string n) {
     pod_.set_node_name(std::move(n));
     return *this;

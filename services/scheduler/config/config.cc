@@ -31,6 +31,7 @@ const std::vector<std::string>& DefaultHostPlugins() {
   static const auto* plugins = new std::vector<std::string>{
       "NodeUnschedulable", "NodeName",         "TaintToleration",
       "NodeAffinity",      "NodePorts",        "NodeResourcesFit",
+      "PodTopologySpread", "InterPodAffinity",
       "NodeResourcesBalancedAllocation",       "ImageLocality"};
   return *plugins;
 }
@@ -693,6 +694,8 @@ std::vector<PluginRef> DefaultMultiPointPlugins() {
       {"NodeAffinity", 2},
       {"NodePorts", 0},
       {"NodeResourcesFit", 1},
+      {"PodTopologySpread", 2},
+      {"InterPodAffinity", 2},
       {"NodeResourcesBalancedAllocation", 1},
       {"ImageLocality", 1},
       {"DefaultBinder", 0},

@@ -59,7 +59,7 @@ pluginEndpoints:
   address: unix:///run/podium/host.sock
   failurePolicy: Fail
   timeout: 2s
-  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]
+  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality]
 - name: foo
   address: localhost:7070
   failurePolicy: Ignore
@@ -79,16 +79,19 @@ TEST(ConfigTest, DefaultConfigIsKubesDefaultProfile) {
   EXPECT_THAT(Names(c.profiles[0].multi_point.enabled),
               ElementsAre("SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName",
                           "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+                          "PodTopologySpread", "InterPodAffinity",
                           "NodeResourcesBalancedAllocation", "ImageLocality", "DefaultBinder"));
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "TaintToleration"), 3);
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "NodeAffinity"), 2);
+  EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "PodTopologySpread"), 2);
+  EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "InterPodAffinity"), 2);
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "ImageLocality"), 1);
   ASSERT_EQ(c.endpoints.size(), 1u);
   EXPECT_EQ(c.endpoints[0].name, "host");
   EXPECT_EQ(c.endpoints[0].address, "unix:///tmp/h.sock");
   EXPECT_EQ(c.endpoints[0].failure_policy, FailurePolicy::kFail);
   EXPECT_EQ(c.endpoints[0].timeout, absl::Seconds(1));
-  EXPECT_EQ(c.endpoints[0].plugins.size(), 8u);
+  EXPECT_EQ(c.endpoints[0].plugins.size(), 10u);
   EXPECT_EQ(c.EndpointFor("NodeAffinity"), &c.endpoints[0]);
   EXPECT_EQ(c.EndpointFor("PrioritySort"), nullptr);
 }
@@ -120,6 +123,7 @@ TEST(ConfigTest, FullExample) {
   EXPECT_THAT(Names(p.multi_point.enabled),
               ElementsAre("SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName",
                           "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+                          "PodTopologySpread", "InterPodAffinity",
                           "NodeResourcesBalancedAllocation", "DefaultBinder", "Foo"));
   EXPECT_EQ(WeightOf(p.multi_point.enabled, "Foo"), 2);
   EXPECT_THAT(p.multi_point.disabled, ElementsAre("ImageLocality"));
@@ -210,7 +214,7 @@ podMaxInUnschedulablePodsDuration: 1m
 pluginEndpoints:
 - name: host
   address: localhost:9000
-  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]
+  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality]
 )");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->max_in_unschedulable, absl::Minutes(1));
@@ -226,7 +230,7 @@ constexpr char kPodiumHeader[] =
     "apiVersion: podium.dev/v1alpha1\nkind: PodiumConfiguration\n";
 constexpr char kHostPlugins[] =
     "  plugins: [NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, "
-    "NodeResourcesFit, NodeResourcesBalancedAllocation, ImageLocality]\n";
+    "NodeResourcesFit, PodTopologySpread, InterPodAffinity, NodeResourcesBalancedAllocation, ImageLocality]\n";
 
 TEST(ConfigTest, ValidationErrors) {
   struct Case {

@@ -23,6 +23,8 @@
 
 namespace podium::sdk {
 
+struct PodAffinityTerms;  // pod_affinity.h
+
 inline constexpr int64_t kMaxNodeScore = 100;
 inline constexpr int64_t kMinNodeScore = 0;
 
@@ -129,6 +131,9 @@ struct PodInfo {
   int64_t non_zero_milli_cpu = 0;
   int64_t non_zero_memory = 0;
   std::vector<HostPort> host_ports;
+  // Inter-pod (anti-)affinity terms, parsed once; null when the pod has none
+  // (the usual case: nothing parsed, nothing stored).
+  std::shared_ptr<const PodAffinityTerms> affinity;
 
   const std::string& uid() const { return pod->meta().uid(); }
   static std::shared_ptr<const PodInfo> Create(v1::Pod pod);
@@ -159,6 +164,14 @@ class NodeInfo {
   int64_t non_zero_requested_milli_cpu() const { return non_zero_milli_cpu_; }
   int64_t non_zero_requested_memory() const { return non_zero_memory_; }
   const std::vector<HostPort>& used_ports() const { return used_ports_; }
+  // The pods with pod affinity or anti-affinity terms (required or preferred),
+  // and those with required anti-affinity terms: kube-scheduler's
+  // PodsWithAffinity / PodsWithRequiredAntiAffinity, so InterPodAffinity
+  // looks only at these. Empty vectors on most nodes: no allocation.
+  const std::vector<PodInfoPtr>& pods_with_affinity() const { return pods_with_affinity_; }
+  const std::vector<PodInfoPtr>& pods_with_required_anti_affinity() const {
+    return pods_with_required_anti_affinity_;
+  }
   // Images on this node by every name they are known by.
   const absl::flat_hash_map<std::string, ImageState>& images() const { return images_; }
   absl::flat_hash_map<std::string, ImageState>& mutable_images() { return images_; }
@@ -178,6 +191,8 @@ class NodeInfo {
   int64_t non_zero_memory_ = 0;
   std::vector<HostPort> used_ports_;
   absl::flat_hash_map<std::string, ImageState> images_;
+  std::vector<PodInfoPtr> pods_with_affinity_;
+  std::vector<PodInfoPtr> pods_with_required_anti_affinity_;
 };
 
 // The mirrored cluster as plugins see it during a cycle.
@@ -200,6 +215,12 @@ class Snapshot {
                                           std::string_view name) const {
     return nullptr;
   }
+  // The nodes with at least one pod in pods_with_affinity() /
+  // pods_with_required_anti_affinity(), ascending id (kube-scheduler's
+  // HavePodsWithAffinityList / HavePodsWithRequiredAntiAffinityList). The
+  // default scans Nodes(); the SDK's mirror keeps them.
+  virtual std::vector<const NodeInfo*> NodesHavingPodsWithAffinity() const;
+  virtual std::vector<const NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const;
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in

@@ -1,0 +1,412 @@
+#include "plugins/inter_pod_affinity/inter_pod_affinity.h"
+
+#include <algorithm>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "plugins/helper/args.h"
+#include "plugins/helper/events.h"
+#include "plugins/helper/str.h"
+#include "podium/sdk/pod_affinity.h"
+
+namespace podium::plugins {
+namespace {
+
+constexpr std::string_view kPreFilterStateKey = "PreFilterInterPodAffinity";
+constexpr std::string_view kPreScoreStateKey = "PreScoreInterPodAffinity";
+
+// Topology key -> value -> matching terms; entries that reach 0 are erased,
+// so "empty" means no pod matched anywhere. Keyed by topology key first so
+// that Filter looks up a node's few keys, not every (key, value) pair.
+using TopologyCounts = absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int64_t>>;
+
+void Bump(TopologyCounts& counts, const v1::Node& node, const std::string& key, int64_t delta) {
+  const auto& labels = node.meta().labels();
+  auto it = labels.find(key);
+  if (it == labels.end()) return;
+  auto& values = counts[key];
+  auto [entry, inserted] = values.try_emplace(it->second, 0);
+  entry->second += delta;
+  if (entry->second == 0) values.erase(entry);
+  if (values.empty()) counts.erase(key);
+}
+
+// Does the node's domain for `key` hold a count?
+bool Has(const TopologyCounts& counts, const std::string& key, const std::string& value) {
+  auto k = counts.find(key);
+  return k != counts.end() && k->second.contains(value);
+}
+
+// Affinity: an existing pod counts for the incoming pod's terms only when it
+// matches all of them (podMatchesAllAffinityTerms).
+bool MatchesAll(const std::vector<sdk::AffinityTerm>& terms, const v1::Pod& pod) {
+  if (terms.empty()) return false;
+  for (const sdk::AffinityTerm& t : terms) {
+    if (!t.Matches(pod, nullptr)) return false;
+  }
+  return true;
+}
+
+void UpdateAffinity(TopologyCounts& counts, const std::vector<sdk::AffinityTerm>& terms,
+                    const v1::Pod& existing, const v1::Node& node, int64_t delta) {
+  if (!MatchesAll(terms, existing)) return;
+  for (const sdk::AffinityTerm& t : terms) Bump(counts, node, t.topology_key, delta);
+}
+
+void UpdateAntiAffinity(TopologyCounts& counts, const std::vector<sdk::AffinityTerm>& terms,
+                        const v1::Pod& pod, const sdk::Labels* namespace_labels,
+                        const v1::Node& node, int64_t delta) {
+  for (const sdk::AffinityTerm& t : terms) {
+    if (t.Matches(pod, namespace_labels)) Bump(counts, node, t.topology_key, delta);
+  }
+}
+
+const std::vector<sdk::AffinityTerm>& NoTerms() {
+  static const auto* none = new std::vector<sdk::AffinityTerm>();
+  return *none;
+}
+
+struct PreFilterState : sdk::StateData {
+  std::shared_ptr<const sdk::PodAffinityTerms> terms;  // Null: the pod has none.
+  // Existing pods' required anti-affinity terms the incoming pod matches.
+  TopologyCounts existing_anti_affinity;
+  // Existing pods matching all the incoming pod's required affinity terms.
+  TopologyCounts affinity;
+  // Existing pods matching one of the incoming pod's required anti-affinity terms.
+  TopologyCounts anti_affinity;
+
+  const std::vector<sdk::AffinityTerm>& required_affinity() const {
+    return terms ? terms->required_affinity : NoTerms();
+  }
+  const std::vector<sdk::AffinityTerm>& required_anti_affinity() const {
+    return terms ? terms->required_anti_affinity : NoTerms();
+  }
+
+  std::unique_ptr<sdk::StateData> Clone() const override {
+    return std::make_unique<PreFilterState>(*this);
+  }
+
+  void Update(const sdk::PodInfo& incoming, const sdk::PodInfo& existing, const v1::Node& node,
+              int64_t delta) {
+    if (existing.affinity != nullptr) {
+      UpdateAntiAffinity(existing_anti_affinity, existing.affinity->required_anti_affinity,
+                         *incoming.pod, nullptr, node, delta);
+    }
+    UpdateAffinity(affinity, required_affinity(), *existing.pod, node, delta);
+    UpdateAntiAffinity(anti_affinity, required_anti_affinity(), *existing.pod, nullptr, node,
+                       delta);
+  }
+};
+
+// topologyKey -> value -> score.
+using ScoreMap = absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, int64_t>>;
+
+struct PreScoreState : sdk::StateData {
+  ScoreMap scores;
+  std::unique_ptr<sdk::StateData> Clone() const override {
+    return std::make_unique<PreScoreState>(*this);
+  }
+};
+
+void ProcessTerm(ScoreMap& scores, const sdk::AffinityTerm& term, int64_t weight,
+                 const v1::Pod& pod, const sdk::Labels* namespace_labels, const v1::Node& node) {
+  if (!term.Matches(pod, namespace_labels)) return;
+  const auto& labels = node.meta().labels();
+  auto it = labels.find(term.topology_key);
+  if (it == labels.end()) return;
+  scores[term.topology_key][it->second] += weight;
+}
+
+void ProcessTerms(ScoreMap& scores, const std::vector<sdk::WeightedAffinityTerm>& terms,
+                  const v1::Pod& pod, const sdk::Labels* namespace_labels, const v1::Node& node,
+                  int64_t sign) {
+  for (const sdk::WeightedAffinityTerm& t : terms) {
+    ProcessTerm(scores, t.term, sign * t.weight, pod, namespace_labels, node);
+  }
+}
+
+sdk::Status ParseError(const v1::Pod& pod, const absl::Status& error) {
+  return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                     Cat("parsing pod ", pod.meta().namespace_(), "/", pod.meta().name(), ": ",
+                         std::string(error.message())));
+}
+
+}  // namespace
+
+absl::StatusOr<sdk::PluginPtr> InterPodAffinity::New(const boost::json::object& args,
+                                                     sdk::Handle& handle) {
+  if (absl::Status s = CheckKnownFields(
+          args, kName, "", {"hardPodAffinityWeight", "ignorePreferredTermsOfExistingPods"});
+      !s.ok()) {
+    return s;
+  }
+  int64_t weight = 1;
+  if (const boost::json::value* v = args.if_contains("hardPodAffinityWeight")) {
+    if (absl::Status s = ReadInt(*v, kName, "hardPodAffinityWeight", &weight); !s.ok()) return s;
+    if (weight < 0 || weight > 100) {
+      return ArgsError(kName, "hardPodAffinityWeight", "not in valid range [0-100]");
+    }
+  }
+  bool ignore = false;
+  if (const boost::json::value* v = args.if_contains("ignorePreferredTermsOfExistingPods")) {
+    if (!v->is_bool()) {
+      return ArgsError(kName, "ignorePreferredTermsOfExistingPods", "must be a boolean");
+    }
+    ignore = v->get_bool();
+  }
+  return std::make_unique<InterPodAffinity>(weight, ignore, handle);
+}
+
+std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
+    sdk::CycleState& state, const sdk::PodInfo& pod, const sdk::Snapshot& snapshot) {
+  if (pod.affinity != nullptr && !pod.affinity->error.ok()) {
+    return {sdk::PreFilterResult{}, ParseError(*pod.pod, pod.affinity->error)};
+  }
+  auto s = std::make_unique<PreFilterState>();
+  s->terms = pod.affinity;
+  // Existing pods' required anti-affinity: only the nodes that have such pods.
+  for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithRequiredAntiAffinity()) {
+    for (const sdk::PodInfoPtr& existing : node->pods_with_required_anti_affinity()) {
+      UpdateAntiAffinity(s->existing_anti_affinity, existing->affinity->required_anti_affinity,
+                         *pod.pod, nullptr, node->node(), 1);
+    }
+  }
+  // The incoming pod's required terms: every pod may match them.
+  if (!s->required_affinity().empty() || !s->required_anti_affinity().empty()) {
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+      for (const sdk::PodInfoPtr& existing : node->pods()) {
+        UpdateAffinity(s->affinity, s->required_affinity(), *existing->pod, node->node(), 1);
+        UpdateAntiAffinity(s->anti_affinity, s->required_anti_affinity(), *existing->pod, nullptr,
+                           node->node(), 1);
+      }
+    }
+  }
+  if (s->existing_anti_affinity.empty() && s->required_affinity().empty() &&
+      s->required_anti_affinity().empty()) {
+    return {sdk::PreFilterResult{}, sdk::Status(sdk::Code::kSkip)};
+  }
+  state.Write(std::string(kPreFilterStateKey), std::move(s));
+  return {sdk::PreFilterResult{}, sdk::Status::Success()};
+}
+
+sdk::Status InterPodAffinity::AddPod(sdk::CycleState& state, const sdk::PodInfo& pod_to_schedule,
+                                     const sdk::PodInfo& pod_to_add, const sdk::NodeInfo& node) {
+  if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
+    s->Update(pod_to_schedule, pod_to_add, node.node(), 1);
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status InterPodAffinity::RemovePod(sdk::CycleState& state,
+                                        const sdk::PodInfo& pod_to_schedule,
+                                        const sdk::PodInfo& pod_to_remove,
+                                        const sdk::NodeInfo& node) {
+  if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
+    s->Update(pod_to_schedule, pod_to_remove, node.node(), -1);
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo& pod,
+                                     const sdk::NodeInfo& node) {
+  const auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey);
+  if (s == nullptr) {
+    return sdk::Status(sdk::Code::kError,
+                       Cat("reading \"", kPreFilterStateKey, "\" from cycleState: not found"));
+  }
+  const auto& labels = node.node().meta().labels();
+
+  // Required affinity: every term's domain on this node holds a matching pod.
+  bool pods_exist = true;
+  for (const sdk::AffinityTerm& t : s->required_affinity()) {
+    auto it = labels.find(t.topology_key);
+    if (it == labels.end()) {
+      return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, std::string(kReasonAffinity));
+    }
+    if (!Has(s->affinity, t.topology_key, it->second)) pods_exist = false;
+  }
+  // The first pod of a group that is affine to itself may go anywhere its
+  // topology keys exist: no pod in the cluster matches yet, and it matches
+  // its own terms.
+  if (!pods_exist && !(s->affinity.empty() && MatchesAll(s->required_affinity(), *pod.pod))) {
+    return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, std::string(kReasonAffinity));
+  }
+
+  if (!s->anti_affinity.empty()) {
+    for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
+      auto it = labels.find(t.topology_key);
+      if (it != labels.end() && Has(s->anti_affinity, t.topology_key, it->second)) {
+        return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonAntiAffinity));
+      }
+    }
+  }
+
+  for (const auto& [key, values] : s->existing_anti_affinity) {
+    auto it = labels.find(key);
+    if (it != labels.end() && values.contains(it->second)) {
+      return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonExistingAntiAffinity));
+    }
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status InterPodAffinity::PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,
+                                       const std::vector<const sdk::NodeInfo*>& nodes) {
+  if (nodes.empty()) return sdk::Status(sdk::Code::kSkip);
+  const sdk::PodAffinityTerms* terms = pod.affinity.get();
+  const bool has_constraints =
+      terms != nullptr && (!terms->preferred_affinity.empty() || !terms->preferred_anti_affinity.empty());
+  if (ignore_preferred_of_existing_ && !has_constraints) return sdk::Status(sdk::Code::kSkip);
+
+  const sdk::Snapshot& snapshot = handle_.snapshot();
+  auto s = std::make_unique<PreScoreState>();
+  auto process = [&](const sdk::NodeInfo& node, const sdk::PodInfo& existing) {
+    const v1::Node& v1node = node.node();
+    if (v1node.meta().labels().empty()) return;
+    if (has_constraints) {
+      ProcessTerms(s->scores, terms->preferred_affinity, *existing.pod, nullptr, v1node, 1);
+      ProcessTerms(s->scores, terms->preferred_anti_affinity, *existing.pod, nullptr, v1node, -1);
+    }
+    const sdk::PodAffinityTerms* theirs = existing.affinity.get();
+    if (theirs == nullptr) return;
+    if (hard_weight_ > 0) {
+      for (const sdk::AffinityTerm& t : theirs->required_affinity) {
+        ProcessTerm(s->scores, t, hard_weight_, *pod.pod, nullptr, v1node);
+      }
+    }
+    if (!ignore_preferred_of_existing_) {
+      ProcessTerms(s->scores, theirs->preferred_affinity, *pod.pod, nullptr, v1node, 1);
+      ProcessTerms(s->scores, theirs->preferred_anti_affinity, *pod.pod, nullptr, v1node, -1);
+    }
+  };
+  if (has_constraints) {
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+      for (const sdk::PodInfoPtr& existing : node->pods()) process(*node, *existing);
+    }
+  } else {
+    // Only existing pods' terms can score: only nodes with such pods.
+    for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithAffinity()) {
+      for (const sdk::PodInfoPtr& existing : node->pods_with_affinity()) process(*node, *existing);
+    }
+  }
+  // Drop zeros so that "nothing scored" is an empty map.
+  for (auto key = s->scores.begin(); key != s->scores.end();) {
+    absl::erase_if(key->second, [](const auto& kv) { return kv.second == 0; });
+    if (key->second.empty()) {
+      s->scores.erase(key++);
+    } else {
+      ++key;
+    }
+  }
+  if (s->scores.empty()) return sdk::Status(sdk::Code::kSkip);
+  state.Write(std::string(kPreScoreStateKey), std::move(s));
+  return sdk::Status::Success();
+}
+
+std::pair<int64_t, sdk::Status> InterPodAffinity::Score(sdk::CycleState& state,
+                                                        const sdk::PodInfo& pod,
+                                                        const sdk::NodeInfo& node) {
+  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  if (s == nullptr) {
+    return {0, sdk::Status(sdk::Code::kError,
+                           Cat("reading \"", kPreScoreStateKey, "\" from cycleState: not found"))};
+  }
+  const auto& labels = node.node().meta().labels();
+  int64_t score = 0;
+  for (const auto& [key, values] : s->scores) {
+    auto it = labels.find(key);
+    if (it == labels.end()) continue;
+    auto v = values.find(it->second);
+    if (v != values.end()) score += v->second;
+  }
+  return {score, sdk::Status::Success()};
+}
+
+sdk::Status InterPodAffinity::NormalizeScore(sdk::CycleState& state, const sdk::PodInfo&,
+                                             std::vector<sdk::NodeScore>& scores) {
+  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  if (s == nullptr || s->scores.empty()) return sdk::Status::Success();
+  int64_t min_count = std::numeric_limits<int64_t>::max();
+  int64_t max_count = std::numeric_limits<int64_t>::min();
+  for (const sdk::NodeScore& ns : scores) {
+    min_count = std::min(min_count, ns.score);
+    max_count = std::max(max_count, ns.score);
+  }
+  const int64_t diff = max_count - min_count;
+  for (sdk::NodeScore& ns : scores) {
+    double f = 0;
+    if (diff > 0) {
+      f = static_cast<double>(sdk::kMaxNodeScore) *
+          (static_cast<double>(ns.score - min_count) / static_cast<double>(diff));
+    }
+    ns.score = static_cast<int64_t>(f);
+  }
+  return sdk::Status::Success();
+}
+
+std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() const {
+  // A pod added can satisfy the pending pod's affinity; a pod deleted or
+  // relabelled can lift an anti-affinity (its own or an existing pod's).
+  auto pod_hint = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    const v1::Pod* before = e.has_old_pod() ? &e.old_pod() : nullptr;
+    const v1::Pod* after = e.has_new_pod() ? &e.new_pod() : nullptr;
+    auto terms = sdk::PodAffinityTerms::ForPod(pod);
+    auto matches_any = [&](const v1::Pod& other, const std::vector<sdk::AffinityTerm>& ts) {
+      for (const sdk::AffinityTerm& t : ts) {
+        if (t.Matches(other, nullptr)) return true;
+      }
+      return false;
+    };
+    // Does `other` (existing) keep `pod` away by its own required anti-affinity?
+    auto repels = [&](const v1::Pod& other) {
+      auto theirs = sdk::PodAffinityTerms::ForPod(other);
+      return theirs != nullptr && matches_any(pod, theirs->required_anti_affinity);
+    };
+    const auto& affinity = terms ? terms->required_affinity : NoTerms();
+    const auto& anti = terms ? terms->required_anti_affinity : NoTerms();
+    if (before != nullptr && after != nullptr) {
+      // Label change: helps when the pod now matches the affinity, or no
+      // longer matches an anti-affinity term.
+      if (MatchesAll(affinity, *after) && !MatchesAll(affinity, *before)) return sdk::QueueingHint::kQueue;
+      if (matches_any(*before, anti) && !matches_any(*after, anti)) return sdk::QueueingHint::kQueue;
+      return sdk::QueueingHint::kQueueSkip;
+    }
+    if (after != nullptr) {  // Added: can only satisfy affinity.
+      return MatchesAll(affinity, *after) ? sdk::QueueingHint::kQueue : sdk::QueueingHint::kQueueSkip;
+    }
+    if (before != nullptr) {  // Deleted: can only lift anti-affinity.
+      return matches_any(*before, anti) || repels(*before) ? sdk::QueueingHint::kQueue
+                                                            : sdk::QueueingHint::kQueueSkip;
+    }
+    return sdk::QueueingHint::kQueue;
+  };
+  // A node added or relabelled can bring a topology domain a term needs.
+  auto node_hint = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    const v1::Node* after = NewNode(e);
+    if (after == nullptr) return sdk::QueueingHint::kQueue;
+    auto terms = sdk::PodAffinityTerms::ForPod(pod);
+    if (terms == nullptr) return sdk::QueueingHint::kQueue;  // Rejected by existing pods' terms.
+    const v1::Node* before = OldNode(e);
+    for (const auto* list : {&terms->required_affinity, &terms->required_anti_affinity}) {
+      for (const sdk::AffinityTerm& t : *list) {
+        const auto& now = after->meta().labels();
+        auto it = now.find(t.topology_key);
+        if (it == now.end()) continue;
+        if (before == nullptr) return sdk::QueueingHint::kQueue;
+        const auto& was = before->meta().labels();
+        auto old = was.find(t.topology_key);
+        if (old == was.end() || old->second != it->second) return sdk::QueueingHint::kQueue;
+      }
+    }
+    return sdk::QueueingHint::kQueueSkip;
+  };
+  return {
+      {v1::POD, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_POD_LABEL),
+       pod_hint},
+      {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_LABEL), node_hint},
+  };
+}
+
+}  // namespace podium::plugins

@@ -1,0 +1,66 @@
+// InterPodAffinity: required pod affinity and anti-affinity as a filter
+// (including the anti-affinity of pods already placed: the symmetry rule),
+// preferred terms as a score (including existing pods' preferred terms and
+// their required affinity at hardPodAffinityWeight).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "podium/sdk/framework.h"
+
+namespace podium::plugins {
+
+class InterPodAffinity : public sdk::PreFilterPlugin,
+                         public sdk::PreFilterExtensions,
+                         public sdk::FilterPlugin,
+                         public sdk::PreScorePlugin,
+                         public sdk::ScorePlugin,
+                         public sdk::EnqueueExtensions {
+ public:
+  static constexpr std::string_view kName = "InterPodAffinity";
+  static constexpr std::string_view kReasonAffinity = "node(s) didn't match pod affinity rules";
+  static constexpr std::string_view kReasonAntiAffinity =
+      "node(s) didn't match pod anti-affinity rules";
+  static constexpr std::string_view kReasonExistingAntiAffinity =
+      "node(s) didn't satisfy existing pods anti-affinity rules";
+
+  // args: {hardPodAffinityWeight: 0-100 (default 1),
+  // ignorePreferredTermsOfExistingPods: bool (default false)}.
+  static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
+
+  InterPodAffinity(int64_t hard_pod_affinity_weight, bool ignore_preferred_of_existing,
+                   sdk::Handle& handle)
+      : hard_weight_(hard_pod_affinity_weight),
+        ignore_preferred_of_existing_(ignore_preferred_of_existing),
+        handle_(handle) {}
+
+  std::string_view Name() const override { return kName; }
+  std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
+                                                         const sdk::PodInfo& pod,
+                                                         const sdk::Snapshot& snapshot) override;
+  sdk::PreFilterExtensions* Extensions() override { return this; }
+  sdk::Status AddPod(sdk::CycleState& state, const sdk::PodInfo& pod_to_schedule,
+                     const sdk::PodInfo& pod_to_add, const sdk::NodeInfo& node) override;
+  sdk::Status RemovePod(sdk::CycleState& state, const sdk::PodInfo& pod_to_schedule,
+                        const sdk::PodInfo& pod_to_remove, const sdk::NodeInfo& node) override;
+  sdk::Status Filter(sdk::CycleState& state, const sdk::PodInfo& pod,
+                     const sdk::NodeInfo& node) override;
+  sdk::Status PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,
+                       const std::vector<const sdk::NodeInfo*>& nodes) override;
+  std::pair<int64_t, sdk::Status> Score(sdk::CycleState& state, const sdk::PodInfo& pod,
+                                        const sdk::NodeInfo& node) override;
+  bool HasNormalizeScore() const override { return true; }
+  sdk::Status NormalizeScore(sdk::CycleState& state, const sdk::PodInfo& pod,
+                             std::vector<sdk::NodeScore>& scores) override;
+  std::vector<sdk::ClusterEventWithHint> EventsToRegister() const override;
+
+ private:
+  int64_t hard_weight_;
+  bool ignore_preferred_of_existing_;
+  sdk::Handle& handle_;
+};
+
+}  // namespace podium::plugins

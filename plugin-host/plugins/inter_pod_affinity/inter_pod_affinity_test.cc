@@ -1,0 +1,429 @@
+#include "plugins/inter_pod_affinity/inter_pod_affinity.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "boost/json/parse.hpp"
+#include "plugins/helper/testing.h"
+
+namespace podium::plugins {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using testing::FakeHandle;
+using testing::MakeNodeInfo;
+using testing::NodeBuilder;
+using testing::PodBuilder;
+
+constexpr std::string_view kZone = "topology.kubernetes.io/zone";
+constexpr std::string_view kHost = "kubernetes.io/hostname";
+const std::string kOk;
+const std::string kAff(InterPodAffinity::kReasonAffinity);
+const std::string kAnti(InterPodAffinity::kReasonAntiAffinity);
+const std::string kExisting(InterPodAffinity::kReasonExistingAntiAffinity);
+
+v1::PodAffinityTerm Term(std::string app, std::string_view topology) {
+  v1::PodAffinityTerm t;
+  (*t.mutable_label_selector()->mutable_match_labels())["app"] = std::move(app);
+  t.set_topology_key(std::string(topology));
+  return t;
+}
+
+PodBuilder App(std::string name, std::string app) { return PodBuilder(name).Label("app", app); }
+
+PodBuilder WithRequired(PodBuilder b, bool anti, v1::PodAffinityTerm t) {
+  v1::Affinity* a = b.mutable_pod().mutable_affinity();
+  *(anti ? a->mutable_pod_anti_affinity() : a->mutable_pod_affinity())->add_required() = std::move(t);
+  return b;
+}
+
+PodBuilder WithPreferred(PodBuilder b, bool anti, int32_t weight, v1::PodAffinityTerm t) {
+  v1::Affinity* a = b.mutable_pod().mutable_affinity();
+  auto* w = (anti ? a->mutable_pod_anti_affinity() : a->mutable_pod_affinity())->add_preferred();
+  w->set_weight(weight);
+  *w->mutable_term() = std::move(t);
+  return b;
+}
+
+struct NodeSpec {
+  std::string name;
+  std::string zone;  // Empty: no zone label.
+  std::vector<PodBuilder> pods;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(std::vector<NodeSpec> nodes) {
+    uint32_t id = 1;
+    for (NodeSpec& spec : nodes) {
+      NodeBuilder nb(spec.name);
+      nb.Label(std::string(kHost), spec.name);
+      if (!spec.zone.empty()) nb.Label(std::string(kZone), spec.zone);
+      std::vector<v1::Pod> pods;
+      for (PodBuilder& p : spec.pods) pods.push_back(p.NodeName(spec.name).Build());
+      handle_.fake_snapshot().Add(MakeNodeInfo(nb.Build(), pods, id++));
+    }
+  }
+  FakeHandle& handle() { return handle_; }
+  const sdk::Snapshot& snapshot() const { return handle_.snapshot(); }
+  const sdk::NodeInfo& node(std::string_view name) const { return *snapshot().Get(name); }
+
+ private:
+  FakeHandle handle_;
+};
+
+std::unique_ptr<InterPodAffinity> NewPlugin(sdk::Handle& handle, std::string_view args = "{}") {
+  auto plugin = InterPodAffinity::New(boost::json::parse(args).as_object(), handle);
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  return std::unique_ptr<InterPodAffinity>(dynamic_cast<InterPodAffinity*>(plugin->release()));
+}
+
+std::vector<std::string> FilterAll(InterPodAffinity& plugin, sdk::CycleState& state,
+                                   const sdk::PodInfo& pod, const sdk::Snapshot& snapshot) {
+  std::vector<std::string> out;
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    sdk::Status s = plugin.Filter(state, pod, *node);
+    out.push_back(s.IsSuccess() ? "" : s.Message());
+  }
+  return out;
+}
+
+TEST(InterPodAffinityTest, FilterFollowsKubeScheduler) {
+  struct Case {
+    std::string name;
+    PodBuilder pod;
+    std::vector<NodeSpec> nodes;
+    std::vector<std::string> want;
+  };
+  std::vector<Case> cases = {
+      {"required affinity: the zone of a matching pod",
+       WithRequired(App("new", "web"), false, Term("db", kZone)),
+       {{"a1", "a", {App("db", "db")}}, {"a2", "a", {}}, {"b1", "b", {App("x", "web")}}},
+       {kOk, kOk, kAff}},
+      {"required affinity: a node without the topology key",
+       WithRequired(App("new", "web"), false, Term("db", kZone)),
+       {{"a1", "a", {App("db", "db")}}, {"x", "", {}}},
+       {kOk, kAff}},
+      {"required affinity: pods of another namespace do not match",
+       WithRequired(App("new", "web"), false, Term("db", kZone)),
+       {{"a1", "a", {App("db", "db").Namespace("other")}}, {"b1", "b", {App("db2", "db")}}},
+       {kAff, kOk}},
+      {"the first pod of a self-affine group may go anywhere with the key",
+       WithRequired(App("new", "web"), false, Term("web", kZone)),
+       {{"a1", "a", {App("x", "other")}}, {"b1", "b", {}}, {"x", "", {}}},
+       {kOk, kOk, kAff}},
+      {"not self-affine and nothing matches: nowhere",
+       WithRequired(App("new", "web"), false, Term("db", kZone)),
+       {{"a1", "a", {}}, {"b1", "b", {}}},
+       {kAff, kAff}},
+      {"required anti-affinity by hostname",
+       WithRequired(App("new", "cache"), true, Term("cache", kHost)),
+       {{"n1", "a", {App("c0", "cache")}}, {"n2", "a", {}}, {"n3", "b", {App("w", "web")}}},
+       {kAnti, kOk, kOk}},
+      {"required anti-affinity by zone",
+       WithRequired(App("new", "cache"), true, Term("cache", kZone)),
+       {{"a1", "a", {App("c0", "cache")}}, {"a2", "a", {}}, {"b1", "b", {}}},
+       {kAnti, kAnti, kOk}},
+      {"required anti-affinity: a node without the key is fine",
+       WithRequired(App("new", "cache"), true, Term("cache", kZone)),
+       {{"a1", "a", {App("c0", "cache")}}, {"x", "", {}}},
+       {kAnti, kOk}},
+      {"symmetry: an existing pod's required anti-affinity keeps the pod away",
+       App("new", "web"),
+       {{"n1", "a", {WithRequired(App("loner", "db"), true, Term("web", kHost))}}, {"n2", "a", {}}},
+       {kExisting, kOk}},
+      {"symmetry by zone",
+       App("new", "web"),
+       {{"a1", "a", {WithRequired(App("loner", "db"), true, Term("web", kZone))}},
+        {"a2", "a", {}}, {"b1", "b", {}}},
+       {kExisting, kExisting, kOk}},
+      {"symmetry: an existing pod's terms default to its own namespace",
+       App("new", "web").Namespace("other"),
+       {{"n1", "a", {WithRequired(App("loner", "db"), true, Term("web", kHost))}}},
+       {kOk}},
+  };
+  {
+    v1::PodAffinityTerm t = Term("db", kZone);
+    t.add_namespaces("data");
+    cases.push_back({"a namespaces list replaces the pod's own",
+                     WithRequired(App("new", "web"), false, t),
+                     {{"a1", "a", {App("db", "db")}}, {"b1", "b", {App("db", "db").Namespace("data")}}},
+                     {kAff, kOk}});
+  }
+  {
+    v1::PodAffinityTerm t = Term("db", kZone);
+    t.mutable_namespace_selector();  // {}: every namespace.
+    cases.push_back({"an empty namespaceSelector matches every namespace",
+                     WithRequired(App("new", "web"), false, t),
+                     {{"a1", "a", {App("db", "db").Namespace("data")}}, {"b1", "b", {}}},
+                     {kOk, kAff}});
+  }
+  {
+    v1::PodAffinityTerm t = Term("web", kHost);
+    t.add_match_label_keys("rev");
+    cases.push_back({"matchLabelKeys: only the same revision repels",
+                     WithRequired(App("new", "web").Label("rev", "2"), true, t),
+                     {{"n1", "a", {App("old", "web").Label("rev", "1")}},
+                      {"n2", "a", {App("cur", "web").Label("rev", "2")}}},
+                     {kOk, kAnti}});
+  }
+  {
+    v1::PodAffinityTerm t = Term("web", kHost);
+    t.add_mismatch_label_keys("tenant");
+    cases.push_back({"mismatchLabelKeys: only other tenants repel",
+                     WithRequired(App("new", "web").Label("tenant", "a"), true, t),
+                     {{"n1", "a", {App("mine", "web").Label("tenant", "a")}},
+                      {"n2", "a", {App("theirs", "web").Label("tenant", "b")}}},
+                     {kOk, kAnti}});
+  }
+  for (Case& c : cases) {
+    Cluster cluster(c.nodes);
+    auto plugin = NewPlugin(cluster.handle());
+    sdk::PodInfoPtr pod = c.pod.Info();
+    sdk::CycleState state;
+    auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
+    if (status.IsSkip()) {  // Filter is not run: every node passes.
+      EXPECT_THAT(c.want, ::testing::Each(kOk)) << c.name;
+      continue;
+    }
+    ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
+    EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
+        << c.name;
+  }
+}
+
+TEST(InterPodAffinityTest, StatusCodesAndSkip) {
+  Cluster cluster({{"n1", "a", {App("c0", "cache"), App("d", "db")}}, {"n2", "b", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  sdk::CycleState plain_state;
+  // No terms and no existing anti-affinity: nothing to check.
+  EXPECT_EQ(plugin->PreFilter(plain_state, *App("p", "web").Info(), cluster.snapshot()).second.code(),
+            sdk::Code::kSkip);
+
+  sdk::PodInfoPtr anti = WithRequired(App("new", "cache"), true, Term("cache", kHost)).Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *anti, cluster.snapshot()).second.IsSuccess());
+  // Anti-affinity can be lifted by preemption; a missing affinity cannot.
+  EXPECT_EQ(plugin->Filter(state, *anti, cluster.node("n1")).code(), sdk::Code::kUnschedulable);
+  sdk::PodInfoPtr aff = WithRequired(App("new", "web"), false, Term("db", kZone)).Info();
+  sdk::CycleState aff_state;
+  ASSERT_TRUE(plugin->PreFilter(aff_state, *aff, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(plugin->Filter(aff_state, *aff, cluster.node("n2")).code(),
+            sdk::Code::kUnschedulableAndUnresolvable);
+}
+
+TEST(InterPodAffinityTest, AddPodAndRemovePodUpdateTheCounts) {
+  Cluster cluster({{"n1", "a", {App("c0", "cache"),
+                                WithRequired(App("loner", "db"), true, Term("web", kHost))}},
+                   {"n2", "a", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  const sdk::NodeInfo& n1 = cluster.node("n1");
+  const sdk::NodeInfo& n2 = cluster.node("n2");
+
+  sdk::PodInfoPtr anti = WithRequired(App("new", "cache"), true, Term("cache", kHost)).Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *anti, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(plugin->Filter(state, *anti, n1).Message(), kAnti);
+  auto removed = state.Clone();
+  ASSERT_TRUE(plugin->RemovePod(*removed, *anti, *n1.pods()[0], n1).IsSuccess());
+  EXPECT_TRUE(plugin->Filter(*removed, *anti, n1).IsSuccess());
+  auto added = state.Clone();
+  ASSERT_TRUE(plugin->AddPod(*added, *anti, *App("c1", "cache").Info(), n2).IsSuccess());
+  EXPECT_EQ(plugin->Filter(*added, *anti, n2).Message(), kAnti);
+  EXPECT_TRUE(plugin->Filter(state, *anti, n2).IsSuccess());
+
+  // Symmetry: removing the pod whose anti-affinity repels web pods frees n1.
+  sdk::PodInfoPtr web = App("web", "web").Info();
+  sdk::CycleState web_state;
+  ASSERT_TRUE(plugin->PreFilter(web_state, *web, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(plugin->Filter(web_state, *web, n1).Message(), kExisting);
+  ASSERT_TRUE(plugin->RemovePod(web_state, *web, *n1.pods()[1], n1).IsSuccess());
+  EXPECT_TRUE(plugin->Filter(web_state, *web, n1).IsSuccess());
+  // ...and adding one elsewhere repels from there.
+  ASSERT_TRUE(plugin->AddPod(web_state, *web, *n1.pods()[1], n2).IsSuccess());
+  EXPECT_EQ(plugin->Filter(web_state, *web, n2).Message(), kExisting);
+
+  // Affinity: the first matching pod added makes only its domain feasible.
+  Cluster empty({{"a1", "a", {}}, {"b1", "b", {}}});
+  auto aff_plugin = NewPlugin(empty.handle());
+  sdk::PodInfoPtr aff = WithRequired(App("new", "web"), false, Term("db", kZone)).Info();
+  sdk::CycleState aff_state;
+  ASSERT_TRUE(aff_plugin->PreFilter(aff_state, *aff, empty.snapshot()).second.IsSuccess());
+  ASSERT_TRUE(aff_plugin->AddPod(aff_state, *aff, *App("db", "db").Info(), empty.node("b1")).IsSuccess());
+  EXPECT_THAT(FilterAll(*aff_plugin, aff_state, *aff, empty.snapshot()),
+              ElementsAreArray({kAff, kOk}));
+}
+
+TEST(InterPodAffinityTest, InvalidTermIsUnresolvableAndNamed) {
+  Cluster cluster(std::vector<NodeSpec>{{"n1", "a", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  v1::PodAffinityTerm bad = Term("x", kHost);
+  bad.mutable_label_selector()->add_match_expressions()->set_key("tier");  // No operator.
+  sdk::CycleState state;
+  sdk::Status s =
+      plugin->PreFilter(state, *WithRequired(App("bad", "web"), true, bad).Info(), cluster.snapshot())
+          .second;
+  EXPECT_EQ(s.code(), sdk::Code::kUnschedulableAndUnresolvable);
+  EXPECT_THAT(s.Message(), HasSubstr("default/bad"));
+  EXPECT_THAT(s.Message(), HasSubstr("podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+                                     ".labelSelector.matchExpressions[0].operator"));
+}
+
+std::vector<int64_t> ScoreAll(InterPodAffinity& plugin, const Cluster& cluster,
+                              const sdk::PodInfo& pod, sdk::Code* code = nullptr) {
+  sdk::CycleState state;
+  const auto& nodes = cluster.snapshot().Nodes();
+  sdk::Status s = plugin.PreScore(state, pod, nodes);
+  if (code != nullptr) *code = s.code();
+  if (!s.IsSuccess()) return {};
+  return testing::ScoreAndNormalize(plugin, state, pod, nodes);
+}
+
+TEST(InterPodAffinityTest, ScoreFollowsKubeScheduler) {
+  struct Case {
+    std::string name;
+    std::string args;
+    PodBuilder pod;
+    std::vector<NodeSpec> nodes;
+    std::vector<int64_t> want;
+  };
+  std::vector<Case> cases = {
+      {"preferred affinity pulls to the zone",
+       "{}",
+       WithPreferred(App("new", "web"), false, 5, Term("db", kZone)),
+       {{"a1", "a", {App("db", "db")}}, {"a2", "a", {}}, {"b1", "b", {}}},
+       {100, 100, 0}},
+      {"preferred anti-affinity pushes away",
+       "{}",
+       WithPreferred(App("new", "web"), true, 5, Term("db", kZone)),
+       {{"a1", "a", {App("db", "db")}}, {"a2", "a", {}}, {"b1", "b", {}}},
+       {0, 0, 100}},
+      {"weights add up and normalise between min and max",
+       "{}",
+       WithPreferred(WithPreferred(App("new", "web"), true, 5, Term("db", kHost)), false, 10,
+                     Term("cache", kHost)),
+       {{"n1", "a", {App("db", "db")}}, {"n2", "a", {}}, {"n3", "b", {App("c", "cache")}}},
+       {0, 33, 100}},
+      {"symmetry: an existing pod's preferred affinity scores",
+       "{}",
+       App("new", "web"),
+       {{"n1", "a", {WithPreferred(App("fan", "db"), false, 10, Term("web", kHost))}}, {"n2", "a", {}}},
+       {100, 0}},
+      {"symmetry: an existing pod's preferred anti-affinity scores down",
+       "{}",
+       App("new", "web"),
+       {{"n1", "a", {WithPreferred(App("shy", "db"), true, 10, Term("web", kHost))}}, {"n2", "a", {}}},
+       {0, 100}},
+      {"an existing pod's required affinity at hardPodAffinityWeight",
+       "{}",
+       App("new", "web"),
+       {{"n1", "a", {WithRequired(App("fan", "db"), false, Term("web", kZone))}}, {"n2", "b", {}}},
+       {100, 0}},
+  };
+  for (Case& c : cases) {
+    Cluster cluster(c.nodes);
+    auto plugin = NewPlugin(cluster.handle(), c.args);
+    EXPECT_THAT(ScoreAll(*plugin, cluster, *c.pod.Info()), ElementsAreArray(c.want)) << c.name;
+  }
+}
+
+TEST(InterPodAffinityTest, ScoreSkipsWhenNothingCanScore) {
+  Cluster cluster({{"n1", "a", {WithRequired(App("fan", "db"), false, Term("web", kZone)),
+                                WithPreferred(App("p", "db"), false, 3, Term("web", kHost))}},
+                   {"n2", "b", {App("x", "web")}}});
+  sdk::Code code;
+  auto plugin = NewPlugin(cluster.handle());
+  ScoreAll(*plugin, cluster, *App("new", "other").Info(), &code);
+  EXPECT_EQ(code, sdk::Code::kSkip) << "no term matches the pod";
+  auto no_hard = NewPlugin(cluster.handle(),
+                           R"({"hardPodAffinityWeight": 0, "ignorePreferredTermsOfExistingPods": true})");
+  ScoreAll(*no_hard, cluster, *App("new", "web").Info(), &code);
+  EXPECT_EQ(code, sdk::Code::kSkip) << "existing pods' terms are ignored";
+  auto only_hard = NewPlugin(cluster.handle(), R"({"ignorePreferredTermsOfExistingPods": false})");
+  EXPECT_THAT(ScoreAll(*only_hard, cluster, *App("new", "web").Info()), ElementsAreArray({100, 0}));
+}
+
+TEST(InterPodAffinityTest, BadArgs) {
+  FakeHandle handle;
+  for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"hardPodAffinityWeight": 101})", "hardPodAffinityWeight: not in valid range [0-100]"},
+           {R"({"ignorePreferredTermsOfExistingPods": 1})", "must be a boolean"},
+           {R"({"x": 1})", "x: unknown field"}}) {
+    auto plugin = InterPodAffinity::New(boost::json::parse(args).as_object(), handle);
+    ASSERT_FALSE(plugin.ok()) << args;
+    EXPECT_THAT(std::string(plugin.status().message()), HasSubstr(error));
+  }
+}
+
+v1::ClusterEvent PodEvent(uint32_t action, const v1::Pod* before, const v1::Pod* after) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::POD);
+  e.set_action(action);
+  if (before != nullptr) *e.mutable_old_pod() = *before;
+  if (after != nullptr) *e.mutable_new_pod() = *after;
+  return e;
+}
+
+v1::ClusterEvent NodeEvent(uint32_t action, const v1::Node* before, const v1::Node* after) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NODE);
+  e.set_action(action);
+  if (before != nullptr) *e.mutable_old_node() = *before;
+  if (after != nullptr) *e.mutable_new_node() = *after;
+  return e;
+}
+
+sdk::QueueingHint Hint(const InterPodAffinity& plugin, const v1::Pod& pod, const v1::ClusterEvent& e) {
+  for (const sdk::ClusterEventWithHint& ev : plugin.EventsToRegister()) {
+    if (ev.resource == e.resource() && (ev.action_mask & e.action()) != 0) return ev.hint(pod, e);
+  }
+  return sdk::QueueingHint::kQueueSkip;
+}
+
+TEST(InterPodAffinityTest, QueueingHints) {
+  FakeHandle handle;
+  auto plugin = NewPlugin(handle);
+  const v1::Pod wants_db =
+      WithRequired(WithRequired(App("p", "web"), false, Term("db", kZone)), true, Term("cache", kHost))
+          .Build();
+  const v1::Pod plain_web = App("w", "web").Build();
+  const v1::Pod db = App("db", "db").NodeName("n").Build();
+  const v1::Pod cache = App("c", "cache").NodeName("n").Build();
+  const v1::Pod other = App("o", "other").NodeName("n").Build();
+  const v1::Pod repeller = WithRequired(App("r", "x"), true, Term("web", kHost)).NodeName("n").Build();
+  const v1::Node zoned = NodeBuilder("n").Label(std::string(kZone), "a").Build();
+  const v1::Node zoned_more = NodeBuilder("n").Label(std::string(kZone), "a").Label("k", "v").Build();
+  const v1::Node bare = NodeBuilder("n").Build();
+  using H = sdk::QueueingHint;
+  struct Case {
+    std::string name;
+    const v1::Pod* pod;
+    v1::ClusterEvent event;
+    H want;
+  };
+  std::vector<Case> cases = {
+      {"a pod matching the affinity added", &wants_db, PodEvent(v1::ADD, nullptr, &db), H::kQueue},
+      {"an unrelated pod added", &wants_db, PodEvent(v1::ADD, nullptr, &other), H::kQueueSkip},
+      {"an anti-affine pod added", &wants_db, PodEvent(v1::ADD, nullptr, &cache), H::kQueueSkip},
+      {"an anti-affine pod deleted", &wants_db, PodEvent(v1::DELETE, &cache, nullptr), H::kQueue},
+      {"an unrelated pod deleted", &wants_db, PodEvent(v1::DELETE, &other, nullptr), H::kQueueSkip},
+      {"a pod relabelled to match the affinity", &wants_db,
+       PodEvent(v1::UPDATE_POD_LABEL, &other, &db), H::kQueue},
+      {"a pod relabelled away from the anti-affinity", &wants_db,
+       PodEvent(v1::UPDATE_POD_LABEL, &cache, &other), H::kQueue},
+      {"symmetry: the pod repelling it deleted", &plain_web,
+       PodEvent(v1::DELETE, &repeller, nullptr), H::kQueue},
+      {"a node with the topology key added", &wants_db, NodeEvent(v1::ADD, nullptr, &zoned), H::kQueue},
+      {"a node label unrelated to the terms", &wants_db,
+       NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &zoned_more), H::kQueueSkip},
+      {"a node gets the topology key", &wants_db, NodeEvent(v1::UPDATE_NODE_LABEL, &bare, &zoned),
+       H::kQueue},
+      {"a node taint (not registered)", &wants_db, NodeEvent(v1::UPDATE_NODE_TAINT, &zoned, &zoned),
+       H::kQueueSkip},
+  };
+  for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, *c.pod, c.event), c.want) << c.name;
+}
+
+}  // namespace
+}  // namespace podium::plugins

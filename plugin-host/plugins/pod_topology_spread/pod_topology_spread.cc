@@ -1,0 +1,562 @@
+#include "plugins/pod_topology_spread/pod_topology_spread.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "plugins/helper/args.h"
+#include "plugins/helper/events.h"
+#include "plugins/helper/node_selector.h"
+#include "plugins/helper/str.h"
+#include "plugins/helper/taints.h"
+
+namespace podium::plugins {
+namespace {
+
+constexpr std::string_view kPreFilterStateKey = "PreFilterPodTopologySpread";
+constexpr std::string_view kPreScoreStateKey = "PreScorePodTopologySpread";
+constexpr std::string_view kHostnameLabel = "kubernetes.io/hostname";
+constexpr std::string_view kZoneLabel = "topology.kubernetes.io/zone";
+
+// Labels a controller puts on each pod of a set, which its selector never
+// holds: left out of the default selector built from the pod's labels.
+bool IsPerPodLabel(const std::string& key) {
+  return key == "statefulset.kubernetes.io/pod-name" || key == "apps.kubernetes.io/pod-index" ||
+         key == "controller-revision-hash";
+}
+
+// kube-scheduler's helper.DefaultSelector selects by the Services, RCs, RSs
+// and StatefulSets of the pod. Podium does not mirror those objects: a pod
+// owned by one of these controllers is selected by its own labels (less the
+// per-pod ones), which is what the controller's selector matches. Empty when
+// no such owner.
+sdk::LabelSelector DefaultSelector(const v1::Pod& pod) {
+  bool owned = false;
+  for (const v1::OwnerReference& ref : pod.meta().owner_references()) {
+    if (ref.kind() == "ReplicaSet" || ref.kind() == "ReplicationController" ||
+        ref.kind() == "StatefulSet") {
+      owned = true;
+    }
+  }
+  sdk::LabelSelector selector = sdk::LabelSelector::Nothing();
+  if (!owned) return selector;
+  std::vector<std::pair<std::string, std::string>> labels;
+  for (const auto& [k, v] : pod.meta().labels()) {
+    if (!IsPerPodLabel(k)) labels.emplace_back(k, v);
+  }
+  if (labels.empty()) return selector;
+  std::sort(labels.begin(), labels.end());
+  selector = sdk::LabelSelector::Everything();
+  for (auto& [k, v] : labels) selector.AddRequirement(k, sdk::LabelSelector::Operator::kIn, {v});
+  return selector;
+}
+
+bool NodeHasAllKeys(const v1::Node& node, const std::vector<SpreadConstraint>& constraints) {
+  const auto& labels = node.meta().labels();
+  for (const SpreadConstraint& c : constraints) {
+    if (labels.find(c.topology_key) == labels.end()) return false;
+  }
+  return true;
+}
+
+// nodeInclusionPolicies: does this node count for the constraint?
+bool NodeIncluded(const SpreadConstraint& c, const v1::Pod& pod, const v1::Node& node,
+                  const RequiredNodeAffinity& affinity) {
+  if (c.honor_node_affinity && !affinity.Matches(node)) return false;
+  if (c.honor_node_taints &&
+      FindUntoleratedDoNotScheduleTaint(node.taints(), pod.tolerations()) != nullptr) {
+    return false;
+  }
+  return true;
+}
+
+// countPodsMatchSelector: terminating pods and pods of other namespaces do not count.
+int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selector,
+                      const std::string& ns) {
+  int64_t count = 0;
+  for (const sdk::PodInfoPtr& p : node.pods()) {
+    const v1::ObjectMeta& meta = p->pod->meta();
+    if (meta.deletion_timestamp_us() != 0 || meta.namespace_() != ns) continue;
+    if (selector.Matches(meta.labels())) ++count;
+  }
+  return count;
+}
+
+// The two domains with the fewest matching pods (kube-scheduler's
+// criticalPaths): updated in O(1) as pods are added or removed in a dry run.
+struct CriticalPaths {
+  struct Path {
+    std::string value;
+    int64_t count = std::numeric_limits<int32_t>::max();
+  };
+  Path paths[2];
+  void Update(const std::string& value, int64_t count) {
+    int i = value == paths[0].value ? 0 : value == paths[1].value ? 1 : -1;
+    if (i >= 0) {
+      paths[i].count = count;
+      if (paths[0].count > paths[1].count) std::swap(paths[0], paths[1]);
+    } else if (count < paths[0].count) {
+      paths[1] = paths[0];
+      paths[0] = {value, count};
+    } else if (count < paths[1].count) {
+      paths[1] = {value, count};
+    }
+  }
+};
+
+struct PreFilterState : sdk::StateData {
+  std::vector<SpreadConstraint> constraints;
+  // Per constraint: topology value -> matching pods, for the domains of the
+  // nodes that count (inclusion policies), empty domains included.
+  std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
+  std::vector<CriticalPaths> critical;
+  std::shared_ptr<const RequiredNodeAffinity> affinity;
+
+  std::unique_ptr<sdk::StateData> Clone() const override {
+    return std::make_unique<PreFilterState>(*this);
+  }
+
+  int64_t MinMatch(size_t i) const {
+    // Fewer domains than minDomains: the global minimum is 0.
+    if (static_cast<int64_t>(counts[i].size()) < constraints[i].min_domains) return 0;
+    return critical[i].paths[0].count;
+  }
+
+  void Update(const sdk::PodInfo& updated, const v1::Pod& preemptor, const v1::Node& node,
+              int64_t delta) {
+    const v1::ObjectMeta& meta = updated.pod->meta();
+    if (meta.namespace_() != preemptor.meta().namespace_()) return;
+    if (!NodeHasAllKeys(node, constraints)) return;
+    for (size_t i = 0; i < constraints.size(); ++i) {
+      const SpreadConstraint& c = constraints[i];
+      if (!c.selector.Matches(meta.labels())) continue;
+      if (!NodeIncluded(c, preemptor, node, *affinity)) continue;
+      const std::string& value = node.meta().labels().at(c.topology_key);
+      int64_t& count = counts[i][value];
+      count += delta;
+      critical[i].Update(value, count);
+    }
+  }
+};
+
+struct PreScoreState : sdk::StateData {
+  std::vector<SpreadConstraint> constraints;
+  absl::flat_hash_set<uint32_t> ignored_nodes;
+  // Per constraint (not hostname): topology value -> matching pods.
+  std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
+  std::vector<double> weights;
+  std::unique_ptr<sdk::StateData> Clone() const override {
+    return std::make_unique<PreScoreState>(*this);
+  }
+};
+
+absl::StatusOr<SpreadConstraint> FromPodConstraint(const v1::Pod& pod,
+                                                   const v1::TopologySpreadConstraint& c,
+                                                   size_t index) {
+  SpreadConstraint out;
+  const std::string path = Cat("spec.topologySpreadConstraints[", index, "]");
+  out.max_skew = c.max_skew();
+  out.topology_key = c.topology_key();
+  absl::StatusOr<sdk::LabelSelector> selector = sdk::LabelSelector::CompileOptional(
+      c.has_label_selector(), c.label_selector(), Cat(path, ".labelSelector"));
+  if (!selector.ok()) {
+    return absl::InvalidArgumentError(Cat("pod ", pod.meta().namespace_(), "/", pod.meta().name(),
+                                          ": ", std::string(selector.status().message())));
+  }
+  out.selector = *std::move(selector);
+  const auto& labels = pod.meta().labels();
+  for (const std::string& key : c.match_label_keys()) {
+    auto it = labels.find(key);
+    if (it != labels.end()) {
+      out.selector.AddRequirement(key, sdk::LabelSelector::Operator::kIn, {it->second});
+    }
+  }
+  out.min_domains = c.has_min_domains() ? c.min_domains() : 1;
+  out.honor_node_affinity = c.node_affinity_policy() != v1::TopologySpreadConstraint::IGNORE;
+  out.honor_node_taints = c.node_taints_policy() == v1::TopologySpreadConstraint::HONOR;
+  return out;
+}
+
+sdk::Status FromError(const absl::Status& s) {
+  return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, std::string(s.message()));
+}
+
+double NormalizingWeight(size_t size) { return std::log(static_cast<double>(size + 2)); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<SpreadConstraint>> PodTopologySpread::Constraints(
+    const v1::Pod& pod, bool do_not_schedule,
+    const std::vector<DefaultSpreadConstraint>& defaults) {
+  std::vector<SpreadConstraint> out;
+  const auto want = do_not_schedule ? v1::TopologySpreadConstraint::DO_NOT_SCHEDULE
+                                    : v1::TopologySpreadConstraint::SCHEDULE_ANYWAY;
+  if (!pod.topology_spread_constraints().empty()) {
+    for (int i = 0; i < pod.topology_spread_constraints_size(); ++i) {
+      const v1::TopologySpreadConstraint& c = pod.topology_spread_constraints(i);
+      if (c.when_unsatisfiable() != want) continue;
+      absl::StatusOr<SpreadConstraint> sc = FromPodConstraint(pod, c, i);
+      if (!sc.ok()) return sc.status();
+      out.push_back(*std::move(sc));
+    }
+    return out;
+  }
+  bool any = false;
+  for (const DefaultSpreadConstraint& d : defaults) any = any || d.do_not_schedule == do_not_schedule;
+  if (!any) return out;
+  sdk::LabelSelector selector = DefaultSelector(pod);
+  if (selector.MatchesNothing()) return out;
+  for (const DefaultSpreadConstraint& d : defaults) {
+    if (d.do_not_schedule != do_not_schedule) continue;
+    SpreadConstraint c;
+    c.max_skew = d.max_skew;
+    c.topology_key = d.topology_key;
+    c.selector = selector;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+absl::StatusOr<sdk::PluginPtr> PodTopologySpread::New(const boost::json::object& args,
+                                                      sdk::Handle& handle) {
+  if (absl::Status s = CheckKnownFields(args, kName, "", {"defaultConstraints", "defaultingType"});
+      !s.ok()) {
+    return s;
+  }
+  std::string defaulting = "System";
+  if (const boost::json::value* v = args.if_contains("defaultingType")) {
+    if (absl::Status s = ReadString(*v, kName, "defaultingType", &defaulting); !s.ok()) return s;
+    if (defaulting != "System" && defaulting != "List") {
+      return ArgsError(kName, "defaultingType",
+                       Cat("unknown value \"", defaulting, "\" (expected System or List)"));
+    }
+  }
+  std::vector<DefaultSpreadConstraint> defaults;
+  const boost::json::value* list = args.if_contains("defaultConstraints");
+  if (list != nullptr) {
+    const boost::json::array* items;
+    if (absl::Status s = ReadArray(*list, kName, "defaultConstraints", &items); !s.ok()) return s;
+    if (defaulting == "System" && !items->empty()) {
+      return ArgsError(kName, "defaultConstraints",
+                       "must be empty when defaultingType is System");
+    }
+    for (size_t i = 0; i < items->size(); ++i) {
+      const std::string path = IndexPath("defaultConstraints", i);
+      const boost::json::object* o;
+      if (absl::Status s = ReadObject((*items)[i], kName, path, &o); !s.ok()) return s;
+      if (o->if_contains("labelSelector") != nullptr) {
+        return ArgsError(kName, JoinPath(path, "labelSelector"),
+                         "constraint must not define a selector, as they deduced for each pod");
+      }
+      if (absl::Status s =
+              CheckKnownFields(*o, kName, path, {"maxSkew", "topologyKey", "whenUnsatisfiable"});
+          !s.ok()) {
+        return s;
+      }
+      DefaultSpreadConstraint d;
+      int64_t skew = 0;
+      const boost::json::value* ms = o->if_contains("maxSkew");
+      if (ms == nullptr) return ArgsError(kName, JoinPath(path, "maxSkew"), "required");
+      if (absl::Status s = ReadInt(*ms, kName, JoinPath(path, "maxSkew"), &skew); !s.ok()) return s;
+      if (skew <= 0 || skew > std::numeric_limits<int32_t>::max()) {
+        return ArgsError(kName, JoinPath(path, "maxSkew"), "must be greater than zero");
+      }
+      d.max_skew = static_cast<int32_t>(skew);
+      const boost::json::value* key = o->if_contains("topologyKey");
+      if (key == nullptr) return ArgsError(kName, JoinPath(path, "topologyKey"), "required");
+      if (absl::Status s = ReadString(*key, kName, JoinPath(path, "topologyKey"), &d.topology_key);
+          !s.ok()) {
+        return s;
+      }
+      if (d.topology_key.empty()) {
+        return ArgsError(kName, JoinPath(path, "topologyKey"), "can not be empty");
+      }
+      std::string when;
+      const boost::json::value* w = o->if_contains("whenUnsatisfiable");
+      if (w == nullptr) return ArgsError(kName, JoinPath(path, "whenUnsatisfiable"), "required");
+      if (absl::Status s = ReadString(*w, kName, JoinPath(path, "whenUnsatisfiable"), &when);
+          !s.ok()) {
+        return s;
+      }
+      if (when != "DoNotSchedule" && when != "ScheduleAnyway") {
+        return ArgsError(kName, JoinPath(path, "whenUnsatisfiable"),
+                         Cat("unknown value \"", when, "\""));
+      }
+      d.do_not_schedule = when == "DoNotSchedule";
+      for (const DefaultSpreadConstraint& other : defaults) {
+        if (other.topology_key == d.topology_key && other.do_not_schedule == d.do_not_schedule) {
+          return ArgsError(kName, path, Cat("duplicate constraint {", d.topology_key, ", ", when, "}"));
+        }
+      }
+      defaults.push_back(std::move(d));
+    }
+  }
+  const bool system = defaulting == "System";
+  if (system) {
+    defaults = {{3, std::string(kHostnameLabel), false}, {5, std::string(kZoneLabel), false}};
+  }
+  return std::make_unique<PodTopologySpread>(std::move(defaults), system, handle);
+}
+
+std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
+    sdk::CycleState& state, const sdk::PodInfo& pod_info, const sdk::Snapshot& snapshot) {
+  const v1::Pod& pod = *pod_info.pod;
+  absl::StatusOr<std::vector<SpreadConstraint>> constraints = Constraints(pod, true, *defaults_);
+  if (!constraints.ok()) return {sdk::PreFilterResult{}, FromError(constraints.status())};
+  if (constraints->empty()) return {sdk::PreFilterResult{}, sdk::Status(sdk::Code::kSkip)};
+
+  auto s = std::make_unique<PreFilterState>();
+  s->constraints = *std::move(constraints);
+  s->affinity = std::make_shared<const RequiredNodeAffinity>(RequiredNodeAffinity::ForPod(pod));
+  const size_t n = s->constraints.size();
+  s->counts.resize(n);
+  s->critical.resize(n);
+  const std::string& ns = pod.meta().namespace_();
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const v1::Node& v1node = node->node();
+    if (!NodeHasAllKeys(v1node, s->constraints)) continue;
+    for (size_t i = 0; i < n; ++i) {
+      const SpreadConstraint& c = s->constraints[i];
+      if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
+      const std::string& value = v1node.meta().labels().at(c.topology_key);
+      s->counts[i][value] += CountMatching(*node, c.selector, ns);
+    }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (const auto& [value, count] : s->counts[i]) s->critical[i].Update(value, count);
+  }
+  state.Write(std::string(kPreFilterStateKey), std::move(s));
+  return {sdk::PreFilterResult{}, sdk::Status::Success()};
+}
+
+sdk::Status PodTopologySpread::AddPod(sdk::CycleState& state, const sdk::PodInfo& pod_to_schedule,
+                                      const sdk::PodInfo& pod_to_add, const sdk::NodeInfo& node) {
+  if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
+    s->Update(pod_to_add, *pod_to_schedule.pod, node.node(), 1);
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status PodTopologySpread::RemovePod(sdk::CycleState& state,
+                                         const sdk::PodInfo& pod_to_schedule,
+                                         const sdk::PodInfo& pod_to_remove,
+                                         const sdk::NodeInfo& node) {
+  if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
+    s->Update(pod_to_remove, *pod_to_schedule.pod, node.node(), -1);
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo& pod,
+                                      const sdk::NodeInfo& node) {
+  const auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey);
+  if (s == nullptr) {
+    return sdk::Status(sdk::Code::kError,
+                       Cat("reading \"", kPreFilterStateKey, "\" from cycleState: not found"));
+  }
+  const auto& node_labels = node.node().meta().labels();
+  const auto& pod_labels = pod.pod->meta().labels();
+  for (size_t i = 0; i < s->constraints.size(); ++i) {
+    const SpreadConstraint& c = s->constraints[i];
+    auto label = node_labels.find(c.topology_key);
+    if (label == node_labels.end()) {
+      return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                         std::string(kReasonNodeLabelNotMatch));
+    }
+    const int64_t self = c.selector.Matches(pod_labels) ? 1 : 0;
+    auto count = s->counts[i].find(label->second);
+    const int64_t match = count == s->counts[i].end() ? 0 : count->second;
+    if (match + self - s->MinMatch(i) > c.max_skew) {
+      return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonConstraintsNotMatch));
+    }
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodInfo& pod_info,
+                                        const std::vector<const sdk::NodeInfo*>& filtered) {
+  const sdk::Snapshot& snapshot = handle_.snapshot();
+  if (filtered.empty() || snapshot.NumNodes() == 0) return sdk::Status(sdk::Code::kSkip);
+  const v1::Pod& pod = *pod_info.pod;
+  absl::StatusOr<std::vector<SpreadConstraint>> constraints = Constraints(pod, false, *defaults_);
+  if (!constraints.ok()) return sdk::Status(sdk::Code::kError, std::string(constraints.status().message()));
+  if (constraints->empty()) return sdk::Status(sdk::Code::kSkip);
+
+  auto s = std::make_unique<PreScoreState>();
+  s->constraints = *std::move(constraints);
+  const size_t n = s->constraints.size();
+  s->counts.resize(n);
+  // Nodes without every topology key are left out of scoring, unless the
+  // constraints are the system defaults (so that nodes without a zone label
+  // still spread by hostname).
+  const bool require_all = !pod.topology_spread_constraints().empty() || !system_defaulted_;
+  std::vector<size_t> domains(n, 0);
+  for (const sdk::NodeInfo* node : filtered) {
+    if (require_all && !NodeHasAllKeys(node->node(), s->constraints)) {
+      s->ignored_nodes.insert(node->id());
+      continue;
+    }
+    const auto& labels = node->node().meta().labels();
+    for (size_t i = 0; i < n; ++i) {
+      const SpreadConstraint& c = s->constraints[i];
+      if (c.topology_key == kHostnameLabel) continue;  // Counted per node in Score.
+      auto it = labels.find(c.topology_key);
+      const std::string value = it == labels.end() ? std::string() : it->second;
+      if (s->counts[i].try_emplace(value, 0).second) ++domains[i];
+    }
+  }
+  s->weights.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    size_t size = domains[i];
+    if (s->constraints[i].topology_key == kHostnameLabel) size = filtered.size() - s->ignored_nodes.size();
+    s->weights[i] = NormalizingWeight(size);
+  }
+
+  const RequiredNodeAffinity affinity = RequiredNodeAffinity::ForPod(pod);
+  const std::string& ns = pod.meta().namespace_();
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const v1::Node& v1node = node->node();
+    if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
+    const auto& labels = v1node.meta().labels();
+    for (size_t i = 0; i < n; ++i) {
+      const SpreadConstraint& c = s->constraints[i];
+      if (c.topology_key == kHostnameLabel) continue;
+      if (!NodeIncluded(c, pod, v1node, affinity)) continue;
+      auto it = labels.find(c.topology_key);
+      auto count = s->counts[i].find(it == labels.end() ? std::string() : it->second);
+      if (count == s->counts[i].end()) continue;  // No candidate node in this domain.
+      count->second += CountMatching(*node, c.selector, ns);
+    }
+  }
+  state.Write(std::string(kPreScoreStateKey), std::move(s));
+  return sdk::Status::Success();
+}
+
+std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
+                                                         const sdk::PodInfo& pod,
+                                                         const sdk::NodeInfo& node) {
+  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  if (s == nullptr) {
+    return {0, sdk::Status(sdk::Code::kError,
+                           Cat("reading \"", kPreScoreStateKey, "\" from cycleState: not found"))};
+  }
+  if (s->ignored_nodes.contains(node.id())) return {0, sdk::Status::Success()};
+  const auto& labels = node.node().meta().labels();
+  double score = 0;
+  for (size_t i = 0; i < s->constraints.size(); ++i) {
+    const SpreadConstraint& c = s->constraints[i];
+    auto it = labels.find(c.topology_key);
+    if (it == labels.end()) continue;
+    int64_t count = 0;
+    if (c.topology_key == kHostnameLabel) {
+      count = CountMatching(node, c.selector, pod.pod->meta().namespace_());
+    } else {
+      auto found = s->counts[i].find(it->second);
+      if (found != s->counts[i].end()) count = found->second;
+    }
+    score += static_cast<double>(count) * s->weights[i] + static_cast<double>(c.max_skew - 1);
+  }
+  return {static_cast<int64_t>(std::llround(score)), sdk::Status::Success()};
+}
+
+sdk::Status PodTopologySpread::NormalizeScore(sdk::CycleState& state, const sdk::PodInfo&,
+                                              std::vector<sdk::NodeScore>& scores) {
+  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  if (s == nullptr) return sdk::Status::Success();
+  int64_t min_score = std::numeric_limits<int64_t>::max();
+  int64_t max_score = 0;
+  for (const sdk::NodeScore& ns : scores) {
+    if (s->ignored_nodes.contains(ns.node->id())) continue;
+    min_score = std::min(min_score, ns.score);
+    max_score = std::max(max_score, ns.score);
+  }
+  for (sdk::NodeScore& ns : scores) {
+    if (s->ignored_nodes.contains(ns.node->id())) {
+      ns.score = 0;
+    } else if (max_score == 0) {
+      ns.score = sdk::kMaxNodeScore;
+    } else {
+      ns.score = sdk::kMaxNodeScore * (max_score + min_score - ns.score) / max_score;
+    }
+  }
+  return sdk::Status::Success();
+}
+
+std::vector<sdk::ClusterEventWithHint> PodTopologySpread::EventsToRegister() const {
+  auto defaults = defaults_;
+  // Both filter and score constraints: a rejected pod was rejected by its
+  // DoNotSchedule ones, but asking for both costs little and errs on the
+  // side of requeueing.
+  auto all_constraints = [defaults](const v1::Pod& pod) {
+    std::vector<SpreadConstraint> out;
+    for (bool hard : {true, false}) {
+      auto c = Constraints(pod, hard, *defaults);
+      if (c.ok()) out.insert(out.end(), c->begin(), c->end());
+    }
+    return out;
+  };
+  auto pod_hint = [all_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    const v1::Pod* before = e.has_old_pod() ? &e.old_pod() : nullptr;
+    const v1::Pod* after = e.has_new_pod() ? &e.new_pod() : nullptr;
+    const v1::Pod* any = after != nullptr ? after : before;
+    if (any == nullptr) return sdk::QueueingHint::kQueue;
+    if (any->meta().namespace_() != pod.meta().namespace_()) return sdk::QueueingHint::kQueueSkip;
+    std::vector<SpreadConstraint> constraints = all_constraints(pod);
+    if (before != nullptr && after != nullptr) {
+      // A label change matters when it changes what some selector matches.
+      for (const SpreadConstraint& c : constraints) {
+        if (c.selector.Matches(before->meta().labels()) !=
+            c.selector.Matches(after->meta().labels())) {
+          return sdk::QueueingHint::kQueue;
+        }
+      }
+      return sdk::QueueingHint::kQueueSkip;
+    }
+    for (const SpreadConstraint& c : constraints) {
+      if (c.selector.Matches(any->meta().labels())) return sdk::QueueingHint::kQueue;
+    }
+    return sdk::QueueingHint::kQueueSkip;
+  };
+  auto node_hint = [all_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    std::vector<SpreadConstraint> constraints = all_constraints(pod);
+    const v1::Node* before = OldNode(e);
+    const v1::Node* after = NewNode(e);
+    if (after == nullptr) {
+      // A node went away: it may have held the domain with the fewest pods.
+      return before == nullptr || NodeHasAllKeys(*before, constraints)
+                 ? sdk::QueueingHint::kQueue
+                 : sdk::QueueingHint::kQueueSkip;
+    }
+    if (!NodeHasAllKeys(*after, constraints)) return sdk::QueueingHint::kQueueSkip;
+    if (before != nullptr && NodeHasAllKeys(*before, constraints)) {
+      bool same = true;
+      for (const SpreadConstraint& c : constraints) {
+        same = same && before->meta().labels().at(c.topology_key) ==
+                           after->meta().labels().at(c.topology_key);
+      }
+      // Same domains and same taints: nothing a constraint sees changed.
+      if (same && before->taints_size() == after->taints_size()) {
+        bool same_taints = true;
+        for (int i = 0; i < before->taints_size(); ++i) {
+          same_taints = same_taints && before->taints(i).key() == after->taints(i).key() &&
+                        before->taints(i).value() == after->taints(i).value() &&
+                        before->taints(i).effect() == after->taints(i).effect();
+        }
+        if (same_taints) return sdk::QueueingHint::kQueueSkip;
+      }
+    }
+    return sdk::QueueingHint::kQueue;
+  };
+  return {
+      {v1::POD, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_POD_LABEL),
+       pod_hint},
+      {v1::NODE,
+       Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_NODE_LABEL) |
+           static_cast<uint32_t>(v1::UPDATE_NODE_TAINT),
+       node_hint},
+  };
+}
+
+}  // namespace podium::plugins

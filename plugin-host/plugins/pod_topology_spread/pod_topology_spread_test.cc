@@ -1,0 +1,493 @@
+#include "plugins/pod_topology_spread/pod_topology_spread.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "boost/json/parse.hpp"
+#include "plugins/helper/testing.h"
+
+namespace podium::plugins {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using testing::FakeHandle;
+using testing::MakeNodeInfo;
+using testing::NodeBuilder;
+using testing::PodBuilder;
+using TSC = v1::TopologySpreadConstraint;
+
+constexpr std::string_view kZone = "topology.kubernetes.io/zone";
+constexpr std::string_view kHost = "kubernetes.io/hostname";
+constexpr std::string_view kNotMatch = "node(s) didn't match pod topology spread constraints";
+constexpr std::string_view kMissingLabel =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+
+TSC Constraint(std::string_view key, int32_t max_skew, TSC::WhenUnsatisfiable when,
+               std::string app = "foo") {
+  TSC c;
+  c.set_max_skew(max_skew);
+  c.set_topology_key(std::string(key));
+  c.set_when_unsatisfiable(when);
+  (*c.mutable_label_selector()->mutable_match_labels())["app"] = app;
+  return c;
+}
+
+PodBuilder Foo(std::string name) { return PodBuilder(name).Label("app", "foo"); }
+
+// A node in `zone` (empty: no zone label) with these pods.
+struct NodeSpec {
+  std::string name;
+  std::string zone;
+  std::vector<PodBuilder> pods;
+  std::vector<std::pair<std::string, std::string>> labels = {};
+  bool tainted = false;
+};
+
+class Cluster {
+ public:
+  explicit Cluster(std::vector<NodeSpec> nodes) {
+    uint32_t id = 1;
+    for (NodeSpec& spec : nodes) {
+      NodeBuilder nb(spec.name);
+      nb.Label(std::string(kHost), spec.name);
+      if (!spec.zone.empty()) nb.Label(std::string(kZone), spec.zone);
+      for (auto& [k, v] : spec.labels) nb.Label(k, v);
+      if (spec.tainted) nb.Taint("dedicated", "x", v1::NO_SCHEDULE);
+      std::vector<v1::Pod> pods;
+      for (PodBuilder& p : spec.pods) pods.push_back(p.NodeName(spec.name).Build());
+      handle_.fake_snapshot().Add(MakeNodeInfo(nb.Build(), pods, id++));
+    }
+  }
+  FakeHandle& handle() { return handle_; }
+  const sdk::Snapshot& snapshot() const { return handle_.snapshot(); }
+  const sdk::NodeInfo& node(std::string_view name) const { return *snapshot().Get(name); }
+
+ private:
+  FakeHandle handle_;
+};
+
+std::unique_ptr<PodTopologySpread> NewPlugin(sdk::Handle& handle,
+                                             std::string_view args_json = "{}") {
+  auto plugin = PodTopologySpread::New(boost::json::parse(args_json).as_object(), handle);
+  EXPECT_TRUE(plugin.ok()) << plugin.status();
+  return std::unique_ptr<PodTopologySpread>(dynamic_cast<PodTopologySpread*>(plugin->release()));
+}
+
+// Filter outcome per node, "" for success, else the reason.
+std::vector<std::string> FilterAll(PodTopologySpread& plugin, sdk::CycleState& state,
+                                   const sdk::PodInfo& pod, const sdk::Snapshot& snapshot) {
+  std::vector<std::string> out;
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    sdk::Status s = plugin.Filter(state, pod, *node);
+    out.push_back(s.IsSuccess() ? "" : s.Message());
+  }
+  return out;
+}
+
+struct FilterCase {
+  std::string name;
+  PodBuilder pod;
+  std::vector<NodeSpec> nodes;
+  std::vector<std::string> want;  // Per node, in order.
+};
+
+TEST(PodTopologySpreadTest, FilterFollowsKubeScheduler) {
+  const std::string ok;
+  const std::string no(kNotMatch);
+  const std::string missing(kMissingLabel);
+  auto zone1 = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  std::vector<FilterCase> cases;
+  {
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"zone skew: the zone with more pods is full",
+                     pod,
+                     {{"a1", "a", {Foo("p1"), Foo("p2")}}, {"a2", "a", {}},
+                      {"b1", "b", {Foo("p3")}}, {"b2", "b", {}}},
+                     {no, no, ok, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"node without the topology label",
+                     pod,
+                     {{"a1", "a", {}}, {"x", "", {}}},
+                     {ok, missing}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"pods of other namespaces and terminating pods do not count",
+                     pod,
+                     {{"a1", "a", {Foo("o1").Namespace("other"), Foo("o2").Namespace("other"),
+                                   Foo("t").Terminating()}},
+                      {"b1", "b", {}}},
+                     {ok, ok}});
+  }
+  {
+    PodBuilder pod = PodBuilder("new").Label("app", "bar");  // Does not match itself.
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"a pod its selector does not match adds no skew",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"b1", "b", {}}},
+                     {ok, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    auto c = zone1;
+    c.set_min_domains(3);
+    *pod.mutable_pod().add_topology_spread_constraints() = c;
+    cases.push_back({"minDomains above the domains there are: the global minimum is 0",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"b1", "b", {Foo("p2")}}},
+                     {no, no}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    auto c = zone1;
+    c.set_min_domains(2);
+    *pod.mutable_pod().add_topology_spread_constraints() = c;
+    cases.push_back({"minDomains met: the usual minimum",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"b1", "b", {Foo("p2")}}},
+                     {ok, ok}});
+  }
+  {
+    // Zone c's only node does not match the pod's nodeSelector: with Honor
+    // (the default) zone c does not count, so the minimum is 1.
+    PodBuilder pod = Foo("new").NodeSelector("disk", "ssd");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"nodeAffinityPolicy Honor leaves out nodes the pod cannot use",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}, {{"disk", "ssd"}}},
+                      {"b1", "b", {Foo("p2")}, {{"disk", "ssd"}}},
+                      {"c1", "c", {}}},
+                     {ok, ok, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new").NodeSelector("disk", "ssd");
+    auto c = zone1;
+    c.set_node_affinity_policy(TSC::IGNORE);
+    *pod.mutable_pod().add_topology_spread_constraints() = c;
+    cases.push_back({"nodeAffinityPolicy Ignore counts them (empty zone c is the minimum)",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}, {{"disk", "ssd"}}},
+                      {"b1", "b", {Foo("p2")}, {{"disk", "ssd"}}},
+                      {"c1", "c", {}}},
+                     {no, no, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    cases.push_back({"nodeTaintsPolicy Ignore (default) counts tainted nodes",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"b1", "b", {Foo("p2")}}, {"c1", "c", {}, {}, true}},
+                     {no, no, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    auto c = zone1;
+    c.set_node_taints_policy(TSC::HONOR);
+    *pod.mutable_pod().add_topology_spread_constraints() = c;
+    cases.push_back({"nodeTaintsPolicy Honor leaves out untolerated tainted nodes",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"b1", "b", {Foo("p2")}}, {"c1", "c", {}, {}, true}},
+                     {ok, ok, ok}});
+  }
+  {
+    PodBuilder pod = Foo("new").Label("rev", "2");
+    auto c = zone1;
+    c.add_match_label_keys("rev");
+    *pod.mutable_pod().add_topology_spread_constraints() = c;
+    cases.push_back({"matchLabelKeys: only pods with the same value count",
+                     pod,
+                     {{"a1", "a", {Foo("old1").Label("rev", "1"), Foo("old2").Label("rev", "1")}},
+                      {"b1", "b", {Foo("new1").Label("rev", "2")}}},
+                     {ok, no}});
+  }
+  {
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = zone1;
+    *pod.mutable_pod().add_topology_spread_constraints() =
+        Constraint(kHost, 1, TSC::DO_NOT_SCHEDULE);
+    cases.push_back({"two constraints: both must hold",
+                     pod,
+                     {{"a1", "a", {Foo("p1")}}, {"a2", "a", {}}, {"b1", "b", {Foo("p2")}},
+                      {"b2", "b", {Foo("p3")}}},
+                     {no, ok, no, no}});
+  }
+  for (FilterCase& c : cases) {
+    Cluster cluster(c.nodes);
+    auto plugin = NewPlugin(cluster.handle());
+    sdk::CycleState state;
+    sdk::PodInfoPtr pod = c.pod.Info();
+    auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
+    ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
+    EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
+        << c.name;
+  }
+}
+
+TEST(PodTopologySpreadTest, StatusCodes) {
+  PodBuilder pod = Foo("new");
+  *pod.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  Cluster cluster({{"a1", "a", {Foo("p1"), Foo("p2")}}, {"b1", "b", {}}, {"x", "", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  sdk::CycleState state;
+  sdk::PodInfoPtr info = pod.Info();
+  ASSERT_TRUE(plugin->PreFilter(state, *info, cluster.snapshot()).second.IsSuccess());
+  // Skew can change as pods go (preemption may help); a missing label cannot.
+  EXPECT_EQ(plugin->Filter(state, *info, cluster.node("a1")).code(), sdk::Code::kUnschedulable);
+  EXPECT_EQ(plugin->Filter(state, *info, cluster.node("x")).code(),
+            sdk::Code::kUnschedulableAndUnresolvable);
+}
+
+TEST(PodTopologySpreadTest, PreFilterSkipsPodsWithoutHardConstraints) {
+  Cluster cluster(std::vector<NodeSpec>{{"a1", "a", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  struct Case {
+    std::string name;
+    PodBuilder pod;
+  };
+  PodBuilder soft = Foo("soft");
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY);
+  std::vector<Case> cases = {
+      {"no constraints, no owner", Foo("p")},
+      {"owned by a ReplicaSet: the system defaults are ScheduleAnyway", Foo("p").OwnedBy("ReplicaSet")},
+      {"ScheduleAnyway only", soft},
+  };
+  for (Case& c : cases) {
+    sdk::CycleState state;
+    EXPECT_EQ(plugin->PreFilter(state, *c.pod.Info(), cluster.snapshot()).second.code(),
+              sdk::Code::kSkip)
+        << c.name;
+  }
+}
+
+TEST(PodTopologySpreadTest, ListDefaultConstraintsApplyToOwnedPods) {
+  Cluster cluster({{"a1", "a", {Foo("p1").OwnedBy("ReplicaSet")}}, {"b1", "b", {}}});
+  auto plugin = NewPlugin(cluster.handle(), R"({"defaultingType": "List", "defaultConstraints": [
+      {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "DoNotSchedule"}]})");
+  sdk::PodInfoPtr owned = Foo("new").OwnedBy("ReplicaSet").Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *owned, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, state, *owned, cluster.snapshot()),
+              ElementsAre(std::string(kNotMatch), ""));
+  // Not owned by a controller: no default selector, no constraint.
+  sdk::CycleState bare;
+  EXPECT_EQ(plugin->PreFilter(bare, *Foo("x").Info(), cluster.snapshot()).second.code(),
+            sdk::Code::kSkip);
+  // A pod's own constraints replace the defaults.
+  PodBuilder own = Foo("own").OwnedBy("ReplicaSet");
+  *own.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 5, TSC::DO_NOT_SCHEDULE);
+  sdk::CycleState own_state;
+  sdk::PodInfoPtr own_info = own.Info();
+  ASSERT_TRUE(plugin->PreFilter(own_state, *own_info, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, own_state, *own_info, cluster.snapshot()), ElementsAre("", ""));
+}
+
+TEST(PodTopologySpreadTest, AddPodAndRemovePodUpdateTheCounts) {
+  PodBuilder pod = Foo("new");
+  *pod.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  Cluster cluster({{"a1", "a", {Foo("p1"), Foo("p2")}}, {"b1", "b", {Foo("p3")}}});
+  auto plugin = NewPlugin(cluster.handle());
+  sdk::PodInfoPtr info = pod.Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *info, cluster.snapshot()).second.IsSuccess());
+  EXPECT_FALSE(plugin->Filter(state, *info, cluster.node("a1")).IsSuccess());
+
+  // Preemption's dry run: removing a matching pod from a1 makes room.
+  auto removed = state.Clone();
+  const sdk::PodInfo& victim = *cluster.node("a1").pods()[0];
+  ASSERT_TRUE(plugin->RemovePod(*removed, *info, victim, cluster.node("a1")).IsSuccess());
+  EXPECT_TRUE(plugin->Filter(*removed, *info, cluster.node("a1")).IsSuccess());
+  // The original state is untouched.
+  EXPECT_FALSE(plugin->Filter(state, *info, cluster.node("a1")).IsSuccess());
+
+  // Two nominated pods added to b1 raise the minimum: a1 fits, b1 no longer.
+  auto added = state.Clone();
+  sdk::PodInfoPtr nominated = Foo("nominated").Info();
+  sdk::PodInfoPtr nominated2 = Foo("nominated2").Info();
+  ASSERT_TRUE(plugin->AddPod(*added, *info, *nominated, cluster.node("b1")).IsSuccess());
+  ASSERT_TRUE(plugin->AddPod(*added, *info, *nominated2, cluster.node("b1")).IsSuccess());
+  EXPECT_TRUE(plugin->Filter(*added, *info, cluster.node("a1")).IsSuccess());
+  EXPECT_FALSE(plugin->Filter(*added, *info, cluster.node("b1")).IsSuccess());
+  // Pods of other namespaces change nothing.
+  auto other = state.Clone();
+  sdk::PodInfoPtr foreign = Foo("foreign").Namespace("other").Info();
+  ASSERT_TRUE(plugin->AddPod(*other, *info, *foreign, cluster.node("b1")).IsSuccess());
+  EXPECT_TRUE(plugin->Filter(*other, *info, cluster.node("b1")).IsSuccess());
+}
+
+std::vector<int64_t> ScoreAll(PodTopologySpread& plugin, const Cluster& cluster,
+                              const sdk::PodInfo& pod, sdk::Code* pre_score = nullptr) {
+  sdk::CycleState state;
+  const auto& nodes = cluster.snapshot().Nodes();
+  sdk::Status s = plugin.PreScore(state, pod, nodes);
+  if (pre_score != nullptr) *pre_score = s.code();
+  if (!s.IsSuccess()) return {};
+  return testing::ScoreAndNormalize(plugin, state, pod, nodes);
+}
+
+TEST(PodTopologySpreadTest, ScoreFollowsKubeScheduler) {
+  struct Case {
+    std::string name;
+    TSC constraint;
+    std::vector<NodeSpec> nodes;
+    std::vector<int64_t> want;
+  };
+  std::vector<Case> cases = {
+      // Zone a holds 2, zone b 1: weight ln(2+2); raw 3, 3, 1; normalised
+      // 100 * (max + min - score) / max.
+      {"zone",
+       Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY),
+       {{"a1", "a", {Foo("p1"), Foo("p2")}}, {"a2", "a", {}}, {"b1", "b", {Foo("p3")}}},
+       {33, 33, 100}},
+      // Per node: 2, 0, 1 with weight ln(3+2): raw 3, 0, 2.
+      {"hostname",
+       Constraint(kHost, 1, TSC::SCHEDULE_ANYWAY),
+       {{"a1", "a", {Foo("p1"), Foo("p2")}}, {"a2", "a", {}}, {"b1", "b", {Foo("p3")}}},
+       {0, 100, 33}},
+      {"a node without the key gets 0",
+       Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY),
+       {{"a1", "a", {Foo("p1")}}, {"b1", "b", {}}, {"x", "", {}}},
+       {0, 100, 0}},
+      {"no matching pods anywhere: every node 100",
+       Constraint(kZone, 2, TSC::SCHEDULE_ANYWAY),
+       {{"a1", "a", {Foo("p1").Label("app", "other")}}, {"b1", "b", {}}},
+       {100, 100}},
+  };
+  for (Case& c : cases) {
+    Cluster cluster(c.nodes);
+    auto plugin = NewPlugin(cluster.handle());
+    PodBuilder pod = Foo("new");
+    *pod.mutable_pod().add_topology_spread_constraints() = c.constraint;
+    EXPECT_THAT(ScoreAll(*plugin, cluster, *pod.Info()), ElementsAreArray(c.want)) << c.name;
+  }
+}
+
+TEST(PodTopologySpreadTest, SystemDefaultsScoreOwnedPodsOnly) {
+  Cluster cluster({{"a1", "a", {Foo("p1").OwnedBy("ReplicaSet"), Foo("p2").OwnedBy("ReplicaSet")}},
+                   {"b1", "b", {}},
+                   {"c1", "", {}}});  // No zone: still scored by hostname (system defaults).
+  auto plugin = NewPlugin(cluster.handle());
+  std::vector<int64_t> scores = ScoreAll(*plugin, cluster, *Foo("new").OwnedBy("ReplicaSet").Info());
+  ASSERT_EQ(scores.size(), 3u);
+  EXPECT_LT(scores[0], scores[1]);
+  EXPECT_GT(scores[2], 0);
+  sdk::Code code;
+  ScoreAll(*plugin, cluster, *Foo("bare").Info(), &code);
+  EXPECT_EQ(code, sdk::Code::kSkip);
+
+  auto no_defaults = NewPlugin(cluster.handle(), R"({"defaultingType": "List"})");
+  ScoreAll(*no_defaults, cluster, *Foo("new").OwnedBy("ReplicaSet").Info(), &code);
+  EXPECT_EQ(code, sdk::Code::kSkip);
+}
+
+TEST(PodTopologySpreadTest, BadArgsAndSelectorsNameTheField) {
+  FakeHandle handle;
+  struct Case {
+    std::string args;
+    std::string error;
+  };
+  std::vector<Case> cases = {
+      {R"({"defaultingType": "Sometimes"})", "defaultingType: unknown value"},
+      {R"({"defaultConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}]})",
+       "defaultConstraints: must be empty when defaultingType is System"},
+      {R"({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 0, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule"}]})",
+       "defaultConstraints[0].maxSkew: must be greater than zero"},
+      {R"({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1, "topologyKey": "z", "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]})",
+       "defaultConstraints[0].labelSelector"},
+      {R"({"bogus": 1})", "bogus: unknown field"},
+  };
+  for (const Case& c : cases) {
+    auto plugin = PodTopologySpread::New(boost::json::parse(c.args).as_object(), handle);
+    ASSERT_FALSE(plugin.ok()) << c.args;
+    EXPECT_THAT(std::string(plugin.status().message()), HasSubstr(c.error));
+  }
+  // A pod with an invalid selector is unresolvable, with the field named.
+  Cluster cluster(std::vector<NodeSpec>{{"a1", "a", {}}});
+  auto plugin = NewPlugin(cluster.handle());
+  PodBuilder pod = Foo("bad");
+  TSC c = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  c.mutable_label_selector()->add_match_expressions()->set_key("app");  // No operator.
+  *pod.mutable_pod().add_topology_spread_constraints() = c;
+  sdk::CycleState state;
+  sdk::Status s = plugin->PreFilter(state, *pod.Info(), cluster.snapshot()).second;
+  EXPECT_EQ(s.code(), sdk::Code::kUnschedulableAndUnresolvable);
+  EXPECT_THAT(s.Message(), HasSubstr("default/bad"));
+  EXPECT_THAT(s.Message(),
+              HasSubstr("spec.topologySpreadConstraints[0].labelSelector.matchExpressions[0].operator"));
+}
+
+v1::ClusterEvent PodEvent(uint32_t action, const v1::Pod* before, const v1::Pod* after) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::POD);
+  e.set_action(action);
+  if (before != nullptr) *e.mutable_old_pod() = *before;
+  if (after != nullptr) *e.mutable_new_pod() = *after;
+  return e;
+}
+
+v1::ClusterEvent NodeEvent(uint32_t action, const v1::Node* before, const v1::Node* after) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NODE);
+  e.set_action(action);
+  if (before != nullptr) *e.mutable_old_node() = *before;
+  if (after != nullptr) *e.mutable_new_node() = *after;
+  return e;
+}
+
+sdk::QueueingHint Hint(const PodTopologySpread& plugin, const v1::Pod& pod,
+                       const v1::ClusterEvent& e) {
+  for (const sdk::ClusterEventWithHint& ev : plugin.EventsToRegister()) {
+    if (ev.resource == e.resource() && (ev.action_mask & e.action()) != 0) return ev.hint(pod, e);
+  }
+  return sdk::QueueingHint::kQueueSkip;  // Not registered: never requeued.
+}
+
+TEST(PodTopologySpreadTest, QueueingHints) {
+  FakeHandle handle;
+  auto plugin = NewPlugin(handle);
+  PodBuilder pb = Foo("pending");
+  *pb.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  const v1::Pod pod = pb.Build();
+  const v1::Pod match = Foo("m").NodeName("a1").Build();
+  const v1::Pod other = PodBuilder("o").Label("app", "bar").NodeName("a1").Build();
+  const v1::Pod foreign = Foo("f").Namespace("x").NodeName("a1").Build();
+  const v1::Node zoned = NodeBuilder("n").Label(std::string(kZone), "a").Build();
+  const v1::Node rezoned = NodeBuilder("n").Label(std::string(kZone), "b").Build();
+  const v1::Node zoned_more = NodeBuilder("n").Label(std::string(kZone), "a").Label("x", "y").Build();
+  const v1::Node bare = NodeBuilder("n").Build();
+  using H = sdk::QueueingHint;
+  struct Case {
+    std::string name;
+    v1::ClusterEvent event;
+    H want;
+  };
+  std::vector<Case> cases = {
+      {"matching pod deleted", PodEvent(v1::DELETE, &match, nullptr), H::kQueue},
+      {"matching pod added", PodEvent(v1::ADD, nullptr, &match), H::kQueue},
+      {"unrelated pod deleted", PodEvent(v1::DELETE, &other, nullptr), H::kQueueSkip},
+      {"pod of another namespace deleted", PodEvent(v1::DELETE, &foreign, nullptr), H::kQueueSkip},
+      {"label change making a pod match", PodEvent(v1::UPDATE_POD_LABEL, &other, &match), H::kQueue},
+      {"label change keeping it unmatched",
+       PodEvent(v1::UPDATE_POD_LABEL, &other, &other), H::kQueueSkip},
+      {"pod scaled down (not registered)", PodEvent(v1::UPDATE_POD_SCALE_DOWN, &match, &match),
+       H::kQueueSkip},
+      {"node with the key added", NodeEvent(v1::ADD, nullptr, &zoned), H::kQueue},
+      {"node without the key added", NodeEvent(v1::ADD, nullptr, &bare), H::kQueueSkip},
+      {"node moved to another zone", NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &rezoned), H::kQueue},
+      {"unrelated node label", NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &zoned_more), H::kQueueSkip},
+      {"node got the key", NodeEvent(v1::UPDATE_NODE_LABEL, &bare, &zoned), H::kQueue},
+      {"node with the key deleted", NodeEvent(v1::DELETE, &zoned, nullptr), H::kQueue},
+      {"node allocatable change (not registered)",
+       NodeEvent(v1::UPDATE_NODE_ALLOCATABLE, &zoned, &zoned), H::kQueueSkip},
+  };
+  for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, pod, c.event), c.want) << c.name;
+}
+
+}  // namespace
+}  // namespace podium::plugins
