@@ -3,6 +3,7 @@
 add_library(podium_sdk
   ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/preemption_dry_run.cc
   ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
 target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
   PRIVATE ${CMAKE_CURRENT_LIST_DIR})
@@ -32,3 +33,9 @@ add_executable(podium_sdk_transport_bench EXCLUDE_FROM_ALL
   ${CMAKE_CURRENT_LIST_DIR}/transport_bench.cc)
 target_link_libraries(podium_sdk_transport_bench PRIVATE podium_sdk podium_proto gRPC::grpc++
   absl::strings absl::synchronization benchmark::benchmark)
+
+# Preemption's batched dry run (SelectVictimsOnNode per candidate node).
+podium_test(podium_sdk_preemption_dry_run_test
+  SRCS src/preemption_dry_run_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_preemption_dry_run_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
