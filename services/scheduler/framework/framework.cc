@@ -213,6 +213,7 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
+  result.diagnosis.cycle_id = cycle_id;
   if (num_nodes == 0) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
     result.diagnosis.pre_filter_message = "no nodes available to schedule pods";
@@ -255,6 +256,7 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
     request.set_num_feasible_to_find(last ? to_find : 0);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
+    if (spec_.nominated_pods) spec_.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false);
     if (!valid.ok()) {
