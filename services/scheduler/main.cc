@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "metrics/metrics.h"
+#include "preemption/default_preemption.h"
 #include "profiles.h"
 #include "prometheus/exposer.h"
 #include "queue/scheduling_queue.h"
@@ -128,6 +129,10 @@ int Run(std::vector<std::string> overrides) {
     endpoints.push_back(std::move(process));
   }
 
+  // Preemption: nominations counted in every cycle, DefaultPreemption per
+  // profile, and the controller in front of the scheduler's event handler.
+  preemption::Nominator nominator;
+  preemption::PreemptionController preemption_controller(nominator);
   std::vector<FrameworkPtr> profiles;
   std::vector<std::string> scheduler_names;
   EventRegistry events;
@@ -141,7 +146,17 @@ int Run(std::vector<std::string> overrides) {
       for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
     }
     scheduler_names.push_back(spec->scheduler_name);
+    spec->nominated_pods = [&nominator](const v1::Pod& pod, const sdk::Snapshot& snap,
+                                        google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
+      nominator.AddToRequest(pod, snap, out);
+    };
+    auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
+    if (!preemption_options.ok()) return Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
+    if (*preemption_options) {
+      profiles.back()->AddPostFilterPlugin(std::make_unique<preemption::DefaultPreemption>(
+          **preemption_options, *profiles.back(), snapshot, cache, preemption_controller));
+    }
   }
 
   RemoteQueueingHintEvaluator hints(by_plugin);
@@ -161,8 +176,11 @@ int Run(std::vector<std::string> overrides) {
   Scheduler scheduler(Scheduler::Options{}, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
   scheduler_ptr = &scheduler;
-  ClusterService cluster(ClusterService::Options{scheduler_names}, scheduler, &metrics);
+  preemption_controller.SetScheduler(scheduler);
+  preemption_controller.SetActivator([&queue](const std::vector<std::string>& uids) { queue.Activate(uids); });
+  ClusterService cluster(ClusterService::Options{scheduler_names}, preemption_controller, &metrics);
   scheduler.SetActionSink(&cluster);
+  preemption_controller.SetActionSink(&cluster);
   std::vector<GrpcPluginProcess*> endpoint_ptrs;
   for (auto& e : endpoints) endpoint_ptrs.push_back(e.get());
   AdminService admin(scheduler, queue, cache, endpoint_ptrs);

@@ -419,8 +419,10 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));
   if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+    std::function<void()> after_requeue;  // Preemption's evictions, once the pod is queued.
     if (fw->HasPostFilterPlugins()) {
       auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
+      after_requeue = std::move(post.after_requeue);
       result.diagnosis.post_filter_message = status.Message();
       if (status.IsSuccess() && !post.nominated_node_name.empty()) {
         // The pod waits for its nominated node; later cycles will count it there.
@@ -433,6 +435,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     }
     AttemptFailed(qp, fw, cycle, start, result.outcome, result.diagnosis.Message(),
                   result.diagnosis.unschedulable_plugins, &result.diagnosis);
+    if (after_requeue) after_requeue();
     return;
   }
   if (result.outcome == ScheduleResult::Outcome::kError) {

@@ -146,7 +146,7 @@ void PreemptionController::ActionFailed(const std::string& preemptor_uid, const 
 
 void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   if (event.object_case() != v1::ObjectEvent::kPod) {
-    scheduler_.OnObjectEvent(event);
+    scheduler_->OnObjectEvent(event);
     return;
   }
   const v1::Pod& pod = event.pod();
@@ -154,7 +154,7 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   nominator_.OnPodEvent(pod, deleted);
   // The scheduler first: the cache must not hold a victim when its preemptor
   // is activated below.
-  scheduler_.OnObjectEvent(event);
+  scheduler_->OnObjectEvent(event);
   const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
   if (deleted || finished) VictimGone(pod.meta().uid());
   if (deleted || !pod.node_name().empty()) {
@@ -256,6 +256,42 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     controller.Execute(pod, node, victims, lower);
   };
   return {std::move(result), sdk::Status::Success()};
+}
+
+absl::StatusOr<std::optional<DefaultPreemption::Options>> PreemptionOptionsFor(const ProfileConfig& profile,
+                                                                              size_t index) {
+  auto disables = [](const std::vector<std::string>& disabled) {
+    return std::find(disabled.begin(), disabled.end(), kDefaultPreemption) != disabled.end() ||
+           std::find(disabled.begin(), disabled.end(), "*") != disabled.end();
+  };
+  if (disables(profile.multi_point.disabled)) return std::nullopt;
+  if (auto it = profile.per_point.find("postFilter"); it != profile.per_point.end() && disables(it->second.disabled)) {
+    return std::nullopt;
+  }
+  DefaultPreemption::Options options;
+  auto args = profile.plugin_args.find(kDefaultPreemption);
+  if (args == profile.plugin_args.end()) return options;
+  const std::string prefix = absl::StrCat("profiles[", index, "].pluginConfig[DefaultPreemption].args.");
+  for (const auto& [key, value] : args->second) {
+    const std::string name(key);
+    if (name == "apiVersion" || name == "kind") continue;
+    int* field = name == "minCandidateNodesPercentage" ? &options.min_candidate_nodes_percentage
+                 : name == "minCandidateNodesAbsolute" ? &options.min_candidate_nodes_absolute
+                                                       : nullptr;
+    if (field == nullptr) return absl::InvalidArgumentError(absl::StrCat(prefix, name, ": unknown field"));
+    if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > 1000000) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, name, ": must be a non-negative integer"));
+    }
+    *field = static_cast<int>(value.as_int64());
+  }
+  if (options.min_candidate_nodes_percentage > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "minCandidateNodesPercentage: must be in [0, 100]"));
+  }
+  if (options.min_candidate_nodes_percentage == 0 && options.min_candidate_nodes_absolute == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "minCandidateNodesAbsolute: cannot be zero at the same time as minCandidateNodesPercentage"));
+  }
+  return options;
 }
 
 }  // namespace podium::scheduler::preemption

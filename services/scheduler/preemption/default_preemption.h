@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
+#include "config/config.h"
 #include "framework/framework.h"
 #include "preemption/nominator.h"
 #include "preemption/preemption.h"
@@ -44,18 +46,21 @@ class PreemptionController final : public ClusterEventHandler {
   // Moves pods straight to activeQ (SchedulingQueue::Activate).
   using Activator = std::function<void(const std::vector<std::string>& uids)>;
 
+  explicit PreemptionController(Nominator& nominator) : nominator_(nominator) {}
   PreemptionController(ClusterEventHandler& scheduler, Nominator& nominator)
-      : scheduler_(scheduler), nominator_(nominator) {}
+      : scheduler_(&scheduler), nominator_(nominator) {}
+  // The handler events are forwarded to (the scheduler); set before events flow.
+  void SetScheduler(ClusterEventHandler& scheduler) { scheduler_ = &scheduler; }
 
   void SetActionSink(ActionSink* sink) { sink_ = sink; }
   void SetActivator(Activator activator) { activate_ = std::move(activator); }
   Nominator& nominator() { return nominator_; }
 
   // ClusterEventHandler: forwards to the scheduler, then acts on what it saw.
-  void OnListBegin() override { scheduler_.OnListBegin(); }
+  void OnListBegin() override { scheduler_->OnListBegin(); }
   void OnObjectEvent(const v1::ObjectEvent& event) override;
-  void OnListEnd() override { scheduler_.OnListEnd(); }
-  void OnAdapterDisconnected() override { scheduler_.OnAdapterDisconnected(); }
+  void OnListEnd() override { scheduler_->OnListEnd(); }
+  void OnAdapterDisconnected() override { scheduler_->OnAdapterDisconnected(); }
 
   // Whether the pod's last preemption is still being carried out.
   bool InFlight(std::string_view preemptor_uid) const;
@@ -82,7 +87,7 @@ class PreemptionController final : public ClusterEventHandler {
   void Send(v1::Action action, ActionSink::ResultCallback on_result);
   void ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result);
 
-  ClusterEventHandler& scheduler_;
+  ClusterEventHandler* scheduler_ = nullptr;
   Nominator& nominator_;
   ActionSink* sink_ = nullptr;
   Activator activate_;
@@ -119,5 +124,13 @@ class DefaultPreemption final : public PostFilterPlugin {
   PreemptionController& controller_;
   std::mt19937_64 rng_;
 };
+
+// The profile's DefaultPreemption options, or nullopt when the profile
+// disables it (postFilter or multiPoint disabled: DefaultPreemption or "*").
+// pluginConfig args: minCandidateNodesPercentage (0-100, default 10) and
+// minCandidateNodesAbsolute (>= 0, default 100), not both 0. An error names
+// the profile and field.
+absl::StatusOr<std::optional<DefaultPreemption::Options>> PreemptionOptionsFor(const ProfileConfig& profile,
+                                                                              size_t profile_index);
 
 }  // namespace podium::scheduler::preemption
