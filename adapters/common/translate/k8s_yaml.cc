@@ -474,6 +474,56 @@ v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
   return pc;
 }
 
+// --- PodDisruptionBudget (policy/v1) -----------------------------------------
+
+void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPercent* out) {
+  if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer or a percentage, got ", TypeName(n)));
+  const std::string& text = n.Scalar();
+  if (!text.empty() && text.back() == '%') {
+    int64_t v;
+    if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &v) || v < 0 || v > 100) {
+      Fail(path, absl::StrCat("invalid percentage \"", text, "\" (0%-100%)"));
+    }
+    out->set_percent(text);
+    return;
+  }
+  const int32_t v = Int32(n, path);
+  if (v < 0) Fail(path, "must not be negative");
+  out->set_int_value(v);
+}
+
+v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
+  v1::PodDisruptionBudget pdb;
+  Meta(Get(obj, "", "metadata"), "metadata", true, pdb.mutable_meta());
+  if (pdb.meta().namespace_().empty()) pdb.mutable_meta()->set_namespace_("default");
+  YAML::Node spec = Get(obj, "", "spec");
+  YAML::Node selector = Get(spec, "spec", "selector");
+  if (Present(selector)) LabelSelector(selector, "spec.selector", pdb.mutable_selector());
+  // What the API server's validation refuses: a selector the scheduler could
+  // not read would otherwise silently match nothing.
+  for (int i = 0; i < pdb.selector().match_expressions_size(); ++i) {
+    const auto& e = pdb.selector().match_expressions(i);
+    const std::string p = absl::StrCat("spec.selector.matchExpressions[", i, "]");
+    if (e.key().empty()) Fail(Sub(p, "key"), "must not be empty");
+    const bool needs_values = e.operator_() == v1::LabelSelectorRequirement::IN ||
+                              e.operator_() == v1::LabelSelectorRequirement::NOT_IN;
+    if (needs_values && e.values().empty()) Fail(Sub(p, "values"), "must be non-empty for operator In and NotIn");
+    if (!needs_values && !e.values().empty()) {
+      Fail(Sub(p, "values"), "must be empty for operator Exists and DoesNotExist");
+    }
+  }
+  YAML::Node min_available = Get(spec, "spec", "minAvailable");
+  YAML::Node max_unavailable = Get(spec, "spec", "maxUnavailable");
+  if (Present(min_available) && Present(max_unavailable)) {
+    Fail("spec", "minAvailable and maxUnavailable cannot both be set");
+  }
+  if (Present(min_available)) IntOrPercentField(min_available, "spec.minAvailable", pdb.mutable_min_available());
+  if (Present(max_unavailable)) {
+    IntOrPercentField(max_unavailable, "spec.maxUnavailable", pdb.mutable_max_unavailable());
+  }
+  return pdb;
+}
+
 template <typename F>
 auto Convert(F&& f) -> absl::StatusOr<decltype(f())> {
   try {
@@ -533,6 +583,10 @@ struct Loader {
       auto node = Convert([&] { return ConvertNode(obj); });
       if (!node.ok()) return wrap(node.status());
       cluster.nodes.push_back(*std::move(node));
+    } else if (kind == "PodDisruptionBudget") {
+      auto pdb = Convert([&] { return ConvertPdb(obj); });
+      if (!pdb.ok()) return wrap(pdb.status());
+      cluster.pdbs.push_back(*std::move(pdb));
     } else if (kind == "PriorityClass") {
       auto pc = Convert([&] { return ConvertPriorityClass(obj); });
       if (!pc.ok()) return wrap(pc.status());
@@ -666,6 +720,7 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   int64_t index = 0;
   for (auto& n : out.nodes) Stamp(&n, options.default_creation_time, &index);
   for (auto& pc : out.priority_classes) Stamp(&pc, options.default_creation_time, &index);
+  for (auto& pdb : out.pdbs) Stamp(&pdb, options.default_creation_time, &index);
   out.pods.reserve(loader.pods.size());
   for (auto& p : loader.pods) {
     Stamp(&p.loaded.pod, options.default_creation_time, &index);

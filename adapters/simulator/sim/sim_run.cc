@@ -29,7 +29,8 @@ const char kSimUsage[] = R"(usage: podium-sim (--cluster PATH... | --workload ba
 An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
 
   --cluster PATH          Kubernetes YAML file or directory (repeatable): Nodes,
-                          Pods, PriorityClasses; multi-document or kind: List.
+                          Pods, PriorityClasses, PodDisruptionBudgets;
+                          multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
   --workload NAME         scheduler_perf shape: basic-500, basic-5000.
@@ -37,6 +38,8 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --api-latency DUR       latency injected into each action (e.g. 5ms).
   --api-concurrency N     actions executed concurrently (default 16).
   --settle DUR            quiet period before finishing (default 500ms).
+  --termination-grace DUR deleted (preempted) pods terminate for DUR, holding
+                          their resources, before they are gone (default 0).
   --timeout DUR           give up after DUR (default 120s); exit 3.
   --output text|json      report format (default text).
   --bench                 watch the scheduler's decisions; summary only.
@@ -101,6 +104,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
       if (s.ok() && (!absl::SimpleAtoi(v, &o.api_concurrency) || o.api_concurrency < 1))
         s = absl::InvalidArgumentError(absl::StrCat("--api-concurrency: invalid value \"", v, "\""));
     } else if (flag == "--settle") s = duration(&o.settle);
+    else if (flag == "--termination-grace") s = duration(&o.termination_grace);
     else if (flag == "--timeout") s = duration(&o.timeout);
     else if (flag == "--output") s = str(&output);
     else if (flag == "--bench") o.bench = true;
@@ -203,6 +207,9 @@ class Simulation {
       if (p.create_later) later_.push_back(std::move(p.pod));
       else list.push_back(cluster_.CreatePod(std::move(p.pod)));
     }
+    // After the pods: their status counts the pods it covers.
+    for (auto& pdb : loaded.pdbs) list.push_back(cluster_.AddPdb(std::move(pdb)));
+    cluster_.SetTerminationGrace(options_.termination_grace);
     executor_ = std::make_unique<ActionExecutor>(
         cluster_, ActionExecutor::Options{.concurrency = options_.api_concurrency, .api_latency = options_.api_latency},
         [this](ActionOutcome&& out) {
@@ -234,8 +241,10 @@ class Simulation {
       if (client_->ended()) {
         return Fail(absl::StrCat("the scheduler ended the Sync stream: ", client_->status().ToString()));
       }
+      if (auto gone = cluster_.FinalizeTerminating(now); !gone.empty()) client_->SendEvents(std::move(gone));
       auto progress = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); });
-      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle();
+      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle() &&
+                         cluster_.Terminating() == 0;
       if (!later_.empty() && !creating && quiet) {
         creating = true;
         create_start = measure_start_ = now;
