@@ -246,5 +246,38 @@ TEST_F(DefaultPreemptionTest, NominationsFollowThePodsEvents) {
   EXPECT_EQ(nominator_.NominatedNode("uid-pending"), "");
 }
 
+TEST(PreemptionOptionsTest, OnByDefaultDisabledByConfigArgsChecked) {
+  ProfileConfig profile;
+  auto on = PreemptionOptionsFor(profile, 0);
+  ASSERT_TRUE(on.ok());
+  ASSERT_TRUE(on->has_value());
+  EXPECT_EQ((*on)->min_candidate_nodes_percentage, 10);
+  EXPECT_EQ((*on)->min_candidate_nodes_absolute, 100);
+
+  ProfileConfig off;
+  off.per_point["postFilter"].disabled = {"DefaultPreemption"};
+  EXPECT_FALSE(PreemptionOptionsFor(off, 0)->has_value());
+  ProfileConfig all_off;
+  all_off.multi_point.disabled = {"*"};
+  EXPECT_FALSE(PreemptionOptionsFor(all_off, 0)->has_value());
+
+  ProfileConfig args;
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidateNodesPercentage", 40},
+                                                              {"minCandidateNodesAbsolute", 5}};
+  auto with_args = PreemptionOptionsFor(args, 1);
+  ASSERT_TRUE(with_args.ok());
+  EXPECT_EQ((*with_args)->min_candidate_nodes_percentage, 40);
+  EXPECT_EQ((*with_args)->min_candidate_nodes_absolute, 5);
+
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidateNodesPercentage", 0},
+                                                              {"minCandidateNodesAbsolute", 0}};
+  EXPECT_EQ(PreemptionOptionsFor(args, 1).status().message(),
+            "profiles[1].pluginConfig[DefaultPreemption].args.minCandidateNodesAbsolute: cannot be zero at the "
+            "same time as minCandidateNodesPercentage");
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidates", 1}};
+  EXPECT_EQ(PreemptionOptionsFor(args, 1).status().message(),
+            "profiles[1].pluginConfig[DefaultPreemption].args.minCandidates: unknown field");
+}
+
 }  // namespace
 }  // namespace podium::scheduler::preemption
