@@ -146,7 +146,8 @@ class Scheduler final : public ClusterEventHandler {
   // A failed scheduling attempt: requeue, tell the adapter (condition + event).
   void AttemptFailed(QueuedPodInfoPtr pod, Framework* fw, uint64_t cycle, absl::Time start,
                      ScheduleResult::Outcome outcome, const std::string& message,
-                     const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis);
+                     const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis,
+                     const std::string* nominated_node = nullptr);
   void PublishDecision(const v1::Pod& pod, v1::SchedulingDecision::Result result,
                        const std::string& node, const std::string& message, absl::Duration attempt,
                        const std::string& profile);

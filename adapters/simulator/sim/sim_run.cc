@@ -33,7 +33,8 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
-  --workload NAME         scheduler_perf shape: basic-500, basic-5000.
+  --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
+                          preempt-edge-10, preempt-500.
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
   --api-concurrency N     actions executed concurrently (default 16).
@@ -127,7 +128,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");
@@ -254,15 +255,24 @@ class Simulation {
         if (options_.create_rate > 0) {
           due = std::min(due, static_cast<size_t>(std::floor(absl::ToDoubleSeconds(now - create_start) * options_.create_rate)) + 1);
         }
+        // One after another: the next once every earlier one is bound.
+        if (shape_ && shape_->sequential) {
+          auto rec = created == 0 ? std::nullopt : cluster_.GetPod(last_created_.first, last_created_.second);
+          due = std::min(due, created == 0 || (rec && rec->bound) ? created + 1 : created);
+        }
         std::vector<v1::ObjectEvent> batch;
         for (; created < due; ++created) {
           v1::Pod& p = later_[created];
           measured_.insert(PodKey(p));
+          last_created_ = {p.meta().namespace_(), p.meta().name()};
           p.mutable_meta()->set_creation_timestamp_us(absl::ToUnixMicros(now));
           batch.push_back(cluster_.CreatePod(std::move(p)));
         }
-        if (!batch.empty()) client_->SendEvents(std::move(batch));
-        continue;
+        if (!batch.empty()) {
+          client_->SendEvents(std::move(batch));
+          continue;
+        }
+        // Sequential creation waits for a binding: the timeout still applies.
       }
       const bool all_created = later_.empty() || created == later_.size();
       if (!reported && all_created && quiet && now - cluster_.LastChange() >= options_.settle) {
@@ -379,6 +389,7 @@ class Simulation {
   std::unique_ptr<ActionExecutor> executor_;
   std::unique_ptr<ClusterSyncClient> client_;
   std::vector<v1::Pod> later_;
+  std::pair<std::string, std::string> last_created_;  // namespace, name.
   std::set<std::string> measured_;
   std::set<std::string> our_names_;
   absl::Time measure_start_;
