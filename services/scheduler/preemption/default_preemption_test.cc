@@ -194,6 +194,23 @@ TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNomination
   EXPECT_EQ(clear.nominated_node_name(), "");
 }
 
+TEST_F(DefaultPreemptionTest, AnAdapterThatGoesAwayClearsTheNominationAndNothingIsSentTwice) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::UNAVAILABLE);
+  EXPECT_TRUE(activated_.empty());
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  // The victim's deletion seen after the relist changes nothing more.
+  const size_t sent = sink_.actions.size();
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_TRUE(activated_.empty());
+  EXPECT_EQ(sink_.actions.size(), sent);
+  EXPECT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+}
+
 TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {
   ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
     ++dry_runs_;
