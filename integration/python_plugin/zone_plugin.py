@@ -260,6 +260,8 @@ class Connection:
                 answer.cycle.CopyFrom(self.cycle(msg.cycle))
             elif kind == "dry_run_filter":
                 answer.dry_run_filter.CopyFrom(self.dry_run_filter(msg.dry_run_filter))
+            elif kind == "preemption_dry_run":
+                answer.preemption_dry_run.CopyFrom(self.preemption_dry_run(msg.preemption_dry_run))
             elif kind == "queueing_hint":
                 answer.queueing_hint.CopyFrom(self.queueing_hint(msg.queueing_hint))
             else:
@@ -361,6 +363,28 @@ class Connection:
             if status is not None:
                 return plugin_pb2.DryRunFilterResponse(status=status)
         return plugin_pb2.DryRunFilterResponse(status=Status(code=Status.SUCCESS))
+
+    def preemption_dry_run(self, req):
+        # Batched preemption dry run: per candidate node, the victims this
+        # process needs gone. DenyLabel looks only at the node, so it needs no
+        # victim where it passes, and no victim helps where it rejects.
+        filters = self.served(req.filter_plugins, "filter")
+        resp = plugin_pb2.PreemptionDryRunResponse()
+        for c in req.candidates:
+            node = self.nodes.get(c.node_id)
+            if node is None:
+                raise ProtocolError(f"node id {c.node_id} is not in the mirror "
+                                    f"(generation {self.generation})")
+            out = resp.nodes.add(node_id=c.node_id)
+            out.status.code = Status.SUCCESS
+            for f in filters:
+                status = f.filter(req.pod, node)
+                if status is not None:
+                    out.status.CopyFrom(status)
+                    break
+            if req.no_reprieve and out.status.code == Status.SUCCESS:
+                out.victims.extend(c.potential_victims)
+        return resp
 
     def queueing_hint(self, req):
         resp = plugin_pb2.QueueingHintResponse()

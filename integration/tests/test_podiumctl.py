@@ -42,8 +42,9 @@ def table_rows(text):
 
 def message_histogram(message):
     """kube-scheduler's FailedScheduling message -> {reason: count}:
-    "0/3 nodes are available: 1 node(s) had ..., 2 Insufficient cpu." """
-    m = re.match(r"0/\d+ nodes are available: (.*)\.$", message)
+    "0/3 nodes are available: 1 node(s) had ..., 2 Insufficient cpu." (what
+    PostFilter, i.e. preemption, appends after it is left out) """
+    m = re.match(r"0/\d+ nodes are available: (.*?)\.(?: preemption: .*)?$", message)
     assert m, f"not a FailedScheduling message: {message!r}"
     hist = {}
     for part in m.group(1).split(", "):

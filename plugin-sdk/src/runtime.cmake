@@ -4,6 +4,7 @@ add_library(podium_sdk
   ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
   ${CMAKE_CURRENT_LIST_DIR}/cycle_runner.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
+  ${CMAKE_CURRENT_LIST_DIR}/preemption_dry_run.cc
   ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
 target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
   PRIVATE ${CMAKE_CURRENT_LIST_DIR})
@@ -38,3 +39,8 @@ podium_test(podium_sdk_session_test
   SRCS src/session_test.cc
   LIBS podium_sdk)
 target_include_directories(podium_sdk_session_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+# Preemption's batched dry run (SelectVictimsOnNode per candidate node).
+podium_test(podium_sdk_preemption_dry_run_test
+  SRCS src/preemption_dry_run_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_preemption_dry_run_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})

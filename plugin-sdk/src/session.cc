@@ -156,6 +156,10 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
     case v1::SchedulerToPlugin::kDryRunFilter:
       handled = RunDryRunFilter(*message.mutable_dry_run_filter(), *out.mutable_dry_run_filter());
       break;
+    case v1::SchedulerToPlugin::kPreemptionDryRun:
+      handled = RunPreemptionDryRun(*message.mutable_preemption_dry_run(),
+                                    *out.mutable_preemption_dry_run());
+      break;
     case v1::SchedulerToPlugin::kReserve:
       handled = RunReserve(*message.mutable_reserve(), *out.mutable_status());
       break;

@@ -98,6 +98,9 @@ class Session {
   void Open(const v1::Open& open, v1::Registration& out);
   absl::Status RunCycle(v1::CycleRequest& request, v1::CycleResponse& out);
   absl::Status RunDryRunFilter(v1::DryRunFilterRequest& request, v1::DryRunFilterResponse& out);
+  // Defined in preemption_dry_run.cc.
+  absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request,
+                                   v1::PreemptionDryRunResponse& out);
   absl::Status RunReserve(v1::ReserveRequest& request, v1::StatusResponse& out);
   absl::Status RunUnreserve(v1::UnreserveRequest& request, v1::StatusResponse& out);
   absl::Status RunPermit(v1::PermitRequest& request, v1::PermitResponse& out);

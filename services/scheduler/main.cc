@@ -24,6 +24,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "metrics/metrics.h"
+#include "preemption/default_preemption.h"
 #include "profiles.h"
 #include "prometheus/exposer.h"
 #include "queue/scheduling_queue.h"
@@ -138,6 +139,10 @@ int Run(std::vector<std::string> overrides) {
     endpoints.push_back(std::move(process));
   }
 
+  // Preemption: nominations counted in every cycle, DefaultPreemption per
+  // profile, and the controller in front of the scheduler's event handler.
+  preemption::Nominator nominator;
+  preemption::PreemptionController preemption_controller(nominator);
   std::vector<FrameworkPtr> profiles;
   std::vector<std::unique_ptr<ExtensionPointMetrics>> extension_point_metrics;
   std::vector<std::string> scheduler_names;
@@ -162,7 +167,17 @@ int Run(std::vector<std::string> overrides) {
                          .emplace_back(std::make_unique<ExtensionPointMetrics>(metrics, spec->scheduler_name))
                          .get();
     scheduler_names.push_back(spec->scheduler_name);
+    spec->nominated_pods = [&nominator](const v1::Pod& pod, const sdk::Snapshot& snap,
+                                        google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
+      nominator.AddToRequest(pod, snap, out);
+    };
+    auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
+    if (!preemption_options.ok()) return Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
+    if (*preemption_options) {
+      profiles.back()->AddPostFilterPlugin(std::make_unique<preemption::DefaultPreemption>(
+          **preemption_options, *profiles.back(), snapshot, cache, preemption_controller));
+    }
   }
 
   std::vector<Framework*> frameworks;
@@ -185,8 +200,11 @@ int Run(std::vector<std::string> overrides) {
   Scheduler scheduler(Scheduler::Options{}, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
   scheduler_ptr.store(&scheduler, std::memory_order_release);
-  ClusterService cluster(ClusterService::Options{scheduler_names}, scheduler, &metrics);
+  preemption_controller.SetScheduler(scheduler);
+  preemption_controller.SetActivator([&queue](const std::vector<std::string>& uids) { queue.Activate(uids); });
+  ClusterService cluster(ClusterService::Options{scheduler_names}, preemption_controller, &metrics);
   scheduler.SetActionSink(&cluster);
+  preemption_controller.SetActionSink(&cluster);
   std::vector<GrpcPluginProcess*> endpoint_ptrs;
   for (auto& e : endpoints) endpoint_ptrs.push_back(e.get());
   // An endpoint that connects after start (an Ignore endpoint that was down,

@@ -70,20 +70,20 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));
   if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+    std::function<void()> after_requeue;  // Preemption's evictions, once the pod is queued.
+    std::string nominated;
     if (fw->HasPostFilterPlugins()) {
       auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
+      after_requeue = std::move(post.after_requeue);
       result.diagnosis.post_filter_message = status.Message();
-      if (status.IsSuccess() && !post.nominated_node_name.empty()) {
-        // The pod waits for its nominated node; later cycles will count it there.
-        v1::Action nominate;
-        auto* patch = nominate.mutable_patch_pod_status();
-        *patch->mutable_pod() = PodRef(pod);
-        patch->set_nominated_node_name(post.nominated_node_name);
-        SendAction(std::move(nominate));
-      }
+      // The pod waits for its nominated node; later cycles count it there. The
+      // nomination rides in the PodScheduled=False patch (kube-scheduler's updatePod).
+      if (status.IsSuccess()) nominated = std::move(post.nominated_node_name);
     }
     AttemptFailed(qp, fw, scheduling_cycle, start, result.outcome, result.diagnosis.Message(),
-                  result.diagnosis.unschedulable_plugins, &result.diagnosis);
+                  result.diagnosis.unschedulable_plugins, &result.diagnosis,
+                  nominated.empty() ? nullptr : &nominated);
+    if (after_requeue) after_requeue();
     return;
   }
   if (result.outcome == ScheduleResult::Outcome::kError) {
@@ -148,7 +148,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
                               absl::Time start, ScheduleResult::Outcome outcome,
                               const std::string& message,
                               const absl::flat_hash_set<std::string>& plugins,
-                              const Diagnosis* diagnosis) {
+                              const Diagnosis* diagnosis, const std::string* nominated_node) {
   const v1::Pod& pod = *qp->pod_info->pod;
   const bool unschedulable = outcome == ScheduleResult::Outcome::kUnschedulable;
   qp->unschedulable_plugins.clear();
@@ -187,10 +187,11 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
       condition_current = true;
     }
   }
-  if (!condition_current) {
+  if (!condition_current || nominated_node != nullptr) {
     v1::Action patch;
     auto* p = patch.mutable_patch_pod_status();
     *p->mutable_pod() = PodRef(pod);
+    if (nominated_node != nullptr) p->set_nominated_node_name(*nominated_node);
     auto* c = p->add_conditions();
     c->set_type("PodScheduled");
     c->set_status("False");

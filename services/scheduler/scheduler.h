@@ -130,7 +130,8 @@ class Scheduler final : public ClusterEventHandler {
   // requeue, record the diagnosis, tell the adapter (condition + event).
   void AttemptFailed(QueuedPodInfoPtr pod, Framework* fw, uint64_t scheduling_cycle, absl::Time start,
                      ScheduleResult::Outcome outcome, const std::string& message,
-                     const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis);
+                     const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis,
+                     const std::string* nominated_node = nullptr);
   void PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result, const std::string& node,
                        const std::string& message, absl::Duration attempt, const std::string& profile);
   void SendAction(v1::Action action, ActionSink::ResultCallback on_result = nullptr);

@@ -348,14 +348,15 @@ TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
   StartWithPod("big");
   ASSERT_TRUE(scheduler_->ScheduleNext());
-  auto nominate = sink_.Find(v1::Action::kPatchPodStatus);
-  ASSERT_TRUE(nominate);
-  EXPECT_EQ(sink_.action(*nominate).patch_pod_status().nominated_node_name(), "node-1");
-  auto failed = sink_.Find(v1::Action::kPatchPodStatus, *nominate + 1);
+  // One patch carries the nomination and PodScheduled=False, as kube-scheduler's updatePod.
+  auto failed = sink_.Find(v1::Action::kPatchPodStatus);
   ASSERT_TRUE(failed);
   const v1::Action failed_action = sink_.action(*failed);
+  EXPECT_EQ(failed_action.patch_pod_status().nominated_node_name(), "node-1");
   EXPECT_EQ(failed_action.patch_pod_status().conditions(0).message(),
             "0/1 nodes are available: 1 Insufficient cpu. preemption: 1 victim on node-1");
+  ASSERT_TRUE(sink_.Find(v1::Action::kRecordEvent, *failed + 1));  // Sent after the patch.
+  EXPECT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
   EXPECT_EQ(NominatingPostFilter::seen_nodes, 1u);
 }
 

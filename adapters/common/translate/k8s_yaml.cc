@@ -476,33 +476,53 @@ v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
   return pc;
 }
 
-// intstr.IntOrString as policy/v1 uses it: an integer, or a string "N%".
+// --- PodDisruptionBudget (policy/v1) -----------------------------------------
+
 void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPercent* out) {
   if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer or a percentage, got ", TypeName(n)));
   const std::string& text = n.Scalar();
-  int32_t v;
-  if (absl::SimpleAtoi(text, &v)) {
-    if (v < 0) Fail(path, "must not be negative");
-    out->set_int_value(v);
-    return;
-  }
-  if (text.size() > 1 && text.back() == '%' && absl::SimpleAtoi(text.substr(0, text.size() - 1), &v) && v >= 0) {
+  if (!text.empty() && text.back() == '%') {
+    int64_t v;
+    if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &v) || v < 0 || v > 100) {
+      Fail(path, absl::StrCat("invalid percentage \"", text, "\" (0%-100%)"));
+    }
     out->set_percent(text);
     return;
   }
-  Fail(path, absl::StrCat("expected an integer or a percentage, got \"", text, "\""));
+  const int32_t v = Int32(n, path);
+  if (v < 0) Fail(path, "must not be negative");
+  out->set_int_value(v);
 }
 
 v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
   v1::PodDisruptionBudget pdb;
   Meta(Get(obj, "", "metadata"), "metadata", true, pdb.mutable_meta());
+  if (pdb.meta().namespace_().empty()) pdb.mutable_meta()->set_namespace_("default");
   YAML::Node spec = Get(obj, "", "spec");
-  if (Present(Get(spec, "spec", "selector"))) LabelSelector(Get(spec, "spec", "selector"), "spec.selector", pdb.mutable_selector());
-  YAML::Node min = Get(spec, "spec", "minAvailable");
-  YAML::Node max = Get(spec, "spec", "maxUnavailable");
-  if (Present(min) && Present(max)) Fail("spec", "minAvailable and maxUnavailable are mutually exclusive");
-  if (Present(min)) IntOrPercentField(min, "spec.minAvailable", pdb.mutable_min_available());
-  if (Present(max)) IntOrPercentField(max, "spec.maxUnavailable", pdb.mutable_max_unavailable());
+  YAML::Node selector = Get(spec, "spec", "selector");
+  if (Present(selector)) LabelSelector(selector, "spec.selector", pdb.mutable_selector());
+  // What the API server's validation refuses: a selector the scheduler could
+  // not read would otherwise silently match nothing.
+  for (int i = 0; i < pdb.selector().match_expressions_size(); ++i) {
+    const auto& e = pdb.selector().match_expressions(i);
+    const std::string p = absl::StrCat("spec.selector.matchExpressions[", i, "]");
+    if (e.key().empty()) Fail(Sub(p, "key"), "must not be empty");
+    const bool needs_values = e.operator_() == v1::LabelSelectorRequirement::IN ||
+                              e.operator_() == v1::LabelSelectorRequirement::NOT_IN;
+    if (needs_values && e.values().empty()) Fail(Sub(p, "values"), "must be non-empty for operator In and NotIn");
+    if (!needs_values && !e.values().empty()) {
+      Fail(Sub(p, "values"), "must be empty for operator Exists and DoesNotExist");
+    }
+  }
+  YAML::Node min_available = Get(spec, "spec", "minAvailable");
+  YAML::Node max_unavailable = Get(spec, "spec", "maxUnavailable");
+  if (Present(min_available) && Present(max_unavailable)) {
+    Fail("spec", "minAvailable and maxUnavailable cannot both be set");
+  }
+  if (Present(min_available)) IntOrPercentField(min_available, "spec.minAvailable", pdb.mutable_min_available());
+  if (Present(max_unavailable)) {
+    IntOrPercentField(max_unavailable, "spec.maxUnavailable", pdb.mutable_max_unavailable());
+  }
   YAML::Node status = Get(obj, "", "status");
   auto count = [&](const char* key, auto setter) {
     YAML::Node v = Get(status, "status", key);
@@ -589,6 +609,10 @@ struct Loader {
       if (!node.ok()) return wrap(node.status());
       cluster.nodes.push_back(*std::move(node));
       node_where.push_back(where);
+    } else if (kind == "PodDisruptionBudget") {
+      auto pdb = Convert([&] { return ConvertPdb(obj); });
+      if (!pdb.ok()) return wrap(pdb.status());
+      cluster.pdbs.push_back(*std::move(pdb));
     } else if (kind == "PriorityClass") {
       auto pc = Convert([&] { return ConvertPriorityClass(obj); });
       if (!pc.ok()) return wrap(pc.status());
@@ -732,6 +756,7 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   int64_t index = 0;
   for (auto& n : out.nodes) Stamp(&n, options.default_creation_time, &index);
   for (auto& pc : out.priority_classes) Stamp(&pc, options.default_creation_time, &index);
+  for (auto& pdb : out.pdbs) Stamp(&pdb, options.default_creation_time, &index);
   for (auto& p : loader.pods) Stamp(&p.loaded.pod, options.default_creation_time, &index);
 
   // What the scheduler would refuse is refused here, with the file and

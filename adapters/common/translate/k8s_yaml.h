@@ -53,6 +53,7 @@ struct LoadedCluster {
   std::vector<v1::Node> nodes;
   std::vector<LoadedPod> pods;
   std::vector<v1::PriorityClass> priority_classes;
+  std::vector<v1::PodDisruptionBudget> pdbs;  // policy/v1; status is podium-sim's to compute.
   std::vector<std::string> warnings;  // Skipped kinds.
 };
 

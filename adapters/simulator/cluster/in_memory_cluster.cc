@@ -1,5 +1,7 @@
 #include "cluster/in_memory_cluster.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 
 namespace podium::sim {
@@ -127,6 +129,7 @@ ActionOutcome InMemoryCluster::Bind(uint64_t id, const v1::BindPod& bind) {
   rec->scheduling_error = false;
   out = Result(id, v1::ActionResult::OK);
   out.events.push_back(Upsert(rec->pod));
+  RefreshPdbs(&out.events);
   return out;
 }
 
@@ -134,17 +137,151 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
   ActionOutcome out;
   PodRecord* rec = Lookup(id, del.pod(), &out);
   if (rec == nullptr) return out;
+  const std::string key = Key(del.pod().namespace_(), del.pod().name());
+  if (termination_grace_ > absl::ZeroDuration() && !rec->pod.node_name().empty()) {
+    // Graceful: terminating now, gone after the grace (FinalizeTerminating).
+    out = Result(id, v1::ActionResult::OK);
+    if (terminating_.contains(key)) return out;
+    Touch(rec->pod.mutable_meta());
+    rec->pod.mutable_meta()->set_deletion_timestamp_us(absl::ToUnixMicros(clock_()));
+    rec->delete_reason = del.reason();
+    terminating_[key] = clock_() + termination_grace_;
+    out.events.push_back(Upsert(rec->pod));
+    RefreshPdbs(&out.events);
+    return out;
+  }
   // No kubelet here: a graceful deletion completes at once.
   Touch(rec->pod.mutable_meta());
   rec->deleted = true;
   rec->delete_reason = del.reason();
-  live_pods_.erase(Key(del.pod().namespace_(), del.pod().name()));
+  live_pods_.erase(key);
+  terminating_.erase(key);
   out = Result(id, v1::ActionResult::OK);
   v1::ObjectEvent e;
   e.set_type(v1::ObjectEvent::DELETE);
   *e.mutable_pod() = rec->pod;
   out.events.push_back(std::move(e));
+  RefreshPdbs(&out.events);
   return out;
+}
+
+void InMemoryCluster::SetTerminationGrace(absl::Duration grace) {
+  absl::MutexLock lock(&mu_);
+  termination_grace_ = grace;
+}
+
+size_t InMemoryCluster::Terminating() const {
+  absl::MutexLock lock(&mu_);
+  return terminating_.size();
+}
+
+std::vector<v1::ObjectEvent> InMemoryCluster::FinalizeTerminating(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ObjectEvent> events;
+  for (auto it = terminating_.begin(); it != terminating_.end();) {
+    auto live = live_pods_.find(it->first);
+    if (it->second > now || live == live_pods_.end()) {
+      if (live == live_pods_.end()) it = terminating_.erase(it);
+      else ++it;
+      continue;
+    }
+    PodRecord& rec = pods_[live->second];
+    Touch(rec.pod.mutable_meta());
+    rec.deleted = true;
+    live_pods_.erase(live);
+    it = terminating_.erase(it);
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::DELETE);
+    *e.mutable_pod() = rec.pod;
+    events.push_back(std::move(e));
+  }
+  if (!events.empty()) RefreshPdbs(&events);
+  return events;
+}
+
+namespace {
+
+bool Matches(const v1::LabelSelector& selector, const google::protobuf::Map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : selector.match_labels()) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const auto& e : selector.match_expressions()) {
+    auto it = labels.find(e.key());
+    const bool has = it != labels.end();
+    const bool in = has && std::find(e.values().begin(), e.values().end(), it->second) != e.values().end();
+    switch (e.operator_()) {
+      case v1::LabelSelectorRequirement::IN: if (!in) return false; break;
+      case v1::LabelSelectorRequirement::NOT_IN: if (in) return false; break;
+      case v1::LabelSelectorRequirement::EXISTS: if (!has) return false; break;
+      case v1::LabelSelectorRequirement::DOES_NOT_EXIST: if (has) return false; break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// An IntOrPercent against a count, percentages rounded up (the disruption
+// controller's GetScaledValueFromIntOrPercent(..., true)).
+int32_t Scaled(const v1::IntOrPercent& v, int32_t total) {
+  if (v.has_percent()) {
+    const int64_t pct = std::stoll(v.percent().substr(0, v.percent().size() - 1));
+    return static_cast<int32_t>((int64_t{total} * pct + 99) / 100);
+  }
+  return v.int_value();
+}
+
+}  // namespace
+
+v1::PodDisruptionBudget InMemoryCluster::WithStatus(v1::PodDisruptionBudget pdb) const {
+  // podium-sim has no workload controllers: the expected pods are the
+  // matching pods; healthy ones are bound, not terminating and not finished.
+  int32_t expected = 0, healthy = 0;
+  for (const auto& [key, index] : live_pods_) {
+    const v1::Pod& pod = pods_[index].pod;
+    if (pod.meta().namespace_() != pdb.meta().namespace_() || !Matches(pdb.selector(), pod.meta().labels())) continue;
+    ++expected;
+    if (!pod.node_name().empty() && pod.meta().deletion_timestamp_us() == 0 && pod.phase() != v1::SUCCEEDED &&
+        pod.phase() != v1::FAILED) {
+      ++healthy;
+    }
+  }
+  int32_t desired = 1;  // Neither field: at least one pod available.
+  if (pdb.has_min_available()) desired = Scaled(pdb.min_available(), expected);
+  if (pdb.has_max_unavailable()) desired = std::max(0, expected - Scaled(pdb.max_unavailable(), expected));
+  pdb.set_expected_pods(expected);
+  pdb.set_current_healthy(healthy);
+  pdb.set_desired_healthy(desired);
+  pdb.set_disruptions_allowed(std::max(0, healthy - desired));
+  return pdb;
+}
+
+void InMemoryCluster::RefreshPdbs(std::vector<v1::ObjectEvent>* events) {
+  for (auto& [key, pdb] : pdbs_) {
+    v1::PodDisruptionBudget updated = WithStatus(pdb);
+    if (updated.disruptions_allowed() == pdb.disruptions_allowed() &&
+        updated.current_healthy() == pdb.current_healthy() && updated.expected_pods() == pdb.expected_pods() &&
+        updated.desired_healthy() == pdb.desired_healthy()) {
+      continue;
+    }
+    Touch(updated.mutable_meta());
+    pdb = std::move(updated);
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_pdb() = pdb;
+    events->push_back(std::move(e));
+  }
+}
+
+v1::ObjectEvent InMemoryCluster::AddPdb(v1::PodDisruptionBudget pdb) {
+  absl::MutexLock lock(&mu_);
+  Touch(pdb.mutable_meta());
+  pdb = WithStatus(std::move(pdb));
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  *e.mutable_pdb() = pdb;
+  pdbs_[Key(pdb.meta().namespace_(), pdb.meta().name())] = std::move(pdb);
+  return e;
 }
 
 ActionOutcome InMemoryCluster::Patch(uint64_t id, const v1::PatchPodStatus& patch) {

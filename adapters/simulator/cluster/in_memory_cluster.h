@@ -50,6 +50,19 @@ class InMemoryCluster {
 
   ActionOutcome Execute(const v1::Action& action);
 
+  // Victims that terminate: with a grace period, a DeletePod marks a bound pod
+  // terminating (deletionTimestamp; it keeps its resources) and the pod is gone
+  // only when FinalizeTerminating runs after the grace. Zero: deletes at once.
+  void SetTerminationGrace(absl::Duration grace);
+  // The DELETE events (and PDB status updates) of pods whose grace expired.
+  std::vector<v1::ObjectEvent> FinalizeTerminating(absl::Time now);
+  size_t Terminating() const;
+
+  // PodDisruptionBudgets, with status computed as the disruption controller
+  // does (disruptionsAllowed from the matching healthy pods) and kept current
+  // as pods come and go: a change rides with the pod event that caused it.
+  v1::ObjectEvent AddPdb(v1::PodDisruptionBudget pdb);
+
   // A pod's state, or nullopt if it never existed.
   std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
   std::vector<PodRecord> Pods() const;  // Creation order, deleted ones included.
@@ -83,6 +96,9 @@ class InMemoryCluster {
   PodRecord* Lookup(uint64_t id, const v1::ObjectRef& ref, ActionOutcome* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(v1::ObjectMeta* meta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefreshUnschedulable(PodRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recomputes every PDB's status; appends UPSERTs for those that changed.
+  void RefreshPdbs(std::vector<v1::ObjectEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::PodDisruptionBudget WithStatus(v1::PodDisruptionBudget pdb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Clock clock_;
   mutable absl::Mutex mu_;
@@ -94,6 +110,9 @@ class InMemoryCluster {
   absl::Time last_change_ ABSL_GUARDED_BY(mu_);
   ActionCounts counts_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::RecordEvent> events_ ABSL_GUARDED_BY(mu_);  // Bounded: kMaxEvents.
+  absl::Duration termination_grace_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  std::map<std::string, absl::Time> terminating_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> gone at.
+  std::map<std::string, v1::PodDisruptionBudget> pdbs_ ABSL_GUARDED_BY(mu_);  // "ns/name" ->
 };
 
 }  // namespace podium::sim

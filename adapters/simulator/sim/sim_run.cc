@@ -31,14 +31,18 @@ const char kSimUsage[] = R"(usage: podium-sim (--cluster PATH... | --workload ba
 An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
 
   --cluster PATH          Kubernetes YAML file or directory (repeatable): Nodes,
-                          Pods, PriorityClasses; multi-document or kind: List.
+                          Pods, PriorityClasses, PodDisruptionBudgets;
+                          multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
-  --workload NAME         scheduler_perf shape: basic-500, basic-5000.
+  --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
+                          preempt-edge-10, preempt-500.
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
   --api-concurrency N     actions executed concurrently (default 16).
   --settle DUR            quiet period before finishing (default 500ms).
+  --termination-grace DUR deleted (preempted) pods terminate for DUR, holding
+                          their resources, before they are gone (default 0).
   --timeout DUR           give up after DUR (default 120s); exit 3.
                           Exit 4: some pods' attempts failed with an error.
   --output text|json      report format (default text).
@@ -108,6 +112,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
       if (s.ok() && (!absl::SimpleAtoi(v, &o.api_concurrency) || o.api_concurrency < 1))
         s = absl::InvalidArgumentError(absl::StrCat("--api-concurrency: invalid value \"", v, "\""));
     } else if (flag == "--settle") s = duration(&o.settle);
+    else if (flag == "--termination-grace") s = duration(&o.termination_grace);
     else if (flag == "--timeout") s = duration(&o.timeout);
     else if (flag == "--output") s = str(&output);
     else if (flag == "--bench") o.bench = true;
@@ -133,7 +138,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");
@@ -234,6 +239,9 @@ class Simulation {
       if (p.create_later) later_.push_back(std::move(p.pod));
       else list.push_back(cluster_.CreatePod(std::move(p.pod)));
     }
+    // After the pods: their status counts the pods it covers.
+    for (auto& pdb : loaded.pdbs) list.push_back(cluster_.AddPdb(std::move(pdb)));
+    cluster_.SetTerminationGrace(options_.termination_grace);
     executor_ = std::make_unique<ActionExecutor>(
         cluster_, ActionExecutor::Options{.concurrency = options_.api_concurrency, .api_latency = options_.api_latency},
         [this](ActionOutcome&& out) {
@@ -265,8 +273,10 @@ class Simulation {
       if (client_->ended()) {
         return Fail(absl::StrCat("the scheduler ended the Sync stream: ", client_->status().ToString()));
       }
+      if (auto gone = cluster_.FinalizeTerminating(now); !gone.empty()) client_->SendEvents(std::move(gone));
       auto progress = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); });
-      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle();
+      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle() &&
+                         cluster_.Terminating() == 0;
       if (!later_.empty() && !creating && quiet) {
         creating = true;
         create_start = measure_start_ = now;
@@ -276,15 +286,24 @@ class Simulation {
         if (options_.create_rate > 0) {
           due = std::min(due, static_cast<size_t>(std::floor(absl::ToDoubleSeconds(now - create_start) * options_.create_rate)) + 1);
         }
+        // One after another: the next once every earlier one is bound.
+        if (shape_ && shape_->sequential) {
+          auto rec = created == 0 ? std::nullopt : cluster_.GetPod(last_created_.first, last_created_.second);
+          due = std::min(due, created == 0 || (rec && rec->bound) ? created + 1 : created);
+        }
         std::vector<v1::ObjectEvent> batch;
         for (; created < due; ++created) {
           v1::Pod& p = later_[created];
           measured_.insert(PodKey(p));
+          last_created_ = {p.meta().namespace_(), p.meta().name()};
           p.mutable_meta()->set_creation_timestamp_us(absl::ToUnixMicros(now));
           batch.push_back(cluster_.CreatePod(std::move(p)));
         }
-        if (!batch.empty()) client_->SendEvents(std::move(batch));
-        continue;
+        if (!batch.empty()) {
+          client_->SendEvents(std::move(batch));
+          continue;
+        }
+        // Sequential creation waits for a binding: the timeout still applies.
       }
       const bool all_created = later_.empty() || created == later_.size();
       if (!reported && all_created && quiet && now - cluster_.LastChange() >= options_.settle) {
@@ -408,6 +427,7 @@ class Simulation {
   std::unique_ptr<ActionExecutor> executor_;
   std::unique_ptr<ClusterSyncClient> client_;
   std::vector<v1::Pod> later_;
+  std::pair<std::string, std::string> last_created_;  // namespace, name.
   std::set<std::string> measured_;
   std::set<std::string> our_names_;
   absl::Time measure_start_;

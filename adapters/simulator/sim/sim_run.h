@@ -17,6 +17,7 @@ struct SimOptions {
   absl::Duration api_latency = absl::ZeroDuration();
   int api_concurrency = 16;
   absl::Duration settle = absl::Milliseconds(500);
+  absl::Duration termination_grace = absl::ZeroDuration();  // --termination-grace.
   absl::Duration timeout = absl::Seconds(120);
   bool json = false;   // --output json.
   bool bench = false;  // --bench: watch decisions, summary only.

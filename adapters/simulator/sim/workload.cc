@@ -24,6 +24,28 @@ v1::Pod BasicPod(const std::string& ns, const std::string& name, int64_t created
 std::optional<WorkloadShape> FindWorkload(const std::string& name) {
   if (name == "basic-500") return WorkloadShape{name, 500, 500, 1000};
   if (name == "basic-5000") return WorkloadShape{name, 5000, 1000, 10000};
+  if (name == "preempt-edge-10" || name == "preempt-500") {
+    // The preemption issue's shapes: full nodes of priority-100 pods, then
+    // priority-1000 pods that fit only by evicting some.
+    const bool edge = name == "preempt-edge-10";
+    WorkloadShape w;
+    w.name = name;
+    w.preempt = true;
+    w.nodes = edge ? 10 : 500;
+    w.node_milli_cpu = edge ? 2000 : 4000;
+    w.node_memory = edge ? 4LL << 30 : 32LL << 30;
+    w.init_per_node = edge ? 5 : 4;
+    w.init_pods = w.nodes * w.init_per_node;
+    w.init_milli_cpu = edge ? 400 : 1000;
+    w.init_memory = edge ? 800LL << 20 : 500LL << 20;
+    w.init_priority = 100;
+    w.measured_pods = edge ? 20 : 1000;
+    w.measured_milli_cpu = edge ? 1000 : 2000;
+    w.measured_memory = edge ? 2LL << 30 : 500LL << 20;
+    w.measured_priority = 1000;
+    w.sequential = edge;
+    return w;
+  }
   return std::nullopt;
 }
 
@@ -38,12 +60,32 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
     n.mutable_meta()->set_creation_timestamp_us(t++);
     (*n.mutable_meta()->mutable_labels())["kubernetes.io/hostname"] = name;
     v1::ResourceList r;
-    r.set_milli_cpu(4000);
-    r.set_memory_bytes(32LL << 30);
+    r.set_milli_cpu(shape.node_milli_cpu);
+    r.set_memory_bytes(shape.node_memory);
     r.set_pods(110);
     *n.mutable_capacity() = r;
     *n.mutable_allocatable() = r;
     c.nodes.push_back(std::move(n));
+  }
+  if (shape.preempt) {
+    // Init pods bound at load, init_per_node on each node.
+    for (int i = 0; i < shape.init_pods; ++i) {
+      v1::Pod p = BasicPod("sched-setup", absl::StrCat("pod-init-", i), t++);
+      p.set_node_name(c.nodes[i / shape.init_per_node].meta().name());
+      p.set_phase(v1::RUNNING);
+      p.set_priority(shape.init_priority);
+      p.mutable_containers(0)->mutable_requests()->set_milli_cpu(shape.init_milli_cpu);
+      p.mutable_containers(0)->mutable_requests()->set_memory_bytes(shape.init_memory);
+      c.pods.push_back({std::move(p), false});
+    }
+    for (int i = 0; i < shape.measured_pods; ++i) {
+      v1::Pod p = BasicPod("sched-test", absl::StrCat("preemptor-", i), t++);
+      p.set_priority(shape.measured_priority);
+      p.mutable_containers(0)->mutable_requests()->set_milli_cpu(shape.measured_milli_cpu);
+      p.mutable_containers(0)->mutable_requests()->set_memory_bytes(shape.measured_memory);
+      c.pods.push_back({std::move(p), true});
+    }
+    return c;
   }
   for (int i = 0; i < shape.init_pods; ++i) {
     c.pods.push_back({BasicPod("sched-setup", absl::StrCat("pod-init-", i), t++), false});

@@ -15,9 +15,22 @@ struct WorkloadShape {
   int nodes = 0;
   int init_pods = 0;
   int measured_pods = 0;
+  // Preemption shapes (preempt-edge-10, preempt-500): nodes of node_milli_cpu /
+  // node_memory, each filled at load by init_per_node bound pods of
+  // init_priority; measured pods of measured_priority that must preempt.
+  // sequential: each measured pod is created once the previous one is bound.
+  bool preempt = false;
+  int64_t node_milli_cpu = 4000, node_memory = 32LL << 30;
+  int init_per_node = 0;
+  int64_t init_milli_cpu = 100, init_memory = 500LL << 20;
+  int32_t init_priority = 0;
+  int64_t measured_milli_cpu = 100, measured_memory = 500LL << 20;
+  int32_t measured_priority = 0;
+  bool sequential = false;
 };
 
-// "basic-500" or "basic-5000"; nullopt for an unknown name.
+// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500"; nullopt for an
+// unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);
 

@@ -101,6 +101,8 @@ Framework::Framework(ProfileSpec spec, uint64_t seed)
 void Framework::Reconfigure(ProfileSpec spec) {
   spec.scheduler_name = name_;
   spec.recorder = recorder_;
+  // What main wires into a profile, not the registrations: kept.
+  if (!spec.nominated_pods) spec.nominated_pods = CurrentSetup()->spec.nominated_pods;
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);
@@ -362,6 +364,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
+  result.diagnosis.cycle_id = cycle_id;
   if (num_nodes == 0) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
     result.diagnosis.pre_filter_message = "no nodes available to schedule pods";
@@ -405,6 +408,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     request.set_num_feasible_to_find(last ? to_find : 0);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
+    if (setup.spec.nominated_pods) setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
     const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Duration round_trip = absl::Now() - sent;

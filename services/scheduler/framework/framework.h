@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -37,6 +38,10 @@ struct ProfileSpec {
   absl::flat_hash_map<std::string, PluginProcess*> processes;
   // Where the duration of every extension point is recorded (null: nowhere).
   ExtensionPointRecorder* recorder = nullptr;
+  // Adds the nominated pods a cycle for `pod` must count (CycleRequest.nominated_pods).
+  std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                     google::protobuf::RepeatedPtrField<v1::MirroredPod>* out)>
+      nominated_pods;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -50,6 +55,7 @@ uint32_t NumFeasibleNodesToFind(int percentage_of_nodes_to_score, uint32_t num_a
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
+  uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
   std::vector<std::pair<std::string, sdk::Status>> node_statuses;  // node name -> status
   std::string pre_filter_message;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
@@ -74,6 +80,9 @@ struct ScheduleResult {
 // will fit once victims are gone. The preemption issue adds DefaultPreemption.
 struct PostFilterResult {
   std::string nominated_node_name;
+  // Run by the scheduler once the pod is back in its queue (preemption sends
+  // its victims' deletions then, so their events find the pod queued).
+  std::function<void()> after_requeue;
 };
 
 class PostFilterPlugin {

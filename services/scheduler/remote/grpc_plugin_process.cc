@@ -23,6 +23,7 @@ AnswerKind ExpectedAnswer(RequestKind kind) {
     case v1::SchedulerToPlugin::kOpen: return v1::PluginToScheduler::kRegistration;
     case v1::SchedulerToPlugin::kCycle: return v1::PluginToScheduler::kCycle;
     case v1::SchedulerToPlugin::kDryRunFilter: return v1::PluginToScheduler::kDryRunFilter;
+    case v1::SchedulerToPlugin::kPreemptionDryRun: return v1::PluginToScheduler::kPreemptionDryRun;
     case v1::SchedulerToPlugin::kPermit: return v1::PluginToScheduler::kPermit;
     case v1::SchedulerToPlugin::kQueueingHint: return v1::PluginToScheduler::kQueueingHint;
     case v1::SchedulerToPlugin::kReserve:

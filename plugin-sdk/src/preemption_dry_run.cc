@@ -1,0 +1,234 @@
+#include "preemption_dry_run.h"
+
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "session.h"
+
+namespace podium::sdk::internal {
+namespace {
+
+struct Outcome {
+  Status status;
+  const std::string* plugin = nullptr;
+};
+
+class NodeDryRun {
+ public:
+  NodeDryRun(const PodInfo& pod, const std::vector<NamedFilter>& filters,
+             const std::vector<NamedExtensions>& extensions,
+             const std::vector<PodInfoPtr>& nominated)
+      : pod_(pod), filters_(filters), extensions_(extensions), nominated_(nominated) {}
+
+  Outcome Remove(CycleState& state, NodeInfo& node, const PodInfo& victim) {
+    node.RemovePod(victim.uid());
+    for (const NamedExtensions& ext : extensions_) {
+      Status s = ext.extensions->RemovePod(state, pod_, victim, node);
+      if (!s.IsSuccess()) return {Status(Code::kError, s.reasons()), ext.name};
+    }
+    return {};
+  }
+  Outcome Add(CycleState& state, NodeInfo& node, const PodInfoPtr& pod) {
+    node.AddPod(pod);
+    for (const NamedExtensions& ext : extensions_) {
+      Status s = ext.extensions->AddPod(state, pod_, *pod, node);
+      if (!s.IsSuccess()) return {Status(Code::kError, s.reasons()), ext.name};
+    }
+    return {};
+  }
+  Outcome Filter(CycleState& state, const NodeInfo& node) {
+    for (const NamedFilter& f : filters_) {
+      Status s = f.plugin->Filter(state, pod_, node);
+      if (!s.IsSuccess()) {
+        if (!s.IsRejected()) s = Status(Code::kError, s.reasons());
+        return {std::move(s), f.name};
+      }
+    }
+    return {};
+  }
+  // RunFilterPluginsWithNominatedPods: with the nominated pods of this node
+  // (priority >= the pod's) added, then without them.
+  Outcome Fits(CycleState& state, const NodeInfo& node) {
+    if (!nominated_.empty()) {
+      NodeInfo with = node;
+      std::unique_ptr<CycleState> with_state = state.Clone();
+      bool added = false;
+      for (const PodInfoPtr& other : nominated_) {
+        if (other->uid() == pod_.uid() || other->pod->priority() < pod_.pod->priority() ||
+            node.FindPod(other->uid()) != nullptr) {
+          continue;
+        }
+        added = true;
+        Outcome o = Add(*with_state, with, other);
+        if (o.plugin != nullptr) return o;
+      }
+      if (added) {
+        Outcome o = Filter(*with_state, with);
+        if (o.plugin != nullptr) return o;
+      }
+    }
+    return Filter(state, node);
+  }
+
+ private:
+  const PodInfo& pod_;
+  const std::vector<NamedFilter>& filters_;
+  const std::vector<NamedExtensions>& extensions_;
+  const std::vector<PodInfoPtr>& nominated_;
+};
+
+void WriteOutcome(const Outcome& o, v1::Status* out) {
+  if (o.plugin == nullptr) {
+    out->set_code(v1::Status::SUCCESS);
+    return;
+  }
+  out->set_code(static_cast<v1::Status::Code>(static_cast<int>(o.status.code())));
+  for (const auto& r : o.status.reasons()) out->add_reasons(r);
+  out->set_plugin(*o.plugin);
+}
+
+}  // namespace
+
+absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Snapshot& mirror,
+                                 const CycleState& base, const PodInfo& pod,
+                                 const std::vector<NamedFilter>& filters,
+                                 const std::vector<NamedExtensions>& extensions,
+                                 v1::PreemptionDryRunResponse& out) {
+  absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated;
+  for (int i = 0; i < request.nominated_pods_size(); ++i) {
+    v1::MirroredPod& m = *request.mutable_nominated_pods(i);
+    nominated[m.node_id()].push_back(PodInfo::Create(std::move(*m.mutable_pod())));
+  }
+  static const std::vector<PodInfoPtr> kNone;
+  const uint32_t want = request.num_candidates();
+  uint32_t non_violating = 0, violating = 0;
+  for (int c = 0; c < request.candidates_size(); ++c) {
+    if (want > 0 && non_violating > 0 && non_violating + violating >= want) break;
+    const auto& candidate = request.candidates(c);
+    const NodeInfo* mirrored = mirror.GetById(candidate.node_id());
+    if (mirrored == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.candidates[", c,
+                                                     "].node_id: unknown node id ", candidate.node_id()));
+    }
+    auto nom = nominated.find(candidate.node_id());
+    NodeDryRun run(pod, filters, extensions, nom == nominated.end() ? kNone : nom->second);
+    NodeInfo node = *mirrored;
+    std::unique_ptr<CycleState> state = base.Clone();
+    v1::NodeVictims& result = *out.add_nodes();
+    result.set_node_id(candidate.node_id());
+
+    // Remove every potential victim.
+    std::vector<PodInfoPtr> potential;
+    potential.reserve(candidate.potential_victims_size());
+    Outcome failed;
+    for (int v = 0; v < candidate.potential_victims_size(); ++v) {
+      const std::string& uid = candidate.potential_victims(v);
+      PodInfoPtr victim;
+      for (const PodInfoPtr& p : node.pods()) {
+        if (p->uid() == uid) victim = p;
+      }
+      if (victim == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.candidates[", c,
+                                                       "].potential_victims[", v, "]: pod ", uid,
+                                                       " is not on node ", node.name()));
+      }
+      potential.push_back(victim);
+      if (failed.plugin == nullptr) failed = run.Remove(*state, node, *victim);
+    }
+    if (failed.plugin == nullptr) failed = run.Fits(*state, node);
+    if (failed.plugin != nullptr) {
+      WriteOutcome(failed, result.mutable_status());
+      continue;
+    }
+    // Reprieve in the order given: a pod goes back when the pod still fits.
+    const size_t num_violating = candidate.num_pdb_violating();
+    uint32_t violations = 0;
+    for (size_t v = 0; v < potential.size(); ++v) {
+      bool reprieved = false;
+      if (!request.no_reprieve()) {
+        Outcome added = run.Add(*state, node, potential[v]);
+        reprieved = added.plugin == nullptr && run.Fits(*state, node).plugin == nullptr;
+        if (!reprieved) {
+          Outcome removed = run.Remove(*state, node, *potential[v]);
+          if (removed.plugin != nullptr) {
+            failed = removed;
+            break;
+          }
+        }
+      }
+      if (!reprieved) {
+        result.add_victims(potential[v]->uid());
+        if (v < num_violating) ++violations;
+      }
+    }
+    if (failed.plugin != nullptr) {
+      result.clear_victims();
+      WriteOutcome(failed, result.mutable_status());
+      continue;
+    }
+    result.set_num_pdb_violations(violations);
+    result.mutable_status()->set_code(v1::Status::SUCCESS);
+    if (result.victims_size() > 0) ++(violations == 0 ? non_violating : violating);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace podium::sdk::internal
+
+// ------------------------------------------------------------------ Session
+
+namespace podium::sdk::internal {
+
+absl::Status Session::RunPreemptionDryRun(v1::PreemptionDryRunRequest& request,
+                                          v1::PreemptionDryRunResponse& out) {
+  auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
+                             "preemption_dry_run.pre_filter_plugins");
+  if (!pre_filters.ok()) return pre_filters.status();
+  auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
+                         "preemption_dry_run.filter_plugins");
+  if (!filters.ok()) return filters.status();
+  PodInfoPtr pod = PodInfo::Create(std::move(*request.mutable_pod()));
+
+  // The cycle's state after PreFilter; without it (the cycle ran elsewhere, or
+  // its state was dropped) run PreFilter here, as the cycle would have.
+  CycleState* base = runner_.FindState(request.cycle_id());
+  std::unique_ptr<CycleState> fresh;
+  if (base == nullptr) {
+    fresh = std::make_unique<CycleState>();
+    for (PluginInstance* plugin : **pre_filters) {
+      auto [result, status] = plugin->pre_filter->PreFilter(*fresh, *pod, mirror_);
+      if (status.IsSkip()) {
+        fresh->skip_filter_plugins().insert(plugin->name);
+      } else if (!status.IsSuccess()) {
+        // No node can help: every candidate fails with this status.
+        for (const auto& candidate : request.candidates()) {
+          v1::NodeVictims& node = *out.add_nodes();
+          node.set_node_id(candidate.node_id());
+          v1::Status& s = *node.mutable_status();
+          s.set_code(status.IsRejected() ? static_cast<v1::Status::Code>(static_cast<int>(status.code()))
+                                         : v1::Status::ERROR);
+          for (const auto& r : status.reasons()) s.add_reasons(r);
+          s.set_plugin(plugin->name);
+        }
+        return absl::OkStatus();
+      }
+    }
+    base = fresh.get();
+  }
+  std::vector<NamedFilter> active_filters;
+  const auto& skipped = base->skip_filter_plugins();
+  for (PluginInstance* plugin : **filters) {
+    if (!skipped.contains(plugin->name)) active_filters.push_back({&plugin->name, plugin->filter});
+  }
+  std::vector<NamedExtensions> extensions;
+  for (PluginInstance* plugin : **pre_filters) {
+    if (skipped.contains(plugin->name)) continue;
+    if (PreFilterExtensions* ext = plugin->pre_filter->Extensions()) {
+      extensions.push_back({&plugin->name, ext});
+    }
+  }
+  return internal::RunPreemptionDryRun(request, mirror_, *base, *pod, active_filters, extensions, out);
+}
+
+}  // namespace podium::sdk::internal

@@ -1,0 +1,34 @@
+// Preemption's batched dry run inside a plugin process: kube-scheduler's
+// SelectVictimsOnNode for every candidate node of one PreemptionDryRunRequest,
+// run against the mirror with the PreFilter AddPod/RemovePod extensions and
+// the process's Filter plugins. The author writes nothing for it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "podium/sdk/framework.h"
+#include "podium/v1/plugin.pb.h"
+
+namespace podium::sdk::internal {
+
+struct NamedFilter {
+  const std::string* name;
+  FilterPlugin* plugin;
+};
+struct NamedExtensions {
+  const std::string* name;
+  PreFilterExtensions* extensions;
+};
+
+// `base` is the pod's cycle state after PreFilter (it is cloned per node, never
+// changed); `filters` and `extensions` are those PreFilter did not skip. An
+// error (a victim that is not on its node, an unknown node) names the field.
+absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Snapshot& mirror,
+                                 const CycleState& base, const PodInfo& pod,
+                                 const std::vector<NamedFilter>& filters,
+                                 const std::vector<NamedExtensions>& extensions,
+                                 v1::PreemptionDryRunResponse& out);
+
+}  // namespace podium::sdk::internal

@@ -1,0 +1,297 @@
+#include "preemption/default_preemption.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "preemption/dry_run.h"
+
+namespace podium::scheduler::preemption {
+namespace {
+
+v1::ObjectRef Ref(const v1::Pod& pod) {
+  v1::ObjectRef ref;
+  ref.set_kind("Pod");
+  ref.set_uid(pod.meta().uid());
+  ref.set_namespace_(pod.meta().namespace_());
+  ref.set_name(pod.meta().name());
+  return ref;
+}
+
+std::string Key(const v1::Pod& pod) { return absl::StrCat(pod.meta().namespace_(), "/", pod.meta().name()); }
+
+sdk::Status Unschedulable(std::string message) {
+  return sdk::Status(sdk::Code::kUnschedulable, absl::StrCat("preemption: ", message));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ controller
+
+void PreemptionController::Send(v1::Action action, ActionSink::ResultCallback on_result) {
+  if (sink_ == nullptr) return;
+  if (!on_result) on_result = [](const v1::ActionResult&) {};
+  sink_->Send(std::move(action), std::move(on_result));
+}
+
+void PreemptionController::ClearNomination(const v1::Pod& pod) {
+  nominator_.Clear(pod.meta().uid());
+  v1::Action clear;
+  *clear.mutable_patch_pod_status()->mutable_pod() = Ref(pod);
+  clear.mutable_patch_pod_status()->set_nominated_node_name("");
+  Send(std::move(clear), nullptr);
+}
+
+bool PreemptionController::InFlight(std::string_view uid) const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_.contains(absl::string_view(uid.data(), uid.size()));
+}
+
+size_t PreemptionController::NumInFlight() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_.size();
+}
+
+void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& node,
+                                   const std::vector<sdk::PodInfoPtr>& victims,
+                                   const std::vector<sdk::PodInfoPtr>& lower_nominated) {
+  const std::string uid = preemptor.meta().uid();
+  {
+    absl::MutexLock lock(&mu_);
+    Preemption& p = in_flight_[uid];
+    p.node = node;
+    for (const auto& v : victims) {
+      p.victims.insert(v->uid());
+      victim_of_[v->uid()] = uid;
+    }
+    preemptors_[uid] = preemptor;
+  }
+  // Lower-priority pods nominated here may no longer fit: their nomination goes.
+  for (const auto& other : lower_nominated) ClearNomination(*other->pod);
+
+  const std::string scheduler_name =
+      preemptor.scheduler_name().empty() ? std::string(kDefaultSchedulerName) : preemptor.scheduler_name();
+  for (const auto& victim : victims) {
+    const v1::Pod& pod = *victim->pod;
+    const std::string victim_uid = pod.meta().uid();
+    // DisruptionTarget first, then the delete with the uid precondition.
+    v1::Action patch;
+    auto* p = patch.mutable_patch_pod_status();
+    *p->mutable_pod() = Ref(pod);
+    auto* c = p->add_conditions();
+    c->set_type(kDisruptionTarget);
+    c->set_status("True");
+    c->set_reason(kPreemptionByScheduler);
+    c->set_message(absl::StrCat(scheduler_name, ": preempting to accommodate a higher priority pod"));
+    v1::Action del;
+    *del.mutable_delete_pod()->mutable_pod() = Ref(pod);
+    del.mutable_delete_pod()->set_reason(
+        absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
+    Send(std::move(patch), [this, uid, victim_uid, del = std::move(del)](const v1::ActionResult& r) mutable {
+      if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
+      if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, r);
+      Send(std::move(del), [this, uid, victim_uid](const v1::ActionResult& r) {
+        if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
+        if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, r);
+        // Done when its deletion is seen (a grace period may hold it a while).
+      });
+    });
+    v1::Action event;
+    auto* e = event.mutable_record_event();
+    *e->mutable_regarding() = Ref(pod);
+    e->set_type("Normal");
+    e->set_reason("Preempted");
+    e->set_action("Preempting");
+    e->set_note(absl::StrCat("Preempted by pod ", uid, " on node ", node));
+    Send(std::move(event), nullptr);
+  }
+}
+
+void PreemptionController::VictimGone(const std::string& victim_uid) {
+  std::string activate;
+  {
+    absl::MutexLock lock(&mu_);
+    auto v = victim_of_.find(victim_uid);
+    if (v == victim_of_.end()) return;
+    const std::string preemptor = v->second;
+    victim_of_.erase(v);
+    auto it = in_flight_.find(preemptor);
+    if (it == in_flight_.end()) return;
+    it->second.victims.erase(victim_uid);
+    if (!it->second.victims.empty()) return;
+    in_flight_.erase(it);
+    preemptors_.erase(preemptor);
+    activate = preemptor;
+  }
+  // Every victim is gone: the preemptor is tried again now, not after backoff.
+  if (activate_) activate_({activate});
+}
+
+void PreemptionController::ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result) {
+  v1::Pod preemptor;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(preemptor_uid);
+    if (it == in_flight_.end()) return;  // Already failed (or done).
+    for (const auto& v : it->second.victims) victim_of_.erase(v);
+    in_flight_.erase(it);
+    auto p = preemptors_.find(preemptor_uid);
+    if (p == preemptors_.end()) return;
+    preemptor = std::move(p->second);
+    preemptors_.erase(p);
+  }
+  std::fprintf(stderr, "podium-scheduler: preemption for pod %s failed: %s: %s\n", Key(preemptor).c_str(),
+               v1::ActionResult::Code_Name(result.code()).c_str(), result.message().c_str());
+  ClearNomination(preemptor);
+}
+
+void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
+  if (event.object_case() != v1::ObjectEvent::kPod) {
+    scheduler_->OnObjectEvent(event);
+    return;
+  }
+  const v1::Pod& pod = event.pod();
+  const bool deleted = event.type() == v1::ObjectEvent::DELETE;
+  nominator_.OnPodEvent(pod, deleted);
+  // The scheduler first: the cache must not hold a victim when its preemptor
+  // is activated below.
+  scheduler_->OnObjectEvent(event);
+  const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
+  if (deleted || finished) VictimGone(pod.meta().uid());
+  if (deleted || !pod.node_name().empty()) {
+    // The preemptor itself is placed or gone: nothing to wait for.
+    absl::MutexLock lock(&mu_);
+    auto it = in_flight_.find(pod.meta().uid());
+    if (it != in_flight_.end()) {
+      for (const auto& v : it->second.victims) victim_of_.erase(v);
+      in_flight_.erase(it);
+      preemptors_.erase(pod.meta().uid());
+    }
+  }
+}
+
+// ------------------------------------------------------------ plugin
+
+DefaultPreemption::DefaultPreemption(Options options, const Framework& framework,
+                                     const Snapshot& snapshot, const Cache& cache,
+                                     PreemptionController& controller)
+    : options_(options),
+      framework_(framework),
+      snapshot_(snapshot),
+      cache_(cache),
+      controller_(controller),
+      rng_(options.seed) {}
+
+std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1::Pod& pod,
+                                                                       const Diagnosis& diagnosis) {
+  const std::string& uid = pod.meta().uid();
+  Nominator& nominator = controller_.nominator();
+  // 1) Eligibility.
+  if (controller_.InFlight(uid)) return {{}, Unschedulable(kNotEligibleTerminating)};
+  std::string nominated = nominator.NominatedNode(uid);
+  if (nominated.empty()) nominated = pod.nominated_node_name();
+  const sdk::Status* nominated_status = nullptr;
+  for (const auto& [name, status] : diagnosis.node_statuses) {
+    if (name == nominated) nominated_status = &status;
+  }
+  if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
+    return {{}, Unschedulable(why)};
+  }
+
+  // 2) Candidates.
+  Diagnosis failure;
+  failure.num_all_nodes = static_cast<uint32_t>(snapshot_.NumNodes());
+  std::vector<const sdk::NodeInfo*> potential =
+      NodesWherePreemptionMightHelp(snapshot_, diagnosis, &failure.node_statuses);
+  const auto no_candidates = [&]() -> std::pair<PostFilterResult, sdk::Status> {
+    // Preemption cannot help: a nomination the pod had is cleared.
+    if (!nominated.empty()) controller_.ClearNomination(pod);
+    return {{}, Unschedulable(failure.Message())};
+  };
+  if (potential.empty()) return no_candidates();
+
+  const uint32_t n = static_cast<uint32_t>(potential.size());
+  const uint32_t offset = std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+  const uint32_t num_candidates =
+      NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
+  const auto pdbs = cache_.ListPdbs();
+  std::vector<DryRunNode> nodes;
+  nodes.reserve(n);
+  for (uint32_t k = 0; k < n; ++k) {
+    const sdk::NodeInfo* node = potential[(offset + k) % n];
+    std::vector<sdk::PodInfoPtr> lower;
+    for (const sdk::PodInfoPtr& p : node->pods()) {
+      // Assumed pods are on their way to being bound: not victims (kube-scheduler
+      // rejects them at Permit instead; Podium leaves them be).
+      if (PodPriority(*p->pod) < PodPriority(pod) && !cache_.IsAssumed(p->uid())) lower.push_back(p);
+    }
+    if (lower.empty()) {
+      failure.node_statuses.emplace_back(node->name(),
+                                         sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
+      continue;
+    }
+    nodes.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+  }
+  google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated_pods;
+  nominator.AddToRequest(pod, snapshot_, &nominated_pods);
+  absl::StatusOr<DryRunOutcome> dry = RunDryRuns(framework_.spec(), pod, diagnosis.cycle_id,
+                                                 snapshot_.delta_seq(), nodes, nominated_pods, num_candidates);
+  if (!dry.ok()) {
+    return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", dry.status().message()))};
+  }
+  for (auto& r : dry->rejected) failure.node_statuses.push_back(std::move(r));
+  if (dry->candidates.empty()) return no_candidates();
+
+  // 3) The best candidate.
+  Candidate& best = dry->candidates[PickOneNodeForPreemption(dry->candidates)];
+  std::stable_sort(best.victims.begin(), best.victims.end(),
+                   [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });
+  std::vector<sdk::PodInfoPtr> lower_nominated = nominator.LowerPriorityNominated(pod, best.node_name);
+  nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
+
+  // 4) Carried out once the preemptor is back in the queue.
+  PostFilterResult result;
+  result.nominated_node_name = best.node_name;
+  result.after_requeue = [&controller = controller_, pod, node = best.node_name,
+                          victims = std::move(best.victims), lower = std::move(lower_nominated)] {
+    controller.Execute(pod, node, victims, lower);
+  };
+  return {std::move(result), sdk::Status::Success()};
+}
+
+absl::StatusOr<std::optional<DefaultPreemption::Options>> PreemptionOptionsFor(const ProfileConfig& profile,
+                                                                              size_t index) {
+  auto disables = [](const std::vector<std::string>& disabled) {
+    return std::find(disabled.begin(), disabled.end(), kDefaultPreemption) != disabled.end() ||
+           std::find(disabled.begin(), disabled.end(), "*") != disabled.end();
+  };
+  if (disables(profile.multi_point.disabled)) return std::nullopt;
+  if (auto it = profile.per_point.find("postFilter"); it != profile.per_point.end() && disables(it->second.disabled)) {
+    return std::nullopt;
+  }
+  DefaultPreemption::Options options;
+  auto args = profile.plugin_args.find(kDefaultPreemption);
+  if (args == profile.plugin_args.end()) return options;
+  const std::string prefix = absl::StrCat("profiles[", index, "].pluginConfig[DefaultPreemption].args.");
+  for (const auto& [key, value] : args->second) {
+    const std::string name(key);
+    if (name == "apiVersion" || name == "kind") continue;
+    int* field = name == "minCandidateNodesPercentage" ? &options.min_candidate_nodes_percentage
+                 : name == "minCandidateNodesAbsolute" ? &options.min_candidate_nodes_absolute
+                                                       : nullptr;
+    if (field == nullptr) return absl::InvalidArgumentError(absl::StrCat(prefix, name, ": unknown field"));
+    if (!value.is_int64() || value.as_int64() < 0 || value.as_int64() > 1000000) {
+      return absl::InvalidArgumentError(absl::StrCat(prefix, name, ": must be a non-negative integer"));
+    }
+    *field = static_cast<int>(value.as_int64());
+  }
+  if (options.min_candidate_nodes_percentage > 100) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "minCandidateNodesPercentage: must be in [0, 100]"));
+  }
+  if (options.min_candidate_nodes_percentage == 0 && options.min_candidate_nodes_absolute == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "minCandidateNodesAbsolute: cannot be zero at the same time as minCandidateNodesPercentage"));
+  }
+  return options;
+}
+
+}  // namespace podium::scheduler::preemption

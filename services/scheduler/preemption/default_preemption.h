@@ -1,0 +1,136 @@
+// DefaultPreemption, kube-scheduler's PostFilter plugin, built into the
+// scheduler, and the PreemptionController that carries its decisions out
+// asynchronously (KEP-4832).
+//
+// The preemptor's cycle ends as soon as its victims are chosen: PostFilter
+// returns the nominated node, and once the scheduler has put the preemptor
+// back in its queue (PostFilterResult::after_requeue) the controller sends,
+// per victim, a DisruptionTarget condition patch and then a DeletePod with the
+// victim's uid as precondition, plus a Preempted event. While these are in
+// flight the preemptor is held: a cycle it gets meanwhile (another event moved
+// it) ends in PostFilter with kube-scheduler's "not eligible" message and sends
+// nothing. When every victim's deletion has been seen (or its delete answered
+// NotFound: already gone), the preemptor goes straight to activeQ; the event
+// did it, never a timer. Any other failure clears the nomination and leaves the
+// preemptor where the failed attempt put it (backoffQ or the pool).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "cache/cache.h"
+#include "cache/snapshot.h"
+#include "config/config.h"
+#include "framework/framework.h"
+#include "preemption/nominator.h"
+#include "preemption/preemption.h"
+#include "server/cluster_service.h"
+
+namespace podium::scheduler::preemption {
+
+inline constexpr char kDefaultPreemption[] = "DefaultPreemption";
+
+// One per scheduler, shared by the profiles' DefaultPreemption plugins. Sits
+// in front of the scheduler as the adapter's event handler, so nominations and
+// victims are tracked from the same events the cache sees.
+class PreemptionController final : public ClusterEventHandler {
+ public:
+  // Moves pods straight to activeQ (SchedulingQueue::Activate).
+  using Activator = std::function<void(const std::vector<std::string>& uids)>;
+
+  explicit PreemptionController(Nominator& nominator) : nominator_(nominator) {}
+  PreemptionController(ClusterEventHandler& scheduler, Nominator& nominator)
+      : scheduler_(&scheduler), nominator_(nominator) {}
+  // The handler events are forwarded to (the scheduler); set before events flow.
+  void SetScheduler(ClusterEventHandler& scheduler) { scheduler_ = &scheduler; }
+
+  void SetActionSink(ActionSink* sink) { sink_ = sink; }
+  void SetActivator(Activator activator) { activate_ = std::move(activator); }
+  Nominator& nominator() { return nominator_; }
+
+  // ClusterEventHandler: forwards to the scheduler, then acts on what it saw.
+  void OnListBegin() override { scheduler_->OnListBegin(); }
+  void OnObjectEvent(const v1::ObjectEvent& event) override;
+  void OnListEnd() override { scheduler_->OnListEnd(); }
+  void OnAdapterDisconnected() override { scheduler_->OnAdapterDisconnected(); }
+
+  // Whether the pod's last preemption is still being carried out.
+  bool InFlight(std::string_view preemptor_uid) const;
+  size_t NumInFlight() const;
+
+  // Records the decision and sends its actions (scheduling thread, after the
+  // preemptor was requeued). `lower_nominated` are pods nominated to the node
+  // whose nomination is cleared.
+  void Execute(const v1::Pod& preemptor, const std::string& node,
+               const std::vector<sdk::PodInfoPtr>& victims,
+               const std::vector<sdk::PodInfoPtr>& lower_nominated);
+
+  // A victim is gone (its deletion was seen, or its delete found nothing).
+  void VictimGone(const std::string& victim_uid);
+  // Drops the pod's nomination and patches status.nominatedNodeName away.
+  void ClearNomination(const v1::Pod& pod);
+
+ private:
+  struct Preemption {
+    std::string node;
+    absl::flat_hash_set<std::string> victims;  // Not yet seen gone.
+    bool failed = false;
+  };
+  void Send(v1::Action action, ActionSink::ResultCallback on_result);
+  void ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result);
+
+  ClusterEventHandler* scheduler_ = nullptr;
+  Nominator& nominator_;
+  ActionSink* sink_ = nullptr;
+  Activator activate_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Preemption> in_flight_ ABSL_GUARDED_BY(mu_);  // preemptor uid ->
+  absl::flat_hash_map<std::string, std::string> victim_of_ ABSL_GUARDED_BY(mu_);  // victim uid -> preemptor uid
+  absl::flat_hash_map<std::string, v1::Pod> preemptors_ ABSL_GUARDED_BY(mu_);
+};
+
+class DefaultPreemption final : public PostFilterPlugin {
+ public:
+  struct Options {
+    int min_candidate_nodes_percentage = kMinCandidateNodesPercentage;
+    int min_candidate_nodes_absolute = kMinCandidateNodesAbsolute;
+    uint64_t seed = std::random_device{}();
+  };
+
+  // `framework` is the profile this plugin belongs to (its filter plugins and
+  // processes); `snapshot` is the scheduling cycle's, read only on the
+  // scheduling thread.
+  DefaultPreemption(Options options, const Framework& framework, const Snapshot& snapshot,
+                    const Cache& cache, PreemptionController& controller);
+
+  std::string_view Name() const override { return kDefaultPreemption; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod,
+                                                      const Diagnosis& diagnosis) override;
+
+ private:
+  const Options options_;
+  const Framework& framework_;
+  const Snapshot& snapshot_;
+  const Cache& cache_;
+  PreemptionController& controller_;
+  std::mt19937_64 rng_;
+};
+
+// The profile's DefaultPreemption options, or nullopt when the profile
+// disables it (postFilter or multiPoint disabled: DefaultPreemption or "*").
+// pluginConfig args: minCandidateNodesPercentage (0-100, default 10) and
+// minCandidateNodesAbsolute (>= 0, default 100), not both 0. An error names
+// the profile and field.
+absl::StatusOr<std::optional<DefaultPreemption::Options>> PreemptionOptionsFor(const ProfileConfig& profile,
+                                                                              size_t profile_index);
+
+}  // namespace podium::scheduler::preemption

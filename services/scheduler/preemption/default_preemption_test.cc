@@ -1,0 +1,300 @@
+// DefaultPreemption as the scheduler runs it: PostFilter on a real snapshot,
+// dry runs scripted at the PluginProcess seam, and the asynchronous actions
+// seen through a fake adapter (ActionSink) whose results the test gives.
+#include "preemption/default_preemption.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "preemption/testing.h"
+
+namespace podium::scheduler::preemption {
+namespace {
+
+using ::testing::_;
+using ::testing::ElementsAre;
+using ::testing::Invoke;
+using ::testing::NiceMock;
+using testing::DryRunAnswer;
+using testing::MakeNode;
+using testing::MakePod;
+
+class FakeSink : public ActionSink {
+ public:
+  void Send(v1::Action action, ResultCallback on_result) override {
+    action.set_id(actions.size() + 1);
+    actions.push_back(action);
+    callbacks.push_back(std::move(on_result));
+  }
+  void Reply(size_t i, v1::ActionResult::Code code) {
+    v1::ActionResult r;
+    r.set_action_id(actions[i].id());
+    r.set_code(code);
+    callbacks[i](r);
+  }
+  std::vector<size_t> Of(v1::Action::KindCase kind) const {
+    std::vector<size_t> out;
+    for (size_t i = 0; i < actions.size(); ++i) {
+      if (actions[i].kind_case() == kind) out.push_back(i);
+    }
+    return out;
+  }
+  std::vector<v1::Action> actions;
+  std::vector<ResultCallback> callbacks;
+};
+
+class RecordingHandler : public ClusterEventHandler {
+ public:
+  void OnListBegin() override {}
+  void OnObjectEvent(const v1::ObjectEvent& event) override { events.push_back(event); }
+  void OnListEnd() override {}
+  void OnAdapterDisconnected() override {}
+  std::vector<v1::ObjectEvent> events;
+};
+
+class DefaultPreemptionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // node-1: a low-priority pod; node-2: a mid-priority one; node-3: only a
+    // pod of higher priority than the preemptor.
+    cache_.AddOrUpdateNode(MakeNode("node-1", 4000));
+    cache_.AddOrUpdateNode(MakeNode("node-2", 4000));
+    cache_.AddOrUpdateNode(MakeNode("node-3", 4000));
+    Bind(MakePod("low", 10, 3000, "node-1"));
+    Bind(MakePod("mid", 50, 3000, "node-2"));
+    Bind(MakePod("top", 1000, 3000, "node-3"));
+    ProfileSpec spec;
+    spec.plugins[v1::FILTER].push_back(PluginRef{"NodeResourcesFit", 1});
+    spec.processes["NodeResourcesFit"] = &host_;
+    framework_ = std::make_unique<Framework>(std::move(spec));
+    controller_.SetActionSink(&sink_);
+    controller_.SetActivator([this](const std::vector<std::string>& uids) {
+      activated_.insert(activated_.end(), uids.begin(), uids.end());
+    });
+    plugin_ = std::make_unique<DefaultPreemption>(DefaultPreemption::Options{.seed = 1}, *framework_, snapshot_,
+                                                  cache_, controller_);
+    // Every candidate fits with all its potential victims gone.
+    ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
+      ++dry_runs_;
+      std::map<uint32_t, testing::ScriptedNode> nodes;
+      for (const auto& c : m.preemption_dry_run().candidates()) {
+        nodes[c.node_id()].victims.assign(c.potential_victims().begin(), c.potential_victims().end());
+      }
+      return Answered(DryRunAnswer(nodes));
+    }));
+  }
+  void Bind(const v1::Pod& pod) { ASSERT_TRUE(cache_.AddOrUpdatePod(pod).ok()); }
+  Diagnosis Failed() {
+    cache_.UpdateSnapshot(snapshot_);
+    Diagnosis d;
+    d.num_all_nodes = 3;
+    for (const char* n : {"node-1", "node-2", "node-3"}) {
+      d.node_statuses.emplace_back(n, sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"));
+    }
+    return d;
+  }
+  void Delivered(const v1::Pod& pod) {
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::DELETE);
+    *e.mutable_pod() = pod;
+    controller_.OnObjectEvent(e);
+  }
+
+  Cache cache_;
+  Snapshot snapshot_;
+  NiceMock<MockPluginProcess> host_{"host"};
+  std::unique_ptr<Framework> framework_;
+  RecordingHandler scheduler_;
+  Nominator nominator_;
+  PreemptionController controller_{scheduler_, nominator_};
+  FakeSink sink_;
+  std::vector<std::string> activated_;
+  std::unique_ptr<DefaultPreemption> plugin_;
+  int dry_runs_ = 0;
+  v1::Pod preemptor_ = MakePod("preemptor", 100, 2000);
+};
+
+TEST_F(DefaultPreemptionTest, PreemptionPolicyNeverIsNotEligibleAndSaysSo) {
+  preemptor_.set_preemption_policy(v1::NEVER);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
+  EXPECT_EQ(status.Message(), "preemption: not eligible due to preemptionPolicy=Never.");
+  EXPECT_EQ(result.nominated_node_name, "");
+  EXPECT_EQ(dry_runs_, 0);
+  EXPECT_TRUE(sink_.actions.empty());
+}
+
+TEST_F(DefaultPreemptionTest, ChoosesTheNodeWithTheLeastImportantVictimAndEvictsAsynchronously) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(result.nominated_node_name, "node-1");
+  EXPECT_EQ(dry_runs_, 1);
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");
+  // Nothing is sent before the scheduler has requeued the preemptor.
+  EXPECT_TRUE(sink_.actions.empty());
+  ASSERT_TRUE(result.after_requeue);
+  result.after_requeue();
+  ASSERT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+  const v1::Action& patch = sink_.actions[sink_.Of(v1::Action::kPatchPodStatus)[0]];
+  EXPECT_EQ(patch.patch_pod_status().pod().uid(), "uid-low");
+  ASSERT_EQ(patch.patch_pod_status().conditions_size(), 1);
+  EXPECT_EQ(patch.patch_pod_status().conditions(0).type(), "DisruptionTarget");
+  EXPECT_EQ(patch.patch_pod_status().conditions(0).reason(), "PreemptionByScheduler");
+  EXPECT_EQ(patch.patch_pod_status().conditions(0).message(),
+            "default-scheduler: preempting to accommodate a higher priority pod");
+  ASSERT_EQ(sink_.Of(v1::Action::kRecordEvent).size(), 1u);
+  EXPECT_EQ(sink_.actions[sink_.Of(v1::Action::kRecordEvent)[0]].record_event().reason(), "Preempted");
+  EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());  // After the condition is in place.
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  ASSERT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+  const v1::Action& del = sink_.actions[sink_.Of(v1::Action::kDeletePod)[0]];
+  EXPECT_EQ(del.delete_pod().pod().uid(), "uid-low");  // The uid precondition.
+  EXPECT_EQ(del.delete_pod().pod().name(), "low");
+
+  // Held while the victim is on its way out.
+  EXPECT_TRUE(controller_.InFlight("uid-preemptor"));
+  auto [again, held] = plugin_->PostFilter(preemptor_, Failed());
+  EXPECT_EQ(held.Message(), "preemption: not eligible due to a terminating pod on the nominated node.");
+  EXPECT_EQ(dry_runs_, 1);
+
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
+  EXPECT_TRUE(activated_.empty());  // The deletion event is what counts.
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_EQ(scheduler_.events.size(), 1u);  // Forwarded to the scheduler.
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  // Exactly one delete and one condition patch per victim; nothing twice.
+  EXPECT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+  EXPECT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+}
+
+TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");  // The nomination stands.
+}
+
+TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNominationIsCleared) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
+  EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());
+  EXPECT_TRUE(activated_.empty());
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  const auto patches = sink_.Of(v1::Action::kPatchPodStatus);
+  ASSERT_EQ(patches.size(), 2u);
+  const v1::PatchPodStatus& clear = sink_.actions[patches[1]].patch_pod_status();
+  EXPECT_EQ(clear.pod().uid(), "uid-preemptor");
+  EXPECT_TRUE(clear.has_nominated_node_name());
+  EXPECT_EQ(clear.nominated_node_name(), "");
+}
+
+TEST_F(DefaultPreemptionTest, AnAdapterThatGoesAwayClearsTheNominationAndNothingIsSentTwice) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::UNAVAILABLE);
+  EXPECT_TRUE(activated_.empty());
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  // The victim's deletion seen after the relist changes nothing more.
+  const size_t sent = sink_.actions.size();
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_TRUE(activated_.empty());
+  EXPECT_EQ(sink_.actions.size(), sent);
+  EXPECT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+}
+
+TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {
+  ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
+    ++dry_runs_;
+    std::map<uint32_t, testing::ScriptedNode> nodes;
+    for (const auto& c : m.preemption_dry_run().candidates()) nodes[c.node_id()].rejection = "Insufficient cpu";
+    return Answered(DryRunAnswer(nodes));
+  }));
+  Diagnosis d = Failed();
+  d.node_statuses[1].second = sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint");
+  auto [result, status] = plugin_->PostFilter(preemptor_, d);
+  EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
+  // node-1 fails the dry run, node-2 cannot be helped, node-3 has nothing lower.
+  EXPECT_EQ(status.Message(),
+            "preemption: 0/3 nodes are available: 1 Insufficient cpu, 1 No preemption victims found for incoming "
+            "pod, 1 Preemption is not helpful for scheduling.");
+  EXPECT_EQ(result.nominated_node_name, "");
+  EXPECT_TRUE(sink_.actions.empty());
+}
+
+TEST_F(DefaultPreemptionTest, AHigherPriorityPodTakesTheRoomOfALowerNominatedOne) {
+  v1::Pod first = MakePod("first", 60, 2000);
+  nominator_.Nominate(sdk::PodInfo::Create(first), "node-1");
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  ASSERT_EQ(result.nominated_node_name, "node-1");
+  result.after_requeue();
+  EXPECT_EQ(nominator_.NominatedNode("uid-first"), "");
+  bool cleared = false;
+  for (size_t i : sink_.Of(v1::Action::kPatchPodStatus)) {
+    const auto& p = sink_.actions[i].patch_pod_status();
+    cleared |= p.pod().uid() == "uid-first" && p.has_nominated_node_name() && p.nominated_node_name().empty();
+  }
+  EXPECT_TRUE(cleared);
+}
+
+TEST_F(DefaultPreemptionTest, NominationsFollowThePodsEvents) {
+  v1::Pod pending = MakePod("pending", 60, 1000);
+  pending.set_nominated_node_name("node-2");
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  *e.mutable_pod() = pending;
+  controller_.OnObjectEvent(e);
+  EXPECT_EQ(nominator_.NominatedNode("uid-pending"), "node-2");
+  // Counted for pods of equal or lower priority only.
+  EXPECT_EQ(nominator_.NominatedPodsFor(MakePod("lower", 10, 1), "node-2").size(), 1u);
+  EXPECT_EQ(nominator_.NominatedPodsFor(MakePod("higher", 100, 1), "node-2").size(), 0u);
+  pending.set_node_name("node-3");  // Bound elsewhere.
+  *e.mutable_pod() = pending;
+  controller_.OnObjectEvent(e);
+  EXPECT_EQ(nominator_.NominatedNode("uid-pending"), "");
+}
+
+TEST(PreemptionOptionsTest, OnByDefaultDisabledByConfigArgsChecked) {
+  ProfileConfig profile;
+  auto on = PreemptionOptionsFor(profile, 0);
+  ASSERT_TRUE(on.ok());
+  ASSERT_TRUE(on->has_value());
+  EXPECT_EQ((*on)->min_candidate_nodes_percentage, 10);
+  EXPECT_EQ((*on)->min_candidate_nodes_absolute, 100);
+
+  ProfileConfig off;
+  off.per_point["postFilter"].disabled = {"DefaultPreemption"};
+  EXPECT_FALSE(PreemptionOptionsFor(off, 0)->has_value());
+  ProfileConfig all_off;
+  all_off.multi_point.disabled = {"*"};
+  EXPECT_FALSE(PreemptionOptionsFor(all_off, 0)->has_value());
+
+  ProfileConfig args;
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidateNodesPercentage", 40},
+                                                              {"minCandidateNodesAbsolute", 5}};
+  auto with_args = PreemptionOptionsFor(args, 1);
+  ASSERT_TRUE(with_args.ok());
+  EXPECT_EQ((*with_args)->min_candidate_nodes_percentage, 40);
+  EXPECT_EQ((*with_args)->min_candidate_nodes_absolute, 5);
+
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidateNodesPercentage", 0},
+                                                              {"minCandidateNodesAbsolute", 0}};
+  EXPECT_EQ(PreemptionOptionsFor(args, 1).status().message(),
+            "profiles[1].pluginConfig[DefaultPreemption].args.minCandidateNodesAbsolute: cannot be zero at the "
+            "same time as minCandidateNodesPercentage");
+  args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidates", 1}};
+  EXPECT_EQ(PreemptionOptionsFor(args, 1).status().message(),
+            "profiles[1].pluginConfig[DefaultPreemption].args.minCandidates: unknown field");
+}
+
+}  // namespace
+}  // namespace podium::scheduler::preemption

@@ -1,0 +1,250 @@
+#include "preemption/dry_run.h"
+
+#include <cstdio>
+#include <future>
+#include <optional>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+
+namespace podium::scheduler::preemption {
+namespace {
+
+struct FilterProcess {
+  PluginProcess* process = nullptr;
+  std::vector<std::string> pre_filter, filter;
+};
+
+// The processes serving PreFilter or Filter plugins, in the order their first
+// plugin appears in the profile.
+std::vector<FilterProcess> FilterProcesses(const ProfileSpec& spec) {
+  std::vector<FilterProcess> out;
+  absl::flat_hash_map<PluginProcess*, size_t> index;
+  for (v1::ExtensionPoint point : {v1::PRE_FILTER, v1::FILTER}) {
+    auto it = spec.plugins.find(point);
+    if (it == spec.plugins.end()) continue;
+    for (const PluginRef& ref : it->second) {
+      auto p = spec.processes.find(ref.name);
+      if (p == spec.processes.end()) continue;
+      auto [pos, inserted] = index.try_emplace(p->second, out.size());
+      if (inserted) out.push_back(FilterProcess{p->second, {}, {}});
+      (point == v1::PRE_FILTER ? out[pos->second].pre_filter : out[pos->second].filter).push_back(ref.name);
+    }
+  }
+  return out;
+}
+
+struct NodeAnswer {
+  sdk::Status status;
+  absl::flat_hash_set<std::string> victims;
+};
+
+// Checks the answer against its request: nodes in the request, each once;
+// victims among the node's potential victims; a status code a filter may give.
+absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
+    const v1::PreemptionDryRunRequest& request, const v1::PreemptionDryRunResponse& answer) {
+  absl::flat_hash_map<uint32_t, const v1::PreemptionDryRunRequest::Candidate*> asked;
+  for (const auto& c : request.candidates()) asked[c.node_id()] = &c;
+  absl::flat_hash_map<uint32_t, NodeAnswer> out;
+  for (int i = 0; i < answer.nodes_size(); ++i) {
+    const v1::NodeVictims& n = answer.nodes(i);
+    auto it = asked.find(n.node_id());
+    if (it == asked.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "]: node id ",
+                                                     n.node_id(), " was not in the request"));
+    }
+    if (out.contains(n.node_id())) {
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "]: node id ",
+                                                     n.node_id(), " answered twice"));
+    }
+    const v1::Status::Code code = n.status().code();
+    if (code == v1::Status::WAIT || code == v1::Status::SKIP) {
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i,
+                                                     "].status: not a filter outcome"));
+    }
+    absl::flat_hash_set<std::string> potential(it->second->potential_victims().begin(),
+                                               it->second->potential_victims().end());
+    NodeAnswer a;
+    a.status = sdk::Status::FromProto(n.status());
+    for (int v = 0; v < n.victims_size(); ++v) {
+      if (!potential.contains(n.victims(v))) {
+        return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "].victims[", v,
+                                                       "]: pod ", n.victims(v),
+                                                       " is not a potential victim on that node"));
+      }
+      a.victims.insert(n.victims(v));
+    }
+    out.emplace(n.node_id(), std::move(a));
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<DryRunOutcome> RunDryRuns(
+    const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
+    const std::vector<DryRunNode>& nodes,
+    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates) {
+  DryRunOutcome outcome;
+  const std::vector<FilterProcess> processes = FilterProcesses(spec);
+  if (nodes.empty()) return outcome;
+
+  // One round: every process gets every node (of `only`, when set).
+  auto round = [&](bool confirm, const std::vector<std::vector<std::string>>* union_victims,
+                   const std::vector<bool>* only)
+      -> absl::StatusOr<std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>>> {
+    struct Call {
+      v1::PreemptionDryRunRequest shape;
+      std::future<PluginAnswer> answer;
+    };
+    std::vector<Call> calls;
+    for (const FilterProcess& fp : processes) {
+      v1::SchedulerToPlugin message;
+      v1::PreemptionDryRunRequest& r = *message.mutable_preemption_dry_run();
+      r.set_cycle_id(cycle_id);
+      for (const auto& n : fp.pre_filter) r.add_pre_filter_plugins(n);
+      for (const auto& n : fp.filter) r.add_filter_plugins(n);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        if (only != nullptr && !(*only)[i]) continue;
+        auto* c = r.add_candidates();
+        c->set_node_id(nodes[i].node->id());
+        if (union_victims != nullptr) {
+          for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
+        } else {
+          for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
+          c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
+        }
+      }
+      r.set_no_reprieve(confirm);
+      // Only a lone process may stop early: with several, a node one process
+      // accepts may fail in another.
+      r.set_num_candidates(processes.size() == 1 ? num_candidates : 0);
+      Call call;
+      call.shape = r;
+      *r.mutable_pod() = pod;
+      *r.mutable_nominated_pods() = nominated;
+      call.answer = fp.process->Call(std::move(message), state_seq);
+      calls.push_back(std::move(call));
+    }
+    std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>> answers;
+    for (size_t p = 0; p < calls.size(); ++p) {
+      PluginProcess& process = *processes[p].process;
+      PluginAnswer answer = calls[p].answer.get();
+      absl::Status error = answer.status();
+      absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
+      if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
+        error = absl::InternalError(answer->error());
+      } else if (error.ok() && answer->kind_case() != v1::PluginToScheduler::kPreemptionDryRun) {
+        error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
+        process.CountInvalidAnswer();
+      } else if (error.ok()) {
+        valid = Validate(calls[p].shape, answer->preemption_dry_run());
+        if (!valid.ok()) {
+          error = valid.status();
+          process.CountInvalidAnswer();
+          std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid preemption dry run answer: %s\n",
+                       process.name().c_str(), std::string(error.message()).c_str());
+        }
+      }
+      if (!error.ok()) {
+        if (process.failure_policy() == FailurePolicy::kIgnore) {
+          process.CountIgnoredFailure();
+          answers.emplace_back(std::nullopt);  // As if its filters let every node through.
+          continue;
+        }
+        return absl::Status(error.code(), absl::StrCat("plugin endpoint ", process.name(),
+                                                       ": preemption dry run: ", error.message()));
+      }
+      answers.emplace_back(std::move(*valid));
+    }
+    return answers;
+  };
+
+  auto first = round(false, nullptr, nullptr);
+  if (!first.ok()) return first.status();
+
+  // Per node: fits in every process that answered; victims = the union, in
+  // the potential order.
+  std::vector<bool> fits(nodes.size(), false);
+  std::vector<std::vector<std::string>> victims(nodes.size());
+  size_t answering = 0;
+  for (const auto& a : *first) answering += a.has_value();
+  if (answering == 0) return outcome;  // No filter process answered: nothing to go on.
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const uint32_t id = nodes[i].node->id();
+    bool evaluated = true;
+    std::optional<sdk::Status> rejection;
+    absl::flat_hash_set<std::string> chosen;
+    for (const auto& answer : *first) {
+      if (!answer) continue;
+      auto it = answer->find(id);
+      if (it == answer->end()) {
+        evaluated = false;  // The process stopped before this node.
+        break;
+      }
+      if (!it->second.status.IsSuccess()) {
+        rejection = it->second.status;
+        break;
+      }
+      chosen.insert(it->second.victims.begin(), it->second.victims.end());
+    }
+    if (rejection) {
+      outcome.rejected.emplace_back(nodes[i].node->name(), *rejection);
+      continue;
+    }
+    if (!evaluated) continue;
+    for (const auto& v : nodes[i].potential.pods) {
+      if (chosen.contains(v->uid())) victims[i].push_back(v->uid());
+    }
+    fits[i] = true;
+  }
+
+  // Several processes: confirm each union with every process.
+  if (answering > 1) {
+    auto confirm = round(true, &victims, &fits);
+    if (!confirm.ok()) return confirm.status();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (!fits[i]) continue;
+      for (const auto& answer : *confirm) {
+        if (!answer) continue;
+        auto it = answer->find(nodes[i].node->id());
+        if (it == answer->end() || !it->second.status.IsSuccess()) {
+          fits[i] = false;
+          outcome.rejected.emplace_back(nodes[i].node->name(),
+                                        it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
+                                                            : it->second.status);
+          break;
+        }
+      }
+    }
+  }
+
+  // kube-scheduler's stop rule over the nodes in order.
+  size_t non_violating = 0, violating = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (num_candidates > 0 && non_violating > 0 && non_violating + violating >= num_candidates) break;
+    if (!fits[i]) continue;
+    if (victims[i].empty()) {
+      outcome.rejected.emplace_back(
+          nodes[i].node->name(),
+          sdk::Status(sdk::Code::kError, absl::StrCat("expected at least one victim pod on node \"",
+                                                      nodes[i].node->name(), "\"")));
+      continue;
+    }
+    Candidate c;
+    c.node_name = nodes[i].node->name();
+    absl::flat_hash_set<std::string> set(victims[i].begin(), victims[i].end());
+    for (size_t k = 0; k < nodes[i].potential.pods.size(); ++k) {
+      const sdk::PodInfoPtr& v = nodes[i].potential.pods[k];
+      if (!set.contains(v->uid())) continue;
+      c.victims.push_back(v);
+      if (k < nodes[i].potential.num_pdb_violating) ++c.num_pdb_violations;
+    }
+    (c.num_pdb_violations == 0 ? non_violating : violating)++;
+    outcome.candidates.push_back(std::move(c));
+  }
+  return outcome;
+}
+
+}  // namespace podium::scheduler::preemption

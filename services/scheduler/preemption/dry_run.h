@@ -1,0 +1,39 @@
+// Preemption's dry runs through the framework's plugin processes: one
+// PreemptionDryRunRequest per process that serves PreFilter or Filter plugins
+// of the profile, carrying every candidate node with its ordered potential
+// victims. With one such process (the usual sidecar) its answer is final; with
+// several, each picks victims for its own filters, the scheduler takes the
+// union per node and confirms it with every process in one more request each.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "framework/framework.h"
+#include "preemption/preemption.h"
+
+namespace podium::scheduler::preemption {
+
+struct DryRunNode {
+  const sdk::NodeInfo* node = nullptr;
+  PotentialVictims potential;
+};
+
+struct DryRunOutcome {
+  std::vector<Candidate> candidates;  // In the order of the nodes given.
+  // Why the other evaluated nodes are not candidates.
+  std::vector<std::pair<std::string, sdk::Status>> rejected;
+};
+
+// `num_candidates` is kube-scheduler's stop rule (0: evaluate every node).
+// An error means a process with failurePolicy Fail did not answer well; a
+// process with Ignore that fails is left out (counted).
+absl::StatusOr<DryRunOutcome> RunDryRuns(
+    const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
+    const std::vector<DryRunNode>& nodes,
+    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates);
+
+}  // namespace podium::scheduler::preemption

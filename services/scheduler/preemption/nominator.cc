@@ -1,0 +1,88 @@
+#include "preemption/nominator.h"
+
+namespace podium::scheduler::preemption {
+namespace {
+absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+}  // namespace
+
+void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
+  absl::MutexLock lock(&mu_);
+  std::string uid = pod->uid();
+  by_uid_[uid] = Nomination{std::move(pod), std::move(node)};
+}
+
+std::string Nominator::Clear(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(AV(uid));
+  if (it == by_uid_.end()) return "";
+  std::string node = std::move(it->second.node);
+  by_uid_.erase(it);
+  return node;
+}
+
+std::string Nominator::NominatedNode(std::string_view uid) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(AV(uid));
+  return it == by_uid_.end() ? "" : it->second.node;
+}
+
+void Nominator::OnPodEvent(const v1::Pod& pod, bool deleted) {
+  const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
+  if (deleted || finished || !pod.node_name().empty() || pod.meta().deletion_timestamp_us() != 0) {
+    Clear(pod.meta().uid());
+    return;
+  }
+  if (pod.nominated_node_name().empty()) {
+    // Keep the pod up to date (priority, requests) under its nomination.
+    absl::MutexLock lock(&mu_);
+    auto it = by_uid_.find(pod.meta().uid());
+    if (it != by_uid_.end()) it->second.pod = sdk::PodInfo::Create(pod);
+    return;
+  }
+  Nominate(sdk::PodInfo::Create(pod), pod.nominated_node_name());
+}
+
+std::vector<sdk::PodInfoPtr> Nominator::NominatedPodsFor(const v1::Pod& pod,
+                                                         std::string_view node_name) const {
+  std::vector<sdk::PodInfoPtr> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, n] : by_uid_) {
+    if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
+    if (!node_name.empty() && n.node != node_name) continue;
+    out.push_back(n.pod);
+  }
+  return out;
+}
+
+std::vector<sdk::PodInfoPtr> Nominator::LowerPriorityNominated(const v1::Pod& pod,
+                                                               std::string_view node_name) const {
+  std::vector<sdk::PodInfoPtr> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, n] : by_uid_) {
+    if (uid != pod.meta().uid() && n.node == node_name && n.pod->pod->priority() < pod.priority()) {
+      out.push_back(n.pod);
+    }
+  }
+  return out;
+}
+
+void Nominator::AddToRequest(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                             google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, n] : by_uid_) {
+    if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
+    const sdk::NodeInfo* node = snapshot.Get(n.node);
+    if (node == nullptr) continue;
+    v1::MirroredPod* m = out->Add();
+    m->set_node_id(node->id());
+    *m->mutable_pod() = *n.pod->pod;
+    m->mutable_pod()->set_node_name(n.node);
+  }
+}
+
+size_t Nominator::size() const {
+  absl::MutexLock lock(&mu_);
+  return by_uid_.size();
+}
+
+}  // namespace podium::scheduler::preemption

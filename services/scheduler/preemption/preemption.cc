@@ -1,0 +1,223 @@
+#include "preemption/preemption.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace podium::scheduler::preemption {
+
+bool MoreImportantPod(const v1::Pod& a, const v1::Pod& b) {
+  if (PodPriority(a) != PodPriority(b)) return PodPriority(a) > PodPriority(b);
+  return a.meta().creation_timestamp_us() < b.meta().creation_timestamp_us();
+}
+
+bool TerminatingByPreemption(const v1::Pod& pod) {
+  if (pod.meta().deletion_timestamp_us() == 0) return false;
+  for (const auto& c : pod.conditions()) {
+    if (c.type() == kDisruptionTarget && c.status() == "True" && c.reason() == kPreemptionByScheduler) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                                       const std::string& nominated_node,
+                                       const sdk::Status* nominated_node_status) {
+  if (pod.preemption_policy() == v1::NEVER) return kNotEligibleNever;
+  if (nominated_node.empty()) return "";
+  // Filters say the nominated node cannot take the pod whatever is evicted:
+  // preempt again elsewhere.
+  if (nominated_node_status != nullptr &&
+      nominated_node_status->code() == sdk::Code::kUnschedulableAndUnresolvable) {
+    return "";
+  }
+  if (const sdk::NodeInfo* node = snapshot.Get(nominated_node)) {
+    for (const sdk::PodInfoPtr& p : node->pods()) {
+      if (PodPriority(*p->pod) < PodPriority(pod) && TerminatingByPreemption(*p->pod)) {
+        return kNotEligibleTerminating;
+      }
+    }
+  }
+  return "";
+}
+
+std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
+    const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
+    std::vector<std::pair<std::string, sdk::Status>>* unresolvable) {
+  std::vector<const sdk::NodeInfo*> potential;
+  const bool pre_filter_failed = !diagnosis.pre_filter_message.empty();
+  absl::flat_hash_set<std::string> unresolvable_nodes;
+  for (const auto& [name, status] : diagnosis.node_statuses) {
+    if (status.code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name);
+  }
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    if (pre_filter_failed || unresolvable_nodes.contains(node->name())) {
+      if (unresolvable != nullptr) {
+        unresolvable->emplace_back(node->name(),
+                                   sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNotHelpful));
+      }
+      continue;
+    }
+    potential.push_back(node);
+  }
+  return potential;
+}
+
+uint32_t NumCandidates(uint32_t num_potential_nodes, int min_percentage, int min_absolute) {
+  uint64_t n = uint64_t{num_potential_nodes} * static_cast<uint64_t>(std::max(0, min_percentage)) / 100;
+  if (n < static_cast<uint64_t>(std::max(0, min_absolute))) n = static_cast<uint64_t>(min_absolute);
+  if (n > num_potential_nodes) n = num_potential_nodes;
+  return static_cast<uint32_t>(n);
+}
+
+absl::Status ValidateLabelSelector(const v1::LabelSelector& selector) {
+  for (int i = 0; i < selector.match_expressions_size(); ++i) {
+    const auto& e = selector.match_expressions(i);
+    const std::string where = absl::StrCat("matchExpressions[", i, "]");
+    if (e.key().empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".key: must not be empty"));
+    switch (e.operator_()) {
+      case v1::LabelSelectorRequirement::IN:
+      case v1::LabelSelectorRequirement::NOT_IN:
+        if (e.values().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".values: must be non-empty for operator In and NotIn"));
+        }
+        break;
+      case v1::LabelSelectorRequirement::EXISTS:
+      case v1::LabelSelectorRequirement::DOES_NOT_EXIST:
+        if (!e.values().empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, ".values: must be empty for operator Exists and DoesNotExist"));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError(absl::StrCat(where, ".operator: not a valid selector operator"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool SelectorIsEmpty(const v1::LabelSelector& selector) {
+  return selector.match_labels().empty() && selector.match_expressions().empty();
+}
+
+bool SelectorMatches(const v1::LabelSelector& selector,
+                     const google::protobuf::Map<std::string, std::string>& labels) {
+  for (const auto& [key, value] : selector.match_labels()) {
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second != value) return false;
+  }
+  for (const auto& e : selector.match_expressions()) {
+    auto it = labels.find(e.key());
+    const bool has = it != labels.end();
+    const bool in_values =
+        has && std::find(e.values().begin(), e.values().end(), it->second) != e.values().end();
+    switch (e.operator_()) {
+      case v1::LabelSelectorRequirement::IN: if (!in_values) return false; break;
+      case v1::LabelSelectorRequirement::NOT_IN: if (in_values) return false; break;
+      case v1::LabelSelectorRequirement::EXISTS: if (!has) return false; break;
+      case v1::LabelSelectorRequirement::DOES_NOT_EXIST: if (has) return false; break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+PotentialVictims OrderPotentialVictims(
+    std::vector<sdk::PodInfoPtr> pods,
+    const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs) {
+  std::stable_sort(pods.begin(), pods.end(), [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) {
+    return MoreImportantPod(*a->pod, *b->pod);
+  });
+  // Budgets are spent per node, in importance order, as kube-scheduler does.
+  std::vector<int64_t> allowed;
+  std::vector<bool> usable;
+  allowed.reserve(pdbs.size());
+  for (const auto& pdb : pdbs) {
+    allowed.push_back(pdb->disruptions_allowed());
+    usable.push_back(!SelectorIsEmpty(pdb->selector()) && ValidateLabelSelector(pdb->selector()).ok());
+  }
+  PotentialVictims out;
+  std::vector<sdk::PodInfoPtr> non_violating;
+  for (sdk::PodInfoPtr& p : pods) {
+    const v1::Pod& pod = *p->pod;
+    bool violated = false;
+    if (!pod.meta().labels().empty()) {
+      for (size_t i = 0; i < pdbs.size(); ++i) {
+        const v1::PodDisruptionBudget& pdb = *pdbs[i];
+        if (!usable[i] || pdb.meta().namespace_() != pod.meta().namespace_()) continue;
+        if (!SelectorMatches(pdb.selector(), pod.meta().labels())) continue;
+        // Already being disrupted (the API server counted it): not a new violation.
+        if (pdb.disrupted_pods().contains(pod.meta().name())) continue;
+        if (--allowed[i] < 0) violated = true;
+      }
+    }
+    if (violated) {
+      out.pods.push_back(std::move(p));
+    } else {
+      non_violating.push_back(std::move(p));
+    }
+  }
+  out.num_pdb_violating = out.pods.size();
+  for (auto& p : non_violating) out.pods.push_back(std::move(p));
+  return out;
+}
+
+namespace {
+
+int32_t HighestPriority(const Candidate& c) {
+  int32_t highest = std::numeric_limits<int32_t>::min();
+  for (const auto& v : c.victims) highest = std::max(highest, PodPriority(*v->pod));
+  return highest;
+}
+
+int64_t PrioritySum(const Candidate& c) {
+  // Shifted by MaxInt32+1 so that negative priorities still add up to more
+  // for more pods, as kube-scheduler does.
+  int64_t sum = 0;
+  for (const auto& v : c.victims) sum += int64_t{PodPriority(*v->pod)} + int64_t{1} + std::numeric_limits<int32_t>::max();
+  return sum;
+}
+
+// GetEarliestPodStartTime: the earliest start among the most important victims.
+int64_t EarliestStartOfHighest(const Candidate& c) {
+  const int32_t highest = HighestPriority(c);
+  int64_t earliest = std::numeric_limits<int64_t>::max();
+  for (const auto& v : c.victims) {
+    if (PodPriority(*v->pod) == highest) earliest = std::min(earliest, v->pod->meta().creation_timestamp_us());
+  }
+  return earliest;
+}
+
+// Keeps the indexes whose key is minimal.
+template <typename Key>
+std::vector<size_t> KeepMin(const std::vector<size_t>& in, Key key) {
+  std::vector<size_t> out;
+  for (size_t i : in) {
+    const auto k = key(i);
+    if (out.empty() || k < key(out.front())) {
+      out.assign(1, i);
+    } else if (k == key(out.front())) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+size_t PickOneNodeForPreemption(const std::vector<Candidate>& candidates) {
+  std::vector<size_t> left(candidates.size());
+  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
+  left = KeepMin(left, [&](size_t i) { return candidates[i].num_pdb_violations; });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return HighestPriority(candidates[i]); });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return PrioritySum(candidates[i]); });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return candidates[i].victims.size(); });
+  // The latest start time wins: minimise its negation.
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return -EarliestStartOfHighest(candidates[i]); });
+  return left.front();
+}
+
+}  // namespace podium::scheduler::preemption
