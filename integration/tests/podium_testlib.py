@@ -127,7 +127,9 @@ class Process:
         if self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                self.proc.wait(timeout=3)
+                # podium-sim stops its spawned children (their own process
+                # group) before it exits: give it the time, or they leak.
+                self.proc.wait(timeout=20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
         if self.proc.poll() is None:
