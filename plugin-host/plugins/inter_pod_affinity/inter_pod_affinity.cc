@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "plugins/helper/args.h"
+#include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/str.h"
 #include "podium/sdk/pod_affinity.h"
@@ -213,8 +214,7 @@ sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo&
                                      const sdk::NodeInfo& node) {
   const auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey);
   if (s == nullptr) {
-    return sdk::Status(sdk::Code::kError,
-                       Cat("reading \"", kPreFilterStateKey, "\" from cycleState: not found"));
+    return MissingCycleState(kPreFilterStateKey);
   }
   const auto& labels = node.node().meta().labels();
 
@@ -310,8 +310,7 @@ std::pair<int64_t, sdk::Status> InterPodAffinity::Score(sdk::CycleState& state,
                                                         const sdk::NodeInfo& node) {
   const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
   if (s == nullptr) {
-    return {0, sdk::Status(sdk::Code::kError,
-                           Cat("reading \"", kPreScoreStateKey, "\" from cycleState: not found"))};
+    return {0, MissingCycleState(kPreScoreStateKey)};
   }
   const auto& labels = node.node().meta().labels();
   int64_t score = 0;

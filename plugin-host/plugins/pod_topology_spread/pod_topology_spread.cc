@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "plugins/helper/args.h"
+#include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
 #include "plugins/helper/str.h"
@@ -353,8 +354,7 @@ sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo
                                       const sdk::NodeInfo& node) {
   const auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey);
   if (s == nullptr) {
-    return sdk::Status(sdk::Code::kError,
-                       Cat("reading \"", kPreFilterStateKey, "\" from cycleState: not found"));
+    return MissingCycleState(kPreFilterStateKey);
   }
   const auto& node_labels = node.node().meta().labels();
   const auto& pod_labels = pod.pod->meta().labels();
@@ -439,8 +439,7 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
                                                          const sdk::NodeInfo& node) {
   const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
   if (s == nullptr) {
-    return {0, sdk::Status(sdk::Code::kError,
-                           Cat("reading \"", kPreScoreStateKey, "\" from cycleState: not found"))};
+    return {0, MissingCycleState(kPreScoreStateKey)};
   }
   if (s->ignored_nodes.contains(node.id())) return {0, sdk::Status::Success()};
   const auto& labels = node.node().meta().labels();
