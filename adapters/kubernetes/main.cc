@@ -232,7 +232,7 @@ int main(int argc, char** argv) {
   ActionDispatcher dispatcher(**client, **event_client, dispatch);
   std::vector<ResourceKind> kinds = AllKinds();
   SchedulerLink::Options link_options;
-  for (const auto& k : kinds) link_options.kinds.push_back(k.kind);
+  link_options.kinds = kinds;
   SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
                      dispatcher);
 

@@ -3,7 +3,9 @@
 
 It keeps the API conventions podium-k8s-adapter relies on:
   - paged lists (limit / continue) of a consistent snapshot, with the list's
-    resourceVersion; an expired continue token is 410 Gone;
+    resourceVersion; an expired continue token is 410 Gone; fieldSelector on
+    spec.nodeName, status.phase, metadata.name and metadata.namespace
+    (=, ==, !=; other fields are 400, as the API answers);
   - watches as chunked streams of JSON events (ADDED / MODIFIED / DELETED),
     BOOKMARKs when allowWatchBookmarks=true, ERROR 410 for a compacted
     resourceVersion, ended after timeoutSeconds;
@@ -21,7 +23,7 @@ Faults and objects are driven through /control (JSON):
                                      "retry_after": 1}],
                           "commit_then_fail": [{"verb": "bind", "count": 2}],
                           "drop_watches": true, "watch_outage": true|false,
-                          "compact": true, "delay_ms": 20}
+                          "compact": true, "delay_ms": 20, "list_delay_ms": 200}
   GET  /control/stats    counters: requests by verb, successful binds per pod,
                          bind conflicts, faults served, events by reason, ...
 verbs: list, watch, get, create, bind, delete, patch, event.
@@ -59,6 +61,34 @@ def status_body(code, reason, message):
             "message": message, "reason": reason, "code": code}
 
 
+FIELDS = {"spec.nodeName": ("spec", "nodeName"), "status.phase": ("status", "phase"),
+          "metadata.name": ("metadata", "name"), "metadata.namespace": ("metadata", "namespace")}
+
+
+def parse_field_selector(text):
+    """[(path, op, value)] from "a=b,c!=d"; ValueError for what the API refuses."""
+    terms = []
+    for term in filter(None, text.split(",")):
+        for op in ("!=", "==", "="):
+            if op in term:
+                field, value = term.split(op, 1)
+                break
+        else:
+            raise ValueError(f"invalid field selector: {term!r}")
+        if field not in FIELDS:
+            raise ValueError(f"field label not supported: {field}")
+        terms.append((FIELDS[field], "!=" if op == "!=" else "=", value))
+    return terms
+
+
+def matches_fields(obj, terms):
+    for (a, b), op, value in terms:
+        have = (obj.get(a) or {}).get(b) or ""
+        if (have == value) != (op == "="):
+            return False
+    return True
+
+
 class Faults:
     def __init__(self):
         self.fail = []             # [{"verb", "status", "count", "retry_after"}]
@@ -66,6 +96,7 @@ class Faults:
         self.watch_outage = False
         self.drop_generation = 0
         self.delay = 0.0
+        self.list_delay = 0.0      # Before each list page (a slow list of a big cluster).
 
 
 class Cluster:
@@ -96,6 +127,8 @@ class Cluster:
         self.watches_open = 0
         self.watches_dropped = 0
         self.gone_served = 0
+        self.first_bind_at = None  # time.monotonic() of the first successful bind
+        self.list_pages = {}       # resource -> [time.monotonic() of each page served]
         self.token_file = None
         self.valid_tokens = set()
         self.unauthorized = 0
@@ -446,6 +479,8 @@ class Handler(BaseHTTPRequestHandler):
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
             pod["status"]["conditions"] = conds
             c.modify("pods", key, pod)
+            if c.first_bind_at is None:
+                c.first_bind_at = time.monotonic()
             k = f"{ns}/{name}"
             c.binds[k] = c.binds.get(k, 0) + 1
             agent = self.headers.get("User-Agent", "")
@@ -475,6 +510,14 @@ class Handler(BaseHTTPRequestHandler):
         c = self.cluster
         limit = int(query.get("limit") or 0)
         token = query.get("continue")
+        try:
+            selector = parse_field_selector(query.get("fieldSelector") or "")
+        except ValueError as e:
+            return self._send(400, status_body(400, "BadRequest", str(e)))
+        with c.cv:
+            list_delay = c.faults.list_delay
+        if list_delay:
+            time.sleep(list_delay)
         with c.cv:
             if token:
                 snap = c.snapshots.get(token.split(":")[0])
@@ -486,7 +529,7 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 rv = c.rv
                 items = [copy.deepcopy(o) for k, o in sorted(c.objects[resource].items())
-                         if namespace is None or k[0] == namespace]
+                         if (namespace is None or k[0] == namespace) and matches_fields(o, selector)]
                 offset = 0
             page = items[offset:offset + limit] if limit else items[offset:]
             meta = {"resourceVersion": str(rv)}
@@ -494,6 +537,7 @@ class Handler(BaseHTTPRequestHandler):
                 sid = token.split(":")[0] if token else uuid.uuid4().hex
                 c.snapshots[sid] = (rv, items)
                 meta["continue"] = f"{sid}:{offset + limit}"
+            c.list_pages.setdefault(resource, []).append(time.monotonic())
         kind, api = Cluster.KINDS[resource]
         self._send(200, {"kind": f"{kind}List", "apiVersion": api, "metadata": meta, "items": page})
 
@@ -592,6 +636,8 @@ class Handler(BaseHTTPRequestHandler):
                     f.watch_outage = bool(body["watch_outage"])
                 if "delay_ms" in body:
                     f.delay = float(body["delay_ms"]) / 1000.0
+                if "list_delay_ms" in body:
+                    f.list_delay = float(body["list_delay_ms"]) / 1000.0
                 if body.get("revoke_old_tokens") and c.token_file:
                     with open(c.token_file) as tf:
                         c.valid_tokens = {tf.read().strip()}
@@ -629,6 +675,8 @@ class Handler(BaseHTTPRequestHandler):
                 "watches_open": c.watches_open,
                 "watches_dropped": c.watches_dropped,
                 "gone_served": c.gone_served,
+                "first_bind_at": c.first_bind_at,
+                "list_pages": {r: list(t) for r, t in c.list_pages.items()},
                 "unauthorized": c.unauthorized,
                 "binds_by_agent": dict(c.binds_by_agent),
                 "leases": {f"{k[0]}/{k[1]}": v.get("spec", {}) for k, v in c.leases.items()},

@@ -121,6 +121,12 @@ class AdapterTestBase(lib.IntegrationTest):
         for key in stats["pods"]:
             self.assertEqual(stats["binds"].get(key), 1, key)
 
+    def assert_bound_exactly_once_ignoring(self, stats, preassigned):
+        """Every pod bound, each pending one by exactly one binding."""
+        self.assertEqual(sorted(k for k, p in stats["pods"].items() if not p["node"]), [])
+        for key in stats["pods"]:
+            self.assertEqual(stats["binds"].get(key, 0), 0 if key in preassigned else 1, key)
+
     def scheduler_cache(self):
         """{pod key: node} from the scheduler's Admin.DumpCache; fails on a pod
         cached twice, and returns the count of assumed pods too."""
@@ -196,6 +202,29 @@ class K8sAdapterTest(AdapterTestBase):
         m = re.search(r"events posted (\d+), aggregated (\d+), dropped (\d+), failed (\d+)", self.adapter.stderr())
         self.assertIsNotNone(m, self.adapter.stderr()[-2000:])
         self.assertEqual(int(m.group(1)) + int(m.group(3)) + int(m.group(4)), 2020)
+
+    def test_binds_start_before_the_pod_list_finished(self):
+        # A slow paged list (400 ms a page): pages are streamed to the
+        # scheduler, assigned pods first, and it places the first pending pods
+        # while later pages are still being listed.
+        nodes = [node(f"node-{i}") for i in range(10)] + [node("busy", cpu="2")]
+        hog = pod("hog", cpu="2")
+        hog["spec"]["nodeName"] = "busy"
+        hog["status"]["phase"] = "Running"
+        pending = [pod(f"web-{i:03d}", cpu="100m") for i in range(400)]
+        self.start(nodes, [hog] + pending, faults={"list_delay_ms": 400})
+        stats = self.wait_for("every pod bound", self.all_bound)
+        self.assert_bound_exactly_once_ignoring(stats, {"default/hog"})
+        pages = stats["list_pages"]["pods"]
+        # One page of assigned pods, then 400 pending pods in pages of 50.
+        self.assertGreaterEqual(len(pages), 9, pages)
+        self.assertIsNotNone(stats["first_bind_at"])
+        self.assertLess(stats["first_bind_at"], pages[-1], "the first bind waited for the whole pod list")
+        # The assigned pod was known before any pod was placed: nothing went
+        # to its full node.
+        on_busy = sorted(k for k, p in stats["pods"].items() if p["node"] == "busy")
+        self.assertEqual(on_busy, ["default/hog"])
+        self.assert_scheduler_matches_api()
 
     def test_relist_after_410_sends_only_the_differences(self):
         nodes = [node(f"node-{i:02d}") for i in range(10)]

@@ -13,7 +13,7 @@ ClusterSyncClient::ClusterSyncClient(std::shared_ptr<grpc::Channel> channel, Opt
 
 ClusterSyncClient::~ClusterSyncClient() { Close(absl::ZeroDuration()).IgnoreError(); }
 
-void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list) {
+void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list, bool end_list) {
   v1::AdapterHello hello;
   hello.set_protocol_version(1);
   hello.set_adapter(options_.adapter_name);
@@ -25,7 +25,7 @@ void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list) {
     // The initial list may exceed the queue's bound: it is queued whole, as
     // the list is finite and the writer is not running yet.
     for (auto& e : initial_list) queue_.emplace_back(std::move(e));
-    queue_.emplace_back(v1::ListEnd());
+    if (end_list) queue_.emplace_back(v1::ListEnd());
   }
   stream_ = stub_->Sync(&context_);
   reader_ = std::thread([this] { ReadLoop(); });
@@ -47,6 +47,8 @@ bool ClusterSyncClient::Enqueue(Outbound item) {
   queue_.push_back(std::move(item));
   return true;
 }
+
+bool ClusterSyncClient::EndList() { return Enqueue(v1::ListEnd()); }
 
 bool ClusterSyncClient::SendEvents(std::vector<v1::ObjectEvent> events) {
   for (auto& e : events) {

@@ -39,8 +39,13 @@ class ClusterSyncClient {
   ClusterSyncClient(std::shared_ptr<grpc::Channel> channel, Options options, ActionHandler on_action);
   ~ClusterSyncClient();  // Close(absl::ZeroDuration()) if still open.
 
-  // Opens the stream and queues the hello, the list and its end markers.
-  void Start(std::vector<v1::ObjectEvent> initial_list);
+  // Opens the stream and queues the hello, ListBegin, the list and (when
+  // `end_list`) ListEnd. Without it, more of the list may follow as
+  // SendEvents until EndList().
+  void Start(std::vector<v1::ObjectEvent> initial_list, bool end_list = true);
+  // Queues ListEnd after what is queued (a list started without it). False
+  // once the stream ended.
+  bool EndList();
 
   // Queue for sending; block while the queue is full. False once the stream ended.
   bool SendEvents(std::vector<v1::ObjectEvent> events);

@@ -1,5 +1,6 @@
 #include "link/scheduler_link.h"
 
+#include <algorithm>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -31,7 +32,14 @@ const v1::ObjectMeta* Meta(const v1::ObjectEvent& e) {
 }  // namespace
 
 SchedulerLink::SchedulerLink(Options options, std::shared_ptr<grpc::Channel> channel, ActionDispatcher& dispatcher)
-    : options_(std::move(options)), channel_(std::move(channel)), dispatcher_(dispatcher) {}
+    : options_(std::move(options)), channel_(std::move(channel)), dispatcher_(dispatcher) {
+  for (const ResourceKind& k : options_.kinds) {
+    KindProgress p;
+    p.parts = k.first_list_parts.size();
+    while (p.parts_needed < p.parts && k.first_list_parts[p.parts_needed].needed_to_schedule) ++p.parts_needed;
+    progress_.push_back(std::move(p));
+  }
+}
 
 SchedulerLink::~SchedulerLink() {
   std::vector<std::shared_ptr<adapter::ClusterSyncClient>> all;
@@ -43,34 +51,76 @@ SchedulerLink::~SchedulerLink() {
   for (auto& c : all) c->Close(absl::ZeroDuration()).IgnoreError();
 }
 
-std::string SchedulerLink::ViewKey(const v1::ObjectEvent& e) const {
-  const v1::ObjectMeta* m = Meta(e);
-  return absl::StrCat(static_cast<int>(e.object_case()), "/", m ? m->namespace_() : "", "/", m ? m->name() : "");
+size_t SchedulerLink::KindIndex(const ResourceKind& kind) const {
+  for (size_t i = 0; i < options_.kinds.size(); ++i) {
+    if (options_.kinds[i].kind == kind.kind) return i;
+  }
+  return options_.kinds.size() - 1;  // Not configured: after every other kind.
 }
 
-void SchedulerLink::Remember(const v1::ObjectEvent& e) {
+void SchedulerLink::Remember(size_t kind, const v1::ObjectEvent& e) {
+  const v1::ObjectMeta* m = Meta(e);
+  std::pair<size_t, std::string> key{kind, m ? absl::StrCat(m->namespace_(), "/", m->name()) : ""};
   if (e.type() == v1::ObjectEvent::DELETE) {
-    view_.erase(ViewKey(e));
+    view_.erase(key);
   } else {
-    view_[ViewKey(e)] = e;
+    view_[std::move(key)] = e;
   }
 }
 
-bool SchedulerLink::AllListed() const { return listed_.size() >= options_.kinds.size(); }
-
-void SchedulerLink::OnInitialList(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) {
-  absl::MutexLock lock(&mu_);
-  listed_.insert(kind.kind);
-  for (const auto& e : events) Remember(e);
-  // Before the stream opens these wait in the view; after it (a kind that
-  // came back), they are news.
-  if (client_ && !client_->ended() && !events.empty()) client_->SendEvents(std::move(events));
+bool SchedulerLink::Forwardable(size_t kind) const {
+  for (size_t j = 0; j < kind && j < progress_.size(); ++j) {
+    if (progress_[j].parts_done < progress_[j].parts) return false;
+  }
+  return true;
 }
 
-void SchedulerLink::OnEvents(std::vector<v1::ObjectEvent> events) {
+bool SchedulerLink::ReadyToSchedule() const {
+  for (size_t i = 0; i < progress_.size(); ++i) {
+    if (progress_[i].parts_done < progress_[i].parts_needed || !Forwardable(i)) return false;
+  }
+  return true;
+}
+
+void SchedulerLink::Deliver(size_t kind, std::vector<v1::ObjectEvent> events) {
+  for (const auto& e : events) Remember(kind, e);
+  if (kind < progress_.size() && !Forwardable(kind)) {
+    auto& held = progress_[kind].held;
+    held.insert(held.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.end()));
+    return;
+  }
+  if (StreamOpen()) client_->SendEvents(std::move(events));
+}
+
+void SchedulerLink::Flush() {
+  for (size_t i = 0; i < progress_.size() && Forwardable(i); ++i) {
+    auto held = std::move(progress_[i].held);
+    progress_[i].held.clear();
+    // Without a stream they are in the view: the next stream's list carries them.
+    if (!held.empty() && StreamOpen()) client_->SendEvents(std::move(held));
+  }
+  if (StreamOpen() && !list_ended_ && ReadyToSchedule()) {
+    client_->EndList();
+    list_ended_ = true;
+    std::cerr << "podium-k8s-adapter: list sent (" << view_.size() << " objects so far); the scheduler may schedule\n";
+  }
+}
+
+void SchedulerLink::OnListPage(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) {
   absl::MutexLock lock(&mu_);
-  for (const auto& e : events) Remember(e);
-  if (client_ && !client_->ended()) client_->SendEvents(std::move(events));
+  Deliver(KindIndex(kind), std::move(events));
+}
+
+void SchedulerLink::OnListPartDone(const ResourceKind& kind, size_t part) {
+  absl::MutexLock lock(&mu_);
+  const size_t i = KindIndex(kind);
+  if (i < progress_.size()) progress_[i].parts_done = std::max(progress_[i].parts_done, part + 1);
+  Flush();
+}
+
+void SchedulerLink::OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) {
+  absl::MutexLock lock(&mu_);
+  Deliver(KindIndex(kind), std::move(events));
 }
 
 void SchedulerLink::OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) {
@@ -110,19 +160,13 @@ void SchedulerLink::Run(absl::Notification& stop) {
     std::shared_ptr<adapter::ClusterSyncClient> client;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this, &stop]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return AllListed() || stop.HasBeenNotified(); };
-      while (!mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Milliseconds(200))) {
-      }
       if (stop.HasBeenNotified()) break;
-      // The list in kind order (nodes before the pods on them).
+      // What the scheduler may have now, in kind order (nodes before the pods
+      // on them); the rest follows page by page.
       std::vector<v1::ObjectEvent> list;
       list.reserve(view_.size());
-      for (int c : {static_cast<int>(v1::ObjectEvent::kNode), static_cast<int>(v1::ObjectEvent::kPriorityClass),
-                    static_cast<int>(v1::ObjectEvent::kPdb), static_cast<int>(v1::ObjectEvent::kPodGroup),
-                    static_cast<int>(v1::ObjectEvent::kPod)}) {
-        for (const auto& [key, e] : view_) {
-          if (static_cast<int>(e.object_case()) == c) list.push_back(e);
-        }
+      for (const auto& [key, e] : view_) {
+        if (Forwardable(key.first)) list.push_back(e);
       }
       // The action handler sends each result back on this stream only.
       auto self = std::make_shared<std::weak_ptr<adapter::ClusterSyncClient>>();
@@ -139,10 +183,12 @@ void SchedulerLink::Run(absl::Notification& stop) {
       *self = client;
       retired_.push_back(client);
       ++streams_;
+      list_ended_ = ReadyToSchedule();
       std::cerr << "podium-k8s-adapter: opening Cluster.Sync with " << list.size() << " objects (stream " << streams_
-                << ")\n";
-      client->Start(std::move(list));
+                << (list_ended_ ? ")\n" : "; the rest of the list follows as it arrives)\n");
+      client->Start(std::move(list), list_ended_);
       client_ = client;
+      Flush();  // Nothing is held for a forwardable kind; sends ListEnd if due.
     }
     while (!stop.HasBeenNotified() && !client->ended()) stop.WaitForNotificationWithTimeout(absl::Milliseconds(200));
     if (stop.HasBeenNotified()) break;

@@ -91,23 +91,21 @@ void Reflector::Remove(const std::string& key, std::vector<v1::ObjectEvent>* out
   store_.erase(it);
 }
 
-absl::Status Reflector::ListAndSync() {
-  struct Listed {
-    std::string key, uid, rv;
-    YAML::Node raw;
-  };
-  std::vector<Listed> listed;
+absl::StatusOr<std::string> Reflector::ListPages(const std::string& field_selector,
+                                                 const std::function<void(std::vector<Listed>&)>& on_page,
+                                                 const std::function<void()>& on_restart) {
   std::string next, list_rv;
   int restarts = 0;
   for (;;) {
     std::string target = absl::StrCat(kind_.list_path, "?limit=", options_.page_size);
+    if (!field_selector.empty()) absl::StrAppend(&target, "&fieldSelector=", UrlEscape(field_selector));
     if (!next.empty()) absl::StrAppend(&target, "&continue=", UrlEscape(next));
     ApiAnswer answer = transport_.Do({.method = "GET", .target = target});
     if (answer.status == 410 && !next.empty() && restarts < 3) {
       // The continue token expired mid-list: start the list again.
       ++restarts;
-      listed.clear();
       next.clear();
+      on_restart();
       continue;
     }
     if (answer.status == 404) return absl::NotFoundError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
@@ -117,31 +115,35 @@ absl::Status Reflector::ListAndSync() {
     if (answer.status != 200) return absl::UnavailableError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
     auto doc = ParseJson(answer.body, absl::StrCat("list ", kind_.list_path));
     if (!doc.ok()) return doc.status();
+    std::vector<Listed> page;
     try {
       YAML::Node meta = (*doc)["metadata"];
       list_rv = Scalar(meta, "resourceVersion");
       next = Scalar(meta, "continue");
       YAML::Node items = (*doc)["items"];
       if (items && items.IsSequence()) {
+        page.reserve(items.size());
         for (const YAML::Node& item : items) {
           YAML::Node m = item["metadata"];
-          listed.push_back({ObjectKey(item), Scalar(m, "uid"), Scalar(m, "resourceVersion"), item});
+          page.push_back({ObjectKey(item), Scalar(m, "uid"), Scalar(m, "resourceVersion"), item});
         }
       }
     } catch (const YAML::Exception& e) {
       return absl::DataLossError(absl::StrCat("list ", kind_.list_path, ": ", e.what()));
     }
-    if (next.empty()) break;
+    on_page(page);
+    if (next.empty()) return list_rv;
   }
+}
 
-  std::vector<v1::ObjectEvent> out;
-  std::set<std::string> seen;
-  for (Listed& l : listed) {
+void Reflector::ApplyListed(std::vector<Listed>& items, std::set<std::string>* seen,
+                            std::vector<v1::ObjectEvent>* out) {
+  for (Listed& l : items) {
     if (l.key.empty()) {
       sink_.OnBadObject(kind_, l.raw, absl::InvalidArgumentError("metadata.name: missing"));
       continue;
     }
-    seen.insert(l.key);
+    seen->insert(l.key);
     auto it = store_.find(l.key);
     if (it != store_.end() && it->second.uid == l.uid && it->second.resource_version == l.rv) continue;
     auto decoded = kind_.decode(l.raw);
@@ -149,21 +151,63 @@ absl::Status Reflector::ListAndSync() {
       sink_.OnBadObject(kind_, l.raw, decoded.status());
       continue;  // The scheduler keeps what it had, if anything.
     }
-    Upsert(l.key, l.uid, l.rv, *std::move(decoded), &out);
+    Upsert(l.key, l.uid, l.rv, *std::move(decoded), out);
   }
+}
+
+absl::Status Reflector::ListAndSync() { return synced_ ? Relist() : FirstList(); }
+
+absl::Status Reflector::FirstList() {
+  while (first_list_parts_done_ < kind_.first_list_parts.size()) {
+    // Keys this part listed, and those its last attempt listed: an object
+    // seen only before a restart has gone meanwhile.
+    std::set<std::string> listed, seen;
+    auto on_page = [&](std::vector<Listed>& page) {
+      for (const Listed& l : page) listed.insert(l.key);
+      std::vector<v1::ObjectEvent> out;
+      ApplyListed(page, &seen, &out);
+      if (!out.empty()) sink_.OnListPage(kind_, std::move(out));
+    };
+    auto rv = ListPages(kind_.first_list_parts[first_list_parts_done_].field_selector, on_page, [&] { seen.clear(); });
+    if (!rv.ok()) return rv.status();
+    std::vector<v1::ObjectEvent> gone;
+    for (const auto& key : listed) {
+      if (!key.empty() && !seen.contains(key)) Remove(key, &gone);
+    }
+    if (!gone.empty()) sink_.OnEvents(kind_, std::move(gone));
+    // The watch starts from the first part's version: the later parts'
+    // objects then see again what changed after it (harmless repeats; an
+    // identical resourceVersion is dropped), and nothing is missed.
+    if (first_list_parts_done_ == 0) resource_version_ = *rv;
+    sink_.OnListPartDone(kind_, first_list_parts_done_++);
+  }
+  synced_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status Reflector::Relist() {
+  std::set<std::string> seen;
+  auto on_page = [&](std::vector<Listed>& page) {
+    std::vector<v1::ObjectEvent> out;
+    ApplyListed(page, &seen, &out);
+    if (!out.empty()) sink_.OnEvents(kind_, std::move(out));
+  };
+  auto rv = ListPages("", on_page, [&] { seen.clear(); });
+  if (!rv.ok()) return rv.status();
   std::vector<std::string> vanished;
   for (const auto& [key, stored] : store_) {
     if (!seen.contains(key)) vanished.push_back(key);
   }
+  std::vector<v1::ObjectEvent> out;
   for (const auto& key : vanished) Remove(key, &out);
-  resource_version_ = list_rv;
-  if (!synced_) {
-    synced_ = true;
-    sink_.OnInitialList(kind_, std::move(out));
-  } else if (!out.empty()) {
-    sink_.OnEvents(std::move(out));
-  }
+  if (!out.empty()) sink_.OnEvents(kind_, std::move(out));
+  resource_version_ = *rv;
   return absl::OkStatus();
+}
+
+void Reflector::MarkFirstListDone() {
+  while (first_list_parts_done_ < kind_.first_list_parts.size()) sink_.OnListPartDone(kind_, first_list_parts_done_++);
+  synced_ = true;
 }
 
 std::string Reflector::WatchTarget() {
@@ -215,6 +259,9 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
       const std::string key = ObjectKey(object);
       if (key.empty()) {
         sink_.OnBadObject(kind_, object, absl::InvalidArgumentError("metadata.name: missing"));
+      } else if (auto it = store_.find(key); (type == "ADDED" || type == "MODIFIED") && it != store_.end() &&
+                 it->second.uid == Scalar(meta, "uid") && it->second.resource_version == rv) {
+        // Already known at this version (the first list's later parts saw it).
       } else if (type == "ADDED" || type == "MODIFIED") {
         auto decoded = kind_.decode(object);
         if (decoded.ok()) {
@@ -238,7 +285,7 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
       *error = absl::DataLossError(absl::StrCat("watch ", kind_.list_path, ": ", e.what()));
       return WatchEnd::kError;
     }
-    if (!out.empty()) sink_.OnEvents(std::move(out));
+    if (!out.empty()) sink_.OnEvents(kind_, std::move(out));
   }
   if (events == 0 && clock_() - start < options_.min_watch_duration) {
     *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": very short watch: closed with no events"));
@@ -256,10 +303,7 @@ void Reflector::Run(const std::atomic<bool>& stop) {
         std::cerr << "podium-k8s-adapter: " << kind_.kind << ": "
                   << (absl::IsNotFound(s) ? "the API has no " : "not allowed to list ") << kind_.list_path
                   << (absl::IsNotFound(s) ? " (API group absent)" : " (RBAC)") << "; not watching it\n";
-        if (!synced_) {
-          synced_ = true;
-          sink_.OnInitialList(kind_, {});
-        }
+        MarkFirstListDone();
         return;
       }
       if (!s.ok()) {

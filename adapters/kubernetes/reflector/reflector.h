@@ -3,10 +3,12 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "client/retry.h"
 #include "client/transport.h"
@@ -20,11 +22,16 @@ namespace podium::kube {
 class ReflectorSink {
  public:
   virtual ~ReflectorSink() = default;
-  // The reflector's first complete list (every page), as UPSERTs; empty when
-  // the resource does not exist on this cluster.
-  virtual void OnInitialList(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) = 0;
-  // What changed since, in order: watch events, or the differences a relist found.
-  virtual void OnEvents(std::vector<v1::ObjectEvent> events) = 0;
+  // One page of the reflector's first list, as UPSERTs, as soon as it arrives
+  // (a big cluster's list is streamed, not gathered first).
+  virtual void OnListPage(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) = 0;
+  // Part `part` of the first list (kind.first_list_parts) is complete. Called
+  // for every part, in order; also when the resource does not exist on this
+  // cluster (then with no page).
+  virtual void OnListPartDone(const ResourceKind& kind, size_t part) = 0;
+  // What changed since, in order: watch events, or the differences a relist
+  // found (page by page; what vanished comes at the end of the relist).
+  virtual void OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) = 0;
   // An object the translation refused; it is skipped (the stream goes on).
   virtual void OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) = 0;
 };
@@ -56,9 +63,10 @@ class Reflector {
   void Run(const std::atomic<bool>& stop);
 
   // The steps of Run, for tests.
-  // Lists every page and hands the sink the initial list or the differences
-  // with the store. NotFound: the resource does not exist; PermissionDenied:
-  // listing it is forbidden.
+  // The first list (its parts, each page handed to the sink as it arrives),
+  // or a relist that hands the sink the differences with the store. Resumes
+  // a first list at the part that failed. NotFound: the resource does not
+  // exist; PermissionDenied: listing it is forbidden.
   absl::Status ListAndSync();
   // One watch from resource_version(). OK when the server ended it normally;
   // kGone (relist) or another error.
@@ -82,6 +90,21 @@ class Reflector {
               std::vector<v1::ObjectEvent>* out);
   void Remove(const std::string& key, std::vector<v1::ObjectEvent>* out);
   std::string WatchTarget();
+  // One list (every page) with `field_selector`; hands each page's items to
+  // `on_page`, calls `on_restart` when an expired continue token restarts it.
+  // Returns the list's resourceVersion.
+  struct Listed {
+    std::string key, uid, rv;
+    YAML::Node raw;
+  };
+  absl::StatusOr<std::string> ListPages(const std::string& field_selector,
+                                        const std::function<void(std::vector<Listed>&)>& on_page,
+                                        const std::function<void()>& on_restart);
+  // Applies listed objects to the store; what the scheduler must hear goes to `out`.
+  void ApplyListed(std::vector<Listed>& items, std::set<std::string>* seen, std::vector<v1::ObjectEvent>* out);
+  absl::Status FirstList();
+  absl::Status Relist();
+  void MarkFirstListDone();
 
   const ResourceKind kind_;
   Transport& transport_;
@@ -93,7 +116,8 @@ class Reflector {
   Backoff backoff_;
   std::map<std::string, Stored> store_;  // By namespace/name.
   std::string resource_version_;
-  bool synced_ = false;
+  size_t first_list_parts_done_ = 0;
+  bool synced_ = false;  // The first list is complete.
 };
 
 // "namespace/name" (or "name") of an API object; empty when it has no name.

@@ -30,11 +30,21 @@ std::string Event(const std::string& type, const std::string& object) {
 // What the sink heard, as "UPSERT default/a" lines.
 class RecordingSink : public ReflectorSink {
  public:
-  void OnInitialList(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
-    ++initial_lists;
-    for (const auto& e : events) initial.push_back(Describe(e));
+  explicit RecordingSink(const FakeTransport* transport = nullptr) : transport_(transport) {}
+  void OnListPage(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
+    std::vector<std::string> page;
+    for (const auto& e : events) {
+      initial.push_back(Describe(e));
+      page.push_back(Describe(e));
+    }
+    // How many requests the reflector had made when this page reached us.
+    pages.push_back(absl::StrCat(transport_ ? transport_->requests.size() : 0, ": ", absl::StrJoin(page, " ")));
   }
-  void OnEvents(std::vector<v1::ObjectEvent> events) override {
+  void OnListPartDone(const ResourceKind&, size_t part) override {
+    parts_done.push_back(part);
+    pages.push_back(absl::StrCat("part ", part, " done"));
+  }
+  void OnEvents(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
     for (const auto& e : events) changes.push_back(Describe(e));
   }
   void OnBadObject(const ResourceKind&, const YAML::Node& object, const absl::Status& error) override {
@@ -44,14 +54,23 @@ class RecordingSink : public ReflectorSink {
     return absl::StrCat(e.type() == v1::ObjectEvent::UPSERT ? "UPSERT " : "DELETE ", e.pod().meta().namespace_(), "/",
                         e.pod().meta().name(), "@", e.pod().meta().resource_version());
   }
-  int initial_lists = 0;
-  std::vector<std::string> initial, changes, bad;
+  int initial_lists() const { return static_cast<int>(parts_done.size()); }
+  const FakeTransport* transport_;
+  std::vector<size_t> parts_done;
+  std::vector<std::string> initial, changes, bad, pages;
 };
+
+// Pods listed in one part (most tests script a single list).
+ResourceKind OnePartPods() {
+  ResourceKind kind = PodsKind();
+  kind.first_list_parts = {ListPart{}};
+  return kind;
+}
 
 class ReflectorTest : public ::testing::Test {
  protected:
-  Reflector Make() {
-    return Reflector(PodsKind(), transport_, sink_, {.page_size = 2}, [this] { return now_; },
+  Reflector Make(ResourceKind kind = OnePartPods()) {
+    return Reflector(std::move(kind), transport_, sink_, {.page_size = 2}, [this] { return now_; },
                      [this](absl::Duration d) {
                        slept_.push_back(d);
                        if (slept_.size() >= stop_after_sleeps_) stop_ = true;
@@ -60,7 +79,7 @@ class ReflectorTest : public ::testing::Test {
   ApiAnswer Ok(std::string body) { return {.status = 200, .body = std::move(body)}; }
 
   FakeTransport transport_;
-  RecordingSink sink_;
+  RecordingSink sink_{&transport_};
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::vector<absl::Duration> slept_;
   size_t stop_after_sleeps_ = 1000;
@@ -76,8 +95,10 @@ TEST_F(ReflectorTest, ListsInPagesAndRemembersTheResourceVersion) {
   Reflector r = Make();
   ASSERT_TRUE(r.ListAndSync().ok());
   EXPECT_EQ(r.resource_version(), "10");
-  EXPECT_EQ(sink_.initial_lists, 1);
+  EXPECT_EQ(sink_.initial_lists(), 1);
   EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1", "UPSERT default/b@2", "UPSERT default/c@3"));
+  // Each page reached the sink before the next one was asked for.
+  EXPECT_THAT(sink_.pages, ElementsAre("1: UPSERT default/a@1 UPSERT default/b@2", "2: UPSERT default/c@3", "part 0 done"));
   ASSERT_EQ(transport_.requests.size(), 2u);
   EXPECT_EQ(transport_.requests[0].target, "/api/v1/pods?limit=2");
   EXPECT_EQ(transport_.requests[1].target, "/api/v1/pods?limit=2&continue=tok%2Fen");
@@ -92,7 +113,7 @@ TEST_F(ReflectorTest, RelistSendsOnlyTheDifferences) {
   Reflector r = Make();
   ASSERT_TRUE(r.ListAndSync().ok());
   ASSERT_TRUE(r.ListAndSync().ok());
-  EXPECT_EQ(sink_.initial_lists, 1);
+  EXPECT_EQ(sink_.initial_lists(), 1);
   EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@12", "UPSERT default/d@13", "DELETE default/e@4",
                                          "UPSERT default/e@14", "DELETE default/c@3"));
   EXPECT_EQ(r.store_size(), 4u);
@@ -100,13 +121,63 @@ TEST_F(ReflectorTest, RelistSendsOnlyTheDifferences) {
 }
 
 TEST_F(ReflectorTest, ExpiredContinueTokenRestartsTheList) {
+  // b was sent with the first page and is gone when the list restarts.
   transport_.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10", "x")),
                         {.status = 410, .body = R"({"kind":"Status","code":410})"},
-                        Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "11", "y")),
-                        Ok(List({Pod("c", "u-c", "3")}, "11"))};
+                        Ok(List({Pod("a", "u-a", "1"), Pod("c", "u-c", "3")}, "11", "y")),
+                        Ok(List({Pod("d", "u-d", "4")}, "11"))};
   Reflector r = Make();
   ASSERT_TRUE(r.ListAndSync().ok());
-  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1", "UPSERT default/b@2", "UPSERT default/c@3"));
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1", "UPSERT default/b@2", "UPSERT default/c@3",
+                                         "UPSERT default/d@4"));
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE default/b@2"));
+  EXPECT_EQ(r.store_size(), 3u);
+  EXPECT_EQ(sink_.initial_lists(), 1);
+}
+
+TEST_F(ReflectorTest, PodsAreListedAssignedFirstThenPendingAndWatchedFromTheFirstVersion) {
+  std::string bound = absl::StrCat(R"({"metadata":{"name":"on-n1","namespace":"default","uid":"u-n","resourceVersion":"5"},)",
+                                   R"("spec":{"nodeName":"n1","containers":[]},"status":{"phase":"Running"}})");
+  transport_.answers = {Ok(List({bound}, "10")),
+                        Ok(List({Pod("p", "u-p", "11"), Pod("q", "u-q", "12")}, "13", "next")),
+                        Ok(List({Pod("r", "u-r", "9")}, "13"))};
+  // The watch from 10 repeats what the pending list already had (dropped)
+  // and brings what changed after it.
+  transport_.watches = {{.lines = {Event("ADDED", Pod("p", "u-p", "11")), Event("MODIFIED", Pod("q", "u-q", "12")),
+                                   Event("MODIFIED", Pod("q", "u-q", "14"))}}};
+  Reflector r = Make(PodsKind());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  ASSERT_EQ(transport_.requests.size(), 3u);
+  EXPECT_EQ(transport_.requests[0].target, "/api/v1/pods?limit=2&fieldSelector=spec.nodeName%21%3D");
+  EXPECT_EQ(transport_.requests[1].target, "/api/v1/pods?limit=2&fieldSelector=spec.nodeName%3D");
+  EXPECT_EQ(transport_.requests[2].target, "/api/v1/pods?limit=2&fieldSelector=spec.nodeName%3D&continue=next");
+  EXPECT_THAT(sink_.pages, ElementsAre("1: UPSERT default/on-n1@5", "part 0 done",
+                                       "2: UPSERT default/p@11 UPSERT default/q@12", "3: UPSERT default/r@9",
+                                       "part 1 done"));
+  EXPECT_TRUE(r.synced());
+  EXPECT_EQ(r.resource_version(), "10");
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded) << error;
+  EXPECT_THAT(transport_.requests.back().target, HasSubstr("resourceVersion=10&"));
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/q@14"));
+}
+
+TEST_F(ReflectorTest, AFailedFirstListResumesAtThePartThatFailed) {
+  transport_.answers = {Ok(List({}, "10")), {.status = 500, .body = R"({"message":"etcd is sad"})"},
+                        Ok(List({Pod("p", "u-p", "11")}, "12"))};
+  Reflector r = Make(PodsKind());
+  EXPECT_FALSE(r.ListAndSync().ok());
+  EXPECT_FALSE(r.synced());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  ASSERT_EQ(transport_.requests.size(), 3u);
+  EXPECT_THAT(transport_.requests[2].target, HasSubstr("fieldSelector=spec.nodeName%3D"));
+  EXPECT_THAT(sink_.parts_done, ElementsAre(0u, 1u));
+  EXPECT_EQ(r.resource_version(), "10");
+  // A relist is one unfiltered list.
+  transport_.answers = {Ok(List({}, "20"))};
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_EQ(transport_.requests.back().target, "/api/v1/pods?limit=2");
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE default/p@11"));
 }
 
 TEST_F(ReflectorTest, FinishedPodsAreDeletesAndNeverSentWhenFirstSeenFinished) {
@@ -194,9 +265,9 @@ TEST_F(ReflectorTest, AbsentOrForbiddenResourceIsAnEmptyInitialList) {
     RecordingSink sink;
     FakeTransport transport;
     transport.answers = {{.status = status, .body = R"({"kind":"Status"})"}};
-    Reflector r(PodsKind(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
+    Reflector r(OnePartPods(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
     r.Run(stop_);  // Returns: nothing to watch.
-    EXPECT_EQ(sink.initial_lists, 1) << status;
+    EXPECT_EQ(sink.initial_lists(), 1) << status;  // The only part is done.
     EXPECT_TRUE(sink.initial.empty());
     EXPECT_EQ(transport.requests.size(), 1u);
   }

@@ -20,6 +20,10 @@ ResourceKind NodesKind() {
 ResourceKind PodsKind() {
   return {.kind = "Pod",
           .list_path = "/api/v1/pods",
+          // Assigned pods first (all of them before the scheduler may place
+          // a pod), then the pending ones, streamed while it already schedules.
+          .first_list_parts = {{.field_selector = "spec.nodeName!=", .needed_to_schedule = true},
+                               {.field_selector = "spec.nodeName=", .needed_to_schedule = false}},
           .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto pod = k8s::PodFromYaml(o);
             if (!pod.ok()) return pod.status();

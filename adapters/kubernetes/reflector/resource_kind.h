@@ -15,9 +15,22 @@
 
 namespace podium::kube {
 
+// The first list of a kind may be split in parts by field selectors, listed
+// one after the other (and streamed page by page). The scheduler may start
+// scheduling once the parts `needed_to_schedule` of every kind are sent:
+// assigned pods hold node resources and must all be known; pending pods may
+// keep arriving while the first ones are placed.
+struct ListPart {
+  std::string field_selector;  // Empty: every object.
+  bool needed_to_schedule = true;
+};
+
 struct ResourceKind {
   std::string kind;       // "Pod", for logs and bad-object reports.
   std::string list_path;  // "/api/v1/pods": every namespace.
+  // The first list's parts, in order; the parts needed to schedule come
+  // first. Relists are one unfiltered list (they must see what vanished).
+  std::vector<ListPart> first_list_parts = {ListPart{}};
   // The object as an UPSERT event.
   std::function<absl::StatusOr<v1::ObjectEvent>(const YAML::Node&)> decode;
   // Objects that hold no resources any more (Succeeded/Failed pods): the
