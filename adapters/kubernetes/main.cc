@@ -26,6 +26,9 @@
 #include "client/rest_config.h"
 #include "leader/leader_elector.h"
 #include "link/scheduler_link.h"
+#include "metrics/adapter_metrics.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
 #include "reflector/reflector.h"
 
 namespace {
@@ -47,6 +50,9 @@ calls with bounded concurrency and retries.
   --kube-api-burst N      rate limit burst (default 100)
   --concurrency N         binds, deletes and patches in flight (default 16)
   --page-size N           objects per list page (default 500)
+  --metrics-address HOST:PORT  serve Prometheus metrics at /metrics
+                          (default 127.0.0.1:10261; port 0 picks one and logs
+                          it; empty = off)
   --leader-elect          elect one leader among replicas on a Lease; only the
                           leader opens the scheduler's stream and issues
                           actions (default off: a single replica)
@@ -69,6 +75,7 @@ struct AdapterOptions {
   int burst = 100;
   int concurrency = 16;
   int page_size = 500;
+  std::string metrics_address = "127.0.0.1:10261";
   bool leader_elect = false;
   podium::kube::LeaderElector::Options election;
 };
@@ -114,6 +121,10 @@ absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
       auto v = next();
       if (!v.ok()) return v.status();
       o.scheduler = *v;
+    } else if (a == "--metrics-address") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      o.metrics_address = *v;
     } else if (a == "--kube-api-qps") {
       s = number(&o.qps);
     } else if (a == "--kube-api-burst") {
@@ -186,7 +197,10 @@ int main(int argc, char** argv) {
     options->election.identity = absl::StrFormat("%s_%08x", host, std::random_device{}());
   }
   const std::string agent = absl::StrCat("podium-k8s-adapter (", options->election.identity, ")");
-  auto client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst, .user_agent = agent});
+  auto registry = std::make_shared<prometheus::Registry>();
+  AdapterMetrics metrics(registry);
+  auto client = ApiClient::Create(
+      {.config = *config, .qps = options->qps, .burst = options->burst, .user_agent = agent, .metrics = &metrics});
   if (!client.ok()) {
     std::cerr << "podium-k8s-adapter: " << client.status().message() << "\n";
     return 1;
@@ -194,10 +208,10 @@ int main(int argc, char** argv) {
   // Events and leases get their own clients and rate limits, as kube-scheduler
   // does: neither takes a bind's tokens, and binds never delay a renewal.
   auto event_client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst,
-                                         .max_idle_connections = 4, .user_agent = agent});
+                                         .max_idle_connections = 4, .user_agent = agent, .metrics = &metrics});
   auto lease_client = ApiClient::Create({.config = *config, .qps = options->qps, .burst = options->burst,
                                          .request_timeout = options->election.retry_period,
-                                         .max_idle_connections = 1, .user_agent = agent});
+                                         .max_idle_connections = 1, .user_agent = agent, .metrics = &metrics});
   if (!event_client.ok() || !lease_client.ok()) {
     std::cerr << "podium-k8s-adapter: " << (event_client.ok() ? lease_client.status() : event_client.status()).message()
               << "\n";
@@ -210,6 +224,20 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // After the mask: the exposer's threads must not take SIGTERM's default action.
+  std::unique_ptr<prometheus::Exposer> exposer;
+  if (!options->metrics_address.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(options->metrics_address);
+      exposer->RegisterCollectable(registry);
+      const auto ports = exposer->GetListeningPorts();
+      std::cerr << "podium-k8s-adapter: metrics on port " << (ports.empty() ? 0 : ports.front()) << " ("
+                << options->metrics_address << ", /metrics)\n";
+    } catch (const std::exception& e) {
+      std::cerr << "podium-k8s-adapter: metrics disabled: cannot listen on " << options->metrics_address << ": "
+                << e.what() << "\n";
+    }
+  }
   absl::Notification stop;
   std::atomic<bool> stopping{false};
   std::once_flag stop_once;  // Notify() may be called only once.
@@ -227,12 +255,14 @@ int main(int argc, char** argv) {
   }).detach();
 
   ActionDispatcher::Options dispatch{.concurrency = options->concurrency,
-                                     .event_source = {.reporting_controller = "podium", .reporting_instance = host}};
+                                     .event_source = {.reporting_controller = "podium", .reporting_instance = host},
+                                     .metrics = &metrics};
   if (options->leader_elect) dispatch.may_act = [&elector] { return elector.IsLeader(); };
   ActionDispatcher dispatcher(**client, **event_client, dispatch);
   std::vector<ResourceKind> kinds = AllKinds();
   SchedulerLink::Options link_options;
   link_options.kinds = kinds;
+  link_options.metrics = &metrics;
   SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
                      dispatcher);
 
@@ -243,7 +273,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   auto sleep = [&stop](absl::Duration d) { stop.WaitForNotificationWithTimeout(d); };
   for (auto& k : kinds) {
-    reflectors.push_back(std::make_unique<Reflector>(k, **client, link, Reflector::Options{.page_size = options->page_size},
+    reflectors.push_back(std::make_unique<Reflector>(k, **client, link, Reflector::Options{.page_size = options->page_size, .metrics = &metrics},
                                                      absl::Now, sleep));
   }
   for (auto& r : reflectors) threads.emplace_back([&r, &stopping] { r->Run(stopping); });
@@ -255,8 +285,15 @@ int main(int argc, char** argv) {
   std::thread campaign;
   absl::Notification leading;
   if (options->leader_elect) {
-    campaign = std::thread([&] {
-      if (elector.Run(stopping, [&leading] { leading.Notify(); }, sleep) && !stopping.load()) {
+    const std::string lease =
+        absl::StrCat(options->election.lease_namespace, "/", options->election.lease_name);
+    metrics.SetLeader(lease, false);
+    campaign = std::thread([&, lease] {
+      if (elector.Run(stopping, [&leading, &metrics, lease] {
+            metrics.SetLeader(lease, true);
+            leading.Notify();
+          }, sleep) && !stopping.load()) {
+        metrics.SetLeader(lease, false);
         lost_lease = true;
         request_stop();
       }

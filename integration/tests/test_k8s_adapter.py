@@ -91,7 +91,9 @@ class AdapterTestBase(lib.IntegrationTest):
             f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
             "contexts:\n- name: fake\n  context: {cluster: fake, user: robot}\n"
             "users:\n- name: robot\n  user: {token: test-token}\n"))
-        argv = [ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr, "--page-size", "50"]
+        # Metrics on a port of its own (0: the adapter picks one and logs it).
+        argv = [ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr, "--page-size", "50",
+                "--metrics-address", "127.0.0.1:0"]
         if qps is not None:
             argv += ["--kube-api-qps", str(qps)]
         self.adapter = lib.Process(argv, self.dir, "podium-k8s-adapter")
@@ -120,6 +122,25 @@ class AdapterTestBase(lib.IntegrationTest):
         self.assertEqual(twice, {}, "pods bound more than once")
         for key in stats["pods"]:
             self.assertEqual(stats["binds"].get(key), 1, key)
+
+    def metrics(self):
+        """{(name, frozenset of (label, value)): value} scraped from the adapter's /metrics."""
+        port = self.adapter.wait_for_stderr(r"metrics on port (\d+)").group(1)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        out = {}
+        for line in text.splitlines():
+            m = re.match(r'^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$', line)
+            if not m:
+                continue
+            labels = frozenset(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+            out[(m.group(1), labels)] = float(m.group(3))
+        return out
+
+    def metric_sum(self, metrics, name, **labels):
+        """The sum of `name`'s series whose labels include `labels`."""
+        want = set(labels.items())
+        return sum(v for (n, ls), v in metrics.items() if n == name and want <= ls)
 
     def assert_bound_exactly_once_ignoring(self, stats, preassigned):
         """Every pod bound, each pending one by exactly one binding."""
@@ -191,6 +212,21 @@ class K8sAdapterTest(AdapterTestBase):
             self.assertIn({"type": "PodScheduled", "status": "True"},
                           [{k: c[k] for k in ("type", "status")} for c in p["conditions"]], key)
         self.assert_scheduler_matches_api()
+        # The adapter's metrics say what happened, in client-go's names.
+        m = self.metrics()
+        binding = dict(name="rest_client_requests_total", method="POST", resource="pods/binding")
+        self.assertEqual(self.metric_sum(m, **binding, code="201") + self.metric_sum(m, **binding, code="409"), 2020)
+        self.assertEqual(self.metric_sum(m, **binding, code="409"), 3)
+        self.assertEqual(self.metric_sum(m, **binding, code="500"), 13)
+        self.assertEqual(self.metric_sum(m, **binding, code="429"), 5)
+        self.assertEqual(self.metric_sum(m, "rest_client_requests_total", method="GET", code="500"), 1)  # The list.
+        self.assertEqual(self.metric_sum(m, "rest_client_request_retries_total", resource="pods/binding"), 18)
+        self.assertEqual(self.metric_sum(m, "podium_adapter_actions_total", action="bind", result="OK"), 2020)
+        self.assertEqual(self.metric_sum(m, "rest_client_request_duration_seconds_count", verb="POST",
+                                         resource="pods/binding"), 2038)
+        self.assertGreaterEqual(self.metric_sum(m, "podium_adapter_watch_restarts_total", reason="error"), 1)
+        self.assertGreater(self.metric_sum(m, "rest_client_rate_limiter_duration_seconds_count"), 2000)
+        self.assertIn(("podium_adapter_action_queue_depth", frozenset({("lane", "actions")})), m)
         # Scheduled events ride their own lane: posted (three met a 503 and were
         # retried) or, when the lane is behind, dropped; never twice for a pod.
         self.adapter.stop()
@@ -246,6 +282,9 @@ class K8sAdapterTest(AdapterTestBase):
         self.assertEqual(stats["bind_conflicts"], 0)
         self.assert_scheduler_matches_api()
         self.assertRegex(self.adapter.stderr(), r"410 Gone\); relisting")
+        m = self.metrics()
+        self.assertGreaterEqual(self.metric_sum(m, "podium_adapter_relists_total", kind="Pod"), 1)
+        self.assertGreaterEqual(self.metric_sum(m, "podium_adapter_watch_restarts_total", kind="Pod", reason="gone"), 1)
 
     def test_pod_created_during_watch_outage_is_scheduled_after_it(self):
         self.start([node("node-a"), node("node-b")], [pod("before")])
@@ -290,6 +329,7 @@ class K8sAdapterTest(AdapterTestBase):
         self.assertIn("spec.containers[0].resources.requests.cpu", events[0][3])
         self.assertEqual(stats["pods"]["default/bad-quantity"]["node"], "")
         self.assertRegex(self.adapter.stderr(), r"Pod default/bad-quantity: cannot translate: .*requests\.cpu")
+        self.assertEqual(self.metric_sum(self.metrics(), "podium_adapter_objects_skipped_total", kind="Pod"), 1)
         # A later pod still flows: the stream did not stop.
         self.api.create([pod("good-3")])
         self.wait_for("a later pod bound", lambda s: s["pods"].get("default/good-3", {}).get("node"))

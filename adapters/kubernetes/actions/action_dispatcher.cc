@@ -22,6 +22,16 @@ v1::ActionResult Result(uint64_t id, v1::ActionResult::Code code, std::string me
 }
 
 // The pod's spec.nodeName and metadata.uid from a GET answer.
+const char* ActionName(const v1::Action& a) {
+  switch (a.kind_case()) {
+    case v1::Action::kBind: return "bind";
+    case v1::Action::kDeletePod: return "delete";
+    case v1::Action::kPatchPodStatus: return "patch_status";
+    case v1::Action::kRecordEvent: return "event";
+    default: return "unknown";
+  }
+}
+
 std::pair<std::string, std::string> NodeAndUid(const ApiAnswer& a) {
   try {
     YAML::Node pod = YAML::Load(a.body);
@@ -63,15 +73,18 @@ void ActionDispatcher::Submit(v1::Action action, Done done) {
         const absl::Time now = clock_();
         if (it != recent_events_.end() && now - it->second < options_.event_window) {
           ++counters_.events_aggregated;
+          if (options_.metrics) options_.metrics->CountAction("event", "aggregated");
           code = v1::ActionResult::OK;
           refusal = "aggregated with an identical recent event";
         } else if (events_.size() < options_.event_queue_capacity) {
           if (recent_events_.size() > 100000) recent_events_.clear();
           recent_events_[key] = now;
           events_.push_back({std::move(action), std::move(done)});
+          if (options_.metrics) options_.metrics->SetActionQueueDepth("events", events_.size());
           return;
         } else {
           ++counters_.events_dropped;
+          if (options_.metrics) options_.metrics->CountAction("event", "dropped");
           refusal = "event dropped: the event lane is full";
         }
       }
@@ -87,6 +100,7 @@ void ActionDispatcher::Submit(v1::Action action, Done done) {
     mu_.Await(absl::Condition(&has_room));
     if (!stopping_) {
       queue_.push_back({std::move(action), std::move(done)});
+      if (options_.metrics) options_.metrics->SetActionQueueDepth("actions", queue_.size());
       return;
     }
   }
@@ -104,6 +118,7 @@ void ActionDispatcher::Work(bool events) {
       if (q.empty()) return;  // Stopping.
       item = std::move(q.front());
       q.pop_front();
+      if (options_.metrics) options_.metrics->SetActionQueueDepth(events ? "events" : "actions", q.size());
     }
     v1::ActionResult result = Execute(item.action);
     item.done(std::move(result));
@@ -132,6 +147,7 @@ ApiAnswer ActionDispatcher::CallWithRetries(Transport& transport, const HttpRequ
     std::optional<absl::Duration> retry_after;
     if (answer.status == 429 || answer.status == 503) retry_after = ParseRetryAfter(answer.retry_after);
     if (!sleep_(backoff.Next(retry_after))) return answer;
+    if (options_.metrics) options_.metrics->CountRetry(request.method, request.target, answer.status);
     absl::MutexLock lock(&mu_);
     ++counters_.retries;
   }
@@ -168,6 +184,7 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
     std::cerr << "podium-k8s-adapter: " << request.method << " " << request.target << ": "
               << v1::ActionResult::Code_Name(code) << ": " << message << "\n";
   }
+  if (options_.metrics) options_.metrics->CountAction(ActionName(action), v1::ActionResult::Code_Name(code));
   absl::MutexLock lock(&mu_);
   if (code == v1::ActionResult::OK) {
     ++counters_.ok;

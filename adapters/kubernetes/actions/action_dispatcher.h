@@ -13,6 +13,7 @@
 #include "actions/api_requests.h"
 #include "client/retry.h"
 #include "client/transport.h"
+#include "metrics/adapter_metrics.h"
 #include "podium/v1/cluster.pb.h"
 
 namespace podium::kube {
@@ -39,6 +40,7 @@ class ActionDispatcher {
     // Asked before every API call; false: the call is not made and the action
     // fails as UNAVAILABLE (a standby, or a leader that could not renew).
     std::function<bool()> may_act;
+    AdapterMetrics* metrics = nullptr;  // Queue depth, outcomes, retries.
   };
   using Done = std::function<void(v1::ActionResult)>;
   using Clock = std::function<absl::Time()>;

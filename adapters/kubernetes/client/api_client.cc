@@ -342,8 +342,30 @@ http::request<http::string_body> BuildRequest(const HttpRequest& r, const RestCo
 
 }  // namespace
 
-ApiAnswer ApiClient::Do(const HttpRequest& r) {
+void ApiClient::Throttle(const HttpRequest& r) {
+  if (!options_.metrics) return limiter_.Wait();
+  const absl::Time start = absl::Now();
   limiter_.Wait();
+  options_.metrics->ObserveRateLimiterWait(r.method, absl::Now() - start);
+}
+
+ApiAnswer ApiClient::Do(const HttpRequest& r) {
+  Throttle(r);
+  const absl::Time start = absl::Now();
+  ApiAnswer answer = Send(r);
+  if (options_.metrics) options_.metrics->ObserveRequest(r.method, r.target, answer.status, absl::Now() - start);
+  return answer;
+}
+
+StreamAnswer ApiClient::Stream(const HttpRequest& r) {
+  Throttle(r);
+  const absl::Time start = absl::Now();
+  StreamAnswer answer = OpenStream(r);
+  if (options_.metrics) options_.metrics->ObserveRequest(r.method, r.target, answer.head.status, absl::Now() - start);
+  return answer;
+}
+
+ApiAnswer ApiClient::Send(const HttpRequest& r) {
   for (int attempt = 0;; ++attempt) {
     auto conn = Acquire();
     if (!conn) return ApiAnswer{.status = 0, .error = "the API client is shut down"};
@@ -375,8 +397,7 @@ ApiAnswer ApiClient::Do(const HttpRequest& r) {
   }
 }
 
-StreamAnswer ApiClient::Stream(const HttpRequest& r) {
-  limiter_.Wait();
+StreamAnswer ApiClient::OpenStream(const HttpRequest& r) {
   StreamAnswer out;
   auto conn = Acquire();
   if (!conn) {

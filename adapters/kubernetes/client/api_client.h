@@ -13,6 +13,7 @@
 #include "client/rest_config.h"
 #include "client/token_source.h"
 #include "client/transport.h"
+#include "metrics/adapter_metrics.h"
 
 namespace podium::kube {
 
@@ -34,6 +35,7 @@ class ApiClient : public Transport {
     absl::Duration stream_idle_timeout = absl::Minutes(11);
     size_t max_idle_connections = 32;
     std::string user_agent = "podium-k8s-adapter";
+    AdapterMetrics* metrics = nullptr;  // Requests, latency, rate-limiter waits.
   };
 
   // Loads the TLS material; errors name the file.
@@ -54,6 +56,9 @@ class ApiClient : public Transport {
   struct Tls;
   explicit ApiClient(Options options);
 
+  void Throttle(const HttpRequest& r);
+  ApiAnswer Send(const HttpRequest& r);
+  StreamAnswer OpenStream(const HttpRequest& r);
   std::unique_ptr<Connection> Acquire();
   void Release(std::unique_ptr<Connection> connection);
   void Register(Connection* c);

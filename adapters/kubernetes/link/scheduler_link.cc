@@ -131,6 +131,7 @@ void SchedulerLink::OnBadObject(const ResourceKind& kind, const YAML::Node& obje
   {
     absl::MutexLock lock(&mu_);
     ++bad_objects_;
+    if (options_.metrics) options_.metrics->CountSkippedObject(kind.kind);
     if (client_) {
       if (auto hello = client_->hello()) ours.assign(hello->scheduler_names().begin(), hello->scheduler_names().end());
     }

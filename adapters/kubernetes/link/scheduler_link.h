@@ -34,6 +34,7 @@ class SchedulerLink : public ReflectorSink {
     std::vector<ResourceKind> kinds;  // Every kind a reflector lists, in list order.
     std::vector<std::string> scheduler_names;
     absl::Duration reconnect_delay = absl::Seconds(1);
+    AdapterMetrics* metrics = nullptr;  // Objects skipped.
   };
   SchedulerLink(Options options, std::shared_ptr<grpc::Channel> channel, ActionDispatcher& dispatcher);
   ~SchedulerLink() override;

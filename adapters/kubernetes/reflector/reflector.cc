@@ -186,6 +186,7 @@ absl::Status Reflector::FirstList() {
 }
 
 absl::Status Reflector::Relist() {
+  if (options_.metrics) options_.metrics->CountRelist(kind_.kind);
   std::set<std::string> seen;
   auto on_page = [&](std::vector<Listed>& page) {
     std::vector<v1::ObjectEvent> out;
@@ -315,7 +316,13 @@ void Reflector::Run(const std::atomic<bool>& stop) {
       need_list = false;
     }
     absl::Status error;
-    switch (Watch(&error)) {
+    const WatchEnd end = Watch(&error);
+    if (options_.metrics && !stop.load()) {
+      options_.metrics->CountWatchRestart(kind_.kind, end == WatchEnd::kEnded  ? "timeout"
+                                                      : end == WatchEnd::kGone ? "gone"
+                                                                               : "error");
+    }
+    switch (end) {
       case WatchEnd::kEnded:
         backoff_.Reset();
         break;

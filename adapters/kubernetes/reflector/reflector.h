@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "client/retry.h"
 #include "client/transport.h"
+#include "metrics/adapter_metrics.h"
 #include "podium/v1/cluster.pb.h"
 #include "reflector/resource_kind.h"
 
@@ -51,6 +52,7 @@ class Reflector {
     // A watch that ends cleanly this soon without one event is an error.
     absl::Duration min_watch_duration = absl::Seconds(1);
     Backoff::Options backoff{.initial = absl::Milliseconds(800), .cap = absl::Seconds(30), .jitter = 1.0};
+    AdapterMetrics* metrics = nullptr;  // Watch restarts, relists.
   };
   using Clock = std::function<absl::Time()>;
   using Sleep = std::function<void(absl::Duration)>;
