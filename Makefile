@@ -4,7 +4,7 @@
 # make bench - scheduler_perf-shaped benchmarks, results in build/bench/results.json
 # make tsan  - the scheduler's and the SDK's unit tests under ThreadSanitizer
 #              (a separate build in build-tsan; suppressions in tsan.supp)
-# make fuzz  - libFuzzer on the YAML loaders (clang, build-fuzz/), FUZZ_SECONDS each;
+# make fuzz  - libFuzzer on the YAML loaders and the k8s adapter's JSON path (clang, build-fuzz/), FUZZ_SECONDS each;
 #              new inputs are added to adapters/common/fuzz/corpus/ (replayed by make test)
 # Each target installs what is missing (Debian packages) and builds what is stale.
 
@@ -30,7 +30,7 @@ TSAN_TARGETS := podium_server_test podium_queue_test podium_cache_test podium_co
 
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
-FUZZERS      := cluster_loader scheduler_config
+FUZZERS      := cluster_loader scheduler_config kube_json
 FUZZ_CORPUS  := adapters/common/fuzz/corpus
 
 .PHONY: all deps configure build run test bench tsan fuzz clean

@@ -47,6 +47,8 @@ void Replay(const std::string& name, Entry entry, size_t min_files) {
 
 TEST(FuzzCorpusReplay, ClusterLoader) { Replay("cluster_loader", LoadClusterInput, 10); }
 
+TEST(FuzzCorpusReplay, KubeJson) { Replay("kube_json", DecodeKubeJsonInput, 8); }
+
 TEST(FuzzCorpusReplay, SchedulerConfig) { Replay("scheduler_config", ParseSchedulerConfigInput, 3); }
 
 // The seeds that reproduce defects 15 and 16 are refused with a reason.

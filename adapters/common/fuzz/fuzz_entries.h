@@ -14,5 +14,11 @@ namespace podium::fuzz {
 absl::Status LoadClusterInput(const uint8_t* data, size_t size);
 // podium-scheduler's --config parser (services/scheduler/config).
 absl::Status ParseSchedulerConfigInput(const uint8_t* data, size_t size);
+// podium-k8s-adapter's JSON path: the input is served as every watched
+// kind's list answer (each page, each part), then line by line as its watch;
+// each kind's reflector translates what it can into podium.v1 and reports
+// the rest. Errors are what the reflector refused (a bad list); a translated
+// object that breaks the contract (no name, wrong kind) aborts.
+absl::Status DecodeKubeJsonInput(const uint8_t* data, size_t size);
 
 }  // namespace podium::fuzz
