@@ -7,7 +7,10 @@ podium-scheduler + podium-plugin-host.
 
 The result has the core fields of podium-sim's report (workload, nodes, pods,
 seconds, pods_per_second) plus api_requests_per_pod: the API calls besides
-events made per measured pod (list, watch, bind, patch, get, delete). The
+events made per measured pod (list, watch, bind, patch, get, delete), and
+cpu_ms_per_pod: each process's CPU time (user + system) during the measured
+phase divided by the measured pods, which says where the time goes even on a
+loaded machine. The
 fake apiserver is single-process Python: its speed bounds the numbers, so
 compare them with each other, not with kube-scheduler's.
 """
@@ -47,11 +50,26 @@ class Bench:
         self.build = build
         self.dir = workdir
         self.procs = []
+        self.names = {}  # pid -> process name
+
+    def cpu_seconds(self):
+        """{process name: user + system CPU seconds so far}."""
+        tick = os.sysconf("SC_CLK_TCK")
+        out = {}
+        for p, _ in self.procs:
+            try:
+                with open(f"/proc/{p.pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                out[self.names[p.pid]] = (int(fields[11]) + int(fields[12])) / tick
+            except OSError:
+                pass
+        return out
 
     def spawn(self, name, argv, ready):
         err = open(os.path.join(self.dir, f"{name}.stderr"), "wb+")
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
         self.procs.append((p, err))
+        self.names[p.pid] = name
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             err.seek(0)
@@ -112,16 +130,20 @@ class Bench:
                                "--scheduler", sched, "--kube-api-qps", "0"], r"API server")
         self.wait_bound(init_pods, timeout)
         before = self.call("GET", "/control/stats?brief=1")["requests"]
+        cpu_before = self.cpu_seconds()
         objects = [pod("sched-test", f"pod-{i}") for i in range(measured)]
         start = time.monotonic()
         for i in range(0, measured, 1000):
             self.call("POST", "/control/objects", {"objects": objects[i:i + 1000]})
         after = self.wait_bound(init_pods + measured, timeout)
         seconds = time.monotonic() - start
+        cpu_after = self.cpu_seconds()
         calls = sum(n - before.get(k, 0) for k, n in after["requests"].items() if not k.endswith(" event"))
         return {"workload": f"adapter-{workload}", "nodes": nodes, "pods": measured, "measured_pods": measured,
                 "seconds": round(seconds, 3), "pods_per_second": round(measured / seconds, 1),
                 "api_requests_per_pod": round(calls / measured, 2),
+                "cpu_ms_per_pod": {k: round(1000 * (v - cpu_before.get(k, 0)) / measured, 3)
+                                   for k, v in cpu_after.items()},
                 "requests": {k: n - before.get(k, 0) for k, n in after["requests"].items()}}
 
 
