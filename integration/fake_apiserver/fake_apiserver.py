@@ -110,7 +110,7 @@ class Cluster:
         self.cv = threading.Condition()
         self.rv = 1000
         self.objects = {r: {} for r in self.KINDS}  # (namespace, name) -> object
-        self.log = []       # (rv, resource, type, object)
+        self.log = []       # (rv, resource, namespace, the event as a watch chunk)
         self.log_rvs = []
         self.compacted = 0  # Watches from a resourceVersion below this get 410.
         self.snapshots = {}  # continue token id -> (rv, items)
@@ -139,18 +139,24 @@ class Cluster:
         self.rv += 1
         return str(self.rv)
 
+    # Stored objects are never changed in place (writers copy what they change),
+    # so lists and the log share them; the log keeps each event serialized once,
+    # as the watch chunk every watcher writes.
     def _record(self, resource, type_, obj):
         rv = int(obj["metadata"]["resourceVersion"])
-        self.log.append((rv, resource, type_, copy.deepcopy(obj)))
+        data = json.dumps({"type": type_, "object": obj}, separators=(",", ":")).encode() + b"\n"
+        chunk = b"%x\r\n%s\r\n" % (len(data), data)
+        self.log.append((rv, resource, obj["metadata"].get("namespace"), chunk))
         self.log_rvs.append(rv)
         self.cv.notify_all()
 
     def create(self, resource, obj):
         kind, api = self.KINDS[resource]
-        obj = copy.deepcopy(obj)
+        obj = dict(obj)  # A fresh request body: a shallow copy of what is changed is enough.
+        obj["metadata"] = dict(obj.get("metadata") or {})
         obj["kind"] = kind
         obj["apiVersion"] = api
-        meta = obj.setdefault("metadata", {})
+        meta = obj["metadata"]
         if resource in self.NAMESPACED:
             meta.setdefault("namespace", "default")
         if resource == "pods":
@@ -172,8 +178,8 @@ class Cluster:
         self._record(resource, "MODIFIED", obj)
 
     def delete(self, resource, key):
-        obj = self.objects[resource].pop(key)
-        obj = copy.deepcopy(obj)
+        obj = dict(self.objects[resource].pop(key))
+        obj["metadata"] = dict(obj["metadata"])
         obj["metadata"]["resourceVersion"] = self._next_rv()
         self._record(resource, "DELETED", obj)
         return obj
@@ -473,7 +479,7 @@ class Handler(BaseHTTPRequestHandler):
                     409, "Conflict", f"pod {name} is already assigned to node \"{pod['spec']['nodeName']}\""))
             if not node:
                 return self._send(400, status_body(400, "BadRequest", "target.name: Required value"))
-            pod = copy.deepcopy(pod)
+            pod = dict(pod, metadata=dict(pod["metadata"]), spec=dict(pod["spec"]), status=dict(pod["status"]))
             pod["spec"]["nodeName"] = node
             conds = [x for x in pod["status"].get("conditions") or [] if x.get("type") != "PodScheduled"]
             conds.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
@@ -528,7 +534,7 @@ class Handler(BaseHTTPRequestHandler):
                 offset = int(token.split(":")[1])
             else:
                 rv = c.rv
-                items = [copy.deepcopy(o) for k, o in sorted(c.objects[resource].items())
+                items = [o for k, o in sorted(c.objects[resource].items())
                          if (namespace is None or k[0] == namespace) and matches_fields(o, selector)]
                 offset = 0
             page = items[offset:offset + limit] if limit else items[offset:]
@@ -589,13 +595,13 @@ class Handler(BaseHTTPRequestHandler):
                         c.watches_dropped += 1
                         self.close_connection = True
                         return  # Mid-stream, without the last chunk: the client sees a broken stream.
-                    batch = [e for e in c.log[i:] if e[1] == resource and
-                             (namespace is None or e[3]["metadata"].get("namespace") == namespace)]
+                    batch = b"".join(e[3] for e in c.log[i:] if e[1] == resource and
+                                     (namespace is None or e[2] == namespace))
                     if i < len(c.log):
                         cursor = c.log[-1][0]
                     current = c.rv
-                for _, _, type_, obj in batch:
-                    self._chunk({"type": type_, "object": obj})
+                if batch:
+                    self.wfile.write(batch)
                 now = time.monotonic()
                 if bookmarks and now - last_bookmark >= BOOKMARK_INTERVAL:
                     cursor = max(cursor, current)
