@@ -314,6 +314,48 @@ class PodiumctlTest(lib.IntegrationTest):
         for name in ("later-1", "later-2", "later-3"):
             self.assertTrue(report.node_of(name), report.raw)
 
+    def test_queue_reads_every_page(self):
+        # 1 100 pods that fit nowhere, besides giant: more than two of the
+        # scheduler's default pages (500), so a podiumctl that stops after the
+        # first page shows 500.
+        with open(cluster_path()) as f:
+            base = f.read()
+        stuck = [lib.pod_yaml(f"stuck-{i:04d}", cpu="3", namespace="bulk") for i in range(1100)]
+        self.start_sim(self.write("cluster-bulk.yaml", lib.cluster_yaml(base, *stuck)))
+        report = self.wait_report(timeout=90)
+        self.assertEqual(len(report.unschedulable()), 1101)
+        want = {"default/giant"} | {f"bulk/stuck-{i:04d}" for i in range(1100)}
+
+        doc = self.ctl_json("queue")
+        self.assertEqual(doc["total"], 1101)
+        self.assertEqual(doc["continue"], "")
+        self.assertEqual({f"{p['namespace']}/{p['name']}" for p in doc["pods"]}, want)
+        self.assertEqual(len(doc["pods"]), 1101)
+        table = self.ctl("queue", "-n", "bulk", "--chunk-size", "300")
+        self.assertEqual(len(table_rows(table.stdout)), 1100)
+        self.assertIn("1100 pods: 0 active, 0 backoff, 1100 unschedulable, 0 gated\n", table.stdout)
+
+        # A script walks the queue in pieces with --limit and --continue.
+        seen = []
+        token = None
+        for _ in range(10):
+            args = ["queue", "--limit", "400", "--chunk-size", "150", "-o", "name"]
+            if token:
+                args += ["--continue", token]
+            p = self.ctl(*args)
+            names = p.stdout.split()
+            seen += names
+            m = re.search(r"--continue (\S+)\n", p.stderr)
+            if not m:
+                self.assertEqual(len(names), 1101 - 800)
+                break
+            self.assertEqual(len(names), 400)
+            token = m.group(1)
+        else:
+            self.fail("--continue never reached the end")
+        self.assertEqual(len(seen), 1101)
+        self.assertEqual(set(seen), want)
+
     def test_unreachable_scheduler_exit_2(self):
         sock = f"unix://{self.path('nobody.sock')}"
         p = self.ctl("queue", address=False, env={"PODIUM_ADDRESS": sock}, expect=2)

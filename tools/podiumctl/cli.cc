@@ -20,14 +20,19 @@ struct CommandInfo {
 };
 
 const CommandInfo kCommands[] = {
-    {"queue", Command::kQueue, "queue [-n NS] [--queue Q] [--plugin P] [--limit N]",
+    {"queue", Command::kQueue, "queue [-n NS] [--queue Q] [--plugin P] [--limit N [--continue TOKEN]]",
      "pods in the scheduling queue, with attempts, backoff and rejecting plugins",
      "Pods waiting in the scheduling queue: active, backoff, unschedulable, gated;\n"
      "with attempts, age, backoff expiry and the plugins that rejected them.\n"
      "  -n, --namespace NS  only pods of namespace NS\n"
      "  --queue Q           only queue Q: active, backoff, unschedulable, gated\n"
      "  --plugin P          only pods that plugin P rejected (or left pending)\n"
-     "  --limit N           at most N pods (the scheduler still reports the total)\n"},
+     "  --limit N           at most N pods (the scheduler still reports the total); when\n"
+     "                      more remain, the token of the next page is printed (stderr,\n"
+     "                      or \"continue\" in -o json|yaml)\n"
+     "  --continue TOKEN    start where an earlier --limit run stopped\n"
+     "  --chunk-size N      pods per call to the scheduler (default 500, at most 5000);\n"
+     "                      every page is read, up to --limit\n"},
     {"explain", Command::kExplain, "explain NAMESPACE/POD",
      "why a pod is not scheduled: its last attempt, per reason with sample nodes",
      "Why a pod is not scheduled: its last failed attempt, the per-node verdicts\n"
@@ -117,6 +122,8 @@ const FlagSpec kFlags[] = {
     {"queue", 0, true, kFQueue},
     {"plugin", 0, true, kFQueue},
     {"limit", 0, true, kFQueue},
+    {"continue", 0, true, kFQueue},
+    {"chunk-size", 0, true, kFQueue},
     {"all-unschedulable", 0, false, kFActivate},
     {"count", 0, true, kFWatch},
 };
@@ -301,6 +308,16 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       auto n = ParseCount(flag, value);
       if (!n.ok()) return n.status();
       inv.limit = *n;
+    } else if (flag == "continue") {
+      if (value.empty()) return absl::InvalidArgumentError("--continue: empty token");
+      inv.continue_token = value;
+    } else if (flag == "chunk-size") {
+      auto n = ParseCount(flag, value);
+      if (!n.ok()) return n.status();
+      if (*n < 1 || *n > 5000) {
+        return absl::InvalidArgumentError(absl::StrCat("--chunk-size: want 1 to 5000, got \"", value, "\""));
+      }
+      inv.chunk_size = *n;
     } else if (flag == "count") {
       auto n = ParseCount(flag, value);
       if (!n.ok()) return n.status();

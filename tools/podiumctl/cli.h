@@ -52,7 +52,9 @@ struct Invocation {
   std::string namespace_;
   std::optional<std::string> queue;  // active|backoff|unschedulable|gated.
   std::string plugin;
-  int limit = 0;
+  int limit = 0;                 // 0 = every pod.
+  std::string continue_token;    // --continue: a page token from an earlier --limit run.
+  int chunk_size = 500;          // Pods per ListQueuedPods call.
   // explain, activate
   std::vector<PodName> pods;
   bool all_unschedulable = false;

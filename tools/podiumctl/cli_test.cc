@@ -42,6 +42,11 @@ TEST(PodiumctlParseTest, FlagsBeforeAndAfterTheCommand) {
   EXPECT_EQ(inv->queue, "unschedulable");
   EXPECT_EQ(inv->plugin, "NodeResourcesFit");
   EXPECT_EQ(inv->limit, 10);
+  EXPECT_EQ(inv->chunk_size, 500);
+  auto paged = Parse({"queue", "--limit", "3", "--continue", "o:3", "--chunk-size", "2"});
+  ASSERT_TRUE(paged.ok()) << paged.status();
+  EXPECT_EQ(paged->continue_token, "o:3");
+  EXPECT_EQ(paged->chunk_size, 2);
   EXPECT_EQ(inv->timeout, absl::Milliseconds(1500));
 }
 
@@ -89,6 +94,10 @@ TEST(PodiumctlParseTest, UsageErrorsNameTheFlagOrArgument) {
       {{"queue", "-o", "xml"}, "unknown format \"xml\""},
       {{"queue", "--queue", "waiting"}, "--queue: unknown queue \"waiting\""},
       {{"queue", "--limit", "-3"}, "--limit"},
+      {{"queue", "--chunk-size", "0"}, "--chunk-size: want 1 to 5000"},
+      {{"queue", "--chunk-size", "5001"}, "--chunk-size: want 1 to 5000"},
+      {{"queue", "--continue="}, "--continue: empty token"},
+      {{"nodes", "--continue", "x"}, "--continue does not apply to \"nodes\""},
       {{"queue", "--timeout", "soon"}, "--timeout: invalid duration \"soon\""},
       {{"queue", "--timeout", "0s"}, "--timeout: must be positive"},
       {{"nodes", "--queue", "active"}, "--queue does not apply to \"nodes\""},

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "admin_client.h"
 #include "boost/json/value.hpp"
@@ -40,11 +41,20 @@ void PrintDocument(const CommandContext& ctx, const boost::json::value& doc,
 
 // --- queue (queue_command.cc)
 absl::Status RunQueue(CommandContext& ctx);
-// The queued pods (already filtered), sorted by queue then namespace/name.
-boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now);
+// What `queue` read: every page from --continue's (or the first) to the end,
+// or until --limit pods.
+struct QueueListing {
+  std::vector<v1::QueuedPod> pods;
+  int total = 0;               // Pods matching the filters, as the first page counted them.
+  std::string continue_token;  // Where the next page starts; empty at the end.
+};
+// Follows ListQueuedPods' next_page_token, --chunk-size pods per call; the
+// filters (namespace, queue, plugin) travel in the request.
+absl::StatusOr<QueueListing> ListQueue(AdminClient& client, const Invocation& inv);
+// The queued pods, sorted by queue then namespace/name.
+boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now,
+                                 const std::string& continue_token = "");
 std::string QueueTable(const boost::json::value& doc, bool wide);
-// Client-side filters the request cannot express yet.
-bool QueuedPodMatches(const v1::QueuedPod& pod, const Invocation& inv);
 // The JSON object of one queued pod (shared with explain).
 boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now);
 std::string QueueNameString(v1::QueueName q);

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <regex>
 #include <sstream>
 
@@ -46,15 +47,30 @@ class FakeAdmin final : public v1::Admin::Service {
                               v1::ListQueuedPodsResponse* resp) override {
     absl::MutexLock lock(&mu);
     list_requests.push_back(*req);
-    int total = 0;
+    // As the scheduler pages: offsets as "o:N" tokens, page_size (or the
+    // older limit) pods per page, 500 when neither is set.
+    std::vector<const v1::QueuedPod*> matching;
     for (const auto& p : queued) {
       if (req->queue() != v1::QUEUE_UNSPECIFIED && p.queue() != req->queue()) continue;
       if (!req->namespace_().empty() && p.pod().namespace_() != req->namespace_()) continue;
-      ++total;
-      if (req->limit() > 0 && resp->pods_size() >= req->limit()) continue;
-      *resp->add_pods() = p;
+      if (!req->plugin().empty() &&
+          std::find(p.unschedulable_plugins().begin(), p.unschedulable_plugins().end(), req->plugin()) ==
+              p.unschedulable_plugins().end()) {
+        continue;
+      }
+      matching.push_back(&p);
     }
-    resp->set_total(total);
+    size_t offset = 0;
+    if (!req->page_token().empty()) {
+      if (req->page_token().rfind("o:", 0) != 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "page_token: not a token");
+      }
+      offset = std::stoul(req->page_token().substr(2));
+    }
+    size_t size = req->page_size() > 0 ? req->page_size() : (req->limit() > 0 ? req->limit() : 500);
+    for (size_t i = offset; i < matching.size() && i < offset + size; ++i) *resp->add_pods() = *matching[i];
+    if (offset + size < matching.size()) resp->set_next_page_token("o:" + std::to_string(offset + size));
+    resp->set_total(static_cast<int>(matching.size()));
     return grpc::Status::OK;
   }
   grpc::Status ExplainPod(grpc::ServerContext*, const v1::ExplainPodRequest* req,
@@ -220,7 +236,7 @@ TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.");
 }
 
-TEST_F(PodiumctlCommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
+TEST_F(PodiumctlCommandsTest, QueueFiltersServerSide) {
   ASSERT_TRUE(Run({"queue", "-n", "batch", "--queue", "backoff", "-o", "name"}).ok());
   EXPECT_EQ(out_.str(), "batch/job-7\n");
   {
@@ -231,6 +247,10 @@ TEST_F(PodiumctlCommandsTest, QueueFiltersServerSideAndByPluginClientSide) {
   }
   ASSERT_TRUE(Run({"queue", "--plugin", "TaintToleration", "-o", "name"}).ok());
   EXPECT_EQ(out_.str(), "default/giant\n");
+  {
+    absl::MutexLock lock(&fake_.mu);
+    EXPECT_EQ(fake_.list_requests.back().plugin(), "TaintToleration");
+  }
   ASSERT_TRUE(Run({"queue", "--plugin", "NoSuch"}).ok());
   EXPECT_EQ(out_.str(), "");
   EXPECT_THAT(err_.str(), HasSubstr("No pods in the scheduling queue"));
@@ -241,6 +261,76 @@ TEST_F(PodiumctlCommandsTest, QueueLimitKeepsTheTotal) {
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("pods").as_array().size(), 1u);
   EXPECT_EQ(doc.at("total").as_int64(), 4);
+}
+
+// The bug this replaced: only the first page (500 pods) was ever read.
+TEST_F(PodiumctlCommandsTest, QueueFollowsPageTokensToTheEnd) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    for (int i = 0; i < 1203; ++i) fake_.queued.push_back(Queued("bulk", "pod-" + std::to_string(i), v1::ACTIVE, 0));
+  }
+  ASSERT_TRUE(Run({"queue", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("pods").as_array().size(), 1207u);
+  EXPECT_EQ(doc.at("total").as_int64(), 1207);
+  EXPECT_EQ(doc.at("continue").as_string(), "");
+  absl::MutexLock lock(&fake_.mu);
+  ASSERT_EQ(fake_.list_requests.size(), 3u);
+  EXPECT_EQ(fake_.list_requests[0].page_size(), 500);
+  EXPECT_EQ(fake_.list_requests[0].page_token(), "");
+  EXPECT_EQ(fake_.list_requests[1].page_token(), "o:500");
+  EXPECT_EQ(fake_.list_requests[2].page_token(), "o:1000");
+}
+
+TEST_F(PodiumctlCommandsTest, QueueLimitAndContinueWalkTheListingInPieces) {
+  // --limit 3 with pages of 2: two calls, then the token of the fourth pod.
+  ASSERT_TRUE(Run({"queue", "--limit", "3", "--chunk-size", "2", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), "default/web-1\nbatch/job-7\ndefault/giant\n");
+  EXPECT_THAT(err_.str(), HasSubstr("More pods: podiumctl queue --limit 3 --continue o:3\n"));
+  {
+    absl::MutexLock lock(&fake_.mu);
+    ASSERT_EQ(fake_.list_requests.size(), 2u);
+    EXPECT_EQ(fake_.list_requests[0].page_size(), 2);
+    EXPECT_EQ(fake_.list_requests[1].page_size(), 1) << "the last page asks only for what --limit leaves";
+  }
+  ASSERT_TRUE(Run({"queue", "--limit", "3", "--continue", "o:3", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  ASSERT_EQ(doc.at("pods").as_array().size(), 1u);
+  EXPECT_EQ(doc.at("pods").as_array()[0].at("name").as_string(), "gated-1");
+  EXPECT_EQ(doc.at("continue").as_string(), "");
+  // In JSON the token is a field, not a line on stderr.
+  ASSERT_TRUE(Run({"queue", "--limit", "2", "-o", "json"}).ok());
+  EXPECT_EQ(boost::json::parse(out_.str()).at("continue").as_string(), "o:2");
+  EXPECT_EQ(err_.str(), "");
+  // A token the scheduler does not know is its INVALID_ARGUMENT, a usage error.
+  EXPECT_TRUE(absl::IsInvalidArgument(Run({"queue", "--continue", "bogus"})));
+}
+
+class LoopingAdmin final : public v1::Admin::Service {
+ public:
+  grpc::Status ListQueuedPods(grpc::ServerContext*, const v1::ListQueuedPodsRequest*,
+                              v1::ListQueuedPodsResponse* resp) override {
+    resp->set_total(1);
+    resp->set_next_page_token("again");
+    return grpc::Status::OK;
+  }
+};
+
+TEST(PodiumctlQueuePagingTest, AServerThatNeverEndsThePagesIsAnError) {
+  LoopingAdmin admin;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&admin);
+  auto server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  AdminClient client(AdminClient::Options{.address = "127.0.0.1:" + std::to_string(port)});
+  Invocation inv;
+  inv.command = Command::kQueue;
+  auto listing = ListQueue(client, inv);
+  EXPECT_FALSE(listing.ok());
+  EXPECT_THAT(listing.status().message(), HasSubstr("without reaching the end"));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 v1::NodeVerdict Verdict(const std::string& node, v1::Status::Code code, const std::string& plugin,

@@ -17,7 +17,7 @@ _podiumctl() {
     case "${COMP_WORDS[i]}" in
       --address) addr=(--address "${COMP_WORDS[i+1]}"); ((i++)) ;;
       --address=*) addr=("${COMP_WORDS[i]}") ;;
-      --timeout|--output|-o|--namespace|-n|--queue|--plugin|--limit|--count) ((i++)) ;;
+      --timeout|--output|-o|--namespace|-n|--queue|--plugin|--limit|--continue|--chunk-size|--count) ((i++)) ;;
       -*) ;;
       *) [[ -z "$cmd" ]] && cmd="${COMP_WORDS[i]}" ;;
     esac
@@ -25,7 +25,7 @@ _podiumctl() {
   case "$prev" in
     -o|--output) COMPREPLY=($(compgen -W "table wide json yaml name" -- "$cur")); return ;;
     --queue) COMPREPLY=($(compgen -W "active backoff unschedulable gated" -- "$cur")); return ;;
-    --address|--timeout|--namespace|-n|--plugin|--limit|--count) return ;;
+    --address|--timeout|--namespace|-n|--plugin|--limit|--continue|--chunk-size|--count) return ;;
   esac
   if [[ -z "$cmd" ]]; then
     COMPREPLY=($(compgen -W "$commands $global" -- "$cur"))
@@ -33,7 +33,7 @@ _podiumctl() {
   fi
   local flags="$global"
   case "$cmd" in
-    queue) flags="$flags --namespace -n --queue --plugin --limit" ;;
+    queue) flags="$flags --namespace -n --queue --plugin --limit --continue --chunk-size" ;;
     explain) flags="$flags --namespace -n" ;;
     activate) flags="$flags --namespace -n --all-unschedulable" ;;
     watch) flags="$flags --namespace -n --count" ;;

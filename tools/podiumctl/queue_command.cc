@@ -82,17 +82,8 @@ boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now) {
   return o;
 }
 
-bool QueuedPodMatches(const v1::QueuedPod& pod, const Invocation& inv) {
-  if (!inv.namespace_.empty() && pod.pod().namespace_() != inv.namespace_) return false;
-  if (inv.queue && QueueNameString(pod.queue()) != *inv.queue) return false;
-  if (!inv.plugin.empty()) {
-    auto has = [&](const auto& list) { return std::find(list.begin(), list.end(), inv.plugin) != list.end(); };
-    if (!has(pod.unschedulable_plugins()) && !has(pod.pending_plugins())) return false;
-  }
-  return true;
-}
-
-boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now) {
+boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now,
+                                 const std::string& continue_token) {
   std::vector<const v1::QueuedPod*> sorted;
   for (const auto& p : pods) sorted.push_back(&p);
   std::stable_sort(sorted.begin(), sorted.end(), [](const v1::QueuedPod* a, const v1::QueuedPod* b) {
@@ -111,6 +102,8 @@ boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int ser
   doc["pods"] = std::move(items);
   doc["counts"] = std::move(counts);
   doc["total"] = server_total;
+  // kubectl's metadata.continue: empty when this is the end of the listing.
+  doc["continue"] = continue_token;
   return doc;
 }
 
@@ -155,27 +148,59 @@ std::string QueueTable(const boost::json::value& doc, bool wide) {
   return absl::StrCat(table.Render(), "\n", summary, "\n");
 }
 
-absl::Status RunQueue(CommandContext& ctx) {
-  const Invocation& inv = ctx.invocation;
+absl::StatusOr<QueueListing> ListQueue(AdminClient& client, const Invocation& inv) {
   v1::ListQueuedPodsRequest request;
   request.set_namespace_(inv.namespace_);
   if (inv.queue) request.set_queue(QueueFromString(*inv.queue));
-  // --plugin filters on this side, so the limit must too when it is set.
-  if (inv.plugin.empty()) request.set_limit(inv.limit);
-  // Paging (page_size/page_token -> next_page_token) plugs in here: loop until
-  // the token is empty, appending pages, and move the plugin filter to the request.
-  auto response = ctx.client.ListQueuedPods(request);
-  if (!response.ok()) return response.status();
-  std::vector<v1::QueuedPod> pods;
-  int matched = 0;
-  for (const auto& p : response->pods()) {
-    if (!QueuedPodMatches(p, inv)) continue;
-    ++matched;
-    if (inv.limit == 0 || static_cast<int>(pods.size()) < inv.limit) pods.push_back(p);
+  request.set_plugin(inv.plugin);
+  request.set_page_token(inv.continue_token);
+  QueueListing listing;
+  bool first = true;
+  for (;;) {
+    int32_t page_size = inv.chunk_size;
+    if (inv.limit > 0) {
+      page_size = static_cast<int32_t>(
+          std::min<int64_t>(page_size, inv.limit - static_cast<int64_t>(listing.pods.size())));
+    }
+    request.set_page_size(page_size);
+    auto response = client.ListQueuedPods(request);
+    if (!response.ok()) return response.status();
+    // The total of the first page: later pages see the live queue, which moves.
+    if (first) listing.total = response->total();
+    first = false;
+    for (const auto& p : response->pods()) listing.pods.push_back(p);
+    const std::string& next = response->next_page_token();
+    if (next.empty()) break;
+    if (inv.limit > 0 && static_cast<int64_t>(listing.pods.size()) >= inv.limit) {
+      listing.continue_token = next;
+      break;
+    }
+    // A server that hands out tokens without moving on cannot keep podiumctl looping.
+    if (next == request.page_token() || response->pods().empty()) {
+      return absl::InternalError(absl::StrCat("podium.v1.Admin/ListQueuedPods: the scheduler at ", client.address(),
+                                              " keeps answering with page token \"", next,
+                                              "\" without reaching the end"));
+    }
+    request.set_page_token(next);
   }
-  const int total = inv.plugin.empty() ? response->total() : matched;
-  boost::json::value doc = QueueDocument(pods, total, ctx.now);
-  if (pods.empty() && (inv.output == OutputFormat::kTable || inv.output == OutputFormat::kWide)) {
+  return listing;
+}
+
+absl::Status RunQueue(CommandContext& ctx) {
+  const Invocation& inv = ctx.invocation;
+  auto listing = ListQueue(ctx.client, inv);
+  if (!listing.ok()) return listing.status();
+  std::vector<v1::QueuedPod>& pods = listing->pods;
+  const int total = listing->total;
+  boost::json::value doc = QueueDocument(pods, total, ctx.now, listing->continue_token);
+  const bool table = inv.output == OutputFormat::kTable || inv.output == OutputFormat::kWide;
+  if (!listing->continue_token.empty() && inv.output != OutputFormat::kJson && inv.output != OutputFormat::kYaml) {
+    // As kubectl does with --limit: where the next page starts, on stderr so
+    // that -o name stays a plain list.
+    ctx.err << "More pods: podiumctl queue --limit " << inv.limit << " --continue " << listing->continue_token
+            << "\n";
+  }
+  if (pods.empty() && table) {
     ctx.err << "No pods in the scheduling queue" << (inv.namespace_.empty() ? "" : " of namespace " + inv.namespace_)
             << ".\n";
     return absl::OkStatus();
