@@ -18,13 +18,16 @@
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: podium-plugin-host --listen ADDR [--name NAME]\n"
+    "usage: podium-plugin-host --listen ADDR [--name NAME] [--parallelism N]\n"
     "  --listen ADDR  unix:///abs/path or HOST:PORT (port 0 picks a free port)\n"
-    "  --name NAME    process name sent in the registration (default podium-plugin-host)\n";
+    "  --name NAME    process name sent in the registration (default podium-plugin-host)\n"
+    "  --parallelism N  threads filtering and scoring one pod's nodes when there are many\n"
+    "                 (0 = the machine's cores, at most 16; 1 = serial; default 0)\n";
 
 struct HostOptions {
   std::string listen;
   std::string name = "podium-plugin-host";
+  int parallelism = 0;
 };
 
 // Accepts "--flag value" and "--flag=value". Returns nullopt after printing
@@ -43,9 +46,11 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       flag = arg.substr(0, eq);
       value = std::string(arg.substr(eq + 1));
     }
-    std::string* target = flag == "--listen" ? &options.listen
-                          : flag == "--name" ? &options.name
-                                             : nullptr;
+    std::string parallelism;
+    std::string* target = flag == "--listen"        ? &options.listen
+                          : flag == "--name"        ? &options.name
+                          : flag == "--parallelism" ? &parallelism
+                                                    : nullptr;
     if (target == nullptr) {
       std::cerr << "podium-plugin-host: unknown flag " << arg << "\n" << kUsage;
       return std::nullopt;
@@ -58,6 +63,16 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       value = argv[++i];
     }
     *target = *value;
+    if (target == &parallelism) {
+      char* end = nullptr;
+      const long n = std::strtol(parallelism.c_str(), &end, 10);
+      if (parallelism.empty() || *end != '\0' || n < 0 || n > 1024) {
+        std::cerr << "podium-plugin-host: --parallelism: want a number 0..1024, got \""
+                  << parallelism << "\"\n" << kUsage;
+        return std::nullopt;
+      }
+      options.parallelism = static_cast<int>(n);
+    }
   }
   if (options.listen.empty()) {
     std::cerr << "podium-plugin-host: --listen is required\n" << kUsage;
@@ -87,6 +102,7 @@ int main(int argc, char** argv) {
       .address = options->listen,
       .process_name = options->name,
       .plugins = podium::plugins::DefaultPlugins(),
+      .parallelism = options->parallelism,
   });
   if (absl::Status started = server.Start(); !started.ok()) {
     std::cerr << "podium-plugin-host: " << started.message() << "\n";

@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500 adapter-basic-5000)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra adapter-basic-500 adapter-basic-5000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
@@ -20,6 +20,23 @@ for w in "${workloads[@]}"; do
   if [[ $w == adapter-* ]]; then  # Through podium-k8s-adapter and the fake kube-apiserver.
     /usr/bin/python3 "$repo/integration/fake_apiserver/bench_adapter.py" --build "$build" \
       --workload "${w#adapter-}" > "$out/$w.json"
+    continue
+  fi
+  if [[ $w == *-extra ]]; then
+    # One more Filter + Score plugin, served by a second plugin process: the
+    # scheduler fans each cycle out to both processes at once.
+    extra_bin="$build/plugin-sdk/podium-example-node-label-preference"
+    [ -x "$extra_bin" ] || { echo "run_bench.sh: $extra_bin not built" >&2; exit 1; }
+    extra_dir=$(mktemp -d)
+    "$extra_bin" --listen "unix://$extra_dir/extra.sock" 2>"$extra_dir/extra.log" &
+    extra_pid=$!
+    trap 'kill $extra_pid 2>/dev/null; rm -rf "$extra_dir"' EXIT
+    "$sim" --spawn --config "$repo/integration/bench/extra-process.yaml" \
+      --plugin-endpoint "extra=unix://$extra_dir/extra.sock" --workload "${w%-extra}" --output json \
+      --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" > "$out/$w.json"
+    kill $extra_pid; wait $extra_pid 2>/dev/null || true
+    rm -rf "$extra_dir"
+    trap - EXIT
     continue
   fi
   "$sim" --spawn "${config[@]}" --workload "$w" --output json --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" \
@@ -37,6 +54,7 @@ for w in workloads:
     with open(f"{out}/{w}.json") as f:
         r = json.load(f)
     r["pods"] = r["measured_pods"]
+    r["workload"] = w  # basic-5000-extra reports the workload it ran (basic-5000).
     row = {k: r.get(k) for k in keys}
     if w.startswith("preempt-"):
         # Preemptor creation -> bound is e2e; API calls are actions other than events.

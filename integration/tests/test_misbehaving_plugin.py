@@ -105,10 +105,10 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         self.assertGreater(self.counters().timeouts, 0)
 
     def test_crash_mid_run_ignore(self):
-        # Two cycle requests (web-1's filter and score) get answers, then the
-        # process dies.
-        report = self.run_with("crash-after=2", "Ignore")
-        self.assertPluginDid("misbehave: exiting after 2 cycle requests")
+        # One cycle request (web-1's: filter and score ride in one request, sent
+        # to both processes at once) gets its answer, then the process dies.
+        report = self.run_with("crash-after=1", "Ignore")
+        self.assertPluginDid("misbehave: exiting after 1 cycle requests")
         self.assertFalse(self.plugin_process.alive())
         self.assertAllScheduled(report)
         self.assertEqual(report.node_of("web-1"), "node-b")
@@ -117,7 +117,7 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         self.assertNotEqual(self.counters().state, admin_pb2.PluginEndpointInfo.READY)
 
     def test_crash_mid_run_fail(self):
-        report = self.run_with("crash-after=2", "Fail")
+        report = self.run_with("crash-after=1", "Fail")
         self.assertFalse(self.plugin_process.alive())
         self.assertEqual(report.node_of("web-1"), "node-b")
         for p in PODS[1:]:

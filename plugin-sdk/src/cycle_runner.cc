@@ -62,8 +62,120 @@ class PhaseTimer {
 
 }  // namespace
 
-CycleRunner::CycleRunner(const Mirror& mirror, size_t max_cycle_states)
-    : mirror_(mirror), max_cycle_states_(max_cycle_states) {}
+namespace {
+// Below this many nodes (times plugins) a request is evaluated on the calling
+// thread: waking a pool thread costs more than the work.
+constexpr size_t kMinParallelNodes = 256;
+}  // namespace
+
+CycleRunner::CycleRunner(const Mirror& mirror, size_t max_cycle_states, Parallelizer* parallelizer)
+    : mirror_(mirror), max_cycle_states_(max_cycle_states), parallelizer_(parallelizer) {}
+
+bool CycleRunner::UseParallel(size_t items) const {
+  return parallelizer_ != nullptr && parallelizer_->parallelism() > 1 && items >= kMinParallelNodes;
+}
+
+bool CycleRunner::ParallelFilter(const std::vector<const NodeInfo*>& nodes, size_t start,
+                                 size_t want, CycleState& state, const PodInfo& pod,
+                                 const absl::flat_hash_set<const NodeInfo*>* allowed_nodes,
+                                 const std::vector<std::string>& narrowing_plugins,
+                                 const std::string& narrowed_by, v1::CycleResponse& out) {
+  const size_t n = nodes.size();
+  verdicts_.assign(n, NodeVerdict::kUnevaluated);
+  outcomes_.resize(n);
+  const int chunk_size = parallelizer_->ChunkSize(static_cast<int>(n));
+  const int num_chunks = static_cast<int>((n + chunk_size - 1) / chunk_size);
+  std::atomic<size_t> passed{0};
+  auto node_at = [&](size_t position) -> const NodeInfo& {
+    size_t index = start + position;
+    if (index >= n) index -= n;
+    return *nodes[index];
+  };
+  parallelizer_->ParallelFor(num_chunks, [&](int chunk) {
+    const size_t begin = static_cast<size_t>(chunk) * chunk_size;
+    const size_t end = std::min(n, begin + chunk_size);
+    size_t chunk_passed = 0;
+    for (size_t k = begin; k < end; ++k) {
+      const NodeInfo& node = node_at(k);
+      if (allowed_nodes != nullptr && !allowed_nodes->contains(&node)) {
+        verdicts_[k] = NodeVerdict::kNarrowedOut;
+        continue;
+      }
+      FilterOutcome outcome = RunFilters(active_filters_, state, pod, node);
+      if (outcome.status.IsSuccess()) {
+        verdicts_[k] = NodeVerdict::kPass;
+        ++chunk_passed;
+        continue;
+      }
+      const bool error = !outcome.status.IsRejected();
+      verdicts_[k] = NodeVerdict::kRejected;
+      outcomes_[k] = std::move(outcome);
+      if (error) return false;  // Nothing after it counts.
+    }
+    const size_t total = passed.fetch_add(chunk_passed) + chunk_passed;
+    return want == 0 || total < want;
+  });
+  // The claimed chunks are a prefix of the rotation: read it in order, as the
+  // serial loop would have produced it.
+  uint32_t evaluated = 0;
+  bool ok = true;
+  for (size_t k = 0; k < n && (want == 0 || feasible_.size() < want); ++k) {
+    if (verdicts_[k] == NodeVerdict::kUnevaluated) break;  // Only after an early stop.
+    const NodeInfo& node = node_at(k);
+    ++evaluated;
+    if (verdicts_[k] == NodeVerdict::kPass) {
+      feasible_.push_back(&node);
+      out.add_feasible(node.id());
+      continue;
+    }
+    v1::NodeStatus& rejected = *out.add_rejected();
+    rejected.set_node_id(node.id());
+    if (verdicts_[k] == NodeVerdict::kNarrowedOut) {
+      v1::Status& status = *rejected.mutable_status();
+      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
+      status.set_plugin(narrowing_plugins.front());
+      continue;
+    }
+    const FilterOutcome& outcome = outcomes_[k];
+    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+    if (!outcome.status.IsRejected()) {
+      ok = false;
+      break;
+    }
+  }
+  out.set_nodes_evaluated(evaluated);
+  for (size_t k = 0; k < n; ++k) {
+    if (verdicts_[k] == NodeVerdict::kRejected) outcomes_[k] = FilterOutcome{};
+  }
+  return ok;
+}
+
+std::pair<Status, bool> CycleRunner::ParallelScore(PluginInstance& plugin, CycleState& state,
+                                                   const PodInfo& pod) {
+  const size_t n = feasible_.size();
+  const int chunk_size = parallelizer_->ChunkSize(static_cast<int>(n));
+  const int num_chunks = static_cast<int>((n + chunk_size - 1) / chunk_size);
+  absl::Mutex mu;
+  size_t first_error = n;
+  Status error;
+  parallelizer_->ParallelFor(num_chunks, [&](int chunk) {
+    const size_t begin = static_cast<size_t>(chunk) * chunk_size;
+    const size_t end = std::min(n, begin + chunk_size);
+    for (size_t i = begin; i < end; ++i) {
+      auto [score, status] = plugin.score->Score(state, pod, *feasible_[i]);
+      if (!status.IsSuccess()) {
+        absl::MutexLock lock(&mu);
+        if (i < first_error) first_error = i, error = std::move(status);
+        return false;
+      }
+      node_scores_[i] = NodeScore{feasible_[i], score};
+    }
+    return true;
+  });
+  if (first_error < n) return {std::move(error), false};
+  return {Status::Success(), true};
+}
 
 void CycleRunner::Finish(uint64_t cycle_id) { cycle_states_.erase(cycle_id); }
 
@@ -220,39 +332,47 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
   const size_t want = request.num_feasible_to_find();
   feasible_.clear();
-  uint32_t evaluated = 0;
-  for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
-    size_t index = start + i;
-    if (index >= n) index -= n;
-    const NodeInfo& node = *nodes[index];
-    ++evaluated;
-    if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
-      v1::NodeStatus& rejected = *out.add_rejected();
-      rejected.set_node_id(node.id());
-      v1::Status& status = *rejected.mutable_status();
-      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
-      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
-      status.set_plugin(narrowing_plugins.front());
-      continue;
-    }
-    FilterOutcome outcome = nominated_.empty()
-                                ? RunFilters(active_filters_, state, *pod, node)
-                                : RunFiltersWithNominatedPods(state, *pod, node);
-    if (outcome.status.IsSuccess()) {
-      feasible_.push_back(&node);
-      out.add_feasible(node.id());
-      continue;
-    }
-    v1::NodeStatus& rejected = *out.add_rejected();
-    rejected.set_node_id(node.id());
-    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
-    // An error fails the whole cycle (kube-scheduler): stop here, no scores.
-    if (!outcome.status.IsRejected()) {
-      out.set_nodes_evaluated(evaluated);
+  if (nominated_.empty() && UseParallel(n)) {
+    if (!ParallelFilter(nodes, start, want, state, *pod,
+                        allowed_names.has_value() ? &allowed_nodes : nullptr, narrowing_plugins,
+                        narrowed_by, out)) {
       return absl::OkStatus();
     }
+  } else {
+    uint32_t evaluated = 0;
+    for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
+      size_t index = start + i;
+      if (index >= n) index -= n;
+      const NodeInfo& node = *nodes[index];
+      ++evaluated;
+      if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
+        v1::NodeStatus& rejected = *out.add_rejected();
+        rejected.set_node_id(node.id());
+        v1::Status& status = *rejected.mutable_status();
+        status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+        status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
+        status.set_plugin(narrowing_plugins.front());
+        continue;
+      }
+      FilterOutcome outcome = nominated_.empty()
+                                  ? RunFilters(active_filters_, state, *pod, node)
+                                  : RunFiltersWithNominatedPods(state, *pod, node);
+      if (outcome.status.IsSuccess()) {
+        feasible_.push_back(&node);
+        out.add_feasible(node.id());
+        continue;
+      }
+      v1::NodeStatus& rejected = *out.add_rejected();
+      rejected.set_node_id(node.id());
+      WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+      // An error fails the whole cycle (kube-scheduler): stop here, no scores.
+      if (!outcome.status.IsRejected()) {
+        out.set_nodes_evaluated(evaluated);
+        return absl::OkStatus();
+      }
+    }
+    out.set_nodes_evaluated(evaluated);
   }
-  out.set_nodes_evaluated(evaluated);
 
   // PreScore, Score, NormalizeScore over the feasible nodes.
   timer.Enter(pre_scores.empty() || feasible_.empty() ? PhaseTimer::kNone
@@ -282,7 +402,15 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
       continue;
     }
     node_scores_.resize(feasible_.size());
-    for (size_t i = 0; i < feasible_.size(); ++i) {
+    if (UseParallel(feasible_.size())) {
+      auto [status, ok] = ParallelScore(*plugin, state, *pod);
+      if (!ok) {
+        out.clear_scores();
+        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+        return absl::OkStatus();
+      }
+    }
+    for (size_t i = 0; i < feasible_.size() && !UseParallel(feasible_.size()); ++i) {
       auto [score, status] = plugin->score->Score(state, *pod, *feasible_[i]);
       if (!status.IsSuccess()) {
         out.clear_scores();

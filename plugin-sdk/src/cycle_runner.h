@@ -3,7 +3,11 @@
 // num_feasible_to_find, counting nominated pods), PreScore, Score and
 // NormalizeScore for a CycleRequest, and preemption's dry run of Filter with
 // pods removed or added. It keeps the cycle states until their cycle finishes.
-// Not thread-safe: the session calls it for one message at a time.
+// Not thread-safe: the session calls it for one message at a time. With a
+// Parallelizer, Filter and Score of one request run over the nodes in chunks
+// on several threads (plugins' Filter and Score are called concurrently for
+// different nodes of one cycle; the cycle state is only read meanwhile); the
+// answer is the one serial evaluation gives.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "mirror.h"
+#include "parallelizer.h"
 #include "podium/sdk/extension_points.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/plugin.pb.h"
@@ -74,7 +79,8 @@ class CycleRunner {
  public:
   // Beyond max_cycle_states the oldest cycle state is dropped (a safety bound
   // for a scheduler that never sends finished_cycles).
-  CycleRunner(const Mirror& mirror, size_t max_cycle_states);
+  // `parallelizer` (may be null: serial) must outlive the runner.
+  CycleRunner(const Mirror& mirror, size_t max_cycle_states, Parallelizer* parallelizer = nullptr);
   CycleRunner(const CycleRunner&) = delete;
   CycleRunner& operator=(const CycleRunner&) = delete;
 
@@ -114,8 +120,23 @@ class CycleRunner {
   FilterOutcome RunFiltersWithNominatedPods(CycleState& state, const PodInfo& pod,
                                             const NodeInfo& node);
 
+  // Filter over nodes[start...] (rotated) until `want` (0: all) pass, on the
+  // parallelizer; writes `out` and feasible_ exactly as the serial loop does.
+  // Returns false when the cycle stopped at an error.
+  bool ParallelFilter(const std::vector<const NodeInfo*>& nodes, size_t start, size_t want,
+                      CycleState& state, const PodInfo& pod,
+                      const absl::flat_hash_set<const NodeInfo*>* allowed_nodes,
+                      const std::vector<std::string>& narrowing_plugins,
+                      const std::string& narrowed_by, v1::CycleResponse& out);
+  // Score of one plugin over feasible_ into node_scores_, on the parallelizer.
+  // Returns the first failure in node order, or success.
+  std::pair<Status, bool> ParallelScore(PluginInstance& plugin, CycleState& state,
+                                        const PodInfo& pod);
+  bool UseParallel(size_t items) const;
+
   const Mirror& mirror_;
   const size_t max_cycle_states_;
+  Parallelizer* const parallelizer_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
 
@@ -126,6 +147,10 @@ class CycleRunner {
   std::vector<const NodeInfo*> feasible_;
   std::vector<NodeScore> node_scores_;
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
+  // Per position of the rotation, for parallel filtering.
+  enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };
+  std::vector<NodeVerdict> verdicts_;
+  std::vector<FilterOutcome> outcomes_;
 };
 
 }  // namespace podium::sdk::internal

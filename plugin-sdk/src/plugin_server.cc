@@ -284,8 +284,11 @@ class RunReactor;
 
 class PluginService final : public v1::Plugin::CallbackService {
  public:
-  PluginService(const std::vector<PluginDefinition>& definitions, std::string process_name)
-      : definitions_(definitions), process_name_(std::move(process_name)) {}
+  PluginService(const std::vector<PluginDefinition>& definitions, std::string process_name,
+                int parallelism)
+      : definitions_(definitions),
+        process_name_(std::move(process_name)),
+        parallelizer_(parallelism) {}
 
   ~PluginService() override { JoinWorkers(/*all=*/true); }
 
@@ -295,7 +298,8 @@ class PluginService final : public v1::Plugin::CallbackService {
   // the plugins) once the stream is over, off the gRPC threads.
   void StartWorker(std::shared_ptr<StreamState> stream) ABSL_LOCKS_EXCLUDED(mu_) {
     JoinWorkers(/*all=*/false);
-    auto session = std::make_unique<Session>(definitions_, process_name_, stream);
+    auto session = std::make_unique<Session>(definitions_, process_name_, stream, SessionLimits(),
+                                             &parallelizer_);
     stream->SetSession(session.get());
     auto done = std::make_shared<std::atomic<bool>>(false);
     std::thread thread(
@@ -335,6 +339,9 @@ class PluginService final : public v1::Plugin::CallbackService {
 
   const std::vector<PluginDefinition>& definitions_;
   const std::string process_name_;
+  // Shared by every stream's session; outlives them (the destructor joins
+  // the stream workers first).
+  Parallelizer parallelizer_;
   absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
@@ -398,7 +405,9 @@ class PluginServer::Impl {
         ::unlink(socket_path_.c_str());
       }
     }
-    service_ = std::make_unique<internal::PluginService>(options_.plugins, options_.process_name);
+    if (options_.parallelism < 0) return absl::InvalidArgumentError("parallelism: negative");
+    service_ = std::make_unique<internal::PluginService>(options_.plugins, options_.process_name,
+                                                         options_.parallelism);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
     builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);

@@ -3,6 +3,7 @@
 add_library(podium_sdk
   ${CMAKE_CURRENT_LIST_DIR}/mirror.cc
   ${CMAKE_CURRENT_LIST_DIR}/cycle_runner.cc
+  ${CMAKE_CURRENT_LIST_DIR}/parallelizer.cc
   ${CMAKE_CURRENT_LIST_DIR}/session.cc
   ${CMAKE_CURRENT_LIST_DIR}/preemption_dry_run.cc
   ${CMAKE_CURRENT_LIST_DIR}/plugin_server.cc)
@@ -44,3 +45,8 @@ podium_test(podium_sdk_preemption_dry_run_test
   SRCS src/preemption_dry_run_test.cc
   LIBS podium_sdk)
 target_include_directories(podium_sdk_preemption_dry_run_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+# Parallel evaluation of a request's nodes (parallelizer.h) against serial.
+podium_test(podium_sdk_parallel_test
+  SRCS src/parallelizer_test.cc
+  LIBS podium_sdk)
+target_include_directories(podium_sdk_parallel_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})

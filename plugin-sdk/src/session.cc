@@ -68,13 +68,13 @@ class Session::HandleImpl final : public sdk::Handle {
 };
 
 Session::Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-                 std::shared_ptr<ResponseSink> sink, Limits limits)
+                 std::shared_ptr<ResponseSink> sink, Limits limits, Parallelizer* parallelizer)
     : definitions_(definitions),
       process_name_(std::move(process_name)),
       sink_(std::move(sink)),
       handle_(std::make_unique<HandleImpl>(*this)),
       limits_(limits),
-      runner_(mirror_, limits.max_cycle_states) {}
+      runner_(mirror_, limits.max_cycle_states, parallelizer) {}
 
 Session::~Session() {
   // Plugins go first: their destructors may still use the handle, the mirror

@@ -71,9 +71,11 @@ class Session {
  public:
   using Limits = SessionLimits;
 
-  // `definitions` must outlive the session.
+  // `definitions` and `parallelizer` (null: every request is evaluated on the
+  // calling thread) must outlive the session.
   Session(const std::vector<PluginDefinition>& definitions, std::string process_name,
-          std::shared_ptr<ResponseSink> sink, SessionLimits limits = SessionLimits());
+          std::shared_ptr<ResponseSink> sink, SessionLimits limits = SessionLimits(),
+          Parallelizer* parallelizer = nullptr);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

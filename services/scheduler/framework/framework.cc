@@ -303,8 +303,8 @@ void Framework::AddPhase(Phase phase, absl::Duration duration, sdk::Code status,
 }
 
 void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse& answer,
-                               absl::Duration round_trip, bool filter, bool score) {
-  const bool parallel = !filter;  // Score-only requests go out together.
+                               absl::Duration round_trip, bool filter, bool score, bool concurrent) {
+  const bool parallel = concurrent || !filter;  // Score-only requests go out together.
   sdk::Code pre_filter = sdk::Code::kSuccess;
   if (answer.pre_filter_status().code() != v1::Status::SKIP) {
     pre_filter = static_cast<sdk::Code>(answer.pre_filter_status().code());
@@ -323,7 +323,7 @@ void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse&
   if (!answer.has_durations()) {
     if (filter) {
       AddPhase(kFilterPhase, round_trip,
-               pre_filter != sdk::Code::kSuccess ? pre_filter : filter_status);
+               pre_filter != sdk::Code::kSuccess ? pre_filter : filter_status, parallel);
     } else if (score) {
       AddPhase(kScorePhase, round_trip, score_status, parallel);
     }
@@ -331,9 +331,11 @@ void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse&
   }
   const v1::PhaseDurations& d = answer.durations();
   if (filter && !plan.pre_filter.empty()) {
-    AddPhase(kPreFilterPhase, absl::Nanoseconds(d.pre_filter_ns()), pre_filter);
+    AddPhase(kPreFilterPhase, absl::Nanoseconds(d.pre_filter_ns()), pre_filter, parallel);
   }
-  if (filter && d.filter_ns() > 0) AddPhase(kFilterPhase, absl::Nanoseconds(d.filter_ns()), filter_status);
+  if (filter && d.filter_ns() > 0) {
+    AddPhase(kFilterPhase, absl::Nanoseconds(d.filter_ns()), filter_status, parallel);
+  }
   if (score && !plan.pre_score.empty() && d.pre_score_ns() > 0) {
     AddPhase(kPreScorePhase, absl::Nanoseconds(d.pre_score_ns()), score_status, parallel);
   }
@@ -374,6 +376,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   const auto& nodes = snapshot.Nodes();
   const uint32_t start = NextStartIndex(num_nodes);
   const uint32_t to_find = NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  if (setup.num_filter_processes > 1) {
+    return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, std::move(result));
+  }
   const bool combined = setup.num_filter_processes == 1;
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
@@ -534,6 +539,13 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     }
   }
 
+  SelectHost(setup, feasible, scores, snapshot, result);
+  return result;
+}
+
+void Framework::SelectHost(const Setup& setup, const std::vector<uint32_t>& feasible,
+                           const absl::flat_hash_map<std::string, std::vector<int64_t>>& scores,
+                           const sdk::Snapshot& snapshot, ScheduleResult& result) {
   // Weighted totals; ties broken at random, as kube-scheduler's selectHost.
   std::vector<std::pair<const std::vector<int64_t>*, int64_t>> weighted;
   weighted.reserve(scores.size());
@@ -562,11 +574,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   if (chosen == nullptr) {
     result.outcome = ScheduleResult::Outcome::kError;
     result.error = absl::InternalError("selected node vanished from the snapshot");
-    return result;
+    return;
   }
   result.outcome = ScheduleResult::Outcome::kScheduled;
   result.node_name = chosen->name();
-  return result;
 }
 
 std::vector<Framework::ProcessRun> Framework::RemoteRuns(const Setup& setup,

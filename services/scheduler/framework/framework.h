@@ -202,6 +202,15 @@ class Framework {
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
                                    uint64_t cycle_id);
+  // Filter plugins in more than one process: every process asked at once, the
+  // answers merged as one sequential Filter would decide (fan_out.cc).
+  ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                           uint64_t state_seq, uint64_t cycle_id, uint32_t start,
+                           uint32_t to_find, ScheduleResult result);
+  // kube-scheduler's selectHost: weighted totals over `feasible`, ties at random.
+  void SelectHost(const Setup& setup, const std::vector<uint32_t>& feasible,
+                  const absl::flat_hash_map<std::string, std::vector<int64_t>>& scores,
+                  const sdk::Snapshot& snapshot, ScheduleResult& result);
   std::pair<PostFilterResult, sdk::Status> RunPostFilterPlugins(const v1::Pod& pod,
                                                                 const Diagnosis& diagnosis);
   // Tells every process of the profile that the cycle ended.
@@ -219,8 +228,9 @@ class Framework {
   void AddPhase(Phase phase, absl::Duration duration, sdk::Code status, bool parallel = false);
   // A cycle answer's phases: as the process reported them (durations), or the
   // whole round trip as Filter (Score for a score-only request).
+  // `concurrent`: the request ran alongside others of the same phase.
   void AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse& answer,
-                      absl::Duration round_trip, bool filter, bool score);
+                      absl::Duration round_trip, bool filter, bool score, bool concurrent = false);
   void RecordPhases();
   void Record(std::string_view point, sdk::Code status, absl::Duration duration) const;
 

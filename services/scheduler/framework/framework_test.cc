@@ -1,5 +1,6 @@
 #include "framework/framework.h"
 
+#include <future>
 #include <map>
 
 #include "framework/mock_plugin_process.h"
@@ -227,50 +228,209 @@ TEST(Framework, TimeoutFailsTheCycle) {
   EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("did not answer"));
 }
 
-TEST(Framework, SecondFilterProcessSeesOnlySurvivorsAndScoresComeAfter) {
+// Two filter+score processes get their requests at once (N processes cost one
+// round trip): neither answer is awaited before both requests are out.
+TEST(FrameworkFanOut, AgreeingProcessesCostOneRoundTripEach) {
   MockPluginProcess host("host");
-  MockPluginProcess py("python");
+  MockPluginProcess extra("extra");
   FakeSnapshot snapshot(4);
-  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &py}, {"Zone", &py}, {"Spread", &host}},
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
                        {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
                1);
-  testing::InSequence seq;
-  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+  bool extra_called = false;
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, std::optional<uint64_t> seq) {
+    EXPECT_EQ(seq, 7u);
     EXPECT_TRUE(req.cycle().nodes().all_nodes());
-    EXPECT_EQ(req.cycle().num_feasible_to_find(), 0u);  // Not the last filter process.
-    EXPECT_TRUE(req.cycle().score_plugins().empty());
-    return Answered(CycleAnswer({1, 2, 3}, {}, {{4, "Insufficient cpu"}}));
-  }));
-  EXPECT_CALL(py, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
-    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(1u, 2u, 3u));
     EXPECT_EQ(req.cycle().num_feasible_to_find(), 4u);
-    v1::PluginToScheduler a = CycleAnswer({2, 3}, {}, {});
-    auto* r = a.mutable_cycle()->add_rejected();
-    r->set_node_id(1);
-    r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
-    r->mutable_status()->set_plugin("Deny");
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("Fit"));
+    EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Spread"));
+    // Answered only when waited for: by then the other request must be out.
+    return std::async(std::launch::deferred, [&]() -> PluginAnswer {
+      EXPECT_TRUE(extra_called) << "the second process was asked only after the first answered";
+      return CycleAnswer({1, 2, 3, 4}, {{"Spread", {100, 0, 0, 0}}});
+    });
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    extra_called = true;
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    EXPECT_EQ(req.cycle().num_feasible_to_find(), 4u);
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("Deny"));
+    EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Zone"));
+    return Answered(CycleAnswer({1, 2, 3, 4}, {{"Zone", {0, 0, 100, 0}}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 7, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-3");  // Zone 100 x 10 outweighs Spread 100 x 1.
+  EXPECT_EQ(r.feasible_nodes, 4u);
+}
+
+// A node rejected by any process is rejected; a process whose own feasible
+// nodes were not the final ones scores the final ones again (normalisation is
+// over the feasible nodes, as in kube-scheduler).
+TEST(FrameworkFanOut, RejectionAnywhereRejectsAndScoresAreOverTheFinalNodes) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(4);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
+                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
+               1);
+  testing::Sequence host_calls;
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({1, 2, 3, 4}, {{"Spread", {0, 0, 0, 100}}}));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    v1::PluginToScheduler a = CycleAnswer({2, 3}, {{"Zone", {0, 0}}}, {{1, "denied"}, {4, "denied"}});
+    for (auto& r : *a.mutable_cycle()->mutable_rejected()) r.mutable_status()->set_plugin("Deny");
     return Answered(a);
   }));
-  // Scores: both processes, for the final feasible nodes.
-  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
     EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(2u, 3u));
     EXPECT_TRUE(req.cycle().filter_plugins().empty());
+    EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Spread"));
     v1::PluginToScheduler a;
     auto* s = a.mutable_cycle()->add_scores();
     s->set_plugin("Spread");
-    s->add_scores(100), s->add_scores(0);
-    return Answered(a);
-  }));
-  EXPECT_CALL(py, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
-    auto* s = a.mutable_cycle()->add_scores();
-    s->set_plugin("Zone");
-    s->add_scores(0), s->add_scores(100);  // Weight 10 outweighs Spread's 100.
+    s->add_scores(10), s->add_scores(90);
     return Answered(a);
   }));
   ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
   ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
   EXPECT_EQ(r.node_name, "node-3");
+  EXPECT_EQ(r.feasible_nodes, 2u);
+}
+
+// kube-scheduler stops at the first numFeasibleNodesToFind nodes (in the
+// rotation) that pass every filter. When one process stopped early on nodes
+// the other rejected, it is asked only about the nodes still undecided, and
+// the result is the one sequential filtering gives.
+TEST(FrameworkFanOut, EarlyStopDisagreementAsksOnlyTheUndecidedNodes) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(200);  // numFeasibleNodesToFind: 100.
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Odd", &extra}}, {"Fit", "Odd"},
+                       {{"Spread", 1}}),
+               1);
+  std::vector<uint32_t> evens;
+  for (uint32_t id = 2; id <= 200; id += 2) evens.push_back(id);
+  testing::Sequence host_calls;
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_EQ(req.cycle().num_feasible_to_find(), 100u);
+    std::vector<uint32_t> first;
+    std::vector<int64_t> scores;
+    for (uint32_t id = 1; id <= 100; ++id) first.push_back(id), scores.push_back(0);
+    return Answered(CycleAnswer(first, {{"Spread", scores}}));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    std::vector<std::pair<uint32_t, std::string>> odd;
+    for (uint32_t id = 1; id <= 199; id += 2) odd.push_back({id, "odd"});
+    v1::PluginToScheduler a = CycleAnswer(evens, {}, odd);
+    for (auto& r : *a.mutable_cycle()->mutable_rejected()) r.mutable_status()->set_plugin("Odd");
+    return Answered(a);
+  }));
+  // Nodes 102, 104, ... 200: passed by `extra`, not yet seen by `host`; 50 more to find.
+  std::vector<uint32_t> missing(evens.begin() + 50, evens.end());
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAreArray(missing));
+    EXPECT_EQ(req.cycle().num_feasible_to_find(), 50u);
+    EXPECT_TRUE(req.cycle().score_plugins().empty());
+    return Answered(CycleAnswer(missing, {}));
+  }));
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAreArray(evens));
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->add_scores();
+    s->set_plugin("Spread");
+    for (uint32_t id : evens) s->add_scores(id == 150 ? 100 : 0);
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-150");
+  EXPECT_EQ(r.feasible_nodes, 100u);
+  EXPECT_EQ(r.evaluated_nodes, 200u);
+}
+
+// The diagnosis keeps, per node, the rejection of the first process in plugin
+// order, with its code (UnschedulableAndUnresolvable stays so for preemption).
+TEST(FrameworkFanOut, NoNodeFitsKeepsEachNodesFirstRejection) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({2, 3}, {}, {{1, "Insufficient cpu"}}));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "denied"}, {2, "denied"}, {3, "denied"}});
+    for (auto& r : *a.mutable_cycle()->mutable_rejected()) {
+      r.mutable_status()->set_plugin("Deny");
+      r.mutable_status()->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+    }
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
+  EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
+  for (const auto& [node, status] : r.diagnosis.node_statuses) {
+    EXPECT_EQ(status.code(), node == "node-1" ? sdk::Code::kUnschedulable
+                                              : sdk::Code::kUnschedulableAndUnresolvable)
+        << node;
+  }
+}
+
+TEST(FrameworkFanOut, IgnoredProcessFailureLetsEveryNodeThroughAndFailFailsTheCycle) {
+  for (FailurePolicy policy : {FailurePolicy::kIgnore, FailurePolicy::kFail}) {
+    MockPluginProcess host("host");
+    MockPluginProcess extra("extra", policy);
+    FakeSnapshot snapshot(3);
+    Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
+                         {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
+                 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+      return Answered(CycleAnswer({1, 2}, {{"Spread", {0, 100}}}, {{3, "Insufficient cpu"}}));
+    }));
+    EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+      return Answered(absl::DeadlineExceededError("did not answer within 1s"));
+    }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+    if (policy == FailurePolicy::kIgnore) {
+      ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+      EXPECT_EQ(r.node_name, "node-2");
+      EXPECT_EQ(extra.ignored_failures, 1);
+    } else {
+      ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kError);
+      EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("plugin endpoint extra"));
+    }
+  }
+}
+
+TEST(FrameworkFanOut, PreFilterRejectionOfTheFirstProcessInOrderWins) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(3);
+  ProfileSpec spec = SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {});
+  spec.plugins[v1::PRE_FILTER].push_back({"Fit", 0});
+  spec.plugins[v1::PRE_FILTER].push_back({"Deny", 0});
+  Framework fw(spec, 1);
+  auto pre_filter_rejection = [](std::string plugin, std::string reason) {
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->mutable_pre_filter_status();
+    s->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+    s->add_reasons(reason);
+    s->set_plugin(plugin);
+    return a;
+  };
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin, auto) {
+    return Answered(pre_filter_rejection("Fit", "first"));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin, auto) {
+    return Answered(pre_filter_rejection("Deny", "second"));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable);
+  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: first.");
 }
 
 }  // namespace
@@ -456,7 +616,7 @@ TEST(Framework, ReconfiguredProfileUsesALateEndpointForLaterPods) {
   }));
   EXPECT_CALL(late, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
     EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("DenyLabel"));
-    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(1, 2, 3));
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());  // Asked alongside host (fan-out).
     v1::PluginToScheduler a = CycleAnswer({2}, {}, {{1, "maintenance"}, {3, "maintenance"}});
     for (auto& r : *a.mutable_cycle()->mutable_rejected()) r.mutable_status()->set_plugin("DenyLabel");
     return Answered(a);

@@ -30,6 +30,11 @@ struct ServeOptions {
   // Sent in Registration.process_name.
   std::string process_name;
   std::vector<PluginDefinition> plugins;
+  // Threads that filter and score one request's nodes (the calling gRPC
+  // thread included) when there are many: 0 = the machine's cores, at most
+  // 16; 1 = serial. Plugins' Filter and Score must then be safe to call
+  // concurrently for different nodes (see plugin-sdk/README.md).
+  int parallelism = 0;
 };
 
 // The Plugin service on one listening address. Thread-safe.

@@ -1,0 +1,306 @@
+// The cycle of a profile whose filter plugins live in more than one plugin
+// process: every process gets its request at once (filter, and score when it
+// has score plugins), and the answers are merged so that the result is the one
+// kube-scheduler's sequential Filter would give (the first nodes, in the
+// rotation from the start index, that pass every filter plugin, until
+// numFeasibleNodesToFind), then scored over exactly those nodes.
+//
+// Round 0 asks every filtering process about all nodes from the start index,
+// each stopping when its own plugins found enough nodes, and scoring what they
+// found. When the processes agree (the common case: their filters pass the same
+// nodes), the merge is final and every process already scored exactly the
+// final nodes: N processes cost one round trip. When they disagree, further
+// filter rounds ask each process only about the nodes another process already
+// judged and it did not, until the prefix of the rotation is decided; then the
+// processes whose round-0 scores were over another set of nodes score the
+// final nodes (one more round trip, all processes at once).
+#include <algorithm>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "framework/framework.h"
+
+namespace podium::scheduler {
+namespace {
+
+enum Verdict : uint8_t { kUnknown = 0, kPass = 1, kReject = 2 };
+
+}  // namespace
+
+ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
+                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
+                                    uint64_t cycle_id, uint32_t start, uint32_t to_find,
+                                    ScheduleResult result) {
+  const auto& nodes = snapshot.Nodes();
+  const uint32_t num_nodes = static_cast<uint32_t>(nodes.size());
+  const size_t num_filter = setup.num_filter_processes;
+
+  auto fail = [&](PluginProcess& process, const absl::Status& status) {
+    result.outcome = ScheduleResult::Outcome::kError;
+    result.error = absl::Status(status.code(), absl::StrCat("plugin endpoint ", process.name(), ": ",
+                                                            status.message()));
+    return result;
+  };
+  // Nodes() is in ascending id order: a node's position in the rotation.
+  auto position_of = [&](uint32_t id) -> int64_t {
+    auto it = std::lower_bound(nodes.begin(), nodes.end(), id,
+                               [](const sdk::NodeInfo* n, uint32_t v) { return n->id() < v; });
+    if (it == nodes.end() || (*it)->id() != id) return -1;
+    const uint32_t index = static_cast<uint32_t>(it - nodes.begin());
+    return index >= start ? index - start : index + num_nodes - start;
+  };
+  auto id_at = [&](uint32_t position) {
+    uint32_t index = start + position;
+    if (index >= num_nodes) index -= num_nodes;
+    return nodes[index]->id();
+  };
+
+  // verdicts[p * num_nodes + position]; a node any process rejected is out.
+  std::vector<uint8_t> verdicts(num_filter * num_nodes, kUnknown);
+  std::vector<uint8_t> rejected_anywhere(num_nodes, 0);
+  std::vector<bool> ignored(num_filter, false);
+  // The rejection a diagnosis shows: that of the first process in plugin order.
+  absl::flat_hash_map<uint32_t, std::pair<size_t, sdk::Status>> rejected;
+  // Round 0's answers, for their scores.
+  std::vector<std::optional<v1::CycleResponse>> first_answers(num_filter);
+
+  struct Call {
+    size_t plan;
+    v1::CycleRequest shape;
+    std::future<PluginAnswer> answer;
+    absl::Time sent;
+  };
+  std::vector<uint32_t> feasible;  // Ids in rotation order.
+  uint32_t evaluated = num_nodes;
+  uint32_t decided = 0;  // Positions [0, decided) are decided.
+  for (int round = 0;; ++round) {
+    // Whose verdicts are still missing for the nodes another process judged:
+    // ask only about those first; extend the rotation when none is missing.
+    uint32_t judged_end = decided;
+    for (size_t p = 0; p < num_filter && round > 0; ++p) {
+      if (ignored[p]) continue;
+      for (uint32_t k = num_nodes; k > judged_end; --k) {
+        if (verdicts[p * num_nodes + k - 1] != kUnknown) {
+          judged_end = k;
+          break;
+        }
+      }
+    }
+    std::vector<std::vector<uint32_t>> candidates(num_filter);
+    if (round > 0) {
+      bool any_missing = false;
+      for (size_t p = 0; p < num_filter; ++p) {
+        if (ignored[p]) continue;
+        for (uint32_t k = decided; k < judged_end; ++k) {
+          if (!rejected_anywhere[k] && verdicts[p * num_nodes + k] == kUnknown) {
+            candidates[p].push_back(id_at(k));
+          }
+        }
+        any_missing |= !candidates[p].empty();
+      }
+      if (!any_missing) {
+        for (size_t p = 0; p < num_filter; ++p) {
+          if (ignored[p]) continue;
+          for (uint32_t k = judged_end; k < num_nodes; ++k) {
+            if (!rejected_anywhere[k] && verdicts[p * num_nodes + k] == kUnknown) {
+              candidates[p].push_back(id_at(k));
+            }
+          }
+        }
+      }
+    }
+    const uint32_t need = to_find - static_cast<uint32_t>(feasible.size());
+    std::vector<Call> calls;
+    for (size_t p = 0; p < num_filter; ++p) {
+      if (ignored[p] || (round > 0 && candidates[p].empty())) continue;
+      const ProcessPlan& plan = setup.plans[p];
+      const bool score = round == 0 && (!plan.score.empty() || !plan.pre_score.empty());
+      v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/true, score);
+      v1::CycleRequest& request = *message.mutable_cycle();
+      if (round == 0) {
+        request.mutable_nodes()->set_all_nodes(true);
+        request.mutable_nodes()->set_start_index(start);
+      } else {
+        request.mutable_nodes()->mutable_node_ids()->Assign(candidates[p].begin(),
+                                                            candidates[p].end());
+      }
+      request.set_num_feasible_to_find(need);
+      v1::CycleRequest shape = request;
+      *request.mutable_pod() = pod;
+      if (setup.spec.nominated_pods) {
+        setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
+      }
+      const absl::Time sent = absl::Now();
+      calls.push_back({p, std::move(shape), plan.process->Call(std::move(message), state_seq), sent});
+    }
+
+    // Collect every answer before acting on any: they all ran.
+    std::optional<std::pair<size_t, sdk::Status>> pre_filter_rejection;
+    for (Call& call : calls) {
+      const ProcessPlan& plan = setup.plans[call.plan];
+      PluginAnswer answer = call.answer.get();
+      const absl::Duration round_trip = absl::Now() - call.sent;
+      const bool scored = round == 0 && call.shape.score_plugins_size() + call.shape.pre_score_plugins_size() > 0;
+      absl::Status valid = CheckCycleAnswer(plan, answer, call.shape, snapshot, false);
+      if (valid.ok() && round > 0 && answer->cycle().feasible_size() + answer->cycle().rejected_size() == 0) {
+        // Asked about nodes with something left to find: an answer about none
+        // of them would leave the rotation undecided forever.
+        plan.process->CountInvalidAnswer();
+        valid = absl::InvalidArgumentError("answered about none of the nodes sent");
+      }
+      if (valid.ok()) {
+        AddCyclePhases(plan, answer->cycle(), round_trip, /*filter=*/true, scored, /*concurrent=*/true);
+      } else {
+        AddPhase(kFilterPhase, round_trip, sdk::Code::kError, /*parallel=*/true);
+        if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
+          plan.process->CountIgnoredFailure();
+          ignored[call.plan] = true;  // As if its plugins had let every node through.
+          continue;
+        }
+        return fail(*plan.process, valid);
+      }
+      v1::CycleResponse& cycle = *answer->mutable_cycle();
+      if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
+          cycle.pre_filter_status().code() != v1::Status::SKIP) {
+        if (!pre_filter_rejection || call.plan < pre_filter_rejection->first) {
+          pre_filter_rejection.emplace(call.plan, sdk::Status::FromProto(cycle.pre_filter_status()));
+        }
+        continue;
+      }
+      for (const auto& r : cycle.rejected()) {
+        sdk::Status status = sdk::Status::FromProto(r.status());
+        if (status.code() == sdk::Code::kError) {
+          return fail(*plan.process, absl::InternalError(absl::StrCat(
+                                         "Filter plugin ", status.plugin(), ": ", status.Message())));
+        }
+        const int64_t k = position_of(r.node_id());
+        if (k < 0) continue;  // Validated above; cannot happen.
+        verdicts[call.plan * num_nodes + k] = kReject;
+        rejected_anywhere[k] = 1;
+        auto [it, inserted] = rejected.try_emplace(r.node_id(), call.plan, status);
+        if (!inserted && call.plan < it->second.first) it->second = {call.plan, std::move(status)};
+      }
+      for (uint32_t id : cycle.feasible()) {
+        const int64_t k = position_of(id);
+        if (k >= 0) verdicts[call.plan * num_nodes + k] = kPass;
+      }
+      if (round == 0) first_answers[call.plan] = std::move(cycle);
+    }
+    if (pre_filter_rejection) {
+      auto& [p, status] = *pre_filter_rejection;
+      if (status.code() == sdk::Code::kError) {
+        return fail(*setup.plans[p].process,
+                    absl::InternalError(absl::StrCat("PreFilter plugin ", status.plugin(), ": ",
+                                                     status.Message())));
+      }
+      result.outcome = ScheduleResult::Outcome::kUnschedulable;
+      result.diagnosis.pre_filter_message = status.Message();
+      result.diagnosis.unschedulable_plugins.insert(status.plugin());
+      return result;
+    }
+
+    // Extend the decided prefix: a node is out when anyone rejected it, in
+    // when every process (not ignored) let it through.
+    bool done = false;
+    for (; decided < num_nodes; ++decided) {
+      const uint32_t k = decided;
+      if (rejected_anywhere[k]) continue;
+      bool all_pass = true;
+      for (size_t p = 0; p < num_filter && all_pass; ++p) {
+        all_pass = ignored[p] || verdicts[p * num_nodes + k] == kPass;
+      }
+      if (!all_pass) break;
+      feasible.push_back(id_at(k));
+      if (feasible.size() >= to_find) {
+        evaluated = k + 1;
+        done = true;
+        break;
+      }
+    }
+    if (done || decided >= num_nodes) break;
+  }
+  result.evaluated_nodes = evaluated;
+  next_start_node_index_ = (start + evaluated) % num_nodes;
+
+  if (feasible.empty()) {
+    result.outcome = ScheduleResult::Outcome::kUnschedulable;
+    for (auto& [id, entry] : rejected) {
+      if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
+        result.diagnosis.unschedulable_plugins.insert(entry.second.plugin());
+        result.diagnosis.node_statuses.emplace_back(node->name(), std::move(entry.second));
+      }
+    }
+    return result;
+  }
+  result.feasible_nodes = static_cast<uint32_t>(feasible.size());
+
+  // Scores: from round 0 where a process scored exactly the final nodes, else
+  // one request per process with score plugins, all at once.
+  absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
+  if (feasible.size() > 1) {
+    struct ScoreCall {
+      const ProcessPlan* plan;
+      v1::CycleRequest shape;
+      std::future<PluginAnswer> answer;
+    };
+    std::vector<ScoreCall> calls;
+    const absl::Time sent = absl::Now();
+    for (size_t i = 0; i < setup.plans.size(); ++i) {
+      const ProcessPlan& plan = setup.plans[i];
+      if (plan.score.empty() && plan.pre_score.empty()) continue;
+      if (i < num_filter) {
+        if (ignored[i]) continue;
+        const std::optional<v1::CycleResponse>& first = first_answers[i];
+        if (first && first->feasible_size() == static_cast<int>(feasible.size()) &&
+            std::equal(feasible.begin(), feasible.end(), first->feasible().begin())) {
+          if (first->pre_score_status().code() == v1::Status::ERROR) {
+            const sdk::Status status = sdk::Status::FromProto(first->pre_score_status());
+            if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
+              plan.process->CountIgnoredFailure();
+              continue;
+            }
+            return fail(*plan.process, absl::InternalError(absl::StrCat(
+                                           "PreScore plugin ", status.plugin(), ": ", status.Message())));
+          }
+          for (const auto& s : first->scores()) {
+            scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+          }
+          continue;
+        }
+      }
+      v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
+      message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+      v1::CycleRequest shape = message.cycle();
+      *message.mutable_cycle()->mutable_pod() = pod;
+      calls.push_back({&plan, std::move(shape), plan.process->Call(std::move(message), state_seq)});
+    }
+    for (auto& [plan, shape, future] : calls) {
+      PluginAnswer answer = future.get();
+      const absl::Duration round_trip = absl::Now() - sent;
+      absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+      if (valid.ok()) {
+        AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
+      } else {
+        AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
+      }
+      if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
+        const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
+        valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
+      }
+      if (!valid.ok()) {
+        if (plan->process->failure_policy() == FailurePolicy::kIgnore) {
+          plan->process->CountIgnoredFailure();
+          continue;
+        }
+        return fail(*plan->process, valid);
+      }
+      for (const auto& s : answer->cycle().scores()) {
+        scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+      }
+    }
+  }
+  SelectHost(setup, feasible, scores, snapshot, result);
+  return result;
+}
+
+}  // namespace podium::scheduler
