@@ -102,11 +102,18 @@ void Scheduler::HandleNode(const v1::ObjectEvent& event) {
   auto it = nodes_.find(name);
   if (event.type() == v1::ObjectEvent::DELETE) {
     if (it == nodes_.end()) return;
+    // kube moves pods on Node/Delete too: a node leaving can lower the
+    // minimum of a spread constraint (PodTopologySpread's hint decides).
+    v1::ClusterEvent deleted;
+    deleted.set_resource(v1::NODE);
+    deleted.set_action(v1::DELETE);
+    *deleted.mutable_old_node() = *it->second;
     nodes_.erase(it);
     if (absl::Status s = cache_.RemoveNode(name); !s.ok()) {
       std::fprintf(stderr, "podium-scheduler: removing Node %s: %s\n", name.c_str(),
                    std::string(s.message()).c_str());
     }
+    MoveOnEvent(std::move(deleted));
     return;
   }
   auto latest = std::make_shared<const v1::Node>(node);

@@ -320,16 +320,15 @@ TEST_F(SchedulerTest, UnschedulablePodGetsPodScheduledFalseAndAFailedSchedulingE
   EXPECT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
   EXPECT_EQ(cycles, 1);
   // A new node is an event Fit registered for: the pod leaves the pool for
-  // backoffQ, and is tried again once its backoff expired.
+  // backoffQ. activeQ is empty, so it is tried again at once rather than
+  // after its backoff (KEP-5142, kube's SchedulerPopFromBackoffQ).
   scheduler_->OnObjectEvent(NodeEvent("node-2"));
   scheduler_->WaitForBackgroundWork();
   EXPECT_EQ(queue_->PendingPods().unschedulable, 0u);
   EXPECT_EQ(queue_->PendingPods().backoff, 1u);
-  EXPECT_FALSE(scheduler_->ScheduleNext());
-  clock_.Advance(absl::Seconds(2));
-  scheduler_->Housekeeping();
   EXPECT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(cycles, 2);
+  EXPECT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
 }
 
 // A PostFilter that nominates node-1 and says so, as preemption will.

@@ -198,6 +198,67 @@ class FakeHandle : public sdk::Handle {
   FakeSnapshot snapshot_;
 };
 
+// Cluster events as the scheduler builds them for queueing hints (the
+// action bits are the test's to give for updates).
+inline v1::ClusterEvent NodeAdded(const v1::Node& node) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NODE);
+  e.set_action(v1::ADD);
+  *e.mutable_new_node() = node;
+  return e;
+}
+inline v1::ClusterEvent NodeUpdated(const v1::Node& before, const v1::Node& after,
+                                    uint32_t actions) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NODE);
+  e.set_action(actions);
+  *e.mutable_old_node() = before;
+  *e.mutable_new_node() = after;
+  return e;
+}
+inline v1::ClusterEvent NodeDeleted(const v1::Node& node) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NODE);
+  e.set_action(v1::DELETE);
+  *e.mutable_old_node() = node;
+  return e;
+}
+inline v1::ClusterEvent PodAdded(const v1::Pod& pod) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::POD);
+  e.set_action(v1::ADD);
+  *e.mutable_new_pod() = pod;
+  return e;
+}
+inline v1::ClusterEvent PodUpdated(const v1::Pod& before, const v1::Pod& after, uint32_t actions) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::POD);
+  e.set_action(actions);
+  *e.mutable_old_pod() = before;
+  *e.mutable_new_pod() = after;
+  return e;
+}
+inline v1::ClusterEvent PodDeleted(const v1::Pod& pod) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::POD);
+  e.set_action(v1::DELETE);
+  *e.mutable_old_pod() = pod;
+  return e;
+}
+
+// Whether `event` requeues a pod that only this plugin rejected, decided as
+// the scheduling queue and the SDK decide it: an event the plugin did not
+// register for does not; a matching registration without a hint does;
+// otherwise its hint says.
+inline bool Requeues(const std::vector<sdk::ClusterEventWithHint>& events, const v1::Pod& pod,
+                     const v1::ClusterEvent& event) {
+  for (const sdk::ClusterEventWithHint& r : events) {
+    if (r.resource != event.resource() || (r.action_mask & event.action()) == 0) continue;
+    if (!r.hint || r.hint(pod, event) == sdk::QueueingHint::kQueue) return true;
+  }
+  return false;
+}
+
 // Runs a plugin's Score over `nodes` then NormalizeScore, as the framework does.
 template <typename P>
 std::vector<int64_t> ScoreAndNormalize(P& plugin, sdk::CycleState& state, const sdk::PodInfo& pod,

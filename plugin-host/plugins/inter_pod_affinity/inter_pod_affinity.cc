@@ -346,11 +346,16 @@ sdk::Status InterPodAffinity::NormalizeScore(sdk::CycleState& state, const sdk::
 }
 
 std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() const {
-  // A pod added can satisfy the pending pod's affinity; a pod deleted or
-  // relabelled can lift an anti-affinity (its own or an existing pod's).
+  // kube's isSchedulableAfterPodChange: only assigned pods count. A pod added
+  // can satisfy the pending pod's affinity; a pod deleted or relabelled can
+  // lift an anti-affinity (the pending pod's, or the deleted pod's own:
+  // symmetry).
   auto pod_hint = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
     const v1::Pod* before = e.has_old_pod() ? &e.old_pod() : nullptr;
     const v1::Pod* after = e.has_new_pod() ? &e.new_pod() : nullptr;
+    for (const v1::Pod* p : {before, after}) {
+      if (p != nullptr && p->node_name().empty()) return sdk::QueueingHint::kQueueSkip;
+    }
     auto terms = sdk::PodAffinityTerms::ForPod(pod);
     auto matches_any = [&](const v1::Pod& other, const std::vector<sdk::AffinityTerm>& ts) {
       for (const sdk::AffinityTerm& t : ts) {
@@ -365,39 +370,53 @@ std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() cons
     };
     const auto& affinity = terms ? terms->required_affinity : NoTerms();
     const auto& anti = terms ? terms->required_anti_affinity : NoTerms();
-    if (before != nullptr && after != nullptr) {
+    const bool deleted = (e.action() & v1::DELETE) != 0 || after == nullptr;
+    if (deleted) {  // Can only lift anti-affinity (a finished pod counts as deleted).
+      const v1::Pod* gone = before != nullptr ? before : after;
+      if (gone == nullptr) return sdk::QueueingHint::kQueue;
+      return matches_any(*gone, anti) || repels(*gone) ? sdk::QueueingHint::kQueue
+                                                        : sdk::QueueingHint::kQueueSkip;
+    }
+    if (before != nullptr) {
       // Label change: helps when the pod now matches the affinity, or no
       // longer matches an anti-affinity term.
       if (MatchesAll(affinity, *after) && !MatchesAll(affinity, *before)) return sdk::QueueingHint::kQueue;
       if (matches_any(*before, anti) && !matches_any(*after, anti)) return sdk::QueueingHint::kQueue;
       return sdk::QueueingHint::kQueueSkip;
     }
-    if (after != nullptr) {  // Added: can only satisfy affinity.
-      return MatchesAll(affinity, *after) ? sdk::QueueingHint::kQueue : sdk::QueueingHint::kQueueSkip;
-    }
-    if (before != nullptr) {  // Deleted: can only lift anti-affinity.
-      return matches_any(*before, anti) || repels(*before) ? sdk::QueueingHint::kQueue
-                                                            : sdk::QueueingHint::kQueueSkip;
-    }
-    return sdk::QueueingHint::kQueue;
+    // Added: can only satisfy affinity.
+    return !affinity.empty() && MatchesAll(affinity, *after) ? sdk::QueueingHint::kQueue
+                                                             : sdk::QueueingHint::kQueueSkip;
   };
-  // A node added or relabelled can bring a topology domain a term needs.
+  // kube's isSchedulableAfterNodeChange: affinity needs a node with the
+  // term's topology key (added, gained, or moved to another domain);
+  // anti-affinity is lifted by a new node, a node that lost the key or
+  // moved to another domain.
   auto node_hint = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
     const v1::Node* after = NewNode(e);
     if (after == nullptr) return sdk::QueueingHint::kQueue;
     auto terms = sdk::PodAffinityTerms::ForPod(pod);
-    if (terms == nullptr) return sdk::QueueingHint::kQueue;  // Rejected by existing pods' terms.
+    if (terms == nullptr ||
+        (terms->required_affinity.empty() && terms->required_anti_affinity.empty())) {
+      return sdk::QueueingHint::kQueue;  // Rejected by existing pods' terms (symmetry).
+    }
     const v1::Node* before = OldNode(e);
-    for (const auto* list : {&terms->required_affinity, &terms->required_anti_affinity}) {
-      for (const sdk::AffinityTerm& t : *list) {
-        const auto& now = after->meta().labels();
-        auto it = now.find(t.topology_key);
-        if (it == now.end()) continue;
-        if (before == nullptr) return sdk::QueueingHint::kQueue;
-        const auto& was = before->meta().labels();
-        auto old = was.find(t.topology_key);
-        if (old == was.end() || old->second != it->second) return sdk::QueueingHint::kQueue;
+    const auto& now = after->meta().labels();
+    for (const sdk::AffinityTerm& t : terms->required_affinity) {
+      auto it = now.find(t.topology_key);
+      if (it == now.end()) continue;
+      if (before == nullptr) return sdk::QueueingHint::kQueue;
+      auto old = before->meta().labels().find(t.topology_key);
+      if (old == before->meta().labels().end() || old->second != it->second) {
+        return sdk::QueueingHint::kQueue;
       }
+    }
+    for (const sdk::AffinityTerm& t : terms->required_anti_affinity) {
+      if (before == nullptr) return sdk::QueueingHint::kQueue;
+      auto old = before->meta().labels().find(t.topology_key);
+      if (old == before->meta().labels().end()) continue;
+      auto it = now.find(t.topology_key);
+      if (it == now.end() || it->second != old->second) return sdk::QueueingHint::kQueue;
     }
     return sdk::QueueingHint::kQueueSkip;
   };

@@ -395,6 +395,12 @@ TEST(InterPodAffinityTest, QueueingHints) {
   const v1::Node zoned = NodeBuilder("n").Label(std::string(kZone), "a").Build();
   const v1::Node zoned_more = NodeBuilder("n").Label(std::string(kZone), "a").Label("k", "v").Build();
   const v1::Node bare = NodeBuilder("n").Build();
+  const v1::Node hosted = NodeBuilder("n").Label(std::string(kHost), "n").Build();
+  const v1::Node rehosted = NodeBuilder("n").Label(std::string(kHost), "n2").Build();
+  const v1::Pod unassigned_db = App("db", "db").Build();
+  const v1::Pod unassigned_cache = App("c", "cache").Build();
+  const v1::Pod only_anti = WithRequired(App("p", "web"), true, Term("cache", kHost)).Build();
+  const v1::Pod only_affinity = WithRequired(App("p", "web"), false, Term("db", kZone)).Build();
   using H = sdk::QueueingHint;
   struct Case {
     std::string name;
@@ -421,6 +427,26 @@ TEST(InterPodAffinityTest, QueueingHints) {
        H::kQueue},
       {"a node taint (not registered)", &wants_db, NodeEvent(v1::UPDATE_NODE_TAINT, &zoned, &zoned),
        H::kQueueSkip},
+      {"an unassigned pod matching the affinity added", &wants_db,
+       PodEvent(v1::ADD, nullptr, &unassigned_db), H::kQueueSkip},
+      {"an unassigned anti-affine pod deleted", &wants_db,
+       PodEvent(v1::DELETE, &unassigned_cache, nullptr), H::kQueueSkip},
+      {"an anti-affine pod finished (terminal)", &wants_db, PodEvent(v1::DELETE, &cache, &cache),
+       H::kQueue},
+      {"a pod added, pending pod has only anti-affinity", &only_anti,
+       PodEvent(v1::ADD, nullptr, &cache), H::kQueueSkip},
+      {"anti-affinity: a new node without the key", &only_anti, NodeEvent(v1::ADD, nullptr, &bare),
+       H::kQueue},
+      {"anti-affinity: a node lost the key", &only_anti,
+       NodeEvent(v1::UPDATE_NODE_LABEL, &hosted, &bare), H::kQueue},
+      {"anti-affinity: a node gained the key", &only_anti,
+       NodeEvent(v1::UPDATE_NODE_LABEL, &bare, &hosted), H::kQueueSkip},
+      {"anti-affinity: a node moved to another domain", &only_anti,
+       NodeEvent(v1::UPDATE_NODE_LABEL, &hosted, &rehosted), H::kQueue},
+      {"affinity: a new node without the key", &only_affinity, NodeEvent(v1::ADD, nullptr, &bare),
+       H::kQueueSkip},
+      {"affinity: a node lost the key", &only_affinity,
+       NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &bare), H::kQueueSkip},
   };
   for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, *c.pod, c.event), c.want) << c.name;
 }

@@ -340,5 +340,24 @@ TEST(NodeAffinityTest, BadArgs) {
   }
 }
 
+// Through the event registration, as the queue and the SDK decide: only a
+// node that now matches the pod's required terms requeues it.
+TEST(NodeAffinityTest, RequeuesOnlyForANodeThatNowMatches) {
+  using namespace testing;  // Event builders.
+  const v1::Pod pod = Required({Term({Req("foo", Op::IN, {"bar"})})}).Build();
+  const v1::Node plain = NodeBuilder("n").Label("zone", "a").Build();
+  const v1::Node relabelled = NodeBuilder("n").Label("zone", "b").Build();
+  const v1::Node matching = NodeBuilder("n").Label("foo", "bar").Build();
+  v1::Node matching_tainted = matching;
+  matching_tainted.add_taints()->set_key("k");
+  const auto events = NewPlugin()->EventsToRegister();
+  EXPECT_TRUE(Requeues(events, pod, NodeAdded(matching)));
+  EXPECT_TRUE(Requeues(events, pod, NodeUpdated(plain, matching, v1::UPDATE_NODE_LABEL)));
+  EXPECT_FALSE(Requeues(events, pod, NodeAdded(plain)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(plain, relabelled, v1::UPDATE_NODE_LABEL)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(matching, matching_tainted, v1::UPDATE_NODE_TAINT)));
+  EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("n").Build())));
+}
+
 }  // namespace
 }  // namespace podium::plugins

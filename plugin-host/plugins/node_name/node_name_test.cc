@@ -66,5 +66,20 @@ TEST(NodeNameTest, QueueingHint) {
   EXPECT_EQ(events[0].hint(PodBuilder().NodeName("bar").Build(), e), sdk::QueueingHint::kQueueSkip);
 }
 
+// Through the event registration: only the named node's arrival requeues the
+// pod; other nodes and updates do not.
+TEST(NodeNameTest, RequeuesOnlyWhenTheNamedNodeArrives) {
+  using namespace testing;  // Event builders.
+  const v1::Pod pod = PodBuilder().NodeName("foo").Build();
+  const v1::Node foo = NodeBuilder("foo").Build();
+  v1::Node foo_labelled = foo;
+  (*foo_labelled.mutable_meta()->mutable_labels())["k"] = "v";
+  const auto events = NodeName().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, pod, NodeAdded(foo)));
+  EXPECT_FALSE(Requeues(events, pod, NodeAdded(NodeBuilder("bar").Build())));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(foo, foo_labelled, v1::UPDATE_NODE_LABEL)));
+  EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("foo").Build())));
+}
+
 }  // namespace
 }  // namespace podium::plugins

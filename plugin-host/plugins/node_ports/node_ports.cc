@@ -26,12 +26,15 @@ sdk::Status NodePorts::Filter(sdk::CycleState&, const sdk::PodInfo& pod,
 
 std::vector<sdk::ClusterEventWithHint> NodePorts::EventsToRegister() const {
   return {
-      // Container ports are immutable: only deletions free ports.
+      // Container ports are immutable: only deletions free ports (kube's
+      // isSchedulableAfterPodDeleted), of a pod bound or nominated to a node.
       {v1::POD, Actions(v1::DELETE),
        [](const v1::Pod& pod, const v1::ClusterEvent& e) {
          const v1::Pod* deleted = DeletedPod(e);
          if (deleted == nullptr) return sdk::QueueingHint::kQueue;
-         if (deleted->node_name().empty()) return sdk::QueueingHint::kQueueSkip;
+         if (deleted->node_name().empty() && deleted->nominated_node_name().empty()) {
+           return sdk::QueueingHint::kQueueSkip;
+         }
          sdk::PodInfoPtr freed = sdk::PodInfo::Create(*deleted);
          if (freed->host_ports.empty()) return sdk::QueueingHint::kQueueSkip;
          sdk::PodInfoPtr wanted = sdk::PodInfo::Create(pod);
@@ -40,6 +43,7 @@ std::vector<sdk::ClusterEventWithHint> NodePorts::EventsToRegister() const {
                     ? sdk::QueueingHint::kQueue
                     : sdk::QueueingHint::kQueueSkip;
        }},
+      // A new node has every port free: no hint needed (kube registers none).
       {v1::NODE, Actions(v1::ADD), nullptr},
   };
 }

@@ -117,6 +117,11 @@ TEST(NodePortsTest, QueueingHint) {
        PodBuilder("d").HostPort(9090).NodeName("n").Build(), sdk::QueueingHint::kQueueSkip},
       {"assigned pod without ports deleted", PodBuilder("d").NodeName("n").Build(),
        sdk::QueueingHint::kQueueSkip},
+      {"nominated pod holding the port deleted", [] {
+         v1::Pod p = PodBuilder("d").HostPort(8080).Build();
+         p.set_nominated_node_name("n");
+         return p;
+       }(), sdk::QueueingHint::kQueue},
   };
   NodePorts plugin;
   auto events = plugin.EventsToRegister();
@@ -134,6 +139,24 @@ TEST(NodePortsTest, QueueingHint) {
     *e.mutable_old_pod() = tc.deleted;
     EXPECT_EQ(events[0].hint(pod, e), tc.want);
   }
+}
+
+// Through the event registration: a new node or the deletion of a pod holding
+// a wanted port requeues the pod; pod additions and node updates do not.
+TEST(NodePortsTest, RequeuesOnlyWhenAWantedPortIsFreed) {
+  using namespace testing;  // Event builders.
+  const v1::Pod pod = PodBuilder("p").HostPort(8080).Build();
+  const v1::Pod holder = PodBuilder("d").HostPort(8080).NodeName("n").Build();
+  const v1::Pod other_port = PodBuilder("d").HostPort(9090).NodeName("n").Build();
+  const v1::Node node = NodeBuilder("n").Build();
+  v1::Node labelled = node;
+  (*labelled.mutable_meta()->mutable_labels())["k"] = "v";
+  const auto events = NodePorts().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, pod, PodDeleted(holder)));
+  EXPECT_TRUE(Requeues(events, pod, NodeAdded(node)));
+  EXPECT_FALSE(Requeues(events, pod, PodDeleted(other_port)));
+  EXPECT_FALSE(Requeues(events, pod, PodAdded(holder)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(node, labelled, v1::UPDATE_NODE_LABEL)));
 }
 
 }  // namespace

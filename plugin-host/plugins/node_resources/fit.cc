@@ -343,29 +343,80 @@ std::pair<int64_t, sdk::Status> NodeResourcesFit::Score(sdk::CycleState& state,
   return {ScoreNode(node, PodRequestsFor(args_.resources, pod)), sdk::Status::Success()};
 }
 
+namespace {
+
+// kube's haveAnyRequestedResourcesIncreased: the node now allows more pods,
+// or has more of something the pod requests.
+bool AnyRequestedResourceIncreased(const PreFilterState& req, const sdk::Resource& before,
+                                   const sdk::Resource& after) {
+  if (after.allowed_pod_number > before.allowed_pod_number) return true;
+  if (req.milli_cpu > 0 && after.milli_cpu > before.milli_cpu) return true;
+  if (req.memory > 0 && after.memory > before.memory) return true;
+  if (req.ephemeral_storage > 0 && after.ephemeral_storage > before.ephemeral_storage) return true;
+  for (const auto& [name, value] : req.scalars) {
+    if (value > 0 && after.Get(name) > before.Get(name)) return true;
+  }
+  return false;
+}
+
+// kube's isResourceScaleDown: an assigned pod now requests less of something
+// the pending pod requests.
+bool ScaledDownWhatThePodRequests(const PreFilterState& req, const v1::Pod& before,
+                                  const v1::Pod& after) {
+  if (after.node_name().empty()) return false;  // Holds nothing on any node.
+  const sdk::Resource was = sdk::PodInfo::Create(before)->requests;
+  const sdk::Resource now = sdk::PodInfo::Create(after)->requests;
+  if (req.milli_cpu > 0 && now.milli_cpu < was.milli_cpu) return true;
+  if (req.memory > 0 && now.memory < was.memory) return true;
+  if (req.ephemeral_storage > 0 && now.ephemeral_storage < was.ephemeral_storage) return true;
+  for (const auto& [name, value] : req.scalars) {
+    if (value > 0 && now.Get(name) < was.Get(name)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::vector<sdk::ClusterEventWithHint> NodeResourcesFit::EventsToRegister() const {
   FitArgs args = args_;
   auto shared_args = std::make_shared<const FitArgs>(std::move(args));
   return {
-      {v1::POD, Actions(v1::DELETE),
-       [](const v1::Pod&, const v1::ClusterEvent& e) {
-         const v1::Pod* deleted = DeletedPod(e);
-         // An unassigned pod's deletion frees nothing.
-         if (deleted != nullptr && deleted->node_name().empty()) {
-           return sdk::QueueingHint::kQueueSkip;
+      // kube's isSchedulableAfterPodEvent: a deleted pod frees what it held
+      // (bound, or nominated: its reservation goes too); a resized pod frees
+      // what it gave back.
+      {v1::POD, Actions(v1::DELETE, v1::UPDATE_POD_SCALE_DOWN),
+       [shared_args](const v1::Pod& pod, const v1::ClusterEvent& e) {
+         if ((e.action() & v1::DELETE) != 0 || !e.has_new_pod()) {
+           const v1::Pod* deleted = DeletedPod(e);
+           if (deleted != nullptr && deleted->node_name().empty() &&
+               deleted->nominated_node_name().empty()) {
+             return sdk::QueueingHint::kQueueSkip;
+           }
+           return sdk::QueueingHint::kQueue;
          }
-         return sdk::QueueingHint::kQueue;
+         if (!e.has_old_pod()) return sdk::QueueingHint::kQueue;
+         const PreFilterState req = ComputeRequests(*sdk::PodInfo::Create(pod), *shared_args);
+         return ScaledDownWhatThePodRequests(req, e.old_pod(), e.new_pod())
+                    ? sdk::QueueingHint::kQueue
+                    : sdk::QueueingHint::kQueueSkip;
        }},
+      // kube's isSchedulableAfterNodeChange: the node (empty) fits the pod,
+      // and it is new or has more of something the pod requests than before.
       {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_ALLOCATABLE),
        [shared_args](const v1::Pod& pod, const v1::ClusterEvent& e) {
          const v1::Node* now = NewNode(e);
          if (now == nullptr) return sdk::QueueingHint::kQueue;
-         // Would the pod fit the node if it were empty?
-         sdk::PodInfoPtr info = sdk::PodInfo::Create(pod);
-         PreFilterState req = ComputeRequests(*info, *shared_args);
+         const PreFilterState req = ComputeRequests(*sdk::PodInfo::Create(pod), *shared_args);
          const sdk::Resource allocatable = sdk::Resource::FromProto(now->allocatable());
-         return Fits(req, allocatable, sdk::Resource(), 0, nullptr) ? sdk::QueueingHint::kQueue
-                                                                    : sdk::QueueingHint::kQueueSkip;
+         if (!Fits(req, allocatable, sdk::Resource(), 0, nullptr)) {
+           return sdk::QueueingHint::kQueueSkip;
+         }
+         const v1::Node* before = OldNode(e);
+         if (before == nullptr) return sdk::QueueingHint::kQueue;
+         return AnyRequestedResourceIncreased(req, sdk::Resource::FromProto(before->allocatable()),
+                                              allocatable)
+                    ? sdk::QueueingHint::kQueue
+                    : sdk::QueueingHint::kQueueSkip;
        }},
   };
 }

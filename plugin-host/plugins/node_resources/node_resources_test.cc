@@ -388,50 +388,101 @@ TEST(NodeResourcesFitTest, Events) {
   auto events = plugin->EventsToRegister();
   ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].resource, v1::POD);
-  EXPECT_EQ(events[0].action_mask, static_cast<uint32_t>(v1::DELETE));
+  EXPECT_EQ(events[0].action_mask, v1::DELETE | v1::UPDATE_POD_SCALE_DOWN);
   EXPECT_EQ(events[1].resource, v1::NODE);
   EXPECT_EQ(events[1].action_mask, v1::ADD | v1::UPDATE_NODE_ALLOCATABLE);
-  const v1::Pod pod = PodBuilder().Container(2000, 1000).Build();
+  std::unique_ptr<NodeResourcesBalancedAllocation> balanced =
+      New<NodeResourcesBalancedAllocation>("{}");
+  EXPECT_THAT(balanced->EventsToRegister(), IsEmpty());  // Scores only: rejects nobody.
+}
+
+// kube-scheduler's fit.go isSchedulableAfterPodEvent / isSchedulableAfterNodeChange:
+// a pod rejected for CPU comes back only for an event that can give it CPU.
+TEST(NodeResourcesFitTest, QueueingHints) {
+  std::unique_ptr<NodeResourcesFit> plugin = New<NodeResourcesFit>("{}");
+  const auto events = plugin->EventsToRegister();
+  const v1::Pod wants_cpu = PodBuilder("pending").Container(2000, 0).Build();
+  const v1::Pod wants_cpu_and_memory = PodBuilder("pending").Container(2000, 1000).Build();
+  const v1::Pod bound = PodBuilder("other").NodeName("n").Container(3000, 3000).Build();
+  const v1::Node small = NodeBuilder("n").Allocatable(1000, 4000).Build();
+  const v1::Node big = NodeBuilder("n").Allocatable(4000, 4000).Build();
+  v1::Node big_labelled = big;
+  (*big_labelled.mutable_meta()->mutable_labels())["zone"] = "b";
+  v1::Node big_tainted = big;
+  big_tainted.add_taints()->set_key("k");
+  v1::Node big_more_storage = big;
+  big_more_storage.mutable_allocatable()->set_ephemeral_storage_bytes(1 << 30);
+  v1::Node big_more_memory = big;
+  big_more_memory.mutable_allocatable()->set_memory_bytes(8000);
+  v1::Node big_more_pods = big;
+  big_more_pods.mutable_allocatable()->set_pods(200);
+  v1::Node bigger = NodeBuilder("n").Allocatable(8000, 4000).Build();
+  v1::Node small_grown = NodeBuilder("n").Allocatable(1500, 4000).Build();
+
+  auto resized = [&](int64_t milli_cpu, int64_t memory) {
+    v1::Pod p = bound;
+    p.mutable_containers(0)->mutable_requests()->set_milli_cpu(milli_cpu);
+    p.mutable_containers(0)->mutable_requests()->set_memory_bytes(memory);
+    return p;
+  };
+  v1::Pod nominated = PodBuilder("nominated").Container(3000, 0).Build();
+  nominated.set_nominated_node_name("n");
+  v1::Pod relabelled = bound;
+  (*relabelled.mutable_meta()->mutable_labels())["app"] = "x";
+  v1::Pod unassigned_resized = PodBuilder("u").Container(1000, 0).Build();
+  v1::Pod unassigned_before = PodBuilder("u").Container(3000, 0).Build();
 
   struct Case {
     std::string name;
-    size_t event;
-    v1::ClusterEvent e;
-    sdk::QueueingHint want;
+    const v1::Pod* pod;
+    v1::ClusterEvent event;
+    bool requeue;
   };
-  std::vector<Case> cases;
-  {
-    v1::ClusterEvent e;
-    *e.mutable_old_pod() = PodBuilder("d").NodeName("n").Build();
-    cases.push_back({"assigned pod deleted", 0, e, sdk::QueueingHint::kQueue});
-  }
-  {
-    v1::ClusterEvent e;
-    *e.mutable_old_pod() = PodBuilder("d").Build();
-    cases.push_back({"unassigned pod deleted", 0, e, sdk::QueueingHint::kQueueSkip});
-  }
-  {
-    v1::ClusterEvent e;
-    *e.mutable_new_node() = NodeBuilder().Allocatable(4000, 4000).Build();
-    cases.push_back({"node large enough added", 1, e, sdk::QueueingHint::kQueue});
-  }
-  {
-    v1::ClusterEvent e;
-    *e.mutable_new_node() = NodeBuilder().Allocatable(1000, 4000).Build();
-    cases.push_back({"node too small added", 1, e, sdk::QueueingHint::kQueueSkip});
-  }
-  {
-    v1::ClusterEvent e;
-    *e.mutable_new_node() = NodeBuilder().Allocatable(4000, 4000, 0).Build();
-    cases.push_back({"node allowing no pods added", 1, e, sdk::QueueingHint::kQueueSkip});
-  }
+  using namespace testing;  // Event builders.
+  const std::vector<Case> cases = {
+      {"bound pod deleted", &wants_cpu, PodDeleted(bound), true},
+      {"unassigned pod deleted", &wants_cpu, PodDeleted(PodBuilder("u").Build()), false},
+      {"nominated pod deleted: its reservation goes", &wants_cpu, PodDeleted(nominated), true},
+      {"bound pod added", &wants_cpu, PodAdded(bound), false},
+      {"bound pod relabelled", &wants_cpu,
+       PodUpdated(bound, relabelled, v1::UPDATE_POD_LABEL), false},
+      {"bound pod scaled down its CPU", &wants_cpu,
+       PodUpdated(bound, resized(1000, 3000), v1::UPDATE_POD_SCALE_DOWN), true},
+      {"bound pod scaled down memory only, pod wants CPU", &wants_cpu,
+       PodUpdated(bound, resized(3000, 1000), v1::UPDATE_POD_SCALE_DOWN), false},
+      {"bound pod scaled down memory, pod wants memory too", &wants_cpu_and_memory,
+       PodUpdated(bound, resized(3000, 1000), v1::UPDATE_POD_SCALE_DOWN), true},
+      {"unassigned pod scaled down", &wants_cpu,
+       PodUpdated(unassigned_before, unassigned_resized, v1::UPDATE_POD_SCALE_DOWN), false},
+      {"bound pod finished (terminal: frees its requests)", &wants_cpu,
+       PodUpdated(bound, bound, v1::DELETE), true},
+      {"node with enough CPU added", &wants_cpu, NodeAdded(big), true},
+      {"node with too little CPU added", &wants_cpu, NodeAdded(small), false},
+      {"node allowing no pods added", &wants_cpu,
+       NodeAdded(NodeBuilder("n").Allocatable(4000, 4000, 0).Build()), false},
+      {"node label changed", &wants_cpu, NodeUpdated(big, big_labelled, v1::UPDATE_NODE_LABEL),
+       false},
+      {"node taint changed", &wants_cpu, NodeUpdated(big, big_tainted, v1::UPDATE_NODE_TAINT),
+       false},
+      {"node CPU grew enough", &wants_cpu,
+       NodeUpdated(small, bigger, v1::UPDATE_NODE_ALLOCATABLE), true},
+      {"node CPU grew, still too little", &wants_cpu,
+       NodeUpdated(small, small_grown, v1::UPDATE_NODE_ALLOCATABLE), false},
+      {"node CPU grew on a node that already fit", &wants_cpu,
+       NodeUpdated(big, bigger, v1::UPDATE_NODE_ALLOCATABLE), true},
+      {"node grew a resource the pod does not request", &wants_cpu,
+       NodeUpdated(big, big_more_storage, v1::UPDATE_NODE_ALLOCATABLE), false},
+      {"node grew memory, pod wants memory", &wants_cpu_and_memory,
+       NodeUpdated(big, big_more_memory, v1::UPDATE_NODE_ALLOCATABLE), true},
+      {"node allows more pods", &wants_cpu,
+       NodeUpdated(big, big_more_pods, v1::UPDATE_NODE_ALLOCATABLE), true},
+      {"node label and allocatable changed together, CPU grew", &wants_cpu,
+       NodeUpdated(small, bigger, v1::UPDATE_NODE_LABEL | v1::UPDATE_NODE_ALLOCATABLE), true},
+  };
   for (const Case& tc : cases) {
     SCOPED_TRACE(tc.name);
-    EXPECT_EQ(events[tc.event].hint(pod, tc.e), tc.want);
+    EXPECT_EQ(Requeues(events, *tc.pod, tc.event), tc.requeue);
   }
-  std::unique_ptr<NodeResourcesBalancedAllocation> balanced =
-      New<NodeResourcesBalancedAllocation>("{}");
-  EXPECT_THAT(balanced->EventsToRegister(), IsEmpty());
 }
 
 }  // namespace

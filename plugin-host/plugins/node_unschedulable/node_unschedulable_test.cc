@@ -101,5 +101,22 @@ TEST(NodeUnschedulableTest, RejectsArgs) {
               ::testing::HasSubstr("NodeUnschedulable args: foo"));
 }
 
+// Through the event registration: a node that becomes schedulable requeues
+// the pod; a label change or a pod deletion does not.
+TEST(NodeUnschedulableTest, RequeuesOnlyWhenTheNodeBecomesSchedulable) {
+  using namespace testing;  // Event builders.
+  const v1::Pod pod = PodBuilder().Build();
+  const v1::Node cordoned = NodeBuilder("n").Unschedulable().Build();
+  v1::Node cordoned_labelled = cordoned;
+  (*cordoned_labelled.mutable_meta()->mutable_labels())["k"] = "v";
+  const v1::Node uncordoned = NodeBuilder("n").Build();
+  const auto events = NodeUnschedulable().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, pod, NodeUpdated(cordoned, uncordoned, v1::UPDATE_NODE_TAINT)));
+  EXPECT_TRUE(Requeues(events, pod, NodeAdded(uncordoned)));
+  EXPECT_FALSE(Requeues(events, pod, NodeAdded(cordoned)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(cordoned, cordoned_labelled, v1::UPDATE_NODE_LABEL)));
+  EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("n").Build())));
+}
+
 }  // namespace
 }  // namespace podium::plugins

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "plugins/helper/args.h"
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
@@ -485,27 +487,33 @@ sdk::Status PodTopologySpread::NormalizeScore(sdk::CycleState& state, const sdk:
 
 std::vector<sdk::ClusterEventWithHint> PodTopologySpread::EventsToRegister() const {
   auto defaults = defaults_;
-  // Both filter and score constraints: a rejected pod was rejected by its
-  // DoNotSchedule ones, but asking for both costs little and errs on the
-  // side of requeueing.
-  auto all_constraints = [defaults](const v1::Pod& pod) {
-    std::vector<SpreadConstraint> out;
-    for (bool hard : {true, false}) {
-      auto c = Constraints(pod, hard, *defaults);
-      if (c.ok()) out.insert(out.end(), c->begin(), c->end());
-    }
-    return out;
+  // Only Filter rejects, and Filter sees only the DoNotSchedule constraints
+  // (kube's getConstraints for hints). Nullopt when they cannot be built:
+  // then requeue, as kube does when a hint fails.
+  auto hard_constraints =
+      [defaults](const v1::Pod& pod) -> std::optional<std::vector<SpreadConstraint>> {
+    auto c = Constraints(pod, /*hard=*/true, *defaults);
+    if (!c.ok()) return std::nullopt;
+    return *std::move(c);
   };
-  auto pod_hint = [all_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
+  // kube's isSchedulableAfterPodChange: only assigned pods of the pending
+  // pod's namespace are counted, and only when some selector matches them
+  // (or, for a label change, the match changed).
+  auto pod_hint = [hard_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
     const v1::Pod* before = e.has_old_pod() ? &e.old_pod() : nullptr;
     const v1::Pod* after = e.has_new_pod() ? &e.new_pod() : nullptr;
     const v1::Pod* any = after != nullptr ? after : before;
     if (any == nullptr) return sdk::QueueingHint::kQueue;
-    if (any->meta().namespace_() != pod.meta().namespace_()) return sdk::QueueingHint::kQueueSkip;
-    std::vector<SpreadConstraint> constraints = all_constraints(pod);
-    if (before != nullptr && after != nullptr) {
-      // A label change matters when it changes what some selector matches.
-      for (const SpreadConstraint& c : constraints) {
+    for (const v1::Pod* p : {before, after}) {
+      if (p != nullptr && (p->node_name().empty() || p->meta().namespace_() != pod.meta().namespace_())) {
+        return sdk::QueueingHint::kQueueSkip;
+      }
+    }
+    std::optional<std::vector<SpreadConstraint>> constraints = hard_constraints(pod);
+    if (!constraints) return sdk::QueueingHint::kQueue;
+    const bool deleted = (e.action() & v1::DELETE) != 0;
+    if (before != nullptr && after != nullptr && !deleted) {
+      for (const SpreadConstraint& c : *constraints) {
         if (c.selector.Matches(before->meta().labels()) !=
             c.selector.Matches(after->meta().labels())) {
           return sdk::QueueingHint::kQueue;
@@ -513,40 +521,40 @@ std::vector<sdk::ClusterEventWithHint> PodTopologySpread::EventsToRegister() con
       }
       return sdk::QueueingHint::kQueueSkip;
     }
-    for (const SpreadConstraint& c : constraints) {
-      if (c.selector.Matches(any->meta().labels())) return sdk::QueueingHint::kQueue;
+    const v1::Pod& subject = deleted && before != nullptr ? *before : *any;
+    for (const SpreadConstraint& c : *constraints) {
+      if (c.selector.Matches(subject.meta().labels())) return sdk::QueueingHint::kQueue;
     }
     return sdk::QueueingHint::kQueueSkip;
   };
-  auto node_hint = [all_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
-    std::vector<SpreadConstraint> constraints = all_constraints(pod);
+  // kube's isSchedulableAfterNodeChange: a node that joins or leaves the
+  // domains the constraints count (it has every topology key), moves between
+  // domains, or changes taints while counted (nodeTaintsPolicy).
+  auto node_hint = [hard_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    std::optional<std::vector<SpreadConstraint>> constraints = hard_constraints(pod);
+    if (!constraints) return sdk::QueueingHint::kQueue;
     const v1::Node* before = OldNode(e);
     const v1::Node* after = NewNode(e);
-    if (after == nullptr) {
-      // A node went away: it may have held the domain with the fewest pods.
-      return before == nullptr || NodeHasAllKeys(*before, constraints)
-                 ? sdk::QueueingHint::kQueue
-                 : sdk::QueueingHint::kQueueSkip;
+    const bool counted_before = before != nullptr && NodeHasAllKeys(*before, *constraints);
+    const bool counted_after = after != nullptr && NodeHasAllKeys(*after, *constraints);
+    if (before == nullptr || after == nullptr) {
+      return counted_before || counted_after ? sdk::QueueingHint::kQueue
+                                             : sdk::QueueingHint::kQueueSkip;
     }
-    if (!NodeHasAllKeys(*after, constraints)) return sdk::QueueingHint::kQueueSkip;
-    if (before != nullptr && NodeHasAllKeys(*before, constraints)) {
-      bool same = true;
-      for (const SpreadConstraint& c : constraints) {
-        same = same && before->meta().labels().at(c.topology_key) ==
-                           after->meta().labels().at(c.topology_key);
-      }
-      // Same domains and same taints: nothing a constraint sees changed.
-      if (same && before->taints_size() == after->taints_size()) {
-        bool same_taints = true;
-        for (int i = 0; i < before->taints_size(); ++i) {
-          same_taints = same_taints && before->taints(i).key() == after->taints(i).key() &&
-                        before->taints(i).value() == after->taints(i).value() &&
-                        before->taints(i).effect() == after->taints(i).effect();
-        }
-        if (same_taints) return sdk::QueueingHint::kQueueSkip;
+    if (counted_before != counted_after) return sdk::QueueingHint::kQueue;
+    if (!counted_after) return sdk::QueueingHint::kQueueSkip;
+    for (const SpreadConstraint& c : *constraints) {
+      if (before->meta().labels().at(c.topology_key) != after->meta().labels().at(c.topology_key)) {
+        return sdk::QueueingHint::kQueue;
       }
     }
-    return sdk::QueueingHint::kQueue;
+    if (before->taints_size() != after->taints_size()) return sdk::QueueingHint::kQueue;
+    for (int i = 0; i < before->taints_size(); ++i) {
+      if (!google::protobuf::util::MessageDifferencer::Equals(before->taints(i), after->taints(i))) {
+        return sdk::QueueingHint::kQueue;
+      }
+    }
+    return sdk::QueueingHint::kQueueSkip;
   };
   return {
       {v1::POD, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_POD_LABEL),

@@ -453,8 +453,23 @@ TEST(PodTopologySpreadTest, QueueingHints) {
   auto plugin = NewPlugin(handle);
   PodBuilder pb = Foo("pending");
   *pb.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  // A ScheduleAnyway constraint never rejects: its key and its pods do not
+  // requeue the pod.
+  TSC soft = Constraint(kHost, 1, TSC::SCHEDULE_ANYWAY);
+  soft.mutable_label_selector()->mutable_match_labels()->erase("app");
+  (*soft.mutable_label_selector()->mutable_match_labels())["tier"] = "soft";
+  *pb.mutable_pod().add_topology_spread_constraints() = soft;
   const v1::Pod pod = pb.Build();
   const v1::Pod match = Foo("m").NodeName("a1").Build();
+  const v1::Pod unassigned_match = Foo("m").Build();
+  const v1::Pod soft_match = PodBuilder("s").Label("tier", "soft").NodeName("a1").Build();
+  const v1::Node zoned_host =
+      NodeBuilder("n").Label(std::string(kZone), "a").Label(std::string(kHost), "n").Build();
+  const v1::Node zoned_host2 =
+      NodeBuilder("n").Label(std::string(kZone), "a").Label(std::string(kHost), "n2").Build();
+  const v1::Node tainted =
+      NodeBuilder("n").Label(std::string(kZone), "a").Taint("k", "v", v1::NO_SCHEDULE).Build();
+  const v1::Node bare_tainted = NodeBuilder("n").Taint("k", "v", v1::NO_SCHEDULE).Build();
   const v1::Pod other = PodBuilder("o").Label("app", "bar").NodeName("a1").Build();
   const v1::Pod foreign = Foo("f").Namespace("x").NodeName("a1").Build();
   const v1::Node zoned = NodeBuilder("n").Label(std::string(kZone), "a").Build();
@@ -485,6 +500,20 @@ TEST(PodTopologySpreadTest, QueueingHints) {
       {"node with the key deleted", NodeEvent(v1::DELETE, &zoned, nullptr), H::kQueue},
       {"node allocatable change (not registered)",
        NodeEvent(v1::UPDATE_NODE_ALLOCATABLE, &zoned, &zoned), H::kQueueSkip},
+      {"unassigned matching pod added (counts nowhere)", PodEvent(v1::ADD, nullptr, &unassigned_match),
+       H::kQueueSkip},
+      {"unassigned matching pod deleted", PodEvent(v1::DELETE, &unassigned_match, nullptr),
+       H::kQueueSkip},
+      {"pod matching only a ScheduleAnyway selector added", PodEvent(v1::ADD, nullptr, &soft_match),
+       H::kQueueSkip},
+      {"matching pod finished (terminal)", PodEvent(v1::DELETE, &match, &match), H::kQueue},
+      {"node lost the key", NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &bare), H::kQueue},
+      {"node without the key deleted", NodeEvent(v1::DELETE, &bare, nullptr), H::kQueueSkip},
+      {"only a ScheduleAnyway key changed",
+       NodeEvent(v1::UPDATE_NODE_LABEL, &zoned_host, &zoned_host2), H::kQueueSkip},
+      {"counted node tainted", NodeEvent(v1::UPDATE_NODE_TAINT, &zoned, &tainted), H::kQueue},
+      {"uncounted node tainted", NodeEvent(v1::UPDATE_NODE_TAINT, &bare, &bare_tainted),
+       H::kQueueSkip},
   };
   for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, pod, c.event), c.want) << c.name;
 }

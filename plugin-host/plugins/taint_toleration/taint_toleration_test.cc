@@ -187,5 +187,24 @@ TEST(TaintTolerationTest, QueueingHint) {
   }
 }
 
+// Through the event registration: only a taint change that makes the node
+// tolerable requeues the pod; label changes and pod events never do.
+TEST(TaintTolerationTest, RequeuesOnlyWhenTheTaintsBecomeTolerable) {
+  using namespace testing;  // Event builders.
+  const v1::Pod pod = PodBuilder().Toleration("foo", kEqual, "bar", v1::NO_SCHEDULE).Build();
+  const v1::Node untolerated = NodeBuilder("n").Taint("x", "y", v1::NO_SCHEDULE).Build();
+  const v1::Node still_untolerated =
+      NodeBuilder("n").Taint("x", "y", v1::NO_SCHEDULE).Taint("foo", "bar", v1::NO_SCHEDULE).Build();
+  const v1::Node tolerated = NodeBuilder("n").Taint("foo", "bar", v1::NO_SCHEDULE).Build();
+  v1::Node untolerated_labelled = untolerated;
+  (*untolerated_labelled.mutable_meta()->mutable_labels())["k"] = "v";
+  const auto events = TaintToleration().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, pod, NodeUpdated(untolerated, tolerated, v1::UPDATE_NODE_TAINT)));
+  EXPECT_TRUE(Requeues(events, pod, NodeAdded(tolerated)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(untolerated, still_untolerated, v1::UPDATE_NODE_TAINT)));
+  EXPECT_FALSE(Requeues(events, pod, NodeUpdated(untolerated, untolerated_labelled, v1::UPDATE_NODE_LABEL)));
+  EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("n").Build())));
+}
+
 }  // namespace
 }  // namespace podium::plugins

@@ -1,6 +1,7 @@
 #include "queue/scheduling_queue.h"
 
 #include <algorithm>
+#include <iterator>
 #include <tuple>
 #include <utility>
 
@@ -14,6 +15,7 @@ struct SchedulingQueue::Entry {
   QueuedPodInfo info;
   QueueKind where = QueueKind::kActive;  // kActive, kBackoff or kUnschedulable.
   absl::Time backoff_expiry = absl::InfinitePast();  // Set while in backoffQ.
+  bool error_backoff = false;  // In error_backoff_q_ rather than backoff_q_.
   uint64_t pool_stay = 0;
 };
 
@@ -73,10 +75,12 @@ sdk::Status SchedulingGatesPreEnqueue(const sdk::PodInfo& pod) {
 }
 
 bool PrioritySortLess(const QueuedPodInfo& a, const QueuedPodInfo& b) {
-  const v1::Pod& pa = a.pod();
-  const v1::Pod& pb = b.pod();
-  if (pa.priority() != pb.priority()) return pa.priority() > pb.priority();
-  return pa.meta().creation_timestamp_us() < pb.meta().creation_timestamp_us();
+  const int32_t pa = a.pod().priority();
+  const int32_t pb = b.pod().priority();
+  if (pa != pb) return pa > pb;
+  // kube's PrioritySort: the time the pod was (re)queued, not its creation
+  // time, so a pod that failed goes behind pods queued before it came back.
+  return a.timestamp < b.timestamp;
 }
 
 // ---- ordering ----
@@ -89,7 +93,12 @@ bool SchedulingQueue::ActiveLess::operator()(const Entry* a, const Entry* b) con
 }
 
 bool SchedulingQueue::BackoffLess::operator()(const Entry* a, const Entry* b) const {
-  return std::tie(a->backoff_expiry, a->info.uid()) < std::tie(b->backoff_expiry, b->info.uid());
+  if (a->backoff_expiry != b->backoff_expiry) return a->backoff_expiry < b->backoff_expiry;
+  if (less != nullptr) {
+    if ((*less)(a->info, b->info)) return true;
+    if ((*less)(b->info, a->info)) return false;
+  }
+  return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
 }
 
 // ---- construction ----
@@ -98,11 +107,15 @@ SchedulingQueue::SchedulingQueue(Options options)
     : initial_backoff_(options.initial_backoff),
       max_backoff_(options.max_backoff),
       max_in_unschedulable_(options.max_in_unschedulable),
+      pop_from_backoff_q_(options.pop_from_backoff_q),
+      backoff_ordering_window_(options.backoff_ordering_window),
       clock_(options.clock != nullptr ? *options.clock : Clock::Real()),
       pre_enqueue_(std::move(options.pre_enqueue)),
       less_(options.less ? std::move(options.less) : QueueLessFn(PrioritySortLess)),
       hint_evaluator_(options.hint_evaluator),
-      active_q_(ActiveLess{&less_}) {}
+      active_q_(ActiveLess{&less_}),
+      backoff_q_(BackoffLess{pop_from_backoff_q_ ? &less_ : nullptr}),
+      error_backoff_q_(BackoffLess{nullptr}) {}
 
 SchedulingQueue::~SchedulingQueue() = default;
 
@@ -129,7 +142,15 @@ absl::Duration SchedulingQueue::BackoffDuration(int attempts) const {
 }
 
 absl::Time SchedulingQueue::BackoffExpiry(const QueuedPodInfo& info) const {
-  return info.timestamp + BackoffDuration(info.attempts);
+  const absl::Time expiry = info.timestamp + BackoffDuration(info.attempts);
+  if (!pop_from_backoff_q_ || info.attempts <= 0 ||
+      backoff_ordering_window_ <= absl::ZeroDuration() || expiry == absl::InfiniteFuture()) {
+    return expiry;
+  }
+  // The end of the ordering window the expiry falls in (kube truncates to
+  // the window's start and counts the window as still backing off: the same
+  // moment, but for expiries exactly on a window's edge).
+  return absl::UnixEpoch() + absl::Ceil(expiry - absl::UnixEpoch(), backoff_ordering_window_);
 }
 
 void SchedulingQueue::Detach(Entry* entry) {
@@ -138,8 +159,9 @@ void SchedulingQueue::Detach(Entry* entry) {
       active_q_.erase(entry);
       break;
     case QueueKind::kBackoff:
-      backoff_q_.erase(entry);
+      (entry->error_backoff ? error_backoff_q_ : backoff_q_).erase(entry);
       entry->backoff_expiry = absl::InfinitePast();
+      entry->error_backoff = false;
       break;
     case QueueKind::kUnschedulable:
     case QueueKind::kGated:
@@ -156,7 +178,10 @@ void SchedulingQueue::InsertActive(Entry* entry) {
 void SchedulingQueue::InsertBackoff(Entry* entry) {
   entry->where = QueueKind::kBackoff;
   entry->backoff_expiry = BackoffExpiry(entry->info);
-  backoff_q_.insert(entry);
+  // No plugin rejected it and none is pending: the attempt failed with an Error.
+  entry->error_backoff =
+      entry->info.unschedulable_plugins.empty() && entry->info.pending_plugins.empty();
+  (entry->error_backoff ? error_backoff_q_ : backoff_q_).insert(entry);
 }
 
 void SchedulingQueue::InsertPool(Entry* entry) {
@@ -270,7 +295,9 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
           InsertActive(e);
           return;
         case QueueKind::kBackoff:
-          e->info.pod_info = std::move(new_pod);  // The backoff key does not depend on the pod.
+          Detach(e);  // Within a window the QueueSort order decides.
+          e->info.pod_info = std::move(new_pod);
+          InsertBackoff(e);
           return;
         case QueueKind::kUnschedulable:
         case QueueKind::kGated:
@@ -327,12 +354,24 @@ bool SchedulingQueue::Delete(std::string_view uid_view) {
 
 // ---- popping ----
 
-bool SchedulingQueue::ReadyToPop() const { return closed_ || !active_q_.empty(); }
+bool SchedulingQueue::ReadyToPop() const {
+  return closed_ || !active_q_.empty() || (pop_from_backoff_q_ && !backoff_q_.empty());
+}
 
 std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
-  if (closed_ || active_q_.empty()) return std::nullopt;
-  Entry* e = *active_q_.begin();
-  active_q_.erase(active_q_.begin());
+  if (closed_) return std::nullopt;
+  Entry* e;
+  if (!active_q_.empty()) {
+    e = *active_q_.begin();
+  } else if (pop_from_backoff_q_ && !backoff_q_.empty()) {
+    // KEP-5142: activeQ is empty, so the cycle would idle; retry the pod
+    // whose backoff ends first instead. Error backoffs keep waiting.
+    e = *backoff_q_.begin();
+    ++popped_from_backoff_q_;
+  } else {
+    return std::nullopt;
+  }
+  Detach(e);
   QueuedPodInfo info = std::move(e->info);
   Remove(info.uid(), info.pod());
   ++info.attempts;
@@ -551,12 +590,14 @@ size_t SchedulingQueue::FlushBackoffQCompleted() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_.Now();
   size_t moved = 0;
-  while (!backoff_q_.empty()) {
-    Entry* e = *backoff_q_.begin();
-    if (e->backoff_expiry > now) break;
-    Detach(e);
-    InsertActive(e);
-    ++moved;
+  for (auto* heap : {&backoff_q_, &error_backoff_q_}) {
+    while (!heap->empty()) {
+      Entry* e = *heap->begin();
+      if (e->backoff_expiry > now) break;
+      Detach(e);
+      InsertActive(e);
+      ++moved;
+    }
   }
   return moved;
 }
@@ -577,6 +618,7 @@ size_t SchedulingQueue::FlushUnschedulablePodsLeftover() {
 size_t SchedulingQueue::MoveAllToActiveQueue() {
   absl::MutexLock lock(&mu_);
   std::vector<Entry*> to_move(backoff_q_.begin(), backoff_q_.end());
+  to_move.insert(to_move.end(), error_backoff_q_.begin(), error_backoff_q_.end());
   for (Entry* e : unschedulable_pods_) {
     if (!e->info.gated) to_move.push_back(e);
   }
@@ -602,11 +644,27 @@ size_t SchedulingQueue::Activate(const std::vector<std::string>& uids) {
   return moved;
 }
 
+uint64_t SchedulingQueue::popped_from_backoff_q() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return popped_from_backoff_q_;
+}
+
+std::vector<const SchedulingQueue::Entry*> SchedulingQueue::BackoffInOrder() const {
+  std::vector<const Entry*> out;
+  out.reserve(backoff_q_.size() + error_backoff_q_.size());
+  // Both heaps are sorted by expiry first; ties keep backoff_q_'s order.
+  std::merge(backoff_q_.begin(), backoff_q_.end(), error_backoff_q_.begin(), error_backoff_q_.end(),
+             std::back_inserter(out), [](const Entry* a, const Entry* b) {
+               return a->backoff_expiry < b->backoff_expiry;
+             });
+  return out;
+}
+
 PendingPodCounts SchedulingQueue::PendingPods() const {
   absl::ReaderMutexLock lock(&mu_);
   PendingPodCounts counts;
   counts.active = active_q_.size();
-  counts.backoff = backoff_q_.size();
+  counts.backoff = backoff_q_.size() + error_backoff_q_.size();
   for (const Entry* e : unschedulable_pods_) {
     if (e->info.gated) {
       ++counts.gated;
@@ -637,7 +695,7 @@ std::vector<QueuedPodSummary> SchedulingQueue::List() const {
   std::vector<QueuedPodSummary> out;
   out.reserve(pods_.size());
   for (const Entry* e : active_q_) out.push_back(Summarize(*e));
-  for (const Entry* e : backoff_q_) out.push_back(Summarize(*e));
+  for (const Entry* e : BackoffInOrder()) out.push_back(Summarize(*e));
   std::vector<const Entry*> pool(unschedulable_pods_.begin(), unschedulable_pods_.end());
   std::sort(pool.begin(), pool.end(), [](const Entry* a, const Entry* b) {
     return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
@@ -675,7 +733,7 @@ QueueListPage SchedulingQueue::ListPage(const QueueListFilter& filter, size_t of
   };
   const std::optional<QueueKind> only = filter.queue;
   if (!only || *only == QueueKind::kActive) take_ordered(active_q_);
-  if (!only || *only == QueueKind::kBackoff) take_ordered(backoff_q_);
+  if (!only || *only == QueueKind::kBackoff) take_ordered(BackoffInOrder());
   if (only && *only != QueueKind::kUnschedulable && *only != QueueKind::kGated) return page;
   // The pool is unordered: select the page's slice by timestamp without
   // sorting the rest.

@@ -34,7 +34,8 @@ struct QueuedPodInfo {
   // Scheduling attempts so far (incremented by Pop).
   int attempts = 0;
   // When the pod was added to the queue (Add, or AddUnschedulableIfNotPresent
-  // after an attempt); backoff and the pool's leftover flush count from it.
+  // after an attempt); backoff and the pool's leftover flush count from it,
+  // and PrioritySort orders pods of equal priority by it.
   absl::Time timestamp = absl::InfinitePast();
   // When the pod was first popped.
   std::optional<absl::Time> initial_attempt_timestamp;
@@ -60,7 +61,8 @@ sdk::Status SchedulingGatesPreEnqueue(const sdk::PodInfo& pod);
 
 // QueueSort: true when a should be popped before b.
 using QueueLessFn = std::function<bool(const QueuedPodInfo& a, const QueuedPodInfo& b)>;
-// PrioritySort: priority descending, then creation time ascending.
+// PrioritySort: priority descending, then QueuedPodInfo::timestamp (when the
+// pod was added or requeued after an attempt) ascending.
 bool PrioritySortLess(const QueuedPodInfo& a, const QueuedPodInfo& b);
 
 // Per plugin name, the cluster events it registered (with or without a
@@ -118,6 +120,14 @@ class SchedulingQueue {
     QueueLessFn less;              // Empty: PrioritySort.
     // Null: every hinted plugin counts as saying Queue. Must outlive the queue.
     QueueingHintEvaluator* hint_evaluator = nullptr;
+    // KEP-5142 (kube's SchedulerPopFromBackoffQ, on by default since 1.33):
+    // when activeQ is empty, Pop takes the head of backoffQ instead of
+    // idling. Pods backing off after an Error (no plugin rejected them) are
+    // never popped early. Backoff expiries are rounded up to whole
+    // `backoff_ordering_window`s, and pods whose backoff ends in the same
+    // window are ordered as activeQ orders them.
+    bool pop_from_backoff_q = true;
+    absl::Duration backoff_ordering_window = absl::Seconds(1);
   };
 
   SchedulingQueue() : SchedulingQueue(Options{}) {}
@@ -143,8 +153,10 @@ class SchedulingQueue {
   // Returns whether the pod was queued or in flight.
   bool Delete(std::string_view uid);
 
-  // Blocks until a pod is in activeQ or the queue is closed (nullopt). Counts
-  // an attempt and a scheduling cycle.
+  // Blocks until a pod is in activeQ (or, with pop_from_backoff_q, in
+  // backoffQ for a rejection, not an Error) or the queue is closed (nullopt).
+  // Takes activeQ's head, or backoffQ's when activeQ is empty. Counts an
+  // attempt and a scheduling cycle.
   std::optional<QueuedPodInfo> Pop();
   std::optional<QueuedPodInfo> TryPop();
   // Waits at most `timeout` (real time).
@@ -187,6 +199,8 @@ class SchedulingQueue {
   size_t Move(const std::vector<std::string>& uids) { return Activate(uids); }
 
   PendingPodCounts PendingPods() const;
+  // How many pods Pop has taken from backoffQ because activeQ was empty.
+  uint64_t popped_from_backoff_q() const;
   // activeQ in pop order, then backoffQ by expiry, then the pool by timestamp.
   std::vector<QueuedPodSummary> List() const;
   std::optional<QueuedPodSummary> Find(std::string_view uid) const;
@@ -209,7 +223,10 @@ class SchedulingQueue {
     const QueueLessFn* less;
     bool operator()(const Entry* a, const Entry* b) const;
   };
+  // By backoff expiry; with `less`, equal expiries (one ordering window) in
+  // QueueSort order.
   struct BackoffLess {
+    const QueueLessFn* less = nullptr;
     bool operator()(const Entry* a, const Entry* b) const;
   };
   struct InFlight {
@@ -229,6 +246,8 @@ class SchedulingQueue {
   void InsertPool(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MoveToActiveOrBackoff(Entry* entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time BackoffExpiry(const QueuedPodInfo& info) const;
+  // backoffQ's pods in expiry order, both heaps merged (for listings).
+  std::vector<const Entry*> BackoffInOrder() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   EventDecision Decide(const QueuedPodInfo& info, const v1::ClusterEvent& event,
                        std::vector<std::string>* hinted_plugins) const
       ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -241,6 +260,8 @@ class SchedulingQueue {
   const absl::Duration initial_backoff_;
   const absl::Duration max_backoff_;
   const absl::Duration max_in_unschedulable_;
+  const bool pop_from_backoff_q_;
+  const absl::Duration backoff_ordering_window_;
   const Clock& clock_;
   const PreEnqueueFn pre_enqueue_;
   const QueueLessFn less_;
@@ -253,7 +274,11 @@ class SchedulingQueue {
   // "namespace/name" -> uids in pods_, so Admin's move-by-name is O(names).
   absl::flat_hash_map<std::string, std::vector<std::string>> uids_by_key_ ABSL_GUARDED_BY(mu_);
   std::set<Entry*, ActiveLess> active_q_ ABSL_GUARDED_BY(mu_);
+  // backoffQ is two heaps, as kube's: pods a plugin rejected (Pop may take
+  // them early) and pods whose attempt failed with an Error (never early).
   std::set<Entry*, BackoffLess> backoff_q_ ABSL_GUARDED_BY(mu_);
+  std::set<Entry*, BackoffLess> error_backoff_q_ ABSL_GUARDED_BY(mu_);
+  uint64_t popped_from_backoff_q_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_set<Entry*> unschedulable_pods_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, InFlight> in_flight_ ABSL_GUARDED_BY(mu_);
   uint64_t scheduling_cycle_ ABSL_GUARDED_BY(mu_) = 0;

@@ -95,20 +95,153 @@ class SchedulingQueueTest : public ::testing::Test {
   testing::StrictMock<MockQueueingHintEvaluator> evaluator_;
 };
 
-TEST_F(SchedulingQueueTest, PopsByPriorityThenCreationTime) {
+EventRegistry TestRegistry() {
+  EventRegistry r;
+  r["NodeAffinity"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_LABEL, false)};
+  r["TaintToleration"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_TAINT, true)};
+  r["InterPodAffinity"] = {Interest(v1::POD, v1::ADD | v1::DELETE, true),
+                           Interest(v1::NODE, v1::ADD, false)};
+  r["NodeResourcesFit"] = {};
+  return r;
+}
+
+TEST_F(SchedulingQueueTest, PopsByPriorityThenQueueTime) {
   struct Case {
     std::string uid;
     int32_t priority;
-    int64_t created;
   };
+  // Queued in this order, one millisecond apart. Creation times run the
+  // other way round: they must not matter.
   const std::vector<Case> cases = {
-      {"low-old", 0, 100}, {"high-new", 100, 900}, {"low-new", 0, 500},
-      {"high-old", 100, 200}, {"mid", 50, 50}, {"neg", -10, 1},
+      {"low-first", 0}, {"high-first", 100}, {"low-second", 0},
+      {"high-second", 100}, {"mid", 50}, {"neg", -10},
   };
   SchedulingQueue q(Opts());
-  for (const auto& c : cases) q.Add(MakePod(c.uid, c.priority, c.created));
-  EXPECT_THAT(PopAll(q), ElementsAre("high-old", "high-new", "mid", "low-old", "low-new", "neg"));
+  int64_t created = 1'000'000;
+  for (const auto& c : cases) {
+    q.Add(MakePod(c.uid, c.priority, created--));
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(PopAll(q),
+              ElementsAre("high-first", "high-second", "mid", "low-first", "low-second", "neg"));
   EXPECT_EQ(q.scheduling_cycle(), 6u);
+}
+
+// Issue 5, defect 13: kube's PrioritySort orders equal priorities by the time
+// the pod was (re)queued. A pod that failed and comes back from backoff goes
+// behind the pods queued while it was tried, however old it is.
+TEST_F(SchedulingQueueTest, AFailedPodComesBackBehindPodsQueuedBeforeItsRetry) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("old", 0, /*created_us=*/1));
+  clock_.Advance(absl::Milliseconds(100));
+  auto attempt = q.TryPop();
+  ASSERT_TRUE(attempt.has_value());
+  q.Add(MakePod("newer", 0, /*created_us=*/2));  // Queued while "old" is tried.
+  clock_.Advance(absl::Milliseconds(100));
+  // "old" fails with an Error: backoffQ, then activeQ once its second is over.
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*attempt, q.scheduling_cycle()).ok());
+  q.Done("old");
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_THAT(PopAll(q), ElementsAre("newer", "old"));
+}
+
+// The same with two profiles sharing the queue (kube-scheduler has one queue
+// for every profile): the failing profile's old pod does not jump ahead of the
+// other profile's pods queued while it was tried.
+TEST_F(SchedulingQueueTest, AFailedPodOfOneProfileDoesNotJumpAheadOfAnotherProfilesPods) {
+  auto pod = [](const std::string& uid, const std::string& profile, int64_t created_us) {
+    v1::Pod p = MakePodProto(uid, 0, created_us);
+    p.set_scheduler_name(profile);
+    return sdk::PodInfo::Create(p);
+  };
+  SchedulingQueue q(Opts());
+  q.Add(pod("a-old", "profile-a", 1));
+  auto attempt = q.TryPop();
+  ASSERT_TRUE(attempt.has_value());
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(absl::Milliseconds(10));
+    q.Add(pod(absl::StrCat("b-", i), "profile-b", 10 + i));
+  }
+  // profile-a's plugin timed out: an Error, retried after its backoff.
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*attempt, q.scheduling_cycle()).ok());
+  q.Done("a-old");
+  clock_.Advance(absl::Seconds(2));
+  ASSERT_EQ(q.FlushBackoffQCompleted(), 1u);
+  clock_.Advance(absl::Milliseconds(10));
+  q.Add(pod("b-later", "profile-b", 20));  // Queued after "a-old" came back.
+  EXPECT_THAT(PopAll(q), ElementsAre("b-0", "b-1", "b-2", "a-old", "b-later"));
+}
+
+// KEP-5142: an empty activeQ pops the head of backoffQ instead of idling.
+TEST_F(SchedulingQueueTest, PopsFromBackoffQWhenActiveQIsEmpty) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  clock_.Advance(absl::Milliseconds(1));
+  q.Add(MakePod("fresh"));
+  FailAttempt(q, "p", {"NodeResourcesFit"}, /*move_request_during_cycle=*/true);
+  ASSERT_EQ(Where(q, "p"), QueueKind::kBackoff);
+  // activeQ first.
+  auto first = q.TryPop();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->uid(), "fresh");
+  EXPECT_EQ(q.popped_from_backoff_q(), 0u);
+  // activeQ is empty now; p is still within its backoff second, popped anyway.
+  auto early = q.TryPop();
+  ASSERT_TRUE(early.has_value());
+  EXPECT_EQ(early->uid(), "p");
+  EXPECT_EQ(early->attempts, 2);
+  EXPECT_EQ(q.popped_from_backoff_q(), 1u);
+  EXPECT_FALSE(q.TryPop().has_value());
+}
+
+TEST_F(SchedulingQueueTest, PodsBackingOffAfterAnErrorAreNotPoppedEarly) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("err"));
+  FailAttempt(q, "err", {});  // No plugin rejected it: an Error.
+  ASSERT_EQ(Where(q, "err"), QueueKind::kBackoff);
+  EXPECT_FALSE(q.TryPop().has_value());
+  EXPECT_FALSE(q.PopWithTimeout(absl::Milliseconds(1)).has_value());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_THAT(PopAll(q), ElementsAre("err"));
+  EXPECT_EQ(q.popped_from_backoff_q(), 0u);
+}
+
+TEST_F(SchedulingQueueTest, BackoffQPopsByExpiryWindowThenPriority) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  const absl::Time t0 = clock_.Now();
+  // Each fails with a move request, so it backs off for 1 s:
+  // low-early at t0+0.2 (expires t0+1.2) and high-same-window at t0+0.4
+  // (t0+1.4) share the window ending at t0+2; high-next-window at t0+1.1
+  // (t0+2.1) is in the window ending at t0+3.
+  for (auto [uid, priority, at] : std::vector<std::tuple<std::string, int, int>>{
+           {"low-early", 0, 200}, {"high-same-window", 100, 400}, {"high-next-window", 100, 1100}}) {
+    q.Add(MakePod(uid, priority));
+    clock_.Set(t0 + absl::Milliseconds(at));
+    FailAttempt(q, uid, {"NodeResourcesFit"}, /*move_request_during_cycle=*/true);
+  }
+  EXPECT_EQ(q.Find("low-early")->backoff_expiry, t0 + absl::Seconds(2));
+  EXPECT_EQ(q.Find("high-same-window")->backoff_expiry, t0 + absl::Seconds(2));
+  EXPECT_EQ(q.Find("high-next-window")->backoff_expiry, t0 + absl::Seconds(3));
+  EXPECT_THAT(PopAll(q), ElementsAre("high-same-window", "low-early", "high-next-window"));
+}
+
+TEST_F(SchedulingQueueTest, WithoutPopFromBackoffQTheBackoffIsWaitedOut) {
+  SchedulingQueue::Options o = Opts();
+  o.pop_from_backoff_q = false;
+  SchedulingQueue q(o);
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"}, /*move_request_during_cycle=*/true);
+  ASSERT_EQ(Where(q, "p"), QueueKind::kBackoff);
+  EXPECT_FALSE(q.TryPop().has_value());
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_THAT(PopAll(q), ElementsAre("p"));
 }
 
 TEST_F(SchedulingQueueTest, PopCountsAttemptsAndInitialAttemptTime) {
@@ -164,7 +297,10 @@ TEST_F(SchedulingQueueTest, BackoffExpiryFollowsAttempts) {
 }
 
 TEST_F(SchedulingQueueTest, FlushBackoffQMovesOnlyExpiredPods) {
-  SchedulingQueue q(Opts());
+  // Exact expiries: without KEP-5142's ordering windows.
+  SchedulingQueue::Options o = Opts();
+  o.pop_from_backoff_q = false;
+  SchedulingQueue q(o);
   q.Add(MakePod("a", 0, 1));
   q.Add(MakePod("b", 0, 2));
   FailAttempt(q, "a", {});  // attempts 1: 1 s.
@@ -176,6 +312,24 @@ TEST_F(SchedulingQueueTest, FlushBackoffQMovesOnlyExpiredPods) {
   EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
   EXPECT_EQ(Where(q, "a"), QueueKind::kActive);
   EXPECT_EQ(Where(q, "b"), QueueKind::kBackoff);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_EQ(q.PendingPods().active, 2u);
+}
+
+TEST_F(SchedulingQueueTest, BackoffEndsAtTheEndOfItsOrderingWindow) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("a"));
+  q.Add(MakePod("b"));
+  FailAttempt(q, "a", {});  // Expires at t0+1, a window's edge.
+  clock_.Advance(absl::Milliseconds(500));
+  FailAttempt(q, "b", {});  // Expires at t0+1.5: the window ends at t0+2.
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 0u);
+  clock_.Advance(absl::Milliseconds(500));
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_EQ(Where(q, "a"), QueueKind::kActive);
+  clock_.Advance(absl::Milliseconds(500));  // t0+1.5: b's own expiry, mid-window.
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 0u);
   clock_.Advance(absl::Milliseconds(500));
   EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
   EXPECT_EQ(q.PendingPods().active, 2u);
@@ -239,16 +393,6 @@ TEST_F(SchedulingQueueTest, NoPreEnqueueMeansNoGating) {
 //   InterPodAffinity:  Pod Add|Delete, hint;  Node Add, no hint
 //   NodeResourcesFit:  registered for nothing
 //   (NodePorts: not in the registry = every event, no hint)
-EventRegistry TestRegistry() {
-  EventRegistry r;
-  r["NodeAffinity"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_LABEL, false)};
-  r["TaintToleration"] = {Interest(v1::NODE, v1::ADD | v1::UPDATE_NODE_TAINT, true)};
-  r["InterPodAffinity"] = {Interest(v1::POD, v1::ADD | v1::DELETE, true),
-                           Interest(v1::NODE, v1::ADD, false)};
-  r["NodeResourcesFit"] = {};
-  return r;
-}
-
 TEST_F(SchedulingQueueTest, EventsWithoutHintsMoveOnlyRegisteredRejections) {
   struct Case {
     std::string name;
@@ -446,9 +590,11 @@ TEST_F(SchedulingQueueTest, AssignedPodLeavesTheQueue) {
 
 TEST_F(SchedulingQueueTest, DeleteFromEachQueue) {
   SchedulingQueue q(Opts());
-  q.Add(MakePod("active", 0, 3));
-  q.Add(MakePod("backoff", 0, 1));
-  q.Add(MakePod("pool", 0, 2));
+  // Queued in pop order (PrioritySort: equal priorities by queue time).
+  for (std::string uid : {"backoff", "pool", "active"}) {
+    q.Add(MakePod(uid));
+    clock_.Advance(absl::Milliseconds(1));
+  }
   q.Add(MakePod("gated", 0, 4, {"g"}));
   FailAttempt(q, "backoff", {});
   FailAttempt(q, "pool", {"NodeResourcesFit"});
@@ -465,6 +611,7 @@ TEST_F(SchedulingQueueTest, DeleteFromEachQueue) {
 TEST_F(SchedulingQueueTest, InFlightUpdateAndDelete) {
   SchedulingQueue q(Opts());
   q.Add(MakePod("u", 0, 1));
+  clock_.Advance(absl::Milliseconds(1));
   q.Add(MakePod("d", 0, 2));
   auto u = q.TryPop();
   const uint64_t u_cycle = q.scheduling_cycle();

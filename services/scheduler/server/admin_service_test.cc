@@ -124,6 +124,7 @@ TEST_F(AdminServiceTest, ListQueuedPodsPagesThroughEveryPodOnce) {
 TEST_F(AdminServiceTest, ListQueuedPodsDefaultPageAndFilters) {
   for (int i = 0; i < AdminService::kDefaultPageSize + 1; ++i) {
     queue_->Add(MakePod(i == 0 ? "kube-system" : "default", absl::StrCat("p", i), i));
+    clock_.Advance(absl::Milliseconds(1));  // PrioritySort: equal priorities by queue time.
   }
   v1::ListQueuedPodsResponse response;
   ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), {}, &response).ok());
