@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -310,7 +311,25 @@ int Run(std::vector<std::string> overrides) {
     }
   } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
+  absl::Time last_pool_gauges = absl::InfinitePast();  // Housekeeping thread only.
   scheduler.SetHousekeepingHook([&] {
+    // Gauges that list the pool or count the cache: once a second, not on
+    // every 100 ms pass.
+    if (const absl::Time now = absl::Now(); now - last_pool_gauges >= absl::Seconds(1)) {
+      last_pool_gauges = now;
+      metrics.SetCacheSize("nodes", static_cast<double>(cache.NumNodes()));
+      metrics.SetCacheSize("pods", static_cast<double>(cache.NumPods()));
+      metrics.SetCacheSize("assumed_pods", static_cast<double>(cache.NumAssumedPods()));
+      QueueListFilter pool;
+      pool.queue = QueueKind::kUnschedulable;
+      absl::flat_hash_map<std::pair<std::string, std::string>, int> unschedulable;
+      for (const QueuedPodSummary& p : queue.ListPage(pool, 0, std::numeric_limits<size_t>::max()).pods) {
+        const std::string& scheduler_name = p.pod_info->pod->scheduler_name();
+        const std::string profile = scheduler_name.empty() ? "default-scheduler" : scheduler_name;
+        for (const std::string& plugin : p.unschedulable_plugins) ++unschedulable[{plugin, profile}];
+      }
+      metrics.SetUnschedulablePods(unschedulable);
+    }
     const PendingPodCounts counts = queue.PendingPods();
     metrics.SetPendingPods("active", counts.active);
     metrics.SetPendingPods("backoff", counts.backoff);
