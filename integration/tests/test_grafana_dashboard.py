@@ -78,15 +78,17 @@ def free_port():
 
 
 def parse_exposition(text):
-    """{metric name: [label dict per series]} of the Prometheus text format."""
+    """{metric name: [label dict per series]} of the Prometheus text format; the
+    sample's value is under "__value__" (not a valid label name)."""
     series = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
-        m = re.match(r"([A-Za-z_:][\w:]*)(\{(.*)\})?\s+\S+", line)
+        m = re.match(r"([A-Za-z_:][\w:]*)(\{(.*)\})?\s+(\S+)", line)
         if not m:
             continue
         labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(3) or ""))
+        labels["__value__"] = m.group(4)
         series.setdefault(m.group(1), []).append(labels)
     return series
 
@@ -142,7 +144,7 @@ class GrafanaDashboardTest(lib.IntegrationTest):
                 self.assertTrue(name in metrics, f"{where}: {name} is not exported by podium-scheduler "
                                                  f"(exported: {sorted(metrics)})")
                 series = metrics[name]
-                names = set().union(*(s.keys() for s in series))
+                names = set().union(*(s.keys() for s in series)) - {"__value__"}
                 label_names |= names
                 for label, op, value in matchers:
                     self.assertIn(label, names, f"{where}: {name} has no label {label!r}")
@@ -157,12 +159,61 @@ class GrafanaDashboardTest(lib.IntegrationTest):
                 self.assertIn(label, label_names, f"{where}: grouping label {label!r} is on none of its metrics")
         self.assertGreater(checked, 10)
 
+    def test_kube_scheduler_metrics_after_a_run(self):
+        """kube-scheduler's names and label sets, each with a plausible value,
+        on the /metrics of a scheduler that placed podiumctl.yaml (2 pods bound
+        on 3 nodes, default/giant rejected by NodeResourcesFit and TaintToleration)."""
+        metrics = self.scrape_after_a_run()
+        deadline = time.monotonic() + 20
+        while not any(s.get("plugin") == "TaintToleration" and float(s["__value__"]) >= 1
+                      for s in metrics.get("scheduler_unschedulable_pods", [])):
+            self.assertLess(time.monotonic(), deadline, "scheduler_unschedulable_pods never counted giant")
+            time.sleep(0.3)
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+                metrics = parse_exposition(r.read().decode())
+
+        def series(name, **labels):
+            found = [s for s in metrics.get(name, []) if all(s.get(k) == v for k, v in labels.items())]
+            self.assertTrue(found, f"no series {name}{labels}; have {metrics.get(name)}")
+            return found
+
+        want_labels = {
+            "scheduler_schedule_attempts_total": {"result", "profile"},
+            "scheduler_scheduling_attempt_duration_seconds_count": {"result", "profile"},
+            "scheduler_scheduling_algorithm_duration_seconds_count": set(),
+            "scheduler_pending_pods": {"queue"},
+            "scheduler_pod_scheduling_attempts_count": set(),
+            "scheduler_pod_scheduling_sli_duration_seconds_count": {"attempts"},
+            "scheduler_framework_extension_point_duration_seconds_count": {"extension_point", "status", "profile"},
+            "scheduler_unschedulable_pods": {"plugin", "profile"},
+            "scheduler_cache_size": {"type"},
+        }
+        for name, labels in want_labels.items():
+            for s in series(name):
+                self.assertEqual({k for k in s if k != "__value__"}, labels, f"{name}: labels {s}")
+        scheduled = series("scheduler_schedule_attempts_total", result="scheduled", profile="default-scheduler")
+        self.assertEqual(float(scheduled[0]["__value__"]), 2)
+        self.assertGreaterEqual(float(series("scheduler_schedule_attempts_total", result="unschedulable")[0]["__value__"]), 1)
+        self.assertEqual(float(series("scheduler_pod_scheduling_attempts_count")[0]["__value__"]), 2)
+        self.assertEqual({s["queue"] for s in series("scheduler_pending_pods")},
+                         {"active", "backoff", "unschedulable", "gated"})
+        self.assertEqual(float(series("scheduler_pending_pods", queue="unschedulable")[0]["__value__"]), 1)
+        for plugin in ("NodeResourcesFit", "TaintToleration"):
+            self.assertEqual(float(series("scheduler_unschedulable_pods", plugin=plugin,
+                                          profile="default-scheduler")[0]["__value__"]), 1)
+        self.assertEqual(float(series("scheduler_cache_size", type="nodes")[0]["__value__"]), 3)
+        self.assertEqual(float(series("scheduler_cache_size", type="pods")[0]["__value__"]), 2)
+        self.assertEqual(float(series("scheduler_cache_size", type="assumed_pods")[0]["__value__"]), 0)
+        self.assertGreater(float(series("scheduler_framework_extension_point_duration_seconds_count",
+                                        extension_point="Filter")[0]["__value__"]), 0)
+
     def scrape_after_a_run(self):
         host_addr = f"unix://{self.path('host.sock')}"
         host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], self.dir, "podium-plugin-host")
         self.processes.append(host)
         host.wait_for_stderr(r"listening on")
         port = free_port()
+        self.metrics_port = port
         addr = f"unix://{self.path('scheduler.sock')}"
         sched = lib.Process([lib.Flags.scheduler, "--listen", addr, "--metrics-address", f"127.0.0.1:{port}",
                              "--plugin-endpoint", f"host={host_addr}"], self.dir, "podium-scheduler")

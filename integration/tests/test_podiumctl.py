@@ -356,6 +356,86 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(len(seen), 1101)
         self.assertEqual(set(seen), want)
 
+    # -- access control and TLS: a podium-scheduler of its own ---------------------
+
+    def start_scheduler(self, listen, *flags):
+        """A plugin host and a podium-scheduler with `flags`; returns the address it bound."""
+        host_addr = f"unix://{self.path(f'host-{len(self.processes)}.sock')}"
+        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], self.dir, "podium-plugin-host")
+        self.processes.append(host)
+        host.wait_for_stderr(r"listening on")
+        sched = lib.Process([lib.Flags.scheduler, "--listen", listen, "--metrics-address", "",
+                             "--plugin-endpoint", f"host={host_addr}"] + list(flags), self.dir, "podium-scheduler")
+        self.processes.append(sched)
+        return sched.wait_for_stderr(r"podium-scheduler listening on (\S+)", timeout=40).group(1)
+
+    def openssl(self, *args):
+        p = subprocess.run(["openssl"] + list(args), cwd=self.dir, capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 0, f"openssl {' '.join(args)} (a test dependency):\n{p.stderr}")
+
+    def make_cert(self, name, subject, ca, san=None):
+        self.openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", subject,
+                     "-keyout", f"{name}.key", "-out", f"{name}.csr")
+        ext = []
+        if san:
+            self.write(f"{name}.ext", f"subjectAltName={san}\n")
+            ext = ["-extfile", f"{name}.ext"]
+        self.openssl("x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+                     "-CAcreateserial", "-days", "2", "-out", f"{name}.crt", *ext)
+
+    def test_mutating_calls_need_a_token_on_the_unix_socket(self):
+        tokens = self.write("tokens.csv", "admin-tok,alice,1,podium:admins\nview-tok,bob,2\n")
+        admin = self.write("admin.token", "admin-tok\n")
+        viewer = self.write("viewer.token", "view-tok\n")
+        self.address = self.start_scheduler(f"unix://{self.path('sched.sock')}", "--token-auth-file", tokens)
+
+        # Reads need nothing on the (owner-only) unix socket.
+        self.ctl("queue")
+        self.ctl("plugins")
+        # A mutating call without credentials, or with a token outside the
+        # admin group, is refused (exit 4) and changes nothing.
+        p = self.ctl("pause", expect=4)
+        self.assertIn("podium.v1.Admin/SetSchedulingPaused changes the scheduler: it needs a bearer token",
+                      p.stderr)
+        self.assertIn("give --token-file", p.stderr)
+        p = self.ctl("--token-file", viewer, "resume", expect=4)
+        self.assertIn('user "bob" may not call podium.v1.Admin/SetSchedulingPaused', p.stderr)
+        bad = self.write("bad.token", "guessed\n")
+        self.assertIn("invalid bearer token", self.ctl("--token-file", bad, "pause", expect=4).stderr)
+        # The admin's token, from the flag or from $PODIUM_TOKEN_FILE.
+        self.assertEqual(json.loads(self.ctl("--token-file", admin, "pause", "-o", "json").stdout), {"paused": True})
+        self.assertEqual(json.loads(self.ctl("resume", "-o", "json", env={"PODIUM_TOKEN_FILE": admin}).stdout),
+                         {"paused": False})
+
+    def test_mutual_tls_on_loopback(self):
+        self.openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                     "-days", "2", "-subj", "/CN=podium-test-ca", "-keyout", "ca.key", "-out", "ca.crt")
+        self.openssl("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                     "-days", "2", "-subj", "/CN=other-ca", "-keyout", "other.key", "-out", "other.crt")
+        self.make_cert("server", "/CN=podium-scheduler", "ca", san="DNS:localhost,IP:127.0.0.1")
+        self.make_cert("alice", "/O=podium:admins/CN=alice", "ca")
+        self.make_cert("bob", "/CN=bob", "ca")
+        self.make_cert("mallory", "/O=podium:admins/CN=mallory", "other")
+        p = self.path
+        self.address = self.start_scheduler("127.0.0.1:0", "--tls-cert-file", p("server.crt"),
+                                            "--tls-private-key-file", p("server.key"), "--client-ca-file", p("ca.crt"))
+        tls = ["--tls-ca-file", p("ca.crt")]
+
+        def cert(name):
+            return tls + ["--tls-cert-file", p(f"{name}.crt"), "--tls-key-file", p(f"{name}.key")]
+
+        self.assertEqual(json.loads(self.ctl(*cert("alice"), "pause", "-o", "json").stdout), {"paused": True})
+        self.ctl(*cert("bob"), "queue")
+        self.assertIn('user "bob" may not call', self.ctl(*cert("bob"), "resume", expect=4).stderr)
+        # Over TCP even reads need an identity.
+        self.ctl(*tls, "queue", expect=4)
+        # A certificate from another CA, or no TLS at all: no connection.
+        self.assertIn("cannot reach the scheduler", self.ctl(*cert("mallory"), "queue", expect=2).stderr)
+        self.ctl("queue", expect=2)
+        # A client that does not trust the server's CA refuses it.
+        self.ctl("--tls-ca-file", p("other.crt"), "--tls-cert-file", p("alice.crt"), "--tls-key-file",
+                 p("alice.key"), "queue", expect=2)
+
     def test_unreachable_scheduler_exit_2(self):
         sock = f"unix://{self.path('nobody.sock')}"
         p = self.ctl("queue", address=False, env={"PODIUM_ADDRESS": sock}, expect=2)

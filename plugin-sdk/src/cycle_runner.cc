@@ -151,31 +151,6 @@ bool CycleRunner::ParallelFilter(const std::vector<const NodeInfo*>& nodes, size
   return ok;
 }
 
-std::pair<Status, bool> CycleRunner::ParallelScore(PluginInstance& plugin, CycleState& state,
-                                                   const PodInfo& pod) {
-  const size_t n = feasible_.size();
-  const int chunk_size = parallelizer_->ChunkSize(static_cast<int>(n));
-  const int num_chunks = static_cast<int>((n + chunk_size - 1) / chunk_size);
-  absl::Mutex mu;
-  size_t first_error = n;
-  Status error;
-  parallelizer_->ParallelFor(num_chunks, [&](int chunk) {
-    const size_t begin = static_cast<size_t>(chunk) * chunk_size;
-    const size_t end = std::min(n, begin + chunk_size);
-    for (size_t i = begin; i < end; ++i) {
-      auto [score, status] = plugin.score->Score(state, pod, *feasible_[i]);
-      if (!status.IsSuccess()) {
-        absl::MutexLock lock(&mu);
-        if (i < first_error) first_error = i, error = std::move(status);
-        return false;
-      }
-      node_scores_[i] = NodeScore{feasible_[i], score};
-    }
-    return true;
-  });
-  if (first_error < n) return {std::move(error), false};
-  return {Status::Success(), true};
-}
 
 void CycleRunner::Finish(uint64_t cycle_id) { cycle_states_.erase(cycle_id); }
 
@@ -391,43 +366,85 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   }
   const auto& skipped_scores = state.skip_score_plugins();
   timer.Enter(scores.empty() ? PhaseTimer::kNone : PhaseTimer::kScore);
-  for (PluginInstance* plugin : scores) {
+  const size_t num_feasible = feasible_.size();
+  const size_t num_scores = scores.size();
+  // A plugin whose PreScore returned Skip adds nothing to any node.
+  score_skipped_.assign(num_scores, 0);
+  for (size_t p = 0; p < num_scores; ++p) {
+    score_skipped_[p] = !skipped_scores.empty() && skipped_scores.contains(scores[p]->name);
+  }
+  if (plugin_scores_.size() < num_scores) plugin_scores_.resize(num_scores);
+  score_errors_.assign(num_scores, ScoreError{num_feasible, Status()});
+  auto score_node = [&](size_t p, size_t i) {
+    auto [score, status] = scores[p]->score->Score(state, *pod, *feasible_[i]);
+    plugin_scores_[p][i] = NodeScore{feasible_[i], score};
+    return status;
+  };
+  for (size_t p = 0; p < num_scores; ++p) plugin_scores_[p].resize(num_feasible);
+  if (num_scores > 0 && UseParallel(num_feasible)) {
+    // Every plugin's Score over the nodes in chunks, in one pass of the pool
+    // (one wake-up of its threads per request, not one per plugin).
+    absl::Mutex mu;
+    const int chunk_size = parallelizer_->ChunkSize(static_cast<int>(num_feasible));
+    const int num_chunks = static_cast<int>((num_feasible + chunk_size - 1) / chunk_size);
+    parallelizer_->ParallelFor(num_chunks, [&](int chunk) {
+      const size_t begin = static_cast<size_t>(chunk) * chunk_size;
+      const size_t end = std::min(num_feasible, begin + chunk_size);
+      for (size_t p = 0; p < num_scores; ++p) {
+        if (score_skipped_[p]) continue;
+        for (size_t i = begin; i < end; ++i) {
+          Status status = score_node(p, i);
+          if (status.IsSuccess()) continue;
+          absl::MutexLock lock(&mu);
+          if (i < score_errors_[p].node) score_errors_[p] = ScoreError{i, std::move(status)};
+          break;
+        }
+      }
+      // No early stop: an earlier plugin may fail in a later chunk, and the
+      // answer names the first failure in plugin order, as serial scoring does.
+      return true;
+    });
+  } else {
+    for (size_t p = 0; p < num_scores; ++p) {
+      if (score_skipped_[p]) continue;
+      bool failed = false;
+      for (size_t i = 0; i < num_feasible; ++i) {
+        Status status = score_node(p, i);
+        if (status.IsSuccess()) continue;
+        score_errors_[p] = ScoreError{i, std::move(status)};
+        failed = true;
+        break;
+      }
+      if (failed) break;  // Serial evaluation stops at the first failure.
+    }
+  }
+  // In plugin order, as one plugin after the other would report: the first
+  // Score failure (lowest node), or NormalizeScore's, ends the scoring.
+  for (size_t p = 0; p < num_scores; ++p) {
+    PluginInstance* plugin = scores[p];
     v1::PluginScores& plugin_scores = *out.add_scores();
     plugin_scores.set_plugin(plugin->name);
     auto& wire = *plugin_scores.mutable_scores();
-    wire.Reserve(static_cast<int>(feasible_.size()));
-    // A plugin whose PreScore returned Skip adds nothing to any node.
-    if (!skipped_scores.empty() && skipped_scores.contains(plugin->name)) {
-      wire.Resize(static_cast<int>(feasible_.size()), 0);
+    if (score_skipped_[p]) {
+      wire.Resize(static_cast<int>(num_feasible), 0);
       continue;
     }
-    node_scores_.resize(feasible_.size());
-    if (UseParallel(feasible_.size())) {
-      auto [status, ok] = ParallelScore(*plugin, state, *pod);
-      if (!ok) {
-        out.clear_scores();
-        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
-        return absl::OkStatus();
-      }
+    if (score_errors_[p].node < num_feasible) {
+      out.clear_scores();
+      WriteStatus(score_errors_[p].status, plugin->name, Recode::kError, out.mutable_pre_score_status());
+      return absl::OkStatus();
     }
-    for (size_t i = 0; i < feasible_.size() && !UseParallel(feasible_.size()); ++i) {
-      auto [score, status] = plugin->score->Score(state, *pod, *feasible_[i]);
-      if (!status.IsSuccess()) {
-        out.clear_scores();
-        WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
-        return absl::OkStatus();
-      }
-      node_scores_[i] = NodeScore{feasible_[i], score};
-    }
-    if (plugin->score->HasNormalizeScore() && !feasible_.empty()) {
-      Status status = plugin->score->NormalizeScore(state, *pod, node_scores_);
+    std::vector<NodeScore>& node_scores = plugin_scores_[p];
+    if (plugin->score->HasNormalizeScore() && num_feasible > 0) {
+      Status status = plugin->score->NormalizeScore(state, *pod, node_scores);
       if (!status.IsSuccess()) {
         out.clear_scores();
         WriteStatus(status, plugin->name, Recode::kError, out.mutable_pre_score_status());
         return absl::OkStatus();
       }
     }
-    for (const NodeScore& score : node_scores_) wire.AddAlreadyReserved(score.score);
+    wire.Reserve(static_cast<int>(num_feasible));
+    for (const NodeScore& score : node_scores) wire.AddAlreadyReserved(score.score);
   }
   return absl::OkStatus();
 }

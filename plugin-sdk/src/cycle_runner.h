@@ -128,10 +128,6 @@ class CycleRunner {
                       const absl::flat_hash_set<const NodeInfo*>* allowed_nodes,
                       const std::vector<std::string>& narrowing_plugins,
                       const std::string& narrowed_by, v1::CycleResponse& out);
-  // Score of one plugin over feasible_ into node_scores_, on the parallelizer.
-  // Returns the first failure in node order, or success.
-  std::pair<Status, bool> ParallelScore(PluginInstance& plugin, CycleState& state,
-                                        const PodInfo& pod);
   bool UseParallel(size_t items) const;
 
   const Mirror& mirror_;
@@ -145,7 +141,15 @@ class CycleRunner {
   std::vector<ExtensionRef> extensions_;
   std::vector<const NodeInfo*> request_nodes_;
   std::vector<const NodeInfo*> feasible_;
-  std::vector<NodeScore> node_scores_;
+  // Per score plugin: its scores of feasible_, and its first failure (node
+  // index; feasible_.size() when none).
+  std::vector<std::vector<NodeScore>> plugin_scores_;
+  struct ScoreError {
+    size_t node;
+    Status status;
+  };
+  std::vector<ScoreError> score_errors_;
+  std::vector<uint8_t> score_skipped_;
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
   // Per position of the rotation, for parallel filtering.
   enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };

@@ -1,5 +1,7 @@
 #include "parallelizer.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -9,7 +11,11 @@ constexpr int kMaxParallelism = 16;
 
 Parallelizer::Parallelizer(int parallelism) {
   if (parallelism <= 0) {
-    parallelism = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxParallelism);
+    // The cores this process may run on (taskset, cgroup cpusets), not the machine's.
+    cpu_set_t cpus;
+    int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (sched_getaffinity(0, sizeof(cpus), &cpus) == 0) cores = CPU_COUNT(&cpus);
+    parallelism = std::clamp(cores, 1, kMaxParallelism);
   }
   for (int i = 1; i < parallelism; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }

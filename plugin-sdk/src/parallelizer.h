@@ -19,7 +19,7 @@ namespace podium::sdk::internal {
 class Parallelizer {
  public:
   // `parallelism` threads work on a job, the caller included: parallelism - 1
-  // threads are started. 0 means the machine's cores, at most 16.
+  // threads are started. 0 means the cores the process may run on, at most 16.
   explicit Parallelizer(int parallelism);
   ~Parallelizer();
   Parallelizer(const Parallelizer&) = delete;

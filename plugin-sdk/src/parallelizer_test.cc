@@ -48,6 +48,7 @@ class ByIdPlugin final : public FilterPlugin, public ScorePlugin {
     return Status::Success();
   }
   std::pair<int64_t, Status> Score(CycleState&, const PodInfo&, const NodeInfo& node) override {
+    if (node.id() == score_error_at) return {0, Status(Code::kError, "no score for " + std::to_string(node.id()))};
     return {(node.id() * 37) % 101, Status::Success()};
   }
   bool HasNormalizeScore() const override { return true; }
@@ -58,6 +59,7 @@ class ByIdPlugin final : public FilterPlugin, public ScorePlugin {
     return Status::Success();
   }
   uint32_t error_at = 0;
+  uint32_t score_error_at = 0;
 };
 
 class ParallelCycleTest : public testing::Test {
@@ -79,7 +81,7 @@ class ParallelCycleTest : public testing::Test {
     return instance;
   }
   v1::CycleResponse Run(Parallelizer* pool, PluginInstance& instance, uint32_t start, uint32_t want,
-                        uint64_t cycle_id, bool score = true) {
+                        uint64_t cycle_id, bool score = true, PluginInstance* second = nullptr) {
     CycleRunner runner(mirror_, 16, pool);
     v1::CycleRequest request;
     request.set_cycle_id(cycle_id);
@@ -91,6 +93,7 @@ class ParallelCycleTest : public testing::Test {
     PluginList filters{&instance};
     PluginList scores;
     if (score) scores.push_back(&instance);
+    if (second != nullptr) scores.push_back(second);
     EXPECT_TRUE(runner.RunCycle({}, filters, {}, scores, request, out).ok());
     out.clear_durations();
     return out;
@@ -102,22 +105,29 @@ class ParallelCycleTest : public testing::Test {
 TEST_F(ParallelCycleTest, AnswersAreThoseOfSerialEvaluation) {
   AddNodes(3000);
   ByIdPlugin plugin;
+  ByIdPlugin other;  // A second score plugin, which may fail where the first does not.
   PluginInstance instance = Instance("ById", &plugin);
+  PluginInstance second = Instance("Other", &other);
   Parallelizer pool(2);
   struct Case {
-    uint32_t start, want, error_at;
-  } cases[] = {{0, 0, 0}, {0, 500, 0}, {2900, 300, 0}, {1234, 1, 0}, {17, 5000, 0},
-               {0, 0, 1501}, {1000, 500, 1200}, {1000, 100, 2500}};
+    uint32_t start, want, error_at, score_error_at, other_score_error_at;
+  } cases[] = {{0, 0, 0, 0, 0},       {0, 500, 0, 0, 0},      {2900, 300, 0, 0, 0},
+               {1234, 1, 0, 0, 0},    {17, 5000, 0, 0, 0},    {0, 0, 1501, 0, 0},
+               {1000, 500, 1200, 0, 0}, {1000, 100, 2500, 0, 0}, {0, 0, 0, 2000, 0},
+               {0, 0, 0, 0, 1000},    {0, 0, 0, 2000, 1000},  {0, 0, 0, 1000, 2000}};
   for (const Case& c : cases) {
     plugin.error_at = c.error_at;
-    v1::CycleResponse serial = Run(nullptr, instance, c.start, c.want, 1);
-    v1::CycleResponse parallel = Run(&pool, instance, c.start, c.want, 1);
+    plugin.score_error_at = c.score_error_at;
+    other.score_error_at = c.other_score_error_at;
+    v1::CycleResponse serial = Run(nullptr, instance, c.start, c.want, 1, true, &second);
+    v1::CycleResponse parallel = Run(&pool, instance, c.start, c.want, 1, true, &second);
     EXPECT_GT(serial.feasible_size() + serial.rejected_size(), 0);
     std::string diff;
     google::protobuf::util::MessageDifferencer differencer;
     differencer.ReportDifferencesToString(&diff);
     EXPECT_TRUE(differencer.Compare(serial, parallel))
-        << "start " << c.start << " want " << c.want << " error at " << c.error_at << ": " << diff;
+        << "start " << c.start << " want " << c.want << " error at " << c.error_at
+        << " score errors at " << c.score_error_at << "/" << c.other_score_error_at << ": " << diff;
   }
 }
 

@@ -188,7 +188,6 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     if (!was_assigned) {
       // Bound by someone else while it waited at Permit: it waits no more.
       if (std::optional<BindingPod> waiting = waiting_.Remove(uid)) ReleaseDeleted(std::move(*waiting));
-      PostQueueWork([this, uid] { queue_.Delete(uid); });
     }
     if (PodTerminal(pod)) {
       (void)cache_.RemovePod(uid);
@@ -208,7 +207,16 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
       *e.mutable_old_pod() = *old;
     }
     *e.mutable_new_pod() = pod;
-    MoveOnEvent(std::move(e));
+    if (!was_assigned) {
+      // Out of the queue, then the event: one hand-off to the queue worker
+      // for both (each hand-off may be a futex wake and a context switch).
+      PostQueueWork([this, uid, e = std::move(e)] {
+        queue_.Delete(uid);
+        queue_.MoveAllToActiveOrBackoffQueue(e);
+      });
+    } else {
+      MoveOnEvent(std::move(e));
+    }
     return;
   }
   // Pending.

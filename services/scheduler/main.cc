@@ -5,7 +5,9 @@
 #include <csignal>
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@
 #include "server/admin_service.h"
 #include "server/cluster_service.h"
 #include "server/listener.h"
+#include "server/transport_security.h"
 #include "absl/synchronization/mutex.h"
 
 ABSL_FLAG(std::string, config, "", "KubeSchedulerConfiguration (+ PodiumConfiguration) YAML file");
@@ -44,6 +47,23 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:10259",
           "host:port for GET /metrics; empty disables it");
 ABSL_FLAG(int, plugin_wait_seconds, 30,
           "How long to wait at start for each plugin endpoint's handshake");
+// Access control and TLS (kube-apiserver's flag names where it has one).
+ABSL_FLAG(std::string, token_auth_file, "",
+          "Bearer tokens, one `token,user,uid[,\"group1,group2\"]` per line (Kubernetes' static token "
+          "file); re-read when it changes. Turns access control on");
+ABSL_FLAG(std::string, client_ca_file, "",
+          "CA of client certificates (mTLS on a TLS --listen; user = CN, groups = O). Turns access control on");
+ABSL_FLAG(std::string, admin_group, "podium:admins", "Group whose members may call mutating Admin RPCs");
+ABSL_FLAG(std::string, adapter_identity, "",
+          "The only user Cluster.Sync accepts (token user or certificate CN); empty: a caller without "
+          "credentials on a unix --listen");
+ABSL_FLAG(std::string, tls_cert_file, "", "PEM certificate of a TLS --listen (with --tls-private-key-file)");
+ABSL_FLAG(std::string, tls_private_key_file, "", "PEM private key of --tls-cert-file");
+ABSL_FLAG(int, tls_reload_seconds, 60, "How often certificate, key and CA files are checked for a change");
+ABSL_FLAG(std::string, plugin_tls_ca_file, "",
+          "Dial host:port plugin endpoints with TLS, verifying them against this CA");
+ABSL_FLAG(std::string, plugin_tls_cert_file, "", "Client certificate for plugin endpoints (mTLS)");
+ABSL_FLAG(std::string, plugin_tls_key_file, "", "Private key of --plugin-tls-cert-file");
 
 namespace podium::scheduler {
 namespace {
@@ -53,6 +73,39 @@ constexpr char kHostFlagHint[] = "--plugin-endpoint";
 int Fail(const std::string& message) {
   std::fprintf(stderr, "podium-scheduler: %s\n", message.c_str());
   return 1;
+}
+
+// The --listen credentials from the flags: TLS when a certificate is given,
+// access control when tokens or a client CA are.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const std::string& listen) {
+  ListenerSecurity security;
+  const int reload = absl::GetFlag(FLAGS_tls_reload_seconds);
+  if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_private_key_file).empty()) {
+    security.tls = TlsFiles{.cert_file = absl::GetFlag(FLAGS_tls_cert_file),
+                            .key_file = absl::GetFlag(FLAGS_tls_private_key_file),
+                            .ca_file = absl::GetFlag(FLAGS_client_ca_file),
+                            .reload_interval_seconds = reload};
+  } else if (!absl::GetFlag(FLAGS_client_ca_file).empty()) {
+    return absl::InvalidArgumentError("--client-ca-file needs a TLS --listen (--tls-cert-file, --tls-private-key-file)");
+  }
+  const std::string token_file = absl::GetFlag(FLAGS_token_auth_file);
+  if (!token_file.empty() || !absl::GetFlag(FLAGS_client_ca_file).empty()) {
+    AccessPolicy policy;
+    if (!token_file.empty()) {
+      auto tokens = TokenFile::Load(token_file);
+      if (!tokens.ok()) return absl::Status(tokens.status().code(), absl::StrCat("--token-auth-file: ", tokens.status().message()));
+      policy.tokens = std::shared_ptr<TokenFile>(std::move(*tokens));
+    }
+    policy.admin_group = absl::GetFlag(FLAGS_admin_group);
+    policy.adapter_identity = absl::GetFlag(FLAGS_adapter_identity);
+    security.access = std::move(policy);
+  } else if (UnixSocketPath(listen).empty()) {
+    std::fprintf(stderr,
+                 "podium-scheduler: warning: no access control on %s: whoever reaches it may pause scheduling "
+                 "and receive binds (give --token-auth-file or --client-ca-file)\n",
+                 listen.c_str());
+  }
+  return ServerCredentialsFor(listen, security);
 }
 
 int Run(std::vector<std::string> overrides) {
@@ -92,6 +145,16 @@ int Run(std::vector<std::string> overrides) {
   absl::Mutex rewire_mu;
   std::function<void()> rewire;  // Guarded by rewire_mu.
 
+  std::optional<TlsFiles> plugin_tls;
+  if (!absl::GetFlag(FLAGS_plugin_tls_ca_file).empty() || !absl::GetFlag(FLAGS_plugin_tls_cert_file).empty()) {
+    plugin_tls = TlsFiles{.cert_file = absl::GetFlag(FLAGS_plugin_tls_cert_file),
+                          .key_file = absl::GetFlag(FLAGS_plugin_tls_key_file),
+                          .ca_file = absl::GetFlag(FLAGS_plugin_tls_ca_file),
+                          .reload_interval_seconds = absl::GetFlag(FLAGS_tls_reload_seconds)};
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> plugin_credentials = ChannelCredentialsFor(plugin_tls);
+  if (!plugin_credentials.ok()) return Fail(absl::StrCat("--plugin-tls-*: ", plugin_credentials.status().message()));
+
   // Plugin endpoints: dial each and wait for its handshake.
   std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
   absl::flat_hash_map<std::string, ServedPlugin> served;
@@ -99,6 +162,8 @@ int Run(std::vector<std::string> overrides) {
     PluginEndpointOptions options;
     options.name = ep.name;
     options.address = ep.address;
+    // TLS for host:port endpoints; a unix socket is protected by its file mode.
+    if (plugin_tls && UnixSocketPath(ep.address).empty()) options.channel_credentials = *plugin_credentials;
     options.failure_policy = ep.failure_policy;
     options.timeout = ep.timeout;
     options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
@@ -246,7 +311,25 @@ int Run(std::vector<std::string> overrides) {
     }
   } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
+  absl::Time last_pool_gauges = absl::InfinitePast();  // Housekeeping thread only.
   scheduler.SetHousekeepingHook([&] {
+    // Gauges that list the pool or count the cache: once a second, not on
+    // every 100 ms pass.
+    if (const absl::Time now = absl::Now(); now - last_pool_gauges >= absl::Seconds(1)) {
+      last_pool_gauges = now;
+      metrics.SetCacheSize("nodes", static_cast<double>(cache.NumNodes()));
+      metrics.SetCacheSize("pods", static_cast<double>(cache.NumPods()));
+      metrics.SetCacheSize("assumed_pods", static_cast<double>(cache.NumAssumedPods()));
+      QueueListFilter pool;
+      pool.queue = QueueKind::kUnschedulable;
+      absl::flat_hash_map<std::pair<std::string, std::string>, int> unschedulable;
+      for (const QueuedPodSummary& p : queue.ListPage(pool, 0, std::numeric_limits<size_t>::max()).pods) {
+        const std::string& scheduler_name = p.pod_info->pod->scheduler_name();
+        const std::string profile = scheduler_name.empty() ? "default-scheduler" : scheduler_name;
+        for (const std::string& plugin : p.unschedulable_plugins) ++unschedulable[{plugin, profile}];
+      }
+      metrics.SetUnschedulablePods(unschedulable);
+    }
     const PendingPodCounts counts = queue.PendingPods();
     metrics.SetPendingPods("active", counts.active);
     metrics.SetPendingPods("backoff", counts.backoff);
@@ -281,7 +364,9 @@ int Run(std::vector<std::string> overrides) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.RegisterService(&cluster);
   builder.RegisterService(&admin);
-  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> listen_credentials = ListenCredentials(listen);
+  if (!listen_credentials.ok()) return Fail(std::string(listen_credentials.status().message()));
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port, *listen_credentials);
   if (!started.ok()) return Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
   std::string bound = listen;

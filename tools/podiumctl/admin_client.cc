@@ -1,8 +1,13 @@
 #include "admin_client.h"
 
 #include <chrono>
+#include <fstream>
+#include <tuple>
+#include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "cli.h"
 
 namespace podium::ctl {
 namespace {
@@ -11,19 +16,68 @@ std::chrono::system_clock::time_point Deadline(absl::Duration timeout) {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
 }
 
+absl::StatusOr<std::string> ReadFile(const std::string& flag, const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat(flag, ": cannot read ", path));
+  std::ostringstream content;
+  content << in.rdbuf();
+  if (content.str().size() > (1 << 20)) return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is over 1 MiB"));
+  return content.str();
+}
+
 }  // namespace
+
+absl::StatusOr<AdminClient::Options> AdminClient::OptionsFrom(const Invocation& inv) {
+  Options options{.address = inv.address, .timeout = inv.timeout};
+  if (!inv.token_file.empty()) {
+    auto token = ReadFile(absl::StrCat("--token-file (or $", kTokenFileEnv, ")"), inv.token_file);
+    if (!token.ok()) return token.status();
+    options.bearer_token = std::string(absl::StripAsciiWhitespace(*token));
+    if (options.bearer_token.empty() || options.bearer_token.find_first_of(" \t\r\n") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--token-file: ", inv.token_file, " must hold one token"));
+    }
+  }
+  for (const auto& [flag, path, pem] :
+       {std::tuple{"--tls-ca-file", &inv.tls_ca_file, &options.tls_ca_pem},
+        std::tuple{"--tls-cert-file", &inv.tls_cert_file, &options.tls_cert_pem},
+        std::tuple{"--tls-key-file", &inv.tls_key_file, &options.tls_key_pem}}) {
+    if (path->empty()) continue;
+    auto content = ReadFile(flag, *path);
+    if (!content.ok()) return content.status();
+    *pem = std::move(*content);
+  }
+  if (options.tls_ca_pem.empty() && (!options.tls_cert_pem.empty() || !inv.tls_server_name.empty())) {
+    return absl::InvalidArgumentError("--tls-cert-file and --tls-server-name need --tls-ca-file (TLS)");
+  }
+  options.tls_server_name = inv.tls_server_name;
+  return options;
+}
 
 AdminClient::AdminClient(Options options) : options_(std::move(options)) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options_.tls_ca_pem.empty()) {
+    creds = grpc::SslCredentials(grpc::SslCredentialsOptions{.pem_root_certs = options_.tls_ca_pem,
+                                                             .pem_private_key = options_.tls_key_pem,
+                                                             .pem_cert_chain = options_.tls_cert_pem});
+    if (!options_.tls_server_name.empty()) args.SetSslTargetNameOverride(options_.tls_server_name);
+  }
+  channel_ = grpc::CreateCustomChannel(options_.address, creds, args);
   stub_ = v1::Admin::NewStub(channel_);
 }
 
 std::unique_ptr<grpc::ClientContext> AdminClient::NewContext() const {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(Deadline(options_.timeout));
+  AddCredentials(*ctx);
   return ctx;
+}
+
+void AdminClient::AddCredentials(grpc::ClientContext& ctx) const {
+  // Plain metadata rather than call credentials: gRPC sends call credentials
+  // only over TLS, and a unix socket is plaintext.
+  if (!options_.bearer_token.empty()) ctx.AddMetadata("authorization", absl::StrCat("Bearer ", options_.bearer_token));
 }
 
 absl::Status AdminClient::Translate(const grpc::Status& status, const std::string& rpc) const {
@@ -43,7 +97,9 @@ absl::Status AdminClient::Translate(const grpc::Status& status, const std::strin
       return absl::UnimplementedError(absl::StrCat("the server at ", addr, " does not serve ", method,
                                                    " (not a podium-scheduler, or an older one)"));
     case grpc::StatusCode::UNAUTHENTICATED:
-      return absl::UnauthenticatedError(absl::StrCat("the scheduler at ", addr, " refused ", method, ": ", detail));
+      return absl::UnauthenticatedError(absl::StrCat(
+          "the scheduler at ", addr, " refused ", method, ": ", detail,
+          options_.bearer_token.empty() ? " (give --token-file or $PODIUM_TOKEN_FILE, or a client certificate)" : ""));
     case grpc::StatusCode::PERMISSION_DENIED:
       return absl::PermissionDeniedError(absl::StrCat("the scheduler at ", addr, " refused ", method, ": ", detail));
     case grpc::StatusCode::INVALID_ARGUMENT:
@@ -115,6 +171,7 @@ absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecisio
     }
   }
   v1::WatchDecisionsRequest request;
+  AddCredentials(context);
   return std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecision>>(
       stub_->WatchDecisions(&context, request));
 }

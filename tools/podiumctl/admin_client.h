@@ -15,16 +15,26 @@
 
 namespace podium::ctl {
 
+struct Invocation;
+
 class AdminClient {
  public:
   struct Options {
     std::string address;  // A gRPC target: unix:///path, host:port.
     absl::Duration timeout = absl::Seconds(5);
-    // Where channel credentials (TLS, mTLS) and a bearer token will plug in
-    // once the Admin server requires them.
+    std::string bearer_token;  // Sent as "authorization: Bearer ..." on every call; empty = none.
+    // TLS when tls_ca_pem is set: the server's CA, a client certificate (mTLS)
+    // and the name the server certificate must carry (empty: the host).
+    std::string tls_ca_pem;
+    std::string tls_cert_pem;
+    std::string tls_key_pem;
+    std::string tls_server_name;
   };
 
   explicit AdminClient(Options options);
+  // Options from the command line: reads the token and TLS files. A file that
+  // cannot be read, or an empty token, is an InvalidArgument naming it.
+  static absl::StatusOr<Options> OptionsFrom(const Invocation& invocation);
 
   const std::string& address() const { return options_.address; }
   absl::Duration timeout() const { return options_.timeout; }
@@ -48,6 +58,7 @@ class AdminClient {
 
  private:
   std::unique_ptr<grpc::ClientContext> NewContext() const;
+  void AddCredentials(grpc::ClientContext& ctx) const;
   template <typename Response, typename Call>
   absl::StatusOr<Response> Unary(const std::string& rpc, Call call);
 

@@ -116,6 +116,11 @@ struct FlagSpec {
 const FlagSpec kFlags[] = {
     {"address", 0, true, kFAll},
     {"timeout", 0, true, kFAll},
+    {"token-file", 0, true, kFAll},
+    {"tls-ca-file", 0, true, kFAll},
+    {"tls-cert-file", 0, true, kFAll},
+    {"tls-key-file", 0, true, kFAll},
+    {"tls-server-name", 0, true, kFAll},
     {"output", 'o', true, kFAll},
     {"help", 'h', false, kFAll},
     {"namespace", 'n', true, kFQueue | kFExplain | kFActivate | kFWatch},
@@ -202,9 +207,11 @@ std::string NormalizeAddress(const std::string& address) {
 }
 
 absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
-                                            std::optional<std::string> env_address) {
+                                            std::optional<std::string> env_address,
+                                            std::optional<std::string> env_token_file) {
   Invocation inv;
   if (env_address && !env_address->empty()) inv.address = *env_address;
+  if (env_token_file && !env_token_file->empty()) inv.token_file = *env_token_file;
   std::optional<std::string> command_name;
   std::vector<std::string> positional;
   struct SeenFlag {
@@ -291,6 +298,15 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       auto f = ParseOutput(value);
       if (!f.ok()) return f.status();
       inv.output = *f;
+    } else if (flag == "token-file" || flag == "tls-ca-file" || flag == "tls-cert-file" || flag == "tls-key-file" ||
+               flag == "tls-server-name") {
+      if (value.empty()) return absl::InvalidArgumentError(absl::StrCat("--", flag, ": empty value"));
+      std::string* field = flag == "token-file"      ? &inv.token_file
+                           : flag == "tls-ca-file"   ? &inv.tls_ca_file
+                           : flag == "tls-cert-file" ? &inv.tls_cert_file
+                           : flag == "tls-key-file"  ? &inv.tls_key_file
+                                                     : &inv.tls_server_name;
+      *field = value;
     } else if (flag == "namespace") {
       if (value.empty()) return absl::InvalidArgumentError("-n/--namespace: empty namespace");
       inv.namespace_ = value;
@@ -327,6 +343,9 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
     }
   }
   inv.address = NormalizeAddress(inv.address);
+  if (inv.tls_cert_file.empty() != inv.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert-file and --tls-key-file go together");
+  }
   if (info == nullptr) return absl::InvalidArgumentError("no command given (podiumctl --help lists them)");
 
   // Arguments.
@@ -380,7 +399,7 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
 std::string Usage(const std::string& topic) {
   if (const CommandInfo* c = FindCommand(topic)) {
     return absl::StrCat("usage: podiumctl ", c->synopsis, " [flags]\n\n", c->help,
-                        "\nGlobal flags: --address, --timeout, -o/--output (podiumctl --help).\n");
+                        "\nGlobal flags: --address, --timeout, -o/--output, --token-file, --tls-* (podiumctl --help).\n");
   }
   std::string commands;
   for (const auto& c : kCommands) {
@@ -399,13 +418,23 @@ std::string Usage(const std::string& topic) {
       kAddressEnv, ", else ", kDefaultAddress,
       ")\n"
       "  --timeout DUR       deadline of each call, e.g. 5s, 500ms (default 5s)\n"
+      "  --token-file PATH   send the bearer token in PATH (default $",
+      kTokenFileEnv,
+      ");\n"
+      "                      mutating commands (pause, resume, activate) need it or a\n"
+      "                      client certificate when the scheduler has access control\n"
+      "  --tls-ca-file PATH  dial with TLS, trusting the CA in PATH\n"
+      "  --tls-cert-file PATH, --tls-key-file PATH\n"
+      "                      a client certificate and its key (mTLS)\n"
+      "  --tls-server-name N the name the server certificate must carry (default: the host)\n"
       "  -o, --output FMT    table (default), wide, json, yaml, name (queue, nodes, plugins)\n"
       "  -h, --help          this help, or a command's: podiumctl COMMAND --help\n\n"
       "Exit codes:\n"
       "  0  success\n"
       "  1  usage error (bad command, flag or argument)\n"
       "  2  the scheduler is unreachable, or a call failed\n"
-      "  3  not found (explain: no failed attempt for the pod; activate: pod not queued)\n");
+      "  3  not found (explain: no failed attempt for the pod; activate: pod not queued)\n"
+      "  4  refused: no or invalid credentials, or not allowed (UNAUTHENTICATED, PERMISSION_DENIED)\n");
 }
 
 }  // namespace podium::ctl

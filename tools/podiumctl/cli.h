@@ -16,9 +16,11 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitUsage = 1;        // Bad command line.
 inline constexpr int kExitUnavailable = 2;  // Scheduler unreachable, or an RPC failed.
 inline constexpr int kExitNotFound = 3;     // The pod (or what was named) is not known.
+inline constexpr int kExitRefused = 4;      // The scheduler refused the credentials (or their lack).
 
 inline constexpr char kDefaultAddress[] = "unix:///run/podium/scheduler.sock";
 inline constexpr char kAddressEnv[] = "PODIUM_ADDRESS";
+inline constexpr char kTokenFileEnv[] = "PODIUM_TOKEN_FILE";
 
 enum class Command {
   kHelp,
@@ -47,6 +49,13 @@ struct Invocation {
   std::string address = kDefaultAddress;
   absl::Duration timeout = absl::Seconds(5);
   OutputFormat output = OutputFormat::kTable;
+  // Credentials: a bearer token read from a file; TLS (server CA, client
+  // certificate for mTLS, the name the server certificate must carry).
+  std::string token_file;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_server_name;
 
   // queue
   std::string namespace_;
@@ -65,10 +74,12 @@ struct Invocation {
 };
 
 // Parses `podiumctl [flags] COMMAND [args] [flags]`. `env_address` is
-// $PODIUM_ADDRESS (nullopt when unset); --address wins over it. An error is a
+// $PODIUM_ADDRESS (nullopt when unset); --address wins over it, as
+// --token-file wins over `env_token_file` ($PODIUM_TOKEN_FILE). An error is a
 // usage error (exit kExitUsage) and its message names the flag or argument.
 absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args,
-                                            std::optional<std::string> env_address);
+                                            std::optional<std::string> env_address,
+                                            std::optional<std::string> env_token_file = std::nullopt);
 
 // "NAMESPACE/POD" (or "POD", meaning namespace "default").
 absl::StatusOr<PodName> ParsePodName(const std::string& text);

@@ -43,6 +43,14 @@ TEST(PodiumctlParseTest, FlagsBeforeAndAfterTheCommand) {
   EXPECT_EQ(inv->plugin, "NodeResourcesFit");
   EXPECT_EQ(inv->limit, 10);
   EXPECT_EQ(inv->chunk_size, 500);
+  auto creds = ParseCommandLine({"pause", "--tls-ca-file", "ca.pem", "--tls-cert-file", "c.pem", "--tls-key-file",
+                                 "k.pem", "--tls-server-name", "sched"},
+                                std::nullopt, "/env/token");
+  ASSERT_TRUE(creds.ok()) << creds.status();
+  EXPECT_EQ(creds->token_file, "/env/token");
+  EXPECT_EQ(creds->tls_ca_file, "ca.pem");
+  EXPECT_EQ(creds->tls_server_name, "sched");
+  EXPECT_EQ(ParseCommandLine({"pause", "--token-file", "/flag"}, std::nullopt, "/env/token")->token_file, "/flag");
   auto paged = Parse({"queue", "--limit", "3", "--continue", "o:3", "--chunk-size", "2"});
   ASSERT_TRUE(paged.ok()) << paged.status();
   EXPECT_EQ(paged->continue_token, "o:3");
@@ -95,6 +103,8 @@ TEST(PodiumctlParseTest, UsageErrorsNameTheFlagOrArgument) {
       {{"queue", "--queue", "waiting"}, "--queue: unknown queue \"waiting\""},
       {{"queue", "--limit", "-3"}, "--limit"},
       {{"queue", "--chunk-size", "0"}, "--chunk-size: want 1 to 5000"},
+      {{"pause", "--tls-cert-file", "c.pem"}, "--tls-cert-file and --tls-key-file go together"},
+      {{"pause", "--token-file="}, "--token-file: empty value"},
       {{"queue", "--chunk-size", "5001"}, "--chunk-size: want 1 to 5000"},
       {{"queue", "--continue="}, "--continue: empty token"},
       {{"nodes", "--continue", "x"}, "--continue does not apply to \"nodes\""},

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -93,9 +94,15 @@ class FakeAdmin final : public v1::Admin::Service {
     *resp = plugins;
     return grpc::Status::OK;
   }
-  grpc::Status SetSchedulingPaused(grpc::ServerContext*, const v1::SetSchedulingPausedRequest* req,
+  grpc::Status SetSchedulingPaused(grpc::ServerContext* ctx, const v1::SetSchedulingPausedRequest* req,
                                    v1::SetSchedulingPausedResponse* resp) override {
     absl::MutexLock lock(&mu);
+    auto auth = ctx->client_metadata().find("authorization");
+    if (auth == ctx->client_metadata().end()) {
+      if (require_token) return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+    } else {
+      authorization.assign(auth->second.data(), auth->second.size());
+    }
     paused = req->paused();
     resp->set_paused(paused);
     return grpc::Status::OK;
@@ -136,6 +143,8 @@ class FakeAdmin final : public v1::Admin::Service {
   v1::ListPluginsResponse plugins ABSL_GUARDED_BY(mu);
   std::vector<v1::SchedulingDecision> decisions ABSL_GUARDED_BY(mu);
   bool paused ABSL_GUARDED_BY(mu) = false;
+  bool require_token ABSL_GUARDED_BY(mu) = false;
+  std::string authorization ABSL_GUARDED_BY(mu);
   std::vector<v1::ListQueuedPodsRequest> list_requests ABSL_GUARDED_BY(mu);
   std::vector<v1::MovePodsToActiveQueueRequest> move_requests ABSL_GUARDED_BY(mu);
 };
@@ -171,7 +180,9 @@ class PodiumctlCommandsTest : public ::testing::Test {
     auto inv = ParseCommandLine(args, std::nullopt);
     if (!inv.ok()) return inv.status();
     invocation_ = *inv;
-    AdminClient client(AdminClient::Options{.address = invocation_.address, .timeout = absl::Seconds(5)});
+    auto options = AdminClient::OptionsFrom(invocation_);
+    if (!options.ok()) return options.status();
+    AdminClient client(std::move(*options));
     CommandContext ctx{invocation_, client, out_, err_, kNow, nullptr};
     return RunCommand(ctx);
   }
@@ -496,6 +507,32 @@ TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("endpoints").at(0).at("address").as_string(), "unix:///run/podium/host.sock");
   EXPECT_EQ(doc.at("endpoints").at(0).at("reconnects").to_number<int>(), 1);
+}
+
+TEST_F(PodiumctlCommandsTest, TheTokenFileTravelsAsABearerToken) {
+  const std::string path = ::testing::TempDir() + "/podiumctl-token";
+  {
+    std::ofstream f(path);
+    f << "  s3cret-token\n";
+  }
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.require_token = true;
+  }
+  absl::Status refused = Run({"pause"});
+  EXPECT_TRUE(absl::IsUnauthenticated(refused)) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("give --token-file or $PODIUM_TOKEN_FILE"));
+  ASSERT_TRUE(Run({"pause", "--token-file", path}).ok());
+  {
+    absl::MutexLock lock(&fake_.mu);
+    EXPECT_EQ(fake_.authorization, "Bearer s3cret-token");
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(Run({"pause", "--token-file", path + ".missing"})));
+  {
+    std::ofstream f(path);
+    f << "two tokens\n";
+  }
+  EXPECT_TRUE(absl::IsInvalidArgument(Run({"pause", "--token-file", path})));
 }
 
 TEST_F(PodiumctlCommandsTest, PauseAndResumeSetTheState) {

@@ -19,6 +19,7 @@ int ExitCodeFor(const absl::Status& s) {
   if (s.ok()) return kExitOk;
   if (absl::IsInvalidArgument(s)) return kExitUsage;
   if (absl::IsNotFound(s)) return kExitNotFound;
+  if (absl::IsUnauthenticated(s) || absl::IsPermissionDenied(s)) return kExitRefused;
   return kExitUnavailable;
 }
 
@@ -53,8 +54,11 @@ class InterruptHandler {
 
 int Main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  const char* env = std::getenv(kAddressEnv);
-  auto inv = ParseCommandLine(args, env ? std::optional<std::string>(env) : std::nullopt);
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  auto inv = ParseCommandLine(args, env(kAddressEnv), env(kTokenFileEnv));
   if (!inv.ok()) {
     std::cerr << "podiumctl: " << inv.status().message() << "\nSee 'podiumctl --help'.\n";
     return kExitUsage;
@@ -69,7 +73,12 @@ int Main(int argc, char** argv) {
   }
   // Never deleted: its thread may wake on a signal until the process exits.
   auto* interrupts = new InterruptHandler();
-  AdminClient client(AdminClient::Options{.address = inv->address, .timeout = inv->timeout});
+  auto options = AdminClient::OptionsFrom(*inv);
+  if (!options.ok()) {
+    std::cerr << "podiumctl: " << options.status().message() << "\n";
+    return kExitUsage;
+  }
+  AdminClient client(std::move(*options));
   CommandContext ctx{*inv, client, std::cout, std::cerr, absl::Now(),
                      [interrupts](std::function<void()> action) { interrupts->Set(std::move(action)); }};
   absl::Status s = RunCommand(ctx);

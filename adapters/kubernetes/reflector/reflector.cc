@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "reflector/json_yaml.h"
 
 namespace podium::kube {
 namespace {
@@ -30,11 +31,7 @@ std::string UrlEscape(const std::string& s) {
 }
 
 absl::StatusOr<YAML::Node> ParseJson(const std::string& text, const std::string& what) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return absl::DataLossError(absl::StrCat(what, ": not JSON: ", e.what()));
-  }
+  return JsonToYaml(text, what);
 }
 
 v1::ObjectEvent AsDelete(v1::ObjectEvent e) {

@@ -68,7 +68,17 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
       adapter_connected_(prometheus::BuildGauge()
                              .Name("podium_adapter_connected")
                              .Help("1 while the adapter is connected and has listed the cluster.")
-                             .Register(*registry_)) {}
+                             .Register(*registry_)),
+      cache_size_(prometheus::BuildGauge()
+                      .Name("scheduler_cache_size")
+                      .Help("Number of nodes, pods, and assumed (bound) pods in the scheduler cache.")
+                      .Register(*registry_)),
+      unschedulable_pods_(prometheus::BuildGauge()
+                              .Name("scheduler_unschedulable_pods")
+                              .Help("The number of unschedulable pods broken down by plugin name. A pod will "
+                                    "increment the gauge for all plugins that caused it to not schedule and so "
+                                    "this metric have meaning only when broken down by plugin.")
+                              .Register(*registry_)) {}
 
 SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& profile) {
   auto counter = [&](const char* result) {
@@ -110,6 +120,23 @@ void SchedulerMetrics::CountSchedulerEvent(const std::string& kind) {
 
 void SchedulerMetrics::SetAdapterConnected(bool connected) {
   adapter_connected_.Add({}).Set(connected ? 1 : 0);
+}
+
+void SchedulerMetrics::SetCacheSize(const std::string& type, double count) {
+  cache_size_.Add({{"type", type}}).Set(count);
+}
+
+void SchedulerMetrics::SetUnschedulablePods(
+    const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts) {
+  absl::MutexLock lock(&unschedulable_mu_);
+  for (auto& [key, gauge] : unschedulable_series_) {
+    if (!counts.contains(key)) gauge->Set(0);
+  }
+  for (const auto& [key, count] : counts) {
+    auto [it, inserted] = unschedulable_series_.try_emplace(key, nullptr);
+    if (inserted) it->second = &unschedulable_pods_.Add({{"plugin", key.first}, {"profile", key.second}});
+    it->second->Set(count);
+  }
 }
 
 void SchedulerMetrics::CountInvalidObject(const std::string& kind) {

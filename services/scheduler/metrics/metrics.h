@@ -57,6 +57,12 @@ class SchedulerMetrics {
   void CountSchedulerEvent(const std::string& kind);
   // 1 while the adapter is connected (0 from its disconnect to its next list).
   void SetAdapterConnected(bool connected);
+  // kube-scheduler's scheduler_cache_size{type}: type is nodes, pods or assumed_pods.
+  void SetCacheSize(const std::string& type, double count);
+  // kube-scheduler's scheduler_unschedulable_pods{plugin,profile}: pods in the
+  // unschedulable pool per plugin that rejected them (a pod counts once per
+  // plugin), from a listing of the pool. Series missing from `counts` drop to 0.
+  void SetUnschedulablePods(const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -73,6 +79,12 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>& invalid_objects_;
   prometheus::Family<prometheus::Counter>& scheduler_events_;
   prometheus::Family<prometheus::Gauge>& adapter_connected_;
+  prometheus::Family<prometheus::Gauge>& cache_size_;
+  prometheus::Family<prometheus::Gauge>& unschedulable_pods_;
+  absl::Mutex unschedulable_mu_;
+  // (plugin, profile) series ever set, so that one whose pods left goes to 0.
+  absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Gauge*> unschedulable_series_
+      ABSL_GUARDED_BY(unschedulable_mu_);
 };
 
 // scheduler_framework_extension_point_duration_seconds of one profile, by

@@ -43,5 +43,47 @@ TEST(ExtensionPointMetricsTest, EachPointAndStatusIsItsOwnSeries) {
   EXPECT_EQ(ExtensionPointCounts(*registry), want);
 }
 
+// Gauge values of `name` by the value of label `label` (and `label2` if given).
+std::map<std::string, double> Gauges(prometheus::Registry& registry, const std::string& name,
+                                     const std::string& label, const std::string& label2 = "") {
+  std::map<std::string, double> out;
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& metric : family.metric) {
+      std::string key;
+      for (const auto& l : metric.label) {
+        if (l.name == label) key = l.value + key;
+        if (!label2.empty() && l.name == label2) key += "/" + l.value;
+      }
+      out[key] = metric.gauge.value;
+    }
+  }
+  return out;
+}
+
+TEST(SchedulerMetricsTest, UnschedulablePodsPerPluginAndProfileDropToZeroWhenThePodsLeave) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry);
+  metrics.SetUnschedulablePods({{{"NodeResourcesFit", "default-scheduler"}, 2},
+                                {{"TaintToleration", "default-scheduler"}, 1}});
+  EXPECT_EQ(Gauges(*registry, "scheduler_unschedulable_pods", "plugin", "profile"),
+            (std::map<std::string, double>{{"NodeResourcesFit/default-scheduler", 2},
+                                           {"TaintToleration/default-scheduler", 1}}));
+  metrics.SetUnschedulablePods({{{"NodeResourcesFit", "default-scheduler"}, 1}});
+  EXPECT_EQ(Gauges(*registry, "scheduler_unschedulable_pods", "plugin", "profile"),
+            (std::map<std::string, double>{{"NodeResourcesFit/default-scheduler", 1},
+                                           {"TaintToleration/default-scheduler", 0}}));
+}
+
+TEST(SchedulerMetricsTest, CacheSizeByType) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry);
+  metrics.SetCacheSize("nodes", 3);
+  metrics.SetCacheSize("pods", 7);
+  metrics.SetCacheSize("assumed_pods", 1);
+  EXPECT_EQ(Gauges(*registry, "scheduler_cache_size", "type"),
+            (std::map<std::string, double>{{"nodes", 3}, {"pods", 7}, {"assumed_pods", 1}}));
+}
+
 }  // namespace
 }  // namespace podium::scheduler

@@ -205,7 +205,9 @@ GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource&
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options_.address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(
+      options_.address,
+      options_.channel_credentials ? options_.channel_credentials : grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Plugin::NewStub(channel_);
   latencies_ms_.reserve(kLatencyWindow);
   circuit_backoff_ = options_.circuit_open_initial;

@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include <grpcpp/security/credentials.h>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -29,6 +31,8 @@ void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta);
 struct PluginEndpointOptions {
   std::string name;
   std::string address;  // unix:///path or host:port.
+  // Null: plaintext. TLS/mTLS for a host:port endpoint (main builds them).
+  std::shared_ptr<grpc::ChannelCredentials> channel_credentials;
   FailurePolicy failure_policy = FailurePolicy::kFail;
   absl::Duration timeout = absl::Seconds(1);  // Per request.
   std::vector<v1::PluginArgs> plugins;        // Sent in Open.

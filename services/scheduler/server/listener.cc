@@ -26,15 +26,15 @@ std::string UnixSocketPath(const std::string& address) {
 }
 
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(grpc::ServerBuilder& builder,
-                                                          const std::string& address,
-                                                          int* bound_port) {
+                                                          const std::string& address, int* bound_port,
+                                                          std::shared_ptr<grpc::ServerCredentials> credentials) {
   if (absl::StartsWith(address, "unix-abstract:")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot listen on ", address,
         ": abstract unix sockets have no file permissions; use unix:///path"));
   }
   int port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(address, credentials ? credentials : grpc::InsecureServerCredentials(), &port);
   const std::string path = UnixSocketPath(address);
   std::unique_ptr<grpc::Server> server;
   {

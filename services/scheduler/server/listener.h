@@ -17,8 +17,9 @@ std::string UnixSocketPath(const std::string& address);
 // owner-only (0600, set by the umask while gRPC binds, then checked); an
 // abstract unix socket ("unix-abstract:") is refused, as any local process
 // could reach it. `bound_port` receives the TCP port (for host:0).
-absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(grpc::ServerBuilder& builder,
-                                                          const std::string& address,
-                                                          int* bound_port = nullptr);
+// `credentials` null: plaintext (grpc::InsecureServerCredentials).
+absl::StatusOr<std::unique_ptr<grpc::Server>> StartServer(
+    grpc::ServerBuilder& builder, const std::string& address, int* bound_port = nullptr,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace podium::scheduler
