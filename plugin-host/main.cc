@@ -22,7 +22,8 @@ constexpr std::string_view kUsage =
     "  --listen ADDR  unix:///abs/path or HOST:PORT (port 0 picks a free port)\n"
     "  --name NAME    process name sent in the registration (default podium-plugin-host)\n"
     "  --parallelism N  threads filtering and scoring one pod's nodes when there are many\n"
-    "                 (0 = the machine's cores, at most 16; 1 = serial; default 0)\n";
+    "                 (0 = the cores it may run on, at most 16, serial below 4; 1 = serial;\n"
+    "                 default 0)\n";
 
 struct HostOptions {
   std::string listen;

@@ -19,7 +19,8 @@ namespace podium::sdk::internal {
 class Parallelizer {
  public:
   // `parallelism` threads work on a job, the caller included: parallelism - 1
-  // threads are started. 0 means the cores the process may run on, at most 16.
+  // threads are started. 0 means the cores the process may run on, at most 16,
+  // and 1 (serial) when that is fewer than 4.
   explicit Parallelizer(int parallelism);
   ~Parallelizer();
   Parallelizer(const Parallelizer&) = delete;

@@ -31,8 +31,8 @@ struct ServeOptions {
   std::string process_name;
   std::vector<PluginDefinition> plugins;
   // Threads that filter and score one request's nodes (the calling gRPC
-  // thread included) when there are many: 0 = the machine's cores, at most
-  // 16; 1 = serial. Plugins' Filter and Score must then be safe to call
+  // thread included) when there are many: 0 = the cores the process may run
+  // on, at most 16 (serial below 4 cores); 1 = serial. Plugins' Filter and Score must then be safe to call
   // concurrently for different nodes (see plugin-sdk/README.md).
   int parallelism = 0;
 };
