@@ -24,6 +24,7 @@ const v1::ObjectMeta* Meta(const v1::ObjectEvent& e) {
     case v1::ObjectEvent::kPdb: return &e.pdb().meta();
     case v1::ObjectEvent::kPodGroup: return &e.pod_group().meta();
     case v1::ObjectEvent::kPriorityClass: return &e.priority_class().meta();
+    case v1::ObjectEvent::kNamespaceObject: return &e.namespace_object().meta();
     default: return nullptr;
   }
 }
@@ -117,7 +118,7 @@ void SchedulerLink::Run(absl::Notification& stop) {
       // The list in kind order (nodes before the pods on them).
       std::vector<v1::ObjectEvent> list;
       list.reserve(view_.size());
-      for (int c : {static_cast<int>(v1::ObjectEvent::kNode), static_cast<int>(v1::ObjectEvent::kPriorityClass),
+      for (int c : {static_cast<int>(v1::ObjectEvent::kNamespaceObject), static_cast<int>(v1::ObjectEvent::kNode), static_cast<int>(v1::ObjectEvent::kPriorityClass),
                     static_cast<int>(v1::ObjectEvent::kPdb), static_cast<int>(v1::ObjectEvent::kPodGroup),
                     static_cast<int>(v1::ObjectEvent::kPod)}) {
         for (const auto& [key, e] : view_) {
