@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra adapter-basic-500 adapter-basic-5000)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra spread-1000 antiaffinity-500 adapter-basic-500 adapter-basic-5000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
@@ -48,6 +48,28 @@ out, workloads = sys.argv[1], sys.argv[2:]
 keys = ["workload", "nodes", "pods", "seconds", "pods_per_second", "attempt_p50_ms", "attempt_p99_ms",
         "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb", "api_requests_per_pod"]
 rows = []
+
+
+def check_placement(w, r):
+    """The rules the workload's pods carry hold for every bound pod: 'ok' or why not."""
+    bound = [p for p in r.get("placements", []) if p["namespace"] == "sched-test"]
+    missing = r["measured_pods"] - len(bound)
+    if missing:
+        return f"{missing} measured pods not bound"
+    per_node = {}
+    for p in bound:
+        per_node[p["node"]] = per_node.get(p["node"], 0) + 1
+    if w.startswith("antiaffinity-"):
+        worst = max(per_node.values(), default=0)
+        return "ok" if worst <= 1 else f"a node holds {worst} anti-affine pods"
+    # spread: node scheduler-perf-node-i is in zone i mod 3; zone maxSkew 1.
+    zones = [0, 0, 0]
+    for node, n in per_node.items():
+        zones[int(node.rsplit("-", 1)[1]) % 3] += n
+    skew = max(zones) - min(zones)
+    return "ok" if skew <= 1 else f"zone skew {skew} ({zones})"
+
+
 pkeys = ["preemption_p50_ms", "preemption_p99_ms", "victims_per_preemption", "api_calls_per_preemption",
          "events_per_preemption", "actions_failed"]
 for w in workloads:
@@ -64,6 +86,8 @@ for w in workloads:
                    victims_per_preemption=r.get("deleted", 0) / n,
                    api_calls_per_preemption=(a.get("bind", 0) + a.get("delete_pod", 0) + a.get("patch_pod_status", 0)) / n,
                    events_per_preemption=a.get("record_event", 0) / n, actions_failed=a.get("failed", 0))
+    if w.startswith("spread-") or w.startswith("antiaffinity-"):
+        row["placement"] = check_placement(w, r)
     rows.append(row)
 with open(f"{out}/results.json", "w") as f:
     json.dump(rows, f, indent=2)
@@ -84,5 +108,10 @@ if prows:
     print()
     for row in ptable:
         print("  ".join(c.rjust(w) for c, w in zip(row, pw)))
+checked = [r for r in rows if "placement" in r]
+if checked:
+    print()
+    for r in checked:
+        print(f"{r['workload']}: placement {r['placement']}")
 print(f"\nresults: {out}/results.json (times in ms)")
 PY

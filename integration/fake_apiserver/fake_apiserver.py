@@ -103,7 +103,8 @@ class Cluster:
     """Objects, the event log watches read, counters. One lock (a Condition)."""
 
     KINDS = {"nodes": ("Node", "v1"), "pods": ("Pod", "v1"),
-             "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1")}
+             "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1"),
+             "namespaces": ("Namespace", "v1")}
     NAMESPACED = ("pods", "poddisruptionbudgets")
 
     def __init__(self):
@@ -295,7 +296,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, self._stats())
         if parts[:2] == ["api", "v1"]:
             # /api/v1/nodes, /api/v1/pods, /api/v1/namespaces/NS/pods[/NAME]
-            if len(parts) == 3 and parts[2] in ("nodes", "pods"):
+            if len(parts) == 3 and parts[2] in ("nodes", "pods", "namespaces"):
                 return self._list_or_watch(parts[2], None, query)
             if len(parts) == 4 and parts[2] == "nodes":
                 return self._get("nodes", ("", parts[3]))
@@ -626,7 +627,8 @@ class Handler(BaseHTTPRequestHandler):
             with c.cv:
                 for obj in body.get("objects") or []:
                     resource = {"Node": "nodes", "Pod": "pods",
-                                "PodDisruptionBudget": "poddisruptionbudgets"}.get(obj.get("kind"))
+                                "PodDisruptionBudget": "poddisruptionbudgets",
+                                "Namespace": "namespaces"}.get(obj.get("kind"))
                     if resource is None:
                         results.append(f"unknown kind {obj.get('kind')}")
                         continue

@@ -13,6 +13,14 @@ from podium_testlib import cluster_yaml, node_yaml, pod_yaml
 SPREAD_MSG = "node(s) didn't match pod topology spread constraints"
 ANTI_MSG = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_MSG = "node(s) didn't satisfy existing pods anti-affinity rules"
+AFFINITY_MSG = "node(s) didn't match pod affinity rules"
+SPREAD_LABEL_MSG = "node(s) didn't match pod topology spread constraints (missing required label)"
+
+
+def namespace_yaml(name, labels=None):
+    label_lines = "".join(f"    {k}: {v}\n" for k, v in (labels or {}).items())
+    return ("apiVersion: v1\nkind: Namespace\nmetadata:\n"
+            f"  name: {name}\n" + (f"  labels:\n{label_lines}" if label_lines else ""))
 
 
 def pod(name, labels, spec_extra="", cpu="100m", node_name=None, namespace="default"):
@@ -147,6 +155,89 @@ class PlacementRulesTest(lib.IntegrationTest):
         self.assertEqual(len(stuck), 1)
         self.assertIn(EXISTING_ANTI_MSG, report.message_of(stuck[0]))
 
+
+    def test_namespace_selector_matches_only_labelled_namespaces(self):
+        # db pods run in prod (team=data) on zone a and in dev (unlabelled) on
+        # zone b; web pods want a db of a team=data namespace in their zone,
+        # cache pods want none of them in theirs.
+        zone_of = {"a1": "a", "b1": "b", "c1": "c"}
+        nodes = [node_yaml(n, zone=z) for n, z in zone_of.items()]
+        to_data_db = """
+        affinity:
+          {kind}:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector:
+                matchLabels:
+                  app: db
+              namespaceSelector:
+                matchLabels:
+                  team: data
+              topologyKey: topology.kubernetes.io/zone
+        """
+        webs = [f"web-{i}" for i in range(3)]
+        caches = [f"cache-{i}" for i in range(3)]
+        report = self.place(
+            namespace_yaml("prod", {"team": "data"}), namespace_yaml("dev"),
+            *nodes,
+            pod("db-prod", {"app": "db"}, node_name="a1", namespace="prod"),
+            pod("db-dev", {"app": "db"}, node_name="b1", namespace="dev"),
+            *[pod(n, {"app": "web"}, to_data_db.format(kind="podAffinity")) for n in webs],
+            *[pod(n, {"app": "cache"}, to_data_db.format(kind="podAntiAffinity")) for n in caches])
+        self.assertEqual([report.node_of(n) for n in webs], ["a1"] * 3)
+        for n in caches:
+            self.assertIn(report.node_of(n), ("b1", "c1"), n)
+
+    def test_invalid_label_selector_names_pod_and_field(self):
+        # "In" without values: the API server would refuse it; here the pod is
+        # kept, reported unschedulable with the field, and the others place.
+        bad = """
+        affinity:
+          podAntiAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector:
+                matchExpressions:
+                - key: app
+                  operator: In
+              topologyKey: kubernetes.io/hostname
+        """
+        report = self.place(node_yaml("n1"), node_yaml("n2"),
+                            pod("bad", {"app": "x"}, bad),
+                            *[pod(f"ok-{i}", {"app": "x"}) for i in range(3)])
+        for i in range(3):
+            self.assertIsNotNone(report.node_of(f"ok-{i}"))
+        self.assertIsNone(report.node_of("bad"))
+        message = report.message_of("bad")
+        self.assertIn("default/bad", message)
+        self.assertIn("spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]"
+                      ".labelSelector.matchExpressions[0]", message)
+
+    def test_topology_key_missing_from_every_node(self):
+        # No node has example.com/rack: required affinity and a DoNotSchedule
+        # spread on it fit nowhere, with kube-scheduler's messages; anti-affinity
+        # on it constrains nothing; the other pods place.
+        rack = "example.com/rack"
+        affinity = f"""
+        affinity:
+          podAffinity:
+            requiredDuringSchedulingIgnoredDuringExecution:
+            - labelSelector:
+                matchLabels:
+                  app: s
+              topologyKey: {rack}
+        """
+        anti = affinity.replace("podAffinity", "podAntiAffinity")
+        spread = zone_spread().replace("topology.kubernetes.io/zone", rack)
+        report = self.place(node_yaml("n1", zone="a"), node_yaml("n2", zone="b"),
+                            pod("affine", {"app": "s"}, affinity),
+                            pod("spread", {"app": "s"}, spread),
+                            pod("anti", {"app": "s"}, anti),
+                            pod("plain", {"app": "s"}))
+        self.assertIsNone(report.node_of("affine"))
+        self.assertIn(f"0/2 nodes are available: 2 {AFFINITY_MSG}", report.message_of("affine"))
+        self.assertIsNone(report.node_of("spread"))
+        self.assertIn(f"0/2 nodes are available: 2 {SPREAD_LABEL_MSG}", report.message_of("spread"))
+        self.assertIsNotNone(report.node_of("anti"))
+        self.assertIsNotNone(report.node_of("plain"))
 
 if __name__ == "__main__":
     lib.main()

@@ -15,8 +15,8 @@ namespace podium::plugins {
 namespace {
 
 template <typename P>
-sdk::PluginDefinition Definition() {
-  return {std::string(P::kName), &P::New};
+sdk::PluginDefinition Definition(sdk::MirrorNeeds mirror = {}) {
+  return {std::string(P::kName), &P::New, mirror};
 }
 
 }  // namespace
@@ -30,7 +30,8 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<NodePorts>(),
       Definition<NodeResourcesFit>(),
       Definition<PodTopologySpread>(),
-      Definition<InterPodAffinity>(),
+      // Namespace labels: what namespaceSelectors match.
+      Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true}),
       Definition<NodeResourcesBalancedAllocation>(),
       Definition<ImageLocality>(),
   };

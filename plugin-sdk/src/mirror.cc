@@ -38,6 +38,18 @@ const v1::PodGroup* Mirror::GetPodGroup(std::string_view namespace_,
   return group == pod_groups_.end() ? nullptr : group->second.get();
 }
 
+const v1::Namespace* Mirror::GetNamespace(std::string_view name) const {
+  auto it = namespaces_.find(AsAbsl(name));
+  return it == namespaces_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const v1::Namespace*> Mirror::Namespaces() const {
+  std::vector<const v1::Namespace*> out;
+  out.reserve(namespaces_.size());
+  for (const auto& [name, ns] : namespaces_) out.push_back(ns.get());
+  return out;
+}
+
 absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
   const bool reset = delta.reset();
   absl::flat_hash_set<uint32_t> removed(delta.node_removals().begin(),
@@ -115,6 +127,18 @@ absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
           absl::StrCat("delta.pod_group_upserts[", i, "].meta.uid: missing"));
     }
   }
+  for (int i = 0; i < delta.namespace_removals_size(); ++i) {
+    if (delta.namespace_removals(i).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.namespace_removals[", i, "]: empty name"));
+    }
+  }
+  for (int i = 0; i < delta.namespace_upserts_size(); ++i) {
+    if (delta.namespace_upserts(i).meta().name().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.namespace_upserts[", i, "].meta.name: missing"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -171,6 +195,11 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     pod_group_uids_[absl::StrCat(group.meta().namespace_(), "/", group.meta().name())] = uid;
     pod_groups_[uid] = std::make_unique<v1::PodGroup>(std::move(group));
   }
+  for (const std::string& name : delta.namespace_removals()) namespaces_.erase(name);
+  for (v1::Namespace& ns : *delta.mutable_namespace_upserts()) {
+    std::string name = ns.meta().name();
+    namespaces_[std::move(name)] = std::make_unique<v1::Namespace>(std::move(ns));
+  }
   if (affinity_dirty_) RebuildAffinityLists();
   if (delta.generation() != 0) generation_ = delta.generation();
   return absl::OkStatus();
@@ -187,6 +216,7 @@ void Mirror::Clear() {
   pdbs_.clear();
   pod_groups_.clear();
   pod_group_uids_.clear();
+  namespaces_.clear();
   with_affinity_.clear();
   with_required_anti_affinity_.clear();
   affinity_dirty_ = false;

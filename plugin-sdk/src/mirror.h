@@ -1,7 +1,7 @@
 // The plugin process's copy of the cluster, kept from the scheduler's state
 // deltas (plugin.proto StateDelta): nodes by scheduler-assigned id, their
 // assigned pods, the image counts ImageLocality needs, PodDisruptionBudgets
-// and PodGroups (when the registration asked for them).
+// PodGroups and Namespaces (when the registration asked for them).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +37,9 @@ class Mirror final : public Snapshot {
       std::string_view namespace_) const override;
   const v1::PodGroup* GetPodGroup(std::string_view namespace_,
                                   std::string_view name) const override;
+  const v1::Namespace* GetNamespace(std::string_view name) const override;
+  std::vector<const v1::Namespace*> Namespaces() const override;
+  size_t NumNamespaces() const { return namespaces_.size(); }
   size_t NumPodDisruptionBudgets() const { return pdbs_.size(); }
   size_t NumPodGroups() const { return pod_groups_.size(); }
   std::vector<const NodeInfo*> NodesHavingPodsWithAffinity() const override {
@@ -79,6 +82,8 @@ class Mirror final : public Snapshot {
   absl::flat_hash_map<std::string, std::unique_ptr<v1::PodGroup>> pod_groups_;
   // namespace/name -> uid.
   absl::flat_hash_map<std::string, std::string> pod_group_uids_;
+  // By name, as the scheduler keys them.
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::Namespace>> namespaces_;
   // Nodes with pods that carry (anti-)affinity terms, rebuilt at the end of an
   // Apply that added or removed such a pod or a node (InterPodAffinity's
   // PreFilter/PreScore then look at these nodes only).

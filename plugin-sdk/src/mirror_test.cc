@@ -149,6 +149,45 @@ TEST(SdkMirrorTest, ImageStatesCountNodesHavingTheImage) {
   EXPECT_EQ(NumNodesWithImage(mirror, "c", "nginx:1"), 2);
 }
 
+TEST(SdkMirrorTest, NamespacesByName) {
+  Mirror mirror;
+  auto add = [](v1::StateDelta& d, const std::string& name, const std::string& team) {
+    v1::Namespace* ns = d.add_namespace_upserts();
+    ns->mutable_meta()->set_name(name);
+    if (!team.empty()) (*ns->mutable_meta()->mutable_labels())["team"] = team;
+  };
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  add(reset, "prod", "data");
+  add(reset, "dev", "");
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  ASSERT_NE(mirror.GetNamespace("prod"), nullptr);
+  EXPECT_EQ(mirror.GetNamespace("prod")->meta().labels().at("team"), "data");
+  EXPECT_EQ(mirror.Namespaces().size(), 2u);
+  EXPECT_EQ(mirror.GetNamespace("other"), nullptr);
+
+  v1::StateDelta delta;
+  delta.add_namespace_removals("dev");
+  add(delta, "prod", "web");
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_EQ(mirror.GetNamespace("dev"), nullptr);
+  EXPECT_EQ(mirror.GetNamespace("prod")->meta().labels().at("team"), "web");
+  EXPECT_EQ(mirror.NumNamespaces(), 1u);
+
+  // An invalid delta names the field and changes nothing.
+  v1::StateDelta bad;
+  add(bad, "", "x");
+  absl::Status s = mirror.Apply(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("delta.namespace_upserts[0].meta.name"));
+  EXPECT_EQ(mirror.NumNamespaces(), 1u);
+
+  v1::StateDelta empty;
+  empty.set_reset(true);
+  ASSERT_TRUE(mirror.Apply(empty).ok());
+  EXPECT_EQ(mirror.NumNamespaces(), 0u);
+}
+
 TEST(SdkMirrorTest, PodDisruptionBudgetsAndPodGroupsByNamespaceAndName) {
   Mirror mirror;
   v1::StateDelta reset;

@@ -73,7 +73,8 @@ int PooledObjects(const v1::SchedulerToPlugin& message) {
   const v1::StateDelta& delta = message.delta();
   return delta.node_upserts_size() + delta.pod_upserts_size() + delta.pdb_upserts_size() +
          delta.pod_group_upserts_size() + delta.pod_removals_size() + delta.pdb_removals_size() +
-         delta.pod_group_removals_size();
+         delta.pod_group_removals_size() + delta.namespace_upserts_size() +
+         delta.namespace_removals_size();
 }
 
 // The state of one stream, shared by the reactor (gRPC threads), the worker

@@ -276,6 +276,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
     mirror.set_pod_disruption_budgets(mirror.pod_disruption_budgets() ||
                                       needs.pod_disruption_budgets);
     mirror.set_pod_groups(mirror.pod_groups() || needs.pod_groups);
+    mirror.set_namespaces(mirror.namespaces() || needs.namespaces);
     auto instance = std::make_unique<PluginInstance>();
     instance->name = args.name();
     instance->plugin = std::move(*plugin);

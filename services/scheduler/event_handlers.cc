@@ -82,8 +82,49 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
       if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
       break;
     }
+    case v1::ObjectEvent::kNamespaceObject: HandleNamespace(event); break;
     default: break;  // PriorityClasses are resolved by the adapter.
   }
+}
+
+void Scheduler::HandleNamespace(const v1::ObjectEvent& event) {
+  const v1::Namespace& ns = event.namespace_object();
+  const std::string& name = ns.meta().name();
+  std::shared_ptr<const v1::Namespace> before = cache_.GetNamespace(name);
+  v1::ClusterEvent cluster_event;
+  cluster_event.set_resource(v1::NAMESPACE);
+  if (event.type() == v1::ObjectEvent::DELETE) {
+    if (before == nullptr) return;
+    if (absl::Status s = cache_.RemoveNamespace(name); !s.ok()) {
+      std::fprintf(stderr, "podium-scheduler: Namespace: %s\n", std::string(s.message()).c_str());
+      return;
+    }
+    cluster_event.set_action(v1::DELETE);
+    *cluster_event.mutable_old_namespace() = *before;
+    MoveOnEvent(std::move(cluster_event));
+    return;
+  }
+  if (absl::Status s = cache_.AddOrUpdateNamespace(ns); !s.ok()) {
+    std::fprintf(stderr, "podium-scheduler: Namespace: %s\n", std::string(s.message()).c_str());
+    return;
+  }
+  // Only labels matter to scheduling (namespaceSelectors).
+  if (before != nullptr) {
+    const auto& old_labels = before->meta().labels();
+    const auto& new_labels = ns.meta().labels();
+    bool same = old_labels.size() == new_labels.size();
+    for (auto it = old_labels.begin(); same && it != old_labels.end(); ++it) {
+      auto other = new_labels.find(it->first);
+      same = other != new_labels.end() && other->second == it->second;
+    }
+    if (same) return;
+    cluster_event.set_action(v1::UPDATE);
+    *cluster_event.mutable_old_namespace() = *before;
+  } else {
+    cluster_event.set_action(v1::ADD);
+  }
+  *cluster_event.mutable_new_namespace() = ns;
+  MoveOnEvent(std::move(cluster_event));
 }
 
 void Scheduler::PostQueueWork(std::function<void()> work) {

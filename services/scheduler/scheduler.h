@@ -154,6 +154,7 @@ class Scheduler final : public ClusterEventHandler {
   // event_handlers.cc
   void HandlePod(const v1::ObjectEvent& event);
   void HandleNode(const v1::ObjectEvent& event);
+  void HandleNamespace(const v1::ObjectEvent& event);
   void PodGone(const std::string& uid, const std::shared_ptr<const v1::Pod>& old);
   // Queue work in event order, off the event thread.
   void PostQueueWork(std::function<void()> work);

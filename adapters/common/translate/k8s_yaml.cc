@@ -476,6 +476,14 @@ v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
   return pc;
 }
 
+// --- Namespace (v1) ---------------------------------------------------------
+
+v1::Namespace ConvertNamespace(const YAML::Node& obj) {
+  v1::Namespace ns;
+  Meta(Get(obj, "", "metadata"), "metadata", false, ns.mutable_meta());
+  return ns;
+}
+
 // --- PodDisruptionBudget (policy/v1) -----------------------------------------
 
 void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPercent* out) {
@@ -586,6 +594,7 @@ struct Loader {
   std::vector<PendingPod> pods;
   std::vector<std::string> class_where;
   std::vector<std::string> node_where;
+  std::vector<std::string> namespace_where;
 
   absl::Status Object(const std::string& where_doc, const YAML::Node& obj) {
     if (!obj.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": expected a Kubernetes object (a mapping), got ", TypeName(obj)));
@@ -613,6 +622,11 @@ struct Loader {
       auto pdb = Convert([&] { return ConvertPdb(obj); });
       if (!pdb.ok()) return wrap(pdb.status());
       cluster.pdbs.push_back(*std::move(pdb));
+    } else if (kind == "Namespace") {
+      auto ns = Convert([&] { return ConvertNamespace(obj); });
+      if (!ns.ok()) return wrap(ns.status());
+      cluster.namespaces.push_back(*std::move(ns));
+      namespace_where.push_back(where);
     } else if (kind == "PriorityClass") {
       auto pc = Convert([&] { return ConvertPriorityClass(obj); });
       if (!pc.ok()) return wrap(pc.status());
@@ -736,6 +750,9 @@ absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object
 absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::Node& object) {
   return Convert([&] { return ConvertPdb(object); });
 }
+absl::StatusOr<v1::Namespace> NamespaceFromYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertNamespace(object); });
+}
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
   return Convert([&] {
     v1::ResourceList out;
@@ -757,6 +774,7 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   for (auto& n : out.nodes) Stamp(&n, options.default_creation_time, &index);
   for (auto& pc : out.priority_classes) Stamp(&pc, options.default_creation_time, &index);
   for (auto& pdb : out.pdbs) Stamp(&pdb, options.default_creation_time, &index);
+  for (auto& ns : out.namespaces) Stamp(&ns, options.default_creation_time, &index);
   for (auto& p : loader.pods) Stamp(&p.loaded.pod, options.default_creation_time, &index);
 
   // What the scheduler would refuse is refused here, with the file and
@@ -784,6 +802,16 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
     const std::string& where = loader.class_where[i];
     if (absl::Status s = validation::ValidatePriorityClass(out.priority_classes[i]); !s.ok()) return refuse(where, s);
     if (absl::Status s = unique_uid(out.priority_classes[i].meta(), where); !s.ok()) return s;
+  }
+  std::map<std::string, std::string> namespace_names;
+  for (size_t i = 0; i < out.namespaces.size(); ++i) {
+    const std::string& where = loader.namespace_where[i];
+    if (absl::Status s = validation::ValidateNamespace(out.namespaces[i]); !s.ok()) return refuse(where, s);
+    auto [it, added] = namespace_names.emplace(out.namespaces[i].meta().name(), where);
+    if (!added) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": metadata.name: duplicate Namespace, first in ", it->second));
+    }
+    if (absl::Status s = unique_uid(out.namespaces[i].meta(), where); !s.ok()) return s;
   }
   std::map<std::string, std::string> pod_names;
   for (const PendingPod& p : loader.pods) {

@@ -33,6 +33,8 @@ absl::StatusOr<v1::Node> NodeFromYaml(const YAML::Node& object);
 absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object);
 // policy/v1 PodDisruptionBudget (spec and status).
 absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::Node& object);
+// v1 Namespace (its labels: what namespaceSelectors match).
+absl::StatusOr<v1::Namespace> NamespaceFromYaml(const YAML::Node& object);
 // A resource list (requests, limits, allocatable...). Negative values refused.
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list);
 
@@ -54,6 +56,9 @@ struct LoadedCluster {
   std::vector<LoadedPod> pods;
   std::vector<v1::PriorityClass> priority_classes;
   std::vector<v1::PodDisruptionBudget> pdbs;  // policy/v1; status is podium-sim's to compute.
+  // Namespaces given in the files. podium-sim adds the namespaces that pods
+  // name and no file declares, without labels, as the API server would have.
+  std::vector<v1::Namespace> namespaces;
   std::vector<std::string> warnings;  // Skipped kinds.
 };
 

@@ -207,6 +207,55 @@ TEST(K8sYamlTest, UnknownPriorityClassNamesThePod) {
   EXPECT_THAT(c.status().message(), HasSubstr("gold"));
 }
 
+TEST(K8sYamlTest, LoadsNamespacesWithTheirLabels) {
+  constexpr char kText[] = R"(
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: prod
+  uid: u-prod
+  labels: {team: data, kubernetes.io/metadata.name: prod}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: dev}
+)";
+  auto c = LoadCluster({{"ns.yaml", kText}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->namespaces.size(), 2u);
+  EXPECT_EQ(c->namespaces[0].meta().name(), "prod");
+  EXPECT_EQ(c->namespaces[0].meta().uid(), "u-prod");
+  EXPECT_EQ(c->namespaces[0].meta().namespace_(), "");
+  EXPECT_EQ(c->namespaces[0].meta().labels().at("team"), "data");
+  EXPECT_EQ(c->namespaces[1].meta().name(), "dev");
+  EXPECT_FALSE(c->namespaces[1].meta().uid().empty());  // Stamped.
+  EXPECT_TRUE(c->namespaces[1].meta().labels().empty());
+
+  auto one = NamespaceFromYaml(YAML::Load("kind: Namespace\nmetadata: {name: a, labels: {x: y}}\n"));
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->meta().labels().at("x"), "y");
+}
+
+TEST(K8sYamlTest, RefusesBadNamespacesNamingTheObjectAndField) {
+  struct Case {
+    std::string text;
+    std::string error;
+  };
+  const std::string long_name(64, 'n');
+  std::vector<Case> cases = {
+      {"kind: Namespace\nmetadata: {labels: {a: b}}\n", "metadata.name"},
+      {"kind: Namespace\nmetadata: {name: " + long_name + "}\n", "metadata.name"},
+      {"kind: Namespace\nmetadata: {name: a, labels: [x]}\n", "metadata.labels"},
+      {"kind: Namespace\nmetadata: {name: a}\n---\nkind: Namespace\nmetadata: {name: a}\n",
+       "document 2 (Namespace a): metadata.name: duplicate Namespace"},
+  };
+  for (const Case& c : cases) {
+    auto r = LoadCluster({{"f.yaml", c.text}});
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.error)) << c.text;
+  }
+}
+
 TEST(K8sYamlTest, MalformedObjectNamesFileDocumentObjectAndField) {
   constexpr char kGood[] = "kind: Node\nmetadata: {name: n1}\n";
   constexpr char kBad[] = R"(

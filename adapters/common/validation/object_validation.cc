@@ -159,6 +159,21 @@ absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class) {
   return ValidateMeta(priority_class.meta(), false);
 }
 
+absl::Status ValidateNamespace(const v1::Namespace& ns) {
+  if (auto s = ValidateName(ns.meta().name(), "metadata.name", kMaxNamespaceLength); !s.ok()) return s;
+  if (auto s = ValidateName(ns.meta().uid(), "metadata.uid", kMaxUidLength); !s.ok()) return s;
+  if (!ns.meta().namespace_().empty()) return Invalid("metadata.namespace", "must be empty: Namespaces are cluster-scoped");
+  for (const auto& [key, value] : ns.meta().labels()) {
+    if (auto s = ValidateName(key, "metadata.labels", kMaxNameLength); !s.ok()) return s;
+    if (auto s = ValidateName(value, absl::StrCat("metadata.labels[", Printable(key), "]"), kMaxNamespaceLength,
+                              false);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
   if (event.type() != v1::ObjectEvent::UPSERT && event.type() != v1::ObjectEvent::DELETE) {
     return Invalid("type", "must be UPSERT or DELETE");
@@ -168,6 +183,7 @@ absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
     case v1::ObjectEvent::kNode: return ValidateNode(event.node());
     case v1::ObjectEvent::kPdb: return ValidateMeta(event.pdb().meta(), true);
     case v1::ObjectEvent::kPodGroup: return ValidateMeta(event.pod_group().meta(), true);
+    case v1::ObjectEvent::kNamespaceObject: return ValidateNamespace(event.namespace_object());
     case v1::ObjectEvent::kPriorityClass: return ValidatePriorityClass(event.priority_class());
     default: return Invalid("object", "missing");
   }
@@ -190,6 +206,7 @@ std::string DescribeObject(const v1::ObjectEvent& event) {
     case v1::ObjectEvent::kNode: return "Node " + ns_name(event.node().meta());
     case v1::ObjectEvent::kPdb: return "PodDisruptionBudget " + ns_name(event.pdb().meta());
     case v1::ObjectEvent::kPodGroup: return "PodGroup " + ns_name(event.pod_group().meta());
+    case v1::ObjectEvent::kNamespaceObject: return "Namespace " + ns_name(event.namespace_object().meta());
     case v1::ObjectEvent::kPriorityClass: return "PriorityClass " + ns_name(event.priority_class().meta());
     default: return "object";
   }

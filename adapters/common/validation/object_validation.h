@@ -39,6 +39,9 @@ absl::Status ValidateResources(const v1::ResourceList& list, const std::string& 
 absl::Status ValidatePod(const v1::Pod& pod);
 absl::Status ValidateNode(const v1::Node& node);
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);
+// A Namespace: its name is a DNS-1123 label (at most 63 bytes); it has no
+// namespace; label keys and values as any object's.
+absl::Status ValidateNamespace(const v1::Namespace& ns);
 // Validates whichever object the event carries.
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event);
 

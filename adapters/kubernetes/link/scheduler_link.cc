@@ -25,6 +25,7 @@ const v1::ObjectMeta* Meta(const v1::ObjectEvent& e) {
     case v1::ObjectEvent::kPdb: return &e.pdb().meta();
     case v1::ObjectEvent::kPodGroup: return &e.pod_group().meta();
     case v1::ObjectEvent::kPriorityClass: return &e.priority_class().meta();
+    case v1::ObjectEvent::kNamespaceObject: return &e.namespace_object().meta();
     default: return nullptr;
   }
 }

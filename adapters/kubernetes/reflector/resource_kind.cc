@@ -63,8 +63,21 @@ ResourceKind PodDisruptionBudgetsKind() {
           }};
 }
 
+ResourceKind NamespacesKind() {
+  return {.kind = "Namespace",
+          .list_path = "/api/v1/namespaces",
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto ns = k8s::NamespaceFromYaml(o);
+            if (!ns.ok()) return ns.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_namespace_object() = *std::move(ns);
+            return e;
+          }};
+}
+
 std::vector<ResourceKind> AllKinds() {
-  return {NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), PodsKind()};
+  return {NamespacesKind(), NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), PodsKind()};
 }
 
 }  // namespace podium::kube

@@ -42,6 +42,7 @@ ResourceKind NodesKind();
 ResourceKind PodsKind();
 ResourceKind PriorityClassesKind();
 ResourceKind PodDisruptionBudgetsKind();  // policy/v1
+ResourceKind NamespacesKind();           // v1; their labels, for namespaceSelectors
 
 // Every kind the adapter watches, in the order their initial lists are sent
 // (nodes before the pods bound to them).

@@ -31,12 +31,13 @@ const char kSimUsage[] = R"(usage: podium-sim (--cluster PATH... | --workload ba
 An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
 
   --cluster PATH          Kubernetes YAML file or directory (repeatable): Nodes,
-                          Pods, PriorityClasses, PodDisruptionBudgets;
+                          Pods, Namespaces, PriorityClasses, PodDisruptionBudgets;
                           multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
   --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
-                          preempt-edge-10, preempt-500.
+                          preempt-edge-10, preempt-500; placement rules:
+                          spread-1000, antiaffinity-500.
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
   --api-concurrency N     actions executed concurrently (default 16).
@@ -138,7 +139,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500, spread-1000, antiaffinity-500)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");
@@ -169,6 +170,33 @@ absl::Status CheckSpawnEndpoint(const SimOptions& options) {
 namespace {
 
 std::string PodKey(const v1::Pod& p) { return absl::StrCat(p.meta().namespace_(), "/", p.meta().name()); }
+
+// The Namespaces of the initial list: those the files declare, then those
+// their pods name and no file declares (without labels), since the API server
+// would not hold a pod in a namespace that does not exist.
+std::vector<v1::ObjectEvent> NamespaceEvents(k8s::LoadedCluster& loaded) {
+  std::vector<v1::ObjectEvent> out;
+  std::set<std::string> declared;
+  auto add = [&](v1::Namespace ns) {
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_namespace_object() = std::move(ns);
+    out.push_back(std::move(e));
+  };
+  for (auto& ns : loaded.namespaces) {
+    declared.insert(ns.meta().name());
+    add(std::move(ns));
+  }
+  for (const auto& p : loaded.pods) {
+    const std::string& name = p.pod.meta().namespace_();
+    if (!declared.insert(name).second) continue;
+    v1::Namespace ns;
+    ns.mutable_meta()->set_name(name);
+    ns.mutable_meta()->set_uid(k8s::NewUid());
+    add(std::move(ns));
+  }
+  return out;
+}
 
 double ToMs(absl::Duration d) { return absl::ToDoubleMilliseconds(d); }
 
@@ -227,7 +255,7 @@ class Simulation {
     watcher_->Start();
 
     // 3. The initial list, then the stream.
-    std::vector<v1::ObjectEvent> list;
+    std::vector<v1::ObjectEvent> list = NamespaceEvents(loaded);
     for (auto& n : loaded.nodes) list.push_back(cluster_.AddNode(std::move(n)));
     for (auto& pc : loaded.priority_classes) {
       v1::ObjectEvent e;

@@ -19,9 +19,44 @@ v1::Pod BasicPod(const std::string& ns, const std::string& name, int64_t created
   return p;
 }
 
+constexpr char kZoneLabel[] = "topology.kubernetes.io/zone";
+constexpr char kHostnameLabel[] = "kubernetes.io/hostname";
+
+// app=spread; zone maxSkew 1 DoNotSchedule, hostname maxSkew 1 ScheduleAnyway.
+void AddTopologySpread(v1::Pod& p) {
+  (*p.mutable_meta()->mutable_labels())["app"] = "spread";
+  for (const auto& [key, when] : {std::pair{kZoneLabel, v1::TopologySpreadConstraint::DO_NOT_SCHEDULE},
+                                  std::pair{kHostnameLabel, v1::TopologySpreadConstraint::SCHEDULE_ANYWAY}}) {
+    v1::TopologySpreadConstraint* c = p.add_topology_spread_constraints();
+    c->set_max_skew(1);
+    c->set_topology_key(key);
+    c->set_when_unsatisfiable(when);
+    (*c->mutable_label_selector()->mutable_match_labels())["app"] = "spread";
+  }
+}
+
+// app=anti, with required hostname anti-affinity against app=anti.
+void AddHostAntiAffinity(v1::Pod& p) {
+  (*p.mutable_meta()->mutable_labels())["app"] = "anti";
+  v1::PodAffinityTerm* t = p.mutable_affinity()->mutable_pod_anti_affinity()->add_required();
+  (*t->mutable_label_selector()->mutable_match_labels())["app"] = "anti";
+  t->set_topology_key(kHostnameLabel);
+}
+
 }  // namespace
 
 std::optional<WorkloadShape> FindWorkload(const std::string& name) {
+  if (name == "spread-1000") {
+    WorkloadShape w{name, 1000, 0, 1000};
+    w.rule = WorkloadShape::Rule::kTopologySpread;
+    w.zones = 3;
+    return w;
+  }
+  if (name == "antiaffinity-500") {
+    WorkloadShape w{name, 500, 0, 500};
+    w.rule = WorkloadShape::Rule::kHostAntiAffinity;
+    return w;
+  }
   if (name == "basic-500") return WorkloadShape{name, 500, 500, 1000};
   if (name == "basic-5000") return WorkloadShape{name, 5000, 1000, 10000};
   if (name == "preempt-edge-10" || name == "preempt-500") {
@@ -58,7 +93,8 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
     n.mutable_meta()->set_name(name);
     n.mutable_meta()->set_uid(k8s::NewUid());
     n.mutable_meta()->set_creation_timestamp_us(t++);
-    (*n.mutable_meta()->mutable_labels())["kubernetes.io/hostname"] = name;
+    (*n.mutable_meta()->mutable_labels())[kHostnameLabel] = name;
+    if (shape.zones > 0) (*n.mutable_meta()->mutable_labels())[kZoneLabel] = absl::StrCat("zone-", i % shape.zones);
     v1::ResourceList r;
     r.set_milli_cpu(shape.node_milli_cpu);
     r.set_memory_bytes(shape.node_memory);
@@ -91,7 +127,10 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
     c.pods.push_back({BasicPod("sched-setup", absl::StrCat("pod-init-", i), t++), false});
   }
   for (int i = 0; i < shape.measured_pods; ++i) {
-    c.pods.push_back({BasicPod("sched-test", absl::StrCat("pod-", i), t++), true});
+    v1::Pod p = BasicPod("sched-test", absl::StrCat("pod-", i), t++);
+    if (shape.rule == WorkloadShape::Rule::kTopologySpread) AddTopologySpread(p);
+    if (shape.rule == WorkloadShape::Rule::kHostAntiAffinity) AddHostAntiAffinity(p);
+    c.pods.push_back({std::move(p), true});
   }
   return c;
 }

@@ -27,10 +27,17 @@ struct WorkloadShape {
   int64_t measured_milli_cpu = 100, measured_memory = 500LL << 20;
   int32_t measured_priority = 0;
   bool sequential = false;
+  // Placement-rule shapes (spread-1000, antiaffinity-500): node i is in zone
+  // "zone-(i mod zones)" when zones > 0, and every measured pod carries the
+  // rule (kube-scheduler scheduler_perf's topology spreading and required
+  // anti-affinity shapes).
+  enum class Rule { kNone, kTopologySpread, kHostAntiAffinity };
+  Rule rule = Rule::kNone;
+  int zones = 0;
 };
 
-// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500"; nullopt for an
-// unknown name.
+// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500", "spread-1000",
+// "antiaffinity-500"; nullopt for an unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);
 

@@ -2,6 +2,7 @@
 // handle over NodeInfos the test owns.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -179,8 +180,26 @@ class FakeSnapshot : public sdk::Snapshot {
     return nullptr;
   }
   size_t NumNodes() const override { return nodes_.size(); }
+  // Adds (or replaces) a Namespace with these labels.
+  void AddNamespace(const std::string& name, const std::map<std::string, std::string>& labels = {}) {
+    auto ns = std::make_unique<v1::Namespace>();
+    ns->mutable_meta()->set_name(name);
+    ns->mutable_meta()->set_uid("ns-" + name);
+    for (const auto& [k, v] : labels) (*ns->mutable_meta()->mutable_labels())[k] = v;
+    namespaces_[name] = std::move(ns);
+  }
+  const v1::Namespace* GetNamespace(std::string_view name) const override {
+    auto it = namespaces_.find(std::string(name));
+    return it == namespaces_.end() ? nullptr : it->second.get();
+  }
+  std::vector<const v1::Namespace*> Namespaces() const override {
+    std::vector<const v1::Namespace*> out;
+    for (const auto& [name, ns] : namespaces_) out.push_back(ns.get());
+    return out;
+  }
 
  private:
+  std::map<std::string, std::unique_ptr<v1::Namespace>> namespaces_;
   std::vector<std::unique_ptr<sdk::NodeInfo>> owned_;
   std::vector<const sdk::NodeInfo*> nodes_;
 };

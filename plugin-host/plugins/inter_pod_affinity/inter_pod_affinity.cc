@@ -64,13 +64,85 @@ void UpdateAntiAffinity(TopologyCounts& counts, const std::vector<sdk::AffinityT
   }
 }
 
+// Hints see no Namespace labels: a term with a namespaceSelector is taken to
+// select the pod's namespace (a hint may requeue too often, never too rarely).
+bool MatchesForHint(const sdk::AffinityTerm& t, const v1::Pod& pod) {
+  if (!t.selector.Matches(pod.meta().labels())) return false;
+  return !t.namespace_selector.MatchesNothing() ||
+         std::find(t.namespaces.begin(), t.namespaces.end(), pod.meta().namespace_()) !=
+             t.namespaces.end();
+}
+
+bool MatchesAllForHint(const std::vector<sdk::AffinityTerm>& terms, const v1::Pod& pod) {
+  if (terms.empty()) return false;
+  for (const sdk::AffinityTerm& t : terms) {
+    if (!MatchesForHint(t, pod)) return false;
+  }
+  return true;
+}
+
 const std::vector<sdk::AffinityTerm>& NoTerms() {
   static const auto* none = new std::vector<sdk::AffinityTerm>();
   return *none;
 }
 
+// kube-scheduler's mergeAffinityTermNamespacesIfNotEmpty, once per cycle: a
+// term's namespaceSelector (neither absent nor `{}`) becomes the names of the
+// namespaces whose labels it matches, added to its namespaces list, so that
+// matching a pod against it is a list lookup.
+void ResolveTerm(sdk::AffinityTerm& t, const std::vector<const v1::Namespace*>& namespaces) {
+  for (const v1::Namespace* ns : namespaces) {
+    if (t.namespace_selector.Matches(ns->meta().labels()) &&
+        std::find(t.namespaces.begin(), t.namespaces.end(), ns->meta().name()) == t.namespaces.end()) {
+      t.namespaces.push_back(ns->meta().name());
+    }
+  }
+  t.namespace_selector = sdk::LabelSelector::Nothing();
+}
+
+bool NeedsResolving(const sdk::AffinityTerm& t) {
+  return !t.namespace_selector.MatchesNothing() && !t.namespace_selector.MatchesEverything();
+}
+
+// The pod's terms with their namespaceSelectors resolved; `terms` itself when
+// no term has one to resolve (the usual case: no copy).
+std::shared_ptr<const sdk::PodAffinityTerms> ResolveNamespaceSelectors(
+    const std::shared_ptr<const sdk::PodAffinityTerms>& terms, const sdk::Snapshot& snapshot) {
+  if (terms == nullptr) return terms;
+  bool needed = false;
+  for (const auto* list : {&terms->required_affinity, &terms->required_anti_affinity}) {
+    for (const sdk::AffinityTerm& t : *list) needed = needed || NeedsResolving(t);
+  }
+  for (const auto* list : {&terms->preferred_affinity, &terms->preferred_anti_affinity}) {
+    for (const sdk::WeightedAffinityTerm& t : *list) needed = needed || NeedsResolving(t.term);
+  }
+  if (!needed) return terms;
+  const std::vector<const v1::Namespace*> namespaces = snapshot.Namespaces();
+  auto out = std::make_shared<sdk::PodAffinityTerms>(*terms);
+  for (auto* list : {&out->required_affinity, &out->required_anti_affinity}) {
+    for (sdk::AffinityTerm& t : *list) {
+      if (NeedsResolving(t)) ResolveTerm(t, namespaces);
+    }
+  }
+  for (auto* list : {&out->preferred_affinity, &out->preferred_anti_affinity}) {
+    for (sdk::WeightedAffinityTerm& t : *list) {
+      if (NeedsResolving(t.term)) ResolveTerm(t.term, namespaces);
+    }
+  }
+  return out;
+}
+
+// The labels of the incoming pod's namespace, which existing pods' terms
+// (symmetry, hardPodAffinityWeight, their preferred terms) match against.
+sdk::Labels NamespaceLabels(const v1::Pod& pod, const sdk::Snapshot& snapshot) {
+  const v1::Namespace* ns = snapshot.GetNamespace(pod.meta().namespace_());
+  return ns != nullptr ? ns->meta().labels() : sdk::Labels();
+}
+
 struct PreFilterState : sdk::StateData {
-  std::shared_ptr<const sdk::PodAffinityTerms> terms;  // Null: the pod has none.
+  // The pod's terms, namespaceSelectors resolved. Null: the pod has none.
+  std::shared_ptr<const sdk::PodAffinityTerms> terms;
+  sdk::Labels namespace_labels;  // Of the incoming pod's namespace.
   // Existing pods' required anti-affinity terms the incoming pod matches.
   TopologyCounts existing_anti_affinity;
   // Existing pods matching all the incoming pod's required affinity terms.
@@ -93,7 +165,7 @@ struct PreFilterState : sdk::StateData {
               int64_t delta) {
     if (existing.affinity != nullptr) {
       UpdateAntiAffinity(existing_anti_affinity, existing.affinity->required_anti_affinity,
-                         *incoming.pod, nullptr, node, delta);
+                         *incoming.pod, &namespace_labels, node, delta);
     }
     UpdateAffinity(affinity, required_affinity(), *existing.pod, node, delta);
     UpdateAntiAffinity(anti_affinity, required_anti_affinity(), *existing.pod, nullptr, node,
@@ -166,12 +238,13 @@ std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
     return {sdk::PreFilterResult{}, ParseError(*pod.pod, pod.affinity->error)};
   }
   auto s = std::make_unique<PreFilterState>();
-  s->terms = pod.affinity;
+  s->terms = ResolveNamespaceSelectors(pod.affinity, snapshot);
+  s->namespace_labels = NamespaceLabels(*pod.pod, snapshot);
   // Existing pods' required anti-affinity: only the nodes that have such pods.
   for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithRequiredAntiAffinity()) {
     for (const sdk::PodInfoPtr& existing : node->pods_with_required_anti_affinity()) {
       UpdateAntiAffinity(s->existing_anti_affinity, existing->affinity->required_anti_affinity,
-                         *pod.pod, nullptr, node->node(), 1);
+                         *pod.pod, &s->namespace_labels, node->node(), 1);
     }
   }
   // The incoming pod's required terms: every pod may match them.
@@ -255,12 +328,16 @@ sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo&
 sdk::Status InterPodAffinity::PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,
                                        const std::vector<const sdk::NodeInfo*>& nodes) {
   if (nodes.empty()) return sdk::Status(sdk::Code::kSkip);
-  const sdk::PodAffinityTerms* terms = pod.affinity.get();
   const bool has_constraints =
-      terms != nullptr && (!terms->preferred_affinity.empty() || !terms->preferred_anti_affinity.empty());
+      pod.affinity != nullptr &&
+      (!pod.affinity->preferred_affinity.empty() || !pod.affinity->preferred_anti_affinity.empty());
   if (ignore_preferred_of_existing_ && !has_constraints) return sdk::Status(sdk::Code::kSkip);
 
   const sdk::Snapshot& snapshot = handle_.snapshot();
+  const std::shared_ptr<const sdk::PodAffinityTerms> resolved =
+      has_constraints ? ResolveNamespaceSelectors(pod.affinity, snapshot) : nullptr;
+  const sdk::PodAffinityTerms* terms = resolved.get();
+  const sdk::Labels namespace_labels = NamespaceLabels(*pod.pod, snapshot);
   auto s = std::make_unique<PreScoreState>();
   auto process = [&](const sdk::NodeInfo& node, const sdk::PodInfo& existing) {
     const v1::Node& v1node = node.node();
@@ -273,12 +350,13 @@ sdk::Status InterPodAffinity::PreScore(sdk::CycleState& state, const sdk::PodInf
     if (theirs == nullptr) return;
     if (hard_weight_ > 0) {
       for (const sdk::AffinityTerm& t : theirs->required_affinity) {
-        ProcessTerm(s->scores, t, hard_weight_, *pod.pod, nullptr, v1node);
+        ProcessTerm(s->scores, t, hard_weight_, *pod.pod, &namespace_labels, v1node);
       }
     }
     if (!ignore_preferred_of_existing_) {
-      ProcessTerms(s->scores, theirs->preferred_affinity, *pod.pod, nullptr, v1node, 1);
-      ProcessTerms(s->scores, theirs->preferred_anti_affinity, *pod.pod, nullptr, v1node, -1);
+      ProcessTerms(s->scores, theirs->preferred_affinity, *pod.pod, &namespace_labels, v1node, 1);
+      ProcessTerms(s->scores, theirs->preferred_anti_affinity, *pod.pod, &namespace_labels, v1node,
+                   -1);
     }
   };
   if (has_constraints) {
@@ -359,7 +437,7 @@ std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() cons
     auto terms = sdk::PodAffinityTerms::ForPod(pod);
     auto matches_any = [&](const v1::Pod& other, const std::vector<sdk::AffinityTerm>& ts) {
       for (const sdk::AffinityTerm& t : ts) {
-        if (t.Matches(other, nullptr)) return true;
+        if (MatchesForHint(t, other)) return true;
       }
       return false;
     };
@@ -380,13 +458,15 @@ std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() cons
     if (before != nullptr) {
       // Label change: helps when the pod now matches the affinity, or no
       // longer matches an anti-affinity term.
-      if (MatchesAll(affinity, *after) && !MatchesAll(affinity, *before)) return sdk::QueueingHint::kQueue;
+      if (MatchesAllForHint(affinity, *after) && !MatchesAllForHint(affinity, *before)) {
+        return sdk::QueueingHint::kQueue;
+      }
       if (matches_any(*before, anti) && !matches_any(*after, anti)) return sdk::QueueingHint::kQueue;
       return sdk::QueueingHint::kQueueSkip;
     }
     // Added: can only satisfy affinity.
-    return !affinity.empty() && MatchesAll(affinity, *after) ? sdk::QueueingHint::kQueue
-                                                             : sdk::QueueingHint::kQueueSkip;
+    return !affinity.empty() && MatchesAllForHint(affinity, *after) ? sdk::QueueingHint::kQueue
+                                                                    : sdk::QueueingHint::kQueueSkip;
   };
   // kube's isSchedulableAfterNodeChange: affinity needs a node with the
   // term's topology key (added, gained, or moved to another domain);
@@ -420,10 +500,36 @@ std::vector<sdk::ClusterEventWithHint> InterPodAffinity::EventsToRegister() cons
     }
     return sdk::QueueingHint::kQueueSkip;
   };
+  // A Namespace added, deleted or relabelled changes what a namespaceSelector
+  // selects, and the labels existing pods' selectors see on the pod's own
+  // namespace.
+  auto namespace_hint = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    const v1::Namespace* before = e.has_old_namespace() ? &e.old_namespace() : nullptr;
+    const v1::Namespace* after = e.has_new_namespace() ? &e.new_namespace() : nullptr;
+    const v1::Namespace* any = after != nullptr ? after : before;
+    if (any == nullptr) return sdk::QueueingHint::kQueue;
+    if (any->meta().name() == pod.meta().namespace_()) return sdk::QueueingHint::kQueue;
+    auto terms = sdk::PodAffinityTerms::ForPod(pod);
+    if (terms == nullptr) return sdk::QueueingHint::kQueueSkip;
+    static const sdk::Labels* const kNone = new sdk::Labels();
+    const sdk::Labels& was = before != nullptr ? before->meta().labels() : *kNone;
+    const sdk::Labels& now = after != nullptr ? after->meta().labels() : *kNone;
+    auto flips = [&](const sdk::AffinityTerm& t) {
+      return NeedsResolving(t) && t.namespace_selector.Matches(was) != t.namespace_selector.Matches(now);
+    };
+    for (const auto* list : {&terms->required_affinity, &terms->required_anti_affinity}) {
+      for (const sdk::AffinityTerm& t : *list) {
+        if (flips(t)) return sdk::QueueingHint::kQueue;
+      }
+    }
+    return sdk::QueueingHint::kQueueSkip;
+  };
   return {
       {v1::POD, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_POD_LABEL),
        pod_hint},
       {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_LABEL), node_hint},
+      {v1::NAMESPACE, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE),
+       namespace_hint},
   };
 }
 

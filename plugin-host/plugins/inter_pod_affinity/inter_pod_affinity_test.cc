@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "boost/json/parse.hpp"
 #include "plugins/helper/testing.h"
 
@@ -193,6 +195,93 @@ TEST(InterPodAffinityTest, FilterFollowsKubeScheduler) {
   }
 }
 
+v1::PodAffinityTerm WithNamespaceSelector(v1::PodAffinityTerm t, std::string key, std::string value) {
+  (*t.mutable_namespace_selector()->mutable_match_labels())[std::move(key)] = std::move(value);
+  return t;
+}
+
+// namespaceSelector against Namespace labels, as kube-scheduler does: the
+// namespaces list and the selector are a union; `{}` selects every namespace;
+// a namespace without a Namespace object has no labels.
+TEST(InterPodAffinityTest, NamespaceSelectorMatchesNamespaceLabels) {
+  struct Case {
+    std::string name;
+    PodBuilder pod;
+    std::vector<NodeSpec> nodes;
+    std::vector<std::string> want;
+  };
+  // prod and staging are labelled team=data; dev is not; ghost has no object.
+  const std::vector<NodeSpec> dbs = {{"a1", "a", {App("db1", "db").Namespace("prod")}},
+                                     {"b1", "b", {App("db2", "db").Namespace("dev")}},
+                                     {"c1", "c", {App("db3", "db")}},
+                                     {"d1", "d", {App("db4", "db").Namespace("staging")}},
+                                     {"e1", "e", {App("db5", "db").Namespace("ghost")}}};
+  v1::PodAffinityTerm data_db = WithNamespaceSelector(Term("db", kZone), "team", "data");
+  v1::PodAffinityTerm data_or_dev = data_db;
+  data_or_dev.add_namespaces("dev");
+  std::vector<Case> cases = {
+      {"required affinity: only pods in the labelled namespaces count",
+       WithRequired(App("new", "web"), false, data_db), dbs,
+       {kOk, kAff, kAff, kOk, kAff}},
+      {"the namespaces list and the selector are a union",
+       WithRequired(App("new", "web"), false, data_or_dev), dbs,
+       {kOk, kOk, kAff, kOk, kAff}},
+      {"required anti-affinity: only pods in the labelled namespaces repel",
+       WithRequired(App("new", "web"), true, WithNamespaceSelector(Term("db", kHost), "team", "data")),
+       dbs,
+       {kAnti, kOk, kOk, kAnti, kOk}},
+      {"symmetry: an existing pod's selector sees the labels of the new pod's namespace",
+       App("new", "web").Namespace("prod"),
+       {{"n1", "a",
+         {WithRequired(App("r", "x").Namespace("other"), true,
+                       WithNamespaceSelector(Term("web", kHost), "team", "data"))}},
+        {"n2", "a", {}}},
+       {kExisting, kOk}},
+      {"symmetry: a new pod in an unlabelled namespace is not selected",
+       App("new", "web").Namespace("dev"),
+       {{"n1", "a",
+         {WithRequired(App("r", "x").Namespace("other"), true,
+                       WithNamespaceSelector(Term("web", kHost), "team", "data"))}},
+        {"n2", "a", {}}},
+       {kOk, kOk}},
+  };
+  for (Case& c : cases) {
+    Cluster cluster(c.nodes);
+    cluster.handle().fake_snapshot().AddNamespace("prod", {{"team", "data"}});
+    cluster.handle().fake_snapshot().AddNamespace("staging", {{"team", "data"}, {"tier", "2"}});
+    cluster.handle().fake_snapshot().AddNamespace("dev", {{"team", "web"}});
+    cluster.handle().fake_snapshot().AddNamespace("default");
+    auto plugin = NewPlugin(cluster.handle());
+    sdk::PodInfoPtr pod = c.pod.Info();
+    sdk::CycleState state;
+    auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
+    if (status.IsSkip()) {
+      EXPECT_THAT(c.want, ::testing::Each(kOk)) << c.name;
+      continue;
+    }
+    ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
+    EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
+        << c.name;
+  }
+}
+
+// A Namespace relabelled between cycles: the next PreFilter sees it.
+TEST(InterPodAffinityTest, NamespaceSelectorIsResolvedEachCycle) {
+  Cluster cluster({{"a1", "a", {App("db1", "db").Namespace("prod")}}, {"b1", "b", {}}});
+  cluster.handle().fake_snapshot().AddNamespace("prod");
+  auto plugin = NewPlugin(cluster.handle());
+  sdk::PodInfoPtr pod =
+      WithRequired(App("new", "web"), false, WithNamespaceSelector(Term("db", kZone), "team", "data"))
+          .Info();
+  sdk::CycleState before;
+  ASSERT_TRUE(plugin->PreFilter(before, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, before, *pod, cluster.snapshot()), ElementsAreArray({kAff, kAff}));
+  cluster.handle().fake_snapshot().AddNamespace("prod", {{"team", "data"}});
+  sdk::CycleState after;
+  ASSERT_TRUE(plugin->PreFilter(after, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, after, *pod, cluster.snapshot()), ElementsAreArray({kOk, kAff}));
+}
+
 TEST(InterPodAffinityTest, StatusCodesAndSkip) {
   Cluster cluster({{"n1", "a", {App("c0", "cache"), App("d", "db")}}, {"n2", "b", {}}});
   auto plugin = NewPlugin(cluster.handle());
@@ -315,6 +404,12 @@ TEST(InterPodAffinityTest, ScoreFollowsKubeScheduler) {
        App("new", "web"),
        {{"n1", "a", {WithPreferred(App("shy", "db"), true, 10, Term("web", kHost))}}, {"n2", "a", {}}},
        {0, 100}},
+      {"preferred affinity: a namespaceSelector counts only the labelled namespaces",
+       "{}",
+       WithPreferred(App("new", "web"), false, 5,
+                     WithNamespaceSelector(Term("db", kZone), "team", "data")),
+       {{"a1", "a", {App("db", "db").Namespace("prod")}}, {"b1", "b", {App("db", "db").Namespace("dev")}}},
+       {100, 0}},
       {"an existing pod's required affinity at hardPodAffinityWeight",
        "{}",
        App("new", "web"),
@@ -323,6 +418,8 @@ TEST(InterPodAffinityTest, ScoreFollowsKubeScheduler) {
   };
   for (Case& c : cases) {
     Cluster cluster(c.nodes);
+    cluster.handle().fake_snapshot().AddNamespace("prod", {{"team", "data"}});
+    cluster.handle().fake_snapshot().AddNamespace("dev");
     auto plugin = NewPlugin(cluster.handle(), c.args);
     EXPECT_THAT(ScoreAll(*plugin, cluster, *c.pod.Info()), ElementsAreArray(c.want)) << c.name;
   }
@@ -372,6 +469,23 @@ v1::ClusterEvent NodeEvent(uint32_t action, const v1::Node* before, const v1::No
   if (before != nullptr) *e.mutable_old_node() = *before;
   if (after != nullptr) *e.mutable_new_node() = *after;
   return e;
+}
+
+v1::ClusterEvent NamespaceEvent(uint32_t action, const v1::Namespace* before,
+                                const v1::Namespace* after) {
+  v1::ClusterEvent e;
+  e.set_resource(v1::NAMESPACE);
+  e.set_action(action);
+  if (before != nullptr) *e.mutable_old_namespace() = *before;
+  if (after != nullptr) *e.mutable_new_namespace() = *after;
+  return e;
+}
+
+v1::Namespace MakeNamespace(std::string name, std::map<std::string, std::string> labels = {}) {
+  v1::Namespace ns;
+  ns.mutable_meta()->set_name(std::move(name));
+  for (auto& [k, v] : labels) (*ns.mutable_meta()->mutable_labels())[k] = v;
+  return ns;
 }
 
 sdk::QueueingHint Hint(const InterPodAffinity& plugin, const v1::Pod& pod, const v1::ClusterEvent& e) {
@@ -449,6 +563,30 @@ TEST(InterPodAffinityTest, QueueingHints) {
        NodeEvent(v1::UPDATE_NODE_LABEL, &zoned, &bare), H::kQueueSkip},
   };
   for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, *c.pod, c.event), c.want) << c.name;
+
+  const v1::Pod wants_data_db =
+      WithRequired(App("p", "web"), false, WithNamespaceSelector(Term("db", kZone), "team", "data"))
+          .Build();
+  const v1::Namespace prod = MakeNamespace("prod");
+  const v1::Namespace prod_data = MakeNamespace("prod", {{"team", "data"}});
+  const v1::Namespace prod_data_more = MakeNamespace("prod", {{"team", "data"}, {"k", "v"}});
+  const v1::Namespace own = MakeNamespace("default");
+  const v1::Namespace own_relabelled = MakeNamespace("default", {{"k", "v"}});
+  std::vector<Case> ns_cases = {
+      {"a namespace relabelled into the selector", &wants_data_db,
+       NamespaceEvent(v1::UPDATE, &prod, &prod_data), H::kQueue},
+      {"a selected namespace relabelled, still selected", &wants_data_db,
+       NamespaceEvent(v1::UPDATE, &prod_data, &prod_data_more), H::kQueueSkip},
+      {"a selected namespace added", &wants_data_db, NamespaceEvent(v1::ADD, nullptr, &prod_data),
+       H::kQueue},
+      {"an unselected namespace added", &wants_data_db, NamespaceEvent(v1::ADD, nullptr, &prod),
+       H::kQueueSkip},
+      {"no namespaceSelector: other namespaces do not matter", &wants_db,
+       NamespaceEvent(v1::UPDATE, &prod, &prod_data), H::kQueueSkip},
+      {"the pod's own namespace relabelled (existing pods' selectors)", &plain_web,
+       NamespaceEvent(v1::UPDATE, &own, &own_relabelled), H::kQueue},
+  };
+  for (const Case& c : ns_cases) EXPECT_EQ(Hint(*plugin, *c.pod, c.event), c.want) << c.name;
 }
 
 }  // namespace

@@ -54,6 +54,18 @@ const v1::PodGroup* Snapshot::GetPodGroup(std::string_view namespace_,
   return it == pod_groups_by_name_.end() ? nullptr : it->second;
 }
 
+const v1::Namespace* Snapshot::GetNamespace(std::string_view name) const {
+  auto it = namespaces_by_name_.find(AV(name));
+  return it == namespaces_by_name_.end() ? nullptr : it->second;
+}
+
+std::vector<const v1::Namespace*> Snapshot::Namespaces() const {
+  std::vector<const v1::Namespace*> out;
+  out.reserve(namespaces_.size());
+  for (const auto& ns : namespaces_) out.push_back(ns.get());
+  return out;
+}
+
 void Snapshot::RebuildIndex() {
   nodes_.clear();
   nodes_.reserve(by_id_.size());
@@ -139,7 +151,8 @@ void Cache::DetachPod(const std::string& uid) {
 }
 
 void Cache::Append(DeltaEntry entry) {
-  if (entry.kind == DeltaEntry::Kind::kPdb || entry.kind == DeltaEntry::Kind::kPodGroup) {
+  if (entry.kind == DeltaEntry::Kind::kPdb || entry.kind == DeltaEntry::Kind::kPodGroup ||
+      entry.kind == DeltaEntry::Kind::kNamespace) {
     ++objects_generation_;
   }
   log_.Append(std::move(entry));
@@ -240,6 +253,36 @@ std::shared_ptr<const v1::PodGroup> Cache::GetPodGroup(std::string_view namespac
     if (group->meta().namespace_() == namespace_ && group->meta().name() == name) return group;
   }
   return nullptr;
+}
+
+absl::Status Cache::AddOrUpdateNamespace(v1::Namespace ns) {
+  if (ns.meta().name().empty()) return absl::InvalidArgumentError("Namespace has no meta.name");
+  auto ptr = std::make_shared<const v1::Namespace>(std::move(ns));
+  const std::string name = ptr->meta().name();
+  absl::MutexLock lock(&mu_);
+  auto& slot = namespaces_[name];
+  std::shared_ptr<const v1::Namespace> before = std::move(slot);
+  slot = ptr;
+  LogObject(DeltaEntry::Kind::kNamespace, name, std::move(before), std::move(ptr));
+  return absl::OkStatus();
+}
+
+absl::Status Cache::RemoveNamespace(std::string_view name_view) {
+  std::string name(name_view);
+  absl::MutexLock lock(&mu_);
+  auto it = namespaces_.find(name);
+  if (it == namespaces_.end()) {
+    return absl::NotFoundError(absl::StrCat("Namespace ", name, " is not in the cache"));
+  }
+  LogObject(DeltaEntry::Kind::kNamespace, name, std::move(it->second), nullptr);
+  namespaces_.erase(it);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<const v1::Namespace> Cache::GetNamespace(std::string_view name) const {
+  absl::ReaderMutexLock lock(&mu_);
+  auto it = namespaces_.find(std::string(name));
+  return it == namespaces_.end() ? nullptr : it->second;
 }
 
 uint32_t Cache::AddOrUpdateNode(v1::Node node) {
@@ -478,6 +521,12 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
       snapshot.pod_groups_by_name_[absl::StrCat(group->meta().namespace_(), "/",
                                                 group->meta().name())] = group.get();
     }
+    snapshot.namespaces_.clear();
+    snapshot.namespaces_by_name_.clear();
+    for (const auto& [name, ns] : namespaces_) {
+      snapshot.namespaces_.push_back(ns);
+      snapshot.namespaces_by_name_[name] = ns.get();
+    }
     snapshot.objects_generation_ = objects_generation_;
   }
   snapshot.delta_seq_ = log_.seq();
@@ -514,7 +563,7 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
   absl::flat_hash_map<uint32_t, std::shared_ptr<const v1::Node>> node_undo;
   absl::flat_hash_map<std::string, MirrorPod> pod_undo;
   absl::flat_hash_map<std::string, std::shared_ptr<const google::protobuf::Message>> pdb_undo,
-      group_undo;
+      group_undo, namespace_undo;
   log_.ForEachAfter(seq, [&](const DeltaEntry& e) {
     switch (e.kind) {
       case DeltaEntry::Kind::kNode:
@@ -528,6 +577,9 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
         break;
       case DeltaEntry::Kind::kPodGroup:
         group_undo.try_emplace(e.uid, e.obj_before);
+        break;
+      case DeltaEntry::Kind::kNamespace:
+        namespace_undo.try_emplace(e.uid, e.obj_before);
         break;
     }
   });
@@ -566,6 +618,12 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
   }
   for (const auto& [uid, group] : group_undo) {
     if (group != nullptr) *out->add_pod_group_upserts() = static_cast<const v1::PodGroup&>(*group);
+  }
+  for (const auto& [name, ns] : namespaces_) {
+    if (!namespace_undo.contains(name)) *out->add_namespace_upserts() = *ns;
+  }
+  for (const auto& [name, ns] : namespace_undo) {
+    if (ns != nullptr) *out->add_namespace_upserts() = static_cast<const v1::Namespace&>(*ns);
   }
 }
 

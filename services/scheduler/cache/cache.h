@@ -84,6 +84,11 @@ class Cache {
   absl::Status RemovePodGroup(std::string_view uid);
   std::shared_ptr<const v1::PodGroup> GetPodGroup(std::string_view namespace_,
                                                   std::string_view name) const;
+  // Namespaces, keyed by name (their labels are what namespaceSelectors
+  // match), mirrored to plugins that ask. InvalidArgument without a name.
+  absl::Status AddOrUpdateNamespace(v1::Namespace ns);
+  absl::Status RemoveNamespace(std::string_view name);
+  std::shared_ptr<const v1::Namespace> GetNamespace(std::string_view name) const;
 
   // The cached pod (assumed ones carry node_name) or null.
   sdk::PodInfoPtr GetPod(std::string_view uid) const;
@@ -177,6 +182,8 @@ class Cache {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::PodGroup>> pod_groups_
       ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const v1::Namespace>> namespaces_
+      ABSL_GUARDED_BY(mu_);  // By name.
   uint32_t next_node_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Recency list of node items, most recently changed first.
   NodeItem* head_ ABSL_GUARDED_BY(mu_) = nullptr;
@@ -185,7 +192,8 @@ class Cache {
   uint64_t last_removal_generation_ ABSL_GUARDED_BY(mu_) = 0;
 
   DeltaLog log_ ABSL_GUARDED_BY(mu_);
-  // Bumped when a PodDisruptionBudget or PodGroup changes (for snapshots).
+  // Bumped when a PodDisruptionBudget, PodGroup or Namespace changes (for
+  // snapshots).
   uint64_t objects_generation_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -485,6 +485,59 @@ TEST(CacheTest, SnapshotCarriesPdbsAndPodGroups) {
   EXPECT_TRUE(snap.PodDisruptionBudgets("ns").empty());
 }
 
+v1::Namespace MakeNamespace(const std::string& name, const std::string& team = "") {
+  v1::Namespace ns;
+  ns.mutable_meta()->set_name(name);
+  ns.mutable_meta()->set_uid("uid-" + name);
+  if (!team.empty()) (*ns.mutable_meta()->mutable_labels())["team"] = team;
+  return ns;
+}
+
+TEST(CacheTest, NamespacesAreCachedSnapshottedAndMirrored) {
+  Cache cache;
+  HoldDeltaLog(cache);
+  ASSERT_TRUE(cache.AddOrUpdateNamespace(MakeNamespace("prod", "data")).ok());
+  ASSERT_TRUE(cache.AddOrUpdateNamespace(MakeNamespace("dev")).ok());
+  EXPECT_EQ(cache.AddOrUpdateNamespace(v1::Namespace()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache.GetNamespace("prod")->meta().labels().at("team"), "data");
+  EXPECT_EQ(cache.GetNamespace("other"), nullptr);
+
+  Snapshot snap;
+  cache.UpdateSnapshot(snap);
+  ASSERT_NE(snap.GetNamespace("prod"), nullptr);
+  EXPECT_EQ(snap.GetNamespace("prod")->meta().labels().at("team"), "data");
+  EXPECT_EQ(snap.Namespaces().size(), 2u);
+
+  v1::StateDelta d;
+  const uint64_t seq = cache.ReadDelta(0, cache.delta_seq(), &d);
+  EXPECT_EQ(d.namespace_upserts_size(), 2);
+
+  // Relabel prod, remove dev: one upsert, one removal (by name).
+  ASSERT_TRUE(cache.AddOrUpdateNamespace(MakeNamespace("prod", "web")).ok());
+  ASSERT_TRUE(cache.RemoveNamespace("dev").ok());
+  EXPECT_EQ(cache.RemoveNamespace("dev").code(), absl::StatusCode::kNotFound);
+  const uint64_t mid = cache.delta_seq();
+  cache.ReadDelta(seq, mid, &d);
+  ASSERT_EQ(d.namespace_upserts_size(), 1);
+  EXPECT_EQ(d.namespace_upserts(0).meta().labels().at("team"), "web");
+  EXPECT_THAT(d.namespace_removals(), ElementsAre("dev"));
+
+  // The snapshot changes only when updated.
+  EXPECT_EQ(snap.GetNamespace("prod")->meta().labels().at("team"), "data");
+  cache.UpdateSnapshot(snap);
+  EXPECT_EQ(snap.GetNamespace("prod")->meta().labels().at("team"), "web");
+  EXPECT_EQ(snap.GetNamespace("dev"), nullptr);
+
+  // A full state at `seq` rolls the later changes back.
+  ASSERT_TRUE(cache.AddOrUpdateNamespace(MakeNamespace("late")).ok());
+  cache.TrimDeltaLog(mid);
+  cache.ReadDelta(0, mid, &d);
+  EXPECT_TRUE(d.reset());
+  std::vector<std::string> names;
+  for (const auto& ns : d.namespace_upserts()) names.push_back(ns.meta().name());
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("prod"));
+}
+
 TEST(CacheTest, DumpListsPodsAndAssumedPods) {
   Cache cache;
   cache.AddOrUpdateNode(MakeNode("n1", 4000));

@@ -64,7 +64,7 @@ void DeltaLog::Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out)
         it->second.second = e.obj_after;
       }
     }
-  } pdbs, groups;
+  } pdbs, groups, namespaces;
   for (uint64_t s = from_seq + 1; s <= to_seq; ++s) {
     const Entry& e = entries_[s - trimmed_through_ - 1];
     switch (e.kind) {
@@ -88,6 +88,9 @@ void DeltaLog::Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out)
       case Entry::Kind::kPodGroup:
         groups.Add(e);
         break;
+      case Entry::Kind::kNamespace:
+        namespaces.Add(e);
+        break;
     }
   }
   for (const std::string& uid : pdbs.order) {
@@ -104,6 +107,14 @@ void DeltaLog::Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out)
       if (before != nullptr) out->add_pod_group_removals(uid);
     } else if (after != before) {
       *out->add_pod_group_upserts() = static_cast<const v1::PodGroup&>(*after);
+    }
+  }
+  for (const std::string& name : namespaces.order) {
+    const auto& [before, after] = namespaces.changes.at(name);
+    if (after == nullptr) {
+      if (before != nullptr) out->add_namespace_removals(name);
+    } else if (after != before) {
+      *out->add_namespace_upserts() = static_cast<const v1::Namespace&>(*after);
     }
   }
   for (const auto& [id, change] : nodes) {

@@ -34,14 +34,15 @@ class DeltaLog {
     bool assumed = false;
   };
   struct Entry {
-    enum class Kind : uint8_t { kNode, kPod, kPdb, kPodGroup };
+    enum class Kind : uint8_t { kNode, kPod, kPdb, kPodGroup, kNamespace };
     uint64_t seq = 0;
     Kind kind = Kind::kNode;
     uint32_t node_id = 0;                                      // kNode
     std::shared_ptr<const v1::Node> node_before, node_after;  // null = absent
-    std::string uid;                                           // kPod, kPdb, kPodGroup
+    std::string uid;  // kPod, kPdb, kPodGroup; kNamespace: the namespace's name
     MirrorPod pod_before, pod_after;
-    // kPdb (v1::PodDisruptionBudget) or kPodGroup (v1::PodGroup).
+    // kPdb (v1::PodDisruptionBudget), kPodGroup (v1::PodGroup) or kNamespace
+    // (v1::Namespace).
     std::shared_ptr<const google::protobuf::Message> obj_before, obj_after;
   };
 

@@ -25,6 +25,7 @@ void CacheStateSource::FullState(uint64_t to_seq, v1::StateDelta* out) {
   }
   for (const auto& pdb : snapshot_.pdbs()) *out->add_pdb_upserts() = *pdb;
   for (const auto& group : snapshot_.pod_groups()) *out->add_pod_group_upserts() = *group;
+  for (const auto& ns : snapshot_.namespaces()) *out->add_namespace_upserts() = *ns;
 }
 
 void CacheStateSource::SetMirrorPosition(const void* mirror, std::optional<uint64_t> position) {

@@ -32,9 +32,12 @@ class Snapshot final : public sdk::Snapshot {
       std::string_view namespace_) const override;
   const v1::PodGroup* GetPodGroup(std::string_view namespace_,
                                   std::string_view name) const override;
-  // Every PodDisruptionBudget and PodGroup (what a reset delta carries).
+  const v1::Namespace* GetNamespace(std::string_view name) const override;
+  std::vector<const v1::Namespace*> Namespaces() const override;
+  // Every PodDisruptionBudget, PodGroup and Namespace (what a reset delta carries).
   const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs() const { return pdbs_; }
   const std::vector<std::shared_ptr<const v1::PodGroup>>& pod_groups() const { return pod_groups_; }
+  const std::vector<std::shared_ptr<const v1::Namespace>>& namespaces() const { return namespaces_; }
 
   // The cache generation this snapshot reflects (0 = never updated).
   uint64_t generation() const { return generation_; }
@@ -57,7 +60,9 @@ class Snapshot final : public sdk::Snapshot {
   absl::flat_hash_map<std::string, std::vector<const v1::PodDisruptionBudget*>> pdbs_by_namespace_;
   std::vector<std::shared_ptr<const v1::PodGroup>> pod_groups_;
   absl::flat_hash_map<std::string, const v1::PodGroup*> pod_groups_by_name_;  // namespace/name
-  uint64_t objects_generation_ = 0;  // Of pdbs_ and pod_groups_.
+  std::vector<std::shared_ptr<const v1::Namespace>> namespaces_;
+  absl::flat_hash_map<std::string, const v1::Namespace*> namespaces_by_name_;
+  uint64_t objects_generation_ = 0;  // Of pdbs_, pod_groups_ and namespaces_.
   uint64_t generation_ = 0;
   uint64_t delta_seq_ = 0;
   size_t last_update_copied_ = 0;

@@ -42,7 +42,8 @@ bool ChangesMirror(const v1::StateDelta& d) {
   return d.reset() || d.node_removals_size() > 0 || d.node_upserts_size() > 0 ||
          d.pod_removals_size() > 0 || d.pod_upserts_size() > 0 || d.pdb_removals_size() > 0 ||
          d.pdb_upserts_size() > 0 || d.pod_group_removals_size() > 0 ||
-         d.pod_group_upserts_size() > 0;
+         d.pod_group_upserts_size() > 0 || d.namespace_removals_size() > 0 ||
+         d.namespace_upserts_size() > 0;
 }
 
 // Whether the process mirrors anything: what its registration asked for, and
@@ -91,7 +92,7 @@ v1::MirrorScope EffectiveMirrorScope(const v1::Registration& registration) {
 
 bool WantsState(const v1::MirrorScope& scope) {
   return scope.nodes() || scope.assigned_pods() || scope.pod_disruption_budgets() ||
-         scope.pod_groups();
+         scope.pod_groups() || scope.namespaces();
 }
 
 void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta) {
@@ -110,6 +111,10 @@ void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta) {
   if (!scope.pod_groups()) {
     delta.clear_pod_group_removals();
     delta.clear_pod_group_upserts();
+  }
+  if (!scope.namespaces()) {
+    delta.clear_namespace_removals();
+    delta.clear_namespace_upserts();
   }
 }
 

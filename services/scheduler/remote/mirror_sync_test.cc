@@ -62,6 +62,37 @@ sdk::PluginDefinition ProbeDefinition(const std::string& name, sdk::MirrorNeeds 
           needs};
 }
 
+// Rejects every node with the Namespaces its mirror holds: how many, and the
+// team label of the pod's namespace ("-" when the namespace is unknown).
+class NamespaceProbe final : public sdk::FilterPlugin {
+ public:
+  NamespaceProbe(std::string name, sdk::Handle& handle) : name_(std::move(name)), handle_(handle) {}
+  std::string_view Name() const override { return name_; }
+  sdk::Status Filter(sdk::CycleState&, const sdk::PodInfo& pod, const sdk::NodeInfo&) override {
+    const sdk::Snapshot& s = handle_.snapshot();
+    const v1::Namespace* ns = s.GetNamespace(pod.pod->meta().namespace_());
+    std::string team = "-";
+    if (ns != nullptr) {
+      auto it = ns->meta().labels().find("team");
+      team = it == ns->meta().labels().end() ? "" : it->second;
+    }
+    return sdk::Status(sdk::Code::kUnschedulable,
+                       absl::StrCat("namespaces=", s.Namespaces().size(), " team=", team));
+  }
+
+ private:
+  const std::string name_;
+  sdk::Handle& handle_;
+};
+
+sdk::PluginDefinition NamespaceProbeDefinition(const std::string& name, sdk::MirrorNeeds needs) {
+  return {name,
+          [name](const boost::json::object&, sdk::Handle& handle) -> absl::StatusOr<sdk::PluginPtr> {
+            return std::make_unique<NamespaceProbe>(name, handle);
+          },
+          needs};
+}
+
 class MirrorSyncTest : public testing::Test {
  protected:
   void SetUp() override {
@@ -191,6 +222,34 @@ TEST_F(MirrorSyncTest, AProcessGetsOnlyTheStateItAskedFor) {
   GrpcPluginProcess& process = Dial("plain", address);
   EXPECT_FALSE(process.registration().mirror().assigned_pods());
   EXPECT_EQ(FilterReason(process, "PlainProbe"), "nodes=1 pods=0 pdbs=0 gang=-1");
+}
+
+TEST_F(MirrorSyncTest, NamespacesReachOnlyTheMirrorsThatAskForThem) {
+  auto make = [](const std::string& name, const std::string& team) {
+    v1::Namespace ns;
+    ns.mutable_meta()->set_name(name);
+    ns.mutable_meta()->set_uid("uid-" + name);
+    if (!team.empty()) (*ns.mutable_meta()->mutable_labels())["team"] = team;
+    return ns;
+  };
+  ASSERT_TRUE(cache_.AddOrUpdateNamespace(make("ns", "data")).ok());
+  ASSERT_TRUE(cache_.AddOrUpdateNamespace(make("other", "")).ok());
+  GrpcPluginProcess& asks = Dial(
+      "asks", Serve("asks", {NamespaceProbeDefinition("NsProbe", sdk::MirrorNeeds{.namespaces = true})}));
+  GrpcPluginProcess& plain =
+      Dial("plain", Serve("plain", {NamespaceProbeDefinition("PlainNsProbe", sdk::MirrorNeeds{})}));
+  EXPECT_TRUE(asks.registration().mirror().namespaces());
+  EXPECT_FALSE(plain.registration().mirror().namespaces());
+
+  EXPECT_EQ(FilterReason(asks, "NsProbe"), "namespaces=2 team=data");
+  EXPECT_EQ(FilterReason(plain, "PlainNsProbe"), "namespaces=0 team=-");
+  // A relabel and a removal travel as deltas.
+  ASSERT_TRUE(cache_.AddOrUpdateNamespace(make("ns", "web")).ok());
+  ASSERT_TRUE(cache_.RemoveNamespace("other").ok());
+  EXPECT_EQ(FilterReason(asks, "NsProbe"), "namespaces=1 team=web");
+  EXPECT_EQ(FilterReason(plain, "PlainNsProbe"), "namespaces=0 team=-");
+  ASSERT_TRUE(cache_.RemoveNamespace("ns").ok());
+  EXPECT_EQ(FilterReason(asks, "NsProbe"), "namespaces=0 team=-");
 }
 
 // Processes that serve only Permit or only Bind get no cycle request: their

@@ -215,6 +215,11 @@ class Snapshot {
                                           std::string_view name) const {
     return nullptr;
   }
+  // A Namespace by name, and every Namespace (in no particular order): their
+  // labels are what a namespaceSelector matches. Mirrored only when a plugin
+  // of the process asks (MirrorNeeds::namespaces); otherwise null / empty.
+  virtual const v1::Namespace* GetNamespace(std::string_view name) const { return nullptr; }
+  virtual std::vector<const v1::Namespace*> Namespaces() const { return {}; }
   // The nodes with at least one pod in pods_with_affinity() /
   // pods_with_required_anti_affinity(), ascending id (kube-scheduler's
   // HavePodsWithAffinityList / HavePodsWithRequiredAntiAffinityList). The
@@ -383,6 +388,7 @@ struct MirrorNeeds {
   bool assigned_pods = true;  // Bound and assumed pods on their nodes.
   bool pod_disruption_budgets = false;
   bool pod_groups = false;
+  bool namespaces = false;
 };
 
 struct PluginDefinition {
