@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500 adapter-basic-5000)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 adapter-basic-500 adapter-basic-5000 gang-1000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
@@ -46,6 +46,11 @@ for w in workloads:
                    victims_per_preemption=r.get("deleted", 0) / n,
                    api_calls_per_preemption=(a.get("bind", 0) + a.get("delete_pod", 0) + a.get("patch_pod_status", 0)) / n,
                    events_per_preemption=a.get("record_event", 0) / n, actions_failed=a.get("failed", 0))
+    if r.get("gangs"):
+        # Gangs bound whole, never partially; time per gang = measured seconds / gangs bound.
+        row.update(gangs=len(r["gangs"]), gangs_bound=r.get("gangs_bound"),
+                   gangs_partially_bound=r.get("gangs_partially_bound"),
+                   ms_per_gang=None if r.get("seconds_per_gang") is None else r["seconds_per_gang"] * 1000)
     rows.append(row)
 with open(f"{out}/results.json", "w") as f:
     json.dump(rows, f, indent=2)
@@ -66,5 +71,14 @@ if prows:
     print()
     for row in ptable:
         print("  ".join(c.rjust(w) for c, w in zip(row, pw)))
+grows = [r for r in rows if "gangs" in r]
+if grows:
+    ghead = ["workload", "gangs", "bound whole", "partially bound", "ms per gang"]
+    gtable = [ghead] + [[fmt(r[k]) for k in ["workload", "gangs", "gangs_bound", "gangs_partially_bound", "ms_per_gang"]]
+                        for r in grows]
+    gw = [max(len(row[i]) for row in gtable) for i in range(len(ghead))]
+    print()
+    for row in gtable:
+        print("  ".join(c.rjust(w) for c, w in zip(row, gw)))
 print(f"\nresults: {out}/results.json (times in ms)")
 PY

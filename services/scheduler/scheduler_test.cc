@@ -749,3 +749,109 @@ TEST_F(SchedulerTest, AnAttemptThatFailedWithAnErrorIsExplainedAsAnError) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+// ---- gangs: one pass (schedule_gang.cc)
+
+namespace {
+
+v1::ObjectEvent GroupEvent(const std::string& name, int32_t min_member) {
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  auto* g = e.mutable_pod_group();
+  g->mutable_meta()->set_name(name);
+  g->mutable_meta()->set_namespace_("default");
+  g->mutable_meta()->set_uid("uid-group-" + name);
+  g->set_min_member(min_member);
+  return e;
+}
+
+v1::ObjectEvent MemberEvent(const std::string& name, const std::string& group) {
+  v1::ObjectEvent e = PodEvent(name);
+  e.mutable_pod()->set_pod_group(group);
+  return e;
+}
+
+}  // namespace
+
+class GangSchedulerTest : public SchedulerTest {
+ protected:
+  // The host's cycles find node-1 feasible for the first `room` pods only.
+  void RoomFor(int room) {
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this, room](v1::SchedulerToPlugin req, auto) {
+      if (req.has_cycle()) return Answered(CycleAnswer(cycles_++ < room));
+      return Answered(StatusAnswer());
+    }));
+  }
+  void StartWithGang(const std::string& group, int32_t min_member, int members) {
+    scheduler_->OnObjectEvent(GroupEvent(group, min_member));
+    for (int i = 0; i < members; ++i) scheduler_->OnObjectEvent(MemberEvent(group + "-" + std::to_string(i), group));
+    scheduler_->OnListEnd();
+    scheduler_->Start();
+    scheduler_->WaitForBackgroundWork();
+  }
+  std::atomic<int> cycles_{0};
+};
+
+TEST_F(GangSchedulerTest, AGangThatDoesNotFitIsFoundOutInOnePassAndBindsNone) {
+  Build(false);
+  RoomFor(2);
+  StartWithGang("train", 3, 3);
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // One pop: the whole gang.
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(cycles_.load(), 3);
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
+  EXPECT_EQ(cache_.NumPods(), 0u);  // Every assumption undone.
+  EXPECT_FALSE(scheduler_->ScheduleNext());  // Nothing left in activeQ.
+  ASSERT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 3u);
+  for (size_t from = 0, n = 0; n < 3; ++n) {
+    auto patch = sink_.Find(v1::Action::kPatchPodStatus, from);
+    ASSERT_TRUE(patch);
+    from = *patch + 1;
+    const auto& c = sink_.action(*patch).patch_pod_status().conditions(0);
+    EXPECT_EQ(c.reason(), "Unschedulable");
+    EXPECT_THAT(c.message(), testing::StartsWith("pod group default/train (minMember 3): only 2 of 3 members can be "
+                                                 "placed together, so none is bound; default/train-2: 0/1 nodes are "
+                                                 "available: 1 Insufficient cpu."));
+  }
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(QueueOf("train-" + std::to_string(i)), QueueKind::kUnschedulable) << i;
+  }
+}
+
+TEST_F(GangSchedulerTest, AGangThatFitsIsPlacedInOnePass) {
+  Build(false);
+  RoomFor(100);
+  scheduler_->OnObjectEvent(PodEvent("loner"));
+  StartWithGang("train", 3, 3);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 3);
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
+  EXPECT_EQ(cache_.NumPods(), 3u);
+  // The pod outside the gang is still queued: only the gang was taken.
+  EXPECT_EQ(QueueOf("loner"), QueueKind::kActive);
+}
+
+TEST_F(GangSchedulerTest, MembersBeyondTheMinimumThatDoNotFitAreRetriedOnTheirOwn) {
+  Build(false);
+  RoomFor(2);
+  StartWithGang("train", 2, 3);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
+  EXPECT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(patch);
+  EXPECT_EQ(sink_.action(*patch).patch_pod_status().conditions(0).message(),
+            "0/1 nodes are available: 1 Insufficient cpu.");
+}
+
+TEST_F(GangSchedulerTest, APodNamingNoExistingGroupIsAnOrdinaryPod) {
+  Build(false);
+  RoomFor(100);
+  scheduler_->OnObjectEvent(MemberEvent("stray-0", "nowhere"));
+  scheduler_->OnObjectEvent(MemberEvent("stray-1", "nowhere"));
+  scheduler_->OnListEnd();
+  scheduler_->Start();
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);  // One pod per pop.
+}

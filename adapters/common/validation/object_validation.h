@@ -39,6 +39,9 @@ absl::Status ValidateResources(const v1::ResourceList& list, const std::string& 
 absl::Status ValidatePod(const v1::Pod& pod);
 absl::Status ValidateNode(const v1::Node& node);
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);
+// A gang: at least one member, a non-negative timeout. Fields are named as
+// the API the group came from spells them (spec.minMember, ...gang.minCount).
+absl::Status ValidatePodGroup(const v1::PodGroup& group);
 // Validates whichever object the event carries.
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event);
 

@@ -27,9 +27,14 @@ struct WorkloadShape {
   int64_t measured_milli_cpu = 100, measured_memory = 500LL << 20;
   int32_t measured_priority = 0;
   bool sequential = false;
+  // Gang shapes (gang-1000): `gangs` PodGroups (scheduler-plugins' API) of
+  // minMember gang_size in the initial list; their gang_size * gangs measured
+  // pods, labelled with their group, are created at once.
+  int gangs = 0;
+  int gang_size = 0;
 };
 
-// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500"; nullopt for an
+// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500", "gang-1000"; nullopt for an
 // unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);

@@ -32,7 +32,8 @@ const std::vector<std::string>& DefaultHostPlugins() {
       "NodeUnschedulable", "NodeName",         "TaintToleration",
       "NodeAffinity",      "NodePorts",        "NodeResourcesFit",
       "PodTopologySpread", "InterPodAffinity",
-      "NodeResourcesBalancedAllocation",       "ImageLocality"};
+      "NodeResourcesBalancedAllocation",       "ImageLocality",
+      "Coscheduling"};
   return *plugins;
 }
 
@@ -698,6 +699,8 @@ std::vector<PluginRef> DefaultMultiPointPlugins() {
       {"InterPodAffinity", 2},
       {"NodeResourcesBalancedAllocation", 1},
       {"ImageLocality", 1},
+      // Gangs (PodGroups): called only for pods that name a group.
+      {"Coscheduling", 0},
       {"DefaultBinder", 0},
   };
 }
