@@ -7,7 +7,7 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra spread-1000 antiaffinity-500 adapter-basic-500 adapter-basic-5000)
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra spread-1000 antiaffinity-500 gang-1000 adapter-basic-500 adapter-basic-5000)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
 [ -x "$sim" ] || { echo "run_bench.sh: $sim not built" >&2; exit 1; }
@@ -88,6 +88,11 @@ for w in workloads:
                    events_per_preemption=a.get("record_event", 0) / n, actions_failed=a.get("failed", 0))
     if w.startswith("spread-") or w.startswith("antiaffinity-"):
         row["placement"] = check_placement(w, r)
+    if r.get("gangs"):
+        # Gangs bound whole, never partially; time per gang = measured seconds / gangs bound.
+        row.update(gangs=len(r["gangs"]), gangs_bound=r.get("gangs_bound"),
+                   gangs_partially_bound=r.get("gangs_partially_bound"),
+                   ms_per_gang=None if r.get("seconds_per_gang") is None else r["seconds_per_gang"] * 1000)
     rows.append(row)
 with open(f"{out}/results.json", "w") as f:
     json.dump(rows, f, indent=2)
@@ -113,5 +118,14 @@ if checked:
     print()
     for r in checked:
         print(f"{r['workload']}: placement {r['placement']}")
+grows = [r for r in rows if "gangs" in r]
+if grows:
+    ghead = ["workload", "gangs", "bound whole", "partially bound", "ms per gang"]
+    gtable = [ghead] + [[fmt(r[k]) for k in ["workload", "gangs", "gangs_bound", "gangs_partially_bound", "ms_per_gang"]]
+                        for r in grows]
+    gw = [max(len(row[i]) for row in gtable) for i in range(len(ghead))]
+    print()
+    for row in gtable:
+        print("  ".join(c.rjust(w) for c, w in zip(row, gw)))
 print(f"\nresults: {out}/results.json (times in ms)")
 PY

@@ -36,6 +36,10 @@ KUBE_SCHEDULER = {
     ("", "persistentvolumes"): {"get", "list", "watch"},
     ("", "namespaces"): {"get", "list", "watch"},
     ("storage.k8s.io", "csinodes"): {"get", "list", "watch"},
+    # Gangs: Kubernetes' GenericWorkload PodGroups (1.35+) and what
+    # scheduler-plugins' Coscheduling grants its scheduler.
+    ("scheduling.k8s.io", "podgroups"): {"get", "list", "watch"},
+    ("scheduling.x-k8s.io", "podgroups"): {"get", "list", "watch"},
 }
 
 

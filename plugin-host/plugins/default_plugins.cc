@@ -1,5 +1,6 @@
 #include "plugins/default_plugins.h"
 
+#include "plugins/coscheduling/coscheduling.h"
 #include "plugins/image_locality/image_locality.h"
 #include "plugins/inter_pod_affinity/inter_pod_affinity.h"
 #include "plugins/node_affinity/node_affinity.h"
@@ -34,6 +35,7 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true}),
       Definition<NodeResourcesBalancedAllocation>(),
       Definition<ImageLocality>(),
+      Coscheduling::Definition(),
   };
 }
 

@@ -25,7 +25,7 @@ TEST(DefaultPluginsTest, AllWithWorkingFactories) {
   EXPECT_THAT(names, ElementsAre("NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
                                  "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                                  "NodeResourcesBalancedAllocation",
-                                 "ImageLocality"));
+                                 "ImageLocality", "Coscheduling"));
 }
 
 TEST(DefaultPluginsTest, ArgsCarryingApiVersionAndKindAreAccepted) {

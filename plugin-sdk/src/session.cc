@@ -297,6 +297,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
 
     v1::PluginRegistration& reg = *out.add_plugins();
     reg.set_name(instance->name);
+    reg.set_pod_group_members_only(definition->second->pod_group_members_only);
     const std::pair<ExtensionPointKind, v1::ExtensionPoint> points[] = {
         {ExtensionPointKind::kPreEnqueue, v1::PRE_ENQUEUE},
         {ExtensionPointKind::kPreFilter, v1::PRE_FILTER},
@@ -477,8 +478,11 @@ absl::Status Session::RunPreEnqueue(v1::PreEnqueueRequest& request, v1::StatusRe
       Resolve(request.plugins(), ExtensionPointKind::kPreEnqueue, "pre_enqueue.plugins");
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
+  PreEnqueuePlugin::Context context;
+  if (request.has_pod_group()) context.pod_group = &request.pod_group();
+  context.pod_group_pods = request.pod_group_pods();
   for (PluginInstance* plugin : **plugins) {
-    Status status = plugin->pre_enqueue->PreEnqueue(*pod);
+    Status status = plugin->pre_enqueue->PreEnqueue(*pod, context);
     if (!status.IsSuccess()) {
       WriteStatus(status, plugin->name, Recode::kFilter, out.add_statuses());
       break;

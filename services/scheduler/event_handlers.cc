@@ -4,6 +4,7 @@
 // event order. Relists reconcile what the new list no longer carries.
 #include <cstdio>
 
+#include "gang/gang.h"
 #include "pod_ref.h"
 #include "queue/events.h"
 #include "scheduler.h"
@@ -76,10 +77,25 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
       break;
     }
     case v1::ObjectEvent::kPodGroup: {
-      absl::Status s = event.type() == v1::ObjectEvent::DELETE
-                           ? cache_.RemovePodGroup(event.pod_group().meta().uid())
-                           : cache_.AddOrUpdatePodGroup(event.pod_group());
-      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
+      const v1::PodGroup& group = event.pod_group();
+      const bool deleted = event.type() == v1::ObjectEvent::DELETE;
+      std::shared_ptr<const v1::PodGroup> before =
+          deleted ? nullptr : cache_.GetPodGroup(group.meta().namespace_(), group.meta().name());
+      absl::Status s = deleted ? cache_.RemovePodGroup(group.meta().uid()) : cache_.AddOrUpdatePodGroup(group);
+      if (!s.ok()) {
+        std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
+        break;
+      }
+      if (deleted) break;
+      // Its members held at PreEnqueue may go now; those rejected by a plugin
+      // registered for PodGroup events are asked about (queueing hints).
+      RetryGatedMembers(group.meta().namespace_(), group.meta().name());
+      v1::ClusterEvent e;
+      e.set_resource(v1::POD_GROUP);
+      e.set_action(before == nullptr ? v1::ADD : v1::UPDATE);
+      if (before != nullptr) *e.mutable_old_pod_group() = *before;
+      *e.mutable_new_pod_group() = group;
+      MoveOnEvent(std::move(e));
       break;
     }
     case v1::ObjectEvent::kNamespaceObject: HandleNamespace(event); break;
@@ -180,6 +196,7 @@ void Scheduler::HandleNode(const v1::ObjectEvent& event) {
 
 void Scheduler::PodGone(const std::string& uid, const std::shared_ptr<const v1::Pod>& old) {
   diagnoses_.Erase(uid);
+  gang_members_.Set(*old, false);
   {
     absl::MutexLock lock(&mu_);
     pending_uids_.erase(uid);
@@ -218,6 +235,7 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
 
   auto latest = std::make_shared<const v1::Pod>(pod);
   pods_[uid] = latest;
+  gang_members_.Set(pod, !PodTerminal(pod) && pod.meta().deletion_timestamp_us() == 0);
   if (!pod.node_name().empty()) {
     // Bound: by us (the adapter confirms our bind) or by someone else.
     diagnoses_.Erase(uid);
@@ -271,7 +289,17 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     pending_uids_.insert(uid);
   }
   sdk::PodInfoPtr info = sdk::PodInfo::Create(pod);
-  if (old == nullptr) {
+  if (old == nullptr && !pod.pod_group().empty()) {
+    // A new gang member: if it is let in, so are its siblings held until
+    // enough members existed (the same PreEnqueue answer).
+    PostQueueWork([this, info] {
+      queue_.Add(info);
+      std::optional<QueuedPodSummary> queued = queue_.Find(info->uid());
+      if (queued && queued->queue == QueueKind::kGated) return;
+      const v1::Pod& p = *info->pod;
+      queue_.RetryGated([&](const QueuedPodInfo& q) { return q.uid() != p.meta().uid() && gang::SameGroup(q.pod(), p); });
+    });
+  } else if (old == nullptr) {
     PostQueueWork([this, info] { queue_.Add(info); });
   } else {
     PostQueueWork([this, old, info] { queue_.Update(*old, info); });

@@ -85,7 +85,9 @@ absl::StatusOr<ProfileSpec> ResolveProfile(const ProfileConfig& profile, size_t 
   for (const auto& [point, refs] : spec.plugins) {
     for (const auto& ref : refs) {
       auto it = served.find(ref.name);
-      if (it != served.end()) spec.processes[ref.name] = it->second.process;
+      if (it == served.end()) continue;
+      spec.processes[ref.name] = it->second.process;
+      if (it->second.registration.pod_group_members_only()) spec.pod_group_members_only.insert(ref.name);
     }
   }
   return spec;

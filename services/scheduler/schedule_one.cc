@@ -52,6 +52,8 @@ bool Scheduler::StillPending(const std::string& uid) const {
 }
 
 void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
+  // A gang member brings its queued siblings: placed together or not at all.
+  if (!qp->pod().pod_group().empty() && ScheduleGang(qp)) return;
   const v1::Pod& pod = *qp->pod_info->pod;
   const std::string& uid = pod.meta().uid();
   Framework* fw = FrameworkFor(pod);
@@ -111,11 +113,17 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
                   reserve.Message(), {reserve.plugin()}, nullptr);
     return;
   }
+  PermitAndBind(std::move(qp), fw, result.node_name, std::move(assumed), cycle_id, scheduling_cycle, start);
+}
+
+void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,
+                              uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start) {
+  const std::string uid = qp->uid();
   waiting_.BeginPermit(uid, fw);
-  PermitOutcome permit = fw->RunPermit(*assumed->pod, result.node_name, cycle_id);
+  PermitOutcome permit = fw->RunPermit(*assumed->pod, node, cycle_id);
   std::vector<v1::PermitDecision> early = waiting_.EndPermit();
   if (!permit.status.IsSuccess() && !permit.status.IsWait()) {
-    fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
+    fw->RunUnreserve(*assumed->pod, node, cycle_id);
     (void)cache_.ForgetPod(uid);
     const bool rejected = permit.status.IsRejected();
     AttemptFailed(qp, fw, scheduling_cycle, start,
@@ -123,7 +131,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
                   permit.status.Message(), {permit.status.plugin()}, nullptr);
     return;
   }
-  BindingPod binding{qp, fw, result.node_name, cycle_id, scheduling_cycle, start};
+  BindingPod binding{qp, fw, node, cycle_id, scheduling_cycle, start};
   if (permit.status.IsWait()) {
     const absl::Time now = clock_.Now();
     std::map<std::string, absl::Time> deadlines;

@@ -1,5 +1,6 @@
 #include "scheduler.h"
 
+#include "absl/strings/str_cat.h"
 #include "pod_ref.h"
 
 namespace podium::scheduler {
@@ -100,11 +101,40 @@ Framework* Scheduler::FrameworkFor(const v1::Pod& pod) const {
 
 bool Scheduler::HasProfileFor(const v1::Pod& pod) const { return FrameworkFor(pod) != nullptr; }
 
-sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) const {
+sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   sdk::Status gates = SchedulingGatesPreEnqueue(pod);
   if (!gates.IsSuccess()) return gates;
   const Framework* fw = FrameworkFor(*pod.pod);
-  return fw == nullptr ? gates : fw->RunPreEnqueue(*pod.pod);
+  if (fw == nullptr) return gates;
+  sdk::Status status = sdk::Status::Success();
+  if (const std::string& group = pod.pod->pod_group(); !group.empty()) {
+    const std::string& ns = pod.pod->meta().namespace_();
+    std::shared_ptr<const v1::PodGroup> found = cache_.GetPodGroup(ns, group);
+    status = fw->RunPreEnqueue(*pod.pod, found.get(), static_cast<uint32_t>(gang_members_.Count(ns, group)));
+  } else {
+    status = fw->RunPreEnqueue(*pod.pod);
+  }
+  if (status.IsSuccess()) return status;
+  // Tell the user why the pod does not enter the queue (the API server says
+  // the same for schedulingGates): PodScheduled=False, reason SchedulingGated.
+  const std::string message = absl::StrCat(status.plugin().empty() ? "" : status.plugin() + ": ", status.Message());
+  for (const auto& c : pod.pod->conditions()) {
+    if (c.type() == "PodScheduled" && c.status() == "False" && c.reason() == "SchedulingGated" &&
+        c.message() == message) {
+      return status;
+    }
+  }
+  v1::Action patch;
+  auto* p = patch.mutable_patch_pod_status();
+  *p->mutable_pod() = PodRef(*pod.pod);
+  auto* c = p->add_conditions();
+  c->set_type("PodScheduled");
+  c->set_status("False");
+  c->set_reason("SchedulingGated");
+  c->set_message(message);
+  c->set_last_transition_time_us(absl::ToUnixMicros(clock_.Now()));
+  SendAction(std::move(patch));
+  return status;
 }
 
 void Scheduler::SendAction(v1::Action action, ActionSink::ResultCallback on_result) {

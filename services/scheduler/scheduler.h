@@ -28,6 +28,7 @@
 #include "decision_broadcaster.h"
 #include "diagnosis_store.h"
 #include "executor.h"
+#include "gang/gang.h"
 #include "framework/framework.h"
 #include "metrics/metrics.h"
 #include "queue/clock.h"
@@ -85,7 +86,9 @@ class Scheduler final : public ClusterEventHandler {
   // The queue's PreEnqueue: SchedulingGates, then the remote PreEnqueue
   // plugins of the pod's profile. Called outside the queue's lock, on the
   // queue worker.
-  sdk::Status PreEnqueue(const sdk::PodInfo& pod) const;
+  // A pod a remote plugin holds gets PodScheduled=False, reason
+  // SchedulingGated, with the plugin's message (once per change).
+  sdk::Status PreEnqueue(const sdk::PodInfo& pod);
 
   // A plugin allowed or rejected a pod waiting at Permit (gRPC reader
   // thread; never blocks). `endpoint`, when not empty, is the name of the
@@ -123,6 +126,19 @@ class Scheduler final : public ClusterEventHandler {
   void SchedulingLoop();
   bool MaySchedule() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ScheduleOne(QueuedPodInfoPtr pod);
+  // Permit, then the binding cycle (or the wait at Permit) for a pod assumed
+  // on `node` with Reserve done.
+  void PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,
+                     uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start);
+  // schedule_gang.cc: a member of a PodGroup in the snapshot and its queued
+  // siblings, placed in one pass on one snapshot (each assumed before the next
+  // cycle); if fewer than the group's minimum fit, every assumption is undone
+  // and every member gets a FailedScheduling message that says why. False
+  // when the pod is not a gang member the pass can take (no such group).
+  bool ScheduleGang(const QueuedPodInfoPtr& first);
+  // Gated members of the group `namespace_/group` run PreEnqueue again
+  // (queue worker).
+  void RetryGatedMembers(const std::string& namespace_, const std::string& group);
   Framework* FrameworkFor(const v1::Pod& pod) const;
   bool HasProfileFor(const v1::Pod& pod) const;
   bool StillPending(const std::string& uid) const;
@@ -174,6 +190,7 @@ class Scheduler final : public ClusterEventHandler {
   DecisionBroadcaster decisions_;
   DiagnosisStore diagnoses_;
   WaitingPods waiting_;
+  gang::MemberRegistry gang_members_;
   std::function<void()> housekeeping_hook_;
 
   // Scheduling thread only (or the ScheduleNext caller).

@@ -8,6 +8,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -331,6 +332,32 @@ struct PodExtras {
   bool has_preemption_policy = false;
 };
 
+// The gang a pod joins: Kubernetes' spec.schedulingGroup, else its 1.35 alpha
+// spec.workloadRef, else scheduler-plugins' label.
+void PodGroupOfPod(const YAML::Node& obj, const YAML::Node& spec, v1::Pod* pod) {
+  const std::string sp = "spec";
+  YAML::Node group = Get(spec, sp, "schedulingGroup");
+  if (Present(group)) {
+    const std::string p = Sub(sp, "schedulingGroup");
+    std::string name = Str(Get(group, p, "podGroupName"), Sub(p, "podGroupName"));
+    if (name.empty()) Fail(Sub(p, "podGroupName"), "required");
+    pod->set_pod_group(name);
+    return;
+  }
+  YAML::Node ref = Get(spec, sp, "workloadRef");
+  if (Present(ref)) {
+    const std::string p = Sub(sp, "workloadRef");
+    std::string workload = Str(Get(ref, p, "name"), Sub(p, "name"));
+    std::string group_name = Str(Get(ref, p, "podGroup"), Sub(p, "podGroup"));
+    if (workload.empty()) Fail(Sub(p, "name"), "required");
+    if (group_name.empty()) Fail(Sub(p, "podGroup"), "required");
+    pod->set_pod_group(absl::StrCat(workload, "/", group_name));
+    return;
+  }
+  auto label = pod->meta().labels().find("scheduling.x-k8s.io/pod-group");
+  if (label != pod->meta().labels().end()) pod->set_pod_group(label->second);
+}
+
 v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
   v1::Pod pod;
   Meta(Get(obj, "", "metadata"), "metadata", true, pod.mutable_meta());
@@ -423,8 +450,7 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
           });
   if (pod.resize_status().empty()) pod.clear_allocated();  // Only meaningful while a resize is pending.
 
-  auto group = pod.meta().labels().find("scheduling.x-k8s.io/pod-group");
-  if (group != pod.meta().labels().end()) pod.set_pod_group(group->second);
+  PodGroupOfPod(obj, spec, &pod);
   return pod;
 }
 
@@ -547,6 +573,83 @@ v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
   return pdb;
 }
 
+// --- gangs: PodGroup (scheduler-plugins, Kubernetes) and Workload -----------
+
+// Kubernetes' schedulingPolicy / policy: exactly one of basic and gang.
+int32_t GangMinCount(const YAML::Node& policy, const std::string& path) {
+  const bool basic = Present(Get(policy, path, "basic"));
+  const bool gang = Present(Get(policy, path, "gang"));
+  if (basic == gang) Fail(path, "exactly one of basic and gang must be set");
+  if (basic) return 1;  // Each pod on its own; the group only has to exist.
+  const std::string gp = Sub(path, "gang");
+  YAML::Node min = Get(Get(policy, path, "gang"), gp, "minCount");
+  if (!Present(min)) Fail(Sub(gp, "minCount"), "required");
+  return Int32(min, Sub(gp, "minCount"));
+}
+
+v1::PodGroup ConvertPodGroup(const YAML::Node& obj) {
+  v1::PodGroup group;
+  Meta(Get(obj, "", "metadata"), "metadata", true, group.mutable_meta());
+  const std::string api = Str(Get(obj, "", "apiVersion"), "apiVersion");
+  YAML::Node spec = Get(obj, "", "spec");
+  const std::string sp = "spec";
+  if (absl::StartsWith(api, "scheduling.x-k8s.io/")) {
+    group.set_source(v1::PodGroup::SCHEDULER_PLUGINS);
+    if (Present(Get(spec, sp, "minMember"))) {
+      group.set_min_member(Int32(Get(spec, sp, "minMember"), Sub(sp, "minMember")));
+    }
+    if (Present(Get(spec, sp, "scheduleTimeoutSeconds"))) {
+      group.set_schedule_timeout_seconds(
+          Int32(Get(spec, sp, "scheduleTimeoutSeconds"), Sub(sp, "scheduleTimeoutSeconds")));
+    }
+  } else if (absl::StartsWith(api, "scheduling.k8s.io/")) {
+    group.set_source(v1::PodGroup::KUBERNETES_POD_GROUP);
+    YAML::Node policy = Get(spec, sp, "schedulingPolicy");
+    if (!Present(policy)) Fail(Sub(sp, "schedulingPolicy"), "required");
+    group.set_min_member(GangMinCount(policy, Sub(sp, "schedulingPolicy")));
+    group.set_schedule_timeout_seconds(kKubernetesGangTimeoutSeconds);
+  } else {
+    Fail("apiVersion", absl::StrCat("\"", validation::Printable(api, 64),
+                                    "\" is neither scheduling.x-k8s.io (scheduler-plugins) nor scheduling.k8s.io"));
+  }
+  // The spec's rules now (the uid may come later: LoadCluster stamps it, then
+  // validates the whole object).
+  v1::PodGroup identified = group;
+  if (identified.meta().uid().empty()) identified.mutable_meta()->set_uid("-");
+  if (absl::Status s = validation::ValidatePodGroup(identified); !s.ok()) Fail("", std::string(s.message()));
+  return group;
+}
+
+std::vector<v1::PodGroup> ConvertWorkload(const YAML::Node& obj) {
+  v1::ObjectMeta meta;
+  Meta(Get(obj, "", "metadata"), "metadata", true, &meta);
+  YAML::Node spec = Get(obj, "", "spec");
+  const std::string sp = "spec";
+  std::vector<v1::PodGroup> groups;
+  ForEach(Get(spec, sp, "podGroups"), Sub(sp, "podGroups"), [&](const YAML::Node& g, const std::string& p) {
+    std::string name = Str(Get(g, p, "name"), Sub(p, "name"));
+    if (name.empty()) Fail(Sub(p, "name"), "required");
+    for (const v1::PodGroup& other : groups) {
+      if (other.meta().name() == absl::StrCat(meta.name(), "/", name)) Fail(Sub(p, "name"), absl::StrCat("duplicate pod group \"", name, "\""));
+    }
+    v1::PodGroup group;
+    *group.mutable_meta() = meta;
+    group.mutable_meta()->set_name(absl::StrCat(meta.name(), "/", name));
+    if (!meta.uid().empty()) group.mutable_meta()->set_uid(absl::StrCat(meta.uid(), "/", name));
+    group.set_source(v1::PodGroup::KUBERNETES_WORKLOAD);
+    YAML::Node policy = Get(g, p, "policy");
+    if (!Present(policy)) Fail(Sub(p, "policy"), "required");
+    group.set_min_member(GangMinCount(policy, Sub(p, "policy")));
+    group.set_schedule_timeout_seconds(kKubernetesGangTimeoutSeconds);
+    if (group.min_member() < 1) {
+      Fail(Sub(Sub(Sub(p, "policy"), "gang"), "minCount"), absl::StrCat("must be at least 1, got ", group.min_member()));
+    }
+    groups.push_back(std::move(group));
+  });
+  if (groups.empty()) Fail(Sub(sp, "podGroups"), "required: a Workload needs at least one pod group");
+  return groups;
+}
+
 template <typename F>
 auto Convert(F&& f) -> absl::StatusOr<decltype(f())> {
   try {
@@ -574,7 +677,7 @@ std::string Describe(const std::string& kind, const YAML::Node& obj) {
     ns = ScalarAt(meta, "namespace");
     name = ScalarAt(meta, "name");
   }
-  if (kind == "Pod" && ns.empty()) ns = "default";
+  if ((kind == "Pod" || kind == "PodGroup" || kind == "Workload") && ns.empty()) ns = "default";
   // Escaped and cut: the name may be what is wrong with the object.
   std::string id = ns.empty() ? validation::Printable(name)
                               : absl::StrCat(validation::Printable(ns, validation::kMaxNamespaceLength), "/",
@@ -595,6 +698,7 @@ struct Loader {
   std::vector<std::string> class_where;
   std::vector<std::string> node_where;
   std::vector<std::string> namespace_where;
+  std::vector<std::string> group_where;
 
   absl::Status Object(const std::string& where_doc, const YAML::Node& obj) {
     if (!obj.IsMap()) return absl::InvalidArgumentError(absl::StrCat(where_doc, ": expected a Kubernetes object (a mapping), got ", TypeName(obj)));
@@ -627,6 +731,18 @@ struct Loader {
       if (!ns.ok()) return wrap(ns.status());
       cluster.namespaces.push_back(*std::move(ns));
       namespace_where.push_back(where);
+    } else if (kind == "PodGroup") {
+      auto group = Convert([&] { return ConvertPodGroup(obj); });
+      if (!group.ok()) return wrap(group.status());
+      cluster.pod_groups.push_back(*std::move(group));
+      group_where.push_back(where);
+    } else if (kind == "Workload") {
+      auto groups = Convert([&] { return ConvertWorkload(obj); });
+      if (!groups.ok()) return wrap(groups.status());
+      for (auto& g : *groups) {
+        cluster.pod_groups.push_back(std::move(g));
+        group_where.push_back(where);
+      }
     } else if (kind == "PriorityClass") {
       auto pc = Convert([&] { return ConvertPriorityClass(obj); });
       if (!pc.ok()) return wrap(pc.status());
@@ -718,6 +834,49 @@ struct Loader {
   }
 };
 
+// Unique groups; gangs that cannot start as loaded are warned about (their
+// pods wait, visible in the scheduler's queue with the reason).
+template <typename UniqueUid>
+absl::Status CheckPodGroups(const Loader& loader, LoadedCluster* out, UniqueUid& unique_uid) {
+  std::map<std::string, size_t> members;  // "ns/group" -> pods naming it.
+  for (const PendingPod& p : loader.pods) {
+    if (!p.loaded.pod.pod_group().empty()) {
+      ++members[absl::StrCat(p.loaded.pod.meta().namespace_(), "/", p.loaded.pod.pod_group())];
+    }
+  }
+  std::map<std::string, std::string> names;  // "ns/name" -> where.
+  for (size_t i = 0; i < out->pod_groups.size(); ++i) {
+    const v1::PodGroup& g = out->pod_groups[i];
+    const std::string& where = loader.group_where[i];
+    const std::string key = absl::StrCat(g.meta().namespace_(), "/", g.meta().name());
+    if (absl::Status s = validation::ValidatePodGroup(g); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", s.message()));
+    }
+    auto [it, added] = names.emplace(key, where);
+    if (!added) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": metadata.name: duplicate pod group ",
+                                                     validation::Printable(key), ", first in ", it->second));
+    }
+    if (absl::Status s = unique_uid(g.meta(), where); !s.ok()) return s;
+    const size_t n = members[key];
+    if (static_cast<size_t>(g.min_member()) > n) {
+      out->warnings.push_back(absl::StrCat(where, ": minMember ", g.min_member(), " but only ", n,
+                                           " pod(s) name pod group ", validation::Printable(key),
+                                           ": its pods wait until enough members exist"));
+    }
+  }
+  std::map<std::string, bool> warned;
+  for (const PendingPod& p : loader.pods) {
+    if (p.loaded.pod.pod_group().empty()) continue;
+    const std::string key = absl::StrCat(p.loaded.pod.meta().namespace_(), "/", p.loaded.pod.pod_group());
+    if (names.contains(key) || warned[key]) continue;
+    warned[key] = true;
+    out->warnings.push_back(absl::StrCat(p.where, ": names pod group ", validation::Printable(key),
+                                         ", which does not exist: its pods wait until it does"));
+  }
+  return absl::OkStatus();
+}
+
 template <typename T>
 void Stamp(T* obj, absl::Time base, int64_t* index) {
   v1::ObjectMeta* m = obj->mutable_meta();
@@ -753,6 +912,12 @@ absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::
 absl::StatusOr<v1::Namespace> NamespaceFromYaml(const YAML::Node& object) {
   return Convert([&] { return ConvertNamespace(object); });
 }
+absl::StatusOr<v1::PodGroup> PodGroupFromYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertPodGroup(object); });
+}
+absl::StatusOr<std::vector<v1::PodGroup>> PodGroupsFromWorkloadYaml(const YAML::Node& object) {
+  return Convert([&] { return ConvertWorkload(object); });
+}
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
   return Convert([&] {
     v1::ResourceList out;
@@ -776,6 +941,7 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   for (auto& pdb : out.pdbs) Stamp(&pdb, options.default_creation_time, &index);
   for (auto& ns : out.namespaces) Stamp(&ns, options.default_creation_time, &index);
   for (auto& p : loader.pods) Stamp(&p.loaded.pod, options.default_creation_time, &index);
+  for (auto& g : out.pod_groups) Stamp(&g, options.default_creation_time, &index);
 
   // What the scheduler would refuse is refused here, with the file and
   // document: the same rules (adapters/common/validation), then what makes a
@@ -823,6 +989,8 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
     }
     if (absl::Status s = unique_uid(meta, p.where); !s.ok()) return s;
   }
+
+  if (absl::Status s = CheckPodGroups(loader, &out, unique_uid); !s.ok()) return s;
 
   out.pods.reserve(loader.pods.size());
   for (auto& p : loader.pods) out.pods.push_back(std::move(p.loaded));

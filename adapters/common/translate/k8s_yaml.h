@@ -35,6 +35,18 @@ absl::StatusOr<v1::PriorityClass> PriorityClassFromYaml(const YAML::Node& object
 absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromYaml(const YAML::Node& object);
 // v1 Namespace (its labels: what namespaceSelectors match).
 absl::StatusOr<v1::Namespace> NamespaceFromYaml(const YAML::Node& object);
+// A gang, from either PodGroup API (told apart by apiVersion):
+// scheduler-plugins' scheduling.x-k8s.io/v1alpha1 (spec.minMember,
+// spec.scheduleTimeoutSeconds) or Kubernetes' scheduling.k8s.io
+// (spec.schedulingPolicy.gang.minCount; basic policy = min 1). Validated
+// (validation::ValidatePodGroup): minMember 0 is refused with its field.
+absl::StatusOr<v1::PodGroup> PodGroupFromYaml(const YAML::Node& object);
+// Kubernetes' 1.35 alpha Workload (scheduling.k8s.io/v1alpha1): one PodGroup
+// per spec.podGroups[] entry, named "<workload>/<podGroup>" (what a pod's
+// spec.workloadRef resolves to), uid "<workload uid>/<podGroup>".
+absl::StatusOr<std::vector<v1::PodGroup>> PodGroupsFromWorkloadYaml(const YAML::Node& object);
+// Kubernetes' fixed gang timeout (its scheduler waits 5 minutes at Permit).
+inline constexpr int32_t kKubernetesGangTimeoutSeconds = 300;
 // A resource list (requests, limits, allocatable...). Negative values refused.
 absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list);
 
@@ -59,7 +71,12 @@ struct LoadedCluster {
   // Namespaces given in the files. podium-sim adds the namespaces that pods
   // name and no file declares, without labels, as the API server would have.
   std::vector<v1::Namespace> namespaces;
-  std::vector<std::string> warnings;  // Skipped kinds.
+  // Both PodGroup kinds and the groups of Workloads.
+  std::vector<v1::PodGroup> pod_groups;
+  // Skipped kinds; gangs that cannot start as loaded (a PodGroup with more
+  // minMember than pods naming it, a pod naming a group that is not there):
+  // their pods wait, which is not an error of the file.
+  std::vector<std::string> warnings;
 };
 
 // A named YAML text (a file's content, or a test's string).

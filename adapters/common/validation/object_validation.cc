@@ -174,6 +174,24 @@ absl::Status ValidateNamespace(const v1::Namespace& ns) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePodGroup(const v1::PodGroup& group) {
+  if (auto s = ValidateMeta(group.meta(), true); !s.ok()) return s;
+  const char* min_field = "spec.minMember";
+  const char* timeout_field = "spec.scheduleTimeoutSeconds";
+  if (group.source() == v1::PodGroup::KUBERNETES_POD_GROUP) {
+    min_field = "spec.schedulingPolicy.gang.minCount";
+  } else if (group.source() == v1::PodGroup::KUBERNETES_WORKLOAD) {
+    min_field = "spec.podGroups[].policy.gang.minCount";
+  }
+  if (group.min_member() < 1) {
+    return Invalid(min_field, absl::StrCat("must be at least 1, got ", group.min_member()));
+  }
+  if (group.schedule_timeout_seconds() < 0) {
+    return Invalid(timeout_field, absl::StrCat("must not be negative, got ", group.schedule_timeout_seconds()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
   if (event.type() != v1::ObjectEvent::UPSERT && event.type() != v1::ObjectEvent::DELETE) {
     return Invalid("type", "must be UPSERT or DELETE");
@@ -182,8 +200,11 @@ absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
     case v1::ObjectEvent::kPod: return ValidatePod(event.pod());
     case v1::ObjectEvent::kNode: return ValidateNode(event.node());
     case v1::ObjectEvent::kPdb: return ValidateMeta(event.pdb().meta(), true);
-    case v1::ObjectEvent::kPodGroup: return ValidateMeta(event.pod_group().meta(), true);
     case v1::ObjectEvent::kNamespaceObject: return ValidateNamespace(event.namespace_object());
+    case v1::ObjectEvent::kPodGroup:
+      // A deletion needs only the object's identity.
+      return event.type() == v1::ObjectEvent::DELETE ? ValidateMeta(event.pod_group().meta(), true)
+                                                     : ValidatePodGroup(event.pod_group());
     case v1::ObjectEvent::kPriorityClass: return ValidatePriorityClass(event.priority_class());
     default: return Invalid("object", "missing");
   }

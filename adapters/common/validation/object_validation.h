@@ -42,6 +42,9 @@ absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);
 // A Namespace: its name is a DNS-1123 label (at most 63 bytes); it has no
 // namespace; label keys and values as any object's.
 absl::Status ValidateNamespace(const v1::Namespace& ns);
+// A gang: at least one member, a non-negative timeout. Fields are named as
+// the API the group came from spells them (spec.minMember, ...gang.minCount).
+absl::Status ValidatePodGroup(const v1::PodGroup& group);
 // Validates whichever object the event carries.
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event);
 

@@ -76,8 +76,36 @@ ResourceKind NamespacesKind() {
           }};
 }
 
+namespace {
+
+// `kind` is distinct per API group: the link waits for each kind's list.
+ResourceKind PodGroupsKind(std::string kind, std::string list_path) {
+  return {.kind = std::move(kind),
+          .list_path = std::move(list_path),
+          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto group = k8s::PodGroupFromYaml(o);
+            if (!group.ok()) return group.status();
+            v1::ObjectEvent e;
+            e.set_type(v1::ObjectEvent::UPSERT);
+            *e.mutable_pod_group() = *std::move(group);
+            return e;
+          }};
+}
+
+}  // namespace
+
+ResourceKind SchedulerPluginsPodGroupsKind() {
+  return PodGroupsKind("PodGroup.scheduling.x-k8s.io", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups");
+}
+
+ResourceKind KubernetesPodGroupsKind() {
+  return PodGroupsKind("PodGroup.scheduling.k8s.io", "/apis/scheduling.k8s.io/v1alpha2/podgroups");
+}
+
 std::vector<ResourceKind> AllKinds() {
-  return {NamespacesKind(), NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), PodsKind()};
+  // Groups before pods: a member's PreEnqueue finds its group.
+  return {NamespacesKind(), NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), SchedulerPluginsPodGroupsKind(),
+          KubernetesPodGroupsKind(), PodsKind()};
 }
 
 }  // namespace podium::kube

@@ -43,6 +43,11 @@ ResourceKind PodsKind();
 ResourceKind PriorityClassesKind();
 ResourceKind PodDisruptionBudgetsKind();  // policy/v1
 ResourceKind NamespacesKind();           // v1; their labels, for namespaceSelectors
+// Gangs: scheduler-plugins' PodGroups (scheduling.x-k8s.io/v1alpha1) and
+// Kubernetes' (scheduling.k8s.io/v1alpha2). A cluster without the API group
+// answers 404: the reflector logs it once and does not watch that kind.
+ResourceKind SchedulerPluginsPodGroupsKind();
+ResourceKind KubernetesPodGroupsKind();
 
 // Every kind the adapter watches, in the order their initial lists are sent
 // (nodes before the pods bound to them).

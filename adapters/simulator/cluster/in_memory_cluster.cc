@@ -284,6 +284,24 @@ v1::ObjectEvent InMemoryCluster::AddPdb(v1::PodDisruptionBudget pdb) {
   return e;
 }
 
+v1::ObjectEvent InMemoryCluster::AddPodGroup(v1::PodGroup group) {
+  absl::MutexLock lock(&mu_);
+  Touch(group.mutable_meta());
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  *e.mutable_pod_group() = group;
+  pod_groups_[Key(group.meta().namespace_(), group.meta().name())] = std::move(group);
+  return e;
+}
+
+std::vector<v1::PodGroup> InMemoryCluster::PodGroups() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::PodGroup> out;
+  out.reserve(pod_groups_.size());
+  for (const auto& [key, group] : pod_groups_) out.push_back(group);
+  return out;
+}
+
 ActionOutcome InMemoryCluster::Patch(uint64_t id, const v1::PatchPodStatus& patch) {
   ActionOutcome out;
   PodRecord* rec = Lookup(id, patch.pod(), &out);
@@ -315,6 +333,7 @@ ActionOutcome InMemoryCluster::Record(uint64_t id, const v1::RecordEvent& event)
 void InMemoryCluster::RefreshUnschedulable(PodRecord* rec) {
   rec->unschedulable = false;
   rec->scheduling_error = false;
+  rec->held = false;
   for (const auto& c : rec->pod.conditions()) {
     if (c.type() == "PodScheduled" && c.status() == "False") {
       // Two different FailedScheduling outcomes: the pod did not fit (an
@@ -322,6 +341,9 @@ void InMemoryCluster::RefreshUnschedulable(PodRecord* rec) {
       // failurePolicy Fail is down), as kube-scheduler's reasons say.
       rec->unschedulable = c.reason() == "Unschedulable";
       rec->scheduling_error = c.reason() == "SchedulerError";
+      // The API server's reason for schedulingGates; the scheduler uses it for
+      // pods its PreEnqueue plugins hold.
+      rec->held = c.reason() == "SchedulingGated";
       if (!c.message().empty()) rec->failed_message = c.message();
     }
   }
@@ -355,6 +377,7 @@ InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(co
     else if (r.unschedulable) ++p.unschedulable;
     else if (r.scheduling_error) ++p.errors;
     else if (r.pod.scheduling_gates_size() > 0) ++p.gated;
+    else if (r.held) ++p.held;
     else if (!is_ours(r.pod)) ++p.other_scheduler;
     else ++p.pending;
   }

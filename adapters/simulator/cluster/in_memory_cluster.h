@@ -31,6 +31,9 @@ struct PodRecord {
   bool bound_at_load = false;          // spec.nodeName set in the input.
   bool unschedulable = false;          // PodScheduled=False, reason Unschedulable: the pod fits nowhere.
   bool scheduling_error = false;       // PodScheduled=False, reason SchedulerError: the attempt failed.
+  // PodScheduled=False, reason SchedulingGated, set by the scheduler: a
+  // PreEnqueue plugin holds the pod (e.g. its gang is not complete).
+  bool held = false;
   std::string failed_message;          // That condition's message, or a FailedScheduling event's note.
   bool deleted = false;
   std::string delete_reason;
@@ -62,6 +65,9 @@ class InMemoryCluster {
   // does (disruptionsAllowed from the matching healthy pods) and kept current
   // as pods come and go: a change rides with the pod event that caused it.
   v1::ObjectEvent AddPdb(v1::PodDisruptionBudget pdb);
+  // Gangs (both PodGroup APIs and Workload groups, one shape).
+  v1::ObjectEvent AddPodGroup(v1::PodGroup group);
+  std::vector<v1::PodGroup> PodGroups() const;  // By namespace/name.
 
   // A pod's state, or nullopt if it never existed.
   std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
@@ -73,6 +79,7 @@ class InMemoryCluster {
   struct Progress {
     size_t pods = 0, bound = 0, unschedulable = 0, errors = 0, gated = 0, other_scheduler = 0, pending = 0,
            deleted = 0;
+    size_t held = 0;  // Held by a PreEnqueue plugin (counted settled).
     bool settled() const { return pending == 0; }
   };
   Progress Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const;
@@ -113,6 +120,7 @@ class InMemoryCluster {
   absl::Duration termination_grace_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<std::string, absl::Time> terminating_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> gone at.
   std::map<std::string, v1::PodDisruptionBudget> pdbs_ ABSL_GUARDED_BY(mu_);  // "ns/name" ->
+  std::map<std::string, v1::PodGroup> pod_groups_ ABSL_GUARDED_BY(mu_);       // "ns/name" ->
 };
 
 }  // namespace podium::sim

@@ -27,6 +27,47 @@ std::optional<double> Percentile(std::vector<double> samples, double p) {
   return samples[std::clamp<size_t>(rank, 1, samples.size()) - 1];
 }
 
+void SummarizeGangs(const std::vector<std::pair<std::string, std::pair<std::string, int>>>& groups,
+                    const std::vector<GangMember>& members, Report* r) {
+  for (const auto& [ns, name_min] : groups) {
+    Report::Gang g;
+    g.ns = ns;
+    g.name = name_min.first;
+    g.min_member = name_min.second;
+    size_t unschedulable = 0;
+    std::string reason;
+    for (const GangMember& m : members) {
+      if (m.ns != ns || m.group != g.name) continue;
+      ++g.members;
+      if (m.bound) ++g.bound;
+      if (!m.bound && m.unschedulable) {
+        ++unschedulable;
+        if (reason.empty()) reason = m.message;
+      }
+    }
+    if (g.bound >= static_cast<size_t>(std::max(1, g.min_member))) {
+      g.outcome = "bound";
+      ++r->gangs_bound;
+    } else if (g.bound > 0) {
+      g.outcome = "partially bound";
+      ++r->gangs_partially_bound;
+    } else if (unschedulable > 0 && unschedulable == g.members) {
+      g.outcome = "unschedulable";
+      g.reason = reason;
+      ++r->gangs_unschedulable;
+    } else {
+      g.outcome = "waiting";
+      if (g.members < static_cast<size_t>(g.min_member)) {
+        g.reason = absl::StrCat(g.members, " of minMember ", g.min_member, " pods exist");
+      } else if (!reason.empty()) {
+        g.reason = reason;
+      }
+      ++r->gangs_waiting;
+    }
+    r->gangs.push_back(std::move(g));
+  }
+}
+
 std::string ReportJson(const Report& r) {
   boost::json::object o;
   if (r.workload.empty()) o["workload"] = nullptr;
@@ -43,6 +84,7 @@ std::string ReportJson(const Report& r) {
   o["other_scheduler"] = r.other_scheduler;
   o["pending"] = r.pending;
   o["deleted"] = r.deleted;
+  o["held"] = r.held;
   o["seconds"] = std::round(r.seconds * 1e6) / 1e6;
   o["pods_per_second"] = Opt(r.pods_per_second);
   o["e2e_p50_ms"] = Opt(r.e2e_p50_ms);
@@ -73,6 +115,20 @@ std::string ReportJson(const Report& r) {
   boost::json::array deleted;
   for (const auto& p : r.deleted_pods) deleted.push_back(boost::json::string(p));
   o["deleted_pods"] = std::move(deleted);
+  boost::json::array gangs;
+  for (const auto& g : r.gangs) {
+    gangs.push_back({{"namespace", g.ns}, {"name", g.name}, {"min_member", g.min_member}, {"members", g.members},
+                     {"bound", g.bound}, {"outcome", g.outcome}, {"reason", g.reason}});
+  }
+  o["gangs"] = std::move(gangs);
+  boost::json::array held;
+  for (const auto& u : r.held_pods) held.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
+  o["held_pods"] = std::move(held);
+  o["gangs_bound"] = r.gangs_bound;
+  o["gangs_waiting"] = r.gangs_waiting;
+  o["gangs_unschedulable"] = r.gangs_unschedulable;
+  o["gangs_partially_bound"] = r.gangs_partially_bound;
+  o["seconds_per_gang"] = Opt(r.seconds_per_gang);
   return boost::json::serialize(o) + "\n";
 }
 
@@ -101,6 +157,19 @@ std::string ReportText(const Report& r, size_t max_rows) {
     absl::StrAppend(&out, "\nDeleted by the scheduler:\n");
     for (const auto& d : r.deleted_pods) absl::StrAppend(&out, "  ", d, "\n");
   }
+  if (!r.held_pods.empty() && r.held_pods.size() <= max_rows) {
+    absl::StrAppend(&out, "\nHeld before the queue (SchedulingGated):\n");
+    for (const auto& u : r.held_pods) absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message, "\n");
+  }
+  if (!r.gangs.empty() && r.gangs.size() <= max_rows) {
+    absl::StrAppend(&out, "\nGangs (PodGroups):\n");
+    for (const auto& g : r.gangs) {
+      std::string outcome = g.outcome;
+      if (g.outcome == "bound") outcome = g.bound == g.members ? "bound whole" : absl::StrCat("bound (", g.bound, " of ", g.members, ")");
+      absl::StrAppend(&out, "  ", g.ns, "/", g.name, " (minMember ", g.min_member, ", ", g.members, " pods): ", outcome,
+                      g.reason.empty() ? "" : absl::StrCat(": ", g.reason), "\n");
+    }
+  }
   if (!r.pending_pods.empty()) {
     absl::StrAppend(&out, "\nStill pending:\n");
     for (const auto& p : r.pending_pods) absl::StrAppend(&out, "  ", p, "\n");
@@ -109,10 +178,17 @@ std::string ReportText(const Report& r, size_t max_rows) {
                   " nodes, ", r.pods, " pods: ", r.bound, " bound, ", r.unschedulable, " unschedulable");
   if (r.scheduling_errors) absl::StrAppend(&out, ", ", r.scheduling_errors, " scheduling errors");
   if (r.gated) absl::StrAppend(&out, ", ", r.gated, " gated");
+  if (r.held) absl::StrAppend(&out, ", ", r.held, " held at PreEnqueue");
   if (r.other_scheduler) absl::StrAppend(&out, ", ", r.other_scheduler, " for other schedulers");
   if (r.pending) absl::StrAppend(&out, ", ", r.pending, " pending");
   if (r.deleted) absl::StrAppend(&out, ", ", r.deleted, " deleted");
   absl::StrAppend(&out, "\n");
+  if (!r.gangs.empty()) {
+    absl::StrAppend(&out, r.gangs.size(), " gangs: ", r.gangs_bound, " bound, ", r.gangs_unschedulable,
+                    " unschedulable, ", r.gangs_waiting, " waiting, ", r.gangs_partially_bound, " partially bound");
+    if (r.seconds_per_gang) absl::StrAppend(&out, absl::StrFormat(" (%.2f ms per gang)", *r.seconds_per_gang * 1000));
+    absl::StrAppend(&out, "\n");
+  }
   absl::StrAppend(&out, absl::StrFormat("measured %d pods in %.3f s", r.measured_pods, r.seconds));
   if (r.pods_per_second) absl::StrAppend(&out, absl::StrFormat(" (%.1f pods/s)", *r.pods_per_second));
   absl::StrAppend(&out, "; creation->bound p50 ", Ms(r.e2e_p50_ms), ", p99 ", Ms(r.e2e_p99_ms),

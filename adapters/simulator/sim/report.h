@@ -17,6 +17,17 @@ struct Report {
   struct Unschedulable {
     std::string ns, name, message;
   };
+  // One gang (PodGroup) and how it ended. outcome: "bound" (at least
+  // minMember members bound), "waiting" (none bound; members held or pending),
+  // "unschedulable" (none bound; the scheduler found it does not fit, reason =
+  // a member's FailedScheduling message), "partially bound" (some but fewer
+  // than minMember bound: must never happen).
+  struct Gang {
+    std::string ns, name;
+    int min_member = 0;
+    size_t members = 0, bound = 0;
+    std::string outcome, reason;
+  };
   std::string workload;  // Empty for --cluster runs.
   // "completed", "scheduling_errors" (pods whose last attempt failed with an
   // error: not an outcome of the cluster, exit 4), "timeout", "interrupted".
@@ -39,7 +50,22 @@ struct Report {
   std::vector<Unschedulable> error_pods;  // With the error's message.
   std::vector<std::string> pending_pods;  // "ns/name".
   std::vector<std::string> deleted_pods;  // "ns/name: reason".
+  size_t held = 0;  // Pods a PreEnqueue plugin holds (reason SchedulingGated).
+  std::vector<Unschedulable> held_pods;  // With the plugin's reason.
+  std::vector<Gang> gangs;
+  size_t gangs_bound = 0, gangs_waiting = 0, gangs_unschedulable = 0, gangs_partially_bound = 0;
+  // Measured seconds per gang bound (gang workloads), when any was bound.
+  std::optional<double> seconds_per_gang;
 };
+
+// Fills r.gangs and the gang counters from the groups and the pods' state.
+struct GangMember {
+  std::string ns, group;
+  bool bound = false, unschedulable = false;
+  std::string message;
+};
+void SummarizeGangs(const std::vector<std::pair<std::string, std::pair<std::string, int>>>& groups,
+                    const std::vector<GangMember>& members, Report* r);
 
 std::string ReportJson(const Report& r);
 // max_rows: the pod -> node table is elided beyond this many pods.

@@ -37,7 +37,9 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           created after the others settled.
   --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
                           preempt-edge-10, preempt-500; placement rules:
-                          spread-1000, antiaffinity-500.
+                          spread-1000, antiaffinity-500;
+                          gangs: gang-1000 (100 PodGroups of 8 pods on 1000
+                          nodes).
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
   --api-concurrency N     actions executed concurrently (default 16).
@@ -139,7 +141,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500, spread-1000, antiaffinity-500)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500, spread-1000, antiaffinity-500, gang-1000)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");
@@ -263,6 +265,8 @@ class Simulation {
       *e.mutable_priority_class() = std::move(pc);
       list.push_back(std::move(e));
     }
+    // Before their pods, so PreEnqueue finds each pod's group.
+    for (auto& g : loaded.pod_groups) list.push_back(cluster_.AddPodGroup(std::move(g)));
     for (auto& p : loaded.pods) {
       if (p.create_later) later_.push_back(std::move(p.pod));
       else list.push_back(cluster_.CreatePod(std::move(p.pod)));
@@ -347,7 +351,7 @@ class Simulation {
         std::vector<std::string> pending;
         for (const auto& r : cluster_.Pods()) {
           if (!r.deleted && r.pod.node_name().empty() && !r.unschedulable && !r.scheduling_error &&
-              r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
+              !r.held && r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
             pending.push_back(PodKey(r.pod));
         }
         std::string names = absl::StrJoin(pending.begin(), pending.begin() + std::min<size_t>(pending.size(), 20), ", ");
@@ -402,6 +406,9 @@ class Simulation {
         r.error_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
       } else if (p.scheduling_gates_size() > 0) {
         ++r.gated;
+      } else if (rec.held) {
+        ++r.held;
+        r.held_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
       } else if (!IsOurs(p)) {
         ++r.other_scheduler;
       } else {
@@ -409,9 +416,22 @@ class Simulation {
         r.pending_pods.push_back(key);
       }
     }
+    {
+      std::vector<std::pair<std::string, std::pair<std::string, int>>> groups;
+      for (const v1::PodGroup& g : cluster_.PodGroups())
+        groups.push_back({g.meta().namespace_(), {g.meta().name(), g.min_member()}});
+      std::vector<GangMember> members;
+      for (const PodRecord& rec : cluster_.Pods()) {
+        if (rec.deleted || rec.pod.pod_group().empty()) continue;
+        members.push_back({rec.pod.meta().namespace_(), rec.pod.pod_group(), !rec.pod.node_name().empty(),
+                           rec.unschedulable, rec.failed_message});
+      }
+      SummarizeGangs(groups, members, &r);
+    }
     r.measured_pods = measured_.size();
     r.seconds = absl::ToDoubleSeconds(last_bound - measure_start_);
     if (r.seconds > 0) r.pods_per_second = static_cast<double>(e2e.size()) / r.seconds;
+    if (r.seconds > 0 && r.gangs_bound > 0) r.seconds_per_gang = r.seconds / static_cast<double>(r.gangs_bound);
     r.e2e_p50_ms = Percentile(e2e, 50);
     r.e2e_p99_ms = Percentile(e2e, 99);
     if (watcher_) {

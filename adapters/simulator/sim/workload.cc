@@ -59,6 +59,13 @@ std::optional<WorkloadShape> FindWorkload(const std::string& name) {
   }
   if (name == "basic-500") return WorkloadShape{name, 500, 500, 1000};
   if (name == "basic-5000") return WorkloadShape{name, 5000, 1000, 10000};
+  if (name == "gang-1000") {
+    // Issue 7's gang shape: 1 000 nodes, 100 gangs of 8 pods created at once.
+    WorkloadShape w{name, 1000, 0, 800};
+    w.gangs = 100;
+    w.gang_size = 8;
+    return w;
+  }
   if (name == "preempt-edge-10" || name == "preempt-500") {
     // The preemption issue's shapes: full nodes of priority-100 pods, then
     // priority-1000 pods that fit only by evicting some.
@@ -119,6 +126,26 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
       p.set_priority(shape.measured_priority);
       p.mutable_containers(0)->mutable_requests()->set_milli_cpu(shape.measured_milli_cpu);
       p.mutable_containers(0)->mutable_requests()->set_memory_bytes(shape.measured_memory);
+      c.pods.push_back({std::move(p), true});
+    }
+    return c;
+  }
+  if (shape.gangs > 0) {
+    for (int g = 0; g < shape.gangs; ++g) {
+      v1::PodGroup group;
+      group.mutable_meta()->set_namespace_("sched-test");
+      group.mutable_meta()->set_name(absl::StrCat("gang-", g));
+      group.mutable_meta()->set_uid(k8s::NewUid());
+      group.mutable_meta()->set_creation_timestamp_us(t++);
+      group.set_min_member(shape.gang_size);
+      group.set_source(v1::PodGroup::SCHEDULER_PLUGINS);
+      c.pod_groups.push_back(std::move(group));
+    }
+    for (int i = 0; i < shape.gangs * shape.gang_size; ++i) {
+      const std::string group = absl::StrCat("gang-", i / shape.gang_size);
+      v1::Pod p = BasicPod("sched-test", absl::StrCat(group, "-pod-", i % shape.gang_size), t++);
+      (*p.mutable_meta()->mutable_labels())["scheduling.x-k8s.io/pod-group"] = group;
+      p.set_pod_group(group);
       c.pods.push_back({std::move(p), true});
     }
     return c;

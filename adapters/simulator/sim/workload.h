@@ -31,13 +31,15 @@ struct WorkloadShape {
   // "zone-(i mod zones)" when zones > 0, and every measured pod carries the
   // rule (kube-scheduler scheduler_perf's topology spreading and required
   // anti-affinity shapes).
-  enum class Rule { kNone, kTopologySpread, kHostAntiAffinity };
-  Rule rule = Rule::kNone;
-  int zones = 0;
+  enum class Rule { kNone, kTopologySpread, kHostAntiAffinity   // Gang shapes (gang-1000): `gangs` PodGroups (scheduler-plugins' API) of
+  // minMember gang_size in the initial list; their gang_size * gangs measured
+  // pods, labelled with their group, are created at once.
+  int gangs = 0;
+  int gang_size = 0;
 };
 
 // "basic-500", "basic-5000", "preempt-edge-10", "preempt-500", "spread-1000",
-// "antiaffinity-500"; nullopt for an unknown name.
+// "antiaffinity-500", "gang-1000"; nullopt for an unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);
 

@@ -32,7 +32,8 @@ const std::vector<std::string>& DefaultHostPlugins() {
       "NodeUnschedulable", "NodeName",         "TaintToleration",
       "NodeAffinity",      "NodePorts",        "NodeResourcesFit",
       "PodTopologySpread", "InterPodAffinity",
-      "NodeResourcesBalancedAllocation",       "ImageLocality"};
+      "NodeResourcesBalancedAllocation",       "ImageLocality",
+      "Coscheduling"};
   return *plugins;
 }
 
@@ -572,6 +573,9 @@ absl::Status ValidatePluginNames(const SchedulerConfig& config, const RawKubeCon
   // drops a default plugin needs the profile to disable it).
   for (size_t i = 0; i < config.profiles.size(); ++i) {
     for (const PluginRef& ref : config.profiles[i].multi_point.enabled) {
+      // Coscheduling is a default that endpoint lists written before it
+      // existed do not name: such a profile simply has no gangs.
+      if (ref.name == "Coscheduling") continue;
       if (!known(ref.name)) {
         return Error(absl::StrCat("profiles[", i, "].plugins.multiPoint"),
                      absl::StrCat("default plugin ", Quote(ref.name),
@@ -698,6 +702,8 @@ std::vector<PluginRef> DefaultMultiPointPlugins() {
       {"InterPodAffinity", 2},
       {"NodeResourcesBalancedAllocation", 1},
       {"ImageLocality", 1},
+      // Gangs (PodGroups): called only for pods that name a group.
+      {"Coscheduling", 0},
       {"DefaultBinder", 0},
   };
 }

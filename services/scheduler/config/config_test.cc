@@ -80,7 +80,8 @@ TEST(ConfigTest, DefaultConfigIsKubesDefaultProfile) {
               ElementsAre("SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName",
                           "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
                           "PodTopologySpread", "InterPodAffinity",
-                          "NodeResourcesBalancedAllocation", "ImageLocality", "DefaultBinder"));
+                          "NodeResourcesBalancedAllocation", "ImageLocality", "Coscheduling",
+                          "DefaultBinder"));
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "TaintToleration"), 3);
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "NodeAffinity"), 2);
   EXPECT_EQ(WeightOf(c.profiles[0].multi_point.enabled, "PodTopologySpread"), 2);
@@ -91,7 +92,7 @@ TEST(ConfigTest, DefaultConfigIsKubesDefaultProfile) {
   EXPECT_EQ(c.endpoints[0].address, "unix:///tmp/h.sock");
   EXPECT_EQ(c.endpoints[0].failure_policy, FailurePolicy::kFail);
   EXPECT_EQ(c.endpoints[0].timeout, absl::Seconds(1));
-  EXPECT_EQ(c.endpoints[0].plugins.size(), 10u);
+  EXPECT_EQ(c.endpoints[0].plugins.size(), 11u);
   EXPECT_EQ(c.EndpointFor("NodeAffinity"), &c.endpoints[0]);
   EXPECT_EQ(c.EndpointFor("PrioritySort"), nullptr);
 }
@@ -124,7 +125,7 @@ TEST(ConfigTest, FullExample) {
               ElementsAre("SchedulingGates", "PrioritySort", "NodeUnschedulable", "NodeName",
                           "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
                           "PodTopologySpread", "InterPodAffinity",
-                          "NodeResourcesBalancedAllocation", "DefaultBinder", "Foo"));
+                          "NodeResourcesBalancedAllocation", "Coscheduling", "DefaultBinder", "Foo"));
   EXPECT_EQ(WeightOf(p.multi_point.enabled, "Foo"), 2);
   EXPECT_THAT(p.multi_point.disabled, ElementsAre("ImageLocality"));
   ASSERT_TRUE(p.per_point.contains("score"));

@@ -596,12 +596,33 @@ std::vector<Framework::ProcessRun> Framework::RemoteRuns(const Setup& setup,
   return runs;
 }
 
+std::vector<Framework::ProcessRun> Framework::RemoteRunsFor(const Setup& setup, v1::ExtensionPoint point,
+                                                            bool reverse, const v1::Pod& pod) {
+  std::vector<ProcessRun> runs = RemoteRuns(setup, point, reverse);
+  if (!pod.pod_group().empty() || setup.spec.pod_group_members_only.empty()) return runs;
+  std::vector<ProcessRun> kept;
+  for (auto& [process, names] : runs) {
+    names.erase(std::remove_if(names.begin(), names.end(),
+                               [&](const std::string& n) { return setup.spec.pod_group_members_only.contains(n); }),
+                names.end());
+    if (names.empty()) continue;
+    if (!kept.empty() && kept.back().first == process) {
+      kept.back().second.insert(kept.back().second.end(), names.begin(), names.end());
+    } else {
+      kept.push_back({process, std::move(names)});
+    }
+  }
+  return kept;
+}
+
 sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& pod,
                                       const std::string& node, uint64_t cycle_id, bool unreserve,
                                       bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   // Unreserve runs the Reserve plugins in reverse order.
+  const bool member_scoped = point == v1::RESERVE;
   const std::vector<ProcessRun> groups =
-      RemoteRuns(*CurrentSetup(), point, /*reverse=*/unreserve);
+      member_scoped ? RemoteRunsFor(*CurrentSetup(), point, /*reverse=*/unreserve, pod)
+                    : RemoteRuns(*CurrentSetup(), point, /*reverse=*/unreserve);
   if (groups.empty()) return stop_on_skip ? sdk::Status(sdk::Code::kSkip) : sdk::Status::Success();
   const absl::Time start = absl::Now();
   sdk::Status status = RunStatusRuns(groups, point, pod, node, cycle_id, unreserve, stop_on_skip,
@@ -664,13 +685,18 @@ sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
   return sdk::Status::Success();
 }
 
-sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod) const {
+sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod, const v1::PodGroup* pod_group,
+                                     uint32_t pod_group_pods) const {
   for (const auto& [process, names] :
-       RemoteRuns(*CurrentSetup(), v1::PRE_ENQUEUE, /*reverse=*/false)) {
+       RemoteRunsFor(*CurrentSetup(), v1::PRE_ENQUEUE, /*reverse=*/false, pod)) {
     v1::SchedulerToPlugin message;
     auto* request = message.mutable_pre_enqueue();
     *request->mutable_pod() = pod;
     for (auto& n : names) request->add_plugins(n);
+    if (!pod.pod_group().empty()) {
+      if (pod_group != nullptr) *request->mutable_pod_group() = *pod_group;
+      request->set_pod_group_pods(pod_group_pods);
+    }
     PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
     if (!answer.ok()) {
       if (process->failure_policy() == FailurePolicy::kIgnore) {
@@ -724,6 +750,7 @@ PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string&
   for (const auto& ref : it->second) {
     auto p = setup.spec.processes.find(ref.name);
     if (p == setup.spec.processes.end()) continue;
+    if (pod.pod_group().empty() && setup.spec.pod_group_members_only.contains(ref.name)) continue;
     auto [pos, inserted] = by_process.try_emplace(p->second);
     if (inserted) order.push_back(p->second);
     pos->second.push_back(ref.name);

@@ -36,6 +36,9 @@ struct ProfileSpec {
   std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
   // plugin name -> the process serving it; built-ins are absent.
   absl::flat_hash_map<std::string, PluginProcess*> processes;
+  // Plugins registered pod_group_members_only: their PreEnqueue, Reserve,
+  // Unreserve and Permit are skipped for pods without a pod group.
+  absl::flat_hash_set<std::string> pod_group_members_only;
   // Where the duration of every extension point is recorded (null: nowhere).
   ExtensionPointRecorder* recorder = nullptr;
   // Adds the nominated pods a cycle for `pod` must count (CycleRequest.nominated_pods).
@@ -125,12 +128,18 @@ class Framework {
 
   // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's
   // PreEnqueue before this). The first non-success gates the pod.
-  sdk::Status RunPreEnqueue(const v1::Pod& pod) const;
+  // `pod_group` / `pod_group_pods`: what the scheduler knows of the pod's gang,
+  // carried in the request (PreEnqueueRequest.pod_group, pod_group_pods).
+  sdk::Status RunPreEnqueue(const v1::Pod& pod, const v1::PodGroup* pod_group = nullptr,
+                            uint32_t pod_group_pods = 0) const;
 
   void AddPostFilterPlugin(PostFilterPluginPtr plugin) { post_filters_.push_back(std::move(plugin)); }
   bool HasPostFilterPlugins() const { return !post_filters_.empty(); }
   // kube-scheduler's RunPostFilterPlugins: the first Success wins; an
   // UnschedulableAndUnresolvable stops; other rejections are collected.
+  // An unschedulable cycle that will not run PostFilter (a gang member): the
+  // plugin processes may drop its state.
+  void AbandonCycle(uint64_t cycle_id) { FinishCycle(*CurrentSetup(), cycle_id); }
   std::pair<PostFilterResult, sdk::Status> RunPostFilter(const v1::Pod& pod,
                                                          const Diagnosis& diagnosis);
 
@@ -174,6 +183,9 @@ class Framework {
 
   static std::vector<ProcessRun> RemoteRuns(const Setup& setup, v1::ExtensionPoint point,
                                             bool reverse);
+  // The same without the pod_group_members_only plugins when `pod` names no group.
+  static std::vector<ProcessRun> RemoteRunsFor(const Setup& setup, v1::ExtensionPoint point,
+                                               bool reverse, const v1::Pod& pod);
   // Reserve/Unreserve/PreBind/Bind/PostBind: the point's remote plugins, in
   // order, one request per run of plugins served by one process.
   // state_seq: the state the processes' mirrors are brought to first (only on

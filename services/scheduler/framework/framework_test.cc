@@ -633,3 +633,58 @@ TEST(Framework, ReconfiguredProfileUsesALateEndpointForLaterPods) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+// A plugin registered pod_group_members_only (Coscheduling) costs pods that
+// name no group nothing: no PreEnqueue, Reserve, Unreserve or Permit request.
+// A member gets them, with its group and how many pods name it at PreEnqueue.
+TEST(Framework, PodGroupMembersOnlyPluginsAreCalledOnlyForGangMembers) {
+  MockPluginProcess host("host");
+  ProfileSpec spec;
+  for (v1::ExtensionPoint point : {v1::PRE_ENQUEUE, v1::RESERVE, v1::PERMIT}) {
+    spec.plugins[point] = {PluginRef{"Coscheduling", 0}};
+  }
+  spec.plugins[v1::BIND] = {{"DefaultBinder", 0}};
+  spec.processes["Coscheduling"] = &host;
+  spec.pod_group_members_only.insert("Coscheduling");
+  Framework fw(std::move(spec), 1);
+  std::vector<v1::SchedulerToPlugin> seen;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&seen](v1::SchedulerToPlugin req, auto) {
+    seen.push_back(req);
+    v1::PluginToScheduler a;
+    if (req.has_permit()) {
+      a.mutable_permit();
+    } else {
+      a.mutable_status();
+    }
+    return Answered(a);
+  }));
+  const v1::Pod loner = TestPod();
+  EXPECT_TRUE(fw.RunPreEnqueue(loner).IsSuccess());
+  EXPECT_TRUE(fw.RunReserve(loner, "n1", 1).IsSuccess());
+  EXPECT_TRUE(fw.RunPermit(loner, "n1", 1).status.IsSuccess());
+  fw.RunUnreserve(loner, "n1", 1);
+  EXPECT_TRUE(seen.empty());
+
+  v1::Pod member = TestPod();
+  member.set_pod_group("train");
+  v1::PodGroup group;
+  group.mutable_meta()->set_name("train");
+  group.set_min_member(3);
+  EXPECT_TRUE(fw.RunPreEnqueue(member, &group, 2).IsSuccess());
+  EXPECT_TRUE(fw.RunReserve(member, "n1", 2).IsSuccess());
+  EXPECT_TRUE(fw.RunPermit(member, "n1", 2).status.IsSuccess());
+  fw.RunUnreserve(member, "n1", 2);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_TRUE(seen[0].has_pre_enqueue());
+  EXPECT_EQ(seen[0].pre_enqueue().pod_group().min_member(), 3);
+  EXPECT_EQ(seen[0].pre_enqueue().pod_group_pods(), 2u);
+  EXPECT_TRUE(seen[1].has_reserve());
+  EXPECT_TRUE(seen[2].has_permit());
+  EXPECT_TRUE(seen[3].has_unreserve());
+}
+
+}  // namespace
+}  // namespace podium::scheduler

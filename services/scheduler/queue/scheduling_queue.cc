@@ -384,6 +384,69 @@ std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
   return info;
 }
 
+std::vector<QueuedPodInfo> SchedulingQueue::PopMatching(
+    const std::function<bool(const QueuedPodInfo&)>& member) {
+  absl::MutexLock lock(&mu_);
+  std::vector<Entry*> matched;
+  for (const auto& [uid, e] : pods_) {
+    if (!e->info.gated && member(e->info)) matched.push_back(e.get());
+  }
+  ActiveLess less{&less_};
+  std::sort(matched.begin(), matched.end(), less);
+  std::vector<QueuedPodInfo> out;
+  out.reserve(matched.size());
+  const absl::Time now = clock_.Now();
+  for (Entry* e : matched) {
+    Detach(e);
+    QueuedPodInfo info = std::move(e->info);
+    Remove(info.uid(), info.pod());
+    ++info.attempts;
+    if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = now;
+    info.unschedulable_plugins.clear();
+    info.pending_plugins.clear();
+    in_flight_[info.uid()] = InFlight{info.pod_info};
+    out.push_back(std::move(info));
+  }
+  return out;
+}
+
+size_t SchedulingQueue::RetryGated(const std::function<bool(const QueuedPodInfo&)>& select) {
+  struct Asked {
+    sdk::PodInfoPtr pod;
+    uint64_t pool_stay;
+  };
+  std::vector<Asked> asked;
+  {
+    absl::MutexLock lock(&mu_);
+    for (Entry* e : unschedulable_pods_) {
+      if (e->info.gated && select(e->info)) asked.push_back({e->info.pod_info, e->pool_stay});
+    }
+  }
+  size_t moved = 0;
+  for (const Asked& a : asked) {
+    sdk::Status gate = RunPreEnqueue(*a.pod);
+    absl::MutexLock lock(&mu_);
+    auto it = pods_.find(a.pod->uid());
+    if (it == pods_.end() || it->second->pool_stay != a.pool_stay || !it->second->info.gated ||
+        unschedulable_pods_.count(it->second.get()) == 0) {
+      continue;  // Changed meanwhile; the newer change decided.
+    }
+    Entry* e = it->second.get();
+    if (gate.IsSuccess()) {
+      e->info.gated = false;
+      e->info.gating_plugin.clear();
+      e->info.message.clear();
+      Detach(e);
+      InsertActive(e);
+      ++moved;
+    } else {
+      e->info.gating_plugin = gate.plugin();
+      e->info.message = gate.Message();
+    }
+  }
+  return moved;
+}
+
 std::optional<QueuedPodInfo> SchedulingQueue::Pop() {
   absl::MutexLock lock(&mu_, absl::Condition(this, &SchedulingQueue::ReadyToPop));
   return PopLocked();

@@ -213,6 +213,16 @@ class SchedulingQueue {
   // one, two while a deleted pod and its re-created namesake are both queued.
   std::vector<std::string> UidsOf(std::string_view namespace_name, std::string_view name) const;
 
+  // Gangs. Takes every queued pod that is not gated and for which `member` is
+  // true out of activeQ, backoffQ or the pool, as Pop takes one (an attempt
+  // counted, in flight until Done / AddUnschedulableIfNotPresent), in pop
+  // order. The scheduler places a gang's members in one pass with these.
+  std::vector<QueuedPodInfo> PopMatching(const std::function<bool(const QueuedPodInfo&)>& member);
+  // Gated pods for which `select` is true run PreEnqueue again, outside the
+  // lock; those it lets through go to activeQ (e.g. when the last member of
+  // their gang or the PodGroup appears). Returns how many moved.
+  size_t RetryGated(const std::function<bool(const QueuedPodInfo&)>& select);
+
   // The backoff for a pod with this many attempts: initial * 2^(attempts-1),
   // capped at max; 0 before the first attempt.
   absl::Duration BackoffDuration(int attempts) const;

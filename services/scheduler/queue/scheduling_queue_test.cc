@@ -836,3 +836,71 @@ TEST_F(SchedulingQueueTest, ConcurrentUseLosesNoPod) {
 
 }  // namespace
 }  // namespace podium::scheduler
+
+namespace podium::scheduler {
+namespace {
+
+sdk::PodInfoPtr Member(const std::string& uid, const std::string& group, int32_t priority = 0) {
+  v1::Pod p = MakePodProto(uid, priority);
+  p.set_pod_group(group);
+  return sdk::PodInfo::Create(std::move(p));
+}
+
+bool InGroup(const QueuedPodInfo& q, const std::string& group) { return q.pod().pod_group() == group; }
+
+// Gangs: the scheduler takes a popped member's siblings from wherever they
+// wait (activeQ, backoffQ, the pool), never a gated one, in pop order.
+TEST_F(SchedulingQueueTest, PopMatchingTakesQueuedGangMembersAsPopDoes) {
+  SchedulingQueue q(Opts());
+  q.Add(Member("a1", "a", 9));
+  q.Add(Member("a2", "a", 5));
+  q.Add(Member("b1", "b"));
+  q.Add(Member("a3", "a"));
+  q.Add(MakePod("gated-a", 0, 0, {"wait"}));  // Not a member: stays.
+  v1::Pod gated = MakePodProto("a4", 0, 0, {"wait"});
+  gated.set_pod_group("a");
+  q.Add(sdk::PodInfo::Create(gated));
+  FailAttempt(q, "a1", {"Fit"}, /*move_request=*/true);  // a1 -> backoffQ.
+  FailAttempt(q, "a2", {"Fit"});                         // a2 -> pool.
+  ASSERT_EQ(Where(q, "a2"), QueueKind::kUnschedulable);
+  ASSERT_EQ(Where(q, "a1"), QueueKind::kBackoff);
+  std::vector<QueuedPodInfo> members = q.PopMatching([](const QueuedPodInfo& i) { return InGroup(i, "a"); });
+  std::vector<std::string> uids;
+  for (const auto& m : members) uids.push_back(m.uid());
+  EXPECT_THAT(uids, ElementsAre("a1", "a2", "a3"));  // Priority order; the gated a4 stays.
+  EXPECT_EQ(members[0].attempts, 2);
+  EXPECT_EQ(members[1].attempts, 2);
+  EXPECT_EQ(members[2].attempts, 1);
+  EXPECT_EQ(Where(q, "a4"), QueueKind::kGated);
+  EXPECT_FALSE(q.Find("a3").has_value());  // In flight now.
+  // In flight like a popped pod: a failed attempt requeues it.
+  members[2].unschedulable_plugins = {"Fit"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(members[2], q.scheduling_cycle()).ok());
+  q.Done("a3");
+  EXPECT_EQ(Where(q, "a3"), QueueKind::kUnschedulable);
+  EXPECT_THAT(PopAll(q), ElementsAre("b1"));
+}
+
+TEST_F(SchedulingQueueTest, RetryGatedRunsPreEnqueueAgainForTheSelectedPods) {
+  std::atomic<int> pods_in_group{1};
+  SchedulingQueue::Options o = Opts();
+  o.pre_enqueue = [&pods_in_group](const sdk::PodInfo& pod) {
+    if (pod.pod->pod_group().empty() || pods_in_group.load() >= 2) return sdk::Status::Success();
+    sdk::Status s(sdk::Code::kUnschedulableAndUnresolvable, "waiting for pod group default/a");
+    s.WithPlugin("Coscheduling");
+    return s;
+  };
+  SchedulingQueue q(o);
+  q.Add(Member("a1", "a"));
+  q.Add(Member("b1", "b"));
+  ASSERT_EQ(Where(q, "a1"), QueueKind::kGated);
+  EXPECT_EQ(q.RetryGated([](const QueuedPodInfo& i) { return InGroup(i, "a"); }), 0u);  // Still gated.
+  EXPECT_EQ(q.Find("a1")->message, "waiting for pod group default/a");
+  pods_in_group = 2;
+  EXPECT_EQ(q.RetryGated([](const QueuedPodInfo& i) { return InGroup(i, "a"); }), 1u);
+  EXPECT_EQ(Where(q, "a1"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "b1"), QueueKind::kGated);  // Not selected.
+}
+
+}  // namespace
+}  // namespace podium::scheduler

@@ -14,6 +14,15 @@ namespace podium::sdk {
 class PreEnqueuePlugin : public virtual Plugin {
  public:
   virtual Status PreEnqueue(const PodInfo& pod) = 0;
+
+  // What the scheduler knows of the pod's group when the request is sent (the
+  // mirror gets no delta with PreEnqueue, so it may lag).
+  struct Context {
+    const v1::PodGroup* pod_group = nullptr;  // Null: the pod names none, or it does not exist.
+    uint32_t pod_group_pods = 0;              // Pods naming the group, pending or assigned.
+  };
+  // The SDK calls this one; the default ignores the context.
+  virtual Status PreEnqueue(const PodInfo& pod, const Context& context) { return PreEnqueue(pod); }
 };
 
 // kube-scheduler's BindPlugin: Skip lets the next bind plugin decide; Success

@@ -395,6 +395,9 @@ struct PluginDefinition {
   std::string name;
   PluginFactory factory;
   MirrorNeeds mirror = {};
+  // PreEnqueue, Reserve/Unreserve and Permit only for pods that name a pod
+  // group (PluginRegistration.pod_group_members_only): others skip the call.
+  bool pod_group_members_only = false;
 };
 
 }  // namespace podium::sdk

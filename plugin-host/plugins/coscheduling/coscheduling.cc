@@ -1,0 +1,162 @@
+#include "plugins/coscheduling/coscheduling.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "plugins/helper/args.h"
+#include "plugins/helper/events.h"
+
+namespace podium::plugins {
+namespace {
+
+std::string GroupKey(const v1::Pod& pod) { return absl::StrCat(pod.meta().namespace_(), "/", pod.pod_group()); }
+
+int32_t MinMember(const v1::PodGroup& group) { return std::max(1, group.min_member()); }
+
+}  // namespace
+
+absl::StatusOr<sdk::PluginPtr> Coscheduling::New(const boost::json::object& args, sdk::Handle& handle) {
+  if (absl::Status s = CheckKnownFields(args, kName, "", {"permitWaitingTimeSeconds"}); !s.ok()) return s;
+  int64_t seconds = kDefaultPermitWaitingTimeSeconds;
+  if (auto it = args.find("permitWaitingTimeSeconds"); it != args.end()) {
+    if (absl::Status s = ReadInt(it->value(), kName, "permitWaitingTimeSeconds", &seconds); !s.ok()) return s;
+    if (seconds < 1 || seconds > 900) {
+      return ArgsError(kName, "permitWaitingTimeSeconds",
+                       absl::StrCat("must be between 1 and 900 (the scheduler caps a Permit wait at 15 minutes), got ",
+                                    seconds));
+    }
+  }
+  return std::make_unique<Coscheduling>(handle, seconds);
+}
+
+sdk::PluginDefinition Coscheduling::Definition() {
+  sdk::PluginDefinition d{std::string(kName), &Coscheduling::New};
+  d.mirror.assigned_pods = true;
+  d.mirror.pod_groups = true;
+  d.pod_group_members_only = true;
+  return d;
+}
+
+sdk::Status Coscheduling::PreEnqueue(const sdk::PodInfo& pod) {
+  // Without the scheduler's context: the mirror's group; the count of pods is
+  // unknown here, so only the group's existence is checked.
+  const v1::Pod& p = *pod.pod;
+  if (p.pod_group().empty()) return sdk::Status::Success();
+  Context context;
+  context.pod_group = handle_.snapshot().GetPodGroup(p.meta().namespace_(), p.pod_group());
+  context.pod_group_pods = UINT32_MAX;
+  return PreEnqueue(pod, context);
+}
+
+sdk::Status Coscheduling::PreEnqueue(const sdk::PodInfo& pod, const Context& context) {
+  const v1::Pod& p = *pod.pod;
+  if (p.pod_group().empty()) return sdk::Status::Success();
+  if (context.pod_group == nullptr) {
+    return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                       absl::StrCat("waiting for pod group ", GroupKey(p), ": it does not exist"));
+  }
+  const int32_t min = MinMember(*context.pod_group);
+  if (context.pod_group_pods < static_cast<uint32_t>(min)) {
+    // No count in the message: it is the pod's SchedulingGated condition, and
+    // a message that changed with every new member would patch every member
+    // again each time.
+    return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                       absl::StrCat("waiting for pod group ", GroupKey(p), ": fewer than minMember ", min,
+                                    " pods exist"));
+  }
+  return sdk::Status::Success();
+}
+
+sdk::Status Coscheduling::Reserve(sdk::CycleState&, const sdk::PodInfo&, const std::string&) {
+  return sdk::Status::Success();
+}
+
+void Coscheduling::Unreserve(sdk::CycleState&, const sdk::PodInfo& pod, const std::string&) {
+  const v1::Pod& p = *pod.pod;
+  if (p.pod_group().empty()) return;
+  const std::string key = GroupKey(p);
+  std::vector<std::string> reject;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = waiting_.find(key);
+    if (it == waiting_.end()) return;
+    it->second.erase(p.meta().uid());
+    reject.assign(it->second.begin(), it->second.end());
+    waiting_.erase(it);
+  }
+  // Outside the lock: a decision goes to the stream.
+  const std::string reason =
+      absl::StrCat("pod group ", key, ": member ", p.meta().namespace_(), "/", p.meta().name(),
+                   " gave up its place (Permit timeout, rejection or failed binding); the group is requeued together");
+  for (const std::string& uid : reject) handle_.RejectWaitingPod(uid, kName, reason);
+}
+
+size_t Coscheduling::AssignedMembers(const v1::Pod& pod) const {
+  size_t n = 0;
+  for (const sdk::NodeInfo* node : handle_.snapshot().Nodes()) {
+    for (const sdk::PodInfoPtr& other : node->pods()) {
+      const v1::Pod& o = *other->pod;
+      if (o.pod_group() == pod.pod_group() && o.meta().namespace_() == pod.meta().namespace_() &&
+          o.meta().uid() != pod.meta().uid()) {
+        ++n;
+      }
+    }
+  }
+  return n;
+}
+
+sdk::PermitResult Coscheduling::Permit(sdk::CycleState&, const sdk::PodInfo& pod, const std::string&) {
+  const v1::Pod& p = *pod.pod;
+  if (p.pod_group().empty()) return {};
+  const v1::PodGroup* group = handle_.snapshot().GetPodGroup(p.meta().namespace_(), p.pod_group());
+  if (group == nullptr) return {};  // Deleted since: not a gang any more.
+  const std::string key = GroupKey(p);
+  // This pod is assumed too (the mirror may not show it yet).
+  if (AssignedMembers(p) + 1 >= static_cast<size_t>(MinMember(*group))) {
+    std::vector<std::string> allow;
+    {
+      absl::MutexLock lock(&mu_);
+      if (auto it = waiting_.find(key); it != waiting_.end()) {
+        allow.assign(it->second.begin(), it->second.end());
+        waiting_.erase(it);
+      }
+    }
+    for (const std::string& uid : allow) handle_.AllowWaitingPod(uid, kName);
+    return {};
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    waiting_[key].insert(p.meta().uid());
+  }
+  const int64_t seconds =
+      group->schedule_timeout_seconds() > 0 ? group->schedule_timeout_seconds() : permit_waiting_seconds_;
+  sdk::PermitResult result;
+  result.status = sdk::Status(sdk::Code::kWait, absl::StrCat("waiting for pod group ", key, " to reach minMember ",
+                                                             MinMember(*group)));
+  result.timeout_ms = seconds * 1000;
+  return result;
+}
+
+std::vector<sdk::ClusterEventWithHint> Coscheduling::EventsToRegister() const {
+  // Its group appeared or changed (minMember lowered): only its own members.
+  auto same_group = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    if (!e.has_new_pod_group()) return sdk::QueueingHint::kQueue;
+    const v1::ObjectMeta& m = e.new_pod_group().meta();
+    return m.name() == pod.pod_group() && m.namespace_() == pod.meta().namespace_() ? sdk::QueueingHint::kQueue
+                                                                                   : sdk::QueueingHint::kQueueSkip;
+  };
+  return {
+      {v1::POD_GROUP, Actions(v1::ADD, v1::UPDATE), same_group},
+      // A group rejected at Permit (timeout) may fit once room frees up.
+      {v1::POD, Actions(v1::DELETE), nullptr},
+      {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_ALLOCATABLE), nullptr},
+  };
+}
+
+size_t Coscheduling::NumWaiting(const std::string& group_key) const {
+  absl::MutexLock lock(&mu_);
+  auto it = waiting_.find(group_key);
+  return it == waiting_.end() ? 0 : it->second.size();
+}
+
+}  // namespace podium::plugins

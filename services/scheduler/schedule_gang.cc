@@ -1,0 +1,163 @@
+// Gangs in one pass (beyond kube-scheduler's pod-by-pod alpha): when a popped
+// pod belongs to a PodGroup, its queued siblings are taken from the queue too
+// and their cycles run back to back, each on the snapshot with the earlier
+// members assumed. If fewer than the group's minimum fit, every assumption is
+// undone and every member is requeued with one FailedScheduling message that
+// says why: a gang that cannot fit is found out in one pass, not after a Permit
+// timeout, and holds no room meanwhile. Members that fit go through Permit,
+// where the gang's Permit plugin (Coscheduling) lets them bind together.
+#include <cstdio>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "gang/gang.h"
+#include "pod_ref.h"
+#include "scheduler.h"
+
+namespace podium::scheduler {
+
+bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
+  const v1::Pod& pod = first->pod();
+  Framework* fw = FrameworkFor(pod);
+  if (fw == nullptr || cache_.IsAssumed(first->uid()) || !StillPending(first->uid())) return false;
+  cache_.UpdateSnapshot(snapshot_);
+  const v1::PodGroup* found = snapshot_.GetPodGroup(pod.meta().namespace_(), pod.pod_group());
+  if (found == nullptr) return false;  // No such group: an ordinary pod.
+  const v1::PodGroup group = *found;   // The snapshot may change under the pointer.
+  const std::string ns = pod.meta().namespace_();
+  const std::string group_name = pod.pod_group();
+  const absl::Time start = clock_.Now();
+  const uint64_t scheduling_cycle = queue_.scheduling_cycle();
+
+  std::vector<QueuedPodInfoPtr> members{first};
+  for (QueuedPodInfo& sibling : queue_.PopMatching([&](const QueuedPodInfo& q) {
+         return gang::SameGroup(q.pod(), pod) && FrameworkFor(q.pod()) == fw;
+       })) {
+    auto qp = std::make_shared<QueuedPodInfo>(std::move(sibling));
+    if (cache_.IsAssumed(qp->uid()) || !StillPending(qp->uid())) {
+      queue_.Done(qp->uid());
+      continue;
+    }
+    members.push_back(std::move(qp));
+  }
+
+  gang::PassOutcome outcome;
+  outcome.members = members.size();
+  outcome.assigned = gang::AssignedMembers(snapshot_, ns, group_name);
+  const size_t min = static_cast<size_t>(std::max(1, group.min_member()));
+  if (outcome.members + outcome.assigned < min && gang_members_.Count(ns, group_name) >= min &&
+      first->attempts <= 3) {
+    // The rest exist but are not in the queue yet (PreEnqueue is letting them
+    // in right now): not a failure. Back off quietly; the next member popped
+    // takes these along. Past a few attempts it is reported like any misfit.
+    for (const QueuedPodInfoPtr& m : members) {
+      (void)queue_.AddUnschedulableIfNotPresent(*m, scheduling_cycle);
+      queue_.Done(m->uid());
+    }
+    return true;
+  }
+  struct Placed {
+    QueuedPodInfoPtr qp;
+    std::string node;
+    uint64_t cycle_id;
+    sdk::PodInfoPtr assumed;
+  };
+  struct Failed {
+    QueuedPodInfoPtr qp;
+    ScheduleResult::Outcome outcome;
+    std::string message;
+    absl::flat_hash_set<std::string> plugins;
+    std::optional<Diagnosis> diagnosis;
+  };
+  std::vector<Placed> placed;
+  std::vector<Failed> failed;
+  const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  if (outcome.members + outcome.assigned >= min) {
+    const size_t max_failures = outcome.members + outcome.assigned - min;
+    for (const QueuedPodInfoPtr& m : members) {
+      if (failed.size() > max_failures) break;  // The minimum is out of reach.
+      const v1::Pod& member = m->pod();
+      const uint64_t cycle_id = ++cycle_id_;
+      const absl::Time member_start = clock_.Now();
+      cache_.UpdateSnapshot(snapshot_);  // With the members placed so far assumed.
+      ScheduleResult result = fw->SchedulePod(member, snapshot_, snapshot_.delta_seq(), cycle_id);
+      (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
+          ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
+      if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+        fw->AbandonCycle(cycle_id);  // No preemption for gang members (yet).
+        failed.push_back({m, result.outcome, result.diagnosis.Message(), result.diagnosis.unschedulable_plugins,
+                          std::move(result.diagnosis)});
+        continue;
+      }
+      if (result.outcome == ScheduleResult::Outcome::kError) {
+        failed.push_back({m, result.outcome, std::string(result.error.message()), {}, std::nullopt});
+        continue;
+      }
+      v1::Pod assumed_pod = member;
+      assumed_pod.set_node_name(result.node_name);
+      sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
+      if (absl::Status s = cache_.AssumePod(assumed, result.node_name); !s.ok()) {
+        failed.push_back({m, ScheduleResult::Outcome::kError, absl::StrCat("assuming the pod: ", s.message()), {},
+                          std::nullopt});
+        continue;
+      }
+      sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
+      if (!reserve.IsSuccess()) {
+        fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
+        (void)cache_.ForgetPod(m->uid());
+        failed.push_back({m,
+                          reserve.IsRejected() ? ScheduleResult::Outcome::kUnschedulable
+                                               : ScheduleResult::Outcome::kError,
+                          reserve.Message(), {reserve.plugin()}, std::nullopt});
+        continue;
+      }
+      placed.push_back({m, result.node_name, cycle_id, std::move(assumed)});
+    }
+  }
+
+  if (!gang::Satisfied(group, placed.size(), outcome.assigned)) {
+    // None of them: give back what the pass assumed, newest first.
+    for (auto it = placed.rbegin(); it != placed.rend(); ++it) {
+      fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
+      (void)cache_.ForgetPod(it->qp->uid());
+    }
+    outcome.placed = placed.size();
+    const Failed* cause = failed.empty() ? nullptr : &failed.front();
+    if (cause != nullptr) {
+      outcome.failed_pod = PodKey(cause->qp->pod());
+      outcome.failed_message = cause->message;
+    }
+    const std::string message = gang::UnfitMessage(group, outcome);
+    // Every member waits for what would let the one that did not fit in, so
+    // one event requeues the gang together.
+    const absl::flat_hash_set<std::string> plugins = cause != nullptr ? cause->plugins : absl::flat_hash_set<std::string>{};
+    const ScheduleResult::Outcome kind =
+        cause != nullptr && cause->outcome == ScheduleResult::Outcome::kError ? ScheduleResult::Outcome::kError
+                                                                              : ScheduleResult::Outcome::kUnschedulable;
+    for (const QueuedPodInfoPtr& m : members) {
+      const Diagnosis* diagnosis =
+          cause != nullptr && cause->qp == m && cause->diagnosis ? &*cause->diagnosis : nullptr;
+      AttemptFailed(m, fw, scheduling_cycle, start, kind, message, plugins, diagnosis);
+    }
+    return true;
+  }
+  // The gang's minimum fits: members that did not are retried on their own.
+  for (Failed& f : failed) {
+    AttemptFailed(f.qp, fw, scheduling_cycle, start, f.outcome, f.message, f.plugins,
+                  f.diagnosis ? &*f.diagnosis : nullptr);
+  }
+  for (Placed& p : placed) {
+    PermitAndBind(std::move(p.qp), fw, p.node, std::move(p.assumed), p.cycle_id, scheduling_cycle, start);
+  }
+  return true;
+}
+
+void Scheduler::RetryGatedMembers(const std::string& namespace_, const std::string& group) {
+  PostQueueWork([this, namespace_, group] {
+    queue_.RetryGated([&](const QueuedPodInfo& q) {
+      return q.pod().pod_group() == group && q.pod().meta().namespace_() == namespace_;
+    });
+  });
+}
+
+}  // namespace podium::scheduler
