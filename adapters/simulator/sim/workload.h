@@ -31,7 +31,10 @@ struct WorkloadShape {
   // "zone-(i mod zones)" when zones > 0, and every measured pod carries the
   // rule (kube-scheduler scheduler_perf's topology spreading and required
   // anti-affinity shapes).
-  enum class Rule { kNone, kTopologySpread, kHostAntiAffinity   // Gang shapes (gang-1000): `gangs` PodGroups (scheduler-plugins' API) of
+  enum class Rule { kNone, kTopologySpread, kHostAntiAffinity };
+  Rule rule = Rule::kNone;
+  int zones = 0;
+  // Gang shapes (gang-1000): `gangs` PodGroups (scheduler-plugins' API) of
   // minMember gang_size in the initial list; their gang_size * gangs measured
   // pods, labelled with their group, are created at once.
   int gangs = 0;
