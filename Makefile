@@ -17,7 +17,8 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
   libabsl-dev libboost1.81-dev libboost-json1.81-dev prometheus-cpp-dev \
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
-  python3-grpcio python3-protobuf python3-yaml libssl-dev kubectl
+  python3-grpcio python3-protobuf python3-yaml libssl-dev kubectl \
+  curl patch xz-utils
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed
@@ -70,15 +71,20 @@ test: build
 bench: build
 	integration/bench/run_bench.sh $(BUILD)
 
-# Only races inside gRPC, Abseil and protobuf are suppressed (tsan.supp); a
-# report in our code fails the test.
+# Abseil comes from tools/tsan/build-absl.sh: Debian's own source, built with
+# -fsanitize=thread into $(TSAN_ABSL) and put first on LD_LIBRARY_PATH, so our
+# code and gRPC lock through an absl::Mutex TSan sees. Only races inside gRPC
+# and protobuf are suppressed (tsan.supp); a report in our code fails the test.
+TSAN_ABSL ?= $(CURDIR)/$(TSAN_BUILD)/absl-tsan
+TSAN_ENV = LD_LIBRARY_PATH=$(TSAN_ABSL)/lib \
+  TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1"
 tsan: deps
-	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_TSAN=ON
+	tools/tsan/build-absl.sh $(TSAN_ABSL)
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_TSAN=ON \
+	  -DCMAKE_PREFIX_PATH=$(TSAN_ABSL)
 	cmake --build $(TSAN_BUILD) -j$(JOBS) --target $(TSAN_TARGETS)
-	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --test-dir $(TSAN_BUILD)/services/scheduler --output-on-failure -j$(JOBS) $(CTEST_ARGS)
-	TSAN_OPTIONS="suppressions=$(CURDIR)/tsan.supp halt_on_error=1 second_deadlock_stack=1" \
-	  ctest --test-dir $(TSAN_BUILD)/plugin-sdk --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD)/services/scheduler --output-on-failure -j$(JOBS) $(CTEST_ARGS)
+	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD)/plugin-sdk --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
 # Each fuzzer runs FUZZ_SECONDS on the kept corpus; inputs that add coverage are
 # written back to it, crashes to $(FUZZ_BUILD)/artifacts/ (and fail the target).
