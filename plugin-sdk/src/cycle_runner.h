@@ -125,7 +125,10 @@ class CycleRunner {
   std::vector<const NodeInfo*> request_nodes_;
   std::vector<const NodeInfo*> feasible_;
   std::vector<NodeScore> node_scores_;
+  // Nominated pods per node id, when the request carried them; otherwise
+  // (mirrored_nominations_) the mirror's, by node name.
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
+  bool mirrored_nominations_ = false;
 };
 
 }  // namespace podium::sdk::internal

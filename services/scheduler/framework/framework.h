@@ -201,7 +201,8 @@ class Framework {
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                   uint64_t cycle_id);
+                                   uint64_t cycle_id,
+                                   const sdk::NodeInfo* only_node = nullptr);
   std::pair<PostFilterResult, sdk::Status> RunPostFilterPlugins(const v1::Pod& pod,
                                                                 const Diagnosis& diagnosis);
   // Tells every process of the profile that the cycle ended.
