@@ -15,7 +15,7 @@ from podium_testlib import cluster_yaml, node_yaml
 LATER = {"sim.podium.dev/create-later": "true"}
 
 
-def pod(name, cpu, priority, node=None, labels=None, later=False, never=False):
+def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, nominated=None):
     meta = {"name": name, "namespace": "default"}
     if labels:
         meta["labels"] = labels
@@ -28,8 +28,10 @@ def pod(name, cpu, priority, node=None, labels=None, later=False, never=False):
         spec["nodeName"] = node
     if never:
         spec["preemptionPolicy"] = "Never"
-    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec,
-           "status": {"phase": "Running" if node else "Pending"}}
+    status = {"phase": "Running" if node else "Pending"}
+    if nominated:
+        status["nominatedNodeName"] = nominated
+    doc = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
     return json.dumps(doc) + "\n"
 
 
@@ -149,6 +151,21 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(self.deleted(report), ["default/victim"])
         self.assertIsNone(report.node_of("late"))
         self.assertEqual(report.node_of("keep"), "node-a")
+
+    def test_external_nominated_node_is_honoured_when_the_pod_fits_and_ignored_when_not(self):
+        # status.nominatedNodeName set by another component (an autoscaler):
+        # "hinted" fits on node-b and lands there although node-a is emptier
+        # (LeastAllocated would pick node-a); "too-big" does not fit on node-c,
+        # so every node is evaluated and it lands on node-a. Nothing is evicted.
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="4"), node_yaml("node-b", cpu="4"), node_yaml("node-c", cpu="4"),
+            pod("busy-b", "2", 0, node="node-b"),
+            pod("busy-c", "3", 0, node="node-c"),
+            pod("hinted", "1", 0, nominated="node-b", later=True),
+            pod("too-big", "2", 0, nominated="node-c", later=True))
+        self.assertEqual(report.node_of("hinted"), "node-b")
+        self.assertEqual(report.node_of("too-big"), "node-a")
+        self.assertEqual(self.deleted(report), [])
 
     def test_remote_filter_rejecting_a_node_keeps_it_from_being_a_candidate(self):
         # node-a is under maintenance (the Python plugin's DenyLabel rejects it

@@ -208,16 +208,26 @@ CycleRunner::FilterOutcome CycleRunner::RunFilters(const PluginList& filters, Cy
 CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& state,
                                                             const PodInfo& pod,
                                                             const NodeInfo& node) {
-  auto nominated = nominated_.find(node.id());
-  if (nominated == nominated_.end()) return RunFilters(active_filters_, state, pod, node);
+  const std::vector<PodInfoPtr>* nominated = nullptr;
+  if (mirrored_nominations_) {
+    nominated = mirror_.NominatedPodsOn(node.name());
+  } else if (auto it = nominated_.find(node.id()); it != nominated_.end()) {
+    nominated = &it->second;
+  }
+  if (nominated == nullptr) return RunFilters(active_filters_, state, pod, node);
+  auto counts = [&](const PodInfoPtr& other) {
+    return other->uid() != pod.uid() && other->pod->priority() >= pod.pod->priority() &&
+           node.FindPod(other->uid()) == nullptr;
+  };
+  // Most nodes have no nominated pod that counts: no copy for them.
+  if (std::none_of(nominated->begin(), nominated->end(), counts)) {
+    return RunFilters(active_filters_, state, pod, node);
+  }
   NodeInfo node_with_pods = node;
   std::unique_ptr<CycleState> state_with_pods = state.Clone();
   bool added = false;
-  for (const PodInfoPtr& other : nominated->second) {
-    if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
-        node.FindPod(other->uid()) != nullptr) {
-      continue;
-    }
+  for (const PodInfoPtr& other : *nominated) {
+    if (!counts(other)) continue;
     node_with_pods.AddPod(other);
     added = true;
     for (const ExtensionRef& ext : extensions_) {
@@ -297,7 +307,10 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   timer.Enter(filters.empty() ? PhaseTimer::kNone : PhaseTimer::kFilter);
   ActiveFilters(filters, state, active_filters_);
   nominated_.clear();
-  if (request.nominated_pods_size() > 0) {
+  // Nominated pods ride in the request, or (MirrorScope.nominated_pods) the
+  // mirror keeps them.
+  mirrored_nominations_ = request.nominated_pods_size() == 0 && mirror_.NumNominatedPods() > 0;
+  if (request.nominated_pods_size() > 0 || mirrored_nominations_) {
     ActiveExtensions(pre_filters, state, extensions_);
     for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
       nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
@@ -307,7 +320,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
   const size_t want = request.num_feasible_to_find();
   feasible_.clear();
-  if (nominated_.empty() && UseParallel(n)) {
+  if (nominated_.empty() && !mirrored_nominations_ && UseParallel(n)) {
     if (!ParallelFilter(nodes, start, want, state, *pod,
                         allowed_names.has_value() ? &allowed_nodes : nullptr, narrowing_plugins,
                         narrowed_by, out)) {
@@ -329,7 +342,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
         status.set_plugin(narrowing_plugins.front());
         continue;
       }
-      FilterOutcome outcome = nominated_.empty()
+      FilterOutcome outcome = nominated_.empty() && !mirrored_nominations_
                                   ? RunFilters(active_filters_, state, *pod, node)
                                   : RunFiltersWithNominatedPods(state, *pod, node);
       if (outcome.status.IsSuccess()) {

@@ -150,7 +150,10 @@ class CycleRunner {
   };
   std::vector<ScoreError> score_errors_;
   std::vector<uint8_t> score_skipped_;
+  // Nominated pods per node id, when the request carried them; otherwise
+  // (mirrored_nominations_) the mirror's, by node name.
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
+  bool mirrored_nominations_ = false;
   // Per position of the rotation, for parallel filtering.
   enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };
   std::vector<NodeVerdict> verdicts_;

@@ -139,7 +139,41 @@ absl::Status Mirror::Validate(const v1::StateDelta& delta) const {
           absl::StrCat("delta.namespace_upserts[", i, "].meta.name: missing"));
     }
   }
+  for (int i = 0; i < delta.nominated_pod_removals_size(); ++i) {
+    if (delta.nominated_pod_removals(i).empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.nominated_pod_removals[", i, "]: empty uid"));
+    }
+  }
+  for (int i = 0; i < delta.nominated_pod_upserts_size(); ++i) {
+    const v1::Pod& pod = delta.nominated_pod_upserts(i);
+    if (pod.meta().uid().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.nominated_pod_upserts[", i, "].meta.uid: missing"));
+    }
+    if (pod.nominated_node_name().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta.nominated_pod_upserts[", i, "].nominated_node_name: empty (pod ",
+                       pod.meta().namespace_(), "/", pod.meta().name(), ")"));
+    }
+  }
   return absl::OkStatus();
+}
+
+const std::vector<PodInfoPtr>* Mirror::NominatedPodsOn(std::string_view node_name) const {
+  auto it = nominated_by_node_.find(AsAbsl(node_name));
+  return it == nominated_by_node_.end() ? nullptr : &it->second;
+}
+
+void Mirror::RemoveNomination(const std::string& uid) {
+  auto it = nominated_.find(uid);
+  if (it == nominated_.end()) return;  // Removals are idempotent.
+  auto on_node = nominated_by_node_.find(it->second);
+  if (on_node != nominated_by_node_.end()) {
+    std::erase_if(on_node->second, [&](const PodInfoPtr& p) { return p->uid() == uid; });
+    if (on_node->second.empty()) nominated_by_node_.erase(on_node);
+  }
+  nominated_.erase(it);
 }
 
 absl::Status Mirror::Apply(v1::StateDelta& delta) {
@@ -200,6 +234,16 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     std::string name = ns.meta().name();
     namespaces_[std::move(name)] = std::make_unique<v1::Namespace>(std::move(ns));
   }
+  for (const std::string& uid : delta.nominated_pod_removals()) RemoveNomination(uid);
+  for (v1::Pod& pod : *delta.mutable_nominated_pod_upserts()) {
+    std::string uid = pod.meta().uid();
+    RemoveNomination(uid);
+    std::string node = pod.nominated_node_name();
+    // Counted as if on the node it will take.
+    pod.set_node_name(node);
+    nominated_by_node_[node].push_back(PodInfo::Create(std::move(pod)));
+    nominated_.emplace(std::move(uid), std::move(node));
+  }
   if (affinity_dirty_) RebuildAffinityLists();
   if (delta.generation() != 0) generation_ = delta.generation();
   return absl::OkStatus();
@@ -217,6 +261,8 @@ void Mirror::Clear() {
   pod_groups_.clear();
   pod_group_uids_.clear();
   namespaces_.clear();
+  nominated_.clear();
+  nominated_by_node_.clear();
   with_affinity_.clear();
   with_required_anti_affinity_.clear();
   affinity_dirty_ = false;

@@ -49,6 +49,11 @@ class Mirror final : public Snapshot {
     return with_required_anti_affinity_;
   }
 
+  // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
+  // each with node_name set to the node; null when none.
+  const std::vector<PodInfoPtr>* NominatedPodsOn(std::string_view node_name) const;
+  size_t NumNominatedPods() const { return nominated_.size(); }
+
   uint64_t generation() const { return generation_; }
   size_t NumPods() const { return pod_nodes_.size(); }
 
@@ -59,6 +64,7 @@ class Mirror final : public Snapshot {
   void UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node);
   void RemovePod(const std::string& uid);
   void RemovePodGroup(const std::string& uid);
+  void RemoveNomination(const std::string& uid);
   void AddImageNames(NodeInfo& node);
   void ForgetImageName(const std::string& name, uint32_t node_id);
   void RememberImageName(const std::string& name, uint32_t node_id);
@@ -84,6 +90,9 @@ class Mirror final : public Snapshot {
   absl::flat_hash_map<std::string, std::string> pod_group_uids_;
   // By name, as the scheduler keys them.
   absl::flat_hash_map<std::string, std::unique_ptr<v1::Namespace>> namespaces_;
+  // Nominations: uid -> nominated node name, and the pods per node name.
+  absl::flat_hash_map<std::string, std::string> nominated_;
+  absl::flat_hash_map<std::string, std::vector<PodInfoPtr>> nominated_by_node_;
   // Nodes with pods that carry (anti-)affinity terms, rebuilt at the end of an
   // Apply that added or removed such a pod or a node (InterPodAffinity's
   // PreFilter/PreScore then look at these nodes only).

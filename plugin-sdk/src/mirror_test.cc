@@ -276,6 +276,58 @@ TEST(SdkMirrorTest, InvalidDeltaIsRejectedWholeNamingTheField) {
               HasSubstr("node_upserts[0].node.meta.name"));
 }
 
+v1::Pod Nominated(const std::string& uid, const std::string& node) {
+  v1::Pod pod;
+  pod.mutable_meta()->set_uid(uid);
+  pod.mutable_meta()->set_name(uid);
+  pod.set_nominated_node_name(node);
+  return pod;
+}
+
+std::vector<std::string> NominatedOn(const Mirror& mirror, const std::string& node) {
+  std::vector<std::string> uids;
+  if (const auto* pods = mirror.NominatedPodsOn(node)) {
+    for (const PodInfoPtr& pod : *pods) uids.push_back(pod->uid());
+  }
+  return uids;
+}
+
+TEST(SdkMirrorTest, NominatedPodsAreKeptPerNodeMovedRemovedAndReset) {
+  Mirror mirror;
+  v1::StateDelta delta;
+  delta.set_reset(true);
+  AddNode(delta, 1, "a");
+  AddNode(delta, 2, "b");
+  *delta.add_nominated_pod_upserts() = Nominated("p1", "a");
+  *delta.add_nominated_pod_upserts() = Nominated("p2", "a");
+  *delta.add_nominated_pod_upserts() = Nominated("p3", "not-yet-a-node");
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  EXPECT_THAT(NominatedOn(mirror, "a"), ElementsAre("p1", "p2"));
+  EXPECT_EQ(mirror.NominatedPodsOn("a")->front()->pod->node_name(), "a");  // Counted there.
+  EXPECT_EQ(mirror.NumNominatedPods(), 3u);
+
+  v1::StateDelta moved;
+  *moved.add_nominated_pod_upserts() = Nominated("p1", "b");
+  moved.add_nominated_pod_removals("p3");
+  moved.add_nominated_pod_removals("never-nominated");  // Not an error.
+  ASSERT_TRUE(mirror.Apply(moved).ok());
+  EXPECT_THAT(NominatedOn(mirror, "a"), ElementsAre("p2"));
+  EXPECT_THAT(NominatedOn(mirror, "b"), ElementsAre("p1"));
+  EXPECT_EQ(mirror.NominatedPodsOn("not-yet-a-node"), nullptr);
+
+  v1::StateDelta bad;
+  *bad.add_nominated_pod_upserts() = Nominated("p4", "");
+  EXPECT_THAT(std::string(mirror.Apply(bad).message()),
+              HasSubstr("nominated_pod_upserts[0].nominated_node_name"));
+
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  AddNode(reset, 1, "a");
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  EXPECT_EQ(mirror.NumNominatedPods(), 0u);
+  EXPECT_EQ(mirror.NominatedPodsOn("b"), nullptr);
+}
+
 std::vector<uint32_t> IdsOf(const std::vector<const NodeInfo*>& nodes) {
   std::vector<uint32_t> ids;
   for (const NodeInfo* node : nodes) ids.push_back(node->id());

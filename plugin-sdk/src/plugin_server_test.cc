@@ -271,15 +271,20 @@ class SchedulerStream {
   }
 
   v1::Registration Open(std::vector<std::pair<std::string, std::string>> plugins) {
+    std::vector<v1::PluginArgs> entries;
+    for (const auto& [name, args] : plugins) {
+      v1::PluginArgs& p = entries.emplace_back();
+      p.set_name(name);
+      p.set_args_json(args);
+    }
+    return OpenWith(std::move(entries));
+  }
+  v1::Registration OpenWith(std::vector<v1::PluginArgs> plugins) {
     v1::SchedulerToPlugin message;
     message.set_id(1);
     message.mutable_open()->set_protocol_version(1);
     message.mutable_open()->set_scheduler_id("test");
-    for (const auto& [name, args] : plugins) {
-      v1::PluginArgs* p = message.mutable_open()->add_plugins();
-      p->set_name(name);
-      p->set_args_json(args);
-    }
+    for (v1::PluginArgs& p : plugins) *message.mutable_open()->add_plugins() = std::move(p);
     return Call(message).registration();
   }
 
@@ -549,6 +554,96 @@ TEST_F(PluginServerTest, NominatedPodsCountOnTheirNodes) {
   EXPECT_EQ(cycle.rejected(0).node_id(), 2u);
   EXPECT_EQ(cycle.rejected(0).status().code(), v1::Status::UNSCHEDULABLE);
   EXPECT_THAT(cycle.rejected(0).status().reasons(), ElementsAre("too many pods"));
+}
+
+v1::PluginArgs ArgsFor(std::string name, std::string args, std::vector<std::string> profiles) {
+  v1::PluginArgs a;
+  a.set_name(std::move(name));
+  a.set_args_json(std::move(args));
+  for (auto& p : profiles) a.add_scheduler_names(std::move(p));
+  return a;
+}
+
+// Issue 5 item 6: pluginConfig args per profile. One instance per entry; a
+// pod runs the instance of its profile (spec.schedulerName).
+TEST_F(PluginServerTest, PerProfileArgsOpenOneInstancePerProfile) {
+  auto stream = Connect();
+  v1::Registration reg = stream->OpenWith({
+      ArgsFor("Capacity", "{\"maxPods\": 1}", {"tight", "default-scheduler"}),
+      ArgsFor("Capacity", "{\"maxPods\": 2}", {"roomy"})});
+  ASSERT_EQ(reg.error(), "");
+  ASSERT_EQ(reg.plugins_size(), 1);  // Registered once.
+  EXPECT_EQ(reg.plugins(0).name(), "Capacity");
+
+  auto cycle = [&](uint64_t id, const std::string& profile) {
+    v1::Pod pod = MakePod("p" + std::to_string(id), 10);
+    pod.set_scheduler_name(profile);
+    v1::SchedulerToPlugin request = CycleMessage(id, id, pod, {"Capacity"}, {"Capacity"}, {});
+    if (id == 2) {
+      request.mutable_delta()->set_reset(true);
+      AddNode(request.mutable_delta(), 1, MakeNode("n1"));
+      AddPod(request.mutable_delta(), 1, MakePod("running", 0));
+    }
+    return stream->Call(request).cycle();
+  };
+  EXPECT_EQ(cycle(2, "tight").feasible_size(), 0);   // maxPods 1: full.
+  EXPECT_EQ(cycle(3, "roomy").feasible_size(), 1);   // maxPods 2: room.
+  EXPECT_EQ(cycle(4, "").feasible_size(), 0);        // default-scheduler is "tight".
+  EXPECT_EQ(cycle(5, "tight").feasible_size(), 0);   // Resolved lists are per profile.
+}
+
+TEST_F(PluginServerTest, PerProfileArgsForTheSameProfileTwiceAreRefused) {
+  auto stream = Connect();
+  v1::Registration reg = stream->OpenWith({
+      ArgsFor("Capacity", "{\"maxPods\": 1}", {"a"}),
+      ArgsFor("Capacity", "{\"maxPods\": 2}", {"b", "a"})});
+  EXPECT_THAT(reg.error(), HasSubstr("open.plugins[1].scheduler_names"));
+  EXPECT_THAT(reg.error(), HasSubstr("profile a"));
+  auto again = Connect();
+  reg = again->OpenWith({ArgsFor("Capacity", "", {}),
+                                                 ArgsFor("Capacity", "", {})});
+  EXPECT_THAT(reg.error(), HasSubstr("listed twice"));
+}
+
+// MirrorScope.nominated_pods: the nominations arrive as deltas, once, and
+// every later cycle counts them as if they rode in the request.
+TEST_F(PluginServerTest, MirroredNominatedPodsCountOnTheirNodes) {
+  auto stream = Connect();
+  v1::Registration reg = stream->Open({{"Capacity", "{\"maxPods\": 1}"}});
+  ASSERT_EQ(reg.error(), "");
+  EXPECT_TRUE(reg.mirror().nominated_pods());  // A filter plugin: the SDK keeps them.
+  v1::SchedulerToPlugin request =
+      CycleMessage(2, 1, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  v1::Pod preemptor = MakePod("preemptor", 100);
+  preemptor.set_nominated_node_name("n2");
+  *request.mutable_delta()->add_nominated_pod_upserts() = preemptor;
+  v1::Pod lower = MakePod("lower", 1);  // Lower priority: not counted.
+  lower.set_nominated_node_name("n3");
+  *request.mutable_delta()->add_nominated_pod_upserts() = lower;
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 3, 4, 5, 6));
+  ASSERT_EQ(cycle.rejected_size(), 1);
+  EXPECT_EQ(cycle.rejected(0).node_id(), 2u);
+  EXPECT_THAT(cycle.rejected(0).status().reasons(), ElementsAre("too many pods"));
+
+  // The next cycle carries no nominations: the mirror still has them.
+  v1::SchedulerToPlugin again =
+      CycleMessage(3, 2, MakePod("q", 10), {"Capacity"}, {"Capacity"}, {});
+  cycle = stream->Call(again).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 3, 4, 5, 6));
+  // The nominated pod itself is not counted against itself.
+  v1::SchedulerToPlugin itself =
+      CycleMessage(4, 3, MakePod("preemptor", 100), {"Capacity"}, {"Capacity"}, {});
+  cycle = stream->Call(itself).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 2, 3, 4, 5, 6));
+
+  // A removal frees the node.
+  v1::SchedulerToPlugin cleared =
+      CycleMessage(5, 4, MakePod("q", 10), {"Capacity"}, {"Capacity"}, {});
+  cleared.mutable_delta()->add_nominated_pod_removals(preemptor.meta().uid());
+  cycle = stream->Call(cleared).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 2, 3, 4, 5, 6));
 }
 
 TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {

@@ -90,7 +90,7 @@ void WriteOutcome(const Outcome& o, v1::Status* out) {
 
 }  // namespace
 
-absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Snapshot& mirror,
+absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mirror& mirror,
                                  const CycleState& base, const PodInfo& pod,
                                  const std::vector<NamedFilter>& filters,
                                  const std::vector<NamedExtensions>& extensions,
@@ -111,8 +111,14 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Sna
       return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.candidates[", c,
                                                      "].node_id: unknown node id ", candidate.node_id()));
     }
-    auto nom = nominated.find(candidate.node_id());
-    NodeDryRun run(pod, filters, extensions, nom == nominated.end() ? kNone : nom->second);
+    // Nominated pods ride in the request, or the mirror keeps them.
+    const std::vector<PodInfoPtr>* on_node = nullptr;
+    if (request.nominated_pods_size() == 0) {
+      on_node = mirror.NominatedPodsOn(mirrored->name());
+    } else if (auto nom = nominated.find(candidate.node_id()); nom != nominated.end()) {
+      on_node = &nom->second;
+    }
+    NodeDryRun run(pod, filters, extensions, on_node == nullptr ? kNone : *on_node);
     NodeInfo node = *mirrored;
     std::unique_ptr<CycleState> state = base.Clone();
     v1::NodeVictims& result = *out.add_nodes();
@@ -183,10 +189,10 @@ namespace podium::sdk::internal {
 absl::Status Session::RunPreemptionDryRun(v1::PreemptionDryRunRequest& request,
                                           v1::PreemptionDryRunResponse& out) {
   auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
-                             "preemption_dry_run.pre_filter_plugins");
+                             "preemption_dry_run.pre_filter_plugins", request.pod());
   if (!pre_filters.ok()) return pre_filters.status();
   auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
-                         "preemption_dry_run.filter_plugins");
+                         "preemption_dry_run.filter_plugins", request.pod());
   if (!filters.ok()) return filters.status();
   PodInfoPtr pod = PodInfo::Create(std::move(*request.mutable_pod()));
 

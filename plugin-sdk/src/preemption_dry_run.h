@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "podium/sdk/framework.h"
+#include "mirror.h"
 #include "podium/v1/plugin.pb.h"
 
 namespace podium::sdk::internal {
@@ -25,7 +26,8 @@ struct NamedExtensions {
 // `base` is the pod's cycle state after PreFilter (it is cloned per node, never
 // changed); `filters` and `extensions` are those PreFilter did not skip. An
 // error (a victim that is not on its node, an unknown node) names the field.
-absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Snapshot& mirror,
+// Nominated pods are the request's, or the mirror's when it carries none.
+absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mirror& mirror,
                                  const CycleState& base, const PodInfo& pod,
                                  const std::vector<NamedFilter>& filters,
                                  const std::vector<NamedExtensions>& extensions,

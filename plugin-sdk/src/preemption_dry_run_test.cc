@@ -165,6 +165,22 @@ TEST_F(PreemptionDryRunTest, NominatedPodsOfHigherPriorityTakeTheirRoomFirst) {
   EXPECT_THAT(Victims(0), ElementsAre("uid-c", "uid-a"));
 }
 
+TEST_F(PreemptionDryRunTest, MirroredNominatedPodsTakeTheirRoomAsWell) {
+  AddNode(1, 4000);
+  AddPod(1, "a", 10, 1000);
+  AddPod(1, "b", 20, 1000);
+  AddPod(1, "c", 30, 2000);
+  Candidate(1, {"c", "b", "a"});
+  v1::Pod nominated = MakePod("nominated", 500, 1000);
+  nominated.set_nominated_node_name("node-1");
+  *delta_.add_nominated_pod_upserts() = nominated;
+  v1::Pod lower = MakePod("lower-nominated", 50, 1000);  // Below the preemptor: ignored.
+  lower.set_nominated_node_name("node-1");
+  *delta_.add_nominated_pod_upserts() = lower;
+  ASSERT_TRUE(Run(2000).ok());
+  EXPECT_THAT(Victims(0), ElementsAre("uid-c", "uid-a"));
+}
+
 TEST_F(PreemptionDryRunTest, StopsOnceEnoughCandidatesWithoutViolationsAreFound) {
   for (uint32_t id = 1; id <= 3; ++id) {
     AddNode(id, 2000);

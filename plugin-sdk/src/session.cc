@@ -82,6 +82,7 @@ Session::~Session() {
   resolved_.clear();
   uncached_.clear();
   instances_by_name_.clear();
+  instances_by_profile_.clear();
   instances_.clear();
 }
 
@@ -227,6 +228,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
 
   auto fail = [&](std::string error) {
     instances_by_name_.clear();
+    instances_by_profile_.clear();
     instances_.clear();
     out.clear_plugins();
     out.set_error(std::move(error));
@@ -241,9 +243,19 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
                                " is not served by this process (it serves: ",
                                absl::StrJoin(served, ", "), ")"));
     }
-    if (instances_by_name_.contains(args.name())) {
+    // A plugin may be listed once per distinct args, for disjoint profiles.
+    const bool seen = instances_by_name_.contains(args.name());
+    if (seen && args.scheduler_names().empty()) {
       return fail(absl::StrCat("open.plugins[", i, "].name: plugin ", args.name(),
-                               " is listed twice"));
+                               " is listed twice (a second entry must name its profiles in "
+                               "scheduler_names)"));
+    }
+    for (const std::string& profile : args.scheduler_names()) {
+      auto by_profile = instances_by_profile_.find(profile);
+      if (by_profile != instances_by_profile_.end() && by_profile->second.contains(args.name())) {
+        return fail(absl::StrCat("open.plugins[", i, "].scheduler_names: plugin ", args.name(),
+                                 " is listed twice for profile ", profile));
+      }
     }
     boost::json::object args_object;
     if (args.args_json().find_first_not_of(" \t\r\n") != std::string::npos) {
@@ -277,6 +289,9 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
                                       needs.pod_disruption_budgets);
     mirror.set_pod_groups(mirror.pod_groups() || needs.pod_groups);
     mirror.set_namespaces(mirror.namespaces() || needs.namespaces);
+    // Filters count nominated pods; the SDK keeps them from deltas instead of
+    // reading them from every request.
+    if (dynamic_cast<FilterPlugin*>(plugin->get()) != nullptr) mirror.set_nominated_pods(true);
     auto instance = std::make_unique<PluginInstance>();
     instance->name = args.name();
     instance->plugin = std::move(*plugin);
@@ -295,6 +310,15 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
       instance->events = enqueue->EventsToRegister();
     }
 
+    for (const std::string& profile : args.scheduler_names()) {
+      instances_by_profile_[profile][instance->name] = instance.get();
+    }
+    if (seen) {
+      // Registered with its first entry, which also serves profiles no entry
+      // names.
+      instances_.push_back(std::move(instance));
+      continue;
+    }
     v1::PluginRegistration& reg = *out.add_plugins();
     reg.set_name(instance->name);
     reg.set_pod_group_members_only(definition->second->pod_group_members_only);
@@ -324,29 +348,51 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
   }
 }
 
+PluginInstance* Session::InstanceFor(const std::string& name, std::string_view profile) const {
+  if (!instances_by_profile_.empty()) {
+    auto by_profile = instances_by_profile_.find(AsAbsl(profile));
+    if (by_profile != instances_by_profile_.end()) {
+      auto it = by_profile->second.find(name);
+      if (it != by_profile->second.end()) return it->second;
+    }
+  }
+  auto it = instances_by_name_.find(name);
+  return it == instances_by_name_.end() ? nullptr : it->second;
+}
+
+namespace {
+// The profile a pod belongs to, as the scheduler picks it.
+std::string_view ProfileOf(const v1::Pod& pod) {
+  return pod.scheduler_name().empty() ? std::string_view("default-scheduler")
+                                      : std::string_view(pod.scheduler_name());
+}
+}  // namespace
+
 absl::StatusOr<const PluginList*> Session::Resolve(
     const google::protobuf::RepeatedPtrField<std::string>& names, ExtensionPointKind point,
-    std::string_view field) {
+    std::string_view field, const v1::Pod& pod) {
+  const std::string_view profile = instances_by_profile_.empty() ? "" : ProfileOf(pod);
   for (const auto& list : resolved_) {
     if (list->point == point && list->names.size() == static_cast<size_t>(names.size()) &&
-        std::equal(names.begin(), names.end(), list->names.begin())) {
+        list->profile == profile && std::equal(names.begin(), names.end(), list->names.begin())) {
       return &list->plugins;
     }
   }
   auto list = std::make_unique<ResolvedList>();
   list->point = point;
+  list->profile = std::string(profile);
   list->names.assign(names.begin(), names.end());
   for (int i = 0; i < names.size(); ++i) {
-    auto it = instances_by_name_.find(names.Get(i));
-    if (it == instances_by_name_.end()) {
+    PluginInstance* instance = InstanceFor(names.Get(i), profile);
+    if (instance == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), "[", i, "]: plugin ", names.Get(i),
                                                      " is not served on this stream"));
     }
-    if (!it->second->Implements(point)) {
+    if (!instance->Implements(point)) {
       return absl::InvalidArgumentError(absl::StrCat(AsAbsl(field), "[", i, "]: plugin ", names.Get(i),
                                                      " does not implement ", AsAbsl(PointName(point))));
     }
-    list->plugins.push_back(it->second);
+    list->plugins.push_back(instance);
   }
   auto& store = resolved_.size() < kMaxResolvedLists ? resolved_ : uncached_;
   store.push_back(std::move(list));
@@ -355,16 +401,16 @@ absl::StatusOr<const PluginList*> Session::Resolve(
 
 absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out) {
   auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
-                             "cycle.pre_filter_plugins");
+                             "cycle.pre_filter_plugins", request.pod());
   if (!pre_filters.ok()) return pre_filters.status();
   auto filters =
-      Resolve(request.filter_plugins(), ExtensionPointKind::kFilter, "cycle.filter_plugins");
+      Resolve(request.filter_plugins(), ExtensionPointKind::kFilter, "cycle.filter_plugins", request.pod());
   if (!filters.ok()) return filters.status();
   auto pre_scores = Resolve(request.pre_score_plugins(), ExtensionPointKind::kPreScore,
-                            "cycle.pre_score_plugins");
+                            "cycle.pre_score_plugins", request.pod());
   if (!pre_scores.ok()) return pre_scores.status();
   auto scores =
-      Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins");
+      Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins", request.pod());
   if (!scores.ok()) return scores.status();
 
   return runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
@@ -373,14 +419,14 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
 absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,
                                       v1::DryRunFilterResponse& out) {
   auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
-                         "dry_run_filter.filter_plugins");
+                         "dry_run_filter.filter_plugins", request.pod());
   if (!filters.ok()) return filters.status();
   return runner_.RunDryRunFilter(**filters, request, out);
 }
 
 absl::Status Session::RunReserve(v1::ReserveRequest& request, v1::StatusResponse& out) {
   auto plugins =
-      Resolve(request.plugins(), ExtensionPointKind::kReserve, "reserve.plugins");
+      Resolve(request.plugins(), ExtensionPointKind::kReserve, "reserve.plugins", request.pod());
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   CycleState& state = runner_.StateFor(request.cycle_id());
@@ -396,7 +442,7 @@ absl::Status Session::RunReserve(v1::ReserveRequest& request, v1::StatusResponse
 
 absl::Status Session::RunUnreserve(v1::UnreserveRequest& request, v1::StatusResponse& out) {
   auto plugins =
-      Resolve(request.plugins(), ExtensionPointKind::kReserve, "unreserve.plugins");
+      Resolve(request.plugins(), ExtensionPointKind::kReserve, "unreserve.plugins", request.pod());
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   StopWaiting(pod->uid());
@@ -408,7 +454,7 @@ absl::Status Session::RunUnreserve(v1::UnreserveRequest& request, v1::StatusResp
 }
 
 absl::Status Session::RunPermit(v1::PermitRequest& request, v1::PermitResponse& out) {
-  auto plugins = Resolve(request.plugins(), ExtensionPointKind::kPermit, "permit.plugins");
+  auto plugins = Resolve(request.plugins(), ExtensionPointKind::kPermit, "permit.plugins", request.pod());
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   CycleState& state = runner_.StateFor(request.cycle_id());
@@ -438,7 +484,7 @@ absl::Status Session::RunBinding(ExtensionPointKind point, v1::BindingRequest& r
       : point == ExtensionPointKind::kBind  ? "bind"
                                             : "post_bind",
       ".plugins");
-  auto plugins = Resolve(request.plugins(), point, field);
+  auto plugins = Resolve(request.plugins(), point, field, request.pod());
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   StopWaiting(pod->uid());
@@ -475,7 +521,7 @@ absl::Status Session::RunBinding(ExtensionPointKind point, v1::BindingRequest& r
 
 absl::Status Session::RunPreEnqueue(v1::PreEnqueueRequest& request, v1::StatusResponse& out) {
   auto plugins =
-      Resolve(request.plugins(), ExtensionPointKind::kPreEnqueue, "pre_enqueue.plugins");
+      Resolve(request.plugins(), ExtensionPointKind::kPreEnqueue, "pre_enqueue.plugins", request.pod());
   if (!plugins.ok()) return plugins.status();
   PodInfoPtr pod = TakePod(request.mutable_pod());
   PreEnqueuePlugin::Context context;
@@ -502,10 +548,11 @@ absl::Status Session::RunQueueingHint(const v1::QueueingHintRequest& request,
                                                      "].plugin: plugin ", query.plugin(),
                                                      " is not served on this stream"));
     }
-    const PluginInstance& plugin = *it->second;
     v1::HintAnswer& answer = *out.add_answers();
-    answer.set_plugin(plugin.name);
+    answer.set_plugin(it->second->name);
     for (const v1::Pod& pod : query.pods()) {
+      // Each pod asks the instance of its own profile.
+      const PluginInstance& plugin = *InstanceFor(query.plugin(), ProfileOf(pod));
       // Queue unless every registration that matches the event says skip; with
       // no matching registration, queue (the scheduler asked, so be safe).
       bool matched = false;

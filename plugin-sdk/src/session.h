@@ -92,6 +92,7 @@ class Session {
   class HandleImpl;
   struct ResolvedList {
     ExtensionPointKind point;
+    std::string profile;  // "" unless some plugin has per-profile instances.
     std::vector<std::string> names;
     PluginList plugins;
   };
@@ -112,11 +113,14 @@ class Session {
   absl::Status RunQueueingHint(const v1::QueueingHintRequest& request,
                                v1::QueueingHintResponse& out);
 
-  // The instances for a list of plugin names, cached per distinct list so the
-  // hot path does no lookups by name.
+  // The instances for a list of plugin names and the pod's profile, cached
+  // per distinct list so the hot path does no lookups by name.
   absl::StatusOr<const PluginList*> Resolve(
       const google::protobuf::RepeatedPtrField<std::string>& names, ExtensionPointKind point,
-      std::string_view field);
+      std::string_view field, const v1::Pod& pod);
+  // The instance of `name` for pods of `profile` (PluginArgs.scheduler_names),
+  // or null when the plugin is not open here.
+  PluginInstance* InstanceFor(const std::string& name, std::string_view profile) const;
 
   // Plugin-initiated PermitDecision (Handle::AllowWaitingPod / RejectWaitingPod).
   bool SendPermitDecision(std::string_view pod_uid, std::string_view plugin, bool allow,
@@ -135,7 +139,12 @@ class Session {
   bool opened_ = false;
   bool registered_ = false;
   std::vector<std::unique_ptr<PluginInstance>> instances_;
+  // Plugin name -> its instance for every profile (with per-profile args: the
+  // entry without scheduler_names, or else the first one).
   absl::flat_hash_map<std::string, PluginInstance*> instances_by_name_;
+  // schedulerName -> plugin name -> instance, for plugins opened per profile.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, PluginInstance*>>
+      instances_by_profile_;
   std::vector<std::unique_ptr<ResolvedList>> resolved_;
   std::vector<std::unique_ptr<ResolvedList>> uncached_;  // When resolved_ is full; per message.
 

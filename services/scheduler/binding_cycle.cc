@@ -25,21 +25,9 @@ std::string ForLog(std::string_view s) {
 
 }  // namespace
 
-void Scheduler::OnPermitDecision(const v1::PermitDecision& decision, std::string_view endpoint) {
-  if (!endpoint.empty()) {
-    // Only the process serving the plugin may decide for it.
-    if (Framework* fw = waiting_.FrameworkOf(decision.pod_uid())) {
-      const auto& processes = fw->spec().processes;
-      auto it = processes.find(decision.plugin());
-      if (it == processes.end() || it->second->name() != endpoint) {
-        Count(&SchedulerCounters::permit_decisions_wrong_endpoint, "permit_decision_wrong_endpoint");
-        std::fprintf(stderr,
-                     "podium-scheduler: PermitDecision refused: endpoint %s does not serve plugin \"%s\"\n",
-                     ForLog(endpoint).c_str(), ForLog(decision.plugin()).c_str());
-        return;
-      }
-    }
-  }
+// The plugin process's client (remote/) already refused decisions for plugins
+// the sending endpoint does not serve at Permit.
+void Scheduler::OnPermitDecision(const v1::PermitDecision& decision) {
   WaitingPods::Outcome outcome = waiting_.Decide(decision);
   switch (outcome.verdict) {
     case WaitingPods::Verdict::kNotWaiting:

@@ -172,15 +172,21 @@ int Run(std::vector<std::string> overrides) {
       if (rewire) rewire();
     };
     for (const std::string& plugin : ep.plugins) {
-      v1::PluginArgs args;
-      args.set_name(plugin);
-      // One set of args per plugin: config parsing refused profiles that differ.
-      if (const boost::json::object* a = config->ArgsFor(plugin)) args.set_args_json(boost::json::serialize(*a));
-      options.plugins.push_back(std::move(args));
+      // One entry per distinct args; the profiles are named only when they differ.
+      const auto by_profile = config->ArgsByProfile(plugin);
+      if (by_profile.empty()) options.plugins.emplace_back().set_name(plugin);
+      for (const auto& group : by_profile) {
+        v1::PluginArgs& args = options.plugins.emplace_back();
+        args.set_name(plugin);
+        if (group.args != nullptr) args.set_args_json(boost::json::serialize(*group.args));
+        if (by_profile.size() > 1) {
+          for (const std::string& name : group.scheduler_names) args.add_scheduler_names(name);
+        }
+      }
     }
     auto process = std::make_unique<GrpcPluginProcess>(
-        options, state, [&scheduler_ptr, endpoint = options.name](const v1::PermitDecision& d) {
-          if (Scheduler* s = scheduler_ptr.load(std::memory_order_acquire)) s->OnPermitDecision(d, endpoint);
+        options, state, [&scheduler_ptr](const v1::PermitDecision& d) {
+          if (Scheduler* s = scheduler_ptr.load(std::memory_order_acquire)) s->OnPermitDecision(d);
         });
     absl::Status started = process->Start();
     if (!started.ok()) {
@@ -206,7 +212,7 @@ int Run(std::vector<std::string> overrides) {
 
   // Preemption: nominations counted in every cycle, DefaultPreemption per
   // profile, and the controller in front of the scheduler's event handler.
-  preemption::Nominator nominator;
+  preemption::Nominator nominator(&cache);
   preemption::PreemptionController preemption_controller(nominator);
   std::vector<FrameworkPtr> profiles;
   std::vector<std::unique_ptr<ExtensionPointMetrics>> extension_point_metrics;

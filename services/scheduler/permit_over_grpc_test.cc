@@ -99,7 +99,7 @@ TEST(PermitOverGrpcTest, APluginRejectDoesNotStallTheAnswersBehindIt) {
   args.set_name("Gang");
   options.plugins.push_back(args);
   GrpcPluginProcess process(options, state, [&](const v1::PermitDecision& d) {
-    if (Scheduler* s = scheduler_ptr.load()) s->OnPermitDecision(d, "gang");
+    if (Scheduler* s = scheduler_ptr.load()) s->OnPermitDecision(d);
   });
   ASSERT_TRUE(process.Start().ok());
 

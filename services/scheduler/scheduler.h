@@ -40,7 +40,6 @@ namespace podium::scheduler {
 // Counters of refused or dropped input, for tests and the logs.
 struct SchedulerCounters {
   uint64_t permit_decisions_unknown_plugin = 0;
-  uint64_t permit_decisions_wrong_endpoint = 0;
   uint64_t permit_decisions_early_dropped = 0;
   uint64_t assumed_pods_expired = 0;
   uint64_t binding_work_refused = 0;  // The binding pool was full.
@@ -91,9 +90,9 @@ class Scheduler final : public ClusterEventHandler {
   sdk::Status PreEnqueue(const sdk::PodInfo& pod);
 
   // A plugin allowed or rejected a pod waiting at Permit (gRPC reader
-  // thread; never blocks). `endpoint`, when not empty, is the name of the
-  // plugin process that sent it: it must serve the plugin it names.
-  void OnPermitDecision(const v1::PermitDecision& decision, std::string_view endpoint = "");
+  // thread; never blocks). The endpoint that sent it was checked to serve the
+  // plugin it names (remote/, where it enters).
+  void OnPermitDecision(const v1::PermitDecision& decision);
 
   // One scheduling cycle for the next pod in activeQ, on the calling thread,
   // when scheduling may run (synced, adapter connected, not paused). False

@@ -216,6 +216,23 @@ absl::Status Cache::RemovePdb(std::string_view uid_view) {
   return absl::OkStatus();
 }
 
+void Cache::SetNomination(const std::string& uid, std::shared_ptr<const v1::Pod> pod) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<const v1::Pod> before;
+  if (auto it = nominations_.find(uid); it != nominations_.end()) {
+    before = std::move(it->second);
+    if (pod == nullptr) nominations_.erase(it);
+  }
+  if (pod == nullptr && before == nullptr) return;
+  if (pod != nullptr) nominations_[uid] = pod;
+  LogObject(DeltaEntry::Kind::kNomination, uid, std::move(before), std::move(pod));
+}
+
+void Cache::AddNominations(v1::StateDelta* out) const {
+  absl::ReaderMutexLock lock(&mu_);
+  for (const auto& [uid, pod] : nominations_) *out->add_nominated_pod_upserts() = *pod;
+}
+
 std::vector<std::shared_ptr<const v1::PodDisruptionBudget>> Cache::ListPdbs() const {
   absl::ReaderMutexLock lock(&mu_);
   std::vector<std::shared_ptr<const v1::PodDisruptionBudget>> out;
@@ -581,6 +598,8 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
       case DeltaEntry::Kind::kNamespace:
         namespace_undo.try_emplace(e.uid, e.obj_before);
         break;
+      case DeltaEntry::Kind::kNomination:
+        break;  // Sent as they are now (DeltaLog::Coalesce).
     }
   });
   absl::btree_map<uint32_t, std::shared_ptr<const v1::Node>> nodes;
@@ -625,6 +644,7 @@ void Cache::FullStateAt(uint64_t seq, v1::StateDelta* out) const {
   for (const auto& [name, ns] : namespace_undo) {
     if (ns != nullptr) *out->add_namespace_upserts() = static_cast<const v1::Namespace&>(*ns);
   }
+  for (const auto& [uid, pod] : nominations_) *out->add_nominated_pod_upserts() = *pod;
 }
 
 uint64_t Cache::ReadDelta(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) const {

@@ -35,7 +35,7 @@ namespace podium::scheduler {
 //
 // Delta log (delta_log.h): every change of the state a plugin mirror sees
 // (nodes with ids, the pods on them, bound or assumed, PodDisruptionBudgets,
-// PodGroups) is logged with a sequence number. ReadDelta coalesces a range of
+// PodGroups, nominations) is logged with a sequence number. ReadDelta coalesces a range of
 // it to the net effect per object; the log keeps only what connected mirrors
 // still need (SetMirrorPosition).
 class Cache {
@@ -89,6 +89,13 @@ class Cache {
   absl::Status AddOrUpdateNamespace(v1::Namespace ns);
   absl::Status RemoveNamespace(std::string_view name);
   std::shared_ptr<const v1::Namespace> GetNamespace(std::string_view name) const;
+
+  // Nominations, for plugin mirrors that keep them (MirrorScope.nominated_pods):
+  // the preemption nominator reports each change. `pod` is the pending pod
+  // with status.nominated_node_name set to its node; null clears it.
+  void SetNomination(const std::string& uid, std::shared_ptr<const v1::Pod> pod);
+  // Appends the current nominations to a reset delta.
+  void AddNominations(v1::StateDelta* out) const;
 
   // The cached pod (assumed ones carry node_name) or null.
   sdk::PodInfoPtr GetPod(std::string_view uid) const;
@@ -184,6 +191,8 @@ class Cache {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::Namespace>> namespaces_
       ABSL_GUARDED_BY(mu_);  // By name.
+  absl::flat_hash_map<std::string, std::shared_ptr<const v1::Pod>> nominations_
+      ABSL_GUARDED_BY(mu_);
   uint32_t next_node_id_ ABSL_GUARDED_BY(mu_) = 1;
   // Recency list of node items, most recently changed first.
   NodeItem* head_ ABSL_GUARDED_BY(mu_) = nullptr;

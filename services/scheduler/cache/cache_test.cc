@@ -422,6 +422,46 @@ TEST(CacheTest, PdbsAndPodGroupsAreMirrored) {
   EXPECT_EQ(d.pdb_upserts_size(), 0);
 }
 
+// Nominations travel as deltas to mirrors that keep them (preempt-500 used
+// to carry every nominated pod in every cycle request).
+TEST(CacheTest, NominationsAreMirroredAsTheirLatestState) {
+  Cache cache;
+  HoldDeltaLog(cache);
+  auto nominated = [](const std::string& uid, const std::string& node) {
+    auto pod = std::make_shared<v1::Pod>();
+    pod->mutable_meta()->set_uid(uid);
+    pod->set_nominated_node_name(node);
+    return pod;
+  };
+  cache.SetNomination("p1", nominated("p1", "n1"));
+  cache.SetNomination("p2", nominated("p2", "n2"));
+  v1::StateDelta d;
+  const uint64_t seq = cache.ReadDelta(0, cache.delta_seq(), &d);
+  ASSERT_EQ(d.nominated_pod_upserts_size(), 2);
+  EXPECT_EQ(d.nominated_pod_upserts(0).nominated_node_name(), "n1");
+
+  // Moved, then cleared: the latest state of each. p3 came and went within
+  // the range and is still removed (a reset may have carried it).
+  cache.SetNomination("p1", nominated("p1", "n3"));
+  cache.SetNomination("p2", nullptr);
+  cache.SetNomination("p3", nominated("p3", "n1"));
+  cache.SetNomination("p3", nullptr);
+  const uint64_t before_noop = cache.delta_seq();
+  cache.SetNomination("never", nullptr);  // Nothing to clear: not logged.
+  EXPECT_EQ(cache.delta_seq(), before_noop);
+  cache.ReadDelta(seq, cache.delta_seq(), &d);
+  ASSERT_EQ(d.nominated_pod_upserts_size(), 1);
+  EXPECT_EQ(d.nominated_pod_upserts(0).nominated_node_name(), "n3");
+  EXPECT_THAT(d.nominated_pod_removals(), ElementsAre("p2", "p3"));
+
+  v1::StateDelta full;
+  cache.AddNominations(&full);
+  ASSERT_EQ(full.nominated_pod_upserts_size(), 1);
+  EXPECT_EQ(full.nominated_pod_upserts(0).meta().uid(), "p1");
+  cache.FullState(&full);
+  EXPECT_EQ(full.nominated_pod_upserts_size(), 1);
+}
+
 // The log holds what the slowest connected mirror needs, and nothing when no
 // mirror is connected (it used to grow to its cap).
 TEST(CacheTest, DeltaLogKeepsOnlyWhatConnectedMirrorsNeed) {

@@ -64,7 +64,7 @@ void DeltaLog::Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out)
         it->second.second = e.obj_after;
       }
     }
-  } pdbs, groups, namespaces;
+  } pdbs, groups, namespaces, nominations;
   for (uint64_t s = from_seq + 1; s <= to_seq; ++s) {
     const Entry& e = entries_[s - trimmed_through_ - 1];
     switch (e.kind) {
@@ -91,6 +91,17 @@ void DeltaLog::Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out)
       case Entry::Kind::kNamespace:
         namespaces.Add(e);
         break;
+      case Entry::Kind::kNomination:
+        nominations.Add(e);
+        break;
+    }
+  }
+  for (const std::string& uid : nominations.order) {
+    const ObjPtr& after = nominations.changes.at(uid).second;
+    if (after == nullptr) {
+      out->add_nominated_pod_removals(uid);
+    } else {
+      *out->add_nominated_pod_upserts() = static_cast<const v1::Pod&>(*after);
     }
   }
   for (const std::string& uid : pdbs.order) {

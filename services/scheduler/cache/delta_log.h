@@ -34,15 +34,15 @@ class DeltaLog {
     bool assumed = false;
   };
   struct Entry {
-    enum class Kind : uint8_t { kNode, kPod, kPdb, kPodGroup, kNamespace };
+    enum class Kind : uint8_t { kNode, kPod, kPdb, kPodGroup, kNamespace, kNomination };
     uint64_t seq = 0;
     Kind kind = Kind::kNode;
     uint32_t node_id = 0;                                      // kNode
     std::shared_ptr<const v1::Node> node_before, node_after;  // null = absent
-    std::string uid;  // kPod, kPdb, kPodGroup; kNamespace: the namespace's name
+    std::string uid;                                   // kPod, kPdb, kPodGroup, kNomination; kNamespace: its name
     MirrorPod pod_before, pod_after;
-    // kPdb (v1::PodDisruptionBudget), kPodGroup (v1::PodGroup) or kNamespace
-    // (v1::Namespace).
+    // kPdb (v1::PodDisruptionBudget), kPodGroup (v1::PodGroup) kNamespace (v1::Namespace) or kNomination
+    // (the pending v1::Pod with status.nominated_node_name set).
     std::shared_ptr<const google::protobuf::Message> obj_before, obj_after;
   };
 
@@ -75,7 +75,9 @@ class DeltaLog {
 
   // The net effect of the entries in (from_seq, to_seq] per object, appended to
   // `out` (removals and upserts; no reset). Requires trimmed_through() <=
-  // from_seq and to_seq <= seq().
+  // from_seq and to_seq <= seq(). Nominations are sent as their latest state
+  // whatever they were before (a removal even when the range added them): a
+  // reset carries the nominations of its moment, not of its position.
   void Coalesce(uint64_t from_seq, uint64_t to_seq, v1::StateDelta* out) const;
 
  private:

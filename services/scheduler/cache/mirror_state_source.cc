@@ -26,6 +26,9 @@ void CacheStateSource::FullState(uint64_t to_seq, v1::StateDelta* out) {
   for (const auto& pdb : snapshot_.pdbs()) *out->add_pdb_upserts() = *pdb;
   for (const auto& group : snapshot_.pod_groups()) *out->add_pod_group_upserts() = *group;
   for (const auto& ns : snapshot_.namespaces()) *out->add_namespace_upserts() = *ns;
+  // Nominations are not in the snapshot: those of now (later deltas repeat
+  // every change after to_seq, so the mirror converges).
+  cache_.AddNominations(out);
 }
 
 void CacheStateSource::SetMirrorPosition(const void* mirror, std::optional<uint64_t> position) {

@@ -622,43 +622,6 @@ bool ProfileUses(const ProfileConfig& profile, const std::string& plugin) {
   return false;
 }
 
-// A plugin process opens each plugin once, with one set of args, so every
-// profile that uses an out-of-process plugin must give it the same args (kube
-// allows them per profile; Podium does not yet).
-absl::Status RefuseArgsThatDifferByProfile(const SchedulerConfig& config) {
-  std::set<std::string> configured;
-  for (const ProfileConfig& p : config.profiles) {
-    for (const auto& [name, args] : p.plugin_args) configured.insert(name);
-  }
-  for (const std::string& plugin : configured) {
-    if (config.EndpointFor(plugin) == nullptr) continue;  // Built-ins take no args.
-    std::optional<size_t> first;
-    for (size_t i = 0; i < config.profiles.size(); ++i) {
-      const ProfileConfig& p = config.profiles[i];
-      if (!ProfileUses(p, plugin)) continue;
-      if (!first) {
-        first = i;
-        continue;
-      }
-      const auto& a = config.profiles[*first].plugin_args;
-      const auto& b = p.plugin_args;
-      const boost::json::object empty;
-      const boost::json::object& args_a = a.contains(plugin) ? a.at(plugin) : empty;
-      const boost::json::object& args_b = b.contains(plugin) ? b.at(plugin) : empty;
-      if (args_a == args_b) continue;
-      // Name the pluginConfig entry that differs (in whichever profile has one).
-      const size_t at = b.contains(plugin) ? i : *first;
-      const size_t other = at == i ? *first : i;
-      return Error(absl::StrCat("profiles[", at, "].pluginConfig"),
-                   absl::StrCat("plugin ", Quote(plugin), " gets different args than in profiles[",
-                                other, "]; an out-of-process plugin is opened once, so every "
-                                "profile that uses it must give it the same args (per-profile "
-                                "args are not supported yet)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 const std::vector<std::string>& ExtensionPointNames() {
@@ -686,6 +649,25 @@ const boost::json::object* SchedulerConfig::ArgsFor(const std::string& plugin) c
     return it == p.plugin_args.end() ? nullptr : &it->second;
   }
   return nullptr;
+}
+
+std::vector<SchedulerConfig::ArgsForProfiles> SchedulerConfig::ArgsByProfile(
+    const std::string& plugin) const {
+  std::vector<ArgsForProfiles> out;
+  static const boost::json::object kEmpty;
+  for (const ProfileConfig& p : profiles) {
+    if (!ProfileUses(p, plugin)) continue;
+    auto it = p.plugin_args.find(plugin);
+    const boost::json::object* args = it == p.plugin_args.end() ? nullptr : &it->second;
+    // Absent args and {} both mean the defaults.
+    const boost::json::object& compare = args == nullptr ? kEmpty : *args;
+    auto same = std::find_if(out.begin(), out.end(), [&](const ArgsForProfiles& a) {
+      return (a.args == nullptr ? kEmpty : *a.args) == compare;
+    });
+    if (same == out.end()) same = out.insert(out.end(), ArgsForProfiles{args, {}});
+    same->scheduler_names.push_back(p.scheduler_name);
+  }
+  return out;
 }
 
 std::vector<PluginRef> DefaultMultiPointPlugins() {
@@ -782,7 +764,6 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
   }
   if (absl::Status s = ValidatePluginNames(config, raw); !s.ok()) return s;
   if (absl::Status s = RefuseUnhonouredPoints(raw); !s.ok()) return s;
-  if (absl::Status s = RefuseArgsThatDifferByProfile(config); !s.ok()) return s;
   return config;
 }
 

@@ -75,9 +75,19 @@ struct SchedulerConfig {
 
   // The endpoint serving `plugin`, or null (built-ins and unknown names).
   const PluginEndpointConfig* EndpointFor(std::string_view plugin) const;
-  // The pluginConfig args every profile that uses `plugin` gives it (parsing
-  // refuses a config whose profiles differ), or null for none (defaults).
+  // The pluginConfig args of the first profile that uses `plugin`, or null for
+  // none (defaults).
   const boost::json::object* ArgsFor(const std::string& plugin) const;
+
+  // The distinct args the profiles that use `plugin` give it (kube-scheduler's
+  // pluginConfig is per profile), each with the schedulerNames of those
+  // profiles, in profile order. One entry when they all agree. args is null
+  // for defaults.
+  struct ArgsForProfiles {
+    const boost::json::object* args = nullptr;
+    std::vector<std::string> scheduler_names;
+  };
+  std::vector<ArgsForProfiles> ArgsByProfile(const std::string& plugin) const;
 };
 
 // kube-scheduler's default multiPoint plugin set, limited to the plugins

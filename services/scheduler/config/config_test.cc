@@ -431,8 +431,9 @@ profiles:
   EXPECT_THAT(std::string(s.message()), HasSubstr("not called yet"));
 }
 
-TEST(ConfigRefusalTest, SamePluginWithDifferentArgsPerProfileIsRefused) {
-  absl::Status s = ParseKube(R"(
+// Issue 5 item 6: pluginConfig args are per profile, as in kube-scheduler.
+TEST(ConfigTest, SamePluginWithDifferentArgsPerProfileIsGroupedByArgs) {
+  absl::StatusOr<SchedulerConfig> c = ParseConfig(std::string(kRefusalHeader) + R"(
 profiles:
 - schedulerName: a
   pluginConfig:
@@ -442,23 +443,28 @@ profiles:
   pluginConfig:
   - name: NodeResourcesFit
     args: {scoringStrategy: {type: MostAllocated}}
-)");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[1].pluginConfig"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("\"NodeResourcesFit\""));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0]"));
-
-  // Args in one profile, defaults in another that also uses the plugin.
-  s = ParseKube(R"(
-profiles:
-- schedulerName: a
-- schedulerName: b
+- schedulerName: c
+- schedulerName: d
   pluginConfig:
   - name: NodeResourcesFit
-    args: {scoringStrategy: {type: MostAllocated}}
+    args: {scoringStrategy: {type: LeastAllocated}}
+- schedulerName: e
+  pluginConfig:
+  - name: NodeResourcesFit
+    args: {}
 )");
-  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[1].pluginConfig"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  const auto groups = c->ArgsByProfile("NodeResourcesFit");
+  ASSERT_EQ(groups.size(), 3u);
+  ASSERT_NE(groups[0].args, nullptr);
+  EXPECT_EQ(boost::json::serialize(*groups[0].args), R"({"scoringStrategy":{"type":"LeastAllocated"}})");
+  EXPECT_THAT(groups[0].scheduler_names, testing::ElementsAre("a", "d"));
+  EXPECT_THAT(groups[1].scheduler_names, testing::ElementsAre("b"));
+  // No args and empty args are both the defaults.
+  EXPECT_EQ(groups[2].args, nullptr);
+  EXPECT_THAT(groups[2].scheduler_names, testing::ElementsAre("c", "e"));
+  // One group when every profile agrees.
+  EXPECT_EQ(c->ArgsByProfile("TaintToleration").size(), 1u);
 }
 
 TEST(ConfigRefusalTest, SameArgsOrUnusedPluginIsAccepted) {

@@ -286,7 +286,18 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   last_cycle_id_ = cycle_id;
   phases_ = {};
   const std::shared_ptr<const Setup> setup = CurrentSetup();
-  ScheduleResult result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
+  ScheduleResult result;
+  // kube-scheduler's nominated-node fast path: a pod nominated to a node (by
+  // preemption, or by another component through status.nominatedNodeName) is
+  // tried there first; if it fits, no other node is evaluated.
+  const sdk::NodeInfo* nominated =
+      pod.nominated_node_name().empty() ? nullptr : snapshot.Get(pod.nominated_node_name());
+  if (nominated != nullptr) {
+    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, nominated);
+  }
+  if (nominated == nullptr || result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
+  }
   RecordPhases();
   if (result.outcome == ScheduleResult::Outcome::kError ||
       (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
@@ -362,7 +373,7 @@ void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
 
 ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                             const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                            uint64_t cycle_id) {
+                                            uint64_t cycle_id, const sdk::NodeInfo* only_node) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -375,8 +386,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
   const uint32_t start = NextStartIndex(num_nodes);
-  const uint32_t to_find = NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
-  if (setup.num_filter_processes > 1) {
+  const uint32_t to_find = only_node != nullptr
+                               ? 1
+                               : NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  if (setup.num_filter_processes > 1 && only_node == nullptr) {
     return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, std::move(result));
   }
   const bool combined = setup.num_filter_processes == 1;
@@ -392,6 +405,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   // the same request, their scores per plugin.
   std::vector<uint32_t> feasible;
   bool all_nodes = true;  // `feasible` not yet narrowed by any process.
+  if (only_node != nullptr) {
+    feasible.push_back(only_node->id());
+    all_nodes = false;
+  }
   uint32_t evaluated = num_nodes;
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
   absl::flat_hash_map<uint32_t, sdk::Status> rejected;
@@ -413,7 +430,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     request.set_num_feasible_to_find(last ? to_find : 0);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
-    if (setup.spec.nominated_pods) setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
+    if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
+      setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
+    }
     const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Duration round_trip = absl::Now() - sent;
@@ -479,8 +498,12 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     }
     evaluated = static_cast<uint32_t>(feasible.size());
   }
+  if (only_node != nullptr) {
+    evaluated = 1;  // The rotation is not moved by the nominated node.
+  } else {
+    next_start_node_index_ = (start + evaluated) % num_nodes;
+  }
   result.evaluated_nodes = evaluated;
-  next_start_node_index_ = (start + evaluated) % num_nodes;
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;

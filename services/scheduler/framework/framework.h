@@ -213,7 +213,8 @@ class Framework {
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                   uint64_t cycle_id);
+                                   uint64_t cycle_id,
+                                   const sdk::NodeInfo* only_node = nullptr);
   // Filter plugins in more than one process: every process asked at once, the
   // answers merged as one sequential Filter would decide (fan_out.cc).
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,

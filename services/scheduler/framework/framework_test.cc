@@ -134,6 +134,78 @@ TEST(Framework, OneProcessFiltersAndScoresInOneRequest) {
   EXPECT_EQ(r.evaluated_nodes, 3u);
 }
 
+// Nominated pods ride in the request only to processes that do not mirror
+// them (MirrorScope.nominated_pods).
+TEST(Framework, NominatedPodsRideOnlyToProcessesThatDoNotMirrorThem) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  ProfileSpec spec = SpecFor({{"Fit", &host}}, {"Fit"}, {});
+  int asked = 0;
+  spec.nominated_pods = [&asked](const v1::Pod&, const sdk::Snapshot&,
+                                 google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
+    ++asked;
+    out->Add()->set_node_id(2);
+  };
+  Framework fw(spec, 1);
+  std::vector<int> carried;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    carried.push_back(req.cycle().nominated_pods_size());
+    return Answered(CycleAnswer({1}, {}));
+  }));
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 1).outcome, ScheduleResult::Outcome::kScheduled);
+  host.mirrors_nominated_pods = true;
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 2).outcome, ScheduleResult::Outcome::kScheduled);
+  EXPECT_THAT(carried, testing::ElementsAre(1, 0));
+  EXPECT_EQ(asked, 1);  // Not even built for the mirroring process.
+}
+
+// Issue 6, external node hints: kube-scheduler's nominated-node fast path.
+TEST(Framework, ANominatedPodIsTriedOnItsNodeFirstAndOnlyThereWhenItFits) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(5);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+  v1::Pod pod = TestPod();
+  pod.set_nominated_node_name("node-4");
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    const auto& c = req.cycle();
+    EXPECT_FALSE(c.nodes().all_nodes());
+    EXPECT_THAT(c.nodes().node_ids(), testing::ElementsAre(4));
+    EXPECT_EQ(c.num_feasible_to_find(), 1u);
+    return Answered(CycleAnswer({4}, {{"Spread", {0}}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(pod, snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-4");
+}
+
+TEST(Framework, ANominatedPodThatDoesNotFitThereGoesOnWithEveryNode) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(5);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  v1::Pod pod = TestPod();
+  pod.set_nominated_node_name("node-4");
+  testing::InSequence order;
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(4));
+    return Answered(CycleAnswer({}, {}, {{4, "Insufficient cpu"}}));
+  }));
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    return Answered(CycleAnswer({2}, {}, {{1, "Insufficient cpu"}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(pod, snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-2");
+
+  // A hint naming a node the snapshot does not have is not tried.
+  pod.set_nominated_node_name("gone");
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    return Answered(CycleAnswer({3}, {}));
+  }));
+  EXPECT_EQ(fw.SchedulePod(pod, snapshot, 1, 2).node_name, "node-3");
+}
+
 TEST(Framework, RotatesTheStartNodeAcrossCycles) {
   MockPluginProcess host("host");
   FakeSnapshot snapshot(5);

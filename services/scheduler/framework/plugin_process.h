@@ -46,6 +46,9 @@ class PluginProcess {
   virtual bool ready() const = 0;
   // The registration of the current stream (empty when never connected).
   virtual v1::Registration registration() const = 0;
+  // The process keeps nominated pods from state deltas
+  // (MirrorScope.nominated_pods): its requests carry none.
+  virtual bool MirrorsNominatedPods() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

@@ -231,9 +231,14 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     }
     nodes.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
   }
+  const ProfileSpec spec = framework_.spec();
   google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated_pods;
-  nominator.AddToRequest(pod, snapshot_, &nominated_pods);
-  absl::StatusOr<DryRunOutcome> dry = RunDryRuns(framework_.spec(), pod, diagnosis.cycle_id,
+  // Only for processes that do not mirror nominations (dry_run.cc).
+  if (std::any_of(spec.processes.begin(), spec.processes.end(),
+                  [](const auto& p) { return !p.second->MirrorsNominatedPods(); })) {
+    nominator.AddToRequest(pod, snapshot_, &nominated_pods);
+  }
+  absl::StatusOr<DryRunOutcome> dry = RunDryRuns(spec, pod, diagnosis.cycle_id,
                                                  snapshot_.delta_seq(), nodes, nominated_pods, num_candidates);
   if (!dry.ok()) {
     return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", dry.status().message()))};

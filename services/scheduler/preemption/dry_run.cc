@@ -123,7 +123,8 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       Call call;
       call.shape = r;
       *r.mutable_pod() = pod;
-      *r.mutable_nominated_pods() = nominated;
+      // A process that mirrors nominations counts them itself.
+      if (!fp.process->MirrorsNominatedPods()) *r.mutable_nominated_pods() = nominated;
       call.answer = fp.process->Call(std::move(message), state_seq);
       calls.push_back(std::move(call));
     }

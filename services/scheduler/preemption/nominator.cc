@@ -5,10 +5,23 @@ namespace {
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 }  // namespace
 
+void Nominator::Mirror(const std::string& uid, const Nomination* n) {
+  if (mirror_log_ == nullptr) return;
+  if (n == nullptr) {
+    mirror_log_->SetNomination(uid, nullptr);
+    return;
+  }
+  auto pod = std::make_shared<v1::Pod>(*n->pod->pod);
+  pod->set_nominated_node_name(n->node);
+  mirror_log_->SetNomination(uid, std::move(pod));
+}
+
 void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
   absl::MutexLock lock(&mu_);
   std::string uid = pod->uid();
-  by_uid_[uid] = Nomination{std::move(pod), std::move(node)};
+  Nomination& n = by_uid_[uid];
+  n = Nomination{std::move(pod), std::move(node)};
+  Mirror(uid, &n);
 }
 
 std::string Nominator::Clear(std::string_view uid) {
@@ -16,6 +29,7 @@ std::string Nominator::Clear(std::string_view uid) {
   auto it = by_uid_.find(AV(uid));
   if (it == by_uid_.end()) return "";
   std::string node = std::move(it->second.node);
+  Mirror(it->first, nullptr);
   by_uid_.erase(it);
   return node;
 }
@@ -36,7 +50,10 @@ void Nominator::OnPodEvent(const v1::Pod& pod, bool deleted) {
     // Keep the pod up to date (priority, requests) under its nomination.
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(pod.meta().uid());
-    if (it != by_uid_.end()) it->second.pod = sdk::PodInfo::Create(pod);
+    if (it != by_uid_.end()) {
+      it->second.pod = sdk::PodInfo::Create(pod);
+      Mirror(it->first, &it->second);
+    }
     return;
   }
   Nominate(sdk::PodInfo::Create(pod), pod.nominated_node_name());

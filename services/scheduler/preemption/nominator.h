@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "cache/cache.h"
 #include "cache/snapshot.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/plugin.pb.h"
@@ -18,8 +19,16 @@
 namespace podium::scheduler::preemption {
 
 // Thread-safe: written by the event thread and the scheduling thread.
+//
+// Plugin processes that mirror nominations (MirrorScope.nominated_pods) get
+// them as state deltas: every change is reported to the cache's delta log
+// (lock order: Nominator::mu_ before the cache's). The others get them in
+// each request (AddToRequest).
 class Nominator {
  public:
+  Nominator() = default;
+  explicit Nominator(Cache* mirror_log) : mirror_log_(mirror_log) {}
+
   // Nominates the pending pod to the node (replacing an earlier nomination).
   void Nominate(sdk::PodInfoPtr pod, std::string node);
   // Clears the pod's nomination; returns the node it had ("" when none).
@@ -49,6 +58,10 @@ class Nominator {
     sdk::PodInfoPtr pod;
     std::string node;
   };
+  // Reports the pod's nomination (or its absence) to the mirror log.
+  void Mirror(const std::string& uid, const Nomination* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  Cache* const mirror_log_ = nullptr;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Nomination> by_uid_ ABSL_GUARDED_BY(mu_);
 };

@@ -43,7 +43,8 @@ bool ChangesMirror(const v1::StateDelta& d) {
          d.pod_removals_size() > 0 || d.pod_upserts_size() > 0 || d.pdb_removals_size() > 0 ||
          d.pdb_upserts_size() > 0 || d.pod_group_removals_size() > 0 ||
          d.pod_group_upserts_size() > 0 || d.namespace_removals_size() > 0 ||
-         d.namespace_upserts_size() > 0;
+         d.namespace_upserts_size() > 0 ||
+         d.nominated_pod_removals_size() > 0 || d.nominated_pod_upserts_size() > 0;
 }
 
 // Whether the process mirrors anything: what its registration asked for, and
@@ -61,7 +62,14 @@ bool ServesCyclePoints(const v1::Registration& registration) {
   return false;
 }
 
-bool ServesPermitPlugin(const v1::Registration& registration, const std::string& plugin) {
+// The plugin is one the configuration assigns to this endpoint (the only
+// endpoint that serves it) and the process registered it at Permit.
+bool ServesPermitPlugin(const std::vector<v1::PluginArgs>& configured,
+                        const v1::Registration& registration, const std::string& plugin) {
+  if (std::none_of(configured.begin(), configured.end(),
+                   [&](const v1::PluginArgs& a) { return a.name() == plugin; })) {
+    return false;
+  }
   for (const auto& p : registration.plugins()) {
     if (p.name() != plugin) continue;
     for (int point : p.extension_points()) {
@@ -85,8 +93,10 @@ std::string AnswerKindName(AnswerKind kind) {
 
 v1::MirrorScope EffectiveMirrorScope(const v1::Registration& registration) {
   v1::MirrorScope scope = registration.mirror();
-  // Pods are mirrored on their nodes.
-  if (ServesCyclePoints(registration) || scope.assigned_pods()) scope.set_nodes(true);
+  // Pods, and nominated pods, are counted on their nodes.
+  if (ServesCyclePoints(registration) || scope.assigned_pods() || scope.nominated_pods()) {
+    scope.set_nodes(true);
+  }
   return scope;
 }
 
@@ -115,6 +125,10 @@ void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta) {
   if (!scope.namespaces()) {
     delta.clear_namespace_removals();
     delta.clear_namespace_upserts();
+  }
+  if (!scope.nominated_pods()) {
+    delta.clear_nominated_pod_removals();
+    delta.clear_nominated_pod_upserts();
   }
 }
 
@@ -316,6 +330,11 @@ v1::Registration GrpcPluginProcess::registration() const {
   return registration_;
 }
 
+bool GrpcPluginProcess::MirrorsNominatedPods() const {
+  absl::MutexLock lock(&mu_);
+  return mirror_scope_.nominated_pods();
+}
+
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
                                                   std::optional<uint64_t> state_seq) {
   return Send(std::move(request), state_seq, /*expect_answer=*/true);
@@ -441,8 +460,10 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
       absl::MutexLock lock(&mu_);
       if (stream != stream_) return;
       // A process decides only for the Permit plugins it serves: anything else
-      // would let one plugin allow or reject pods on behalf of another.
-      if (!ServesPermitPlugin(registration_, decision.plugin())) {
+      // would let one plugin allow or reject pods on behalf of another. This is
+      // the only such check (the scheduler trusts what passes it); whether the
+      // pod waits on that plugin is WaitingPods' to say.
+      if (!ServesPermitPlugin(options_.plugins, registration_, decision.plugin())) {
         stats_.refused_permit_decisions++;
         std::fprintf(stderr,
                      "podium-scheduler: plugin endpoint %s: refused a PermitDecision for pod %s "

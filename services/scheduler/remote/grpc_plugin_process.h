@@ -92,6 +92,7 @@ class GrpcPluginProcess : public PluginProcess {
   FailurePolicy failure_policy() const override { return options_.failure_policy; }
   bool ready() const override;
   v1::Registration registration() const override;
+  bool MirrorsNominatedPods() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;

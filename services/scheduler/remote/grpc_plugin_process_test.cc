@@ -48,14 +48,19 @@ class FakePlugin final : public v1::Plugin::Service {
         fit->set_name("Fit");
         fit->add_extension_points(v1::FILTER);
         fit->add_extension_points(v1::PERMIT);
+        auto* gate = reg->add_plugins();
+        gate->set_name("Gate");
+        gate->add_extension_points(v1::PERMIT);
         auto* score = reg->add_plugins();
         score->set_name("Spread");
         score->add_extension_points(v1::SCORE);
         reg->mutable_mirror()->set_nodes(true);
         stream->Write(out);
         if (send_permit_decision) {
-          // First for plugins this process does not serve at Permit, then for its own.
-          for (const char* plugin : {"Other", "Spread", "Fit"}) {
+          // First for plugins this endpoint does not serve at Permit (Other is
+          // not registered, Spread not at Permit, Gate is registered at Permit
+          // but the configuration does not assign it here), then for its own.
+          for (const char* plugin : {"Other", "Spread", "Gate", "Fit"}) {
             v1::PluginToScheduler d;
             d.mutable_permit_decision()->set_pod_uid(std::string("p-") + plugin);
             d.mutable_permit_decision()->set_plugin(plugin);
@@ -133,6 +138,10 @@ class GrpcPluginProcessTest : public testing::Test {
     options.address = "127.0.0.1:" + std::to_string(port_);
     options.timeout = timeout;
     options.reconnect_initial_backoff = absl::Milliseconds(20);
+    for (const char* plugin : {"Fit", "Spread"}) {
+      v1::PluginArgs& args = options.plugins.emplace_back();
+      args.set_name(plugin);
+    }
     if (customize) customize(options);
     process_ = std::make_unique<GrpcPluginProcess>(options, state_, [this](const v1::PermitDecision& d) {
       ++decisions_;
@@ -164,7 +173,7 @@ class GrpcPluginProcessTest : public testing::Test {
 TEST_F(GrpcPluginProcessTest, HandshakeThenAnswersMatchedById) {
   GrpcPluginProcess& p = Start();
   EXPECT_TRUE(p.ready());
-  ASSERT_EQ(p.registration().plugins_size(), 2);
+  ASSERT_EQ(p.registration().plugins_size(), 3);
   EXPECT_EQ(p.registration().plugins(0).name(), "Fit");
   PluginAnswer a = p.Call(Cycle(), 5).get();
   ASSERT_TRUE(a.ok()) << a.status();
@@ -278,7 +287,9 @@ TEST_F(GrpcPluginProcessTest, PluginMaySpeakFirstWithPermitDecisions) {
   EXPECT_EQ(decision_uid_, "p-Fit");
 }
 
-// Defect 12: a process may decide only for the Permit plugins it serves.
+// Defect 12: a process may decide only for the Permit plugins it serves: ones
+// it registered at Permit and the configuration assigns to it. This is the
+// only check of the sending endpoint (the scheduler does not repeat it).
 TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAreRefused) {
   plugin_.send_permit_decision = true;
   GrpcPluginProcess& p = Start();
@@ -286,7 +297,7 @@ TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAr
   ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_EQ(decision_uid_, "p-Fit");
   EXPECT_EQ(decisions_, 1);
-  EXPECT_EQ(p.stats().refused_permit_decisions, 2u);
+  EXPECT_EQ(p.stats().refused_permit_decisions, 3u);
 }
 
 // Defect 13: an endpoint that keeps timing out fails fast, and a probe
