@@ -127,7 +127,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       request.set_num_feasible_to_find(need);
       v1::CycleRequest shape = request;
       *request.mutable_pod() = pod;
-      if (setup.spec.nominated_pods) {
+      if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
         setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
       }
       const absl::Time sent = absl::Now();
