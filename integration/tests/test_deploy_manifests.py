@@ -39,6 +39,7 @@ KUBE_SCHEDULER = {
     # Gangs: Kubernetes' GenericWorkload PodGroups (1.35+) and what
     # scheduler-plugins' Coscheduling grants its scheduler.
     ("scheduling.k8s.io", "podgroups"): {"get", "list", "watch"},
+    ("scheduling.k8s.io", "workloads"): {"get", "list", "watch"},
     ("scheduling.x-k8s.io", "podgroups"): {"get", "list", "watch"},
 }
 
@@ -141,7 +142,11 @@ class DeployManifestsTest(unittest.TestCase):
         # What the adapter needs.
         for key, verbs in {("", "pods/binding"): {"create"}, ("", "pods"): {"list", "watch", "delete"},
                            ("", "nodes"): {"list", "watch"}, ("", "pods/status"): {"patch"},
-                           ("events.k8s.io", "events"): {"create"},
+                           ("events.k8s.io", "events"): {"create", "patch"},  # patch: event series
+                           ("scheduling.k8s.io", "workloads"): {"list", "watch"},
+                           ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
+                           ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+                           ("", "namespaces"): {"list", "watch"},
                            ("coordination.k8s.io", "leases"): {"create", "get", "update"}}.items():
             self.assertLessEqual(verbs, granted.get(key, set()), key)
         lease_role = self.one("Role")
