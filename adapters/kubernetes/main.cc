@@ -263,6 +263,7 @@ int main(int argc, char** argv) {
   SchedulerLink::Options link_options;
   link_options.kinds = kinds;
   link_options.metrics = &metrics;
+  link_options.leading = !options->leader_elect;  // A standby streams its list but sends no ListEnd.
   SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
                      dispatcher);
 
@@ -278,28 +279,27 @@ int main(int argc, char** argv) {
   }
   for (auto& r : reflectors) threads.emplace_back([&r, &stopping] { r->Run(stopping); });
 
-  // With leader election, the caches warm up while campaigning; the stream to
-  // the scheduler opens once leading, and losing the lease ends the process
-  // (as kube-scheduler does): its actions have already stopped (IsLeader).
-  bool lost_lease = false;
+  // With leader election, a standby's caches stay warm: its reflectors list
+  // and watch, and its scheduler gets the list and every change but no
+  // ListEnd, so it schedules nothing and no action is issued. Winning the
+  // lease sends ListEnd; losing it ends the process (as kube-scheduler does):
+  // its actions have already stopped (IsLeader turns false at renew-deadline).
+  std::atomic<bool> lost_lease{false};
   std::thread campaign;
-  absl::Notification leading;
   if (options->leader_elect) {
     const std::string lease =
         absl::StrCat(options->election.lease_namespace, "/", options->election.lease_name);
     metrics.SetLeader(lease, false);
     campaign = std::thread([&, lease] {
-      if (elector.Run(stopping, [&leading, &metrics, lease] {
+      if (elector.Run(stopping, [&link, &metrics, lease] {
             metrics.SetLeader(lease, true);
-            leading.Notify();
+            link.SetLeading();
           }, sleep) && !stopping.load()) {
         metrics.SetLeader(lease, false);
         lost_lease = true;
         request_stop();
       }
-      if (!leading.HasBeenNotified()) leading.Notify();
     });
-    leading.WaitForNotification();
   }
   if (!stop.HasBeenNotified()) link.Run(stop);
   request_stop();
@@ -313,7 +313,9 @@ int main(int argc, char** argv) {
   auto c = dispatcher.counters();
   std::cerr << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
             << ", failed " << c.failed << "), events posted " << c.events_posted << ", aggregated "
-            << c.events_aggregated << ", dropped " << c.events_dropped << ", failed " << c.events_failed << ", objects not translated "
+            << c.events_aggregated << ", dropped " << c.events_dropped << ", failed " << c.events_failed
+            << ", rate limited " << c.events_rate_limited << ", series patches " << c.events_series_patches
+            << ", objects not translated "
             << link.bad_objects() << "\n";
-  return lost_lease ? 1 : 0;
+  return lost_lease.load() ? 1 : 0;
 }

@@ -12,21 +12,28 @@ It keeps the API conventions podium-k8s-adapter relies on:
   - pods/NAME/binding (409 when already bound or the uid differs), DELETE with
     preconditions.uid (409 on mismatch), PATCH of pods/NAME/status (strategic
     merge: conditions merged by type; or JSON merge patch), POST of pods;
-  - events.k8s.io/v1 events (accepted and counted);
+  - events.k8s.io/v1 events: POST stores (409 on a name taken), PATCH (merge)
+    updates one, e.g. its series.count / series.lastObservedTime (422 when a
+    series has count < 2 or no lastObservedTime; 404 for an unknown event);
+  - PodGroups (scheduling.x-k8s.io/v1alpha1, scheduling.k8s.io/v1alpha2) and
+    Workloads (scheduling.k8s.io/v1alpha1): list and watch; an API group in
+    "absent_groups" answers 404, as a cluster without it does;
   - coordination.k8s.io/v1 Leases: GET, POST (409 if it exists), PUT with
     metadata.resourceVersion (409 when it is not the current one);
   - every other path is 404 (an absent API group).
 
 Faults and objects are driven through /control (JSON):
   POST /control/objects  {"objects": [Node or Pod, ...]}           create
+  POST /control/delete   {"objects": [{"kind", "apiVersion", "namespace", "name"}]}
   POST /control/faults   {"fail": [{"verb": "bind", "status": 500, "count": 3,
                                      "retry_after": 1}],
                           "commit_then_fail": [{"verb": "bind", "count": 2}],
                           "drop_watches": true, "watch_outage": true|false,
-                          "compact": true, "delay_ms": 20, "list_delay_ms": 200}
+                          "compact": true, "delay_ms": 20, "list_delay_ms": 200,
+                          "absent_groups": ["scheduling.k8s.io", ...]}
   GET  /control/stats    counters: requests by verb, successful binds per pod,
                          bind conflicts, faults served, events by reason, ...
-verbs: list, watch, get, create, bind, delete, patch, event.
+verbs: list, watch, get, create, bind, delete, patch, event, event_patch, lease.
 
 Authentication (optional): --tls-cert/--tls-key serve HTTPS, --client-ca asks for
 a client certificate signed by that CA, --token-file requires
@@ -104,8 +111,21 @@ class Cluster:
 
     KINDS = {"nodes": ("Node", "v1"), "pods": ("Pod", "v1"),
              "poddisruptionbudgets": ("PodDisruptionBudget", "policy/v1"),
-             "namespaces": ("Namespace", "v1")}
-    NAMESPACED = ("pods", "poddisruptionbudgets")
+             "namespaces": ("Namespace", "v1"),
+             # Gangs: resources of API groups that may be absent (--absent-group).
+             "podgroups.scheduling.x-k8s.io": ("PodGroup", "scheduling.x-k8s.io/v1alpha1"),
+             "podgroups.scheduling.k8s.io": ("PodGroup", "scheduling.k8s.io/v1alpha2"),
+             "workloads.scheduling.k8s.io": ("Workload", "scheduling.k8s.io/v1alpha1")}
+    NAMESPACED = ("pods", "poddisruptionbudgets", "podgroups.scheduling.x-k8s.io", "podgroups.scheduling.k8s.io",
+                  "workloads.scheduling.k8s.io")
+
+    @classmethod
+    def resource_of(cls, kind, api_version):
+        """The KINDS key of a kind and apiVersion (None: not served)."""
+        for resource, (k, api) in cls.KINDS.items():
+            if k == kind and (api == api_version or kind not in ("PodGroup",)):
+                return resource
+        return None
 
     def __init__(self):
         self.cv = threading.Condition()
@@ -121,9 +141,14 @@ class Cluster:
         self.binds_by_agent = {}  # User-Agent -> successful binds
         self.leases = {}    # (namespace, name) -> Lease
         self.lease_conflicts = 0
+        self.lease_written_at = {}  # "ns/name" -> time.monotonic() of the last successful write
+        self.last_bind_at_by_agent = {}  # User-Agent -> time.monotonic() of its last successful bind
         self.bind_conflicts = 0
         self.faults_served = {}
         self.events = {}    # reason -> count
+        self.event_objects = {}  # (namespace, name) -> the events.k8s.io/v1 Event as stored
+        self.event_patches = 0
+        self.absent_groups = set()  # API groups answered with 404 (not installed)
         self.event_log = []  # [namespace/name, type, reason, note], the last 10000
         self.watches_open = 0
         self.watches_dropped = 0
@@ -306,6 +331,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self._get("pods", (parts[3], parts[5]))
         if parts == ["apis", "policy", "v1", "poddisruptionbudgets"]:
             return self._list_or_watch("poddisruptionbudgets", None, query)
+        if len(parts) == 4 and parts[0] == "apis" and parts[1] not in self.cluster.absent_groups:
+            resource = f"{parts[3]}.{parts[1]}"
+            if Cluster.KINDS.get(resource, ("", ""))[1] == f"{parts[1]}/{parts[2]}":
+                return self._list_or_watch(resource, None, query)
         if len(parts) == 7 and parts[:4] == ["apis", "coordination.k8s.io", "v1", "namespaces"] and parts[5] == "leases":
             self._count("lease")
             if self._fault("lease"):
@@ -350,7 +379,15 @@ class Handler(BaseHTTPRequestHandler):
                 self.cluster.event_log.append([f"{r.get('namespace', '')}/{r.get('name', '')}", body.get("type"),
                                                reason, body.get("note", "")])
                 del self.cluster.event_log[:-10000]
-            body.setdefault("metadata", {})["resourceVersion"] = "1"
+                meta = body.setdefault("metadata", {})
+                meta["namespace"] = parts[4]
+                meta["resourceVersion"] = self.cluster._next_rv()
+                key = (parts[4], meta.get("name", ""))
+                if key in self.cluster.event_objects:
+                    return self._send(409, status_body(409, "AlreadyExists", f"events \"{key[1]}\" already exists"))
+                self.cluster.event_objects[key] = body
+                if len(self.cluster.event_objects) > 20000:
+                    self.cluster.event_objects.pop(next(iter(self.cluster.event_objects)))
             return self._send(201, body)
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
@@ -388,6 +425,8 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         if body is None:
             return self._send(400, status_body(400, "BadRequest", "body is not JSON"))
+        if len(parts) == 7 and parts[:3] == ["apis", "events.k8s.io", "v1"] and parts[5] == "events":
+            return self._patch_event(parts[4], parts[6], body)
         if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "status":
             self._count("patch")
             if self._fault("patch"):
@@ -417,6 +456,41 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, pod)
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
+
+    def _patch_event(self, ns, name, body):
+        """A JSON merge patch (or strategic merge: the same for an Event's
+        fields) of an events.k8s.io/v1 Event: how a recorder bumps a series."""
+        self._count("event_patch")
+        if self._fault("event_patch"):
+            return
+        ctype = self.headers.get("Content-Type", "")
+        if ctype not in ("application/strategic-merge-patch+json", "application/merge-patch+json"):
+            return self._send(415, status_body(415, "UnsupportedMediaType", f"content type {ctype}"))
+
+        def merge(target, patch):
+            for k, v in patch.items():
+                if v is None:
+                    target.pop(k, None)
+                elif isinstance(v, dict) and isinstance(target.get(k), dict):
+                    merge(target[k], v)
+                else:
+                    target[k] = copy.deepcopy(v)
+
+        c = self.cluster
+        with c.cv:
+            event = c.event_objects.get((ns, name))
+            if event is None:
+                return self._send(404, status_body(404, "NotFound", f"events.events.k8s.io \"{name}\" not found"))
+            series = body.get("series")
+            if series is not None and (not isinstance(series.get("count"), int) or series["count"] < 2 or
+                                       not series.get("lastObservedTime")):
+                return self._send(422, status_body(422, "Invalid", "series.count must be at least 2 and "
+                                                   "series.lastObservedTime set"))
+            merge(event, body)
+            event["metadata"]["resourceVersion"] = c._next_rv()
+            c.event_patches += 1
+            out = copy.deepcopy(event)
+        return self._send(200, out)
 
     def do_PUT(self):
         if not self._authorized():
@@ -454,6 +528,7 @@ class Handler(BaseHTTPRequestHandler):
             meta.update({"name": name, "namespace": ns, "resourceVersion": c._next_rv()})
             meta.setdefault("uid", (current or {}).get("metadata", {}).get("uid") or str(uuid.uuid4()))
             c.leases[(ns, name)] = lease
+            c.lease_written_at[f"{ns}/{name}"] = time.monotonic()
         self._send(201 if create else 200, lease)
 
     # -- pods/binding ---------------------------------------------------------
@@ -492,6 +567,7 @@ class Handler(BaseHTTPRequestHandler):
             c.binds[k] = c.binds.get(k, 0) + 1
             agent = self.headers.get("User-Agent", "")
             c.binds_by_agent[agent] = c.binds_by_agent.get(agent, 0) + 1
+            c.last_bind_at_by_agent[agent] = time.monotonic()
         if self._commit_fault("bind"):
             return self._send(500, status_body(500, "InternalError", "injected fault after the binding was stored"))
         self._send(201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
@@ -626,14 +702,26 @@ class Handler(BaseHTTPRequestHandler):
             results = []
             with c.cv:
                 for obj in body.get("objects") or []:
-                    resource = {"Node": "nodes", "Pod": "pods",
-                                "PodDisruptionBudget": "poddisruptionbudgets",
-                                "Namespace": "namespaces"}.get(obj.get("kind"))
+                    resource = Cluster.resource_of(obj.get("kind"), obj.get("apiVersion"))
                     if resource is None:
                         results.append(f"unknown kind {obj.get('kind')}")
                         continue
                     code, _ = c.create(resource, obj)
                     results.append(code)
+            return self._send(200, {"results": results})
+        if parts == ["delete"]:
+            # {"objects": [{"kind", "apiVersion", "namespace", "name"}]}: deleted
+            # as the API would (a DELETED event), whatever their kind.
+            results = []
+            with c.cv:
+                for ref in body.get("objects") or []:
+                    resource = Cluster.resource_of(ref.get("kind"), ref.get("apiVersion"))
+                    ns = ref.get("namespace", "default") if resource in Cluster.NAMESPACED else ""
+                    if resource is None or (ns, ref.get("name")) not in c.objects[resource]:
+                        results.append(404)
+                        continue
+                    c.delete(resource, (ns, ref["name"]))
+                    results.append(200)
             return self._send(200, {"results": results})
         if parts == ["faults"]:
             with c.cv:
@@ -649,6 +737,8 @@ class Handler(BaseHTTPRequestHandler):
                 if body.get("revoke_old_tokens") and c.token_file:
                     with open(c.token_file) as tf:
                         c.valid_tokens = {tf.read().strip()}
+                if "absent_groups" in body:
+                    c.absent_groups = set(body["absent_groups"])
                 if body.get("compact"):
                     c.compacted = c.rv
                 if body.get("drop_watches") or body.get("watch_outage"):
@@ -680,6 +770,12 @@ class Handler(BaseHTTPRequestHandler):
                 "faults_pending": sum(f.get("count", 0) for f in c.faults.fail + c.faults.commit_then_fail),
                 "events": dict(c.events),
                 "event_log": list(c.event_log),
+                "event_patches": c.event_patches,
+                # "namespace/name" -> [reason, regarding "ns/name", note, series count or 1]
+                "event_objects": {f"{k[0]}/{k[1]}": [e.get("reason"), "{}/{}".format(
+                    (e.get("regarding") or {}).get("namespace", ""), (e.get("regarding") or {}).get("name", "")),
+                    e.get("note", ""), (e.get("series") or {}).get("count", 1)]
+                    for k, e in c.event_objects.items()},
                 "watches_open": c.watches_open,
                 "watches_dropped": c.watches_dropped,
                 "gone_served": c.gone_served,
@@ -689,6 +785,9 @@ class Handler(BaseHTTPRequestHandler):
                 "binds_by_agent": dict(c.binds_by_agent),
                 "leases": {f"{k[0]}/{k[1]}": v.get("spec", {}) for k, v in c.leases.items()},
                 "lease_conflicts": c.lease_conflicts,
+                "lease_written_at": dict(c.lease_written_at),
+                "last_bind_at_by_agent": dict(c.last_bind_at_by_agent),
+                "now": time.monotonic(),
                 "pods": {f"{k[0]}/{k[1]}": {"node": o.get("spec", {}).get("nodeName", ""),
                                              "uid": o["metadata"]["uid"],
                                              "conditions": o.get("status", {}).get("conditions", []),

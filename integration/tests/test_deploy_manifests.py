@@ -39,6 +39,7 @@ KUBE_SCHEDULER = {
     # Gangs: Kubernetes' GenericWorkload PodGroups (1.35+) and what
     # scheduler-plugins' Coscheduling grants its scheduler.
     ("scheduling.k8s.io", "podgroups"): {"get", "list", "watch"},
+    ("scheduling.k8s.io", "workloads"): {"get", "list", "watch"},
     ("scheduling.x-k8s.io", "podgroups"): {"get", "list", "watch"},
 }
 
@@ -86,6 +87,37 @@ class DeployManifestsTest(unittest.TestCase):
         self.assertIn("readinessProbe", containers["scheduler"])
         self.assertEqual(pod["serviceAccountName"], "podium")
 
+    def test_metrics_ports_are_exposed(self):
+        # Each process that serves /metrics listens beyond loopback on a named
+        # container port, and the Service publishes every one of them.
+        dep = self.one("Deployment")
+        template = dep["spec"]["template"]
+        containers = {c["name"]: c for c in template["spec"]["containers"]}
+        served = {}
+        for name, port_name, flag in (("scheduler", "metrics", "--metrics-address"),
+                                      ("k8s-adapter", "adapter-metrics", "--metrics-address")):
+            c = containers[name]
+            address = [a.split("=", 1)[1] for a in c["args"] if a.startswith(flag + "=")]
+            self.assertEqual(len(address), 1, f"{name}: {flag}")
+            host, port = address[0].rsplit(":", 1)
+            self.assertEqual(host, "0.0.0.0", f"{name} serves metrics on loopback only")
+            ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+            self.assertEqual(ports.get(port_name), int(port), name)
+            served[port_name] = int(port)
+        annotations = template["metadata"].get("annotations", {})
+        self.assertEqual(annotations.get("prometheus.io/scrape"), "true")
+        self.assertEqual(annotations.get("prometheus.io/port"), str(served["metrics"]))
+        service = self.one("Service")
+        self.assertEqual(service["metadata"]["namespace"], "podium-system")
+        selector = service["spec"]["selector"]
+        for k, v in selector.items():
+            self.assertEqual(template["metadata"]["labels"].get(k), v, "the Service selects the pods")
+        by_name = {p["name"]: p for p in service["spec"]["ports"]}
+        self.assertEqual(set(by_name), set(served))
+        for name, port in served.items():
+            self.assertEqual(by_name[name]["targetPort"], name)
+            self.assertEqual(by_name[name]["port"], port)
+
     def test_config_map_is_the_scheduler_configuration(self):
         dep = self.one("Deployment")
         cm = self.one("ConfigMap")
@@ -110,7 +142,11 @@ class DeployManifestsTest(unittest.TestCase):
         # What the adapter needs.
         for key, verbs in {("", "pods/binding"): {"create"}, ("", "pods"): {"list", "watch", "delete"},
                            ("", "nodes"): {"list", "watch"}, ("", "pods/status"): {"patch"},
-                           ("events.k8s.io", "events"): {"create"},
+                           ("events.k8s.io", "events"): {"create", "patch"},  # patch: event series
+                           ("scheduling.k8s.io", "workloads"): {"list", "watch"},
+                           ("scheduling.k8s.io", "podgroups"): {"list", "watch"},
+                           ("scheduling.x-k8s.io", "podgroups"): {"list", "watch"},
+                           ("", "namespaces"): {"list", "watch"},
                            ("coordination.k8s.io", "leases"): {"create", "get", "update"}}.items():
             self.assertLessEqual(verbs, granted.get(key, set()), key)
         lease_role = self.one("Role")

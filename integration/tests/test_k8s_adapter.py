@@ -38,6 +38,12 @@ def pod(name, cpu="100m", memory="64Mi", namespace="default"):
             "status": {"phase": "Pending"}}
 
 
+def workload(name, group, min_count, namespace="default"):
+    return {"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"podGroups": [{"name": group, "policy": {"gang": {"minCount": min_count}}}]}}
+
+
 class FakeApiserver:
     def __init__(self, test, extra=(), tls_context=None):
         self.proc = lib.Process([lib.PYTHON, FAKE_APISERVER, "--port", "0"] + list(extra), test.dir,
@@ -99,6 +105,22 @@ class AdapterTestBase(lib.IntegrationTest):
         self.adapter = lib.Process(argv, self.dir, "podium-k8s-adapter")
         self.processes.append(self.adapter)
 
+    def start_own_scheduler(self, tag):
+        """A scheduler and plugin host of their own (one per adapter replica,
+        as in the deployed pod); returns (address, scheduler process)."""
+        lib.require_binaries(self, "scheduler", "plugin_host")
+        host_addr = f"unix://{self.path(f'host-{tag}.sock')}"
+        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], self.dir, f"podium-plugin-host-{tag}")
+        self.processes.append(host)
+        host.wait_for_stderr(r"listening on")
+        addr = f"unix://{self.path(f'scheduler-{tag}.sock')}"
+        proc = lib.Process([lib.Flags.scheduler, "--config", lib.config_path("default-plugins.yaml"), "--listen", addr,
+                            "--metrics-address=", "--plugin-endpoint", f"host={host_addr}"],
+                           self.dir, f"podium-scheduler-{tag}")
+        self.processes.append(proc)
+        proc.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
+        return addr, proc
+
     def wait_for(self, what, predicate, timeout=60):
         deadline = time.monotonic() + timeout
         stats = None
@@ -148,12 +170,12 @@ class AdapterTestBase(lib.IntegrationTest):
         for key in stats["pods"]:
             self.assertEqual(stats["binds"].get(key, 0), 0 if key in preassigned else 1, key)
 
-    def scheduler_cache(self):
+    def scheduler_cache(self, address=None):
         """{pod key: node} from the scheduler's Admin.DumpCache; fails on a pod
         cached twice, and returns the count of assumed pods too."""
         import grpc
         from podium.v1 import admin_pb2, admin_pb2_grpc
-        with grpc.insecure_channel(self.scheduler_addr) as channel:
+        with grpc.insecure_channel(address or self.scheduler_addr) as channel:
             resp = admin_pb2_grpc.AdminStub(channel).DumpCache(
                 admin_pb2.DumpCacheRequest(include_pods=True), timeout=5)
         cached = {}
@@ -334,6 +356,45 @@ class K8sAdapterTest(AdapterTestBase):
         self.api.create([pod("good-3")])
         self.wait_for("a later pod bound", lambda s: s["pods"].get("default/good-3", {}).get("node"))
 
+    def test_workload_gang_is_placed_whole(self):
+        # A 1.35 alpha Workload (scheduling.k8s.io/v1alpha1) listed at start and
+        # one created while watching: each podGroups[] entry is a gang.
+        def member(name, workload, group):
+            p = pod(name, cpu="1")
+            p["spec"]["workloadRef"] = {"name": workload, "podGroup": group}
+            return p
+        nodes = [node("node-a", cpu="4"), node("node-b", cpu="4")]
+        self.start(nodes + [workload("train", "workers", 3)],
+                   [member("train-0", "train", "workers"), member("train-1", "train", "workers"), pod("solo")])
+        self.wait_for("the pod outside any gang bound", lambda s: s["pods"]["default/solo"]["node"])
+        time.sleep(1.0)  # Time enough to place the two members, if the gang were not held.
+        stats = self.api.stats()
+        self.assertEqual([k for k in ("default/train-0", "default/train-1") if stats["pods"][k]["node"]], [],
+                         "members of an incomplete gang were bound")
+        self.api.create([member("train-2", "train", "workers")])
+        self.wait_for("the whole gang bound", lambda s: all(s["pods"][f"default/train-{i}"]["node"] for i in range(3)))
+        # A Workload created while the adapter watches.
+        self.api.create([workload("eval", "shards", 2)])
+        self.api.create([member("eval-0", "eval", "shards"), member("eval-1", "eval", "shards")])
+        stats = self.wait_for("every pod bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.assertNotRegex(self.adapter.stderr(), r"Workload.*(cannot translate|API group absent)")
+
+    def test_absent_gang_api_groups_are_logged_once_and_skipped(self):
+        self.start([node("node-a")], [pod("web-0"), pod("web-1")],
+                   faults={"absent_groups": ["scheduling.k8s.io", "scheduling.x-k8s.io"]})
+        stats = self.wait_for("every pod bound", self.all_bound)
+        self.assert_bound_exactly_once(stats)
+        self.api.create([pod("web-2")])
+        self.wait_for("a later pod bound", self.all_bound)
+        log = self.adapter.stderr()
+        for path in ("/apis/scheduling.k8s.io/v1alpha1/workloads", "/apis/scheduling.k8s.io/v1alpha2/podgroups",
+                     "/apis/scheduling.x-k8s.io/v1alpha1/podgroups"):
+            self.assertEqual(len(re.findall(re.escape(path) + r" \(API group absent\)", log)), 1, path)
+        # One list each and no watch: the three, and PriorityClasses (which the
+        # fake never serves).
+        self.assertEqual(self.api.stats()["requests"].get("GET other", 0), 4)
+
     def test_unschedulable_pod_gets_condition_and_event(self):
         self.start([node("small", cpu="1")], [pod("fits", cpu="500m"), pod("too-big", cpu="4")])
         stats = self.wait_for("PodScheduled=False on too-big", lambda s: any(
@@ -410,38 +471,50 @@ class K8sAdapterTlsTest(AdapterTestBase):
 
 
 class K8sAdapterLeaderElectionTest(AdapterTestBase):
-    """Two adapter replicas elect one leader on a Lease; the leader is killed;
-    the standby takes over and nothing is bound twice."""
+    """Two replicas (each an adapter with its own scheduler, as in the deployed
+    pod) elect one leader on a Lease. The standby lists and watches and keeps
+    its scheduler's cache warm, but its scheduler gets no ListEnd: nothing is
+    scheduled or issued. The leader is killed; the standby takes over and
+    nothing is bound twice."""
 
-    def replica(self, kubeconfig, identity):
-        p = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", self.scheduler_addr,
+    def replica(self, kubeconfig, identity, scheduler_addr, lease_duration="3s"):
+        p = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", scheduler_addr,
                          "--leader-elect", "--leader-elect-identity", identity,
                          "--leader-elect-resource-namespace", "podium-system",
-                         "--leader-elect-lease-duration", "3s", "--leader-elect-renew-deadline", "2s",
+                         "--leader-elect-lease-duration", lease_duration, "--leader-elect-renew-deadline", "2s",
                          "--leader-elect-retry-period", "500ms"], self.dir, identity)
         self.processes.append(p)
         return p
+
+    def kubeconfig(self):
+        return self.write("kubeconfig", (
+            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
+            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
+            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
 
     def test_standby_takes_over_when_the_leader_dies(self):
         if not ADAPTER or not os.path.exists(ADAPTER):
             self.fail("--k8s-adapter binary not given or not built")
         self.api = FakeApiserver(self)
         self.api.create([node(f"node-{i}") for i in range(5)] + [pod(f"first-{i:03d}") for i in range(100)])
-        self.scheduler_addr = self.start_scheduler(lib.config_path("default-plugins.yaml"))
-        kubeconfig = self.write("kubeconfig", (
-            "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
-            f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
-            "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
-        a = self.adapter = self.replica(kubeconfig, "replica-a")
+        addr_a, _ = self.start_own_scheduler("a")
+        addr_b, sched_b = self.start_own_scheduler("b")
+        kubeconfig = self.kubeconfig()
+        a = self.adapter = self.replica(kubeconfig, "replica-a", addr_a)
         holder = lambda s: s["leases"].get("podium-system/podium", {}).get("holderIdentity")
         self.wait_for("replica-a to lead", lambda s: holder(s) == "replica-a", timeout=15)
-        b = self.replica(kubeconfig, "replica-b")
+        b = self.replica(kubeconfig, "replica-b", addr_b)
         stats = self.wait_for("the first pods bound", self.all_bound)
-        b.wait_for_stderr(r"API server http")
+        # The standby streams what it lists to its scheduler: that cache is warm
+        # (every bound pod on its node), yet it was never told it may schedule.
+        self.scheduler_addr = addr_b
+        self.assert_scheduler_matches_api()
         time.sleep(1.5)  # Several of b's campaign rounds against a live leader.
         self.assertEqual(holder(self.api.stats()), "replica-a")
-        self.assertNotIn("opening Cluster.Sync", b.stderr(), "the standby opened the scheduler's stream")
+        self.assertRegex(b.stderr(), r"opening Cluster.Sync with \d+ objects")
+        self.assertNotIn("the scheduler may schedule", b.stderr(), "the standby sent ListEnd")
         self.assertNotIn("leading", b.stderr())
+        self.assertNotIn("cluster synced", sched_b.stderr(), "the standby's scheduler started scheduling")
 
         a.proc.kill()  # No goodbye: the lease must expire.
         a.proc.wait(timeout=5)
@@ -456,7 +529,40 @@ class K8sAdapterLeaderElectionTest(AdapterTestBase):
         self.assertEqual(agents.get("podium-k8s-adapter (replica-a)"), 100, agents)
         self.assertEqual(agents.get("podium-k8s-adapter (replica-b)"), 100, agents)
         self.assertRegex(b.stderr(), r"leading \(lease podium-system/podium, identity replica-b\)")
+        # b's scheduler was not sent a second list: ListEnd went on the stream it had.
+        self.assertEqual(len(re.findall(r"opening Cluster.Sync", b.stderr())), 1)
         self.assert_scheduler_matches_api()
+
+    def test_leader_that_cannot_renew_stops_acting_before_its_lease_expires(self):
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        self.api = FakeApiserver(self)
+        self.api.create([node(f"node-{i}") for i in range(4)] + [pod(f"first-{i:02d}") for i in range(20)])
+        self.scheduler_addr, _ = self.start_own_scheduler("a")
+        # Lease 4 s, renew deadline 2 s: a bind already in flight when the
+        # deadline passes has 2 s to finish on a loaded machine.
+        a = self.adapter = self.replica(self.kubeconfig(), "replica-a", self.scheduler_addr, lease_duration="4s")
+        self.wait_for("the first pods bound", self.all_bound)
+        # The API refuses every Lease request from now on (GET and PUT: 500).
+        self.api.faults(fail=[{"verb": "lease", "status": 500, "count": 1000000}])
+        fault_at = self.api.stats()["now"]
+        # Pods keep coming while the leader fails to renew, until it gives up.
+        deadline = time.monotonic() + 15
+        i = 0
+        while a.alive() and time.monotonic() < deadline:
+            self.api.create([pod(f"more-{i:03d}")])
+            i += 1
+            time.sleep(0.1)
+        self.assertEqual(a.proc.wait(timeout=10), 1, "a leader that lost its lease exits 1")
+        stats = self.api.stats()
+        renewed = stats["lease_written_at"]["podium-system/podium"]
+        last_bind = stats["last_bind_at_by_agent"]["podium-k8s-adapter (replica-a)"]
+        self.assertLess(renewed, fault_at + 0.1, "a lease write got through the fault")
+        self.assertGreater(last_bind, fault_at, "no bind while the renewals failed: the test proves nothing")
+        # Actions stop before the lease can expire for the others (lease
+        # duration 4 s after the last renewal; the renew deadline is 2 s).
+        self.assertLess(last_bind, renewed + 4.0)
+        self.assertRegex(a.stderr(), r"lost the lease podium-system/podium")
 
 
 class ScriptedScheduler:
@@ -489,7 +595,7 @@ class ScriptedScheduler:
                         pass  # The stream ended with the test.
                     outer.received.put(None)
                 threading.Thread(target=read, daemon=True).start()
-                if listed.wait(20):
+                if listed.wait(20) and outer.actions:
                     yield cluster_pb2.SchedulerMessage(actions=cluster_pb2.Actions(actions=outer.actions))
                 while context.is_active():
                     time.sleep(0.1)
@@ -584,6 +690,150 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
             self.assertEqual([e[1:3] for e in stats["event_log"]], [["Normal", "Preempted"]])
         finally:
             scheduler.stop()
+
+    def collect(self, scheduler, until, timeout=30):
+        """ObjectEvents the adapter sends until `until(events, list_ended)`."""
+        from podium.v1 import cluster_pb2
+        events, list_ended = [], False
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not until(events, list_ended):
+            try:
+                m = scheduler.received.get(timeout=0.5)
+            except Exception:
+                continue
+            if m is None:
+                break
+            if m.HasField("list_end"):
+                list_ended = True
+            if m.HasField("events"):
+                events.extend(m.events.events)
+        return events, list_ended
+
+    @staticmethod
+    def describe(e):
+        from podium.v1 import cluster_pb2
+        kind = e.WhichOneof("object")
+        meta = getattr(e, kind).meta
+        return ("UPSERT" if e.type == cluster_pb2.ObjectEvent.UPSERT else "DELETE", kind,
+                f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name)
+
+    def test_relist_after_410_deletes_what_vanished_of_every_kind(self):
+        def ns(name):
+            return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"team": name}}}
+
+        def pdb(name):
+            return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}}
+
+        def sp_group(name):
+            return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                    "metadata": {"name": name, "namespace": "default"}, "spec": {"minMember": 2}}
+
+        def k8s_group(name):
+            return {"apiVersion": "scheduling.k8s.io/v1alpha2", "kind": "PodGroup",
+                    "metadata": {"name": name, "namespace": "default"},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}}}
+
+        two_groups = workload("gone-wl", "a", 2)
+        two_groups["spec"]["podGroups"].append({"name": "b", "policy": {"basic": {}}})
+        objects = [node("node-a"), ns("keep-ns"), ns("gone-ns"), pdb("keep-pdb"), pdb("gone-pdb"),
+                   sp_group("keep-sp"), sp_group("gone-sp"), k8s_group("keep-k8s"), k8s_group("gone-k8s"),
+                   workload("keep-wl", "g", 2), two_groups]
+        address = f"unix://{self.path('scripted.sock')}"
+        scheduler = ScriptedScheduler(address, [])
+        try:
+            self.start_api_only(objects, [pod("web")])
+            self.start_adapter(address)
+            # Pending pods may follow ListEnd.
+            events, ended = self.collect(scheduler, lambda ev, ended: ended and any(
+                e.HasField("pod") for e in ev))
+            self.assertTrue(ended, "no ListEnd")
+            listed = {self.describe(e) for e in events}
+            want = {("UPSERT", "namespace_object", "gone-ns"), ("UPSERT", "pdb", "default/gone-pdb"),
+                    ("UPSERT", "pod_group", "default/gone-sp"), ("UPSERT", "pod_group", "default/gone-k8s"),
+                    ("UPSERT", "pod_group", "default/gone-wl/a"), ("UPSERT", "pod_group", "default/gone-wl/b"),
+                    ("UPSERT", "pod_group", "default/keep-wl/g"), ("UPSERT", "pod", "default/web")}
+            self.assertLessEqual(want, listed)
+            wl = [e.pod_group for e in events if e.HasField("pod_group") and e.pod_group.meta.name == "gone-wl/a"][0]
+            self.assertEqual(wl.min_member, 2)
+            from podium.v1 import objects_pb2
+            self.assertEqual(wl.source, objects_pb2.PodGroup.KUBERNETES_WORKLOAD)
+
+            # The watches go away; meanwhile one object of each kind is deleted and
+            # the history compacted: the adapter must relist every kind.
+            self.api.faults(watch_outage=True)
+            gone = [{"kind": o["kind"], "apiVersion": o["apiVersion"], "namespace": "default",
+                     "name": o["metadata"]["name"]} for o in objects if o["metadata"]["name"].startswith("gone-")]
+            code, out = self.api.call("POST", "/control/delete", {"objects": gone})
+            self.assertEqual((code, out["results"]), (200, [200] * 5))
+            self.api.faults(compact=True)
+            self.api.faults(watch_outage=False)
+            expected = {("DELETE", "namespace_object", "gone-ns"), ("DELETE", "pdb", "default/gone-pdb"),
+                        ("DELETE", "pod_group", "default/gone-sp"), ("DELETE", "pod_group", "default/gone-k8s"),
+                        ("DELETE", "pod_group", "default/gone-wl/a"), ("DELETE", "pod_group", "default/gone-wl/b")}
+            later, _ = self.collect(scheduler, lambda ev, ended: expected <= {self.describe(e) for e in ev})
+            changes = [self.describe(e) for e in later]
+            self.assertLessEqual(expected, set(changes), changes)
+            # Only the differences: nothing that stayed is sent again, nothing twice.
+            self.assertEqual(sorted(changes), sorted(expected), changes)
+            # At least the five kinds that lost an object resumed from a compacted version.
+            self.assertGreaterEqual(self.api.stats()["gone_served"], 5)
+            log = self.adapter.stderr()
+            for kind in ("Namespace", "PodDisruptionBudget", "PodGroup.scheduling.x-k8s.io",
+                         "PodGroup.scheduling.k8s.io", "Workload.scheduling.k8s.io"):
+                self.assertRegex(log, re.escape(kind) + r": resourceVersion \d+ is too old \(410 Gone\); relisting")
+        finally:
+            scheduler.stop()
+
+    def test_repeated_events_become_one_event_with_a_series(self):
+        from podium.v1 import cluster_pb2, objects_pb2 as opb
+
+        def failed(i, name, note):
+            return cluster_pb2.Action(id=i, record_event=cluster_pb2.RecordEvent(
+                regarding=opb.ObjectRef(kind="Pod", namespace="default", name=name, uid=uids[name]),
+                type="Warning", reason="FailedScheduling", action="Scheduling", note=note))
+        address = f"unix://{self.path('scripted.sock')}"
+        actions = []
+        scheduler = ScriptedScheduler(address, actions)
+        try:
+            self.start_api_only([node("node-a")], [pod("waiting"), pod("other")])
+            uids = {k.split("/")[1]: p["uid"] for k, p in self.api.stats()["pods"].items()}
+            # kube-scheduler retrying a pod: the same reason for the same pod,
+            # the note changing with the cluster.
+            actions.extend([failed(1, "waiting", "0/1 nodes are available: 1 Insufficient cpu."),
+                            failed(2, "waiting", "0/1 nodes are available: 1 Insufficient cpu."),
+                            failed(3, "other", "0/1 nodes are available: 1 Insufficient memory."),
+                            failed(4, "waiting", "0/2 nodes are available: 2 Insufficient cpu."),
+                            failed(5, "waiting", "0/2 nodes are available: 2 Insufficient cpu.")])
+            self.start_adapter(address)
+
+            def series(s):
+                return {v[1]: v[3] for v in s["event_objects"].values()}
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                stats = self.api.stats()
+                if series(stats).get("default/waiting") == 4 and "default/other" in series(stats):
+                    break
+                time.sleep(0.2)
+            stats = self.api.stats()
+            waiting = [v for v in stats["event_objects"].values() if v[1] == "default/waiting"]
+            self.assertEqual(len(waiting), 1, stats["event_objects"])  # One Event object, not four.
+            reason, _, note, count = waiting[0]
+            self.assertEqual((reason, count), ("FailedScheduling", 4))
+            self.assertEqual(note, "0/1 nodes are available: 1 Insufficient cpu.")  # A series keeps its first note.
+            self.assertEqual(series(stats)["default/other"], 1)
+            self.assertEqual(stats["requests"].get("POST event"), 2)
+            self.assertGreaterEqual(stats["event_patches"], 1)
+            self.assertEqual(stats["requests"].get("PATCH event_patch"), stats["event_patches"])
+        finally:
+            scheduler.stop()
+        self.adapter.stop()
+        m = re.search(r"events posted (\d+), aggregated (\d+), dropped (\d+), failed (\d+), rate limited (\d+), "
+                      r"series patches (\d+)", self.adapter.stderr())
+        self.assertIsNotNone(m, self.adapter.stderr()[-2000:])
+        self.assertEqual([int(m.group(i)) for i in range(1, 6)], [2, 3, 0, 0, 0])
+        self.assertEqual(int(m.group(6)), stats["event_patches"])
 
     def start_api_only(self, nodes, pods):
         self.api = FakeApiserver(self)

@@ -51,7 +51,9 @@ class CheckingSink : public kube::ReflectorSink {
       if (kind.kind == "PodDisruptionBudget" && e.has_pdb()) meta = &e.pdb().meta();
       if (kind.kind == "PriorityClass" && e.has_priority_class()) meta = &e.priority_class().meta();
       if (kind.kind == "Namespace" && e.has_namespace_object()) meta = &e.namespace_object().meta();
-      if (kind.kind.starts_with("PodGroup.") && e.has_pod_group()) meta = &e.pod_group().meta();
+      if ((kind.kind.starts_with("PodGroup.") || kind.kind.starts_with("Workload.")) && e.has_pod_group()) {
+        meta = &e.pod_group().meta();
+      }
       if (meta == nullptr || meta->name().empty()) std::abort();
     }
   }

@@ -8,11 +8,6 @@
 namespace podium::kube {
 namespace {
 
-std::string EventKey(const v1::RecordEvent& e) {
-  return absl::StrCat(e.regarding().uid(), "\x1f", e.regarding().namespace_(), "/", e.regarding().name(), "\x1f",
-                      e.type(), "\x1f", e.reason(), "\x1f", e.note());
-}
-
 v1::ActionResult Result(uint64_t id, v1::ActionResult::Code code, std::string message) {
   v1::ActionResult r;
   r.set_action_id(id);
@@ -53,6 +48,7 @@ ActionDispatcher::ActionDispatcher(Transport& transport, Transport& event_transp
       options_(std::move(options)),
       clock_(std::move(clock)),
       random_(DefaultRandom()),
+      series_(options_.event_series),
       sleep_(sleep ? std::move(sleep) : [this](absl::Duration d) { return SleepUnlessStopping(d); }) {
   for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(false); });
   for (int i = 0; i < options_.event_workers; ++i) workers_.emplace_back([this] { Work(true); });
@@ -68,24 +64,42 @@ void ActionDispatcher::Submit(v1::Action action, Done done) {
     {
       absl::MutexLock lock(&mu_);
       if (!stopping_) {
-        const std::string key = EventKey(action.record_event());
-        auto it = recent_events_.find(key);
         const absl::Time now = clock_();
-        if (it != recent_events_.end() && now - it->second < options_.event_window) {
-          ++counters_.events_aggregated;
-          if (options_.metrics) options_.metrics->CountAction("event", "aggregated");
-          code = v1::ActionResult::OK;
-          refusal = "aggregated with an identical recent event";
-        } else if (events_.size() < options_.event_queue_capacity) {
-          if (recent_events_.size() > 100000) recent_events_.clear();
-          recent_events_[key] = now;
-          events_.push_back({std::move(action), std::move(done)});
-          if (options_.metrics) options_.metrics->SetActionQueueDepth("events", events_.size());
-          return;
-        } else {
-          ++counters_.events_dropped;
-          if (options_.metrics) options_.metrics->CountAction("event", "dropped");
-          refusal = "event dropped: the event lane is full";
+        auto seen = series_.Observe(action.record_event(), now, EventName(action.record_event().regarding(), now));
+        switch (seen.decision) {
+          case EventSeriesBook::Decision::kRateLimited:
+            ++counters_.events_rate_limited;
+            if (options_.metrics) options_.metrics->CountAction("event", "rate_limited");
+            refusal = "event not sent: this object's events are rate limited";
+            break;
+          case EventSeriesBook::Decision::kCoalesced:
+            ++counters_.events_aggregated;
+            if (options_.metrics) options_.metrics->CountAction("event", "aggregated");
+            code = v1::ActionResult::OK;
+            refusal = "counted into the event's series";
+            break;
+          case EventSeriesBook::Decision::kPost:
+          case EventSeriesBook::Decision::kPatch: {
+            const bool patch = seen.decision == EventSeriesBook::Decision::kPatch;
+            if (patch) {
+              ++counters_.events_aggregated;
+              if (options_.metrics) options_.metrics->CountAction("event", "aggregated");
+            }
+            if (events_.size() < options_.event_queue_capacity) {
+              events_.push_back({std::move(action), std::move(done), std::move(seen.key), std::move(seen.name), patch});
+              if (options_.metrics) options_.metrics->SetActionQueueDepth("events", events_.size());
+              return;
+            }
+            if (patch) {
+              series_.PatchNotIssued(seen.key);  // The next repeat's PATCH carries the count.
+            } else {
+              series_.Finished(seen.key, false);
+            }
+            ++counters_.events_dropped;
+            if (options_.metrics) options_.metrics->CountAction("event", "dropped");
+            refusal = "event dropped: the event lane is full";
+            break;
+          }
         }
       }
     }
@@ -120,8 +134,8 @@ void ActionDispatcher::Work(bool events) {
       q.pop_front();
       if (options_.metrics) options_.metrics->SetActionQueueDepth(events ? "events" : "actions", q.size());
     }
-    v1::ActionResult result = Execute(item.action);
-    item.done(std::move(result));
+    v1::ActionResult result = events && !item.series_key.empty() ? ExecuteEvent(item) : Execute(item.action);
+    if (item.done) item.done(std::move(result));
   }
 }
 
@@ -166,7 +180,6 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
   ApiAnswer answer =
       CallWithRetries(action.has_record_event() ? event_transport_ : transport_, request, &attempts);
   v1::ActionResult::Code code = ResultCode(answer);
-  std::string message;
   if (code == v1::ActionResult::CONFLICT && action.has_bind() && attempts > 1) {
     // An earlier attempt may have bound the pod before its answer was lost:
     // bound here, to this node, is success.
@@ -178,6 +191,48 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
       code = v1::ActionResult::OK;
     }
   }
+  return Conclude(action, request, code, answer, attempts);
+}
+
+v1::ActionResult ActionDispatcher::ExecuteEvent(const Item& item) {
+  const v1::RecordEvent& event = item.action.record_event();
+  HttpRequest request;
+  if (item.series_patch) {
+    int32_t count = 0;
+    absl::Time last;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!series_.Series(item.series_key, &count, &last)) {
+        return Result(item.action.id(), v1::ActionResult::OK, "the event's series has ended");
+      }
+    }
+    request = EventSeriesPatchRequest(event.regarding(), item.event_name, count, last);
+  } else {
+    request = EventRequest(event, options_.event_source, clock_(), item.event_name);
+  }
+  int attempts = 0;
+  ApiAnswer answer = CallWithRetries(event_transport_, request, &attempts);
+  const v1::ActionResult::Code code = ResultCode(answer);
+  {
+    absl::MutexLock lock(&mu_);
+    if (series_.Finished(item.series_key, code == v1::ActionResult::OK)) {
+      if (!stopping_ && events_.size() < options_.event_queue_capacity) {
+        // Repeats came while this call ran: their count goes in a PATCH now.
+        v1::Action next;
+        *next.mutable_record_event() = event;
+        events_.push_back({std::move(next), nullptr, item.series_key, item.event_name, true});
+      } else {
+        series_.PatchNotIssued(item.series_key);
+      }
+    }
+    if (item.series_patch && code == v1::ActionResult::OK) ++counters_.events_series_patches;
+  }
+  return Conclude(item.action, request, code, answer, attempts);
+}
+
+v1::ActionResult ActionDispatcher::Conclude(const v1::Action& action, const HttpRequest& request,
+                                            v1::ActionResult::Code code, const ApiAnswer& answer, int attempts) {
+  std::string message;
   if (code != v1::ActionResult::OK) {
     message = AnswerMessage(answer);
     if (attempts > 1) absl::StrAppend(&message, " (after ", attempts, " attempts)");
@@ -188,7 +243,7 @@ v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
   absl::MutexLock lock(&mu_);
   if (code == v1::ActionResult::OK) {
     ++counters_.ok;
-    if (action.has_record_event()) ++counters_.events_posted;
+    if (action.has_record_event() && request.method == "POST") ++counters_.events_posted;
   } else {
     ++counters_.failed;
     if (action.has_record_event()) ++counters_.events_failed;
@@ -207,7 +262,9 @@ void ActionDispatcher::Stop() {
     for (auto& e : events_) dropped.push_back(std::move(e));
     events_.clear();
   }
-  for (auto& item : dropped) item.done(Result(item.action.id(), v1::ActionResult::UNAVAILABLE, "the adapter is stopping"));
+  for (auto& item : dropped) {
+    if (item.done) item.done(Result(item.action.id(), v1::ActionResult::UNAVAILABLE, "the adapter is stopping"));
+  }
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }

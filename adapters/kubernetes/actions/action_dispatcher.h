@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "actions/api_requests.h"
+#include "actions/event_series.h"
 #include "client/retry.h"
 #include "client/transport.h"
 #include "metrics/adapter_metrics.h"
@@ -21,10 +22,14 @@ namespace podium::kube {
 // Issues the scheduler's actions as API calls, asynchronously, and reports
 // every result. Two lanes: binds, deletes and status patches on `concurrency`
 // workers; events on their own workers behind a small queue, so an event
-// never delays a bind: identical events within `event_window` are aggregated
-// (posted once, the repeats counted) and events that find the queue full are
-// dropped (counted). Calls are retried with backoff on 429 (its Retry-After
-// honoured), 5xx and connection errors; other 4xx are final.
+// never delays a bind. Events go as kube-scheduler's recorder sends them
+// (EventSeriesBook): a repeat of a live event is PATCHed onto it as an
+// events.k8s.io/v1 series (series.count, series.lastObservedTime; repeats
+// while its POST or PATCH is in flight are folded into the next PATCH), each
+// object's events are rate limited (burst 25, one every 5 minutes), and
+// events that find the queue full are dropped; all counted. Calls are retried
+// with backoff on 429 (its Retry-After honoured), 5xx and connection errors;
+// other 4xx are final.
 // Lock order: mu_ only.
 class ActionDispatcher {
  public:
@@ -33,7 +38,7 @@ class ActionDispatcher {
     size_t queue_capacity = 1 << 14;
     int event_workers = 2;
     size_t event_queue_capacity = 1000;
-    absl::Duration event_window = absl::Minutes(10);
+    EventSeriesBook::Options event_series;
     int max_attempts = 8;
     Backoff::Options backoff;
     EventSource event_source;
@@ -62,7 +67,11 @@ class ActionDispatcher {
 
   struct Counters {
     uint64_t calls = 0, retries = 0, ok = 0, failed = 0;
+    // Events: posted (new), aggregated (repeats counted into a series),
+    // series_patches (PATCHes the API took), dropped (lane full or stopping),
+    // rate_limited (per object), failed (the API refused or was unreachable).
     uint64_t events_posted = 0, events_aggregated = 0, events_dropped = 0, events_failed = 0;
+    uint64_t events_series_patches = 0, events_rate_limited = 0;
   };
   Counters counters() const;
 
@@ -73,8 +82,18 @@ class ActionDispatcher {
   struct Item {
     v1::Action action;
     Done done;
+    // Events: the series (EventSeriesBook key), the event's name, and whether
+    // this is the PATCH of its series rather than its POST.
+    std::string series_key, event_name;
+    bool series_patch = false;
   };
   void Work(bool events);
+  // An event lane item: the POST of a new event or the PATCH of its series;
+  // queues the series' next PATCH when repeats came meanwhile.
+  v1::ActionResult ExecuteEvent(const Item& item);
+  // Counts and logs one action's outcome; its result.
+  v1::ActionResult Conclude(const v1::Action& action, const HttpRequest& request, v1::ActionResult::Code code,
+                            const ApiAnswer& answer, int attempts);
   bool SleepUnlessStopping(absl::Duration d);
   ApiAnswer CallWithRetries(Transport& transport, const HttpRequest& request, int* attempts);
 
@@ -87,8 +106,7 @@ class ActionDispatcher {
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   std::deque<Item> events_ ABSL_GUARDED_BY(mu_);
-  // Event key (regarding uid, type, reason, note) -> when it was last posted.
-  std::map<std::string, absl::Time> recent_events_ ABSL_GUARDED_BY(mu_);
+  EventSeriesBook series_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Counters counters_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> workers_;

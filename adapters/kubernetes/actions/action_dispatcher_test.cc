@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "client/fake_transport.h"
 
 namespace podium::kube {
@@ -134,26 +136,124 @@ TEST_F(ActionDispatcherTest, DeleteCarriesTheUidPreconditionAndPatchIsAStrategic
               HasSubstr(R"("conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable"}])"));
 }
 
-TEST_F(ActionDispatcherTest, EventsAreAggregatedAndDroppedWhenTheLaneIsFull) {
+TEST_F(ActionDispatcherTest, RepeatsAreCountedIntoTheSeriesAndEventsDroppedWhenTheLaneIsFull) {
   auto d = Make({.event_queue_capacity = 2});
   std::vector<std::pair<uint64_t, v1::ActionResult::Code>> results;
   auto done = [&](v1::ActionResult r) { results.emplace_back(r.action_id(), r.code()); };
   d->Submit(Event(1, "a", "0/3 nodes are available"), done);
   d->Submit(Event(2, "b", "0/3 nodes are available"), done);
-  d->Submit(Event(3, "a", "0/3 nodes are available"), done);  // Same as 1: aggregated.
+  d->Submit(Event(3, "a", "0/3 nodes are available"), done);  // Same as 1 (queued): into its series.
   d->Submit(Event(4, "c", "0/3 nodes are available"), done);  // Lane full: dropped.
   now_ += absl::Minutes(11);
-  d->Submit(Event(5, "a", "0/3 nodes are available"), done);  // Window passed, but the lane is still full.
+  d->Submit(Event(5, "a", "0/3 nodes are available"), done);  // 1 is still queued: into its series.
   EXPECT_THAT(results, ElementsAre(std::pair<uint64_t, v1::ActionResult::Code>{3, v1::ActionResult::OK},
                                    std::pair<uint64_t, v1::ActionResult::Code>{4, v1::ActionResult::UNAVAILABLE},
-                                   std::pair<uint64_t, v1::ActionResult::Code>{5, v1::ActionResult::UNAVAILABLE}));
+                                   std::pair<uint64_t, v1::ActionResult::Code>{5, v1::ActionResult::OK}));
   auto c = d->counters();
-  EXPECT_EQ(c.events_aggregated, 1u);
-  EXPECT_EQ(c.events_dropped, 2u);
+  EXPECT_EQ(c.events_aggregated, 2u);
+  EXPECT_EQ(c.events_dropped, 1u);
   d->Stop();  // The two queued events are reported too.
   EXPECT_EQ(results.size(), 5u);
-  EXPECT_EQ(d->counters().events_dropped, 4u);
+  EXPECT_EQ(d->counters().events_dropped, 3u);
   EXPECT_TRUE(transport_.requests.empty());
+}
+
+// Holds every call until the test releases it.
+class GatedTransport : public Transport {
+ public:
+  ApiAnswer Do(const HttpRequest& request) override {
+    absl::MutexLock lock(&mu_);
+    requests_.push_back(request);
+    const size_t n = requests_.size();
+    auto released = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return released_ >= n; };
+    mu_.Await(absl::Condition(&released));
+    return {.status = request.method == "POST" ? 201 : 200, .body = "{}"};
+  }
+  StreamAnswer Stream(const HttpRequest&) override { return {}; }
+  void Release(size_t n) {
+    absl::MutexLock lock(&mu_);
+    released_ += n;
+  }
+  std::vector<HttpRequest> WaitForRequests(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto arrived = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return requests_.size() >= n; };
+    mu_.Await(absl::Condition(&arrived));
+    return requests_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<HttpRequest> requests_ ABSL_GUARDED_BY(mu_);
+  size_t released_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+TEST_F(ActionDispatcherTest, ARepeatedEventIsPostedOnceThenItsSeriesPatched) {
+  GatedTransport events;
+  ActionDispatcher d(transport_, events, {.concurrency = 0, .event_workers = 1}, [this] { return now_; });
+  std::vector<v1::ActionResult::Code> results;
+  absl::Mutex results_mu;
+  auto done = [&](v1::ActionResult r) {
+    absl::MutexLock lock(&results_mu);
+    results.push_back(r.code());
+  };
+  d.Submit(Event(1, "web", "0/3 nodes are available: 3 Insufficient cpu."), done);
+  auto requests = events.WaitForRequests(1);  // The POST is in flight.
+  d.Submit(Event(2, "web", "0/3 nodes are available: 3 Insufficient cpu."), done);
+  d.Submit(Event(3, "web", "0/4 nodes are available: 4 Insufficient cpu."), done);  // The note is not in the key.
+  events.Release(1);
+  requests = events.WaitForRequests(2);  // The PATCH of both repeats.
+  events.Release(1);
+  d.Stop();
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].target, "/apis/events.k8s.io/v1/namespaces/ns/events");
+  const std::string::size_type at = requests[0].body.find(R"("name":"web.)");
+  ASSERT_NE(at, std::string::npos) << requests[0].body;
+  const std::string name = requests[0].body.substr(at + 8, requests[0].body.find('"', at + 8) - (at + 8));
+  EXPECT_EQ(requests[1].method, "PATCH");
+  EXPECT_EQ(requests[1].target, "/apis/events.k8s.io/v1/namespaces/ns/events/" + name);
+  EXPECT_EQ(requests[1].content_type, "application/merge-patch+json");
+  EXPECT_EQ(requests[1].body, R"({"series":{"count":3,"lastObservedTime":"1970-01-01T00:16:40.000000Z"}})");
+  auto c = d.counters();
+  EXPECT_EQ(c.events_posted, 1u);
+  EXPECT_EQ(c.events_aggregated, 2u);
+  EXPECT_EQ(c.events_series_patches, 1u);
+  EXPECT_EQ(c.events_dropped, 0u);
+  EXPECT_EQ(c.events_failed, 0u);
+  absl::MutexLock lock(&results_mu);
+  EXPECT_EQ(results, std::vector<v1::ActionResult::Code>(3, v1::ActionResult::OK));
+}
+
+TEST_F(ActionDispatcherTest, EventsOfOneObjectAreRateLimitedAndNeverDelayBinds) {
+  GatedTransport events;  // Never released before Stop: every event call hangs.
+  transport_.answers = {{.status = 201}};
+  ActionDispatcher d(transport_, events, {.concurrency = 1, .event_workers = 1, .event_series = {.per_object_burst = 2}},
+                     [this] { return now_; });
+  std::vector<std::pair<uint64_t, v1::ActionResult::Code>> results;
+  absl::Mutex results_mu;
+  auto done = [&](v1::ActionResult r) {
+    absl::MutexLock lock(&results_mu);
+    results.emplace_back(r.action_id(), r.code());
+  };
+  for (uint64_t i = 1; i <= 4; ++i) d.Submit(Event(i, "web", "note"), done);
+  events.WaitForRequests(1);
+  absl::Notification bound;
+  d.Submit(Bind(10, "other", "n"), [&](v1::ActionResult r) {
+    EXPECT_EQ(r.code(), v1::ActionResult::OK);
+    bound.Notify();
+  });
+  EXPECT_TRUE(bound.WaitForNotificationWithTimeout(absl::Seconds(30)));  // While the event call hangs.
+  auto c = d.counters();
+  EXPECT_EQ(c.events_rate_limited, 2u);
+  EXPECT_EQ(c.events_aggregated, 1u);
+  {
+    absl::MutexLock lock(&results_mu);
+    EXPECT_THAT(results, ElementsAre(std::pair<uint64_t, v1::ActionResult::Code>{2, v1::ActionResult::OK},
+                                     std::pair<uint64_t, v1::ActionResult::Code>{3, v1::ActionResult::UNAVAILABLE},
+                                     std::pair<uint64_t, v1::ActionResult::Code>{4, v1::ActionResult::UNAVAILABLE}));
+  }
+  events.Release(100);
+  d.Stop();
 }
 
 TEST_F(ActionDispatcherTest, EventIsAnEventsK8sIoV1Object) {

@@ -70,12 +70,31 @@ HttpRequest PatchPodStatusRequest(const v1::PatchPodStatus& patch) {
           .content_type = "application/strategic-merge-patch+json"};
 }
 
-HttpRequest EventRequest(const v1::RecordEvent& event, const EventSource& source, absl::Time now) {
-  const v1::ObjectRef& r = event.regarding();
-  const std::string ns = r.namespace_().empty() ? "default" : r.namespace_();
+std::string EventName(const v1::ObjectRef& r, absl::Time now) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   // client-go names events "<object>.<unix nanos in hex>".
-  const std::string name = absl::StrFormat("%s.%x%04x", r.name(), absl::ToUnixNanos(now), rng() & 0xffff);
+  return absl::StrFormat("%s.%x%04x", r.name(), absl::ToUnixNanos(now), rng() & 0xffff);
+}
+
+HttpRequest EventRequest(const v1::RecordEvent& event, const EventSource& source, absl::Time now) {
+  return EventRequest(event, source, now, EventName(event.regarding(), now));
+}
+
+HttpRequest EventSeriesPatchRequest(const v1::ObjectRef& r, const std::string& name, int32_t count,
+                                    absl::Time last_observed) {
+  const std::string ns = r.namespace_().empty() ? "default" : r.namespace_();
+  json::object body{
+      {"series", json::object{{"count", count}, {"lastObservedTime", MicroTime(last_observed)}}}};
+  return {.method = "PATCH",
+          .target = absl::StrCat("/apis/events.k8s.io/v1/namespaces/", ns, "/events/", name),
+          .body = json::serialize(body),
+          .content_type = "application/merge-patch+json"};
+}
+
+HttpRequest EventRequest(const v1::RecordEvent& event, const EventSource& source, absl::Time now,
+                         const std::string& name) {
+  const v1::ObjectRef& r = event.regarding();
+  const std::string ns = r.namespace_().empty() ? "default" : r.namespace_();
   json::object regarding{{"apiVersion", "v1"}, {"kind", r.kind().empty() ? "Pod" : r.kind()}, {"namespace", ns},
                          {"name", r.name()}};
   if (!r.uid().empty()) regarding["uid"] = r.uid();

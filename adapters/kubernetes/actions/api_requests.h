@@ -26,6 +26,14 @@ struct EventSource {
   std::string reporting_instance;               // Host name.
 };
 HttpRequest EventRequest(const v1::RecordEvent& event, const EventSource& source, absl::Time now);
+// The same, under `name` (see EventName).
+HttpRequest EventRequest(const v1::RecordEvent& event, const EventSource& source, absl::Time now,
+                         const std::string& name);
+// client-go's event name: "<object>.<unix nanos in hex>" (plus 16 random bits).
+std::string EventName(const v1::ObjectRef& regarding, absl::Time now);
+// PATCH (JSON merge) of an event's series: what a repeat of it does.
+HttpRequest EventSeriesPatchRequest(const v1::ObjectRef& regarding, const std::string& name, int32_t count,
+                                    absl::Time last_observed);
 
 // RFC 3339 with microseconds, UTC (a Kubernetes MicroTime).
 std::string MicroTime(absl::Time t);

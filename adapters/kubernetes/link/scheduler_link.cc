@@ -33,7 +33,7 @@ const v1::ObjectMeta* Meta(const v1::ObjectEvent& e) {
 }  // namespace
 
 SchedulerLink::SchedulerLink(Options options, std::shared_ptr<grpc::Channel> channel, ActionDispatcher& dispatcher)
-    : options_(std::move(options)), channel_(std::move(channel)), dispatcher_(dispatcher) {
+    : options_(std::move(options)), channel_(std::move(channel)), dispatcher_(dispatcher), leading_(options_.leading) {
   for (const ResourceKind& k : options_.kinds) {
     KindProgress p;
     p.parts = k.first_list_parts.size();
@@ -77,6 +77,7 @@ bool SchedulerLink::Forwardable(size_t kind) const {
 }
 
 bool SchedulerLink::ReadyToSchedule() const {
+  if (!leading_) return false;  // A standby: a warm cache, nothing scheduled.
   for (size_t i = 0; i < progress_.size(); ++i) {
     if (progress_[i].parts_done < progress_[i].parts_needed || !Forwardable(i)) return false;
   }
@@ -208,6 +209,12 @@ void SchedulerLink::Run(absl::Notification& stop) {
     last = client_;
   }
   if (last) last->Close(absl::Seconds(2)).IgnoreError();
+}
+
+void SchedulerLink::SetLeading() {
+  absl::MutexLock lock(&mu_);
+  leading_ = true;
+  Flush();  // ListEnd, when the list is far enough.
 }
 
 uint64_t SchedulerLink::bad_objects() const {

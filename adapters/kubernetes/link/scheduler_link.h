@@ -35,6 +35,10 @@ class SchedulerLink : public ReflectorSink {
     std::vector<std::string> scheduler_names;
     absl::Duration reconnect_delay = absl::Seconds(1);
     AdapterMetrics* metrics = nullptr;  // Objects skipped.
+    // False for a standby (leader election): its scheduler gets the list and
+    // every change (a warm cache) but no ListEnd, so it schedules nothing,
+    // until SetLeading().
+    bool leading = true;
   };
   SchedulerLink(Options options, std::shared_ptr<grpc::Channel> channel, ActionDispatcher& dispatcher);
   ~SchedulerLink() override;
@@ -47,6 +51,11 @@ class SchedulerLink : public ReflectorSink {
   // Keeps a stream to the scheduler open (reopening it when the scheduler goes
   // away) until `stop` is notified; then closes it.
   void Run(absl::Notification& stop);
+
+  // This replica now leads: its scheduler gets ListEnd (once the list needed
+  // to schedule is sent) and may schedule. There is no way back: a leader
+  // that loses its lease ends the process.
+  void SetLeading();
 
   uint64_t bad_objects() const;
   uint64_t streams_opened() const;
@@ -78,6 +87,7 @@ class SchedulerLink : public ReflectorSink {
   // index and namespace/name.
   std::map<std::pair<size_t, std::string>, v1::ObjectEvent> view_ ABSL_GUARDED_BY(mu_);
   bool list_ended_ ABSL_GUARDED_BY(mu_) = false;  // ListEnd was sent on client_.
+  bool leading_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<adapter::ClusterSyncClient> client_ ABSL_GUARDED_BY(mu_);
   // Closed streams, kept until the end: late action results may still hold them.
   std::vector<std::shared_ptr<adapter::ClusterSyncClient>> retired_ ABSL_GUARDED_BY(mu_);

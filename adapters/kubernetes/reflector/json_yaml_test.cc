@@ -67,6 +67,7 @@ TEST(JsonToYamlTest, TranslationEqualsTheYamlCppParsersOnTheSeedCorpus) {
   ASSERT_GE(objects.size(), 15u);
   int translated = 0;
   for (const ResourceKind& kind : AllKinds()) {
+    if (!kind.decode) continue;  // decode_many kinds (Workloads): not in the fixtures.
     for (const auto& [ours, theirs] : objects) {
       auto a = kind.decode(ours);
       auto b = kind.decode(theirs);

@@ -39,6 +39,22 @@ v1::ObjectEvent AsDelete(v1::ObjectEvent e) {
   return e;
 }
 
+// The podium.v1 object's name (what tells a Workload's groups apart).
+const std::string& EventName(const v1::ObjectEvent& e) {
+  switch (e.object_case()) {
+    case v1::ObjectEvent::kNode: return e.node().meta().name();
+    case v1::ObjectEvent::kPod: return e.pod().meta().name();
+    case v1::ObjectEvent::kPdb: return e.pdb().meta().name();
+    case v1::ObjectEvent::kPodGroup: return e.pod_group().meta().name();
+    case v1::ObjectEvent::kPriorityClass: return e.priority_class().meta().name();
+    case v1::ObjectEvent::kNamespaceObject: return e.namespace_object().meta().name();
+    default: {
+      static const std::string kNone;
+      return kNone;
+    }
+  }
+}
+
 }  // namespace
 
 std::string ObjectKey(const YAML::Node& object) {
@@ -64,9 +80,18 @@ Reflector::Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sin
       random_(random),
       backoff_(options_.backoff, std::move(random)) {}
 
-void Reflector::Upsert(const std::string& key, const std::string& uid, const std::string& rv, v1::ObjectEvent object,
-                       std::vector<v1::ObjectEvent>* out) {
-  const bool finished = kind_.finished(object);
+absl::StatusOr<std::vector<v1::ObjectEvent>> Reflector::Decode(const YAML::Node& object) const {
+  if (kind_.decode_many) return kind_.decode_many(object);
+  auto one = kind_.decode(object);
+  if (!one.ok()) return one.status();
+  std::vector<v1::ObjectEvent> out;
+  out.push_back(*std::move(one));
+  return out;
+}
+
+void Reflector::Upsert(const std::string& key, const std::string& uid, const std::string& rv,
+                       std::vector<v1::ObjectEvent> objects, std::vector<v1::ObjectEvent>* out) {
+  const bool finished = objects.size() == 1 && kind_.finished(objects.front());
   auto it = store_.find(key);
   if (it != store_.end() && it->second.uid != uid) {
     Remove(key, out);  // Deleted and created again under the same name.
@@ -74,17 +99,28 @@ void Reflector::Upsert(const std::string& key, const std::string& uid, const std
   }
   const bool was_live = it != store_.end() && !it->second.finished;
   if (!finished) {
-    out->push_back(object);
+    // Objects the previous state had and this one does not (a Workload's
+    // dropped group) are gone.
+    if (was_live) {
+      std::set<std::string> now;
+      for (const auto& o : objects) now.insert(EventName(o));
+      for (const auto& old : it->second.last) {
+        if (!now.contains(EventName(old))) out->push_back(AsDelete(old));
+      }
+    }
+    out->insert(out->end(), objects.begin(), objects.end());
   } else if (was_live) {
-    out->push_back(AsDelete(object));  // Succeeded/Failed: its resources are free.
+    out->push_back(AsDelete(objects.front()));  // Succeeded/Failed: its resources are free.
   }
-  store_[key] = Stored{uid, rv, finished, std::move(object)};
+  store_[key] = Stored{uid, rv, finished, std::move(objects)};
 }
 
 void Reflector::Remove(const std::string& key, std::vector<v1::ObjectEvent>* out) {
   auto it = store_.find(key);
   if (it == store_.end()) return;
-  if (!it->second.finished) out->push_back(AsDelete(std::move(it->second.last)));
+  if (!it->second.finished) {
+    for (auto& o : it->second.last) out->push_back(AsDelete(std::move(o)));
+  }
   store_.erase(it);
 }
 
@@ -143,7 +179,7 @@ void Reflector::ApplyListed(std::vector<Listed>& items, std::set<std::string>* s
     seen->insert(l.key);
     auto it = store_.find(l.key);
     if (it != store_.end() && it->second.uid == l.uid && it->second.resource_version == l.rv) continue;
-    auto decoded = kind_.decode(l.raw);
+    auto decoded = Decode(l.raw);
     if (!decoded.ok()) {
       sink_.OnBadObject(kind_, l.raw, decoded.status());
       continue;  // The scheduler keeps what it had, if anything.
@@ -261,7 +297,7 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
                  it->second.uid == Scalar(meta, "uid") && it->second.resource_version == rv) {
         // Already known at this version (the first list's later parts saw it).
       } else if (type == "ADDED" || type == "MODIFIED") {
-        auto decoded = kind_.decode(object);
+        auto decoded = Decode(object);
         if (decoded.ok()) {
           Upsert(key, Scalar(meta, "uid"), rv, *std::move(decoded), &out);
         } else {
@@ -270,8 +306,10 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
       } else if (type == "DELETED") {
         auto it = store_.find(key);
         if (it != store_.end()) {
-          auto decoded = kind_.decode(object);
-          if (decoded.ok() && !it->second.finished) it->second.last = *std::move(decoded);
+          auto decoded = Decode(object);
+          // The deleted object's final state; a Workload's groups as stored
+          // (the scheduler knows those).
+          if (decoded.ok() && !it->second.finished && !kind_.decode_many) it->second.last = *std::move(decoded);
           Remove(key, &out);
         }
       } else {

@@ -84,12 +84,15 @@ class Reflector {
     std::string uid;
     std::string resource_version;
     bool finished = false;
-    v1::ObjectEvent last;  // The translated object (type UPSERT).
+    // The translated objects (type UPSERT): one, or a Workload's groups.
+    std::vector<v1::ObjectEvent> last;
   };
+  // The API object as podium.v1 objects (kind_.decode or kind_.decode_many).
+  absl::StatusOr<std::vector<v1::ObjectEvent>> Decode(const YAML::Node& object) const;
   // Applies one object's new state to the store and appends what the
   // scheduler must hear to `out`.
-  void Upsert(const std::string& key, const std::string& uid, const std::string& rv, v1::ObjectEvent object,
-              std::vector<v1::ObjectEvent>* out);
+  void Upsert(const std::string& key, const std::string& uid, const std::string& rv,
+              std::vector<v1::ObjectEvent> objects, std::vector<v1::ObjectEvent>* out);
   void Remove(const std::string& key, std::vector<v1::ObjectEvent>* out);
   std::string WatchTarget();
   // One list (every page) with `field_selector`; hands each page's items to

@@ -51,8 +51,15 @@ class RecordingSink : public ReflectorSink {
     bad.push_back(absl::StrCat(ObjectKey(object), ": ", error.message()));
   }
   static std::string Describe(const v1::ObjectEvent& e) {
-    return absl::StrCat(e.type() == v1::ObjectEvent::UPSERT ? "UPSERT " : "DELETE ", e.pod().meta().namespace_(), "/",
-                        e.pod().meta().name(), "@", e.pod().meta().resource_version());
+    const char* type = e.type() == v1::ObjectEvent::UPSERT ? "UPSERT " : "DELETE ";
+    if (e.has_pod_group()) {
+      return absl::StrCat(type, "group ", e.pod_group().meta().namespace_(), "/", e.pod_group().meta().name(),
+                          " min=", e.pod_group().min_member());
+    }
+    if (e.has_namespace_object()) return absl::StrCat(type, "namespace ", e.namespace_object().meta().name());
+    if (e.has_pdb()) return absl::StrCat(type, "pdb ", e.pdb().meta().namespace_(), "/", e.pdb().meta().name());
+    return absl::StrCat(type, e.pod().meta().namespace_(), "/", e.pod().meta().name(), "@",
+                        e.pod().meta().resource_version());
   }
   int initial_lists() const { return static_cast<int>(parts_done.size()); }
   const FakeTransport* transport_;
@@ -258,6 +265,86 @@ TEST_F(ReflectorTest, RunRelistsAfterGoneAndBacksOffOnErrors) {
   ASSERT_GE(slept_.size(), 2u);
   EXPECT_EQ(slept_[0], absl::Milliseconds(800));
   EXPECT_EQ(slept_[1], absl::Milliseconds(1600));
+}
+
+std::string Workload(const std::string& name, const std::string& uid, const std::string& rv,
+                     const std::vector<std::pair<std::string, int>>& groups) {
+  std::vector<std::string> gs;
+  for (const auto& [g, min] : groups) {
+    gs.push_back(absl::StrCat(R"({"name":")", g, R"(","policy":{"gang":{"minCount":)", min, "}}}"));
+  }
+  return absl::StrCat(R"({"apiVersion":"scheduling.k8s.io/v1alpha1","kind":"Workload","metadata":{"name":")", name,
+                      R"(","namespace":"default","uid":")", uid, R"(","resourceVersion":")", rv,
+                      R"("},"spec":{"podGroups":[)", absl::StrJoin(gs, ","), "]}}");
+}
+
+TEST_F(ReflectorTest, AWorkloadIsOnePodGroupPerEntryAndItsGroupsComeAndGoWithIt) {
+  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"workers", 4}, {"ps", 2}})}, "10")),
+                        // Relist: the ps group dropped, an eval group added.
+                        Ok(List({Workload("train", "u-w", "20", {{"workers", 8}, {"eval", 1}})}, "20")),
+                        // Relist: the Workload is gone.
+                        Ok(List({}, "30"))};
+  Reflector r = Make(WorkloadsKind());
+  EXPECT_EQ(WorkloadsKind().list_path, "/apis/scheduling.k8s.io/v1alpha1/workloads");
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT group default/train/workers min=4", "UPSERT group default/train/ps min=2"));
+  transport_.watches = {{.lines = {Event("MODIFIED", Workload("train", "u-w", "15", {{"workers", 8}, {"ps", 2}}))}}};
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded) << error;
+  ASSERT_TRUE(r.ListAndSync().ok());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT group default/train/workers min=8", "UPSERT group default/train/ps min=2",
+                                         // Relist: ps dropped.
+                                         "DELETE group default/train/ps min=2", "UPSERT group default/train/workers min=8",
+                                         "UPSERT group default/train/eval min=1",
+                                         // Relist: gone.
+                                         "DELETE group default/train/workers min=8",
+                                         "DELETE group default/train/eval min=1"));
+  EXPECT_EQ(r.store_size(), 0u);
+}
+
+TEST_F(ReflectorTest, AWatchedWorkloadDeletionDeletesEachGroup) {
+  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"a", 2}, {"b", 3}})}, "10"))};
+  transport_.watches = {{.lines = {Event("DELETED", Workload("train", "u-w", "11", {{"a", 2}, {"b", 3}}))}}};
+  Reflector r = Make(WorkloadsKind());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded) << error;
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE group default/train/a min=2", "DELETE group default/train/b min=3"));
+}
+
+TEST_F(ReflectorTest, RelistDeletesVanishedObjectsOfEveryKind) {
+  struct Case {
+    ResourceKind kind;
+    std::string keep, gone, want;
+  };
+  const std::vector<Case> cases = {
+      {NamespacesKind(), R"({"metadata":{"name":"keep","uid":"u1","resourceVersion":"1"}})",
+       R"({"metadata":{"name":"gone","uid":"u2","resourceVersion":"2"}})", "DELETE namespace gone"},
+      {PodDisruptionBudgetsKind(),
+       R"({"metadata":{"name":"keep","namespace":"default","uid":"u1","resourceVersion":"1"},"spec":{"minAvailable":1}})",
+       R"({"metadata":{"name":"gone","namespace":"default","uid":"u2","resourceVersion":"2"},"spec":{"minAvailable":1}})",
+       "DELETE pdb default/gone"},
+      {SchedulerPluginsPodGroupsKind(),
+       R"({"apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"name":"keep","namespace":"default","uid":"u1","resourceVersion":"1"},"spec":{"minMember":2}})",
+       R"({"apiVersion":"scheduling.x-k8s.io/v1alpha1","metadata":{"name":"gone","namespace":"default","uid":"u2","resourceVersion":"2"},"spec":{"minMember":3}})",
+       "DELETE group default/gone min=3"},
+      {KubernetesPodGroupsKind(),
+       R"({"apiVersion":"scheduling.k8s.io/v1alpha2","metadata":{"name":"keep","namespace":"default","uid":"u1","resourceVersion":"1"},"spec":{"schedulingPolicy":{"gang":{"minCount":2}}}})",
+       R"({"apiVersion":"scheduling.k8s.io/v1alpha2","metadata":{"name":"gone","namespace":"default","uid":"u2","resourceVersion":"2"},"spec":{"schedulingPolicy":{"gang":{"minCount":3}}}})",
+       "DELETE group default/gone min=3"},
+  };
+  for (const Case& c : cases) {
+    RecordingSink sink;
+    FakeTransport transport;
+    transport.answers = {Ok(List({c.keep, c.gone}, "10")), Ok(List({c.keep}, "20"))};
+    Reflector r(c.kind, transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
+    ASSERT_TRUE(r.ListAndSync().ok()) << c.kind.kind;
+    EXPECT_EQ(sink.initial.size(), 2u) << c.kind.kind << ": " << absl::StrJoin(sink.bad, "; ");
+    ASSERT_TRUE(r.ListAndSync().ok()) << c.kind.kind;
+    EXPECT_THAT(sink.changes, ElementsAre(c.want)) << c.kind.kind;
+    EXPECT_EQ(r.store_size(), 1u);
+  }
 }
 
 TEST_F(ReflectorTest, AbsentOrForbiddenResourceIsAnEmptyInitialList) {

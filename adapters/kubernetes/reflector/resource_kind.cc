@@ -102,10 +102,27 @@ ResourceKind KubernetesPodGroupsKind() {
   return PodGroupsKind("PodGroup.scheduling.k8s.io", "/apis/scheduling.k8s.io/v1alpha2/podgroups");
 }
 
+ResourceKind WorkloadsKind() {
+  return {.kind = "Workload.scheduling.k8s.io",
+          .list_path = "/apis/scheduling.k8s.io/v1alpha1/workloads",
+          .decode_many = [](const YAML::Node& o) -> absl::StatusOr<std::vector<v1::ObjectEvent>> {
+            auto groups = k8s::PodGroupsFromWorkloadYaml(o);
+            if (!groups.ok()) return groups.status();
+            std::vector<v1::ObjectEvent> events;
+            events.reserve(groups->size());
+            for (v1::PodGroup& g : *groups) {
+              v1::ObjectEvent& e = events.emplace_back();
+              e.set_type(v1::ObjectEvent::UPSERT);
+              *e.mutable_pod_group() = std::move(g);
+            }
+            return events;
+          }};
+}
+
 std::vector<ResourceKind> AllKinds() {
   // Groups before pods: a member's PreEnqueue finds its group.
   return {NamespacesKind(), NodesKind(), PriorityClassesKind(), PodDisruptionBudgetsKind(), SchedulerPluginsPodGroupsKind(),
-          KubernetesPodGroupsKind(), PodsKind()};
+          KubernetesPodGroupsKind(), WorkloadsKind(), PodsKind()};
 }
 
 }  // namespace podium::kube

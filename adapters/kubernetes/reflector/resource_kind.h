@@ -33,6 +33,11 @@ struct ResourceKind {
   std::vector<ListPart> first_list_parts = {ListPart{}};
   // The object as an UPSERT event.
   std::function<absl::StatusOr<v1::ObjectEvent>(const YAML::Node&)> decode;
+  // Set instead of `decode` for an API object that is several podium.v1
+  // objects (a Workload: one PodGroup per podGroups[] entry). The reflector
+  // sends each as an UPSERT, a DELETE for one an update dropped, and a DELETE
+  // for each when the API object goes.
+  std::function<absl::StatusOr<std::vector<v1::ObjectEvent>>(const YAML::Node&)> decode_many;
   // Objects that hold no resources any more (Succeeded/Failed pods): the
   // scheduler gets a DELETE for them, as kube-scheduler drops them from its cache.
   std::function<bool(const v1::ObjectEvent&)> finished = [](const v1::ObjectEvent&) { return false; };
@@ -48,6 +53,10 @@ ResourceKind NamespacesKind();           // v1; their labels, for namespaceSelec
 // answers 404: the reflector logs it once and does not watch that kind.
 ResourceKind SchedulerPluginsPodGroupsKind();
 ResourceKind KubernetesPodGroupsKind();
+// Kubernetes' 1.35 alpha Workload (scheduling.k8s.io/v1alpha1): each of its
+// podGroups[] is a PodGroup named "<workload>/<podGroup>" (the gang code's
+// KUBERNETES_WORKLOAD source).
+ResourceKind WorkloadsKind();
 
 // Every kind the adapter watches, in the order their initial lists are sent
 // (nodes before the pods bound to them).
