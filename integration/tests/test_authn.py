@@ -337,14 +337,27 @@ class AuthnTest(lib.IntegrationTest):
         sched = self.start_scheduler("127.0.0.1:0", "--tls-cert-file", p("server.crt"), "--tls-private-key-file",
                                      p("server.key"), "--client-ca-file", p("ca.crt"), "--tls-reload-seconds", "1",
                                      "--token-auth-file", self.write("tokens.csv", "t,someone,1\n"))
+        # The Python plugin (integration/python_plugin), with the host's files.
+        argv = [lib.PYTHON, lib.plugin_script(), "--listen", "127.0.0.1:0", "--tls-cert-file", p("py.crt"),
+                "--tls-private-key-file", p("py.key"), "--client-ca-file", p("ca.crt")]
+        if lib.Flags.stubs:
+            argv += ["--stubs", lib.Flags.stubs]
+        self.replace_pair("py", "host")
+        plugin = lib.Process(argv, self.dir, "python-plugin")
+        self.processes.append(plugin)
+        py = plugin.wait_for_stderr(r"python-plugin listening on (\S+)").group(1)
         sched_port = int(sched.rsplit(":", 1)[1])
         host_port = int(host.rsplit(":", 1)[1])
+        py_port = int(py.rsplit(":", 1)[1])
         self.assertEqual(self.peer_cn(sched_port, "ca.crt"), "scheduler-v1")
         self.assertEqual(self.peer_cn(host_port, "ca.crt", "client.crt", "client.key"), "host-v1")
+        self.assertEqual(self.peer_cn(py_port, "ca.crt", "client.crt", "client.key"), "host-v1")
         self.replace_pair("server", "server-v2")
         self.replace_pair("host", "host-v2")
+        self.replace_pair("py", "host-v2")
         self.wait_for_peer_cn("scheduler-v2", sched_port, "ca.crt")
         self.wait_for_peer_cn("host-v2", host_port, "ca.crt", "client.crt", "client.key")
+        self.wait_for_peer_cn("host-v2", py_port, "ca.crt", "client.crt", "client.key")
         # And the new certificate serves gRPC: the host answers a health check.
         self.assertEqual(self.health(host, "ca.crt", "client.crt", "client.key"), b"\x08\x01")
 
