@@ -280,6 +280,15 @@ class AuthnTest(lib.IntegrationTest):
         self.assert_bound(sched)
         plugins = self.list_plugins(sched)
         self.assertIn("host", plugins)
+        # A scheduler whose client certificate another CA signed never gets a
+        # stream: it gives up waiting for the endpoint and does not start.
+        intruder = lib.Process([lib.Flags.scheduler, "--listen", f"unix://{p('intruder.sock')}", "--metrics-address",
+                                "", "--plugin-endpoint", f"host={host}", "--plugin-wait-seconds", "3",
+                                "--plugin-tls-ca-file", p("ca.crt"), "--plugin-tls-cert-file", p("intruder.crt"),
+                                "--plugin-tls-key-file", p("intruder.key")], self.dir, "podium-scheduler-intruder")
+        self.processes.append(intruder)
+        self.assertNotEqual(intruder.wait(30), 0)
+        self.assertIn(f"plugin endpoint host ({host}): no plugin process answered", intruder.stderr())
 
     def test_scheduler_dials_the_python_plugin_over_mutual_tls(self):
         self.make_ca("ca")
