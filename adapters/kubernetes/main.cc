@@ -196,6 +196,14 @@ int main(int argc, char** argv) {
               << podium::adapter::kSchedulerDialUsage;
     return 2;
   }
+  // Before any thread starts (the certificate watcher, gRPC's, the exposer's):
+  // every thread inherits the mask, so SIGTERM reaches only the sigwait below
+  // and never takes its default action.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   // The scheduler's credentials (files checked now; the channel connects lazily).
   auto scheduler_channel = podium::adapter::DialScheduler(options->scheduler, options->dial);
   if (!scheduler_channel.ok()) {
@@ -235,12 +243,6 @@ int main(int argc, char** argv) {
   }
   LeaderElector elector(**lease_client, options->election);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // After the mask: the exposer's threads must not take SIGTERM's default action.
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!options->metrics_address.empty()) {
     try {
