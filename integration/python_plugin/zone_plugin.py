@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 from concurrent import futures
@@ -455,8 +456,11 @@ class TlsFiles:
             stamp = self._stamp()
             if stamp == self.version:
                 return None
+            # A key and a certificate caught mid-replacement do not match:
+            # keep the pair in use until both are new.
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(self.cert, self.key)
             config = self.config()
-        except (OSError, ValueError) as e:
+        except (OSError, ValueError, ssl.SSLError) as e:
             log(f"TLS files: {e}; keeping the certificate in use")
             return None
         self.version = stamp
