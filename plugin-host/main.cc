@@ -18,17 +18,24 @@
 namespace {
 
 constexpr std::string_view kUsage =
-    "usage: podium-plugin-host --listen ADDR [--name NAME] [--parallelism N]\n"
+    "usage: podium-plugin-host --listen ADDR [--name NAME] [--parallelism N] [TLS flags]\n"
     "  --listen ADDR  unix:///abs/path or HOST:PORT (port 0 picks a free port)\n"
     "  --name NAME    process name sent in the registration (default podium-plugin-host)\n"
     "  --parallelism N  threads filtering and scoring one pod's nodes when there are many\n"
     "                 (0 = the cores it may run on, at most 16, serial below 4; 1 = serial;\n"
-    "                 default 0)\n";
+    "                 default 0)\n"
+    "  --tls-cert-file PATH, --tls-private-key-file PATH\n"
+    "                 serve TLS on a HOST:PORT --listen (PEM; re-read when they change)\n"
+    "  --client-ca-file PATH  mTLS: clients must present a certificate this CA signed\n"
+    "                 (the scheduler's --plugin-tls-cert-file)\n"
+    "  --tls-reload-seconds N  how often the TLS files are checked (default 60)\n";
 
 struct HostOptions {
   std::string listen;
   std::string name = "podium-plugin-host";
   int parallelism = 0;
+  std::string tls_cert_file, tls_key_file, client_ca_file;
+  int tls_reload_seconds = 60;
 };
 
 // Accepts "--flag value" and "--flag=value". Returns nullopt after printing
@@ -47,11 +54,15 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       flag = arg.substr(0, eq);
       value = std::string(arg.substr(eq + 1));
     }
-    std::string parallelism;
-    std::string* target = flag == "--listen"        ? &options.listen
-                          : flag == "--name"        ? &options.name
-                          : flag == "--parallelism" ? &parallelism
-                                                    : nullptr;
+    std::string parallelism, reload;
+    std::string* target = flag == "--listen"                 ? &options.listen
+                          : flag == "--name"                 ? &options.name
+                          : flag == "--parallelism"          ? &parallelism
+                          : flag == "--tls-cert-file"        ? &options.tls_cert_file
+                          : flag == "--tls-private-key-file" ? &options.tls_key_file
+                          : flag == "--client-ca-file"       ? &options.client_ca_file
+                          : flag == "--tls-reload-seconds"   ? &reload
+                                                             : nullptr;
     if (target == nullptr) {
       std::cerr << "podium-plugin-host: unknown flag " << arg << "\n" << kUsage;
       return std::nullopt;
@@ -74,6 +85,25 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       }
       options.parallelism = static_cast<int>(n);
     }
+    if (target == &reload) {
+      char* end = nullptr;
+      const long n = std::strtol(reload.c_str(), &end, 10);
+      if (reload.empty() || *end != '\0' || n < 1 || n > 86400) {
+        std::cerr << "podium-plugin-host: --tls-reload-seconds: want 1..86400, got \"" << reload << "\"\n"
+                  << kUsage;
+        return std::nullopt;
+      }
+      options.tls_reload_seconds = static_cast<int>(n);
+    }
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    std::cerr << "podium-plugin-host: --tls-cert-file and --tls-private-key-file go together\n" << kUsage;
+    return std::nullopt;
+  }
+  if (!options.client_ca_file.empty() && options.tls_cert_file.empty()) {
+    std::cerr << "podium-plugin-host: --client-ca-file needs TLS (--tls-cert-file, --tls-private-key-file)\n"
+              << kUsage;
+    return std::nullopt;
   }
   if (options.listen.empty()) {
     std::cerr << "podium-plugin-host: --listen is required\n" << kUsage;
@@ -99,11 +129,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  std::optional<podium::sdk::ServeTls> tls;
+  if (!options->tls_cert_file.empty()) {
+    tls = podium::sdk::ServeTls{.cert_file = options->tls_cert_file,
+                                .key_file = options->tls_key_file,
+                                .client_ca_file = options->client_ca_file,
+                                .reload_interval_seconds = options->tls_reload_seconds};
+  }
   podium::sdk::PluginServer server(podium::sdk::ServeOptions{
       .address = options->listen,
       .process_name = options->name,
       .plugins = podium::plugins::DefaultPlugins(),
       .parallelism = options->parallelism,
+      .tls = tls,
   });
   if (absl::Status started = server.Start(); !started.ok()) {
     std::cerr << "podium-plugin-host: " << started.message() << "\n";

@@ -24,6 +24,7 @@
 #include "actions/action_dispatcher.h"
 #include "client/api_client.h"
 #include "client/rest_config.h"
+#include "common/dial/scheduler_dial.h"
 #include "leader/leader_elector.h"
 #include "link/scheduler_link.h"
 #include "metrics/adapter_metrics.h"
@@ -65,12 +66,16 @@ calls with bounded concurrency and retries.
   --help                  this text
 
 Pods are filtered by spec.schedulerName in the scheduler (its profiles).
+
+Credentials for a scheduler with access control (its --adapter-identity must
+name the token's user or the certificate's CN):
 )";
 
 struct AdapterOptions {
   std::string kubeconfig;
   std::string context;
   std::string scheduler = "unix:///run/podium/scheduler.sock";
+  podium::adapter::SchedulerDialOptions dial;  // --scheduler-token-file, --scheduler-tls-*.
   double qps = 50;
   int burst = 100;
   int concurrency = 16;
@@ -117,6 +122,10 @@ absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
       auto v = next();
       if (!v.ok()) return v.status();
       o.context = *v;
+    } else if (podium::adapter::IsSchedulerDialFlag(a)) {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      podium::adapter::ParseSchedulerDialFlag(a, *v, o.dial, s);
     } else if (a == "--scheduler") {
       auto v = next();
       if (!v.ok()) return v.status();
@@ -177,13 +186,28 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::cout << kUsage;
+      std::cout << kUsage << podium::adapter::kSchedulerDialUsage;
       return 0;
     }
   }
   auto options = Parse(argc, argv);
   if (!options.ok()) {
-    std::cerr << "podium-k8s-adapter: " << options.status().message() << "\n\n" << kUsage;
+    std::cerr << "podium-k8s-adapter: " << options.status().message() << "\n\n" << kUsage
+              << podium::adapter::kSchedulerDialUsage;
+    return 2;
+  }
+  // Before any thread starts (the certificate watcher, gRPC's, the exposer's):
+  // every thread inherits the mask, so SIGTERM reaches only the sigwait below
+  // and never takes its default action.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // The scheduler's credentials (files checked now; the channel connects lazily).
+  auto scheduler_channel = podium::adapter::DialScheduler(options->scheduler, options->dial);
+  if (!scheduler_channel.ok()) {
+    std::cerr << "podium-k8s-adapter: " << scheduler_channel.status().message() << "\n";
     return 2;
   }
   auto config = ResolveRestConfig(options->kubeconfig, options->context, ProcessEnvironment());
@@ -219,12 +243,6 @@ int main(int argc, char** argv) {
   }
   LeaderElector elector(**lease_client, options->election);
 
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // After the mask: the exposer's threads must not take SIGTERM's default action.
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!options->metrics_address.empty()) {
     try {
@@ -264,8 +282,7 @@ int main(int argc, char** argv) {
   link_options.kinds = kinds;
   link_options.metrics = &metrics;
   link_options.leading = !options->leader_elect;  // A standby streams its list but sends no ListEnd.
-  SchedulerLink link(link_options, grpc::CreateChannel(options->scheduler, grpc::InsecureChannelCredentials()),
-                     dispatcher);
+  SchedulerLink link(link_options, *std::move(scheduler_channel), dispatcher);
 
   std::cerr << "podium-k8s-adapter: API server " << config->scheme << "://" << config->host << ":" << config->port
             << config->base_path << " (" << config->source << "), scheduler " << options->scheduler << ", rate limit "

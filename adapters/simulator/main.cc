@@ -16,13 +16,13 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::cout << podium::sim::kSimUsage;
+      std::cout << podium::sim::kSimUsage << podium::adapter::kSchedulerDialUsage;
       return 0;
     }
   }
   auto options = podium::sim::ParseSimArgs(argc, argv);
   if (!options.ok()) {
-    std::cerr << "podium-sim: " << options.status().message() << "\n\n" << podium::sim::kSimUsage;
+    std::cerr << "podium-sim: " << options.status().message() << "\n\n" << podium::sim::kSimUsage << podium::adapter::kSchedulerDialUsage;
     return podium::sim::kExitUsage;
   }
 

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import signal
+import ssl
 import sys
 import threading
 from concurrent import futures
@@ -58,7 +59,20 @@ def parse_flags(argv):
                    help="test mode: " + ", ".join(MISBEHAVIOURS))
     p.add_argument("--workers", type=int, default=8,
                    help="gRPC server threads (one per open stream)")
+    p.add_argument("--tls-cert-file", default=None,
+                   help="serve TLS on a HOST:PORT --listen with this PEM certificate "
+                        "(re-read when it changes)")
+    p.add_argument("--tls-private-key-file", default=None, help="the PEM key of --tls-cert-file")
+    p.add_argument("--client-ca-file", default=None,
+                   help="mTLS: require a client certificate signed by this CA "
+                        "(the scheduler's --plugin-tls-cert-file)")
     flags = p.parse_args(argv)
+    if bool(flags.tls_cert_file) != bool(flags.tls_private_key_file):
+        p.error("--tls-cert-file and --tls-private-key-file go together")
+    if flags.client_ca_file and not flags.tls_cert_file:
+        p.error("--client-ca-file needs --tls-cert-file and --tls-private-key-file")
+    if flags.tls_cert_file and flags.listen.startswith("unix:"):
+        p.error("TLS is served on HOST:PORT only (the scheduler dials unix sockets in plaintext)")
     flags.crash_after = None
     if flags.misbehave:
         if flags.misbehave.startswith("crash-after="):
@@ -414,6 +428,46 @@ class PluginService(plugin_pb2_grpc.PluginServicer):
             log("stream closed")
 
 
+class TlsFiles:
+    """The server's certificate, key and client CA, re-read when a file changes:
+    gRPC asks before each new handshake (dynamic_ssl_server_credentials), so a
+    new connection gets the new certificate and open streams keep theirs."""
+
+    def __init__(self, cert, key, ca):
+        self.paths = [p for p in (cert, key, ca) if p]
+        self.cert, self.key, self.ca = cert, key, ca
+        self.version = None
+
+    def _stamp(self):
+        return tuple((st.st_ino, st.st_size, st.st_mtime_ns) for st in map(os.stat, self.paths))
+
+    def config(self):
+        read = lambda p: open(p, "rb").read() if p else None  # noqa: E731
+        return grpc.ssl_server_certificate_configuration(
+            [(read(self.key), read(self.cert))], root_certificates=read(self.ca))
+
+    def initial(self):
+        self.version = self._stamp()
+        return self.config()
+
+    def fetch(self):
+        """None keeps the current configuration."""
+        try:
+            stamp = self._stamp()
+            if stamp == self.version:
+                return None
+            # A key and a certificate caught mid-replacement do not match:
+            # keep the pair in use until both are new.
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(self.cert, self.key)
+            config = self.config()
+        except (OSError, ValueError, ssl.SSLError) as e:
+            log(f"TLS files: {e}; keeping the certificate in use")
+            return None
+        self.version = stamp
+        log("TLS files changed: new connections get the new certificate")
+        return config
+
+
 def serve(flags):
     misbehaviour = Misbehaviour(flags.misbehave, flags.crash_after)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=flags.workers))
@@ -429,8 +483,15 @@ def serve(flags):
             return 2
     else:
         try:
-            port = server.add_insecure_port(address)
-        except RuntimeError as e:
+            if flags.tls_cert_file:
+                files = TlsFiles(flags.tls_cert_file, flags.tls_private_key_file, flags.client_ca_file)
+                creds = grpc.dynamic_ssl_server_credentials(
+                    files.initial(), files.fetch,
+                    require_client_authentication=bool(flags.client_ca_file))
+                port = server.add_secure_port(address, creds)
+            else:
+                port = server.add_insecure_port(address)
+        except (RuntimeError, OSError) as e:
             port = 0
             log(f"cannot listen on {address}: {e}")
         if not port:

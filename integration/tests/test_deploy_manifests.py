@@ -118,6 +118,25 @@ class DeployManifestsTest(unittest.TestCase):
             self.assertEqual(by_name[name]["targetPort"], name)
             self.assertEqual(by_name[name]["port"], port)
 
+    def test_access_control_is_on_with_per_pod_tokens(self):
+        """The tokens the init container makes reach the scheduler and the
+        adapter only (test_authn.py runs the script and the flags)."""
+        pod = self.one("Deployment")["spec"]["template"]["spec"]
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        self.assertEqual(volumes["credentials"]["emptyDir"].get("medium"), "Memory")
+        init = {c["name"]: c for c in pod["initContainers"]}
+        self.assertIn({"name": "credentials", "mountPath": "/var/run/podium-credentials"},
+                      init["credentials"]["volumeMounts"])
+        containers = {c["name"]: c for c in pod["containers"]}
+        mount = {"name": "credentials", "mountPath": "/var/run/podium-credentials", "readOnly": True}
+        self.assertIn(mount, containers["scheduler"]["volumeMounts"])
+        self.assertIn(mount, containers["k8s-adapter"]["volumeMounts"])
+        self.assertNotIn("credentials", [m["name"] for m in containers["plugin-host"]["volumeMounts"]])
+        self.assertIn("--token-auth-file=/var/run/podium-credentials/tokens.csv", containers["scheduler"]["args"])
+        self.assertIn("--adapter-identity=podium-adapter", containers["scheduler"]["args"])
+        self.assertIn("--scheduler-token-file=/var/run/podium-credentials/adapter.token",
+                      containers["k8s-adapter"]["args"])
+
     def test_config_map_is_the_scheduler_configuration(self):
         dep = self.one("Deployment")
         cm = self.one("ConfigMap")

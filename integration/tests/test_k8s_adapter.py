@@ -81,7 +81,7 @@ class FakeApiserver:
 class AdapterTestBase(lib.IntegrationTest):
     """Starts the processes and asserts on the fake apiserver's counters."""
 
-    def start(self, nodes, pods, faults=None, qps=None, scheduler_addr=None):
+    def start(self, nodes, pods, faults=None, qps=None, scheduler_addr=None, adapter_flags=()):
         """The fake apiserver with nodes and pods, the scheduler and plugin host
         (or the scheduler at scheduler_addr), then the adapter (after `faults`
         are armed)."""
@@ -102,6 +102,7 @@ class AdapterTestBase(lib.IntegrationTest):
                 "--metrics-address", "127.0.0.1:0"]
         if qps is not None:
             argv += ["--kube-api-qps", str(qps)]
+        argv += list(adapter_flags)
         self.adapter = lib.Process(argv, self.dir, "podium-k8s-adapter")
         self.processes.append(self.adapter)
 
@@ -468,6 +469,42 @@ class K8sAdapterTlsTest(AdapterTestBase):
         self.assert_bound_exactly_once(stats)
         self.assertEqual(stats["unauthorized"], 0)
         self.assertRegex(self.adapter.stderr(), r"API server https://127\.0\.0\.1:\d+ \(kubeconfig ")
+
+
+class K8sAdapterSchedulerCredentialsTest(AdapterTestBase):
+    """The adapter's own credentials toward a scheduler with access control
+    (--scheduler-tls-*, --scheduler-token-file; test_authn.py covers the
+    refusals with podium-sim, which shares the dial code)."""
+
+    def test_mutual_tls_to_the_scheduler(self):
+        d = self.dir
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        openssl("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=ca", "-days", "1", cwd=d)
+        self.write("san.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+        for name, cn in (("server", "podium-scheduler"), ("adapter", "podium-adapter")):
+            openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}", cwd=d)
+            openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                    "-out", f"{name}.crt", "-days", "1", *(["-extfile", "san.ext"] if name == "server" else []),
+                    cwd=d)
+        host_addr = f"unix://{self.path('host.sock')}"
+        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], d, "podium-plugin-host")
+        self.processes.append(host)
+        host.wait_for_stderr(r"listening on")
+        p = self.path
+        tokens = self.write("tokens.csv", "adapter-tok,podium-adapter,1\n")
+        sched = lib.Process([lib.Flags.scheduler, "--config", lib.config_path("default-plugins.yaml"), "--listen",
+                             "127.0.0.1:0", "--metrics-address=", "--plugin-endpoint", f"host={host_addr}",
+                             "--tls-cert-file", p("server.crt"), "--tls-private-key-file", p("server.key"),
+                             "--client-ca-file", p("ca.crt"), "--token-auth-file", tokens,
+                             "--adapter-identity", "podium-adapter"], d, "podium-scheduler")
+        self.processes.append(sched)
+        addr = sched.wait_for_stderr(r"podium-scheduler listening on (\S+)", timeout=40).group(1)
+        self.start([node("node-a"), node("node-b")], [pod(f"p-{i}") for i in range(6)], scheduler_addr=addr,
+                   adapter_flags=["--scheduler-tls-ca-file", p("ca.crt"), "--scheduler-tls-cert-file",
+                                  p("adapter.crt"), "--scheduler-tls-key-file", p("adapter.key"),
+                                  "--scheduler-tls-server-name", "localhost"])
+        self.assert_bound_exactly_once(self.wait_for("pods bound over mutual TLS", self.all_bound))
+        self.assertNotIn("PERMISSION_DENIED", self.adapter.stderr())
 
 
 class K8sAdapterLeaderElectionTest(AdapterTestBase):

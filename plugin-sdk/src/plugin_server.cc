@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -19,12 +20,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/tls_certificate_provider.h"
+#include "grpcpp/security/tls_credentials_options.h"
 #include "podium/sdk/serve.h"
 #include "podium/v1/plugin.grpc.pb.h"
 #include "session.h"
@@ -378,6 +382,60 @@ std::string UnixSocketPath(const std::string& address) {
   return "";
 }
 
+// A wrong path or a file that is not PEM, caught at start (the file watcher
+// would only log it and serve no certificate).
+absl::Status CheckPemFile(const char* field, const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat("tls.", field, ": empty"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("tls.", field, ": cannot read ", path));
+  std::string head(64, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  if (head.find("-----BEGIN") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("tls.", field, ": ", path, " is not PEM (no -----BEGIN line)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(const ServeOptions& options,
+                                                                              bool unix_socket) {
+  if (!options.tls) return grpc::InsecureServerCredentials();
+  const ServeTls& tls = *options.tls;
+  if (unix_socket) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls: ", options.address, " is a unix socket; TLS is served on host:port addresses only"));
+  }
+  if (tls.reload_interval_seconds < 1) {
+    return absl::InvalidArgumentError("tls.reload_interval_seconds: at least 1");
+  }
+  if (absl::Status s = CheckPemFile("cert_file", tls.cert_file); !s.ok()) return s;
+  if (absl::Status s = CheckPemFile("key_file", tls.key_file); !s.ok()) return s;
+  if (!tls.client_ca_file.empty()) {
+    if (absl::Status s = CheckPemFile("client_ca_file", tls.client_ca_file); !s.ok()) return s;
+  }
+  const auto interval = static_cast<unsigned int>(tls.reload_interval_seconds);
+  std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;
+  if (tls.client_ca_file.empty()) {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(tls.key_file, tls.cert_file,
+                                                                                    interval);
+  } else {
+    provider = std::make_shared<grpc::experimental::FileWatcherCertificateProvider>(
+        tls.key_file, tls.cert_file, tls.client_ca_file, interval);
+  }
+  grpc::experimental::TlsServerCredentialsOptions tls_options(provider);
+  tls_options.watch_identity_key_cert_pairs();
+  if (tls.client_ca_file.empty()) {
+    tls_options.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  } else {
+    // Plugins see the scheduler's cluster state: only a client the CA signed.
+    tls_options.watch_root_certs();
+    tls_options.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  }
+  auto creds = grpc::experimental::TlsServerCredentials(tls_options);
+  if (creds == nullptr) return absl::InternalError("tls: gRPC refused the server credentials");
+  return creds;
+}
+
 }  // namespace
 }  // namespace internal
 
@@ -409,9 +467,12 @@ class PluginServer::Impl {
     if (options_.parallelism < 0) return absl::InvalidArgumentError("parallelism: negative");
     service_ = std::make_unique<internal::PluginService>(options_.plugins, options_.process_name,
                                                          options_.parallelism);
+    absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
+        internal::ServerCredentialsFor(options_, !socket_path_.empty());
+    if (!creds.ok()) return creds.status();
     grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(options_.address, grpc::InsecureServerCredentials(), &port_);
+    builder.AddListeningPort(options_.address, *creds, &port_);
     builder.RegisterService(service_.get());
     builder.SetMaxReceiveMessageSize(internal::kMaxMessageBytes);
     builder.SetMaxSendMessageSize(internal::kMaxMessageBytes);

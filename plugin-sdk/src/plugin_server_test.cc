@@ -7,6 +7,7 @@
 #include <mutex>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -832,6 +833,48 @@ TEST(PluginServerUnixTest, ServesOnAUnixSocketWithHealthAndRemovesItOnShutdown) 
   EXPECT_EQ(open_stream.Open({{"Fit", ""}}).error(), "");
   server.Shutdown();
   EXPECT_FALSE(std::filesystem::exists(path));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podium::sdk
+
+namespace podium::sdk {
+namespace {
+
+// TLS settings are checked at Start (the end-to-end handshakes, with
+// certificates made by openssl, are in integration/tests/test_authn.py).
+TEST(PluginServerTlsTest, BadTlsSettingsFailStartNamingTheField) {
+  const std::string dir = ::testing::TempDir() + "/podium-sdk-tls-" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string pem = dir + "/x.pem", text = dir + "/x.txt";
+  std::ofstream(pem) << "-----BEGIN CERTIFICATE-----\n";
+  std::ofstream(text) << "hello\n";
+  struct Case {
+    std::string address;
+    ServeTls tls;
+    absl::StatusCode code;
+    std::string message;
+  } cases[] = {
+      {"unix://" + dir + "/p.sock", {.cert_file = pem, .key_file = pem}, absl::StatusCode::kInvalidArgument,
+       "is a unix socket"},
+      {"127.0.0.1:0", {.cert_file = dir + "/none.pem", .key_file = pem}, absl::StatusCode::kNotFound,
+       "tls.cert_file: cannot read " + dir + "/none.pem"},
+      {"127.0.0.1:0", {.cert_file = pem, .key_file = text}, absl::StatusCode::kInvalidArgument,
+       "tls.key_file: " + text + " is not PEM"},
+      {"127.0.0.1:0", {.cert_file = pem, .key_file = pem, .client_ca_file = dir + "/none.pem"},
+       absl::StatusCode::kNotFound, "tls.client_ca_file: cannot read"},
+      {"127.0.0.1:0", {.cert_file = pem, .key_file = pem, .reload_interval_seconds = 0},
+       absl::StatusCode::kInvalidArgument, "tls.reload_interval_seconds"},
+  };
+  for (const Case& c : cases) {
+    PluginServer server(ServeOptions{.address = c.address, .process_name = "tls", .plugins = TestPlugins(),
+                                     .tls = c.tls});
+    absl::Status s = server.Start();
+    EXPECT_EQ(s.code(), c.code) << c.message << ": " << s;
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr(c.message));
+    EXPECT_EQ(server.port(), 0);
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -63,6 +63,9 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           podium-plugin-host serves (default host); --config
                           must declare it.
   --scheduler-name NAME   AdapterHello scheduler name (repeatable).
+
+Credentials for a scheduler with access control (its --adapter-identity must
+name the token's user or the certificate's CN):
 )";
 
 absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
@@ -101,7 +104,11 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
       return absl::OkStatus();
     };
     absl::Status s;
-    if (flag == "--cluster") s = add(&o.clusters);
+    if (adapter::IsSchedulerDialFlag(flag)) {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      adapter::ParseSchedulerDialFlag(flag, *v, o.dial, s);
+    } else if (flag == "--cluster") s = add(&o.clusters);
     else if (flag == "--workload") s = str(&o.workload);
     else if (flag == "--create-rate") {
       std::string v;
@@ -246,7 +253,9 @@ class Simulation {
     }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(64 << 20);
-    auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+    auto dialed = adapter::DialScheduler(target, options_.dial, args);
+    if (!dialed.ok()) return Fail(std::string(dialed.status().message()), kExitUsage);
+    std::shared_ptr<grpc::Channel> channel = *std::move(dialed);
     if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)))
       return Fail(absl::StrCat("cannot connect to the scheduler at ", target));
     // For podiumctl --address (the scheduler serves Admin on the same address).
@@ -303,7 +312,11 @@ class Simulation {
         return Finish("interrupted", kExitInterrupted);
       }
       if (client_->ended()) {
-        return Fail(absl::StrCat("the scheduler ended the Sync stream: ", client_->status().ToString()));
+        // The stream's own status (UNAUTHENTICATED, PERMISSION_DENIED, ...)
+        // once its end is collected, not the bare "stream ended" seen first.
+        absl::Status status = client_->Close(absl::Seconds(2));
+        if (status.ok()) status = client_->status();
+        return Fail(absl::StrCat("the scheduler ended the Sync stream: ", status.ToString()));
       }
       if (auto gone = cluster_.FinalizeTerminating(now); !gone.empty()) client_->SendEvents(std::move(gone));
       auto progress = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); });

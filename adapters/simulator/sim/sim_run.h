@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/dial/scheduler_dial.h"
 
 namespace podium::sim {
 
@@ -24,6 +25,8 @@ struct SimOptions {
   bool serve = false;
   bool spawn = false;
   std::string scheduler;  // --scheduler ADDR (without --spawn).
+  // --scheduler-token-file, --scheduler-tls-*: the credentials of the dial.
+  adapter::SchedulerDialOptions dial;
   std::string scheduler_bin, plugin_host_bin, config;
   std::vector<std::string> plugin_endpoints;
   std::vector<std::string> scheduler_names;

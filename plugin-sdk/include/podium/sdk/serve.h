@@ -16,6 +16,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,19 @@
 #include "podium/sdk/framework.h"
 
 namespace podium::sdk {
+
+// TLS on a TCP address, with PEM files re-read when they change (gRPC's
+// FileWatcherCertificateProvider): a new connection gets the new certificate,
+// open streams keep theirs. The counterpart of podium-scheduler's
+// --plugin-tls-ca-file / --plugin-tls-cert-file / --plugin-tls-key-file.
+struct ServeTls {
+  std::string cert_file = {};  // Certificate (chain) the server presents.
+  std::string key_file = {};   // Its private key.
+  // mTLS: every client must present a certificate signed by this CA (the
+  // scheduler's --plugin-tls-cert-file); empty = no client certificate asked.
+  std::string client_ca_file = {};
+  int reload_interval_seconds = 60;  // How often the files are checked.
+};
 
 struct ServeOptions {
   // "unix:///abs/path" or "host:port" ("127.0.0.1:0" picks a free port).
@@ -35,6 +49,9 @@ struct ServeOptions {
   // on, at most 16 (serial below 4 cores); 1 = serial. Plugins' Filter and Score must then be safe to call
   // concurrently for different nodes (see plugin-sdk/README.md).
   int parallelism = 0;
+  // TLS on a host:port address (nullopt: plaintext). Not on a unix socket:
+  // the scheduler dials those in plaintext, their file mode is the guard.
+  std::optional<ServeTls> tls = std::nullopt;
 };
 
 // The Plugin service on one listening address. Thread-safe.
