@@ -272,6 +272,15 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
 
   // 3) The best candidate.
   Candidate& best = dry->candidates[PickOneNodeForPreemption(dry->candidates)];
+  // The cycle's snapshot is older than the cache: a chosen victim is already
+  // gone (an earlier preemption of this pod finished while its filters ran).
+  // Nothing is evicted again; the pod is tried at once on the current state.
+  for (const sdk::PodInfoPtr& v : best.victims) {
+    if (cache_.GetPod(v->uid()) != nullptr) continue;
+    PostFilterResult retry;
+    retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
+    return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
+  }
   std::stable_sort(best.victims.begin(), best.victims.end(),
                    [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });
   std::vector<sdk::PodInfoPtr> lower_nominated = nominator.LowerPriorityNominated(pod, best.node_name);

@@ -95,6 +95,10 @@ class PreemptionController final : public ClusterEventHandler {
   void VictimGone(const std::string& victim_uid);
   // Drops the pod's nomination and patches status.nominatedNodeName away.
   void ClearNomination(const v1::Pod& pod);
+  // Moves the pod straight to activeQ.
+  void Activate(const std::string& uid) {
+    if (activate_) activate_({uid});
+  }
 
  private:
   struct Preemption {

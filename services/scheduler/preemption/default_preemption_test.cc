@@ -291,6 +291,24 @@ TEST_F(DefaultPreemptionTest, AVictimAlreadyTerminatingIsNotDeletedAgain) {
   EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
 }
 
+// The cycle's snapshot predates the deletion of the victims of this pod's
+// earlier preemption (it finished while the filters ran): they must not be
+// chosen and patched again; the pod is retried at once on the current state.
+TEST_F(DefaultPreemptionTest, VictimsAlreadyGoneFromTheCacheAreNotPreemptedAgain) {
+  Diagnosis stale = Failed();  // The snapshot still has "low" on node-1.
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  auto [result, status] = plugin_->PostFilter(preemptor_, stale);
+  EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
+  EXPECT_EQ(status.Message(), "preemption: victims already gone; trying again on the current state.");
+  EXPECT_EQ(result.nominated_node_name, "");
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  ASSERT_TRUE(result.after_requeue);
+  result.after_requeue();
+  EXPECT_TRUE(sink_.actions.empty());  // No patch, no delete, no event.
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+}
+
 TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {
   ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
     ++dry_runs_;
