@@ -35,6 +35,20 @@ def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, n
     return json.dumps(doc) + "\n"
 
 
+def resizing_pod(name, cpu, admitted_cpu, priority, node):
+    """A bound pod whose in-place resize to `cpu` the kubelet deferred: it runs
+    with `admitted_cpu` (status.containerStatuses[].allocatedResources)."""
+    doc = {"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": name, "namespace": "default"},
+           "spec": {"priority": priority, "nodeName": node,
+                    "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                    "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]},
+           "status": {"phase": "Running", "resize": "Deferred",
+                      "containerStatuses": [{"name": "main", "allocatedResources":
+                                             {"cpu": admitted_cpu, "memory": "128Mi"}}]}}
+    return json.dumps(doc) + "\n"
+
+
 def pdb(name, match, min_available=None, max_unavailable=None):
     spec = {"selector": {"matchLabels": match}}
     if min_available is not None:
@@ -151,6 +165,88 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(self.deleted(report), ["default/victim"])
         self.assertIsNone(report.node_of("late"))
         self.assertEqual(report.node_of("keep"), "node-a")
+
+    @staticmethod
+    def resize_of(report, name):
+        for r in report.raw.get("resizes") or []:
+            if r["namespace"] == "default" and r["name"] == name:
+                return r
+        raise AssertionError(f"pod default/{name} has no resize in the report: {report.raw}")
+
+    def test_deferred_resize_evicts_only_lower_priority_pods_on_its_own_node(self):
+        # node-a (5 CPU): "big" (priority 100) runs with 1 CPU and asks for 3;
+        # 4 of 5 CPU are held. One lower-priority pod must go: low-20 is
+        # reprieved first (higher priority), so low-10 is the victim; high-1000
+        # is never one. node-b's low-5 has the lowest priority of all but is on
+        # another node: a resize preempts on its own node only.
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="5"), node_yaml("node-b", cpu="2"),
+            resizing_pod("big", "3", "1", 100, "node-a"),
+            pod("low-10", "1", 10, node="node-a"),
+            pod("low-20", "1", 20, node="node-a"),
+            pod("high-1000", "1", 1000, node="node-a"),
+            pod("low-5", "2", 5, node="node-b"))
+        self.assertEqual(self.deleted(report), ["default/low-10"])
+        big = self.resize_of(report, "big")
+        self.assertEqual(big["node"], "node-a")  # Resized in place, not moved.
+        self.assertTrue(big["applied"], big)
+        self.assertEqual(big["resize_status"], "")
+        for name, node in (("low-20", "node-a"), ("high-1000", "node-a"), ("low-5", "node-b")):
+            self.assertEqual(report.node_of(name), node)
+
+    def test_deferred_resize_without_victims_says_why(self):
+        # Only a higher-priority pod shares the node: nothing is evicted, the
+        # resize stays deferred, and the pod's status says why.
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="2"), node_yaml("node-b", cpu="2"),
+            resizing_pod("stuck", "2", "1", 50, "node-a"),
+            pod("high", "1", 1000, node="node-a"),
+            pod("low-elsewhere", "1", 1, node="node-b"))
+        self.assertEqual(self.deleted(report), [])
+        stuck = self.resize_of(report, "stuck")
+        self.assertFalse(stuck["applied"])
+        self.assertEqual(stuck["resize_status"], "Deferred")
+        self.assertEqual(stuck["message"], "preemption: 0/1 nodes are available: "
+                                           "1 No preemption victims found for incoming pod.")
+
+    def test_adapter_reconnecting_while_victims_are_deleted_deletes_each_once_and_binds_once(self):
+        # The preemptor needs both victims gone. podium-sim drops its Sync
+        # stream right after the first victim's delete (the scheduler fails the
+        # actions still in flight) and reconnects with a full list: victims
+        # terminate for 1 s, so the relist shows them on their way out.
+        cluster = self.write("cluster.yaml", cluster_yaml(
+            node_yaml("node-a", cpu="4"), node_yaml("node-b", cpu="1"),
+            pod("victim-10", "2", 10, node="node-a"),
+            pod("victim-20", "2", 20, node="node-a"),
+            pod("keep", "1", 1000, node="node-b"),
+            pod("preemptor", "4", 100, later=True)))
+        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"),
+                                    extra=["--termination-grace", "1s", "--reconnect-after-deletes", "1",
+                                           "--api-latency", "20ms", "--api-concurrency", "1"])
+        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
+        self.assertIn("podium-sim: dropping the Sync stream after 1 deletes", err)  # The fault happened.
+        report = lib.parse_report(out)
+        self.assertEqual(report.outcome, "completed")
+        self.assertEqual(report.node_of("preemptor"), "node-a")
+        self.assertEqual(self.deleted(report), ["default/victim-10", "default/victim-20"])
+        self.assertEqual(report.node_of("keep"), "node-b")
+        actions = report.raw["actions"]
+        self.assertEqual(actions["delete_pod"], 2, actions)  # No pod deleted twice.
+        self.assertEqual(actions["bind"], 1, actions)        # Scheduled exactly once.
+
+    def test_pdb_with_an_invalid_selector_is_refused_naming_the_object_and_field(self):
+        # All of the cluster or none of it: podium-sim refuses the file with
+        # the PDB's name and the field, and exits by choice (no crash).
+        bad = json.dumps({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                          "metadata": {"name": "db", "namespace": "default"},
+                          "spec": {"minAvailable": 1, "selector": {"matchExpressions": [
+                              {"key": "app", "operator": "In", "values": []}]}}}) + "\n"
+        cluster = self.write("cluster.yaml", cluster_yaml(
+            node_yaml("node-a", cpu="2"), pod("db-1", "1", 10, node="node-a", labels={"app": "db"}), bad))
+        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"), timeout=30)
+        self.assertGreater(rc, 0, err[-4000:])
+        self.assertIn("(PodDisruptionBudget default/db): spec.selector.matchExpressions[0].values: "
+                      "must be non-empty for operator In and NotIn", err)
 
     def test_external_nominated_node_is_honoured_when_the_pod_fits_and_ignored_when_not(self):
         # status.nominatedNodeName set by another component (an autoscaler):

@@ -128,6 +128,16 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     std::vector<PodInfoPtr> potential;
     potential.reserve(candidate.potential_victims_size());
     Outcome failed;
+    // A bound pod (spec.nodeName set) is here for its deferred in-place resize
+    // (KEP-5836), on its own node: what it holds now leaves the node first; it
+    // is then evaluated with its spec's (resized) requests, never a victim.
+    if (!pod.pod->node_name().empty() && pod.pod->node_name() == node.name()) {
+      PodInfoPtr itself;
+      for (const PodInfoPtr& p : node.pods()) {
+        if (p->uid() == pod.uid()) itself = p;
+      }
+      if (itself != nullptr) failed = run.Remove(*state, node, *itself);
+    }
     for (int v = 0; v < candidate.potential_victims_size(); ++v) {
       const std::string& uid = candidate.potential_victims(v);
       PodInfoPtr victim;

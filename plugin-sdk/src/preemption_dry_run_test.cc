@@ -81,10 +81,13 @@ class PreemptionDryRunTest : public ::testing::Test {
     c->set_num_pdb_violating(num_violating);
     return c;
   }
-  absl::Status Run(int64_t pod_cpu = 2000, int32_t priority = 100) {
+  // `bound_to`: the preemptor is bound there already (a deferred resize).
+  absl::Status Run(int64_t pod_cpu = 2000, int32_t priority = 100, const std::string& bound_to = "") {
     delta_.set_reset(true);
     if (absl::Status s = mirror_.Apply(delta_); !s.ok()) return s;
-    PodInfoPtr pod = PodInfo::Create(MakePod("preemptor", priority, pod_cpu));
+    v1::Pod preemptor = MakePod("preemptor", priority, pod_cpu);
+    preemptor.set_node_name(bound_to);
+    PodInfoPtr pod = PodInfo::Create(std::move(preemptor));
     CycleState state;
     plugin_.PreFilter(state, *pod, mirror_);
     std::vector<NamedFilter> filters{{&name_, &plugin_}};
@@ -102,6 +105,34 @@ class PreemptionDryRunTest : public ::testing::Test {
   v1::PreemptionDryRunRequest request_;
   v1::PreemptionDryRunResponse response_;
 };
+
+// KEP-5836: the preemptor is bound to the node and asks for more CPU in
+// place. It leaves the node before the evaluation (else it would count twice)
+// and is never its own victim.
+TEST_F(PreemptionDryRunTest, ABoundPodResizingInPlaceIsTakenOffItsNodeFirst) {
+  AddNode(1, 5000);
+  AddPod(1, "preemptor", 100, 3000);  // Its spec already asks for 3 CPU.
+  AddPod(1, "low10", 10, 1000);
+  AddPod(1, "low20", 20, 1000);
+  Candidate(1, {"low20", "low10"});
+  ASSERT_TRUE(Run(3000, 100, "node-1").ok());
+  ASSERT_EQ(response_.nodes_size(), 1);
+  EXPECT_EQ(response_.nodes(0).status().code(), v1::Status::SUCCESS);
+  // 3 + 1 + 1 = 5 fits once its old self is off the node: nothing needs to go.
+  EXPECT_THAT(Victims(0), IsEmpty());
+}
+
+TEST_F(PreemptionDryRunTest, ABoundPodResizingInPlaceEvictsOnlyWhatItNeeds) {
+  AddNode(1, 5000);
+  AddPod(1, "preemptor", 100, 4000);
+  AddPod(1, "low10", 10, 1000);
+  AddPod(1, "low20", 20, 1000);
+  Candidate(1, {"low20", "low10"});
+  ASSERT_TRUE(Run(4000, 100, "node-1").ok());
+  ASSERT_EQ(response_.nodes_size(), 1);
+  EXPECT_EQ(response_.nodes(0).status().code(), v1::Status::SUCCESS);
+  EXPECT_THAT(Victims(0), ElementsAre("uid-low10"));
+}
 
 TEST_F(PreemptionDryRunTest, ReprievesFromTheMostImportantDownAndKeepsTheMinimalSet) {
   AddNode(1, 4000);

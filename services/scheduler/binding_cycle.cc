@@ -67,6 +67,16 @@ void Scheduler::FinishWaiting(WaitingPods::Outcome outcome) {
   PostBindingFailed(std::move(*outcome.done), std::move(status), true);
 }
 
+bool Scheduler::RejectWaitingPod(std::string_view uid, const std::string& plugin, const std::string& message,
+                                 std::function<void()> released) {
+  std::optional<BindingPod> pod = waiting_.Remove(uid);
+  if (!pod) return false;
+  sdk::Status status(sdk::Code::kUnschedulable, absl::StrCat("rejected while waiting on permit: ", message));
+  status.WithPlugin(plugin);
+  PostBindingFailed(std::move(*pod), std::move(status), true, std::move(released));
+  return true;
+}
+
 void Scheduler::Bind(BindingPod pod) {
   Framework* fw = pod.framework;
   if (!fw->HasRemotePlugins(v1::PRE_BIND) && !fw->HasRemotePlugins(v1::BIND)) {
@@ -153,10 +163,12 @@ void Scheduler::SendBind(BindingPod pod) {
   });
 }
 
-void Scheduler::PostBindingFailed(BindingPod pod, sdk::Status status, bool unschedulable) {
+void Scheduler::PostBindingFailed(BindingPod pod, sdk::Status status, bool unschedulable,
+                                  std::function<void()> released) {
   BindingPod copy = pod;
-  if (binding_pool_.Post([this, pod = std::move(pod), status, unschedulable]() mutable {
+  if (binding_pool_.Post([this, pod = std::move(pod), status, unschedulable, released]() mutable {
         BindingFailed(std::move(pod), status, unschedulable);
+        if (released) released();
       })) {
     return;
   }
@@ -172,6 +184,7 @@ void Scheduler::PostBindingFailed(BindingPod pod, sdk::Status status, bool unsch
   AttemptFailed(copy.pod, copy.framework, copy.scheduling_cycle, copy.start,
                 unschedulable ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
                 status.Message(), plugins, nullptr);
+  if (released) released();
 }
 
 void Scheduler::BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable) {

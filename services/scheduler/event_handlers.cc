@@ -216,6 +216,25 @@ void Scheduler::PodGone(const std::string& uid, const std::shared_ptr<const v1::
     MoveOnEvent(std::move(e));
   }
   if (old->node_name().empty()) PostQueueWork([this, uid] { queue_.Delete(uid); });
+  if (!old->node_name().empty()) RetryDeferredResizes(old->node_name());
+}
+
+void Scheduler::RetryDeferredResizes(const std::string& node) {
+  absl::flat_hash_set<std::string> uids;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = failed_resizes_.find(node);
+    if (it == failed_resizes_.end()) return;
+    uids = std::move(it->second);
+    failed_resizes_.erase(it);
+  }
+  for (const auto& uid : uids) {
+    auto pod = pods_.find(uid);
+    if (pod == pods_.end() || pod->second->node_name() != node || pod->second->resize_status() != kDeferredResize) {
+      continue;
+    }
+    PostQueueWork([this, info = sdk::PodInfo::Create(*pod->second)] { queue_.Add(info); });
+  }
 }
 
 void Scheduler::HandlePod(const v1::ObjectEvent& event) {
@@ -238,6 +257,12 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
   gang_members_.Set(pod, !PodTerminal(pod) && pod.meta().deletion_timestamp_us() == 0);
   if (!pod.node_name().empty()) {
     // Bound: by us (the adapter confirms our bind) or by someone else.
+    // Its in-place resize just deferred for lack of room: into the queue for
+    // preemption on its node (KEP-5836).
+    const bool resize_deferred = pod.resize_status() == kDeferredResize && !PodTerminal(pod) &&
+                                 pod.meta().deletion_timestamp_us() == 0 && HasProfileFor(pod) &&
+                                 (!was_assigned || old->resize_status() != kDeferredResize);
+    sdk::PodInfoPtr resize = resize_deferred ? sdk::PodInfo::Create(pod) : nullptr;
     diagnoses_.Erase(uid);
     {
       absl::MutexLock lock(&mu_);
@@ -254,6 +279,8 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
       std::fprintf(stderr, "podium-scheduler: caching Pod %s: %s\n", PodKey(pod).c_str(),
                    std::string(s.message()).c_str());
     }
+    // After the cache has it: the scheduling thread reads the pod from there.
+    if (resize != nullptr && was_assigned) PostQueueWork([this, resize] { queue_.Add(resize); });
     v1::ClusterEvent e;
     e.set_resource(v1::POD);
     if (!was_assigned) {
@@ -269,9 +296,10 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     if (!was_assigned) {
       // Out of the queue, then the event: one hand-off to the queue worker
       // for both (each hand-off may be a futex wake and a context switch).
-      PostQueueWork([this, uid, e = std::move(e)] {
+      PostQueueWork([this, uid, e = std::move(e), resize] {
         queue_.Delete(uid);
         queue_.MoveAllToActiveOrBackoffQueue(e);
+        if (resize != nullptr) queue_.Add(resize);
       });
     } else {
       MoveOnEvent(std::move(e));

@@ -273,6 +273,12 @@ int Run(std::vector<std::string> overrides) {
   scheduler_ptr.store(&scheduler, std::memory_order_release);
   preemption_controller.SetScheduler(scheduler);
   preemption_controller.SetActivator([&queue](const std::vector<std::string>& uids) { queue.Activate(uids); });
+  preemption_controller.SetWaitingPods(preemption::PreemptionController::WaitingPods{
+      [&scheduler](std::string_view uid) { return scheduler.WaitingAtPermit(uid); },
+      [&scheduler](std::string_view uid, const std::string& plugin, const std::string& message,
+                   std::function<void()> released) {
+        return scheduler.RejectWaitingPod(uid, plugin, message, std::move(released));
+      }});
   ClusterService cluster(ClusterService::Options{scheduler_names}, preemption_controller, &metrics);
   scheduler.SetActionSink(&cluster);
   preemption_controller.SetActionSink(&cluster);

@@ -52,6 +52,11 @@ bool Scheduler::StillPending(const std::string& uid) const {
 }
 
 void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
+  // A bound pod in the queue is there for its deferred resize (KEP-5836).
+  if (!qp->pod().node_name().empty()) {
+    ScheduleDeferredResize(std::move(qp));
+    return;
+  }
   // A gang member brings its queued siblings: placed together or not at all.
   if (!qp->pod().pod_group().empty() && ScheduleGang(qp)) return;
   const v1::Pod& pod = *qp->pod_info->pod;
@@ -114,6 +119,65 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     return;
   }
   PermitAndBind(std::move(qp), fw, result.node_name, std::move(assumed), cycle_id, scheduling_cycle, start);
+}
+
+// KEP-5836: the pod is bound and the kubelet deferred its in-place resize for
+// lack of room. No node is searched: its own node is the only candidate, and
+// PostFilter (DefaultPreemption) looks there for lower-priority victims whose
+// eviction lets the resize through. When none will do, the pod's status says
+// why (condition PodResizePreemption=False and a FailedResizePreemption
+// event); it is tried again when a pod leaves that node.
+void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
+  const std::string uid = qp->uid();
+  // The latest version: the queue holds the one that entered it.
+  sdk::PodInfoPtr cached = cache_.GetPod(uid);
+  Framework* fw = cached == nullptr ? nullptr : FrameworkFor(*cached->pod);
+  if (fw == nullptr || cache_.IsAssumed(uid) || cached->pod->resize_status() != kDeferredResize ||
+      !fw->HasPostFilterPlugins()) {
+    queue_.Done(uid);
+    return;
+  }
+  const v1::Pod pod = *cached->pod;
+  cache_.UpdateSnapshot(snapshot_);
+  Diagnosis diagnosis;
+  diagnosis.cycle_id = ++cycle_id_;
+  diagnosis.num_all_nodes = 1;
+  diagnosis.node_statuses.emplace_back(pod.node_name(),
+                                       sdk::Status(sdk::Code::kUnschedulable, "the resized pod does not fit"));
+  auto [post, status] = fw->RunPostFilter(pod, diagnosis);
+  fw->AbandonCycle(diagnosis.cycle_id);
+  queue_.Done(uid);
+  if (status.IsSuccess()) {
+    if (post.after_requeue) post.after_requeue();  // The evictions.
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    failed_resizes_[pod.node_name()].insert(uid);
+  }
+  const std::string message = status.Message();
+  bool condition_current = false;
+  for (const auto& c : pod.conditions()) {
+    condition_current |= c.type() == kResizePreemptionCondition && c.status() == "False" && c.message() == message;
+  }
+  if (condition_current) return;  // Said already.
+  v1::Action patch;
+  auto* p = patch.mutable_patch_pod_status();
+  *p->mutable_pod() = PodRef(pod);
+  auto* c = p->add_conditions();
+  c->set_type(kResizePreemptionCondition);
+  c->set_status("False");
+  c->set_reason("PreemptionNotHelpful");
+  c->set_message(message);
+  SendAction(std::move(patch));
+  v1::Action event;
+  auto* e = event.mutable_record_event();
+  *e->mutable_regarding() = PodRef(pod);
+  e->set_type("Warning");
+  e->set_reason("FailedResizePreemption");
+  e->set_action("Preempting");
+  e->set_note(absl::StrCat("deferred resize on node ", pod.node_name(), ": ", message));
+  SendAction(std::move(event));
 }
 
 void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,

@@ -102,6 +102,8 @@ Framework* Scheduler::FrameworkFor(const v1::Pod& pod) const {
 bool Scheduler::HasProfileFor(const v1::Pod& pod) const { return FrameworkFor(pod) != nullptr; }
 
 sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
+  // A bound pod queued for its deferred resize: PreEnqueue is for pending pods.
+  if (!pod.pod->node_name().empty()) return sdk::Status::Success();
   sdk::Status gates = SchedulingGatesPreEnqueue(pod);
   if (!gates.IsSuccess()) return gates;
   const Framework* fw = FrameworkFor(*pod.pod);

@@ -37,6 +37,11 @@
 
 namespace podium::scheduler {
 
+// status.resize of a bound pod whose in-place resize the kubelet deferred, and
+// the condition the scheduler sets on it when preemption cannot make room.
+inline constexpr char kDeferredResize[] = "Deferred";
+inline constexpr char kResizePreemptionCondition[] = "PodResizePreemption";
+
 // Counters of refused or dropped input, for tests and the logs.
 struct SchedulerCounters {
   uint64_t permit_decisions_unknown_plugin = 0;
@@ -118,6 +123,12 @@ class Scheduler final : public ClusterEventHandler {
   // before the call (tests; shutdown).
   void WaitForBackgroundWork();
   bool WaitingAtPermit(std::string_view uid) const { return waiting_.Contains(uid); }
+  // Ends the wait of a pod waiting at Permit with a rejection by `plugin`, as
+  // kube-scheduler's waitingPod.Reject (DefaultPreemption: "preempted"): off
+  // this thread it is unreserved, forgotten and requeued, then `released`
+  // runs. False (and nothing happens) when the pod is not waiting. Never blocks.
+  bool RejectWaitingPod(std::string_view uid, const std::string& plugin, const std::string& message,
+                        std::function<void()> released = nullptr);
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
 
  private:
@@ -135,6 +146,12 @@ class Scheduler final : public ClusterEventHandler {
   // and every member gets a FailedScheduling message that says why. False
   // when the pod is not a gang member the pass can take (no such group).
   bool ScheduleGang(const QueuedPodInfoPtr& first);
+  // A bound pod whose in-place resize was deferred: preemption on its own
+  // node only (KEP-5836).
+  void ScheduleDeferredResize(QueuedPodInfoPtr qp);
+  // Deferred resizes whose preemption failed on `node` are queued again
+  // (event thread, when a pod left that node).
+  void RetryDeferredResizes(const std::string& node);
   // Gated members of the group `namespace_/group` run PreEnqueue again
   // (queue worker).
   void RetryGatedMembers(const std::string& namespace_, const std::string& group);
@@ -162,7 +179,9 @@ class Scheduler final : public ClusterEventHandler {
   void BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable);
   // Hands BindingFailed to the binding pool; when it is full, releases the
   // pod without Unreserve (counted) rather than block the caller.
-  void PostBindingFailed(BindingPod pod, sdk::Status status, bool unschedulable);
+  // `released` runs once the pod is forgotten.
+  void PostBindingFailed(BindingPod pod, sdk::Status status, bool unschedulable,
+                         std::function<void()> released = nullptr);
   // A pod that stopped waiting because it was deleted: release what it assumed.
   void ReleaseDeleted(BindingPod pod);
 
@@ -214,6 +233,8 @@ class Scheduler final : public ClusterEventHandler {
   // Assumed pods whose bind the adapter confirmed -> when the assumption
   // expires unless the bound pod is observed first.
   absl::flat_hash_map<std::string, absl::Time> bind_confirmed_ ABSL_GUARDED_BY(mu_);
+  // Deferred resizes whose preemption found no victim set: node -> pod uids.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> failed_resizes_ ABSL_GUARDED_BY(mu_);
   SchedulerCounters counters_ ABSL_GUARDED_BY(mu_);
 
   // Serialises Housekeeping (its thread and tests).

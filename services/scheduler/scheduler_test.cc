@@ -540,6 +540,35 @@ TEST_F(SchedulerTest, APodDeletedWhileWaitingAtPermitReleasesItsNode) {
   EXPECT_TRUE(scheduler_->ScheduleNext());
 }
 
+// DefaultPreemption chose a pod waiting at Permit as a victim: its wait ends
+// with a rejection (kube-scheduler's waitingPod.Reject), it is unreserved,
+// forgotten and requeued; it is never deleted through the API.
+TEST_F(SchedulerTest, AWaitingPodRejectedByPreemptionIsUnreservedAndRequeuedNotDeleted) {
+  Build(true);
+  ExpectGangWaits(60000);
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  std::atomic<bool> released{false};
+  ASSERT_TRUE(scheduler_->RejectWaitingPod("uid-member", "DefaultPreemption", "preempted",
+                                           [&] { released = true; }));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(released.load());
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+  EXPECT_EQ(cache_.NumPods(), 0u);
+  EXPECT_EQ(unreserves_.load(), 1);
+  EXPECT_EQ(sink_.Count(v1::Action::kDeletePod), 0u);
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(patch);
+  EXPECT_THAT(sink_.action(*patch).patch_pod_status().conditions(0).message(),
+              testing::HasSubstr("rejected while waiting on permit: preempted"));
+  EXPECT_TRUE(QueueOf("member").has_value());
+  // Not waiting any more: a second rejection does nothing.
+  EXPECT_FALSE(scheduler_->RejectWaitingPod("uid-member", "DefaultPreemption", "preempted"));
+}
+
 TEST_F(SchedulerTest, ADeleteRightAfterAConfirmedBindForgetsTheAssumption) {
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));

@@ -1,6 +1,7 @@
 #include "cluster/in_memory_cluster.h"
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -42,6 +43,39 @@ void MergeCondition(v1::Pod* pod, const v1::PodCondition& c, int64_t now_us) {
   if (added->last_transition_time_us() == 0) added->set_last_transition_time_us(now_us);
 }
 
+// What a pod holds on its node as the kubelet sees it: for regular and
+// sidecar containers the sum, for init containers the largest, plus the
+// overhead. `allocated` (the admitted requests of a pending resize) replaces
+// the containers' requests.
+struct Held {
+  int64_t milli_cpu = 0, memory = 0;
+};
+Held SpecRequests(const v1::Pod& pod) {
+  Held sum, init_max, sidecars;
+  for (const auto& c : pod.containers()) {
+    sum.milli_cpu += c.requests().milli_cpu();
+    sum.memory += c.requests().memory_bytes();
+  }
+  for (const auto& c : pod.init_containers()) {
+    if (c.restartable()) {
+      sidecars.milli_cpu += c.requests().milli_cpu();
+      sidecars.memory += c.requests().memory_bytes();
+    }
+    init_max.milli_cpu = std::max(init_max.milli_cpu, sidecars.milli_cpu + c.requests().milli_cpu());
+    init_max.memory = std::max(init_max.memory, sidecars.memory + c.requests().memory_bytes());
+  }
+  Held out{std::max(sum.milli_cpu + sidecars.milli_cpu, init_max.milli_cpu),
+           std::max(sum.memory + sidecars.memory, init_max.memory)};
+  out.milli_cpu += pod.overhead().milli_cpu();
+  out.memory += pod.overhead().memory_bytes();
+  return out;
+}
+Held Admitted(const v1::Pod& pod) {
+  if (pod.resize_status().empty() || !pod.has_allocated()) return SpecRequests(pod);
+  return Held{pod.allocated().milli_cpu() + pod.overhead().milli_cpu(),
+              pod.allocated().memory_bytes() + pod.overhead().memory_bytes()};
+}
+
 }  // namespace
 
 InMemoryCluster::InMemoryCluster(Clock clock) : clock_(std::move(clock)) { last_change_ = clock_(); }
@@ -68,6 +102,7 @@ v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
   PodRecord rec;
   rec.created = clock_();
   rec.bound_at_load = !pod.node_name().empty();
+  rec.resize_requested = rec.bound_at_load && !pod.resize_status().empty();
   rec.pod = std::move(pod);
   RefreshUnschedulable(&rec);
   v1::ObjectEvent e = Upsert(rec.pod);
@@ -160,9 +195,41 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
   v1::ObjectEvent e;
   e.set_type(v1::ObjectEvent::DELETE);
   *e.mutable_pod() = rec->pod;
+  const std::string node = rec->pod.node_name();
   out.events.push_back(std::move(e));
   RefreshPdbs(&out.events);
+  if (!node.empty()) ApplyDeferredResizes(node, &out.events);
   return out;
+}
+
+void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::vector<v1::ObjectEvent>* events) {
+  auto node = nodes_.find(node_name);
+  if (node == nodes_.end()) return;
+  const v1::ResourceList& allocatable = node->second.allocatable();
+  // Oldest request first, as the kubelet retries deferred resizes.
+  for (const auto& [key, index] : live_pods_) {
+    PodRecord& rec = pods_[index];
+    if (rec.pod.node_name() != node_name || rec.pod.resize_status() != "Deferred") continue;
+    Held others;
+    for (const auto& [other_key, other_index] : live_pods_) {
+      const v1::Pod& other = pods_[other_index].pod;
+      if (other_index == index || other.node_name() != node_name) continue;
+      if (other.phase() == v1::SUCCEEDED || other.phase() == v1::FAILED) continue;
+      const Held h = Admitted(other);
+      others.milli_cpu += h.milli_cpu;
+      others.memory += h.memory;
+    }
+    const Held want = SpecRequests(rec.pod);
+    const bool cpu_ok = allocatable.milli_cpu() == 0 || others.milli_cpu + want.milli_cpu <= allocatable.milli_cpu();
+    const bool memory_ok =
+        allocatable.memory_bytes() == 0 || others.memory + want.memory <= allocatable.memory_bytes();
+    if (!cpu_ok || !memory_ok) continue;
+    rec.pod.clear_resize_status();
+    rec.pod.clear_allocated();
+    rec.resize_applied = true;
+    Touch(rec.pod.mutable_meta());
+    events->push_back(Upsert(rec.pod));
+  }
 }
 
 void InMemoryCluster::SetTerminationGrace(absl::Duration grace) {
@@ -178,6 +245,7 @@ size_t InMemoryCluster::Terminating() const {
 std::vector<v1::ObjectEvent> InMemoryCluster::FinalizeTerminating(absl::Time now) {
   absl::MutexLock lock(&mu_);
   std::vector<v1::ObjectEvent> events;
+  std::set<std::string> freed;  // Nodes a pod left.
   for (auto it = terminating_.begin(); it != terminating_.end();) {
     auto live = live_pods_.find(it->first);
     if (it->second > now || live == live_pods_.end()) {
@@ -193,9 +261,11 @@ std::vector<v1::ObjectEvent> InMemoryCluster::FinalizeTerminating(absl::Time now
     v1::ObjectEvent e;
     e.set_type(v1::ObjectEvent::DELETE);
     *e.mutable_pod() = rec.pod;
+    if (!rec.pod.node_name().empty()) freed.insert(rec.pod.node_name());
     events.push_back(std::move(e));
   }
   if (!events.empty()) RefreshPdbs(&events);
+  for (const auto& node : freed) ApplyDeferredResizes(node, &events);
   return events;
 }
 
@@ -359,6 +429,22 @@ std::optional<PodRecord> InMemoryCluster::GetPod(const std::string& ns, const st
   return std::nullopt;
 }
 
+std::vector<v1::ObjectEvent> InMemoryCluster::ListObjects() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ObjectEvent> out;
+  auto upsert = [&out]() -> v1::ObjectEvent& {
+    out.emplace_back().set_type(v1::ObjectEvent::UPSERT);
+    return out.back();
+  };
+  for (const auto& [name, node] : nodes_) *upsert().mutable_node() = node;
+  for (const auto& [key, group] : pod_groups_) *upsert().mutable_pod_group() = group;
+  for (const PodRecord& rec : pods_) {
+    if (!rec.deleted) *upsert().mutable_pod() = rec.pod;
+  }
+  for (const auto& [key, pdb] : pdbs_) *upsert().mutable_pdb() = WithStatus(pdb);
+  return out;
+}
+
 std::vector<PodRecord> InMemoryCluster::Pods() const {
   absl::MutexLock lock(&mu_);
   return pods_;
@@ -373,8 +459,16 @@ InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(co
       continue;
     }
     ++p.pods;
-    if (!r.pod.node_name().empty()) ++p.bound;
-    else if (r.unschedulable) ++p.unschedulable;
+    if (!r.pod.node_name().empty()) {
+      ++p.bound;
+      if (r.pod.resize_status() == "Deferred" && is_ours(r.pod)) {
+        bool answered = false;
+        for (const auto& c : r.pod.conditions()) {
+          answered |= c.type() == "PodResizePreemption" && c.status() == "False";
+        }
+        if (!answered) ++p.resizing;
+      }
+    } else if (r.unschedulable) ++p.unschedulable;
     else if (r.scheduling_error) ++p.errors;
     else if (r.pod.scheduling_gates_size() > 0) ++p.gated;
     else if (r.held) ++p.held;

@@ -37,6 +37,10 @@ struct PodRecord {
   std::string failed_message;          // That condition's message, or a FailedScheduling event's note.
   bool deleted = false;
   std::string delete_reason;
+  // In-place resize (KEP-1287): the pod came with a pending resize request
+  // (status.resize), and whether the kubelet model applied it.
+  bool resize_requested = false;
+  bool resize_applied = false;
 };
 
 // The in-memory cluster: nodes and pods as the API server would hold them, and
@@ -61,6 +65,15 @@ class InMemoryCluster {
   std::vector<v1::ObjectEvent> FinalizeTerminating(absl::Time now);
   size_t Terminating() const;
 
+  // The kubelet's in-place resize, modelled: a bound pod whose spec asks for
+  // more than the kubelet admitted (status.resize Deferred, the admitted
+  // requests in `allocated`) is resized once its node has room for the new
+  // requests beside what every other pod there holds (terminating ones
+  // included); resize_status and allocated are then cleared. Checked whenever
+  // a pod leaves a node; the UPSERTs ride with the change that made room.
+  void ApplyDeferredResizes(const std::string& node, std::vector<v1::ObjectEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   // PodDisruptionBudgets, with status computed as the disruption controller
   // does (disruptionsAllowed from the matching healthy pods) and kept current
   // as pods come and go: a change rides with the pod event that caused it.
@@ -72,6 +85,10 @@ class InMemoryCluster {
   // A pod's state, or nullopt if it never existed.
   std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
   std::vector<PodRecord> Pods() const;  // Creation order, deleted ones included.
+  // The cluster as a list would show it now, as UPSERTs: nodes, PodGroups,
+  // live pods (creation order), PodDisruptionBudgets (a reconnecting adapter's
+  // relist).
+  std::vector<v1::ObjectEvent> ListObjects() const;
 
   // Live pods by outcome. A pod is settled when bound, reported unschedulable
   // or failed with a scheduling error (it would retry; the run reports it as
@@ -80,7 +97,10 @@ class InMemoryCluster {
     size_t pods = 0, bound = 0, unschedulable = 0, errors = 0, gated = 0, other_scheduler = 0, pending = 0,
            deleted = 0;
     size_t held = 0;  // Held by a PreEnqueue plugin (counted settled).
-    bool settled() const { return pending == 0; }
+    // Bound with a deferred resize the scheduler has not answered yet (neither
+    // applied after evictions nor PodResizePreemption=False).
+    size_t resizing = 0;
+    bool settled() const { return pending == 0 && resizing == 0; }
   };
   Progress Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const;
   size_t NodeCount() const;

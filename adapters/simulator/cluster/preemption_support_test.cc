@@ -123,5 +123,67 @@ TEST_F(PreemptionSupportTest, AVictimWhoseUidChangedIsNotDeleted) {
   EXPECT_FALSE(cluster_.GetPod("default", "victim")->deleted);
 }
 
+
+// KEP-5836's other half: the kubelet defers a resize for lack of room and
+// applies it once the node has room for the new requests.
+v1::Pod WithCpu(v1::Pod p, int64_t milli_cpu) {
+  p.add_containers()->mutable_requests()->set_milli_cpu(milli_cpu);
+  return p;
+}
+
+TEST_F(PreemptionSupportTest, ADeferredResizeIsAppliedOnceTheNodeHasRoom) {
+  v1::Node node;
+  node.mutable_meta()->set_name("node-1");
+  node.mutable_allocatable()->set_milli_cpu(4000);
+  cluster_.AddNode(node);
+  // Asks for 3 CPU, admitted with 1; 2 + 1 others = 3 CPU held, 4 allocatable.
+  v1::Pod big = WithCpu(BoundPod("big", "app"), 3000);
+  big.set_resize_status("Deferred");
+  big.mutable_allocated()->set_milli_cpu(1000);
+  cluster_.CreatePod(big);
+  cluster_.CreatePod(WithCpu(BoundPod("low-1", "x"), 1000));
+  cluster_.CreatePod(WithCpu(BoundPod("low-2", "y"), 1000));
+  cluster_.CreatePod(WithCpu(BoundPod("other", "z", "node-2"), 1000));
+
+  // Another node's pod leaving changes nothing here.
+  ActionOutcome elsewhere = cluster_.Execute(Delete(1, "other"));
+  ASSERT_EQ(elsewhere.result.code(), v1::ActionResult::OK);
+  EXPECT_EQ(cluster_.GetPod("default", "big")->pod.resize_status(), "Deferred");
+
+  // low-1 gone: 3 + 1 = 4 <= 4, the resize goes through, with the delete.
+  ActionOutcome out = cluster_.Execute(Delete(2, "low-1"));
+  ASSERT_EQ(out.result.code(), v1::ActionResult::OK);
+  const PodRecord big_now = *cluster_.GetPod("default", "big");
+  EXPECT_EQ(big_now.pod.resize_status(), "");
+  EXPECT_FALSE(big_now.pod.has_allocated());
+  EXPECT_TRUE(big_now.resize_requested);
+  EXPECT_TRUE(big_now.resize_applied);
+  ASSERT_EQ(out.events.size(), 2u);
+  EXPECT_EQ(out.events[0].type(), v1::ObjectEvent::DELETE);
+  EXPECT_EQ(out.events[1].type(), v1::ObjectEvent::UPSERT);
+  EXPECT_EQ(out.events[1].pod().meta().name(), "big");
+  EXPECT_EQ(out.events[1].pod().resize_status(), "");
+}
+
+TEST_F(PreemptionSupportTest, ATerminatingPodHoldsItsRoomFromADeferredResize) {
+  v1::Node node;
+  node.mutable_meta()->set_name("node-1");
+  node.mutable_allocatable()->set_milli_cpu(4000);
+  cluster_.AddNode(node);
+  v1::Pod big = WithCpu(BoundPod("big", "app"), 3000);
+  big.set_resize_status("Deferred");
+  big.mutable_allocated()->set_milli_cpu(2000);
+  cluster_.CreatePod(big);
+  cluster_.CreatePod(WithCpu(BoundPod("low", "x"), 2000));
+  cluster_.SetTerminationGrace(absl::Seconds(5));
+  ASSERT_EQ(cluster_.Execute(Delete(1, "low")).result.code(), v1::ActionResult::OK);
+  EXPECT_EQ(cluster_.GetPod("default", "big")->pod.resize_status(), "Deferred");
+  clock_.Advance(absl::Seconds(6));
+  std::vector<v1::ObjectEvent> gone = cluster_.FinalizeTerminating(clock_.Now());
+  ASSERT_EQ(gone.size(), 2u);
+  EXPECT_EQ(gone[1].pod().meta().name(), "big");
+  EXPECT_EQ(cluster_.GetPod("default", "big")->pod.resize_status(), "");
+}
+
 }  // namespace
 }  // namespace podium::sim

@@ -115,6 +115,12 @@ std::string ReportJson(const Report& r) {
   boost::json::array deleted;
   for (const auto& p : r.deleted_pods) deleted.push_back(boost::json::string(p));
   o["deleted_pods"] = std::move(deleted);
+  boost::json::array resizes;
+  for (const auto& z : r.resizes) {
+    resizes.push_back({{"namespace", z.ns}, {"name", z.name}, {"node", z.node}, {"resize_status", z.status},
+                       {"applied", z.applied}, {"message", z.message}});
+  }
+  o["resizes"] = std::move(resizes);
   boost::json::array gangs;
   for (const auto& g : r.gangs) {
     gangs.push_back({{"namespace", g.ns}, {"name", g.name}, {"min_member", g.min_member}, {"members", g.members},
@@ -156,6 +162,13 @@ std::string ReportText(const Report& r, size_t max_rows) {
   if (!r.deleted_pods.empty()) {
     absl::StrAppend(&out, "\nDeleted by the scheduler:\n");
     for (const auto& d : r.deleted_pods) absl::StrAppend(&out, "  ", d, "\n");
+  }
+  if (!r.resizes.empty() && r.resizes.size() <= max_rows) {
+    absl::StrAppend(&out, "\nIn-place resizes:\n");
+    for (const auto& z : r.resizes) {
+      absl::StrAppend(&out, "  ", z.ns, "/", z.name, " on ", z.node, ": ",
+                      z.applied ? "applied" : z.status, z.message.empty() ? "" : ": ", z.message, "\n");
+    }
   }
   if (!r.held_pods.empty() && r.held_pods.size() <= max_rows) {
     absl::StrAppend(&out, "\nHeld before the queue (SchedulingGated):\n");

@@ -50,6 +50,14 @@ struct Report {
   std::vector<Unschedulable> error_pods;  // With the error's message.
   std::vector<std::string> pending_pods;  // "ns/name".
   std::vector<std::string> deleted_pods;  // "ns/name: reason".
+  // Pods that came with a pending in-place resize (status.resize): the
+  // resize_status now ("" once applied), and why the scheduler could not make
+  // room (condition PodResizePreemption), if it said so.
+  struct Resize {
+    std::string ns, name, node, status, message;
+    bool applied = false;
+  };
+  std::vector<Resize> resizes;
   size_t held = 0;  // Pods a PreEnqueue plugin holds (reason SchedulingGated).
   std::vector<Unschedulable> held_pods;  // With the plugin's reason.
   std::vector<Gang> gangs;

@@ -46,6 +46,10 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --settle DUR            quiet period before finishing (default 500ms).
   --termination-grace DUR deleted (preempted) pods terminate for DUR, holding
                           their resources, before they are gone (default 0).
+  --reconnect-after-deletes N
+                          test fault: once the N-th DeletePod was executed, drop
+                          the Sync stream and reconnect with a full list of the
+                          cluster as it is then (in-flight actions fail).
   --timeout DUR           give up after DUR (default 120s); exit 3.
                           Exit 4: some pods' attempts failed with an error.
   --output text|json      report format (default text).
@@ -123,7 +127,12 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
         s = absl::InvalidArgumentError(absl::StrCat("--api-concurrency: invalid value \"", v, "\""));
     } else if (flag == "--settle") s = duration(&o.settle);
     else if (flag == "--termination-grace") s = duration(&o.termination_grace);
-    else if (flag == "--timeout") s = duration(&o.timeout);
+    else if (flag == "--reconnect-after-deletes") {
+      auto v = next();
+      if (!v.ok()) s = v.status();
+      else if (!absl::SimpleAtoi(*v, &o.reconnect_after_deletes) || o.reconnect_after_deletes < 1)
+        s = absl::InvalidArgumentError(absl::StrCat("--reconnect-after-deletes: invalid count \"", *v, "\""));
+    } else if (flag == "--timeout") s = duration(&o.timeout);
     else if (flag == "--output") s = str(&output);
     else if (flag == "--bench") o.bench = true;
     else if (flag == "--serve") o.serve = true;
@@ -274,6 +283,10 @@ class Simulation {
       *e.mutable_priority_class() = std::move(pc);
       list.push_back(std::move(e));
     }
+    // What the in-memory cluster does not keep, for a relist.
+    for (const auto& e : list) {
+      if (e.has_namespace_object() || e.has_priority_class()) unowned_list_.push_back(e);
+    }
     // Before their pods, so PreEnqueue finds each pod's group.
     for (auto& g : loaded.pod_groups) list.push_back(cluster_.AddPodGroup(std::move(g)));
     for (auto& p : loaded.pods) {
@@ -286,11 +299,11 @@ class Simulation {
     executor_ = std::make_unique<ActionExecutor>(
         cluster_, ActionExecutor::Options{.concurrency = options_.api_concurrency, .api_latency = options_.api_latency},
         [this](ActionOutcome&& out) {
-          if (!out.events.empty()) client_->SendEvents(std::move(out.events));
-          client_->SendResult(std::move(out.result));
+          std::shared_ptr<ClusterSyncClient> client = Client();
+          if (!out.events.empty()) client->SendEvents(std::move(out.events));
+          client->SendResult(std::move(out.result));
         });
-    client_ = std::make_unique<ClusterSyncClient>(channel, ClusterSyncClient::Options{.scheduler_names = options_.scheduler_names},
-                                                  [this](v1::Action&& a) { executor_->Submit(std::move(a)); });
+    SetClient(NewClient(channel));
     const absl::Time start = absl::Now();
     if (later_.empty()) {
       // Nothing created later: every pod is measured from the list.
@@ -310,6 +323,12 @@ class Simulation {
       if (stop_.load()) {
         if (reported) return kExitOk;
         return Finish("interrupted", kExitInterrupted);
+      }
+      if (options_.reconnect_after_deletes > 0 && !reconnected_ &&
+          cluster_.Counts().delete_pod >= static_cast<uint64_t>(options_.reconnect_after_deletes)) {
+        reconnected_ = true;
+        Reconnect(channel);
+        continue;
       }
       if (client_->ended()) {
         // The stream's own status (UNAUTHENTICATED, PERMISSION_DENIED, ...)
@@ -403,6 +422,14 @@ class Simulation {
         continue;
       }
       ++r.pods;
+      if (rec.resize_requested) {
+        Report::Resize z{p.meta().namespace_(), p.meta().name(), p.node_name(), p.resize_status(), "",
+                         rec.resize_applied};
+        for (const auto& c : p.conditions()) {
+          if (c.type() == "PodResizePreemption" && c.status() == "False") z.message = c.message();
+        }
+        r.resizes.push_back(std::move(z));
+      }
       const bool measured = measured_.count(key) > 0;
       if (!p.node_name().empty()) {
         ++r.bound;
@@ -472,6 +499,36 @@ class Simulation {
     return code;
   }
 
+  std::shared_ptr<ClusterSyncClient> NewClient(const std::shared_ptr<grpc::Channel>& channel) {
+    return std::make_shared<ClusterSyncClient>(channel, ClusterSyncClient::Options{.scheduler_names = options_.scheduler_names},
+                                               [this](v1::Action&& a) { executor_->Submit(std::move(a)); });
+  }
+  std::shared_ptr<ClusterSyncClient> Client() {
+    absl::MutexLock lock(&client_mu_);
+    return client_;
+  }
+  void SetClient(std::shared_ptr<ClusterSyncClient> client) {
+    absl::MutexLock lock(&client_mu_);
+    client_ = std::move(client);
+  }
+
+  // The test fault: the stream drops with actions in flight (the scheduler
+  // fails them), the actions already executing finish (their effect is in the
+  // cluster, their results are lost with the stream), then a new stream lists
+  // the cluster as it is.
+  void Reconnect(const std::shared_ptr<grpc::Channel>& channel) {
+    std::cerr << "podium-sim: dropping the Sync stream after " << cluster_.Counts().delete_pod
+              << " deletes, then reconnecting" << std::endl;
+    Client()->Close(absl::ZeroDuration()).IgnoreError();
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (executor_->InFlight() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+    std::vector<v1::ObjectEvent> list = unowned_list_;
+    for (auto& e : cluster_.ListObjects()) list.push_back(std::move(e));
+    std::shared_ptr<ClusterSyncClient> fresh = NewClient(channel);
+    SetClient(fresh);
+    fresh->Start(std::move(list));
+  }
+
   void Shutdown() {
     if (watcher_) watcher_->Stop();
     if (client_) client_->Close(absl::Seconds(2)).IgnoreError();
@@ -486,7 +543,11 @@ class Simulation {
   InMemoryCluster cluster_;
   std::unique_ptr<DecisionWatcher> watcher_;
   std::unique_ptr<ActionExecutor> executor_;
-  std::unique_ptr<ClusterSyncClient> client_;
+  // Read by the executor's threads; replaced on a reconnect (loop thread).
+  absl::Mutex client_mu_;
+  std::shared_ptr<ClusterSyncClient> client_;
+  std::vector<v1::ObjectEvent> unowned_list_;  // Namespaces, PriorityClasses.
+  bool reconnected_ = false;
   std::vector<v1::Pod> later_;
   std::pair<std::string, std::string> last_created_;  // namespace, name.
   std::set<std::string> measured_;

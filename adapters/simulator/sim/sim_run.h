@@ -19,6 +19,8 @@ struct SimOptions {
   int api_concurrency = 16;
   absl::Duration settle = absl::Milliseconds(500);
   absl::Duration termination_grace = absl::ZeroDuration();  // --termination-grace.
+  // --reconnect-after-deletes: a test fault (0: off).
+  int reconnect_after_deletes = 0;
   absl::Duration timeout = absl::Seconds(120);
   bool json = false;   // --output json.
   bool bench = false;  // --bench: watch decisions, summary only.

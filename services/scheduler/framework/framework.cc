@@ -80,6 +80,7 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod&
 std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
     const v1::Pod& pod, const Diagnosis& diagnosis) {
   std::vector<std::string> reasons;
+  PostFilterResult rejected;  // Work a rejecting plugin still asks for after the requeue.
   for (const auto& plugin : post_filters_) {
     auto [result, status] = plugin->PostFilter(pod, diagnosis);
     if (status.plugin().empty()) status.WithPlugin(std::string(plugin->Name()));
@@ -87,9 +88,10 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
     if (status.code() == sdk::Code::kUnschedulableAndUnresolvable || !status.IsRejected()) {
       return {result, status};
     }
+    if (!rejected.after_requeue) rejected.after_requeue = std::move(result.after_requeue);
     reasons.insert(reasons.end(), status.reasons().begin(), status.reasons().end());
   }
-  return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
+  return {std::move(rejected), sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
 }
 
 Framework::Framework(ProfileSpec spec, uint64_t seed)

@@ -59,6 +59,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     absl::MutexLock lock(&mu_);
     Preemption& p = in_flight_[uid];
     p.node = node;
+    p.resize = !preemptor.node_name().empty();
     for (const auto& v : victims) {
       p.victims.insert(v->uid());
       victim_of_[v->uid()] = uid;
@@ -73,6 +74,24 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   for (const auto& victim : victims) {
     const v1::Pod& pod = *victim->pod;
     const std::string victim_uid = pod.meta().uid();
+    // Already terminating (an earlier preemption's delete went through, e.g.
+    // before the adapter reconnected): no second delete, no second event; its
+    // deletion is awaited like any other's (kube-scheduler skips it too).
+    if (pod.meta().deletion_timestamp_us() != 0) continue;
+    v1::Action event;
+    auto* e = event.mutable_record_event();
+    *e->mutable_regarding() = Ref(pod);
+    e->set_type("Normal");
+    e->set_reason("Preempted");
+    e->set_action("Preempting");
+    e->set_note(absl::StrCat("Preempted by pod ", uid, " on node ", node));
+    // A victim waiting at Permit is not bound: its wait ends with a rejection
+    // (kube-scheduler's waitingPod.Reject), nothing goes through the API.
+    if (waiting_.reject &&
+        waiting_.reject(victim_uid, kDefaultPreemption, "preempted", [this, victim_uid] { VictimGone(victim_uid); })) {
+      Send(std::move(event), nullptr);
+      continue;
+    }
     // DisruptionTarget first, then the delete with the uid precondition.
     v1::Action patch;
     auto* p = patch.mutable_patch_pod_status();
@@ -95,13 +114,6 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
         // Done when its deletion is seen (a grace period may hold it a while).
       });
     });
-    v1::Action event;
-    auto* e = event.mutable_record_event();
-    *e->mutable_regarding() = Ref(pod);
-    e->set_type("Normal");
-    e->set_reason("Preempted");
-    e->set_action("Preempting");
-    e->set_note(absl::StrCat("Preempted by pod ", uid, " on node ", node));
     Send(std::move(event), nullptr);
   }
 }
@@ -158,10 +170,12 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
   if (deleted || finished) VictimGone(pod.meta().uid());
   if (deleted || !pod.node_name().empty()) {
-    // The preemptor itself is placed or gone: nothing to wait for.
+    // The preemptor itself is placed or gone: nothing to wait for. (A resizing
+    // one is placed already: it waits until its resize is no longer deferred.)
     absl::MutexLock lock(&mu_);
     auto it = in_flight_.find(pod.meta().uid());
-    if (it != in_flight_.end()) {
+    if (it != in_flight_.end() &&
+        (deleted || !it->second.resize || pod.resize_status() != kResizeDeferred)) {
       for (const auto& v : it->second.victims) victim_of_.erase(v);
       in_flight_.erase(it);
       preemptors_.erase(pod.meta().uid());
@@ -188,7 +202,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   // 1) Eligibility.
   if (controller_.InFlight(uid)) return {{}, Unschedulable(kNotEligibleTerminating)};
   std::string nominated = nominator.NominatedNode(uid);
-  if (nominated.empty()) nominated = pod.nominated_node_name();
+  if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
   const sdk::Status* nominated_status = nullptr;
   for (const auto& [name, status] : diagnosis.node_statuses) {
     if (name == nominated) nominated_status = &status;
@@ -197,11 +211,18 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     return {{}, Unschedulable(why)};
   }
 
-  // 2) Candidates.
+  // 2) Candidates. A bound pod is here for its deferred resize (KEP-5836):
+  // its own node is the only candidate, and it stays there.
+  const bool resize = !pod.node_name().empty();
   Diagnosis failure;
   failure.num_all_nodes = static_cast<uint32_t>(snapshot_.NumNodes());
-  std::vector<const sdk::NodeInfo*> potential =
-      NodesWherePreemptionMightHelp(snapshot_, diagnosis, &failure.node_statuses);
+  std::vector<const sdk::NodeInfo*> potential;
+  if (resize) {
+    failure.num_all_nodes = 1;
+    if (const sdk::NodeInfo* own = snapshot_.Get(pod.node_name())) potential.push_back(own);
+  } else {
+    potential = NodesWherePreemptionMightHelp(snapshot_, diagnosis, &failure.node_statuses);
+  }
   const auto no_candidates = [&]() -> std::pair<PostFilterResult, sdk::Status> {
     // Preemption cannot help: a nomination the pod had is cleared.
     if (!nominated.empty()) controller_.ClearNomination(pod);
@@ -220,9 +241,12 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     const sdk::NodeInfo* node = potential[(offset + k) % n];
     std::vector<sdk::PodInfoPtr> lower;
     for (const sdk::PodInfoPtr& p : node->pods()) {
-      // Assumed pods are on their way to being bound: not victims (kube-scheduler
-      // rejects them at Permit instead; Podium leaves them be).
-      if (PodPriority(*p->pod) < PodPriority(pod) && !cache_.IsAssumed(p->uid())) lower.push_back(p);
+      // An assumed pod is a victim while it waits at Permit (it is then
+      // rejected there); once past Permit its binding is under way: left be.
+      if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
+          (!cache_.IsAssumed(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
+        lower.push_back(p);
+      }
     }
     if (lower.empty()) {
       failure.node_statuses.emplace_back(node->name(),
@@ -248,14 +272,24 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
 
   // 3) The best candidate.
   Candidate& best = dry->candidates[PickOneNodeForPreemption(dry->candidates)];
+  // The cycle's snapshot is older than the cache: a chosen victim is already
+  // gone (an earlier preemption of this pod finished while its filters ran).
+  // Nothing is evicted again; the pod is tried at once on the current state.
+  for (const sdk::PodInfoPtr& v : best.victims) {
+    if (cache_.GetPod(v->uid()) != nullptr) continue;
+    PostFilterResult retry;
+    retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
+    return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
+  }
   std::stable_sort(best.victims.begin(), best.victims.end(),
                    [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });
   std::vector<sdk::PodInfoPtr> lower_nominated = nominator.LowerPriorityNominated(pod, best.node_name);
-  nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
+  // A resizing pod is already counted on its node with its new requests: no nomination.
+  if (!resize) nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
 
   // 4) Carried out once the preemptor is back in the queue.
   PostFilterResult result;
-  result.nominated_node_name = best.node_name;
+  if (!resize) result.nominated_node_name = best.node_name;
   result.after_requeue = [&controller = controller_, pod, node = best.node_name,
                           victims = std::move(best.victims), lower = std::move(lower_nominated)] {
     controller.Execute(pod, node, victims, lower);

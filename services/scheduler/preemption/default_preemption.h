@@ -6,7 +6,9 @@
 // returns the nominated node, and once the scheduler has put the preemptor
 // back in its queue (PostFilterResult::after_requeue) the controller sends,
 // per victim, a DisruptionTarget condition patch and then a DeletePod with the
-// victim's uid as precondition, plus a Preempted event. While these are in
+// victim's uid as precondition, plus a Preempted event; a victim waiting at
+// Permit (assumed, not bound) is instead rejected there, unreserved and
+// requeued, as kube-scheduler does, and counts as gone once forgotten. While these are in
 // flight the preemptor is held: a cycle it gets meanwhile (another event moved
 // it) ends in PostFilter with kube-scheduler's "not eligible" message and sends
 // nothing. When every victim's deletion has been seen (or its delete answered
@@ -37,6 +39,8 @@
 namespace podium::scheduler::preemption {
 
 inline constexpr char kDefaultPreemption[] = "DefaultPreemption";
+// status.resize of a bound pod whose in-place resize the kubelet deferred.
+inline constexpr char kResizeDeferred[] = "Deferred";
 
 // One per scheduler, shared by the profiles' DefaultPreemption plugins. Sits
 // in front of the scheduler as the adapter's event handler, so nominations and
@@ -45,6 +49,17 @@ class PreemptionController final : public ClusterEventHandler {
  public:
   // Moves pods straight to activeQ (SchedulingQueue::Activate).
   using Activator = std::function<void(const std::vector<std::string>& uids)>;
+  // The scheduler's pods waiting at Permit (kube-scheduler's
+  // Handle.GetWaitingPod): assumed, not yet bound. A victim among them is
+  // rejected in place instead of deleted through the API.
+  struct WaitingPods {
+    std::function<bool(std::string_view uid)> waiting;
+    // Ends the wait with a rejection by `plugin`; `released` runs once the pod
+    // is unreserved and forgotten. False when the pod is not waiting (any more).
+    std::function<bool(std::string_view uid, const std::string& plugin, const std::string& message,
+                       std::function<void()> released)>
+        reject;
+  };
 
   explicit PreemptionController(Nominator& nominator) : nominator_(nominator) {}
   PreemptionController(ClusterEventHandler& scheduler, Nominator& nominator)
@@ -54,6 +69,9 @@ class PreemptionController final : public ClusterEventHandler {
 
   void SetActionSink(ActionSink* sink) { sink_ = sink; }
   void SetActivator(Activator activator) { activate_ = std::move(activator); }
+  void SetWaitingPods(WaitingPods waiting) { waiting_ = std::move(waiting); }
+  // Whether the pod is assumed and waiting at Permit.
+  bool WaitingAtPermit(std::string_view uid) const { return waiting_.waiting && waiting_.waiting(uid); }
   Nominator& nominator() { return nominator_; }
 
   // ClusterEventHandler: forwards to the scheduler, then acts on what it saw.
@@ -77,12 +95,17 @@ class PreemptionController final : public ClusterEventHandler {
   void VictimGone(const std::string& victim_uid);
   // Drops the pod's nomination and patches status.nominatedNodeName away.
   void ClearNomination(const v1::Pod& pod);
+  // Moves the pod straight to activeQ.
+  void Activate(const std::string& uid) {
+    if (activate_) activate_({uid});
+  }
 
  private:
   struct Preemption {
     std::string node;
     absl::flat_hash_set<std::string> victims;  // Not yet seen gone.
     bool failed = false;
+    bool resize = false;  // For a bound pod's deferred resize (KEP-5836).
   };
   void Send(v1::Action action, ActionSink::ResultCallback on_result);
   void ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result);
@@ -91,6 +114,7 @@ class PreemptionController final : public ClusterEventHandler {
   Nominator& nominator_;
   ActionSink* sink_ = nullptr;
   Activator activate_;
+  WaitingPods waiting_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Preemption> in_flight_ ABSL_GUARDED_BY(mu_);  // preemptor uid ->

@@ -3,6 +3,7 @@
 // seen through a fake adapter (ActionSink) whose results the test gives.
 #include "preemption/default_preemption.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "preemption/testing.h"
@@ -209,6 +210,103 @@ TEST_F(DefaultPreemptionTest, AnAdapterThatGoesAwayClearsTheNominationAndNothing
   EXPECT_TRUE(activated_.empty());
   EXPECT_EQ(sink_.actions.size(), sent);
   EXPECT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+}
+
+// kube-scheduler: "If the victim is a WaitingPod, send a reject message to the
+// PermitPlugin. Otherwise we should delete the victim."
+TEST_F(DefaultPreemptionTest, AVictimWaitingAtPermitIsRejectedThereNotDeletedThroughTheApi) {
+  // node-1's low pod goes away; an assumed pod waits at Permit there instead,
+  // and another assumed pod on node-2, past Permit (binding), is left be.
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  ASSERT_TRUE(cache_.RemovePod("uid-mid").ok());
+  ASSERT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(MakePod("waiting", 10, 3000)), "node-1").ok());
+  ASSERT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(MakePod("binding", 10, 3000)), "node-2").ok());
+  std::vector<std::string> rejected;
+  std::vector<std::function<void()>> releases;
+  controller_.SetWaitingPods(PreemptionController::WaitingPods{
+      [](std::string_view uid) { return uid == "uid-waiting"; },
+      [&](std::string_view uid, const std::string& plugin, const std::string& message, std::function<void()> released) {
+        if (uid != "uid-waiting") return false;
+        rejected.push_back(absl::StrCat(std::string(uid), " by ", plugin, ": ", message));
+        releases.push_back(std::move(released));
+        return true;
+      }});
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(result.nominated_node_name, "node-1");  // node-2's assumed pod is no victim.
+  result.after_requeue();
+  EXPECT_THAT(rejected, ElementsAre("uid-waiting by DefaultPreemption: preempted"));
+  // No condition patch, no delete: the pod is not bound, the API has nothing to do.
+  EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());
+  EXPECT_TRUE(sink_.Of(v1::Action::kPatchPodStatus).empty());
+  ASSERT_EQ(sink_.Of(v1::Action::kRecordEvent).size(), 1u);
+  EXPECT_EQ(sink_.actions[sink_.Of(v1::Action::kRecordEvent)[0]].record_event().regarding().uid(), "uid-waiting");
+  // Held until the rejected pod is released (unreserved, forgotten).
+  EXPECT_TRUE(controller_.InFlight("uid-preemptor"));
+  EXPECT_TRUE(activated_.empty());
+  ASSERT_EQ(releases.size(), 1u);
+  releases[0]();
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");
+}
+
+TEST_F(DefaultPreemptionTest, AVictimThatStoppedWaitingMeanwhileIsDeletedThroughTheApi) {
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  ASSERT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(MakePod("waiting", 10, 3000)), "node-1").ok());
+  bool asked = false;
+  controller_.SetWaitingPods(PreemptionController::WaitingPods{
+      [](std::string_view uid) { return uid == "uid-waiting"; },
+      // Allowed between the choice and the rejection: no longer waiting.
+      [&](std::string_view, const std::string&, const std::string&, std::function<void()>) {
+        asked = true;
+        return false;
+      }});
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  ASSERT_EQ(result.nominated_node_name, "node-1");
+  result.after_requeue();
+  EXPECT_TRUE(asked);
+  ASSERT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  ASSERT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+  EXPECT_EQ(sink_.actions[sink_.Of(v1::Action::kDeletePod)[0]].delete_pod().pod().uid(), "uid-waiting");
+}
+
+// After the adapter came back, a victim of the earlier attempt may already be
+// terminating: it is chosen again but not deleted twice; its deletion counts.
+TEST_F(DefaultPreemptionTest, AVictimAlreadyTerminatingIsNotDeletedAgain) {
+  v1::Pod low = MakePod("low", 10, 3000, "node-1");
+  low.mutable_meta()->set_deletion_timestamp_us(1);
+  Bind(low);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  ASSERT_EQ(result.nominated_node_name, "node-1");
+  result.after_requeue();
+  EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());
+  EXPECT_TRUE(sink_.Of(v1::Action::kPatchPodStatus).empty());
+  EXPECT_TRUE(sink_.Of(v1::Action::kRecordEvent).empty());
+  EXPECT_TRUE(controller_.InFlight("uid-preemptor"));
+  Delivered(low);
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+}
+
+// The cycle's snapshot predates the deletion of the victims of this pod's
+// earlier preemption (it finished while the filters ran): they must not be
+// chosen and patched again; the pod is retried at once on the current state.
+TEST_F(DefaultPreemptionTest, VictimsAlreadyGoneFromTheCacheAreNotPreemptedAgain) {
+  Diagnosis stale = Failed();  // The snapshot still has "low" on node-1.
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  auto [result, status] = plugin_->PostFilter(preemptor_, stale);
+  EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
+  EXPECT_EQ(status.Message(), "preemption: victims already gone; trying again on the current state.");
+  EXPECT_EQ(result.nominated_node_name, "");
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  ASSERT_TRUE(result.after_requeue);
+  result.after_requeue();
+  EXPECT_TRUE(sink_.actions.empty());  // No patch, no delete, no event.
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
 }
 
 TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {

@@ -4,6 +4,9 @@
 // victims. With one such process (the usual sidecar) its answer is final; with
 // several, each picks victims for its own filters, the scheduler takes the
 // union per node and confirms it with every process in one more request each.
+// A bound pod (spec.nodeName set) is a deferred in-place resize (KEP-5836): its
+// node is the only candidate, and the process takes the pod off that node
+// before it evaluates it with its spec's requests.
 #pragma once
 
 #include <cstdint>
