@@ -35,7 +35,7 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
-  --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
+  --workload NAME         scheduler_perf shape: basic-500, basic-5000, basic-5000-mixed; preemption:
                           preempt-edge-10, preempt-500.
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
@@ -138,7 +138,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, basic-5000-mixed, preempt-edge-10, preempt-500)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");

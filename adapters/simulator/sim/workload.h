@@ -27,10 +27,15 @@ struct WorkloadShape {
   int64_t measured_milli_cpu = 100, measured_memory = 500LL << 20;
   int32_t measured_priority = 0;
   bool sequential = false;
+  // basic-5000-mixed (issue 9): nodes in 10 zones and 4 pools, every tenth
+  // node tainted dedicated=batch:NoSchedule; measured pods from 40
+  // deployments of different sizes, requests, pool node selectors and
+  // tolerations, created interleaved.
+  int mixed_deployments = 0;
 };
 
-// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500"; nullopt for an
-// unknown name.
+// "basic-500", "basic-5000", "basic-5000-mixed", "preempt-edge-10",
+// "preempt-500"; nullopt for an unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);
 

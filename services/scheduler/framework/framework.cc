@@ -106,6 +106,7 @@ void Framework::Reconfigure(ProfileSpec spec) {
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);
+  ++setup_generation_;
 }
 
 std::shared_ptr<const Framework::Setup> Framework::CurrentSetup() const {
@@ -282,11 +283,12 @@ absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAn
 }
 
 ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                                      uint64_t state_seq, uint64_t cycle_id) {
+                                      uint64_t state_seq, uint64_t cycle_id,
+                                      const CycleScope& scope) {
   last_cycle_id_ = cycle_id;
   phases_ = {};
   const std::shared_ptr<const Setup> setup = CurrentSetup();
-  ScheduleResult result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
+  ScheduleResult result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, scope);
   RecordPhases();
   if (result.outcome == ScheduleResult::Outcome::kError ||
       (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
@@ -360,7 +362,7 @@ void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
 
 ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                             const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                            uint64_t cycle_id) {
+                                            uint64_t cycle_id, const CycleScope& scope) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -372,8 +374,12 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
   last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
-  const uint32_t start = NextStartIndex(num_nodes);
-  const uint32_t to_find = NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  const bool scoped = scope.node_ids != nullptr;
+  const uint32_t start = scoped ? 0 : NextStartIndex(num_nodes);
+  const uint32_t to_find =
+      scoped                ? 0
+      : scope.examine_all   ? num_nodes
+                            : NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
   const bool combined = setup.num_filter_processes == 1;
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
@@ -386,7 +392,8 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   // The feasible nodes (ids in evaluation order) and, where they were scored in
   // the same request, their scores per plugin.
   std::vector<uint32_t> feasible;
-  bool all_nodes = true;  // `feasible` not yet narrowed by any process.
+  if (scoped) feasible = *scope.node_ids;
+  bool all_nodes = !scoped;  // `feasible` not yet narrowed by any process.
   uint32_t evaluated = num_nodes;
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
   absl::flat_hash_map<uint32_t, sdk::Status> rejected;
@@ -466,7 +473,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
     }
   }
-  if (all_nodes) {
+  if (all_nodes && !scoped) {
     // No process filtered (none configured, or all ignored): every node fits.
     feasible.reserve(num_nodes);
     for (uint32_t k = 0; k < std::min(num_nodes, to_find); ++k) {
@@ -474,8 +481,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     }
     evaluated = static_cast<uint32_t>(feasible.size());
   }
-  result.evaluated_nodes = evaluated;
-  next_start_node_index_ = (start + evaluated) % num_nodes;
+  result.evaluated_nodes = scoped ? static_cast<uint32_t>(scope.node_ids->size()) : evaluated;
+  if (!scoped) next_start_node_index_ = (start + evaluated) % num_nodes;
+  result.ranking.start_index = start;
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
@@ -485,13 +493,14 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         result.diagnosis.node_statuses.emplace_back(node->name(), std::move(status));
       }
     }
+    if (scoped) result.outcome = ScheduleResult::Outcome::kScheduled;  // Nothing passed; not a verdict.
     return result;
   }
   result.feasible_nodes = static_cast<uint32_t>(feasible.size());
 
   // Score with every process whose score plugins did not run above. A single
   // feasible node needs no scores (kube-scheduler skips them too).
-  if (feasible.size() > 1) {
+  if (feasible.size() > 1 || scoped) {
     struct ScoreCall {
       const ProcessPlan* plan;
       v1::CycleRequest shape;
@@ -566,6 +575,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
   result.outcome = ScheduleResult::Outcome::kScheduled;
   result.node_name = chosen->name();
+  if (scope.want_ranking) {
+    result.ranking.feasible = std::move(feasible);
+    result.ranking.scores = std::move(scores);
+  }
   return result;
 }
 
