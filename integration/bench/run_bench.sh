@@ -7,7 +7,8 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-extra spread-1000 antiaffinity-500 gang-1000 adapter-basic-500 adapter-basic-5000
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-nobatch basic-5000-mixed basic-5000-extra spread-1000
+                           antiaffinity-500 gang-1000 adapter-basic-500 adapter-basic-5000
                            preempt-edge-10 preempt-edge-10-api5ms preempt-500)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 sim="$build/adapters/simulator/podium-sim"
@@ -40,20 +41,27 @@ for w in "${workloads[@]}"; do
     trap - EXIT
     continue
   fi
+  # NAME-api5ms: each action 5 ms late, as an API server under load (issue 6's goal).
+  # NAME-nobatch: the same shape with opportunistic batching turned off.
+  wconfig=("${config[@]}")
   latency=()
-  name=$w
-  if [[ $w == *-api5ms ]]; then  # Each action 5 ms late, as an API server under load (issue 6's goal).
+  shape=$w
+  if [[ $w == *-api5ms ]]; then
     latency=(--api-latency 5ms)
-    name=${w%-api5ms}
+    shape=${w%-api5ms}
+  elif [[ $w == *-nobatch ]]; then
+    wconfig=(--config "$repo/integration/bench/no-batching.yaml")
+    shape=${w%-nobatch}
   fi
-  "$sim" --spawn "${config[@]}" --workload "$name" "${latency[@]}" --output json \
+  "$sim" --spawn "${wconfig[@]}" --workload "$shape" "${latency[@]}" --output json \
     --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" > "$out/$w.json"
 done
 /usr/bin/python3 - "$out" "${workloads[@]}" <<'PY'
 import json, sys
 out, workloads = sys.argv[1], sys.argv[2:]
 keys = ["workload", "nodes", "pods", "seconds", "pods_per_second", "attempt_p50_ms", "attempt_p99_ms",
-        "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb", "api_requests_per_pod"]
+        "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb", "api_requests_per_pod",
+        "pods_per_node"]
 rows = []
 
 
@@ -85,6 +93,14 @@ for w in workloads:
     r["pods"] = r["measured_pods"]
     r["workload"] = w  # basic-5000-extra reports the workload it ran (basic-5000).
     row = {k: r.get(k) for k in keys}
+    row["workload"] = w  # NAME-nobatch runs the shape NAME.
+    # Evenness: the fewest and most pods on a node (every node, empty ones count).
+    per_node = {}
+    for p in r.get("placements") or []:
+        per_node[p["node"]] = per_node.get(p["node"], 0) + 1
+    if per_node and r.get("nodes"):
+        counts = list(per_node.values()) + [0] * max(0, r["nodes"] - len(per_node))
+        row["pods_per_node"] = f"{min(counts)}-{max(counts)}"
     if w.startswith("preempt-"):
         # Preemptor creation -> bound is e2e; API calls are actions other than events.
         a = r.get("actions") or {}
@@ -109,7 +125,7 @@ with open(f"{out}/results.json", "w") as f:
     f.write("\n")
 fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
 head = ["workload", "nodes", "pods", "seconds", "pods/s", "attempt p50", "attempt p99", "e2e p50", "e2e p99",
-        "sched RSS MB", "host RSS MB", "API req/pod"]
+        "sched RSS MB", "host RSS MB", "API req/pod", "pods/node"]
 table = [head] + [[fmt(r[k]) for k in keys] for r in rows]
 widths = [max(len(row[i]) for row in table) for i in range(len(head))]
 for row in table:

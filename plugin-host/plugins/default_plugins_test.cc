@@ -28,6 +28,28 @@ TEST(DefaultPluginsTest, AllWithWorkingFactories) {
                                  "ImageLocality", "Coscheduling"));
 }
 
+TEST(DefaultPluginsTest, EveryPluginOfACycleSignsPods) {
+  // A plugin at PreFilter/Filter/PreScore/Score that does not sign would make
+  // every pod of the default profile unsignable (no batching).
+  testing::FakeHandle handle;
+  for (const sdk::PluginDefinition& def : DefaultPlugins()) {
+    absl::StatusOr<sdk::PluginPtr> plugin = def.factory(boost::json::object(), handle);
+    ASSERT_TRUE(plugin.ok()) << def.name;
+    sdk::Plugin* p = plugin->get();
+    const bool in_cycle = dynamic_cast<sdk::PreFilterPlugin*>(p) != nullptr ||
+                          dynamic_cast<sdk::FilterPlugin*>(p) != nullptr ||
+                          dynamic_cast<sdk::PreScorePlugin*>(p) != nullptr ||
+                          dynamic_cast<sdk::ScorePlugin*>(p) != nullptr;
+    const auto* sign = dynamic_cast<sdk::SignPlugin*>(p);
+    EXPECT_EQ(sign != nullptr, in_cycle) << def.name;
+    if (def.name == "PodTopologySpread" || def.name == "InterPodAffinity") {
+      // Pods spread or attracted against other nodes' pods are never batched.
+      ASSERT_NE(sign, nullptr) << def.name;
+      EXPECT_FALSE(sign->SignatureSpec().unsignable_when_set.empty()) << def.name;
+    }
+  }
+}
+
 TEST(DefaultPluginsTest, ArgsCarryingApiVersionAndKindAreAccepted) {
   testing::FakeHandle handle;
   boost::json::object args;

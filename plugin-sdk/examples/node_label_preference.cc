@@ -25,9 +25,12 @@ bool HasLabel(const sdk::NodeInfo& node, std::string_view key, std::string_view 
 }
 
 // Stateless: Filter and Score may run concurrently for different nodes.
-class NodeLabelPreference : public sdk::FilterPlugin, public sdk::ScorePlugin {
+class NodeLabelPreference : public sdk::SignPlugin, public sdk::FilterPlugin, public sdk::ScorePlugin {
  public:
   std::string_view Name() const override { return "NodeLabelPreference"; }
+  // Its verdicts read only the node's labels, nothing of the pod: every pod
+  // is the same to it, so it lets the scheduler batch pods (signatures).
+  sdk::PodSignatureSpec SignatureSpec() const override { return {}; }
   sdk::Status Filter(sdk::CycleState&, const sdk::PodInfo&, const sdk::NodeInfo& node) override {
     if (HasLabel(node, kUnschedulableLabel, "true")) {
       return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,

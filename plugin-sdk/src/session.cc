@@ -343,6 +343,13 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
       interest.set_action_mask(event.action_mask);
       interest.set_has_queueing_hint(static_cast<bool>(event.hint));
     }
+    if (const auto* sign = dynamic_cast<const SignPlugin*>(p)) {
+      const PodSignatureSpec spec = sign->SignatureSpec();
+      v1::SignatureSpec& wire = *reg.mutable_signature();
+      for (v1::PodPart part : spec.parts) wire.add_parts(part);
+      for (v1::PodPart part : spec.unsignable_when_set) wire.add_unsignable_when_set(part);
+      wire.set_normalizes_scores(instance->score != nullptr && instance->score->HasNormalizeScore());
+    }
     instances_by_name_.emplace(instance->name, instance.get());
     instances_.push_back(std::move(instance));
   }

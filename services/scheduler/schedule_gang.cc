@@ -21,6 +21,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   Framework* fw = FrameworkFor(pod);
   if (fw == nullptr || cache_.IsAssumed(first->uid()) || !StillPending(first->uid())) return false;
   cache_.UpdateSnapshot(snapshot_);
+  batching_.SnapshotUpdated(snapshot_);
   const v1::PodGroup* found = snapshot_.GetPodGroup(pod.meta().namespace_(), pod.pod_group());
   if (found == nullptr) return false;  // No such group: an ordinary pod.
   const v1::PodGroup group = *found;   // The snapshot may change under the pointer.
@@ -80,6 +81,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       const uint64_t cycle_id = ++cycle_id_;
       const absl::Time member_start = clock_.Now();
       cache_.UpdateSnapshot(snapshot_);  // With the members placed so far assumed.
+      batching_.SnapshotUpdated(snapshot_);
       ScheduleResult result = fw->SchedulePod(member, snapshot_, snapshot_.delta_seq(), cycle_id);
       (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));

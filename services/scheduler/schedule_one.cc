@@ -69,10 +69,13 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   }
   const absl::Time start = clock_.Now();
   const uint64_t scheduling_cycle = queue_.scheduling_cycle();
-  const uint64_t cycle_id = ++cycle_id_;
+  uint64_t cycle_id = ++cycle_id_;
   cache_.UpdateSnapshot(snapshot_);
+  batching_.SnapshotUpdated(snapshot_);
 
-  ScheduleResult result = fw->SchedulePod(pod, snapshot_, snapshot_.delta_seq(), cycle_id);
+  // The pod's signature's ranking when it can serve, else the full cycle.
+  ScheduleResult result = batching_.SchedulePod(*fw, pod, snapshot_, snapshot_.delta_seq(), cycle_id,
+                                                [this] { return ++cycle_id_; });
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));

@@ -19,10 +19,12 @@ Scheduler::Scheduler(Options options, Cache& cache, Snapshot& snapshot, Scheduli
       decisions_(options.decisions),
       diagnoses_(options.diagnoses),
       binding_pool_(options.binding_threads, options.max_binding_work),
-      queue_worker_(1, options.max_queue_work) {
+      queue_worker_(1, options.max_queue_work),
+      batching_(options.batching, clock, metrics.registry().get()) {
   for (auto& fw : profiles_) {
     by_scheduler_name_[fw->name()] = fw.get();
     series_.emplace(fw.get(), metrics_.ForProfile(fw->name()));
+    batching_.SetEnabled(fw.get(), fw->spec().opportunistic_batching);
   }
   absl::MutexLock lock(&housekeeping_mu_);
   last_unschedulable_flush_ = clock_.Now();

@@ -3,7 +3,7 @@ add_library(podium_scheduler_core scheduler.cc event_handlers.cc schedule_one.cc
   housekeeping.cc waiting_pods.cc decision_broadcaster.cc diagnosis_store.cc executor.cc profiles.cc)
 target_include_directories(podium_scheduler_core PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
 target_link_libraries(podium_scheduler_core PUBLIC podium_framework podium_remote
-  podium_cache podium_queue podium_config podium_metrics podium_preemption podium_gang)
+  podium_cache podium_queue podium_config podium_metrics podium_preemption podium_gang podium_batching)
 
 add_executable(podium-scheduler main.cc)
 target_link_libraries(podium-scheduler PRIVATE podium_server podium_scheduler_core absl::flags absl::flags_parse

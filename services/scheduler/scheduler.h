@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "batching/batcher.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
 #include "cluster_link.h"
@@ -65,6 +66,7 @@ class Scheduler final : public ClusterEventHandler {
     bool run_housekeeping_thread = true;
     DiagnosisStore::Options diagnoses;
     DecisionBroadcaster::Options decisions;
+    batching::OpportunisticBatching::Options batching;
   };
 
   // `snapshot` is the one plugin mirrors are brought to (CacheStateSource);
@@ -115,6 +117,8 @@ class Scheduler final : public ClusterEventHandler {
   std::optional<PodDiagnosis> LastDiagnosis(std::string_view ns, std::string_view name) const;
   const DiagnosisStore& diagnoses() const { return diagnoses_; }
   SchedulerCounters counters() const;
+  // Opportunistic batching: hits, misses and why pods were unsignable.
+  batching::BatchStats batch_stats() const { return batching_.stats(); }
 
   // Periodic work: Permit timeouts, backoff and pool flushes, assumed-pod
   // expiry, the hook. Run by the housekeeping thread every 100 ms.
@@ -243,6 +247,8 @@ class Scheduler final : public ClusterEventHandler {
 
   BoundedExecutor binding_pool_;
   BoundedExecutor queue_worker_;
+  // Scheduling thread only (stats() from anywhere).
+  batching::OpportunisticBatching batching_;
   std::thread scheduling_thread_;
   std::thread housekeeping_thread_;
 };

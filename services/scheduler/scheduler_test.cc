@@ -274,6 +274,49 @@ TEST_F(SchedulerTest, BindsThenTheAdapterConfirmsTheAssumedPod) {
   EXPECT_EQ(cache_.NumPods(), 1u);
 }
 
+TEST_F(SchedulerTest, PodsOfOneSignatureReuseTheFirstPodsRankingAndAreCounted) {
+  v1::Registration registration;
+  v1::PluginRegistration* fit = registration.add_plugins();
+  fit->set_name("Fit");
+  fit->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+  ON_CALL(host_, registration()).WillByDefault(testing::Return(registration));
+  Build(false);
+  scheduler_->OnObjectEvent(NodeEvent("node-2"));
+  scheduler_->OnObjectEvent(NodeEvent("node-3"));
+  absl::Mutex mu;
+  std::vector<v1::CycleRequest> requests;
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (!req.has_cycle()) return Answered(StatusAnswer());
+    v1::PluginToScheduler a;
+    auto* c = a.mutable_cycle();
+    if (req.cycle().nodes().all_nodes()) {
+      for (const char* n : {"node-1", "node-2", "node-3"}) c->add_feasible(*cache_.NodeId(n));
+    } else {
+      for (uint32_t id : req.cycle().nodes().node_ids()) c->add_feasible(id);
+    }
+    c->set_nodes_evaluated(c->feasible_size());
+    absl::MutexLock lock(&mu);
+    requests.push_back(req.cycle());
+    return Answered(a);
+  }));
+  StartWithPods({"a", "b", "c"});
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(scheduler_->ScheduleNext());
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(requests[0].nodes().all_nodes());
+  for (int i = 1; i < 3; ++i) {
+    // Only the node the previous pod was assumed on is evaluated again.
+    ASSERT_EQ(requests[i].nodes().node_ids_size(), 1) << i;
+    EXPECT_FALSE(requests[i].nodes().all_nodes()) << i;
+  }
+  const batching::BatchStats stats = scheduler_->batch_stats();
+  EXPECT_EQ(stats.hits, 2u);
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.by_outcome.at("hit"), 2u);
+  EXPECT_EQ(stats.by_outcome.at("miss_new"), 1u);
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
+}
+
 TEST_F(SchedulerTest, FailedBindForgetsTheAssumedPodAndRequeuesIt) {
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));

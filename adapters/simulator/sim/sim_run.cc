@@ -35,7 +35,8 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
                           created after the others settled.
-  --workload NAME         scheduler_perf shape: basic-500, basic-5000; preemption:
+  --workload NAME         scheduler_perf shape: basic-500, basic-5000,
+                          basic-5000-mixed; preemption:
                           preempt-edge-10, preempt-500; placement rules:
                           spread-1000, antiaffinity-500;
                           gangs: gang-1000 (100 PodGroups of 8 pods on 1000
@@ -157,7 +158,7 @@ absl::StatusOr<SimOptions> ParseSimArgs(int argc, char** argv) {
   if (o.clusters.empty() == o.workload.empty())
     return absl::InvalidArgumentError("give either --cluster PATH or --workload NAME");
   if (!o.workload.empty() && !FindWorkload(o.workload))
-    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, preempt-edge-10, preempt-500, spread-1000, antiaffinity-500, gang-1000)"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown workload \"", o.workload, "\" (basic-500, basic-5000, basic-5000-mixed, preempt-edge-10, preempt-500, spread-1000, antiaffinity-500, gang-1000)"));
   if (o.spawn == !o.scheduler.empty()) return absl::InvalidArgumentError("give either --spawn or --scheduler ADDR");
   if (!o.spawn && (!o.config.empty() || !o.plugin_endpoints.empty()))
     return absl::InvalidArgumentError("--config and --plugin-endpoint are passed to a spawned scheduler: add --spawn");

@@ -1,5 +1,7 @@
 #include "sim/workload.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 
 namespace podium::sim {
@@ -66,6 +68,11 @@ std::optional<WorkloadShape> FindWorkload(const std::string& name) {
     w.gang_size = 8;
     return w;
   }
+  if (name == "basic-5000-mixed") {
+    WorkloadShape w{name, 5000, 0, 10000};
+    w.mixed_deployments = 40;
+    return w;
+  }
   if (name == "preempt-edge-10" || name == "preempt-500") {
     // The preemption issue's shapes: full nodes of priority-100 pods, then
     // priority-1000 pods that fit only by evicting some.
@@ -108,7 +115,47 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
     r.set_pods(110);
     *n.mutable_capacity() = r;
     *n.mutable_allocatable() = r;
+    if (shape.mixed_deployments > 0) {
+      (*n.mutable_meta()->mutable_labels())["topology.kubernetes.io/zone"] = absl::StrCat("zone-", i % 10);
+      (*n.mutable_meta()->mutable_labels())["pool"] = absl::StrCat("pool-", i % 4);
+      if (i % 10 == 9) {
+        v1::Taint* t = n.add_taints();
+        t->set_key("dedicated");
+        t->set_value("batch");
+        t->set_effect(v1::NO_SCHEDULE);
+      }
+    }
     c.nodes.push_back(std::move(n));
+  }
+  if (shape.mixed_deployments > 0) {
+    // Deployment d has weight 1 + d % 8 of the measured pods; requests, a pool
+    // selector (every fourth) and a toleration (every fifth) vary with d.
+    const int d_count = shape.mixed_deployments;
+    std::vector<int> sizes(d_count);
+    int weights = 0, assigned = 0;
+    for (int d = 0; d < d_count; ++d) weights += 1 + d % 8;
+    for (int d = 0; d < d_count; ++d) assigned += sizes[d] = shape.measured_pods * (1 + d % 8) / weights;
+    sizes[d_count - 1] += shape.measured_pods - assigned;
+    std::vector<int> created(d_count, 0);
+    for (int made = 0; made < shape.measured_pods;) {
+      for (int d = 0; d < d_count; ++d) {  // Interleaved: one of each in turn.
+        if (created[d] == sizes[d]) continue;
+        v1::Pod p = BasicPod("sched-test", absl::StrCat("deploy-", d, "-", created[d]++), t++);
+        (*p.mutable_meta()->mutable_labels())["app"] = absl::StrCat("deploy-", d);
+        p.mutable_containers(0)->mutable_requests()->set_milli_cpu(100 + 50 * (d % 5));
+        p.mutable_containers(0)->mutable_requests()->set_memory_bytes((256LL + 128 * (d % 4)) << 20);
+        if (d % 4 == 1) (*p.mutable_node_selector())["pool"] = absl::StrCat("pool-", d % 3);
+        if (d % 5 == 0) {
+          v1::Toleration* tol = p.add_tolerations();
+          tol->set_key("dedicated");
+          tol->set_value("batch");
+          tol->set_effect(v1::NO_SCHEDULE);
+        }
+        c.pods.push_back({std::move(p), true});
+        ++made;
+      }
+    }
+    return c;
   }
   if (shape.preempt) {
     // Init pods bound at load, init_per_node on each node.

@@ -39,9 +39,14 @@ struct WorkloadShape {
   // pods, labelled with their group, are created at once.
   int gangs = 0;
   int gang_size = 0;
+  // basic-5000-mixed (issue 9): nodes in 10 zones and 4 pools, every tenth
+  // node tainted dedicated=batch:NoSchedule; measured pods from 40
+  // deployments of different sizes, requests, pool node selectors and
+  // tolerations, created interleaved.
+  int mixed_deployments = 0;
 };
 
-// "basic-500", "basic-5000", "preempt-edge-10", "preempt-500", "spread-1000",
+// "basic-500", "basic-5000", "basic-5000-mixed", "preempt-edge-10", "preempt-500", "spread-1000",
 // "antiaffinity-500", "gang-1000"; nullopt for an unknown name.
 std::optional<WorkloadShape> FindWorkload(const std::string& name);
 k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now);

@@ -12,7 +12,8 @@
 
 namespace podium::plugins {
 
-class ImageLocality : public sdk::PreScorePlugin,
+class ImageLocality : public sdk::SignPlugin,
+      public sdk::PreScorePlugin,
                       public sdk::ScorePlugin,
                       public sdk::EnqueueExtensions {
  public:
@@ -25,6 +26,7 @@ class ImageLocality : public sdk::PreScorePlugin,
   static std::string NormalizedImageName(std::string_view name);
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_IMAGES}}; }
   sdk::Status PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,
                        const std::vector<const sdk::NodeInfo*>& nodes) override;
   std::pair<int64_t, sdk::Status> Score(sdk::CycleState& state, const sdk::PodInfo& pod,

@@ -13,7 +13,8 @@
 
 namespace podium::plugins {
 
-class InterPodAffinity : public sdk::PreFilterPlugin,
+class InterPodAffinity : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                          public sdk::PreFilterExtensions,
                          public sdk::FilterPlugin,
                          public sdk::PreScorePlugin,
@@ -38,6 +39,7 @@ class InterPodAffinity : public sdk::PreFilterPlugin,
         handle_(handle) {}
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_LABELS, v1::POD_PART_NAMESPACE}, .unsignable_when_set = {v1::POD_PART_INTER_POD_AFFINITY}}; }
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,
                                                          const sdk::Snapshot& snapshot) override;

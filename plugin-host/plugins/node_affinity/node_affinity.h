@@ -14,7 +14,8 @@
 
 namespace podium::plugins {
 
-class NodeAffinity : public sdk::PreFilterPlugin,
+class NodeAffinity : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                      public sdk::FilterPlugin,
                      public sdk::PreScorePlugin,
                      public sdk::ScorePlugin,
@@ -36,6 +37,7 @@ class NodeAffinity : public sdk::PreFilterPlugin,
       : added_required_(std::move(added_required)), added_preferred_(std::move(added_preferred)) {}
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_NODE_SELECTOR, v1::POD_PART_NODE_AFFINITY}}; }
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,
                                                          const sdk::Snapshot& snapshot) override;

@@ -9,7 +9,8 @@
 
 namespace podium::plugins {
 
-class NodeName : public sdk::PreFilterPlugin,
+class NodeName : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                  public sdk::FilterPlugin,
                  public sdk::EnqueueExtensions {
  public:
@@ -19,6 +20,7 @@ class NodeName : public sdk::PreFilterPlugin,
   static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_NODE_NAME}}; }
   // Skip when the pod names no node; otherwise narrows to that node.
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,

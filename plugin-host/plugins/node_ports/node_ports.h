@@ -9,7 +9,8 @@
 
 namespace podium::plugins {
 
-class NodePorts : public sdk::PreFilterPlugin,
+class NodePorts : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                   public sdk::FilterPlugin,
                   public sdk::EnqueueExtensions {
  public:
@@ -20,6 +21,7 @@ class NodePorts : public sdk::PreFilterPlugin,
   static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_HOST_PORTS}}; }
   // Skip when the pod asks for no host port. The wanted ports are
   // PodInfo::host_ports, computed once when the pod entered the mirror.
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,

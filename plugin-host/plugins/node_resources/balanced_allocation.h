@@ -12,7 +12,8 @@
 
 namespace podium::plugins {
 
-class NodeResourcesBalancedAllocation : public sdk::PreScorePlugin,
+class NodeResourcesBalancedAllocation : public sdk::SignPlugin,
+      public sdk::PreScorePlugin,
                                         public sdk::ScorePlugin,
                                         public sdk::EnqueueExtensions {
  public:
@@ -24,6 +25,7 @@ class NodeResourcesBalancedAllocation : public sdk::PreScorePlugin,
       : resources_(std::move(resources)) {}
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_RESOURCES}}; }
   sdk::Status PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,
                        const std::vector<const sdk::NodeInfo*>& nodes) override;
   std::pair<int64_t, sdk::Status> Score(sdk::CycleState& state, const sdk::PodInfo& pod,

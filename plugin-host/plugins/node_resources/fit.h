@@ -30,7 +30,8 @@ struct FitArgs {
   static absl::StatusOr<FitArgs> Parse(const boost::json::object& args);
 };
 
-class NodeResourcesFit : public sdk::PreFilterPlugin,
+class NodeResourcesFit : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                          public sdk::FilterPlugin,
                          public sdk::PreScorePlugin,
                          public sdk::ScorePlugin,
@@ -42,6 +43,7 @@ class NodeResourcesFit : public sdk::PreFilterPlugin,
   explicit NodeResourcesFit(FitArgs args) : args_(std::move(args)) {}
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_RESOURCES}}; }
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,
                                                          const sdk::Snapshot& snapshot) override;

@@ -10,7 +10,8 @@
 
 namespace podium::plugins {
 
-class NodeUnschedulable : public sdk::FilterPlugin, public sdk::EnqueueExtensions {
+class NodeUnschedulable : public sdk::SignPlugin,
+      public sdk::FilterPlugin, public sdk::EnqueueExtensions {
  public:
   static constexpr std::string_view kName = "NodeUnschedulable";
   static constexpr std::string_view kReason = "node(s) were unschedulable";
@@ -18,6 +19,7 @@ class NodeUnschedulable : public sdk::FilterPlugin, public sdk::EnqueueExtension
   static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_TOLERATIONS}}; }
   sdk::Status Filter(sdk::CycleState& state, const sdk::PodInfo& pod,
                      const sdk::NodeInfo& node) override;
   std::vector<sdk::ClusterEventWithHint> EventsToRegister() const override;

@@ -34,7 +34,8 @@ struct DefaultSpreadConstraint {
   bool do_not_schedule = false;
 };
 
-class PodTopologySpread : public sdk::PreFilterPlugin,
+class PodTopologySpread : public sdk::SignPlugin,
+      public sdk::PreFilterPlugin,
                           public sdk::PreFilterExtensions,
                           public sdk::FilterPlugin,
                           public sdk::PreScorePlugin,
@@ -59,6 +60,14 @@ class PodTopologySpread : public sdk::PreFilterPlugin,
         handle_(handle) {}
 
   std::string_view Name() const override { return kName; }
+  // A pod with constraints of its own, or one that gets the default
+  // constraints (an owner, when defaults are configured), is spread against
+  // pods on other nodes: unsignable. Other pods make it Skip.
+  sdk::PodSignatureSpec SignatureSpec() const override {
+    sdk::PodSignatureSpec spec{.unsignable_when_set = {v1::POD_PART_TOPOLOGY_SPREAD}};
+    if (!defaults_->empty()) spec.unsignable_when_set.push_back(v1::POD_PART_OWNER_REFERENCES);
+    return spec;
+  }
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,
                                                          const sdk::Snapshot& snapshot) override;

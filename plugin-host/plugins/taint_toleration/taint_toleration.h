@@ -12,7 +12,8 @@
 
 namespace podium::plugins {
 
-class TaintToleration : public sdk::FilterPlugin,
+class TaintToleration : public sdk::SignPlugin,
+      public sdk::FilterPlugin,
                         public sdk::PreScorePlugin,
                         public sdk::ScorePlugin,
                         public sdk::EnqueueExtensions {
@@ -25,6 +26,7 @@ class TaintToleration : public sdk::FilterPlugin,
   static std::string UntoleratedReason(const v1::Taint& taint);
 
   std::string_view Name() const override { return kName; }
+  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_TOLERATIONS}}; }
   sdk::Status Filter(sdk::CycleState& state, const sdk::PodInfo& pod,
                      const sdk::NodeInfo& node) override;
   sdk::Status PreScore(sdk::CycleState& state, const sdk::PodInfo& pod,

@@ -500,6 +500,7 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
   absl::ReaderMutexLock lock(&mu_);
   bool membership_changed = false;
   size_t copied = 0;
+  snapshot.last_update_changed_.clear();
   for (const NodeItem* item = head_; item != nullptr && item->generation > snapshot.generation_;
        item = item->next) {
     if (item->id == 0) continue;  // A ghost: its removal from the snapshot is handled below.
@@ -510,6 +511,7 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
     } else {
       *it->second = *item->info;  // In place: pointers into the snapshot stay valid.
     }
+    snapshot.last_update_changed_.push_back(item->id);
     ++copied;
   }
   if (last_removal_generation_ > snapshot.generation_) {
@@ -522,7 +524,10 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
       }
     }
   }
-  if (membership_changed) snapshot.RebuildIndex();
+  if (membership_changed) {
+    snapshot.RebuildIndex();
+    ++snapshot.membership_generation_;
+  }
   snapshot.generation_ = generation_;
   if (snapshot.objects_generation_ != objects_generation_ || snapshot.generation_ == 0) {
     snapshot.pdbs_.clear();

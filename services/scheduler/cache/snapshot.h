@@ -46,6 +46,13 @@ class Snapshot final : public sdk::Snapshot {
   uint64_t delta_seq() const { return delta_seq_; }
   // How many NodeInfos the last UpdateSnapshot copied (observability/tests).
   size_t last_update_copied() const { return last_update_copied_; }
+  // The ids of the nodes the last UpdateSnapshot copied (added or changed),
+  // and a counter bumped whenever nodes were added or removed: what reused
+  // scheduling results (batching/) must look at again.
+  const std::vector<uint32_t>& last_update_changed() const { return last_update_changed_; }
+  uint64_t membership_generation() const { return membership_generation_; }
+  // Bumped when PDBs or pod groups changed.
+  uint64_t objects_generation() const { return objects_generation_; }
 
  private:
   friend class Cache;
@@ -66,6 +73,8 @@ class Snapshot final : public sdk::Snapshot {
   uint64_t generation_ = 0;
   uint64_t delta_seq_ = 0;
   size_t last_update_copied_ = 0;
+  std::vector<uint32_t> last_update_changed_;
+  uint64_t membership_generation_ = 0;
 };
 
 }  // namespace podium::scheduler

@@ -451,9 +451,35 @@ absl::Status ParseKubeDocument(const YAML::Node& doc, SchedulerConfig& config,
 
 absl::Status ParsePodiumDocument(const YAML::Node& doc, SchedulerConfig& config) {
   if (absl::Status s = CheckKeys(doc, "", {"apiVersion", "kind", "pluginEndpoints",
-                                           "podMaxInUnschedulablePodsDuration"});
+                                           "podMaxInUnschedulablePodsDuration", "profiles"});
       !s.ok()) {
     return s;
+  }
+  if (const YAML::Node profiles = doc["profiles"]; profiles && !profiles.IsNull()) {
+    if (absl::Status s = ExpectSequence(profiles, "profiles"); !s.ok()) return s;
+    for (size_t i = 0; i < profiles.size(); ++i) {
+      const std::string path = Index("profiles", i);
+      const YAML::Node p = profiles[i];
+      if (absl::Status s = ExpectMap(p, path); !s.ok()) return s;
+      if (absl::Status s = CheckKeys(p, path, {"schedulerName", "opportunisticBatching"}); !s.ok()) {
+        return s;
+      }
+      std::string name(kDefaultSchedulerName);
+      if (const YAML::Node n = p["schedulerName"]; n && !n.IsNull()) {
+        absl::StatusOr<std::string> v = GetString(n, Join(path, "schedulerName"));
+        if (!v.ok()) return v.status();
+        name = *v;
+      }
+      bool batching = true;
+      if (const YAML::Node n = p["opportunisticBatching"]; n && !n.IsNull()) {
+        absl::StatusOr<bool> v = GetBool(n, Join(path, "opportunisticBatching"));
+        if (!v.ok()) return v.status();
+        batching = *v;
+      }
+      if (!config.batching_by_profile.emplace(name, batching).second) {
+        return Error(Join(path, "schedulerName"), absl::StrCat("profile ", Quote(name), " is listed twice"));
+      }
+    }
   }
   if (const YAML::Node n = doc["podMaxInUnschedulablePodsDuration"]; n && !n.IsNull()) {
     absl::StatusOr<absl::Duration> d = GetDuration(n, "podMaxInUnschedulablePodsDuration");
@@ -761,6 +787,15 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
       profile.multi_point = MergePluginSet(defaults, p.multi_point.value_or(PluginSetConfig{}));
       config.profiles.push_back(std::move(profile));
     }
+  }
+  for (const auto& [name, batching] : config.batching_by_profile) {
+    auto it = std::find_if(config.profiles.begin(), config.profiles.end(),
+                           [&name](const ProfileConfig& p) { return p.scheduler_name == name; });
+    if (it == config.profiles.end()) {
+      return Error("profiles", absl::StrCat("PodiumConfiguration names profile ", Quote(name),
+                                            " that the KubeSchedulerConfiguration does not have"));
+    }
+    it->opportunistic_batching = batching;
   }
   if (absl::Status s = ValidatePluginNames(config, raw); !s.ok()) return s;
   if (absl::Status s = RefuseUnhonouredPoints(raw); !s.ok()) return s;

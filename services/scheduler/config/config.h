@@ -53,6 +53,9 @@ struct ProfileConfig {
   std::map<std::string, PluginSetConfig> per_point;
   // pluginConfig args by plugin name.
   std::map<std::string, boost::json::object> plugin_args;
+  // Scheduling signatures and opportunistic batching (services/scheduler/
+  // batching); PodiumConfiguration profiles[].opportunisticBatching.
+  bool opportunistic_batching = true;
 };
 
 enum class FailurePolicy { kFail, kIgnore };
@@ -72,6 +75,9 @@ struct SchedulerConfig {
   absl::Duration max_in_unschedulable = absl::Minutes(5);
   std::vector<ProfileConfig> profiles;
   std::vector<PluginEndpointConfig> endpoints;
+  // PodiumConfiguration profiles[]: schedulerName -> opportunisticBatching,
+  // applied to `profiles` once both documents are read.
+  std::map<std::string, bool> batching_by_profile;
 
   // The endpoint serving `plugin`, or null (built-ins and unknown names).
   const PluginEndpointConfig* EndpointFor(std::string_view plugin) const;

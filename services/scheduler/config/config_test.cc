@@ -342,6 +342,34 @@ TEST(ConfigTest, ValidationErrors) {
   }
 }
 
+TEST(ConfigTest, OpportunisticBatchingIsOnByDefaultAndOffPerProfile) {
+  const std::string endpoints = "pluginEndpoints:\n- name: host\n  address: unix:///tmp/h.sock\n" +
+                                std::string(kHostPlugins);
+  absl::StatusOr<SchedulerConfig> c = ParseConfig(
+      std::string(kKubeHeader) + "profiles:\n- schedulerName: a\n- schedulerName: b\n---\n" + kPodiumHeader +
+      endpoints + "profiles:\n- schedulerName: b\n  opportunisticBatching: false\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->profiles.size(), 2u);
+  EXPECT_TRUE(c->profiles[0].opportunistic_batching);
+  EXPECT_FALSE(c->profiles[1].opportunistic_batching);
+  EXPECT_TRUE(DefaultConfig().profiles[0].opportunistic_batching);
+
+  const struct {
+    std::string yaml, error;
+  } bad[] = {
+      {"profiles:\n- schedulerName: nope\n  opportunisticBatching: false\n",
+       R"(profiles: PodiumConfiguration names profile "nope" that the KubeSchedulerConfiguration does not have)"},
+      {"profiles:\n- opportunisticBatching: maybe\n", "profiles[0].opportunisticBatching"},
+      {"profiles:\n- schedulerName: default-scheduler\n  batching: false\n", "profiles[0].batching: unknown field"},
+      {"profiles:\n- {}\n- {}\n", R"(profiles[1].schedulerName: profile "default-scheduler" is listed twice)"},
+  };
+  for (const auto& b : bad) {
+    absl::StatusOr<SchedulerConfig> config = ParseConfig(std::string(kPodiumHeader) + endpoints + b.yaml);
+    ASSERT_FALSE(config.ok()) << b.yaml;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(b.error)) << b.yaml;
+  }
+}
+
 TEST(ConfigTest, EmptyProfilesListGivesDefaultProfile) {
   absl::StatusOr<SchedulerConfig> c = ParseConfig(std::string(kKubeHeader) + "profiles: []\n");
   ASSERT_TRUE(c.ok()) << c.status();

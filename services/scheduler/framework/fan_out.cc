@@ -30,7 +30,7 @@ enum Verdict : uint8_t { kUnknown = 0, kPass = 1, kReject = 2 };
 ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
                                     const sdk::Snapshot& snapshot, uint64_t state_seq,
                                     uint64_t cycle_id, uint32_t start, uint32_t to_find,
-                                    ScheduleResult result) {
+                                    bool want_ranking, ScheduleResult result) {
   const auto& nodes = snapshot.Nodes();
   const uint32_t num_nodes = static_cast<uint32_t>(nodes.size());
   const size_t num_filter = setup.num_filter_processes;
@@ -300,6 +300,11 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     }
   }
   SelectHost(setup, feasible, scores, snapshot, result);
+  if (want_ranking) {
+    result.ranking.feasible = std::move(feasible);
+    result.ranking.scores = std::move(scores);
+    result.ranking.start_index = start;
+  }
   return result;
 }
 

@@ -108,6 +108,7 @@ void Framework::Reconfigure(ProfileSpec spec) {
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);
+  ++setup_generation_;
 }
 
 std::shared_ptr<const Framework::Setup> Framework::CurrentSetup() const {
@@ -284,21 +285,24 @@ absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAn
 }
 
 ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                                      uint64_t state_seq, uint64_t cycle_id) {
+                                      uint64_t state_seq, uint64_t cycle_id,
+                                      const CycleScope& scope) {
   last_cycle_id_ = cycle_id;
   phases_ = {};
   const std::shared_ptr<const Setup> setup = CurrentSetup();
   ScheduleResult result;
   // kube-scheduler's nominated-node fast path: a pod nominated to a node (by
   // preemption, or by another component through status.nominatedNodeName) is
-  // tried there first; if it fits, no other node is evaluated.
-  const sdk::NodeInfo* nominated =
-      pod.nominated_node_name().empty() ? nullptr : snapshot.Get(pod.nominated_node_name());
+  // tried there first; if it fits, no other node is evaluated. Not for a cycle
+  // narrowed to given nodes (batching/ re-evaluating a ranking).
+  const sdk::NodeInfo* nominated = pod.nominated_node_name().empty() || scope.node_ids != nullptr
+                                       ? nullptr
+                                       : snapshot.Get(pod.nominated_node_name());
   if (nominated != nullptr) {
-    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, nominated);
+    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, CycleScope{}, nominated);
   }
   if (nominated == nullptr || result.outcome == ScheduleResult::Outcome::kUnschedulable) {
-    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id);
+    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, scope);
   }
   RecordPhases();
   if (result.outcome == ScheduleResult::Outcome::kError ||
@@ -375,7 +379,8 @@ void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
 
 ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                             const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                            uint64_t cycle_id, const sdk::NodeInfo* only_node) {
+                                            uint64_t cycle_id, const CycleScope& scope,
+                                            const sdk::NodeInfo* only_node) {
   ScheduleResult result;
   const uint32_t num_nodes = static_cast<uint32_t>(snapshot.NumNodes());
   result.diagnosis.num_all_nodes = num_nodes;
@@ -387,12 +392,17 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
   last_state_seq_ = state_seq;
   const auto& nodes = snapshot.Nodes();
-  const uint32_t start = NextStartIndex(num_nodes);
-  const uint32_t to_find = only_node != nullptr
-                               ? 1
-                               : NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
-  if (setup.num_filter_processes > 1 && only_node == nullptr) {
-    return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, std::move(result));
+  const bool scoped = scope.node_ids != nullptr && only_node == nullptr;
+  const uint32_t start = scoped ? 0 : NextStartIndex(num_nodes);
+  const uint32_t to_find = only_node != nullptr ? 1
+                           : scoped             ? 0
+                           : scope.examine_all  ? num_nodes
+                                                : NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
+  // A narrowed cycle (a few nodes to re-evaluate) goes process by process
+  // below: the fan-out's merge is for finding nodes in the rotation.
+  if (setup.num_filter_processes > 1 && only_node == nullptr && !scoped) {
+    return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, scope.want_ranking,
+                     std::move(result));
   }
   const bool combined = setup.num_filter_processes == 1;
 
@@ -409,6 +419,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   bool all_nodes = true;  // `feasible` not yet narrowed by any process.
   if (only_node != nullptr) {
     feasible.push_back(only_node->id());
+    all_nodes = false;
+  } else if (scoped) {
+    feasible = *scope.node_ids;
     all_nodes = false;
   }
   uint32_t evaluated = num_nodes;
@@ -492,7 +505,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
     }
   }
-  if (all_nodes) {
+  if (all_nodes && !scoped) {
     // No process filtered (none configured, or all ignored): every node fits.
     feasible.reserve(num_nodes);
     for (uint32_t k = 0; k < std::min(num_nodes, to_find); ++k) {
@@ -502,10 +515,13 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
   if (only_node != nullptr) {
     evaluated = 1;  // The rotation is not moved by the nominated node.
+  } else if (scoped) {
+    evaluated = static_cast<uint32_t>(scope.node_ids->size());
   } else {
     next_start_node_index_ = (start + evaluated) % num_nodes;
   }
   result.evaluated_nodes = evaluated;
+  result.ranking.start_index = start;
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
@@ -515,13 +531,14 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         result.diagnosis.node_statuses.emplace_back(node->name(), std::move(status));
       }
     }
+    if (scoped) result.outcome = ScheduleResult::Outcome::kScheduled;  // Nothing passed; not a verdict.
     return result;
   }
   result.feasible_nodes = static_cast<uint32_t>(feasible.size());
 
   // Score with every process whose score plugins did not run above. A single
   // feasible node needs no scores (kube-scheduler skips them too).
-  if (feasible.size() > 1) {
+  if (feasible.size() > 1 || scoped) {
     struct ScoreCall {
       const ProcessPlan* plan;
       v1::CycleRequest shape;
@@ -565,6 +582,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
 
   SelectHost(setup, feasible, scores, snapshot, result);
+  if (scope.want_ranking) {
+    result.ranking.feasible = std::move(feasible);
+    result.ranking.scores = std::move(scores);
+  }
   return result;
 }
 

@@ -33,6 +33,8 @@ inline constexpr char kDefaultBinder[] = "DefaultBinder";
 struct ProfileSpec {
   std::string scheduler_name = std::string(kDefaultSchedulerName);
   int percentage_of_nodes_to_score = 0;  // 0 = adaptive.
+  // Signatures and opportunistic batching (batching/) for this profile's pods.
+  bool opportunistic_batching = true;
   std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
   // plugin name -> the process serving it; built-ins are absent.
   absl::flat_hash_map<std::string, PluginProcess*> processes;
@@ -68,10 +70,33 @@ struct Diagnosis {
   std::string Message() const;
 };
 
+// Every feasible node a cycle examined with each score plugin's (normalized)
+// score, aligned with `feasible`: what batching/ keeps of a canonical pod.
+struct Ranking {
+  std::vector<uint32_t> feasible;  // Node ids, in evaluation order.
+  absl::flat_hash_map<std::string, std::vector<int64_t>> scores;  // plugin -> scores.
+  uint32_t start_index = 0;  // Where the rotation started (all-nodes cycles).
+};
+
+// Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
+struct CycleScope {
+  // Evaluate exactly these nodes: no early stop, no rotation, and every node
+  // that passes is scored (even a single one). With node_ids the outcome is
+  // kScheduled even when none passes (node_name empty; rejections in the
+  // diagnosis) unless PreFilter rejected the pod.
+  const std::vector<uint32_t>* node_ids = nullptr;
+  // Fill ScheduleResult::ranking.
+  bool want_ranking = false;
+  // Find every feasible node (from the rotating start), not only
+  // percentageOfNodesToScore's share: a ranking that serves many pods.
+  bool examine_all = false;
+};
+
 struct ScheduleResult {
   enum class Outcome { kScheduled, kUnschedulable, kError };
   Outcome outcome = Outcome::kError;
   std::string node_name;
+  Ranking ranking;  // With CycleScope::want_ranking.
   uint32_t evaluated_nodes = 0;  // For the rotation of the first node.
   uint32_t feasible_nodes = 0;
   Diagnosis diagnosis;      // kUnschedulable.
@@ -124,7 +149,21 @@ class Framework {
   // finished_cycles) when SchedulePod fails and no PostFilter plugin will run,
   // after RunPostFilter, after RunUnreserve and after RunPostBind.
   ScheduleResult SchedulePod(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                             uint64_t state_seq, uint64_t cycle_id);
+                             uint64_t state_seq, uint64_t cycle_id, const CycleScope& scope = {});
+  // Ends a cycle whose pod will not go on to Reserve (batching/ dropped it).
+  void EndCycle(uint64_t cycle_id) const { FinishCycle(*CurrentSetup(), cycle_id); }
+  // Bumped by Reconfigure: what was derived from spec() and the processes'
+  // registrations must be derived again.
+  uint64_t setup_generation() const {
+    absl::MutexLock lock(&setup_mu_);
+    return setup_generation_;
+  }
+  // The profile's nominated-pods hook (ProfileSpec::nominated_pods), if any.
+  void AddNominatedPods(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                        google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    if (setup->spec.nominated_pods) setup->spec.nominated_pods(pod, snapshot, out);
+  }
 
   // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's
   // PreEnqueue before this). The first non-success gates the pod.
@@ -213,13 +252,13 @@ class Framework {
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
-                                   uint64_t cycle_id,
+                                   uint64_t cycle_id, const CycleScope& scope,
                                    const sdk::NodeInfo* only_node = nullptr);
   // Filter plugins in more than one process: every process asked at once, the
   // answers merged as one sequential Filter would decide (fan_out.cc).
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
                            uint64_t state_seq, uint64_t cycle_id, uint32_t start,
-                           uint32_t to_find, ScheduleResult result);
+                           uint32_t to_find, bool want_ranking, ScheduleResult result);
   // kube-scheduler's selectHost: weighted totals over `feasible`, ties at random.
   void SelectHost(const Setup& setup, const std::vector<uint32_t>& feasible,
                   const absl::flat_hash_map<std::string, std::vector<int64_t>>& scores,
@@ -251,6 +290,7 @@ class Framework {
   ExtensionPointRecorder* const recorder_;
   mutable absl::Mutex setup_mu_;
   std::shared_ptr<const Setup> setup_ ABSL_GUARDED_BY(setup_mu_);
+  uint64_t setup_generation_ ABSL_GUARDED_BY(setup_mu_) = 0;
   std::vector<PostFilterPluginPtr> post_filters_;
   uint32_t next_start_node_index_ = 0;
   // The state the last SchedulePod ran on: Reserve and Permit (same thread,

@@ -252,6 +252,14 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
     response->set_refused_actions(s.refused_actions);
     response->set_unknown_action_results(s.unknown_results);
   }
+  const batching::BatchStats batch = scheduler_.batch_stats();
+  v1::BatchingStatus* b = response->mutable_batching();
+  b->set_hits(batch.hits);
+  b->set_misses(batch.misses);
+  b->set_unsignable(batch.unsignable);
+  b->set_nodes_reevaluated(batch.nodes_reevaluated);
+  for (const auto& [result, n] : batch.by_outcome) (*b->mutable_pods_by_result())[result] = n;
+  for (const auto& [reason, n] : batch.unsignable_reasons) (*b->mutable_unsignable_reasons())[reason] = n;
   if (response->paused()) {
     response->set_scheduling_held_because("paused by an operator");
   } else if (!response->adapter_connected()) {

@@ -373,6 +373,27 @@ class EnqueueExtensions : public virtual Plugin {
   virtual std::vector<ClusterEventWithHint> EventsToRegister() const = 0;
 };
 
+// Scheduling signatures (KEP-5598): a plugin that says which parts of a pod
+// its PreFilter/Filter/PreScore/Score verdicts depend on lets the scheduler
+// treat pods that agree on them as the same pod, and reuse one pod's ranking
+// for the next (services/scheduler/batching). A plugin that does not implement
+// SignPlugin makes every pod of its profiles unsignable: always correct.
+//
+// The promise: for two pods equal in `parts`, every verdict on every node is
+// the same in the same cluster state. A plugin whose verdict on one node
+// depends on other nodes' pods (spreading, inter-pod affinity) must list what
+// makes a pod depend on them in `unsignable_when_set`.
+struct PodSignatureSpec {
+  std::vector<v1::PodPart> parts;
+  std::vector<v1::PodPart> unsignable_when_set;
+};
+
+class SignPlugin : public virtual Plugin {
+ public:
+  // Called once, after the plugin is built from its args.
+  virtual PodSignatureSpec SignatureSpec() const = 0;
+};
+
 using PluginPtr = std::unique_ptr<Plugin>;
 
 // Builds a plugin from its pluginConfig args (an empty object when none). A bad

@@ -1,0 +1,399 @@
+#include "batching/batcher.h"
+
+#include <algorithm>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/registry.h"
+
+namespace podium::scheduler::batching {
+namespace {
+
+bool IsMiss(BatchOutcome o) {
+  return o != BatchOutcome::kHit && o != BatchOutcome::kUnsignable && o != BatchOutcome::kDisabled;
+}
+
+// Labels, taints and images of the node, and the pods on it with affinity
+// terms: what moves verdicts on other nodes when it changes.
+uint64_t NodeFingerprint(const sdk::NodeInfo& node) {
+  std::string bytes;
+  const v1::Node& n = node.node();
+  std::vector<std::pair<std::string_view, std::string_view>> labels(n.meta().labels().begin(),
+                                                                    n.meta().labels().end());
+  std::sort(labels.begin(), labels.end());
+  for (const auto& [k, v] : labels) {
+    absl::StrAppend(&bytes, k.size(), ":", std::string(k), v.size(), ":", std::string(v));
+  }
+  bytes.push_back('|');
+  for (const auto& t : n.taints()) bytes.append(t.SerializeAsString()).push_back('|');
+  bytes.push_back('|');
+  for (const auto& i : n.images()) bytes.append(i.SerializeAsString()).push_back('|');
+  bytes.push_back('|');
+  for (const auto& p : node.pods_with_affinity()) absl::StrAppend(&bytes, p->pod->meta().uid(), ",");
+  return absl::HashOf(bytes);
+}
+
+}  // namespace
+
+std::string_view BatchOutcomeName(BatchOutcome outcome) {
+  switch (outcome) {
+    case BatchOutcome::kHit: return "hit";
+    case BatchOutcome::kMissNew: return "miss_new";
+    case BatchOutcome::kMissExhausted: return "miss_exhausted";
+    case BatchOutcome::kMissStale: return "miss_stale";
+    case BatchOutcome::kMissInvalidated: return "miss_invalidated";
+    case BatchOutcome::kMissEmpty: return "miss_empty";
+    case BatchOutcome::kMissRefused: return "miss_refused";
+    case BatchOutcome::kUnsignable: return "unsignable";
+    case BatchOutcome::kDisabled: return "disabled";
+  }
+  return "unknown";
+}
+
+OpportunisticBatching::OpportunisticBatching(Options options, Clock& clock,
+                                             prometheus::Registry* registry, uint64_t seed)
+    : options_(options), clock_(clock), rng_(seed) {
+  if (registry != nullptr) {
+    pods_family_ = &prometheus::BuildCounter()
+                        .Name("podium_batch_pods_total")
+                        .Help("Pods by what opportunistic batching did for them: hit (served from a "
+                              "signature's ranking), miss_* (a full cycle, and why), unsignable, disabled")
+                        .Register(*registry);
+    unsignable_family_ = &prometheus::BuildCounter()
+                              .Name("podium_batch_unsignable_pods_total")
+                              .Help("Pods that could not be signed, by reason")
+                              .Register(*registry);
+  }
+}
+
+OpportunisticBatching::~OpportunisticBatching() = default;
+
+void OpportunisticBatching::SetEnabled(const Framework* fw, bool enabled) { enabled_[fw] = enabled; }
+
+void OpportunisticBatching::FlushAll() {
+  for (auto& [fw, profile] : profiles_) {
+    for (Batch& batch : profile.batches) {
+      batch.invalidated = true;
+      batch.dirty.clear();
+    }
+  }
+}
+
+void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
+  profile.by_key.erase(it->key);
+  profile.batches.erase(it);
+}
+
+void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
+  bool flush = false;
+  if (snapshot.membership_generation() != membership_generation_) {
+    // Nodes came or went: the rotation and every image's spread changed.
+    membership_generation_ = snapshot.membership_generation();
+    node_fingerprints_.clear();
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) node_fingerprints_[node->id()] = NodeFingerprint(*node);
+    FlushAll();
+    objects_generation_ = snapshot.objects_generation();
+    return;
+  }
+  if (snapshot.objects_generation() != objects_generation_) {
+    objects_generation_ = snapshot.objects_generation();
+    flush = true;
+  }
+  for (uint32_t id : snapshot.last_update_changed()) {
+    const sdk::NodeInfo* node = snapshot.GetById(id);
+    if (node == nullptr) continue;
+    const uint64_t fp = NodeFingerprint(*node);
+    auto [it, inserted] = node_fingerprints_.try_emplace(id, fp);
+    if (!inserted && it->second != fp) {
+      it->second = fp;
+      flush = true;
+    }
+  }
+  if (flush) {
+    FlushAll();
+    return;
+  }
+  for (auto& [fw, profile] : profiles_) {
+    for (Batch& batch : profile.batches) {
+      if (batch.invalidated) continue;
+      for (uint32_t id : snapshot.last_update_changed()) {
+        if (batch.window.contains(id)) batch.dirty.insert(id);
+      }
+    }
+  }
+}
+
+OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw) {
+  Profile& profile = profiles_[&fw];
+  const uint64_t generation = fw.setup_generation();
+  if (profile.setup_generation != generation) {
+    // Plugins or processes changed (a late or re-registered endpoint): derive
+    // the rules again and forget the rankings.
+    const ProfileSpec spec = fw.spec();
+    absl::flat_hash_map<std::string, v1::PluginRegistration> registrations;
+    absl::flat_hash_map<PluginProcess*, v1::Registration> by_process;
+    for (const auto& [plugin, process] : spec.processes) {
+      auto [it, inserted] = by_process.try_emplace(process);
+      if (inserted) it->second = process->registration();
+      for (const auto& reg : it->second.plugins()) {
+        if (reg.name() == plugin) registrations[plugin] = reg;
+      }
+    }
+    profile.signer = Signer::ForProfile(spec, registrations);
+    profile.setup_generation = generation;
+    profile.batches.clear();
+    profile.by_key.clear();
+  }
+  auto e = enabled_.find(&fw);
+  profile.enabled = e == enabled_.end() || e->second;
+  return profile;
+}
+
+absl::flat_hash_map<uint32_t, uint64_t> OpportunisticBatching::NominatedFingerprints(
+    const Framework& fw, const v1::Pod& pod, const Snapshot& snapshot) const {
+  google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated;
+  fw.AddNominatedPods(pod, snapshot, &nominated);
+  absl::flat_hash_map<uint32_t, std::string> uids;
+  for (const auto& m : nominated) {
+    absl::StrAppend(&uids[m.node_id()], m.pod().meta().uid(), "@", m.pod().meta().resource_version(), ",");
+  }
+  absl::flat_hash_map<uint32_t, uint64_t> out;
+  for (auto& [node, s] : uids) out[node] = absl::HashOf(s);
+  return out;
+}
+
+void OpportunisticBatching::Remember(Profile& profile, const std::string& key, const Framework& fw,
+                                     const ScheduleResult& result, const Snapshot& snapshot,
+                                     absl::flat_hash_map<uint32_t, uint64_t> nominated) {
+  const Ranking& ranking = result.ranking;
+  // One feasible node: nothing to reuse (and no scores were asked for).
+  if (ranking.feasible.size() < 2) return;
+  if (auto old = profile.by_key.find(key); old != profile.by_key.end()) Drop(profile, old->second);
+  Batch batch;
+  batch.key = key;
+  const auto& nodes = snapshot.Nodes();
+  const size_t n = nodes.size();
+  const size_t evaluated = std::min<size_t>(result.evaluated_nodes, n);
+  batch.window.reserve(evaluated);
+  for (size_t k = 0; k < evaluated; ++k) batch.window.insert(nodes[(ranking.start_index + k) % n]->id());
+  for (const auto& [plugin, scores] : ranking.scores) {
+    batch.plugins.push_back(plugin);
+    batch.normalizing.push_back(profile.signer.normalizing().contains(plugin));
+  }
+  std::vector<int64_t> weights;
+  for (const auto& plugin : batch.plugins) weights.push_back(profile.signer.Weight(plugin));
+  batch.ranked.reserve(ranking.feasible.size());
+  for (size_t k = 0; k < ranking.feasible.size(); ++k) {
+    Entry e;
+    e.scores.resize(batch.plugins.size());
+    for (size_t p = 0; p < batch.plugins.size(); ++p) {
+      const std::vector<int64_t>& s = ranking.scores.at(batch.plugins[p]);
+      e.scores[p] = k < s.size() ? s[k] : 0;
+      e.total += e.scores[p] * weights[p];
+    }
+    batch.window.insert(ranking.feasible[k]);
+    batch.ranked.emplace(ranking.feasible[k], std::move(e));
+  }
+  batch.nominated = std::move(nominated);
+  batch.capacity = ranking.feasible.size();
+  batch.served = 1;  // The pod of the full cycle.
+  batch.created = clock_.Now();
+  profile.batches.push_front(std::move(batch));
+  profile.by_key[key] = profile.batches.begin();
+  while (profile.batches.size() > options_.max_batches_per_profile) {
+    Drop(profile, std::prev(profile.batches.end()));
+  }
+}
+
+BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Batch& batch,
+                                             const v1::Pod& pod, const Snapshot& snapshot,
+                                             uint64_t state_seq, uint64_t cycle_id,
+                                             ScheduleResult& result, bool& ran_cycle) {
+  ran_cycle = false;
+  if (batch.invalidated) return BatchOutcome::kMissInvalidated;
+  if (batch.served >= batch.capacity) return BatchOutcome::kMissExhausted;
+  // Re-evaluating most of the ranking would cost a full cycle anyway.
+  if (clock_.Now() - batch.created > options_.max_age ||
+      batch.dirty.size() > std::max<size_t>(batch.window.size() / 2, 64)) {
+    return BatchOutcome::kMissStale;
+  }
+  // Nodes whose nominated pods (as this pod counts them) changed are evaluated again.
+  absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
+  for (const auto& [node, fp] : nominated) {
+    auto it = batch.nominated.find(node);
+    if ((it == batch.nominated.end() || it->second != fp) && batch.window.contains(node)) batch.dirty.insert(node);
+  }
+  for (const auto& [node, fp] : batch.nominated) {
+    if (!nominated.contains(node) && batch.window.contains(node)) batch.dirty.insert(node);
+  }
+  std::vector<uint32_t> nodes(batch.dirty.begin(), batch.dirty.end());
+  std::sort(nodes.begin(), nodes.end());
+  // Even with nothing to re-evaluate, the pod's cycle runs PreFilter in its
+  // processes (Reserve and Permit of the cycle may read its state).
+  ScheduleResult scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                                         CycleScope{.node_ids = &nodes, .want_ranking = true});
+  ran_cycle = true;
+  if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
+  const Ranking& fresh = scoped.ranking;
+  absl::flat_hash_map<uint32_t, size_t> fresh_index;
+  for (size_t k = 0; k < fresh.feasible.size(); ++k) fresh_index[fresh.feasible[k]] = k;
+  bool any_normalizing = false;
+  for (bool b : batch.normalizing) any_normalizing |= b;
+  for (uint32_t node : nodes) {
+    auto f = fresh_index.find(node);
+    auto r = batch.ranked.find(node);
+    if (f == fresh_index.end()) {
+      if (r == batch.ranked.end()) continue;  // Was and stays infeasible.
+      // Leaves the ranking: a normalizing plugin's extreme would shift the scale.
+      for (size_t p = 0; p < batch.plugins.size(); ++p) {
+        if (!batch.normalizing[p]) continue;
+        int64_t lo = r->second.scores[p], hi = lo;
+        for (const auto& [id, e] : batch.ranked) {
+          lo = std::min(lo, e.scores[p]);
+          hi = std::max(hi, e.scores[p]);
+        }
+        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) {
+          return BatchOutcome::kMissInvalidated;
+        }
+      }
+      batch.ranked.erase(r);
+      continue;
+    }
+    if (r == batch.ranked.end()) {
+      // Joins the ranking: its normalized scores are unknown.
+      if (any_normalizing) return BatchOutcome::kMissInvalidated;
+      r = batch.ranked.emplace(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0}).first;
+    }
+    Entry& e = r->second;
+    e.total = 0;
+    for (size_t p = 0; p < batch.plugins.size(); ++p) {
+      if (!batch.normalizing[p]) {
+        auto s = fresh.scores.find(batch.plugins[p]);
+        e.scores[p] = s != fresh.scores.end() && f->second < s->second.size() ? s->second[f->second] : 0;
+      }
+      e.total += e.scores[p] * profile.signer.Weight(batch.plugins[p]);
+    }
+  }
+  batch.dirty.clear();
+  batch.nominated = std::move(nominated);
+  if (batch.ranked.empty()) return BatchOutcome::kMissEmpty;
+  // The best total; ties at random, as the framework's selectHost.
+  uint32_t best = 0;
+  int64_t best_total = -1;
+  int ties = 0;
+  for (const auto& [id, e] : batch.ranked) {
+    if (e.total > best_total) {
+      best_total = e.total, best = id, ties = 1;
+    } else if (e.total == best_total) {
+      ++ties;
+      if (std::uniform_int_distribution<int>(0, ties - 1)(rng_) == 0) best = id;
+    }
+  }
+  const sdk::NodeInfo* chosen = snapshot.GetById(best);
+  if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
+  ++batch.served;
+  result = std::move(scoped);
+  result.ranking = {};
+  result.outcome = ScheduleResult::Outcome::kScheduled;
+  result.node_name = chosen->name();
+  result.feasible_nodes = static_cast<uint32_t>(batch.ranked.size());
+  {
+    absl::MutexLock lock(&stats_mu_);
+    stats_.nodes_reevaluated += nodes.size();
+  }
+  return BatchOutcome::kHit;
+}
+
+ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& pod,
+                                                  const Snapshot& snapshot, uint64_t state_seq,
+                                                  uint64_t& cycle_id,
+                                                  const std::function<uint64_t()>& next_cycle_id) {
+  Profile& profile = ProfileFor(fw);
+  if (!profile.enabled) {
+    Count(fw, last_outcome_ = BatchOutcome::kDisabled);
+    return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
+  }
+  PodSignature sig;
+  if (!pod.pod_group().empty()) {
+    // Gang members are placed together by the gang pass (schedule_gang.cc),
+    // each on the snapshot with the earlier members assumed, and undone
+    // together: they keep full cycles.
+    sig.unsignable_reason = "the pod belongs to a pod group (gang members are not batched)";
+  } else if (!pod.nominated_node_name().empty()) {
+    // The nominated-node fast path (Framework::SchedulePod) decides it.
+    sig.unsignable_reason = "the pod has a nominated node";
+  } else {
+    sig = profile.signer.Sign(pod);
+  }
+  if (!sig.signable) {
+    Count(fw, last_outcome_ = BatchOutcome::kUnsignable, &sig.unsignable_reason);
+    return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
+  }
+  BatchOutcome outcome = BatchOutcome::kMissNew;
+  if (auto it = profile.by_key.find(sig.key); it != profile.by_key.end()) {
+    BatchList::iterator batch = it->second;
+    profile.batches.splice(profile.batches.begin(), profile.batches, batch);  // Most recent first.
+    ScheduleResult result;
+    const uint64_t before = cycle_id;
+    bool ran_cycle = false;
+    outcome = TryBatch(fw, profile, *batch, pod, snapshot, state_seq, cycle_id, result, ran_cycle);
+    if (outcome == BatchOutcome::kHit) {
+      Count(fw, last_outcome_ = outcome);
+      return result;
+    }
+    Drop(profile, batch);
+    // A re-evaluation ran under cycle_id and was dropped: end it, and run the
+    // full cycle under a new id.
+    if (ran_cycle) {
+      fw.EndCycle(before);
+      cycle_id = next_cycle_id();
+    }
+  }
+  Count(fw, last_outcome_ = outcome);
+  absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
+  ScheduleResult result =
+      fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                     CycleScope{.want_ranking = true, .examine_all = true});
+  if (result.outcome == ScheduleResult::Outcome::kScheduled) {
+    Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+  }
+  result.ranking = {};
+  return result;
+}
+
+void OpportunisticBatching::Count(const Framework& fw, BatchOutcome outcome, const std::string* reason) {
+  {
+    absl::MutexLock lock(&stats_mu_);
+    if (outcome == BatchOutcome::kHit) ++stats_.hits;
+    if (IsMiss(outcome)) ++stats_.misses;
+    if (outcome == BatchOutcome::kUnsignable) {
+      ++stats_.unsignable;
+      if (reason != nullptr && (stats_.unsignable_reasons.contains(*reason) ||
+                                stats_.unsignable_reasons.size() < options_.max_unsignable_reasons)) {
+        ++stats_.unsignable_reasons[*reason];
+      }
+    }
+    ++stats_.by_outcome[std::string(BatchOutcomeName(outcome))];
+  }
+  if (pods_family_ == nullptr) return;
+  auto [it, inserted] = pod_counters_.try_emplace({&fw, static_cast<int>(outcome)}, nullptr);
+  if (inserted) {
+    it->second = &pods_family_->Add({{"profile", fw.name()}, {"result", std::string(BatchOutcomeName(outcome))}});
+  }
+  it->second->Increment();
+  if (outcome == BatchOutcome::kUnsignable && reason != nullptr) {
+    absl::MutexLock lock(&stats_mu_);
+    if (stats_.unsignable_reasons.contains(*reason)) {
+      unsignable_family_->Add({{"profile", fw.name()}, {"reason", *reason}}).Increment();
+    }
+  }
+}
+
+BatchStats OpportunisticBatching::stats() const {
+  absl::MutexLock lock(&stats_mu_);
+  return stats_;
+}
+
+}  // namespace podium::scheduler::batching

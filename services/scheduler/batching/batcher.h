@@ -1,0 +1,186 @@
+// Opportunistic batching, beyond KEP-5598. For each pod signature (signature.h)
+// the batcher keeps the last full cycle's ranking: every feasible node that
+// cycle examined with each score plugin's score. The next pod of the same
+// signature costs one request that re-evaluates only the examined nodes that
+// changed since (the node the previous pod was assumed on, nodes touched by
+// cluster events, nodes whose nominated pods changed); the pod then takes the
+// best node of the updated ranking. KEP-5598 gives up once the chosen node
+// stays feasible; here that node is re-scored and batching goes on, so
+// several pods per node work too.
+//
+// Exactness. A re-evaluated node gets fresh Filter verdicts and fresh scores
+// from plugins whose scores are per node. Scores a plugin normalizes across
+// nodes (SignatureSpec.normalizes_scores) are kept from the full cycle: a
+// signing plugin's raw score for a node changes only with what flushes every
+// batch below. A node that leaves the ranking while holding a normalizing
+// plugin's lowest or highest score, or a node that joins it, would shift the
+// normalization: the ranking is refreshed instead.
+//
+// The full cycle of a signature's first pod finds every feasible node
+// (CycleScope::examine_all), not percentageOfNodesToScore's share: that rule
+// bounds what one pod costs, and a ranking that serves many pods amortizes a
+// complete look. Batched pods thus go to the best node of the whole cluster,
+// which a full cycle's window of nodes only approximates (on basic-5000 every
+// node ends with 2 or 3 pods). Unsignable pods, and profiles with batching
+// off, keep the rule and the rotating start; a complete look leaves the
+// rotation where it was.
+//
+// A ranking is refreshed (the pod gets a full cycle, counted as a miss):
+//  - exhausted: it placed as many pods as it had feasible nodes, so no
+//    ranking outlives one pod per node;
+//  - stale: older than Options::max_age (1 s), or more of its nodes changed
+//    than a full cycle would cost to look at (half of them, at least 64);
+//  - invalidated: a node was added or removed; a node's labels, taints or
+//    images changed; a pod with (anti-)affinity terms came, went or moved;
+//    PodDisruptionBudgets or PodGroups changed (these change verdicts on
+//    nodes other than their own); the profile's plugins or processes changed;
+//  - empty: no node of the ranking is feasible any more;
+//  - refused: the re-evaluation failed (PreFilter rejected the pod, or an error).
+// Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "batching/signature.h"
+#include "cache/snapshot.h"
+#include "framework/framework.h"
+#include "queue/clock.h"
+
+namespace prometheus {
+class Registry;
+template <typename T>
+class Family;
+class Counter;
+}  // namespace prometheus
+
+namespace podium::scheduler::batching {
+
+// Why a pod was not served from a batch, or that it was.
+enum class BatchOutcome {
+  kHit,
+  kMissNew,          // No ranking for its signature yet.
+  kMissExhausted,
+  kMissStale,
+  kMissInvalidated,
+  kMissEmpty,
+  kMissRefused,
+  kUnsignable,
+  kDisabled,         // The profile turned batching off.
+};
+std::string_view BatchOutcomeName(BatchOutcome outcome);
+
+struct BatchStats {
+  uint64_t hits = 0;
+  uint64_t misses = 0;  // Every kMiss*.
+  uint64_t unsignable = 0;
+  absl::flat_hash_map<std::string, uint64_t> by_outcome;           // BatchOutcomeName -> pods.
+  absl::flat_hash_map<std::string, uint64_t> unsignable_reasons;   // reason -> pods.
+  uint64_t nodes_reevaluated = 0;  // Over every hit.
+};
+
+class OpportunisticBatching {
+ public:
+  struct Options {
+    absl::Duration max_age = absl::Seconds(1);
+    size_t max_batches_per_profile = 64;
+    // Bounds the label set of podium_batch_unsignable_pods_total.
+    size_t max_unsignable_reasons = 64;
+  };
+
+  // `registry` may be null (no metrics).
+  OpportunisticBatching(Options options, Clock& clock, prometheus::Registry* registry,
+                        uint64_t seed = std::random_device{}());
+  ~OpportunisticBatching();
+
+  // After every Cache::UpdateSnapshot of the scheduling snapshot: what changed
+  // marks or invalidates the rankings.
+  void SnapshotUpdated(const Snapshot& snapshot);
+
+  // A profile's batching switch (config: opportunisticBatching). On by default.
+  void SetEnabled(const Framework* fw, bool enabled);
+
+  // Framework::SchedulePod, served from the pod's signature's ranking when it
+  // can be. `cycle_id` may be replaced by `next_cycle_id()` when a
+  // re-evaluation is dropped for a full cycle (the dropped cycle is ended).
+  ScheduleResult SchedulePod(Framework& fw, const v1::Pod& pod, const Snapshot& snapshot,
+                             uint64_t state_seq, uint64_t& cycle_id,
+                             const std::function<uint64_t()>& next_cycle_id);
+
+  BatchStats stats() const;
+  // The outcome of the last SchedulePod (tests).
+  BatchOutcome last_outcome() const { return last_outcome_; }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> scores;  // Aligned with Batch::plugins.
+    int64_t total = 0;
+  };
+  struct Batch {
+    std::string key;
+    absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
+    absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
+    std::vector<std::string> plugins;
+    std::vector<bool> normalizing;  // Aligned with plugins.
+    absl::flat_hash_set<uint32_t> dirty;
+    absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
+    size_t capacity = 0;
+    size_t served = 0;
+    absl::Time created;
+    bool invalidated = false;  // By a cluster change that moves other nodes' verdicts.
+  };
+  using BatchList = std::list<Batch>;  // Most recently used first.
+  struct Profile {
+    uint64_t setup_generation = ~uint64_t{0};
+    Signer signer = Signer::Unsignable("not derived yet");
+    bool enabled = true;
+    BatchList batches;
+    absl::flat_hash_map<std::string, BatchList::iterator> by_key;
+  };
+
+  Profile& ProfileFor(Framework& fw);
+  void Drop(Profile& profile, BatchList::iterator it);
+  void FlushAll();
+  // Builds a ranking from a full cycle's result.
+  void Remember(Profile& profile, const std::string& key, const Framework& fw,
+                const ScheduleResult& result, const Snapshot& snapshot,
+                absl::flat_hash_map<uint32_t, uint64_t> nominated);
+  absl::flat_hash_map<uint32_t, uint64_t> NominatedFingerprints(const Framework& fw, const v1::Pod& pod,
+                                                                 const Snapshot& snapshot) const;
+  // Serves the pod from `batch`, or says why not (result untouched then).
+  // `ran_cycle`: a re-evaluation ran under cycle_id (to be ended on a miss).
+  BatchOutcome TryBatch(Framework& fw, Profile& profile, Batch& batch, const v1::Pod& pod,
+                        const Snapshot& snapshot, uint64_t state_seq, uint64_t cycle_id,
+                        ScheduleResult& result, bool& ran_cycle);
+  void Count(const Framework& fw, BatchOutcome outcome, const std::string* reason = nullptr);
+
+  const Options options_;
+  Clock& clock_;
+  std::mt19937_64 rng_;
+  absl::flat_hash_map<const Framework*, Profile> profiles_;
+  absl::flat_hash_map<const Framework*, bool> enabled_;
+  // What each node looked like at the last update: a change of these
+  // invalidates every ranking (they move verdicts of other nodes).
+  absl::flat_hash_map<uint32_t, uint64_t> node_fingerprints_;
+  uint64_t membership_generation_ = ~uint64_t{0};
+  uint64_t objects_generation_ = ~uint64_t{0};
+  BatchOutcome last_outcome_ = BatchOutcome::kDisabled;
+
+  prometheus::Family<prometheus::Counter>* pods_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* unsignable_family_ = nullptr;
+  absl::flat_hash_map<std::pair<const Framework*, int>, prometheus::Counter*> pod_counters_;
+
+  mutable absl::Mutex stats_mu_;
+  BatchStats stats_ ABSL_GUARDED_BY(stats_mu_);
+};
+
+}  // namespace podium::scheduler::batching

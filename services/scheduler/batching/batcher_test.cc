@@ -1,0 +1,510 @@
+#include "batching/batcher.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "cache/cache.h"
+#include "framework/mock_plugin_process.h"
+#include "gtest/gtest.h"
+#include "queue/fake_clock.h"
+
+namespace podium::scheduler::batching {
+namespace {
+
+int64_t PodCpu(const v1::Pod& pod) {
+  int64_t cpu = 0;
+  for (const auto& c : pod.containers()) cpu += c.requests().milli_cpu();
+  return cpu;
+}
+
+// A plugin process that really runs its plugins on the scheduler's snapshot:
+// "Fit" filters on free CPU (nominated pods counted) and scores
+// LeastAllocated, per node; "Taints" scores the number of taints reversed and
+// normalized across the request's nodes; "Even" (in a second process) lets
+// only nodes with an even id through and scores every node 50. It records
+// every request.
+class FakeProcess : public PluginProcess {
+ public:
+  FakeProcess(const Snapshot& snapshot, bool sign, std::string name = "host",
+              std::vector<std::string> plugins = {"Fit", "Taints"})
+      : snapshot_(snapshot), sign_(sign), name_(std::move(name)), plugins_(std::move(plugins)) {}
+
+  const std::string& name() const override { return name_; }
+  FailurePolicy failure_policy() const override { return FailurePolicy::kFail; }
+  bool ready() const override { return true; }
+  v1::Registration registration() const override {
+    v1::Registration r;
+    for (const std::string& plugin : plugins_) {
+      v1::PluginRegistration* p = r.add_plugins();
+      p->set_name(plugin);
+      if (!sign_) continue;
+      v1::SignatureSpec* sig = p->mutable_signature();  // "Even" reads nothing of the pod.
+      if (plugin == "Fit") sig->add_parts(v1::POD_PART_RESOURCES);
+      if (plugin == "Taints") sig->add_parts(v1::POD_PART_TOLERATIONS);
+      sig->set_normalizes_scores(plugin == "Taints");
+    }
+    return r;
+  }
+  absl::Duration timeout() const override { return absl::Seconds(1); }
+  void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
+  void CountIgnoredFailure() override {}
+  void FinishCycle(uint64_t cycle_id) override { finished.push_back(cycle_id); }
+
+  std::future<PluginAnswer> Call(v1::SchedulerToPlugin message, std::optional<uint64_t>) override {
+    const v1::CycleRequest& req = message.cycle();
+    requests.push_back(req);
+    std::vector<const sdk::NodeInfo*> nodes;
+    if (req.nodes().all_nodes()) {
+      const auto& all = snapshot_.Nodes();
+      for (size_t k = 0; k < all.size(); ++k) nodes.push_back(all[(req.nodes().start_index() + k) % all.size()]);
+    } else {
+      for (uint32_t id : req.nodes().node_ids()) nodes.push_back(snapshot_.GetById(id));
+    }
+    std::map<uint32_t, int64_t> nominated_cpu;
+    for (const auto& m : req.nominated_pods()) nominated_cpu[m.node_id()] += PodCpu(m.pod());
+    const int64_t want = PodCpu(req.pod());
+    const auto& filters = req.filter_plugins();
+    const bool fit = std::find(filters.begin(), filters.end(), "Fit") != filters.end();
+    const bool even = std::find(filters.begin(), filters.end(), "Even") != filters.end();
+    v1::PluginToScheduler answer;
+    v1::CycleResponse& out = *answer.mutable_cycle();
+    std::vector<const sdk::NodeInfo*> feasible;
+    uint32_t evaluated = 0;
+    for (const sdk::NodeInfo* node : nodes) {
+      if (req.num_feasible_to_find() > 0 && feasible.size() >= req.num_feasible_to_find()) break;
+      ++evaluated;
+      const int64_t free = node->allocatable().milli_cpu - node->requested().milli_cpu -
+                           nominated_cpu[node->id()];
+      if (fit && free < want) {
+        v1::NodeStatus* r = out.add_rejected();
+        r->set_node_id(node->id());
+        r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+        r->mutable_status()->add_reasons("Insufficient cpu");
+        r->mutable_status()->set_plugin("Fit");
+      } else if (even && node->id() % 2 != 0) {
+        v1::NodeStatus* r = out.add_rejected();
+        r->set_node_id(node->id());
+        r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+        r->mutable_status()->add_reasons("odd node");
+        r->mutable_status()->set_plugin("Even");
+      } else {
+        feasible.push_back(node);
+        out.add_feasible(node->id());
+      }
+    }
+    out.set_nodes_evaluated(evaluated);
+    for (const auto& plugin : req.score_plugins()) {
+      v1::PluginScores* s = out.add_scores();
+      s->set_plugin(plugin);
+      int64_t max_taints = 0;
+      for (const auto* node : feasible) max_taints = std::max<int64_t>(max_taints, node->node().taints_size());
+      for (const auto* node : feasible) {
+        if (plugin == "Fit") {
+          const int64_t alloc = node->allocatable().milli_cpu;
+          s->add_scores(alloc == 0 ? 0 : (alloc - node->requested().milli_cpu - want) * 100 / alloc);
+        } else if (plugin == "Even") {
+          s->add_scores(50);
+        } else {
+          s->add_scores(max_taints == 0 ? 100 : (max_taints - node->node().taints_size()) * 100 / max_taints);
+        }
+      }
+    }
+    return Answered(std::move(answer));
+  }
+
+  std::vector<v1::CycleRequest> requests;
+  std::vector<uint64_t> finished;
+
+ private:
+  const Snapshot& snapshot_;
+  const bool sign_;
+  const std::string name_;
+  const std::vector<std::string> plugins_;
+};
+
+v1::Node MakeNode(const std::string& name, int64_t cpu, int taints = 0) {
+  v1::Node n;
+  n.mutable_meta()->set_name(name);
+  n.mutable_meta()->set_uid("uid-" + name);
+  (*n.mutable_meta()->mutable_labels())["kubernetes.io/hostname"] = name;
+  n.mutable_allocatable()->set_milli_cpu(cpu);
+  n.mutable_allocatable()->set_pods(110);
+  for (int i = 0; i < taints; ++i) {
+    v1::Taint* t = n.add_taints();
+    t->set_key("t" + std::to_string(i));
+    t->set_effect(v1::PREFER_NO_SCHEDULE);
+  }
+  return n;
+}
+
+v1::Pod MakePod(const std::string& name, int64_t cpu, int priority = 0) {
+  v1::Pod p;
+  p.mutable_meta()->set_name(name);
+  p.mutable_meta()->set_namespace_("default");
+  p.mutable_meta()->set_uid("uid-" + name);
+  p.set_priority(priority);
+  p.add_containers()->mutable_requests()->set_milli_cpu(cpu);
+  return p;
+}
+
+// The scheduling loop's core: snapshot, (batched) cycle, assume.
+class Harness {
+ public:
+  // `two_processes`: the "Even" filter and score plugin in a second process,
+  // so cycles fan out (framework/fan_out.cc).
+  explicit Harness(bool sign = true, bool normalizing = false, bool two_processes = false)
+      : process_(snapshot_, sign),
+        extra_(snapshot_, sign, "extra", {"Even"}),
+        fw_(Spec(normalizing, two_processes)),
+        batching_({}, clock_, nullptr, /*seed=*/7) {}
+
+  ProfileSpec Spec(bool normalizing, bool two_processes) {
+    ProfileSpec spec;
+    spec.plugins[v1::FILTER].push_back({"Fit", 0});
+    spec.plugins[v1::SCORE].push_back({"Fit", 1});
+    spec.processes["Fit"] = &process_;
+    if (normalizing) {
+      spec.plugins[v1::SCORE].push_back({"Taints", 1});
+      spec.processes["Taints"] = &process_;
+    }
+    if (two_processes) {
+      spec.plugins[v1::FILTER].push_back({"Even", 0});
+      spec.plugins[v1::SCORE].push_back({"Even", 1});
+      spec.processes["Even"] = &extra_;
+    }
+    spec.nominated_pods = [this](const v1::Pod& pod, const sdk::Snapshot& snap,
+                                 google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
+      for (const auto& [node, nominee] : nominated_) {
+        if (nominee.meta().uid() == pod.meta().uid() || nominee.priority() < pod.priority()) continue;
+        const sdk::NodeInfo* info = snap.Get(node);
+        if (info == nullptr) continue;
+        v1::MirroredPod* m = out->Add();
+        m->set_node_id(info->id());
+        *m->mutable_pod() = nominee;
+      }
+    };
+    return spec;
+  }
+
+  void AddNodes(int n, int64_t cpu) {
+    for (int i = 0; i < n; ++i) cache_.AddOrUpdateNode(MakeNode("node-" + std::to_string(i), cpu));
+  }
+
+  // Schedules and assumes the pod; returns its node ("" when it fits nowhere).
+  std::string Schedule(const v1::Pod& pod, bool batched = true) {
+    cache_.UpdateSnapshot(snapshot_);
+    batching_.SnapshotUpdated(snapshot_);
+    uint64_t id = ++cycle_;
+    process_.requests.clear();
+    extra_.requests.clear();
+    ScheduleResult r = batched ? batching_.SchedulePod(fw_, pod, snapshot_, snapshot_.delta_seq(), id,
+                                                       [this] { return ++cycle_; })
+                               : fw_.SchedulePod(pod, snapshot_, snapshot_.delta_seq(), id);
+    if (r.outcome != ScheduleResult::Outcome::kScheduled) return "";
+    v1::Pod assumed = pod;
+    assumed.set_node_name(r.node_name);
+    EXPECT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(std::move(assumed)), r.node_name).ok());
+    return r.node_name;
+  }
+
+  // The node ids the last cycle's request named (empty: all nodes).
+  std::vector<uint32_t> LastRequestedNodes() const {
+    if (process_.requests.empty() || process_.requests.back().nodes().all_nodes()) return {};
+    const auto& ids = process_.requests.back().nodes().node_ids();
+    return {ids.begin(), ids.end()};
+  }
+  uint32_t NodeId(const std::string& name) const { return *cache_.NodeId(name); }
+
+  FakeClock clock_;
+  Cache cache_;
+  Snapshot snapshot_;
+  FakeProcess process_;
+  FakeProcess extra_;
+  Framework fw_;
+  OpportunisticBatching batching_;
+  std::map<std::string, v1::Pod> nominated_;  // node -> nominated pod.
+  uint64_t cycle_ = 0;
+};
+
+TEST(BatcherTest, APodWithTheSameSignatureReEvaluatesOnlyThePreviousPodsNode) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId(first)});
+  EXPECT_NE(second, first);  // The first node is fuller now: LeastAllocated goes elsewhere.
+  EXPECT_EQ(h.batching_.stats().hits, 1u);
+  EXPECT_EQ(h.batching_.stats().misses, 1u);
+}
+
+TEST(BatcherTest, ADifferentSignatureGetsItsOwnFullCycle) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  h.Schedule(MakePod("a", 100));
+  h.Schedule(MakePod("b", 200));  // Other requests.
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+  h.Schedule(MakePod("c", 100, /*priority=*/5));  // Other priority.
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  // Both rankings are kept: the first signature is served again.
+  h.Schedule(MakePod("d", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+}
+
+TEST(BatcherTest, AnAllocatableUpdateReEvaluatesThatNode) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  // node-9 grows: node-local, so it is re-evaluated rather than the ranking dropped.
+  h.cache_.AddOrUpdateNode(MakeNode("node-9", 8000));
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  const std::set<uint32_t> want = {h.NodeId(first), h.NodeId("node-9")};
+  const std::vector<uint32_t> requested = h.LastRequestedNodes();
+  EXPECT_EQ(std::set<uint32_t>(requested.begin(), requested.end()), want);
+  EXPECT_EQ(requested.size(), want.size());
+  EXPECT_EQ(second, "node-9");  // Now the least allocated.
+}
+
+TEST(BatcherTest, ANodeLabelUpdateInvalidatesTheRanking) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  h.Schedule(MakePod("a", 100));
+  v1::Node relabelled = MakeNode("node-3", 1000);
+  (*relabelled.mutable_meta()->mutable_labels())["zone"] = "b";
+  h.cache_.AddOrUpdateNode(relabelled);
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+}
+
+TEST(BatcherTest, ANewNodeInvalidatesTheRanking) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  h.Schedule(MakePod("a", 100));
+  h.cache_.AddOrUpdateNode(MakeNode("node-new", 1000));
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+}
+
+TEST(BatcherTest, APodDeletionReEvaluatesItsNode) {
+  Harness h;
+  h.AddNodes(3, 1000);
+  // Bound pods: 100m on node-0 and node-1, 900m on node-2.
+  for (const auto& [node, cpu] : std::map<std::string, int64_t>{{"node-0", 100}, {"node-1", 100}, {"node-2", 900}}) {
+    v1::Pod bound = MakePod("bound-" + node, cpu);
+    bound.set_node_name(node);
+    ASSERT_TRUE(h.cache_.AddOrUpdatePod(bound).ok());
+  }
+  const std::string first = h.Schedule(MakePod("a", 100));
+  ASSERT_NE(first, "node-2");
+  ASSERT_TRUE(h.cache_.RemovePod("uid-bound-node-2").ok());
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  std::vector<uint32_t> want = {h.NodeId(first), h.NodeId("node-2")};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(h.LastRequestedNodes(), want);
+  EXPECT_EQ(second, "node-2");  // Empty again: the best node.
+}
+
+TEST(BatcherTest, ANewNominationReEvaluatesTheNominatedNode) {
+  Harness h;
+  h.AddNodes(3, 1000);
+  h.Schedule(MakePod("a", 100));
+  // A higher-priority pod is nominated to node-1 and takes all of it.
+  h.nominated_["node-1"] = MakePod("nominee", 1000, /*priority=*/100);
+  std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  const std::vector<uint32_t> requested = h.LastRequestedNodes();
+  EXPECT_TRUE(std::find(requested.begin(), requested.end(), h.NodeId("node-1")) != requested.end());
+  EXPECT_NE(second, "node-1");
+  const std::string third = h.Schedule(MakePod("c", 100));
+  EXPECT_NE(third, "node-1");
+}
+
+TEST(BatcherTest, APluginWithoutASignatureTurnsBatchingOffForItsPods) {
+  Harness h(/*sign=*/false);
+  h.AddNodes(10, 1000);
+  for (int i = 0; i < 3; ++i) {
+    h.Schedule(MakePod("p" + std::to_string(i), 100));
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kUnsignable);
+    EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+  }
+  const BatchStats stats = h.batching_.stats();
+  EXPECT_EQ(stats.unsignable, 3u);
+  EXPECT_EQ(stats.unsignable_reasons.at("plugin Fit does not sign pods"), 3u);
+}
+
+TEST(BatcherTest, TheProfileSwitchTurnsBatchingOff) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  h.batching_.SetEnabled(&h.fw_, false);
+  h.Schedule(MakePod("a", 100));
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kDisabled);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+}
+
+TEST(BatcherTest, ARankingServesAsManyPodsAsItHadFeasibleNodesThenRefreshes) {
+  Harness h;
+  h.AddNodes(4, 1000);
+  h.Schedule(MakePod("p0", 100));
+  for (int i = 1; i < 4; ++i) {
+    h.Schedule(MakePod("p" + std::to_string(i), 100));
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit) << i;
+  }
+  h.Schedule(MakePod("p4", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissExhausted);
+}
+
+TEST(BatcherTest, AnOldRankingIsRefreshed) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  h.Schedule(MakePod("a", 100));
+  h.clock_.Advance(absl::Seconds(2));
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissStale);
+}
+
+TEST(BatcherTest, ANodeLeavingWithANormalizingPluginsExtremeScoreRefreshes) {
+  Harness h(/*sign=*/true, /*normalizing=*/true);
+  // node-0 has no taint (Taints score 100), the others one; node-0 fits one pod.
+  h.cache_.AddOrUpdateNode(MakeNode("node-0", 100, 0));
+  for (int i = 1; i < 4; ++i) h.cache_.AddOrUpdateNode(MakeNode("node-" + std::to_string(i), 1000, 1));
+  EXPECT_EQ(h.Schedule(MakePod("a", 100)), "node-0");
+  // node-0 is full: without it the Taints scores of the others would be 100,
+  // not 0, so the ranking is refreshed by a full cycle.
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+}
+
+// Pods per node, sorted: the distribution, whatever the node names.
+std::vector<int> Distribution(const std::map<std::string, int>& per_node, int nodes) {
+  std::vector<int> counts;
+  for (int i = 0; i < nodes; ++i) {
+    auto it = per_node.find("node-" + std::to_string(i));
+    counts.push_back(it == per_node.end() ? 0 : it->second);
+  }
+  std::sort(counts.begin(), counts.end());
+  return counts;
+}
+
+struct RunResult {
+  std::vector<int> distribution;
+  int unscheduled = 0;
+  uint64_t hits = 0;
+};
+
+RunResult RunWorkload(bool batched, int nodes, int64_t node_cpu, int pods, const std::vector<int64_t>& sizes,
+                      bool two_processes = false) {
+  Harness h(/*sign=*/true, /*normalizing=*/false, two_processes);
+  h.AddNodes(nodes, node_cpu);
+  std::map<std::string, int> per_node;
+  RunResult out;
+  for (int i = 0; i < pods; ++i) {
+    const std::string node = h.Schedule(MakePod("p" + std::to_string(i), sizes[i % sizes.size()]), batched);
+    if (node.empty()) {
+      ++out.unscheduled;
+    } else {
+      ++per_node[node];
+    }
+  }
+  // Every placement passes the filter: no node is over its CPU.
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  for (const sdk::NodeInfo* n : h.snapshot_.Nodes()) {
+    EXPECT_LE(n->requested().milli_cpu, n->allocatable().milli_cpu) << n->name();
+    if (two_processes) {
+      EXPECT_TRUE(n->id() % 2 == 0 || n->pods().empty()) << n->name() << " is odd";
+    }
+  }
+  out.distribution = Distribution(per_node, nodes);
+  out.hits = h.batching_.stats().hits;
+  return out;
+}
+
+TEST(BatcherTest, BatchedAndUnbatchedRunsAgreeInPodsPerNode) {
+  // 300 nodes: the adaptive percentageOfNodesToScore examines 142 per cycle.
+  const RunResult full = RunWorkload(false, 300, 4000, 700, {100});
+  const RunResult batched = RunWorkload(true, 300, 4000, 700, {100});
+  EXPECT_EQ(batched.distribution, full.distribution);
+  EXPECT_EQ(full.distribution.front(), 2);
+  EXPECT_EQ(full.distribution.back(), 3);
+  EXPECT_GT(batched.hits, 600u);
+}
+
+TEST(BatcherTest, BatchedAndUnbatchedRunsAgreeWhenNodesFillUp) {
+  // Two pods fill a node: rankings lose nodes as they fill.
+  const RunResult full = RunWorkload(false, 300, 200, 650, {100});
+  const RunResult batched = RunWorkload(true, 300, 200, 650, {100});
+  EXPECT_EQ(full.unscheduled, 50);
+  EXPECT_EQ(batched.unscheduled, 50);
+  EXPECT_EQ(batched.distribution, full.distribution);
+  EXPECT_EQ(batched.distribution, std::vector<int>(300, 2));
+}
+
+TEST(BatcherTest, WithFilterPluginsInTwoProcessesBatchedAndUnbatchedRunsAgree) {
+  // Every cycle fans out to both processes; a hit re-evaluates its nodes
+  // process by process, and both filters hold for every placement.
+  const RunResult full = RunWorkload(false, 300, 4000, 700, {100}, /*two_processes=*/true);
+  const RunResult batched = RunWorkload(true, 300, 4000, 700, {100}, /*two_processes=*/true);
+  EXPECT_EQ(batched.distribution, full.distribution);
+  EXPECT_EQ(std::count(full.distribution.begin(), full.distribution.end(), 0), 150);
+  EXPECT_EQ(full.distribution.back(), 5);
+  EXPECT_GT(batched.hits, 600u);
+}
+
+TEST(BatcherTest, AHitAsksEveryProcessAboutTheChangedNodesOnly) {
+  Harness h(/*sign=*/true, /*normalizing=*/false, /*two_processes=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(h.NodeId(first) % 2, 0u);
+  ASSERT_FALSE(h.extra_.requests.empty());
+  EXPECT_TRUE(h.extra_.requests.front().nodes().all_nodes());
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_EQ(h.NodeId(second) % 2, 0u);
+  EXPECT_NE(second, first);
+  for (const FakeProcess* p : {&h.process_, &h.extra_}) {
+    ASSERT_FALSE(p->requests.empty()) << p->name();
+    for (const v1::CycleRequest& r : p->requests) {
+      EXPECT_FALSE(r.nodes().all_nodes()) << p->name();
+      EXPECT_EQ(std::vector<uint32_t>(r.nodes().node_ids().begin(), r.nodes().node_ids().end()),
+                std::vector<uint32_t>{h.NodeId(first)})
+          << p->name();
+    }
+  }
+}
+
+TEST(BatcherTest, GangMembersAndNominatedPodsKeepFullCycles) {
+  Harness h;
+  h.AddNodes(10, 1000);
+  for (const char* name : {"m0", "m1"}) {
+    v1::Pod member = MakePod(name, 100);
+    member.set_pod_group("gang");
+    ASSERT_FALSE(h.Schedule(member).empty());
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kUnsignable) << name;
+    EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes()) << name;
+  }
+  // A pod nominated to a node is tried there first, alone (the fast path).
+  v1::Pod nominated = MakePod("n", 100);
+  nominated.set_nominated_node_name("node-3");
+  EXPECT_EQ(h.Schedule(nominated), "node-3");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kUnsignable);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId("node-3")});
+  const BatchStats stats = h.batching_.stats();
+  EXPECT_EQ(stats.unsignable_reasons.at("the pod belongs to a pod group (gang members are not batched)"), 2u);
+  EXPECT_EQ(stats.unsignable_reasons.at("the pod has a nominated node"), 1u);
+  EXPECT_EQ(stats.hits + stats.misses, 0u);
+}
+
+}  // namespace
+}  // namespace podium::scheduler::batching
