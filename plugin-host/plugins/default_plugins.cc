@@ -31,8 +31,9 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<NodePorts>(),
       Definition<NodeResourcesFit>(),
       Definition<PodTopologySpread>(),
-      // Namespace labels: what namespaceSelectors match.
-      Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true}),
+      // Namespace labels: what namespaceSelectors match; the label index: the
+      // pods an incoming pod's terms select, without scanning every pod.
+      Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true, .pod_label_index = true}),
       Definition<NodeResourcesBalancedAllocation>(),
       Definition<ImageLocality>(),
       Coscheduling::Definition(),

@@ -214,6 +214,7 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     NodeInfo& node = *nodes_[upsert.node_id()];
     PodInfoPtr pod = PodInfo::Create(std::move(*upsert.mutable_pod()));
     if (pod->affinity != nullptr) affinity_dirty_ = true;
+    if (label_index_enabled_) IndexPodLabels(pod, &node);
     node.AddPod(std::move(pod));
     pod_nodes_.emplace(std::move(uid), node.id());
   }
@@ -266,6 +267,7 @@ void Mirror::Clear() {
   with_affinity_.clear();
   with_required_anti_affinity_.clear();
   affinity_dirty_ = false;
+  pods_by_label_.clear();
   generation_ = 0;
 }
 
@@ -282,7 +284,10 @@ void Mirror::RemoveNode(uint32_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;  // Removals are idempotent.
   NodeInfo& node = *it->second;
-  for (const PodInfoPtr& pod : node.pods()) pod_nodes_.erase(pod->uid());
+  for (const PodInfoPtr& pod : node.pods()) {
+    if (label_index_enabled_) UnindexPodLabels(*pod);
+    pod_nodes_.erase(pod->uid());
+  }
   for (const auto& [name, state] : node.images()) ForgetImageName(name, id);
   auto by_name = nodes_by_name_.find(node.name());
   if (by_name != nodes_by_name_.end() && by_name->second == &node) nodes_by_name_.erase(by_name);
@@ -357,6 +362,7 @@ void Mirror::RemovePod(const std::string& uid) {
   if (node != nodes_.end()) {
     const PodInfo* pod = node->second->FindPod(uid);
     if (pod != nullptr && pod->affinity != nullptr) affinity_dirty_ = true;
+    if (pod != nullptr && label_index_enabled_) UnindexPodLabels(*pod);
     node->second->RemovePod(uid);
   }
   pod_nodes_.erase(it);
@@ -372,6 +378,50 @@ void Mirror::RebuildAffinityLists() {
     }
   }
   affinity_dirty_ = false;
+}
+
+namespace {
+std::string LabelKey(std::string_view key, std::string_view value) {
+  std::string out;
+  out.reserve(key.size() + 1 + value.size());
+  out.append(key).append("=").append(value);
+  return out;
+}
+}  // namespace
+
+void Mirror::EnableLabelIndex() {
+  if (label_index_enabled_) return;
+  label_index_enabled_ = true;
+  for (const auto& [id, node] : nodes_) {
+    for (const PodInfoPtr& pod : node->pods()) IndexPodLabels(pod, node.get());
+  }
+}
+
+void Mirror::IndexPodLabels(const PodInfoPtr& pod, const NodeInfo* node) {
+  for (const auto& [key, value] : pod->pod->meta().labels()) {
+    auto& pods = pods_by_label_[LabelKey(key, value)];
+    pods.erase(pod->uid());  // An entry of an older version would keep a key into it.
+    pods.emplace(pod->uid(), LabelledPod{pod, node});
+  }
+}
+
+void Mirror::UnindexPodLabels(const PodInfo& pod) {
+  for (const auto& [key, value] : pod.pod->meta().labels()) {
+    auto it = pods_by_label_.find(LabelKey(key, value));
+    if (it == pods_by_label_.end()) continue;
+    auto entry = it->second.find(pod.uid());
+    // Only this pod's own entry: a newer pod with the uid keeps its own.
+    if (entry != it->second.end() && entry->second.pod.get() == &pod) it->second.erase(entry);
+    if (it->second.empty()) pods_by_label_.erase(it);
+  }
+}
+
+bool Mirror::ForEachPodWithLabel(std::string_view key, std::string_view value, const PodVisitor& visit) const {
+  if (!label_index_enabled_) return false;
+  auto it = pods_by_label_.find(LabelKey(key, value));
+  if (it == pods_by_label_.end()) return true;
+  for (const auto& [uid, labelled] : it->second) visit(*labelled.pod, *labelled.node);
+  return true;
 }
 
 }  // namespace podium::sdk::internal

@@ -48,6 +48,10 @@ class Mirror final : public Snapshot {
   std::vector<const NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const override {
     return with_required_anti_affinity_;
   }
+  // Keeps the label index from now on (built from the pods mirrored so far).
+  void EnableLabelIndex();
+  bool ForEachPodWithLabel(std::string_view key, std::string_view value,
+                           const PodVisitor& visit) const override;
 
   // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
   // each with node_name set to the node; null when none.
@@ -63,6 +67,8 @@ class Mirror final : public Snapshot {
   void RemoveNode(uint32_t id);
   void UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node);
   void RemovePod(const std::string& uid);
+  void IndexPodLabels(const PodInfoPtr& pod, const NodeInfo* node);
+  void UnindexPodLabels(const PodInfo& pod);
   void RemovePodGroup(const std::string& uid);
   void RemoveNomination(const std::string& uid);
   void AddImageNames(NodeInfo& node);
@@ -100,6 +106,14 @@ class Mirror final : public Snapshot {
   bool affinity_dirty_ = false;
   std::vector<const NodeInfo*> with_affinity_;
   std::vector<const NodeInfo*> with_required_anti_affinity_;
+  // "key=value" (neither may contain '=') -> the assigned pods with that
+  // label by uid (a view into the pod the entry holds), with their node.
+  struct LabelledPod {
+    PodInfoPtr pod;
+    const NodeInfo* node;
+  };
+  bool label_index_enabled_ = false;
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_label_;
 };
 
 }  // namespace podium::sdk::internal

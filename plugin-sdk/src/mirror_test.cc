@@ -1,5 +1,6 @@
 #include "mirror.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -362,6 +363,61 @@ TEST(SdkMirrorTest, KeepsTheNodesThatHavePodsWithAffinity) {
   drop_node.add_node_removals(3);
   ASSERT_TRUE(mirror.Apply(drop_node).ok());
   EXPECT_TRUE(mirror.NodesHavingPodsWithAffinity().empty());
+}
+
+// The label index (MirrorNeeds::pod_label_index) follows pods as they are
+// added, relabelled, moved, removed, dropped with their node and reset; a
+// mirror without it answers false.
+TEST(SdkMirrorTest, LabelIndexFollowsThePods) {
+  auto labelled = [](v1::StateDelta& d, uint32_t node, const std::string& uid, const std::string& app) {
+    AddPod(d, node, uid, 100);
+    (*d.mutable_pod_upserts()->rbegin()->mutable_pod()->mutable_meta()->mutable_labels())["app"] = app;
+  };
+  auto with_label = [](const Mirror& m, const std::string& app) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(m.ForEachPodWithLabel("app", app, [&](const PodInfo& pod, const NodeInfo& node) {
+      out.push_back(pod.uid() + "@" + node.name());
+    }));
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  AddNode(reset, 1, "n1");
+  AddNode(reset, 2, "n2");
+  labelled(reset, 1, "a", "web");
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  EXPECT_FALSE(mirror.ForEachPodWithLabel("app", "web", [](const PodInfo&, const NodeInfo&) {}));
+  mirror.EnableLabelIndex();  // Indexes what is mirrored already.
+  EXPECT_THAT(with_label(mirror, "web"), ElementsAre("a@n1"));
+
+  v1::StateDelta d1;
+  labelled(d1, 2, "b", "web");
+  labelled(d1, 2, "c", "db");
+  ASSERT_TRUE(mirror.Apply(d1).ok());
+  EXPECT_THAT(with_label(mirror, "web"), ElementsAre("a@n1", "b@n2"));
+  EXPECT_THAT(with_label(mirror, "db"), ElementsAre("c@n2"));
+  EXPECT_THAT(with_label(mirror, "none"), ElementsAre());
+
+  v1::StateDelta d2;
+  labelled(d2, 1, "b", "db");  // Relabelled and moved.
+  d2.add_pod_removals("a");
+  ASSERT_TRUE(mirror.Apply(d2).ok());
+  EXPECT_THAT(with_label(mirror, "web"), ElementsAre());
+  EXPECT_THAT(with_label(mirror, "db"), ElementsAre("b@n1", "c@n2"));
+
+  v1::StateDelta d3;
+  d3.add_node_removals(2);  // Its pods go with it.
+  ASSERT_TRUE(mirror.Apply(d3).ok());
+  EXPECT_THAT(with_label(mirror, "db"), ElementsAre("b@n1"));
+
+  v1::StateDelta d4;
+  d4.set_reset(true);
+  AddNode(d4, 3, "n3");
+  labelled(d4, 3, "z", "db");
+  ASSERT_TRUE(mirror.Apply(d4).ok());
+  EXPECT_THAT(with_label(mirror, "db"), ElementsAre("z@n3"));
 }
 
 }  // namespace

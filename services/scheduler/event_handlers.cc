@@ -325,7 +325,7 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
       std::optional<QueuedPodSummary> queued = queue_.Find(info->uid());
       if (queued && queued->queue == QueueKind::kGated) return;
       const v1::Pod& p = *info->pod;
-      queue_.RetryGated([&](const QueuedPodInfo& q) { return q.uid() != p.meta().uid() && gang::SameGroup(q.pod(), p); });
+      queue_.RetryGatedMembers(p.meta().namespace_(), p.pod_group(), p.meta().uid());
     });
   } else if (old == nullptr) {
     PostQueueWork([this, info] { queue_.Add(info); });

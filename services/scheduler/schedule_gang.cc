@@ -31,9 +31,8 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   const uint64_t scheduling_cycle = queue_.scheduling_cycle();
 
   std::vector<QueuedPodInfoPtr> members{first};
-  for (QueuedPodInfo& sibling : queue_.PopMatching([&](const QueuedPodInfo& q) {
-         return gang::SameGroup(q.pod(), pod) && FrameworkFor(q.pod()) == fw;
-       })) {
+  for (QueuedPodInfo& sibling : queue_.PopGroupMembers(
+           ns, group_name, [&](const QueuedPodInfo& q) { return FrameworkFor(q.pod()) == fw; })) {
     auto qp = std::make_shared<QueuedPodInfo>(std::move(sibling));
     if (cache_.IsAssumed(qp->uid()) || !StillPending(qp->uid())) {
       queue_.Done(qp->uid());
@@ -155,11 +154,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
 }
 
 void Scheduler::RetryGatedMembers(const std::string& namespace_, const std::string& group) {
-  PostQueueWork([this, namespace_, group] {
-    queue_.RetryGated([&](const QueuedPodInfo& q) {
-      return q.pod().pod_group() == group && q.pod().meta().namespace_() == namespace_;
-    });
-  });
+  PostQueueWork([this, namespace_, group] { queue_.RetryGatedMembers(namespace_, group); });
 }
 
 }  // namespace podium::scheduler

@@ -176,6 +176,7 @@ class SchedulerTest : public testing::Test {
     bool with_permit = false;
     PostFilterPluginPtr post_filter;
     bool hinted = false;  // Fit has a queueing hint for Node/Add.
+    bool pre_enqueue = false;  // The queue runs the scheduler's PreEnqueue (scheduling gates).
     std::vector<FrameworkPtr> extra_profiles;
   };
 
@@ -205,6 +206,7 @@ class SchedulerTest : public testing::Test {
     SchedulingQueue::Options qo;
     qo.clock = &clock_;
     qo.hint_evaluator = hints_.get();
+    if (o.pre_enqueue) qo.pre_enqueue = [this](const sdk::PodInfo& pod) { return scheduler_->PreEnqueue(pod); };
     queue_ = std::make_unique<SchedulingQueue>(qo);
     queue_->SetEventRegistry({{"Fit", {[&] {
                                  v1::ClusterEventInterest i;
@@ -812,6 +814,235 @@ TEST_F(SchedulerTest, AnAttemptThatFailedWithAnErrorIsExplainedAsAnError) {
   ASSERT_TRUE(decision);
   EXPECT_EQ(decision->result, SchedulingDecision::Result::kError);
   EXPECT_EQ(QueueOf("web"), QueueKind::kBackoff);
+}
+
+
+// ---- Gangs: one pass (schedule_gang.cc)
+
+v1::ObjectEvent GroupEvent(const std::string& name, int32_t min_member) {
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  auto* g = e.mutable_pod_group();
+  g->mutable_meta()->set_name(name);
+  g->mutable_meta()->set_namespace_("default");
+  g->mutable_meta()->set_uid("uid-group-" + name);
+  g->set_min_member(min_member);
+  return e;
+}
+
+v1::ObjectEvent MemberEvent(const std::string& name, const std::string& group) {
+  v1::ObjectEvent e = PodEvent(name);
+  e.mutable_pod()->set_pod_group(group);
+  return e;
+}
+
+class GangSchedulerTest : public SchedulerTest {
+ protected:
+  // node-1 has room for `room` pods: a cycle finds it feasible while fewer
+  // pods are bound or assumed in the cache. Counts the cycles.
+  void RoomFor(size_t room) {
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this, room](v1::SchedulerToPlugin req, auto) {
+      if (!req.has_cycle()) return Answered(StatusAnswer());
+      ++cycles_;
+      return Answered(CycleAnswer(cache_.NumPods() < room));
+    }));
+  }
+  void AddGang(const std::string& group, int32_t min_member, int members) {
+    scheduler_->OnObjectEvent(GroupEvent(group, min_member));
+    for (int i = 0; i < members; ++i) scheduler_->OnObjectEvent(MemberEvent(Name(group, i), group));
+  }
+  void Start() {
+    scheduler_->OnListEnd();
+    scheduler_->Start();
+    scheduler_->WaitForBackgroundWork();
+  }
+  static std::string Name(const std::string& group, int i) { return group + "-" + std::to_string(i); }
+  // The message of the pod's last PodScheduled=False patch; empty if none.
+  std::string PatchedMessage(const std::string& name) {
+    std::string message;
+    for (size_t from = 0;;) {
+      std::optional<size_t> i = sink_.Find(v1::Action::kPatchPodStatus, from);
+      if (!i) return message;
+      const v1::Action a = sink_.action(*i);
+      if (a.patch_pod_status().pod().name() == name && a.patch_pod_status().conditions_size() > 0) {
+        message = a.patch_pod_status().conditions(0).message();
+      }
+      from = *i + 1;
+    }
+  }
+  std::vector<std::string> BoundPods() {
+    std::vector<std::string> out;
+    for (size_t from = 0;;) {
+      std::optional<size_t> i = sink_.Find(v1::Action::kBind, from);
+      if (!i) return out;
+      out.push_back(sink_.action(*i).bind().pod().name());
+      from = *i + 1;
+    }
+  }
+  std::atomic<int> cycles_{0};
+};
+
+// One pop takes the whole gang; it binds whole or not at all, and every member
+// of a gang that cannot be placed is told why.
+struct OnePassCase {
+  std::string name;
+  int32_t min_member;
+  int members;
+  size_t room;
+  int want_cycles;
+  std::vector<std::string> want_bound;
+  // Per member, its PodScheduled=False message ("": none, it was placed).
+  std::vector<std::string> want_messages;
+  // Where the members that were not placed wait: the pool when a plugin
+  // rejected one of them, backoffQ when none ran (too few members).
+  QueueKind want_queue = QueueKind::kUnschedulable;
+};
+
+class GangOnePassTest : public GangSchedulerTest, public testing::WithParamInterface<OnePassCase> {};
+
+const std::string kOnlyTwoOfThree =
+    "pod group default/train (minMember 3): only 2 of 3 members can be placed together, so none is bound; "
+    "default/train-2: 0/1 nodes are available: 1 Insufficient cpu.";
+const std::string kOnlyOneOfThree =
+    "pod group default/train (minMember 3): only 1 of 3 members can be placed together, so none is bound; "
+    "default/train-1: 0/1 nodes are available: 1 Insufficient cpu.";
+const std::string kThreeOfFour =
+    "pod group default/train (minMember 4): only 3 of 4 members are pending or placed, so none is bound";
+
+INSTANTIATE_TEST_SUITE_P(
+    Gangs, GangOnePassTest,
+    testing::Values(
+        OnePassCase{"FitsWhole", 3, 3, 100, 3, {"train-0", "train-1", "train-2"}, {"", "", ""}},
+        OnePassCase{"DoesNotFitNoneAssumed", 3, 3, 2, 3, {}, {kOnlyTwoOfThree, kOnlyTwoOfThree, kOnlyTwoOfThree}},
+        // The minimum binds; the member beyond it that does not fit retries alone.
+        OnePassCase{"MinMemberBelowSize", 2, 3, 2, 3, {"train-0", "train-1"},
+                    {"", "", "0/1 nodes are available: 1 Insufficient cpu."}},
+        // Two failures of four with minMember 3: the pass stops there.
+        OnePassCase{"MinimumOutOfReachStopsEarly", 3, 4, 1, 3, {}, std::vector<std::string>(4, kOnlyOneOfThree)},
+        OnePassCase{"FewerMembersThanMinMember", 4, 3, 100, 0, {}, std::vector<std::string>(3, kThreeOfFour),
+                    QueueKind::kBackoff}),
+    [](const testing::TestParamInfo<OnePassCase>& info) { return info.param.name; });
+
+TEST_P(GangOnePassTest, PlacesTheGangWholeOrNotAtAll) {
+  const OnePassCase& tc = GetParam();
+  Build(false);
+  RoomFor(tc.room);
+  AddGang("train", tc.min_member, tc.members);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // One pop.
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(cycles_.load(), tc.want_cycles);
+  EXPECT_EQ(BoundPods(), tc.want_bound);
+  EXPECT_EQ(cache_.NumPods(), tc.want_bound.size());  // Every other assumption undone.
+  for (int i = 0; i < tc.members; ++i) {
+    const std::string name = Name("train", i);
+    EXPECT_EQ(PatchedMessage(name), tc.want_messages[i]) << name;
+    if (tc.want_messages[i].empty()) {
+      EXPECT_EQ(QueueOf(name), std::nullopt) << name;
+      continue;
+    }
+    EXPECT_EQ(QueueOf(name), tc.want_queue) << name;
+    std::optional<PodDiagnosis> d = scheduler_->LastDiagnosis("default", name);
+    ASSERT_TRUE(d) << name;
+    EXPECT_EQ(d->message, tc.want_messages[i]) << name;
+  }
+  EXPECT_FALSE(scheduler_->ScheduleNext());  // Nobody left in activeQ.
+}
+
+// Only the popped pod's gang is taken: a pod outside it stays queued.
+TEST_F(GangSchedulerTest, OnlyTheGangIsTakenFromTheQueue) {
+  Build(false);
+  RoomFor(100);
+  AddGang("train", 2, 2);
+  scheduler_->WaitForBackgroundWork();
+  clock_.Advance(absl::Seconds(1));  // Queued later: popped after the gang.
+  scheduler_->OnObjectEvent(PodEvent("loner"));
+  AddGang("other", 2, 2);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1"}));
+  EXPECT_EQ(QueueOf("loner"), QueueKind::kActive);
+  EXPECT_EQ(QueueOf("other-0"), QueueKind::kActive);
+}
+
+// Two gangs that do not fit together: the first binds whole, the second
+// binds none and holds no room (no deadlock at Permit).
+TEST_F(GangSchedulerTest, TwoCompetingGangsOneBindsWholeTheOtherNone) {
+  Build(false);
+  RoomFor(4);
+  AddGang("a", 3, 3);
+  AddGang("b", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"a-0", "a-1", "a-2"}));
+  EXPECT_EQ(cache_.NumPods(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(QueueOf(Name("b", i)), QueueKind::kUnschedulable);
+    EXPECT_EQ(PatchedMessage(Name("b", i)),
+              "pod group default/b (minMember 3): only 1 of 3 members can be placed together, so none is bound; "
+              "default/b-1: 0/1 nodes are available: 1 Insufficient cpu.");
+  }
+}
+
+// A gang whose last member arrives after the others were found too few: the
+// newcomer's pop takes the waiting members out of the pool, all in one pass.
+TEST_F(GangSchedulerTest, AMemberArrivingLateBringsTheWaitingMembersAlong) {
+  Build(false);
+  RoomFor(100);
+  AddGang("train", 3, 2);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 0);
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kBackoff);  // No plugin rejected them.
+  EXPECT_EQ(QueueOf("train-1"), QueueKind::kBackoff);
+  EXPECT_THAT(PatchedMessage("train-0"), testing::HasSubstr("only 2 of 3 members are pending or placed"));
+  scheduler_->OnObjectEvent(MemberEvent("train-2", "train"));
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 3);
+  EXPECT_EQ(BoundPods().size(), 3u);
+  EXPECT_EQ(Queued(), 0u);
+}
+
+// Enough members exist but one is still held at PreEnqueue (a scheduling
+// gate): the others back off without a FailedScheduling message, and come
+// along once the gate is lifted.
+TEST_F(GangSchedulerTest, AMemberStillGatedHoldsTheGangBackQuietly) {
+  BuildOptions o;
+  o.pre_enqueue = true;
+  Build(std::move(o));
+  RoomFor(100);
+  AddGang("train", 3, 2);
+  v1::ObjectEvent gated = MemberEvent("train-2", "train");
+  gated.mutable_pod()->add_scheduling_gates("example.com/wait");
+  scheduler_->OnObjectEvent(gated);
+  Start();
+  EXPECT_EQ(QueueOf("train-2"), QueueKind::kGated);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 0);
+  EXPECT_EQ(PatchedMessage("train-0"), "");
+  EXPECT_EQ(PatchedMessage("train-1"), "");
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kBackoff);
+  gated.mutable_pod()->clear_scheduling_gates();
+  scheduler_->OnObjectEvent(gated);
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 3);
+  EXPECT_EQ(BoundPods().size(), 3u);
+}
+
+// A pod naming a group that does not exist is scheduled as an ordinary pod
+// here (Coscheduling's PreEnqueue holds it in a real profile).
+TEST_F(GangSchedulerTest, APodNamingNoExistingGroupIsAnOrdinaryPod) {
+  Build(false);
+  RoomFor(100);
+  scheduler_->OnObjectEvent(MemberEvent("stray-0", "nowhere"));
+  scheduler_->OnObjectEvent(MemberEvent("stray-1", "nowhere"));
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods().size(), 1u);  // One pod per pop.
 }
 
 }  // namespace

@@ -166,7 +166,41 @@ class FakeSnapshot : public sdk::Snapshot {
     nodes_.push_back(owned_.back().get());
     return *owned_.back();
   }
-  const std::vector<const sdk::NodeInfo*>& Nodes() const override { return nodes_; }
+  const std::vector<const sdk::NodeInfo*>& Nodes() const override {
+    ++nodes_calls_;
+    return nodes_;
+  }
+  // As the mirror keeps them, without counting as a scan.
+  std::vector<const sdk::NodeInfo*> NodesHavingPodsWithAffinity() const override {
+    std::vector<const sdk::NodeInfo*> out;
+    for (const sdk::NodeInfo* n : nodes_) {
+      if (!n->pods_with_affinity().empty()) out.push_back(n);
+    }
+    return out;
+  }
+  std::vector<const sdk::NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const override {
+    std::vector<const sdk::NodeInfo*> out;
+    for (const sdk::NodeInfo* n : nodes_) {
+      if (!n->pods_with_required_anti_affinity().empty()) out.push_back(n);
+    }
+    return out;
+  }
+  // How often a plugin asked for every node (a scan), for tests of the
+  // label-index path.
+  int nodes_calls() const { return nodes_calls_; }
+  // With a label index, ForEachPodWithLabel answers as the SDK's mirror does
+  // (here by a scan the plugin does not see); without, it answers false.
+  void set_label_index(bool on) { label_index_ = on; }
+  bool ForEachPodWithLabel(std::string_view key, std::string_view value, const PodVisitor& visit) const override {
+    if (!label_index_) return false;
+    for (const sdk::NodeInfo* n : nodes_) {
+      for (const sdk::PodInfoPtr& p : n->pods()) {
+        auto it = p->pod->meta().labels().find(std::string(key));
+        if (it != p->pod->meta().labels().end() && it->second == value) visit(*p, *n);
+      }
+    }
+    return true;
+  }
   const sdk::NodeInfo* Get(std::string_view name) const override {
     for (const sdk::NodeInfo* n : nodes_) {
       if (n->name() == name) return n;
@@ -202,6 +236,8 @@ class FakeSnapshot : public sdk::Snapshot {
   std::map<std::string, std::unique_ptr<v1::Namespace>> namespaces_;
   std::vector<std::unique_ptr<sdk::NodeInfo>> owned_;
   std::vector<const sdk::NodeInfo*> nodes_;
+  bool label_index_ = false;
+  mutable int nodes_calls_ = 0;
 };
 
 class FakeHandle : public sdk::Handle {

@@ -18,6 +18,26 @@ namespace {
 constexpr std::string_view kPreFilterStateKey = "PreFilterInterPodAffinity";
 constexpr std::string_view kPreScoreStateKey = "PreScoreInterPodAffinity";
 
+// Visits the assigned pods that may match `term`: through the snapshot's
+// label index, those labelled with a value of the selector's first
+// `key In (values)` requirement (matchLabels and matchLabelKeys are such
+// requirements). False, visiting nothing, when the term has no such
+// requirement or the snapshot keeps no index: the caller scans every pod.
+bool ForEachCandidate(const sdk::Snapshot& snapshot, const sdk::AffinityTerm& term,
+                      const sdk::Snapshot::PodVisitor& visit) {
+  if (term.selector.MatchesNothing()) return true;  // An absent selector selects no pod.
+  for (const sdk::LabelSelector::Requirement& r : term.selector.requirements()) {
+    if (r.op != sdk::LabelSelector::Operator::kIn) continue;
+    for (size_t i = 0; i < r.values.size(); ++i) {
+      // A pod has one value per key: distinct values visit distinct pods.
+      if (std::find(r.values.begin(), r.values.begin() + i, r.values[i]) != r.values.begin() + i) continue;
+      if (!snapshot.ForEachPodWithLabel(r.key, r.values[i], visit)) return false;
+    }
+    return true;
+  }
+  return false;
+}
+
 // Topology key -> value -> matching terms; entries that reach 0 are erased,
 // so "empty" means no pod matched anywhere. Keyed by topology key first so
 // that Filter looks up a node's few keys, not every (key, value) pair.
@@ -247,13 +267,29 @@ std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
                          *pod.pod, &s->namespace_labels, node->node(), 1);
     }
   }
-  // The incoming pod's required terms: every pod may match them.
-  if (!s->required_affinity().empty() || !s->required_anti_affinity().empty()) {
+  // The incoming pod's required terms: the pods they select, through the
+  // label index when the snapshot keeps one (O(matching pods)); what it
+  // cannot answer, by scanning every pod.
+  const std::vector<sdk::AffinityTerm>& affinity = s->required_affinity();
+  const bool affinity_scan =
+      !affinity.empty() && !ForEachCandidate(snapshot, affinity.front(),
+                                             [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
+                                               UpdateAffinity(s->affinity, affinity, *existing.pod, node.node(), 1);
+                                             });
+  std::vector<const sdk::AffinityTerm*> anti_scan;
+  for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
+    auto bump = [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
+      if (t.Matches(*existing.pod, nullptr)) Bump(s->anti_affinity, node.node(), t.topology_key, 1);
+    };
+    if (!ForEachCandidate(snapshot, t, bump)) anti_scan.push_back(&t);
+  }
+  if (affinity_scan || !anti_scan.empty()) {
     for (const sdk::NodeInfo* node : snapshot.Nodes()) {
       for (const sdk::PodInfoPtr& existing : node->pods()) {
-        UpdateAffinity(s->affinity, s->required_affinity(), *existing->pod, node->node(), 1);
-        UpdateAntiAffinity(s->anti_affinity, s->required_anti_affinity(), *existing->pod, nullptr,
-                           node->node(), 1);
+        if (affinity_scan) UpdateAffinity(s->affinity, affinity, *existing->pod, node->node(), 1);
+        for (const sdk::AffinityTerm* t : anti_scan) {
+          if (t->Matches(*existing->pod, nullptr)) Bump(s->anti_affinity, node->node(), t->topology_key, 1);
+        }
       }
     }
   }
@@ -339,34 +375,52 @@ sdk::Status InterPodAffinity::PreScore(sdk::CycleState& state, const sdk::PodInf
   const sdk::PodAffinityTerms* terms = resolved.get();
   const sdk::Labels namespace_labels = NamespaceLabels(*pod.pod, snapshot);
   auto s = std::make_unique<PreScoreState>();
-  auto process = [&](const sdk::NodeInfo& node, const sdk::PodInfo& existing) {
+  // Existing pods' terms (hardPodAffinityWeight, their preferred terms):
+  // only nodes with such pods.
+  auto theirs = [&](const sdk::NodeInfo& node, const sdk::PodInfo& existing) {
     const v1::Node& v1node = node.node();
-    if (v1node.meta().labels().empty()) return;
-    if (has_constraints) {
-      ProcessTerms(s->scores, terms->preferred_affinity, *existing.pod, nullptr, v1node, 1);
-      ProcessTerms(s->scores, terms->preferred_anti_affinity, *existing.pod, nullptr, v1node, -1);
-    }
-    const sdk::PodAffinityTerms* theirs = existing.affinity.get();
-    if (theirs == nullptr) return;
+    const sdk::PodAffinityTerms* their = existing.affinity.get();
+    if (their == nullptr || v1node.meta().labels().empty()) return;
     if (hard_weight_ > 0) {
-      for (const sdk::AffinityTerm& t : theirs->required_affinity) {
+      for (const sdk::AffinityTerm& t : their->required_affinity) {
         ProcessTerm(s->scores, t, hard_weight_, *pod.pod, &namespace_labels, v1node);
       }
     }
     if (!ignore_preferred_of_existing_) {
-      ProcessTerms(s->scores, theirs->preferred_affinity, *pod.pod, &namespace_labels, v1node, 1);
-      ProcessTerms(s->scores, theirs->preferred_anti_affinity, *pod.pod, &namespace_labels, v1node,
-                   -1);
+      ProcessTerms(s->scores, their->preferred_affinity, *pod.pod, &namespace_labels, v1node, 1);
+      ProcessTerms(s->scores, their->preferred_anti_affinity, *pod.pod, &namespace_labels, v1node, -1);
     }
   };
+  for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithAffinity()) {
+    for (const sdk::PodInfoPtr& existing : node->pods_with_affinity()) theirs(*node, *existing);
+  }
+  // The incoming pod's preferred terms: the pods each selects, through the
+  // label index when the snapshot keeps one; the rest by scanning every pod.
   if (has_constraints) {
-    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
-      for (const sdk::PodInfoPtr& existing : node->pods()) process(*node, *existing);
-    }
-  } else {
-    // Only existing pods' terms can score: only nodes with such pods.
-    for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithAffinity()) {
-      for (const sdk::PodInfoPtr& existing : node->pods_with_affinity()) process(*node, *existing);
+    struct Weighted {
+      const sdk::AffinityTerm* term;
+      int64_t weight;
+    };
+    std::vector<Weighted> scan;
+    auto add = [&](const std::vector<sdk::WeightedAffinityTerm>& list, int64_t sign) {
+      for (const sdk::WeightedAffinityTerm& t : list) {
+        const int64_t weight = sign * t.weight;
+        auto score = [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
+          ProcessTerm(s->scores, t.term, weight, *existing.pod, nullptr, node.node());
+        };
+        if (!ForEachCandidate(snapshot, t.term, score)) scan.push_back({&t.term, weight});
+      }
+    };
+    add(terms->preferred_affinity, 1);
+    add(terms->preferred_anti_affinity, -1);
+    if (!scan.empty()) {
+      for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+        for (const sdk::PodInfoPtr& existing : node->pods()) {
+          for (const Weighted& w : scan) {
+            ProcessTerm(s->scores, *w.term, w.weight, *existing->pod, nullptr, node->node());
+          }
+        }
+      }
     }
   }
   // Drop zeros so that "nothing scored" is an empty map.

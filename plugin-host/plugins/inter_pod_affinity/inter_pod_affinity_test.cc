@@ -179,20 +179,64 @@ TEST(InterPodAffinityTest, FilterFollowsKubeScheduler) {
                       {"n2", "a", {App("theirs", "web").Label("tenant", "b")}}},
                      {kOk, kAnti}});
   }
-  for (Case& c : cases) {
-    Cluster cluster(c.nodes);
-    auto plugin = NewPlugin(cluster.handle());
-    sdk::PodInfoPtr pod = c.pod.Info();
-    sdk::CycleState state;
-    auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
-    if (status.IsSkip()) {  // Filter is not run: every node passes.
-      EXPECT_THAT(c.want, ::testing::Each(kOk)) << c.name;
-      continue;
+  // Both ways of finding the pods the incoming pod's terms select: a scan of
+  // every pod, and the label index of the SDK's mirror.
+  for (const bool label_index : {false, true}) {
+    for (Case& c : cases) {
+      SCOPED_TRACE(label_index ? "with the label index" : "scanning every pod");
+      Cluster cluster(c.nodes);
+      cluster.handle().fake_snapshot().set_label_index(label_index);
+      auto plugin = NewPlugin(cluster.handle());
+      sdk::PodInfoPtr pod = c.pod.Info();
+      sdk::CycleState state;
+      auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
+      if (status.IsSkip()) {  // Filter is not run: every node passes.
+        EXPECT_THAT(c.want, ::testing::Each(kOk)) << c.name;
+        continue;
+      }
+      ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
+      EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
+          << c.name;
     }
-    ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
-    EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
-        << c.name;
   }
+}
+
+// With the label index, PreFilter finds the pods a term's `key In (values)`
+// requirement admits without scanning every pod; a term without one (here
+// only `Exists`) still scans, and both give kube-scheduler's answer.
+TEST(InterPodAffinityTest, PreFilterUsesTheLabelIndexWhenTheTermsAllowIt) {
+  std::vector<NodeSpec> nodes = {{"n1", "a", {App("c0", "cache"), App("w0", "web")}},
+                                 {"n2", "a", {App("w1", "web")}},
+                                 {"n3", "b", {App("db", "db")}}};
+  Cluster cluster(nodes);
+  cluster.handle().fake_snapshot().set_label_index(true);
+  auto plugin = NewPlugin(cluster.handle());
+
+  // Anti-affinity to app=cache by hostname and affinity to app=db by zone.
+  PodBuilder b = WithRequired(App("new", "cache"), true, Term("cache", kHost));
+  b = WithRequired(std::move(b), false, Term("db", kZone));
+  sdk::PodInfoPtr pod = b.Info();
+  const int scans = cluster.handle().fake_snapshot().nodes_calls();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(cluster.handle().fake_snapshot().nodes_calls(), scans);  // No scan.
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray({kAff, kAff, kOk}));
+  sdk::CycleState anti_only;
+  sdk::PodInfoPtr anti = WithRequired(App("new", "cache"), true, Term("cache", kHost)).Info();
+  ASSERT_TRUE(plugin->PreFilter(anti_only, *anti, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, anti_only, *anti, cluster.snapshot()), ElementsAreArray({kAnti, kOk, kOk}));
+
+  v1::PodAffinityTerm exists;
+  auto* e = exists.mutable_label_selector()->add_match_expressions();
+  e->set_key("app");
+  e->set_operator_(v1::LabelSelectorRequirement::EXISTS);
+  exists.set_topology_key(std::string(kZone));
+  sdk::PodInfoPtr scanning = WithRequired(App("new", "x"), true, exists).Info();
+  const int before = cluster.handle().fake_snapshot().nodes_calls();
+  sdk::CycleState scan_state;
+  ASSERT_TRUE(plugin->PreFilter(scan_state, *scanning, cluster.snapshot()).second.IsSuccess());
+  EXPECT_GT(cluster.handle().fake_snapshot().nodes_calls(), before);
+  EXPECT_THAT(FilterAll(*plugin, scan_state, *scanning, cluster.snapshot()), ElementsAreArray({kAnti, kAnti, kAnti}));
 }
 
 v1::PodAffinityTerm WithNamespaceSelector(v1::PodAffinityTerm t, std::string key, std::string value) {
@@ -416,12 +460,29 @@ TEST(InterPodAffinityTest, ScoreFollowsKubeScheduler) {
        {{"n1", "a", {WithRequired(App("fan", "db"), false, Term("web", kZone))}}, {"n2", "b", {}}},
        {100, 0}},
   };
-  for (Case& c : cases) {
-    Cluster cluster(c.nodes);
-    cluster.handle().fake_snapshot().AddNamespace("prod", {{"team", "data"}});
-    cluster.handle().fake_snapshot().AddNamespace("dev");
-    auto plugin = NewPlugin(cluster.handle(), c.args);
-    EXPECT_THAT(ScoreAll(*plugin, cluster, *c.pod.Info()), ElementsAreArray(c.want)) << c.name;
+  {
+    // A term the label index cannot answer (Exists) beside one it can.
+    v1::PodAffinityTerm any_app;
+    auto* e = any_app.mutable_label_selector()->add_match_expressions();
+    e->set_key("app");
+    e->set_operator_(v1::LabelSelectorRequirement::EXISTS);
+    any_app.set_topology_key(std::string(kHost));
+    cases.push_back({"an Exists term is scanned for, a matchLabels term looked up",
+                     "{}",
+                     WithPreferred(WithPreferred(App("new", "web"), true, 10, any_app), false, 5, Term("db", kZone)),
+                     {{"a1", "a", {App("db", "db")}}, {"a2", "a", {}}, {"b1", "b", {}}},
+                     {0, 100, 50}});
+  }
+  for (const bool label_index : {false, true}) {
+    for (Case& c : cases) {
+      SCOPED_TRACE(label_index ? "with the label index" : "scanning every pod");
+      Cluster cluster(c.nodes);
+      cluster.handle().fake_snapshot().set_label_index(label_index);
+      cluster.handle().fake_snapshot().AddNamespace("prod", {{"team", "data"}});
+      cluster.handle().fake_snapshot().AddNamespace("dev");
+      auto plugin = NewPlugin(cluster.handle(), c.args);
+      EXPECT_THAT(ScoreAll(*plugin, cluster, *c.pod.Info()), ElementsAreArray(c.want)) << c.name;
+    }
   }
 }
 

@@ -17,6 +17,7 @@ struct SchedulingQueue::Entry {
   absl::Time backoff_expiry = absl::InfinitePast();  // Set while in backoffQ.
   bool error_backoff = false;  // In error_backoff_q_ rather than backoff_q_.
   uint64_t pool_stay = 0;
+  std::string group_key;  // Where members_by_group_ lists it; empty: no gang.
 };
 
 namespace {
@@ -203,10 +204,36 @@ static std::string PodKey(std::string_view namespace_name, std::string_view name
   return absl::StrCat(AV(namespace_name), "/", AV(name));
 }
 
+static std::string GroupKeyOf(const v1::Pod& pod) {
+  return pod.pod_group().empty() ? std::string() : PodKey(pod.meta().namespace_(), pod.pod_group());
+}
+
+void SchedulingQueue::IndexGroup(Entry* e) {
+  e->group_key = GroupKeyOf(e->info.pod());
+  if (!e->group_key.empty()) members_by_group_[e->group_key].insert(e);
+}
+
+void SchedulingQueue::UnindexGroup(Entry* e) {
+  if (e->group_key.empty()) return;
+  if (auto g = members_by_group_.find(e->group_key); g != members_by_group_.end()) {
+    g->second.erase(e);
+    if (g->second.empty()) members_by_group_.erase(g);
+  }
+  e->group_key.clear();
+}
+
+void SchedulingQueue::SetPodInfo(Entry* e, sdk::PodInfoPtr pod) {
+  e->info.pod_info = std::move(pod);
+  if (GroupKeyOf(e->info.pod()) == e->group_key) return;
+  UnindexGroup(e);  // The pod joined or left a gang (e.g. its label changed).
+  IndexGroup(e);
+}
+
 SchedulingQueue::Entry* SchedulingQueue::Insert(std::unique_ptr<Entry> entry) {
   Entry* e = entry.get();
   const std::string uid = e->info.uid();
   uids_by_key_[PodKey(e->info.pod().meta().namespace_(), e->info.pod().meta().name())].push_back(uid);
+  IndexGroup(e);
   pods_.emplace(uid, std::move(entry));
   return e;
 }
@@ -219,7 +246,10 @@ void SchedulingQueue::Remove(const std::string& uid_ref, const v1::Pod& pod_ref)
     std::erase(k->second, uid);
     if (k->second.empty()) uids_by_key_.erase(k);
   }
-  pods_.erase(uid);
+  if (auto it = pods_.find(uid); it != pods_.end()) {
+    UnindexGroup(it->second.get());
+    pods_.erase(it);
+  }
 }
 
 void SchedulingQueue::Erase(Entry* entry) {
@@ -291,12 +321,12 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
       switch (e->where) {
         case QueueKind::kActive:
           Detach(e);  // The sort key may change.
-          e->info.pod_info = std::move(new_pod);
+          SetPodInfo(e, std::move(new_pod));
           InsertActive(e);
           return;
         case QueueKind::kBackoff:
           Detach(e);  // Within a window the QueueSort order decides.
-          e->info.pod_info = std::move(new_pod);
+          SetPodInfo(e, std::move(new_pod));
           InsertBackoff(e);
           return;
         case QueueKind::kUnschedulable:
@@ -305,7 +335,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
       }
       if (!e->info.gated) {
         const bool updated = IsPodUpdated(*e->info.pod_info->pod, *new_pod->pod);
-        e->info.pod_info = std::move(new_pod);
+        SetPodInfo(e, std::move(new_pod));
         if (updated) MoveToActiveOrBackoff(e, clock_.Now());
         return;
       }
@@ -325,7 +355,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
     return;  // Changed meanwhile; the newer change wins.
   }
   Entry* e = it->second.get();
-  e->info.pod_info = std::move(new_pod);
+  SetPodInfo(e, std::move(new_pod));
   if (gate.IsSuccess()) {
     e->info.gated = false;
     e->info.gating_plugin.clear();
@@ -384,12 +414,14 @@ std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
   return info;
 }
 
-std::vector<QueuedPodInfo> SchedulingQueue::PopMatching(
-    const std::function<bool(const QueuedPodInfo&)>& member) {
+std::vector<QueuedPodInfo> SchedulingQueue::PopGroupMembers(
+    std::string_view namespace_, std::string_view group, const std::function<bool(const QueuedPodInfo&)>& also) {
   absl::MutexLock lock(&mu_);
+  auto g = members_by_group_.find(PodKey(namespace_, group));
+  if (g == members_by_group_.end()) return {};
   std::vector<Entry*> matched;
-  for (const auto& [uid, e] : pods_) {
-    if (!e->info.gated && member(e->info)) matched.push_back(e.get());
+  for (Entry* e : g->second) {
+    if (!e->info.gated && (!also || also(e->info))) matched.push_back(e);
   }
   ActiveLess less{&less_};
   std::sort(matched.begin(), matched.end(), less);
@@ -399,7 +431,7 @@ std::vector<QueuedPodInfo> SchedulingQueue::PopMatching(
   for (Entry* e : matched) {
     Detach(e);
     QueuedPodInfo info = std::move(e->info);
-    Remove(info.uid(), info.pod());
+    Remove(info.uid(), info.pod());  // Also leaves the group index.
     ++info.attempts;
     if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = now;
     info.unschedulable_plugins.clear();
@@ -410,7 +442,8 @@ std::vector<QueuedPodInfo> SchedulingQueue::PopMatching(
   return out;
 }
 
-size_t SchedulingQueue::RetryGated(const std::function<bool(const QueuedPodInfo&)>& select) {
+size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::string_view group,
+                                          std::string_view except_uid) {
   struct Asked {
     sdk::PodInfoPtr pod;
     uint64_t pool_stay;
@@ -418,8 +451,12 @@ size_t SchedulingQueue::RetryGated(const std::function<bool(const QueuedPodInfo&
   std::vector<Asked> asked;
   {
     absl::MutexLock lock(&mu_);
-    for (Entry* e : unschedulable_pods_) {
-      if (e->info.gated && select(e->info)) asked.push_back({e->info.pod_info, e->pool_stay});
+    auto g = members_by_group_.find(PodKey(namespace_, group));
+    if (g == members_by_group_.end()) return 0;
+    for (Entry* e : g->second) {
+      if (e->info.gated && e->info.uid() != except_uid && unschedulable_pods_.contains(e)) {
+        asked.push_back({e->info.pod_info, e->pool_stay});
+      }
     }
   }
   size_t moved = 0;

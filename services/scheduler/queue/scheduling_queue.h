@@ -213,15 +213,18 @@ class SchedulingQueue {
   // one, two while a deleted pod and its re-created namesake are both queued.
   std::vector<std::string> UidsOf(std::string_view namespace_name, std::string_view name) const;
 
-  // Gangs. Takes every queued pod that is not gated and for which `member` is
-  // true out of activeQ, backoffQ or the pool, as Pop takes one (an attempt
-  // counted, in flight until Done / AddUnschedulableIfNotPresent), in pop
-  // order. The scheduler places a gang's members in one pass with these.
-  std::vector<QueuedPodInfo> PopMatching(const std::function<bool(const QueuedPodInfo&)>& member);
-  // Gated pods for which `select` is true run PreEnqueue again, outside the
-  // lock; those it lets through go to activeQ (e.g. when the last member of
-  // their gang or the PodGroup appears). Returns how many moved.
-  size_t RetryGated(const std::function<bool(const QueuedPodInfo&)>& select);
+  // Gangs. Takes the queued pods of the group namespace_/group that are not
+  // gated (and for which `also` is true, when given) out of activeQ, backoffQ
+  // or the pool, as Pop takes one (an attempt counted, in flight until Done /
+  // AddUnschedulableIfNotPresent), in pop order. The scheduler places a gang's
+  // members in one pass with these. Found through a per-group index: O(the
+  // group's queued pods), not O(queued pods).
+  std::vector<QueuedPodInfo> PopGroupMembers(std::string_view namespace_, std::string_view group,
+                                             const std::function<bool(const QueuedPodInfo&)>& also = nullptr);
+  // The gated pods of the group (but `except_uid`) run PreEnqueue again,
+  // outside the lock; those it lets through go to activeQ (e.g. when the last
+  // member of their gang or the PodGroup appears). Returns how many moved.
+  size_t RetryGatedMembers(std::string_view namespace_, std::string_view group, std::string_view except_uid = "");
 
   // The backoff for a pod with this many attempts: initial * 2^(attempts-1),
   // capped at max; 0 before the first attempt.
@@ -266,6 +269,10 @@ class SchedulingQueue {
   // pods_ and its namespace/name index change together.
   Entry* Insert(std::unique_ptr<Entry> entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Remove(const std::string& uid, const v1::Pod& pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // members_by_group_ follows each entry's pod (its group may change on update).
+  void IndexGroup(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UnindexGroup(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetPodInfo(Entry* entry, sdk::PodInfoPtr pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration initial_backoff_;
   const absl::Duration max_backoff_;
@@ -283,6 +290,8 @@ class SchedulingQueue {
   absl::flat_hash_map<std::string, std::unique_ptr<Entry>> pods_ ABSL_GUARDED_BY(mu_);
   // "namespace/name" -> uids in pods_, so Admin's move-by-name is O(names).
   absl::flat_hash_map<std::string, std::vector<std::string>> uids_by_key_ ABSL_GUARDED_BY(mu_);
+  // "namespace/group" -> the queued pods naming that gang (pods_ entries).
+  absl::flat_hash_map<std::string, absl::flat_hash_set<Entry*>> members_by_group_ ABSL_GUARDED_BY(mu_);
   std::set<Entry*, ActiveLess> active_q_ ABSL_GUARDED_BY(mu_);
   // backoffQ is two heaps, as kube's: pods a plugin rejected (Pop may take
   // them early) and pods whose attempt failed with an Error (never early).

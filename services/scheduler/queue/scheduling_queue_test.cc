@@ -846,11 +846,9 @@ sdk::PodInfoPtr Member(const std::string& uid, const std::string& group, int32_t
   return sdk::PodInfo::Create(std::move(p));
 }
 
-bool InGroup(const QueuedPodInfo& q, const std::string& group) { return q.pod().pod_group() == group; }
-
 // Gangs: the scheduler takes a popped member's siblings from wherever they
 // wait (activeQ, backoffQ, the pool), never a gated one, in pop order.
-TEST_F(SchedulingQueueTest, PopMatchingTakesQueuedGangMembersAsPopDoes) {
+TEST_F(SchedulingQueueTest, PopGroupMembersTakesQueuedGangMembersAsPopDoes) {
   SchedulingQueue q(Opts());
   q.Add(Member("a1", "a", 9));
   q.Add(Member("a2", "a", 5));
@@ -864,7 +862,7 @@ TEST_F(SchedulingQueueTest, PopMatchingTakesQueuedGangMembersAsPopDoes) {
   FailAttempt(q, "a2", {"Fit"});                         // a2 -> pool.
   ASSERT_EQ(Where(q, "a2"), QueueKind::kUnschedulable);
   ASSERT_EQ(Where(q, "a1"), QueueKind::kBackoff);
-  std::vector<QueuedPodInfo> members = q.PopMatching([](const QueuedPodInfo& i) { return InGroup(i, "a"); });
+  std::vector<QueuedPodInfo> members = q.PopGroupMembers("default", "a");
   std::vector<std::string> uids;
   for (const auto& m : members) uids.push_back(m.uid());
   EXPECT_THAT(uids, ElementsAre("a1", "a2", "a3"));  // Priority order; the gated a4 stays.
@@ -881,7 +879,7 @@ TEST_F(SchedulingQueueTest, PopMatchingTakesQueuedGangMembersAsPopDoes) {
   EXPECT_THAT(PopAll(q), ElementsAre("b1"));
 }
 
-TEST_F(SchedulingQueueTest, RetryGatedRunsPreEnqueueAgainForTheSelectedPods) {
+TEST_F(SchedulingQueueTest, RetryGatedMembersRunsPreEnqueueAgainForTheGroupsGatedPods) {
   std::atomic<int> pods_in_group{1};
   SchedulingQueue::Options o = Opts();
   o.pre_enqueue = [&pods_in_group](const sdk::PodInfo& pod) {
@@ -894,12 +892,41 @@ TEST_F(SchedulingQueueTest, RetryGatedRunsPreEnqueueAgainForTheSelectedPods) {
   q.Add(Member("a1", "a"));
   q.Add(Member("b1", "b"));
   ASSERT_EQ(Where(q, "a1"), QueueKind::kGated);
-  EXPECT_EQ(q.RetryGated([](const QueuedPodInfo& i) { return InGroup(i, "a"); }), 0u);  // Still gated.
+  EXPECT_EQ(q.RetryGatedMembers("default", "a"), 0u);  // Still gated.
   EXPECT_EQ(q.Find("a1")->message, "waiting for pod group default/a");
   pods_in_group = 2;
-  EXPECT_EQ(q.RetryGated([](const QueuedPodInfo& i) { return InGroup(i, "a"); }), 1u);
+  EXPECT_EQ(q.RetryGatedMembers("default", "a", "a1"), 0u);  // The pod that is excepted.
+  EXPECT_EQ(q.RetryGatedMembers("default", "a"), 1u);
   EXPECT_EQ(Where(q, "a1"), QueueKind::kActive);
   EXPECT_EQ(Where(q, "b1"), QueueKind::kGated);  // Not selected.
+}
+
+
+// The group index follows the pods: a member that leaves its gang (its label
+// changed), joins another or is deleted is found under its current group only;
+// `also` filters (the scheduler keeps members of another profile out).
+TEST_F(SchedulingQueueTest, PopGroupMembersFollowsGroupChangesAndDeletions) {
+  SchedulingQueue q(Opts());
+  q.Add(Member("a1", "a"));
+  q.Add(Member("a2", "a"));
+  q.Add(Member("a3", "a"));
+  v1::Pod elsewhere = *Member("other-ns", "a")->pod;
+  elsewhere.mutable_meta()->set_namespace_("batch");  // Group "a" of another namespace.
+  q.Add(sdk::PodInfo::Create(elsewhere));
+  q.Update(Member("a2", "b"));  // Moved to group b.
+  ASSERT_TRUE(q.Delete("a3"));
+  std::vector<std::string> uids;
+  for (const auto& m : q.PopGroupMembers("default", "a")) uids.push_back(m.uid());
+  EXPECT_THAT(uids, ElementsAre("a1"));
+  EXPECT_TRUE(q.PopGroupMembers("default", "a").empty());  // In flight now.
+  EXPECT_TRUE(q.PopGroupMembers("default", "b", [](const QueuedPodInfo&) { return false; }).empty());
+  uids.clear();
+  for (const auto& m : q.PopGroupMembers("default", "b")) uids.push_back(m.uid());
+  EXPECT_THAT(uids, ElementsAre("a2"));
+  uids.clear();
+  for (const auto& m : q.PopGroupMembers("batch", "a")) uids.push_back(m.uid());
+  EXPECT_THAT(uids, ElementsAre("other-ns"));
+  EXPECT_TRUE(q.PopGroupMembers("default", "nowhere").empty());
 }
 
 }  // namespace

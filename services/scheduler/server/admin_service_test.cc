@@ -46,6 +46,7 @@ class AdminServiceTest : public ::testing::Test {
   void SetUp() override {
     SchedulingQueue::Options qo;
     qo.clock = &clock_;
+    qo.pre_enqueue = pre_enqueue_;
     queue_ = std::make_unique<SchedulingQueue>(qo);
     scheduler_ = std::make_unique<Scheduler>(Scheduler::Options{}, cache_, snapshot_, *queue_,
                                              std::vector<FrameworkPtr>{}, metrics_, clock_);
@@ -86,6 +87,7 @@ class AdminServiceTest : public ::testing::Test {
     queue_->Done(uid);
   }
 
+  PreEnqueueFn pre_enqueue_;  // Set by a test's fixture before SetUp.
   FakeClock clock_;
   Cache cache_{Cache::Options{}};
   Snapshot snapshot_;
@@ -147,6 +149,46 @@ TEST_F(AdminServiceTest, ListQueuedPodsDefaultPageAndFilters) {
   response.Clear();
   ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &response).ok());
   EXPECT_EQ(response.total(), 0);
+}
+
+// Gang members Coscheduling holds at PreEnqueue (issue 7's bad input: a pod
+// naming a group that never appears, a group with fewer pods than its
+// minimum) wait, listed as gated with the plugin's reason.
+class GatedGangAdminTest : public AdminServiceTest {
+ protected:
+  GatedGangAdminTest() {
+    pre_enqueue_ = [](const sdk::PodInfo& pod) {
+      if (pod.pod->pod_group().empty()) return sdk::Status::Success();
+      sdk::Status s(sdk::Code::kUnschedulableAndUnresolvable,
+                    "waiting for pod group default/" + pod.pod->pod_group() + ": it does not exist");
+      s.WithPlugin("Coscheduling");
+      return s;
+    };
+  }
+};
+
+TEST_F(GatedGangAdminTest, AMemberOfAGroupThatNeverAppearsIsListedAsGatedWithTheReason) {
+  v1::Pod lost = *MakePod("default", "lost-0", 1)->pod;
+  lost.set_pod_group("nowhere");
+  queue_->Add(sdk::PodInfo::Create(lost));
+  queue_->Add(MakePod("default", "plain", 2));
+
+  v1::ListQueuedPodsRequest request;
+  request.set_plugin("Coscheduling");
+  v1::ListQueuedPodsResponse response;
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &response).ok());
+  ASSERT_EQ(response.pods_size(), 1);
+  EXPECT_EQ(response.pods(0).pod().name(), "lost-0");
+  EXPECT_EQ(response.pods(0).queue(), v1::GATED);
+  EXPECT_EQ(response.pods(0).message(), "waiting for pod group default/nowhere: it does not exist");
+
+  v1::ExplainPodRequest explain;
+  explain.set_namespace_("default");
+  explain.set_name("lost-0");
+  v1::ExplainPodResponse why;
+  ASSERT_TRUE(stub_->ExplainPod(Ctx().get(), explain, &why).ok());
+  EXPECT_EQ(why.pod().queue(), v1::GATED);
+  EXPECT_EQ(why.message(), "waiting for pod group default/nowhere: it does not exist");
 }
 
 TEST_F(AdminServiceTest, BadPageTokenIsRefusedAndNotEchoedWhole) {

@@ -226,6 +226,18 @@ class Snapshot {
   // default scans Nodes(); the SDK's mirror keeps them.
   virtual std::vector<const NodeInfo*> NodesHavingPodsWithAffinity() const;
   virtual std::vector<const NodeInfo*> NodesHavingPodsWithRequiredAntiAffinity() const;
+  // Calls `visit` for every assigned pod labelled key=value, with its node
+  // (in no particular order), and returns true: a plugin finds the pods a
+  // selector's `key In (values)` requirement admits without scanning every
+  // pod. Returns false, visiting nothing, when the snapshot keeps no label
+  // index: the caller scans Nodes(). The SDK's mirror keeps one when a plugin
+  // of the process asks (MirrorNeeds::pod_label_index); the scheduler's own
+  // snapshot does not, so NodeInfo carries nothing for it.
+  using PodVisitor = std::function<void(const PodInfo& pod, const NodeInfo& node)>;
+  virtual bool ForEachPodWithLabel(std::string_view key, std::string_view value,
+                                   const PodVisitor& visit) const {
+    return false;
+  }
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
@@ -410,6 +422,10 @@ struct MirrorNeeds {
   bool pod_disruption_budgets = false;
   bool pod_groups = false;
   bool namespaces = false;
+  // The plugin process keeps an index of assigned pods by label (key=value)
+  // for Snapshot::ForEachPodWithLabel. Local to the process: it costs one
+  // hash entry per label of each mirrored pod, paid only where asked for.
+  bool pod_label_index = false;
 };
 
 struct PluginDefinition {
