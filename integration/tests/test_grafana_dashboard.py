@@ -187,6 +187,12 @@ class GrafanaDashboardTest(lib.IntegrationTest):
             "scheduler_framework_extension_point_duration_seconds_count": {"extension_point", "status", "profile"},
             "scheduler_unschedulable_pods": {"plugin", "profile"},
             "scheduler_cache_size": {"type"},
+            "scheduler_queue_incoming_pods_total": {"queue", "event"},
+            "scheduler_plugin_execution_duration_seconds_count": {"plugin", "extension_point", "status"},
+            "scheduler_preemption_attempts_total": set(),
+            "scheduler_preemption_victims_count": set(),
+            "podium_plugin_endpoint_request_duration_seconds_count": {"endpoint", "request"},
+            "podium_plugin_failure_policy_total": {"endpoint", "policy"},
         }
         for name, labels in want_labels.items():
             for s in series(name):
@@ -206,6 +212,23 @@ class GrafanaDashboardTest(lib.IntegrationTest):
         self.assertEqual(float(series("scheduler_cache_size", type="assumed_pods")[0]["__value__"]), 0)
         self.assertGreater(float(series("scheduler_framework_extension_point_duration_seconds_count",
                                         extension_point="Filter")[0]["__value__"]), 0)
+        # Three pending pods came in; giant's failed attempt took it to the pool.
+        self.assertEqual(float(series("scheduler_queue_incoming_pods_total", queue="active",
+                                      event="PodAdd")[0]["__value__"]), 3)
+        self.assertGreaterEqual(float(series("scheduler_queue_incoming_pods_total", queue="unschedulable",
+                                             event="ScheduleAttemptFailure")[0]["__value__"]), 1)
+        # The plugin host runs several Filter plugins in one phase: its time is labelled by endpoint.
+        filter_runs = series("scheduler_plugin_execution_duration_seconds_count", plugin="endpoint/host",
+                             extension_point="Filter")
+        self.assertGreaterEqual(sum(float(s["__value__"]) for s in filter_runs), 3)
+        # giant was unschedulable: DefaultPreemption ran, and found no victims worth taking.
+        self.assertGreaterEqual(float(series("scheduler_preemption_attempts_total")[0]["__value__"]), 1)
+        self.assertEqual(float(series("scheduler_preemption_victims_count")[0]["__value__"]), 0)
+        self.assertGreaterEqual(float(series("podium_plugin_endpoint_request_duration_seconds_count",
+                                             endpoint="host", request="cycle")[0]["__value__"]), 3)
+        for policy in ("Ignore", "Fail"):
+            self.assertEqual(float(series("podium_plugin_failure_policy_total", endpoint="host",
+                                          policy=policy)[0]["__value__"]), 0)
 
     def scrape_after_a_run(self):
         host_addr = f"unix://{self.path('host.sock')}"

@@ -63,7 +63,7 @@ class LatePluginTest(lib.IntegrationTest):
         scheduler, _ = self.start_scheduler_without_waiting(wait_seconds=1)
         self.scheduler_process.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
         self.start_plugin()
-        self.scheduler_process.wait_for_stderr(r"plugin endpoint python \(\S+\) connected",
+        self.scheduler_process.wait_for_stderr(r'"Plugin endpoint connected" endpoint="python"',
                                                timeout=20)
         self.assert_deny_label_applied(scheduler)
 

@@ -75,7 +75,7 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         report = self.run_with("score-out-of-range", "Ignore")
         self.assertPluginDid("misbehave: returning score 1000")
         self.assertAllScheduled(report)
-        self.assertSchedulerLogged(r"plugin endpoint python.*invalid.*1000")
+        self.assertSchedulerLogged(r'"Invalid plugin answer" endpoint="python".*1000')
         self.assertGreater(self.counters().invalid_answers, 0)
 
     def test_score_out_of_range_fail(self):
@@ -88,7 +88,7 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         report = self.run_with("unknown-node", "Ignore")
         self.assertPluginDid("misbehave: reporting unknown node id")
         self.assertAllScheduled(report)
-        self.assertSchedulerLogged(r"plugin endpoint python.*invalid.*not in the request")
+        self.assertSchedulerLogged(r'"Invalid plugin answer" endpoint="python".*not in the request')
         self.assertGreater(self.counters().invalid_answers, 0)
 
     def test_unknown_node_fail(self):
@@ -112,7 +112,7 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         self.assertFalse(self.plugin_process.alive())
         self.assertAllScheduled(report)
         self.assertEqual(report.node_of("web-1"), "node-b")
-        self.assertSchedulerLogged(r"plugin endpoint python")
+        self.assertSchedulerLogged(r'"Plugin stream broke" endpoint="python"')
         from podium.v1 import admin_pb2
         self.assertNotEqual(self.counters().state, admin_pb2.PluginEndpointInfo.READY)
 

@@ -6,6 +6,7 @@
 // the event thread never wait on a plugin.
 #include <cstdio>
 
+#include "logging/logger.h"
 #include "absl/strings/str_cat.h"
 #include "pod_ref.h"
 #include "scheduler.h"
@@ -36,16 +37,15 @@ void Scheduler::OnPermitDecision(const v1::PermitDecision& decision) {
       break;
     case WaitingPods::Verdict::kDroppedEarly: {
       Count(&SchedulerCounters::permit_decisions_early_dropped, "permit_decision_early_dropped");
-      std::fprintf(stderr,
-                   "podium-scheduler: PermitDecision for pod %s by plugin %s dropped: more than %zu "
-                   "decisions came before its Permit answer\n",
-                   ForLog(decision.pod_uid()).c_str(), ForLog(decision.plugin()).c_str(), kMaxEarlyPermitDecisions);
+      PODIUM_LOG(Warning, "PermitDecision dropped: too many decisions came before its Permit answer",
+                 {"podUID", ForLog(decision.pod_uid())}, {"plugin", ForLog(decision.plugin())},
+                 {"max", kMaxEarlyPermitDecisions});
       break;
     }
     case WaitingPods::Verdict::kUnknownPlugin: {
       Count(&SchedulerCounters::permit_decisions_unknown_plugin, "permit_decision_unknown_plugin");
-      std::fprintf(stderr, "podium-scheduler: PermitDecision refused: pod %s does not wait on plugin \"%s\"\n",
-                   ForLog(decision.pod_uid()).c_str(), ForLog(decision.plugin()).c_str());
+      PODIUM_LOG(Warning, "PermitDecision refused: the pod does not wait on that plugin",
+                 {"podUID", ForLog(decision.pod_uid())}, {"plugin", ForLog(decision.plugin())});
       break;
     }
     case WaitingPods::Verdict::kAllowed:
@@ -57,6 +57,8 @@ void Scheduler::OnPermitDecision(const v1::PermitDecision& decision) {
 }
 
 void Scheduler::FinishWaiting(WaitingPods::Outcome outcome) {
+  metrics_.ObservePermitWait(outcome.verdict == WaitingPods::Verdict::kAllowed ? "Success" : "Unschedulable",
+                             clock_.Now() - outcome.done->wait_start);
   if (outcome.verdict == WaitingPods::Verdict::kAllowed) {
     Bind(std::move(*outcome.done));
     return;
@@ -145,6 +147,8 @@ void Scheduler::SendBind(BindingPod pod) {
     metrics_.ObservePodScheduled(pod.pod->attempts,
                                  absl::ToDoubleSeconds(now - pod.pod->initial_attempt_timestamp.value_or(pod.start)));
     PublishDecision(p, SchedulingDecision::Result::kScheduled, pod.node, "", now - pod.start, fw->name());
+    PODIUM_VLOG(2, "Successfully bound pod to node", {"pod", PodKey(p)}, {"node", pod.node},
+                {"cycle", pod.cycle_id});
     v1::Action event;
     auto* e = event.mutable_record_event();
     *e->mutable_regarding() = PodRef(p);

@@ -4,6 +4,7 @@
 // event order. Relists reconcile what the new list no longer carries.
 #include <cstdio>
 
+#include "logging/logger.h"
 #include "gang/gang.h"
 #include "pod_ref.h"
 #include "queue/events.h"
@@ -44,10 +45,9 @@ void Scheduler::OnListEnd() {
   }
   absl::MutexLock lock(&mu_);
   if (!synced_) {
-    std::fprintf(stderr, "podium-scheduler: cluster synced: %zu nodes, %zu pods\n", nodes_.size(),
-                 pods_.size());
+    PODIUM_LOG(Info, "Cluster synced", {"nodes", nodes_.size()}, {"pods", pods_.size()});
   } else if (!adapter_connected_) {
-    std::fprintf(stderr, "podium-scheduler: adapter relisted; scheduling resumes\n");
+    PODIUM_LOG(Info, "Adapter relisted; scheduling resumes");
   }
   synced_ = true;
   adapter_connected_ = true;
@@ -61,7 +61,7 @@ void Scheduler::OnAdapterDisconnected() {
   absl::MutexLock lock(&mu_);
   adapter_connected_ = false;
   metrics_.SetAdapterConnected(false);
-  std::fprintf(stderr, "podium-scheduler: adapter disconnected; scheduling pauses until it relists\n");
+  PODIUM_LOG(Warning, "Adapter disconnected; scheduling pauses until it relists");
 }
 
 void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
@@ -73,7 +73,7 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
       absl::Status s = event.type() == v1::ObjectEvent::DELETE
                            ? cache_.RemovePdb(event.pdb().meta().uid())
                            : cache_.AddOrUpdatePdb(event.pdb());
-      if (!s.ok()) std::fprintf(stderr, "podium-scheduler: PodDisruptionBudget: %s\n", std::string(s.message()).c_str());
+      if (!s.ok()) PODIUM_LOG(Error, "Refused a PodDisruptionBudget", {"err", s.message()});
       break;
     }
     case v1::ObjectEvent::kPodGroup: {
@@ -83,7 +83,7 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
           deleted ? nullptr : cache_.GetPodGroup(group.meta().namespace_(), group.meta().name());
       absl::Status s = deleted ? cache_.RemovePodGroup(group.meta().uid()) : cache_.AddOrUpdatePodGroup(group);
       if (!s.ok()) {
-        std::fprintf(stderr, "podium-scheduler: PodGroup: %s\n", std::string(s.message()).c_str());
+        PODIUM_LOG(Error, "Refused a PodGroup", {"err", s.message()});
         break;
       }
       if (deleted) break;
@@ -112,7 +112,7 @@ void Scheduler::HandleNamespace(const v1::ObjectEvent& event) {
   if (event.type() == v1::ObjectEvent::DELETE) {
     if (before == nullptr) return;
     if (absl::Status s = cache_.RemoveNamespace(name); !s.ok()) {
-      std::fprintf(stderr, "podium-scheduler: Namespace: %s\n", std::string(s.message()).c_str());
+      PODIUM_LOG(Error, "Refused a Namespace", {"err", s.message()});
       return;
     }
     cluster_event.set_action(v1::DELETE);
@@ -121,7 +121,7 @@ void Scheduler::HandleNamespace(const v1::ObjectEvent& event) {
     return;
   }
   if (absl::Status s = cache_.AddOrUpdateNamespace(ns); !s.ok()) {
-    std::fprintf(stderr, "podium-scheduler: Namespace: %s\n", std::string(s.message()).c_str());
+    PODIUM_LOG(Error, "Refused a Namespace", {"err", s.message()});
     return;
   }
   // Only labels matter to scheduling (namespaceSelectors).
@@ -167,8 +167,7 @@ void Scheduler::HandleNode(const v1::ObjectEvent& event) {
     *deleted.mutable_old_node() = *it->second;
     nodes_.erase(it);
     if (absl::Status s = cache_.RemoveNode(name); !s.ok()) {
-      std::fprintf(stderr, "podium-scheduler: removing Node %s: %s\n", name.c_str(),
-                   std::string(s.message()).c_str());
+      PODIUM_LOG(Error, "Removing a node failed", {"node", name}, {"err", s.message()});
     }
     MoveOnEvent(std::move(deleted));
     return;
@@ -276,8 +275,8 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     if (PodTerminal(pod)) {
       (void)cache_.RemovePod(uid);
     } else if (absl::Status s = cache_.AddOrUpdatePod(pod); !s.ok()) {
-      std::fprintf(stderr, "podium-scheduler: caching Pod %s: %s\n", PodKey(pod).c_str(),
-                   std::string(s.message()).c_str());
+      PODIUM_LOG(Error, "Caching a pod failed", {"pod", PodKey(pod)}, {"node", pod.node_name()},
+                 {"err", s.message()});
     }
     // After the cache has it: the scheduling thread reads the pod from there.
     if (resize != nullptr && was_assigned) PostQueueWork([this, resize] { queue_.Add(resize); });
@@ -315,6 +314,12 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
   {
     absl::MutexLock lock(&mu_);
     pending_uids_.insert(uid);
+  }
+  // kube-scheduler's levels for these lines.
+  if (old == nullptr) {
+    PODIUM_VLOG(3, "Add event for unscheduled pod", {"pod", PodKey(pod)});
+  } else {
+    PODIUM_VLOG(4, "Update event for unscheduled pod", {"pod", PodKey(pod)});
   }
   sdk::PodInfoPtr info = sdk::PodInfo::Create(pod);
   if (old == nullptr && !pod.pod_group().empty()) {

@@ -4,6 +4,7 @@
 // (Unreserve of timed-out pods) go to the binding pool.
 #include <cstdio>
 
+#include "logging/logger.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler.h"
 
@@ -13,6 +14,7 @@ void Scheduler::Housekeeping() {
   absl::MutexLock housekeeping(&housekeeping_mu_);
   const absl::Time now = clock_.Now();
   for (auto& [waiting, plugin] : waiting_.Expire(now)) {
+    metrics_.ObservePermitWait("Unschedulable", now - waiting.wait_start);
     sdk::Status status(sdk::Code::kUnschedulable,
                        absl::StrCat("rejected due to timeout after waiting at plugin ", plugin));
     status.WithPlugin(plugin);
@@ -40,8 +42,8 @@ void Scheduler::Housekeeping() {
   for (const std::string& uid : expired) {
     if (!cache_.IsAssumed(uid)) continue;
     if (cache_.ForgetPod(uid).ok()) {
-      std::fprintf(stderr, "podium-scheduler: assumed pod %s expired: its bind was confirmed but the bound pod never came\n",
-                   uid.c_str());
+      PODIUM_LOG(Warning, "Assumed pod expired: its bind was confirmed but the bound pod never came",
+                 {"podUID", uid});
       Count(&SchedulerCounters::assumed_pods_expired, "assumed_pod_expired");
     }
   }

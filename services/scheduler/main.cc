@@ -25,10 +25,12 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "preemption/default_preemption.h"
 #include "profiles.h"
 #include "prometheus/exposer.h"
+#include "queue/events.h"
 #include "queue/scheduling_queue.h"
 #include "remote/grpc_plugin_process.h"
 #include "scheduler.h"
@@ -64,6 +66,11 @@ ABSL_FLAG(std::string, plugin_tls_ca_file, "",
           "Dial host:port plugin endpoints with TLS, verifying them against this CA");
 ABSL_FLAG(std::string, plugin_tls_cert_file, "", "Client certificate for plugin endpoints (mTLS)");
 ABSL_FLAG(std::string, plugin_tls_key_file, "", "Private key of --plugin-tls-cert-file");
+// kube-scheduler's logging flags.
+ABSL_FLAG(int, v, 0, "Log verbosity: V(n) lines with n <= v are written (changeable at run time: "
+                     "Admin.SetLogVerbosity, `podiumctl log-level N`)");
+ABSL_FLAG(std::string, logging_format, "text",
+          "Log format: text (klog-style lines) or json (one JSON object per line)");
 
 namespace podium::scheduler {
 namespace {
@@ -109,6 +116,20 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const
 }
 
 int Run(std::vector<std::string> overrides) {
+  // The logger first: everything after may log.
+  logging::Format log_format;
+  if (!logging::ParseFormat(absl::GetFlag(FLAGS_logging_format), &log_format)) {
+    return Fail(absl::StrCat("--logging-format: \"", absl::GetFlag(FLAGS_logging_format),
+                             "\" is neither text nor json"));
+  }
+  const int verbosity = absl::GetFlag(FLAGS_v);
+  if (verbosity < 0 || verbosity > AdminService::kMaxLogVerbosity) {
+    return Fail(absl::StrCat("--v: ", verbosity, " is not in [0, ", AdminService::kMaxLogVerbosity, "]"));
+  }
+  static logging::StreamSink log_sink(stderr, log_format);
+  static logging::Logger logger("podium-scheduler", &log_sink, verbosity);
+  logging::SetDefault(&logger);
+
   // Configuration: everything read here, nothing read later.
   absl::StatusOr<SchedulerConfig> config = absl::GetFlag(FLAGS_config).empty()
                                                ? absl::StatusOr<SchedulerConfig>(DefaultConfig())
@@ -167,6 +188,10 @@ int Run(std::vector<std::string> overrides) {
     options.failure_policy = ep.failure_policy;
     options.timeout = ep.timeout;
     options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
+    metrics.AddPluginEndpoint(ep.name);
+    options.on_answered = [&metrics, name = ep.name](std::string_view request, absl::Duration round_trip) {
+      metrics.ObservePluginRequest(name, request, round_trip);
+    };
     options.on_reconnected = [&rewire_mu, &rewire] {
       absl::MutexLock lock(&rewire_mu);
       if (rewire) rewire();
@@ -254,7 +279,12 @@ int Run(std::vector<std::string> overrides) {
   std::vector<Framework*> frameworks;
   for (const auto& fw : profiles) frameworks.push_back(fw.get());
 
-  RemoteQueueingHintEvaluator hints(by_plugin);
+  RemoteQueueingHintEvaluator hints(
+      by_plugin, [&metrics](std::string_view plugin, const v1::ClusterEvent& event, std::string_view hint,
+                            absl::Duration per_hint, size_t count) {
+        const std::string label = ClusterEventLabel(event);
+        for (size_t i = 0; i < count; ++i) metrics.ObserveQueueingHint(plugin, label, hint, per_hint);
+      });
   SchedulingQueue::Options queue_options;
   queue_options.initial_backoff = config->initial_backoff;
   queue_options.max_backoff = config->max_backoff;
@@ -265,6 +295,9 @@ int Run(std::vector<std::string> overrides) {
     return scheduler_ptr.load(std::memory_order_acquire)->PreEnqueue(pod);
   };
   queue_options.hint_evaluator = &hints;
+  queue_options.on_incoming_pod = [&metrics](std::string_view queue, std::string_view event) {
+    metrics.CountIncomingPod(queue, event);
+  };
   SchedulingQueue queue(queue_options);
   queue.SetEventRegistry(events);
 

@@ -4,6 +4,7 @@
 // nowhere and requeue it.
 #include <cstdio>
 
+#include "logging/logger.h"
 #include "absl/strings/str_cat.h"
 #include "pod_ref.h"
 #include "scheduler.h"
@@ -70,6 +71,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   const absl::Time start = clock_.Now();
   const uint64_t scheduling_cycle = queue_.scheduling_cycle();
   uint64_t cycle_id = ++cycle_id_;
+  PODIUM_VLOG(3, "Attempting to schedule pod", {"pod", PodKey(pod)}, {"cycle", cycle_id});
   cache_.UpdateSnapshot(snapshot_);
   batching_.SnapshotUpdated(snapshot_);
 
@@ -201,6 +203,7 @@ void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::str
   BindingPod binding{qp, fw, node, cycle_id, scheduling_cycle, start};
   if (permit.status.IsWait()) {
     const absl::Time now = clock_.Now();
+    binding.wait_start = now;
     std::map<std::string, absl::Time> deadlines;
     // kube-scheduler caps a Permit wait at 15 minutes.
     for (const auto& [plugin, timeout] : permit.waiting) {
@@ -249,6 +252,13 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
     (void)queue_.AddUnschedulableIfNotPresent(*qp, scheduling_cycle);
   }
   queue_.Done(pod.meta().uid());
+  if (unschedulable) {
+    PODIUM_VLOG(2, "Unable to schedule pod; no fit; waiting", {"pod", PodKey(pod)},
+                {"cycle", scheduling_cycle}, {"err", message});
+  } else {
+    PODIUM_LOG(Error, "Error scheduling pod; retrying", {"pod", PodKey(pod)}, {"cycle", scheduling_cycle},
+               {"err", message});
+  }
   PublishDecision(pod, unschedulable ? SchedulingDecision::Result::kUnschedulable : SchedulingDecision::Result::kError,
                   "", message, attempt, fw->name());
 

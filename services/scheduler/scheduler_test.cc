@@ -6,6 +6,7 @@
 #include "scheduler.h"
 
 #include <future>
+#include <map>
 #include <thread>
 
 #include "framework/mock_plugin_process.h"
@@ -242,6 +243,17 @@ class SchedulerTest : public testing::Test {
     if (!s) return std::nullopt;
     return s->queue;
   }
+  // scheduler_permit_wait_duration_seconds: result -> (count, sum in seconds).
+  std::map<std::string, std::pair<uint64_t, double>> PermitWaits() {
+    std::map<std::string, std::pair<uint64_t, double>> out;
+    for (const auto& family : metrics_.registry()->Collect()) {
+      if (family.name != "scheduler_permit_wait_duration_seconds") continue;
+      for (const auto& m : family.metric) {
+        out[m.label.at(0).value] = {m.histogram.sample_count, m.histogram.sample_sum};
+      }
+    }
+    return out;
+  }
   size_t Queued() {
     const PendingPodCounts c = queue_->PendingPods();
     return c.active + c.backoff + c.unschedulable + c.gated;
@@ -412,8 +424,12 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);  // No bind while it waits.
+  EXPECT_TRUE(PermitWaits().empty());
+  clock_.Advance(absl::Seconds(3));
   scheduler_->OnPermitDecision(Decision("member", "Gang", true));
   EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+  // The wait, as kube-scheduler's WaitOnPermit observes it.
+  EXPECT_EQ(PermitWaits(), (std::map<std::string, std::pair<uint64_t, double>>{{"Success", {1, 3.0}}}));
 }
 
 TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
@@ -456,6 +472,7 @@ TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   EXPECT_FALSE(cache_.IsAssumed("uid-member"));
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
   EXPECT_TRUE(QueueOf("member").has_value());
+  EXPECT_EQ(PermitWaits(), (std::map<std::string, std::pair<uint64_t, double>>{{"Unschedulable", {1, 2.0}}}));
 }
 
 // ------------------------------------------------ defect 1: no blocking callers

@@ -38,6 +38,7 @@ struct BindingPod {
   uint64_t cycle_id = 0;          // The framework's cycle (plugin cycle state).
   uint64_t scheduling_cycle = 0;  // The queue's cycle at Pop (moveRequestCycle).
   absl::Time start;
+  absl::Time wait_start = absl::InfinitePast();  // When it began to wait at Permit.
 };
 
 class WaitingPods {

@@ -140,6 +140,19 @@ absl::StatusOr<v1::ListPluginsResponse> AdminClient::ListPlugins() {
       "ListPlugins", [&](grpc::ClientContext* c, auto* r) { return stub_->ListPlugins(c, request, r); });
 }
 
+absl::StatusOr<v1::SchedulerStatus> AdminClient::GetStatus() {
+  v1::GetStatusRequest request;
+  return Unary<v1::SchedulerStatus>(
+      "GetStatus", [&](grpc::ClientContext* c, auto* r) { return stub_->GetStatus(c, request, r); });
+}
+
+absl::StatusOr<v1::SetLogVerbosityResponse> AdminClient::SetLogVerbosity(int verbosity) {
+  v1::SetLogVerbosityRequest request;
+  request.set_verbosity(verbosity);
+  return Unary<v1::SetLogVerbosityResponse>(
+      "SetLogVerbosity", [&](grpc::ClientContext* c, auto* r) { return stub_->SetLogVerbosity(c, request, r); });
+}
+
 absl::StatusOr<v1::SetSchedulingPausedResponse> AdminClient::SetSchedulingPaused(bool paused) {
   v1::SetSchedulingPausedRequest request;
   request.set_paused(paused);

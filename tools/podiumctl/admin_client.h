@@ -44,6 +44,8 @@ class AdminClient {
   absl::StatusOr<v1::DumpCacheResponse> DumpCache(const v1::DumpCacheRequest& request);
   absl::StatusOr<v1::ListPluginsResponse> ListPlugins();
   absl::StatusOr<v1::SetSchedulingPausedResponse> SetSchedulingPaused(bool paused);
+  absl::StatusOr<v1::SchedulerStatus> GetStatus();
+  absl::StatusOr<v1::SetLogVerbosityResponse> SetLogVerbosity(int verbosity);
   absl::StatusOr<v1::MovePodsToActiveQueueResponse> MovePodsToActiveQueue(
       const v1::MovePodsToActiveQueueRequest& request);
 

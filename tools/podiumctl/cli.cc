@@ -63,6 +63,11 @@ const CommandInfo kCommands[] = {
      "or N decisions were printed. -o json prints one JSON object per line.\n"
      "  --count N           stop after N decisions\n"
      "  -n, --namespace NS  only pods of namespace NS\n"},
+    {"log-level", Command::kLogLevel, "log-level [N]",
+     "print or set the scheduler's log verbosity",
+     "Print the scheduler's log verbosity, or set it to N (0-10) while it runs:\n"
+     "V(n) lines with n <= N are written (kube-scheduler's -v). Setting it is a\n"
+     "mutating call: it needs admin credentials when access control is on.\n"},
     {"completion", Command::kCompletion, "completion bash",
      "print a bash completion script",
      "Print a bash completion script:  source <(podiumctl completion bash)\n"},
@@ -87,6 +92,7 @@ enum FlagBit : unsigned {
   kFWatch = 1u << 7,
   kFCompletion = 1u << 8,
   kFHelp = 1u << 9,
+  kFLogLevel = 1u << 10,
   kFAll = 0xffffu,
 };
 
@@ -102,6 +108,7 @@ unsigned BitOf(Command c) {
     case Command::kWatch: return kFWatch;
     case Command::kCompletion: return kFCompletion;
     case Command::kHelp: return kFHelp;
+    case Command::kLogLevel: return kFLogLevel;
   }
   return 0;
 }
@@ -377,6 +384,17 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       }
       s = pods();
       break;
+    case Command::kLogLevel: {
+      if (positional.size() > 1) return absl::InvalidArgumentError("log-level: give at most one verbosity N");
+      if (positional.empty()) break;
+      int level = 0;
+      if (!absl::SimpleAtoi(positional[0], &level) || level < 0 || level > 10) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("log-level: \"", positional[0], "\" is not a verbosity from 0 to 10"));
+      }
+      inv.log_level = level;
+      break;
+    }
     case Command::kCompletion:
       if (positional.size() != 1 || positional[0] != "bash") {
         return absl::InvalidArgumentError("completion: the supported shell is bash (podiumctl completion bash)");

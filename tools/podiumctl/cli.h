@@ -32,6 +32,7 @@ enum class Command {
   kResume,
   kActivate,
   kWatch,
+  kLogLevel,
   kCompletion,
 };
 
@@ -69,6 +70,8 @@ struct Invocation {
   bool all_unschedulable = false;
   // watch
   int count = 0;  // 0 = until interrupted.
+  // log-level: the verbosity to set; unset prints the current one.
+  std::optional<int> log_level;
   // completion
   std::string shell;
 };

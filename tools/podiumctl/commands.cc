@@ -26,6 +26,7 @@ absl::Status RunCommand(CommandContext& ctx) {
     case Command::kResume: return RunPause(ctx, false);
     case Command::kActivate: return RunActivate(ctx);
     case Command::kWatch: return RunWatch(ctx);
+    case Command::kLogLevel: return RunLogLevel(ctx);
     case Command::kHelp:
     case Command::kCompletion: break;
   }

@@ -77,6 +77,8 @@ std::string PluginsTable(const boost::json::value& doc, bool wide);
 // --- pause, resume, activate (control_commands.cc)
 absl::Status RunPause(CommandContext& ctx, bool paused);
 absl::Status RunActivate(CommandContext& ctx);
+// log-level [N]: GetStatus's log_verbosity, or SetLogVerbosity(N).
+absl::Status RunLogLevel(CommandContext& ctx);
 
 // --- watch (watch_command.cc)
 // Runs until --count decisions (0 = no limit), the stream ends, or an

@@ -107,6 +107,22 @@ class FakeAdmin final : public v1::Admin::Service {
     resp->set_paused(paused);
     return grpc::Status::OK;
   }
+  grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*, v1::SchedulerStatus* resp) override {
+    absl::MutexLock lock(&mu);
+    resp->set_log_verbosity(log_verbosity);
+    return grpc::Status::OK;
+  }
+  grpc::Status SetLogVerbosity(grpc::ServerContext* ctx, const v1::SetLogVerbosityRequest* req,
+                               v1::SetLogVerbosityResponse* resp) override {
+    absl::MutexLock lock(&mu);
+    if (require_token && ctx->client_metadata().find("authorization") == ctx->client_metadata().end()) {
+      return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "no token");
+    }
+    resp->set_previous(log_verbosity);
+    log_verbosity = req->verbosity();
+    resp->set_verbosity(log_verbosity);
+    return grpc::Status::OK;
+  }
   grpc::Status MovePodsToActiveQueue(grpc::ServerContext*, const v1::MovePodsToActiveQueueRequest* req,
                                      v1::MovePodsToActiveQueueResponse* resp) override {
     absl::MutexLock lock(&mu);
@@ -143,6 +159,7 @@ class FakeAdmin final : public v1::Admin::Service {
   v1::ListPluginsResponse plugins ABSL_GUARDED_BY(mu);
   std::vector<v1::SchedulingDecision> decisions ABSL_GUARDED_BY(mu);
   bool paused ABSL_GUARDED_BY(mu) = false;
+  int log_verbosity ABSL_GUARDED_BY(mu) = 0;
   bool require_token ABSL_GUARDED_BY(mu) = false;
   std::string authorization ABSL_GUARDED_BY(mu);
   std::vector<v1::ListQueuedPodsRequest> list_requests ABSL_GUARDED_BY(mu);
@@ -546,6 +563,26 @@ TEST_F(PodiumctlCommandsTest, PauseAndResumeSetTheState) {
   EXPECT_EQ(boost::json::parse(out_.str()), boost::json::parse(R"({"paused": false})"));
   absl::MutexLock lock(&fake_.mu);
   EXPECT_FALSE(fake_.paused);
+}
+
+TEST_F(PodiumctlCommandsTest, LogLevelPrintsOrSetsTheVerbosity) {
+  ASSERT_TRUE(Run({"log-level"}).ok());
+  EXPECT_EQ(out_.str(), "log verbosity: 0\n");
+  ASSERT_TRUE(Run({"log-level", "4"}).ok());
+  EXPECT_EQ(out_.str(), "log verbosity: 4 (was 0)\n");
+  {
+    absl::MutexLock lock(&fake_.mu);
+    EXPECT_EQ(fake_.log_verbosity, 4);
+  }
+  ASSERT_TRUE(Run({"log-level", "2", "-o", "json"}).ok());
+  EXPECT_EQ(boost::json::parse(out_.str()), boost::json::parse(R"({"verbosity": 2, "previous": 4})"));
+  ASSERT_TRUE(Run({"log-level", "-o", "json"}).ok());
+  EXPECT_EQ(boost::json::parse(out_.str()), boost::json::parse(R"({"verbosity": 2})"));
+  // Out of range or not a number: a usage error, nothing sent.
+  EXPECT_EQ(Run({"log-level", "11"}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Run({"log-level", "loud"}).code(), absl::StatusCode::kInvalidArgument);
+  absl::MutexLock lock(&fake_.mu);
+  EXPECT_EQ(fake_.log_verbosity, 2);
 }
 
 TEST_F(PodiumctlCommandsTest, ActivateNamedPodsByUid) {

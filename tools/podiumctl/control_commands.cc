@@ -17,6 +17,25 @@ absl::Status RunPause(CommandContext& ctx, bool paused) {
   return absl::OkStatus();
 }
 
+absl::Status RunLogLevel(CommandContext& ctx) {
+  boost::json::object doc;
+  if (!ctx.invocation.log_level) {
+    auto status = ctx.client.GetStatus();
+    if (!status.ok()) return status.status();
+    doc["verbosity"] = status->log_verbosity();
+    PrintDocument(ctx, doc, [&](bool) { return absl::StrCat("log verbosity: ", status->log_verbosity(), "\n"); });
+    return absl::OkStatus();
+  }
+  auto response = ctx.client.SetLogVerbosity(*ctx.invocation.log_level);
+  if (!response.ok()) return response.status();
+  doc["verbosity"] = response->verbosity();
+  doc["previous"] = response->previous();
+  PrintDocument(ctx, doc, [&](bool) {
+    return absl::StrCat("log verbosity: ", response->verbosity(), " (was ", response->previous(), ")\n");
+  });
+  return absl::OkStatus();
+}
+
 absl::Status RunActivate(CommandContext& ctx) {
   const Invocation& inv = ctx.invocation;
   // Resolve names to uids first, so nothing moves when a name is wrong.

@@ -152,8 +152,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
         AddCyclePhases(plan, answer->cycle(), round_trip, /*filter=*/true, scored, /*concurrent=*/true);
       } else {
         AddPhase(kFilterPhase, round_trip, sdk::Code::kError, /*parallel=*/true);
-        if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
-          plan.process->CountIgnoredFailure();
+        if (IgnoresFailure(*plan.process)) {
           ignored[call.plan] = true;  // As if its plugins had let every node through.
           continue;
         }
@@ -255,8 +254,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
             std::equal(feasible.begin(), feasible.end(), first->feasible().begin())) {
           if (first->pre_score_status().code() == v1::Status::ERROR) {
             const sdk::Status status = sdk::Status::FromProto(first->pre_score_status());
-            if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
-              plan.process->CountIgnoredFailure();
+            if (IgnoresFailure(*plan.process)) {
               continue;
             }
             return fail(*plan.process, absl::InternalError(absl::StrCat(
@@ -288,8 +286,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
         valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
       }
       if (!valid.ok()) {
-        if (plan->process->failure_policy() == FailurePolicy::kIgnore) {
-          plan->process->CountIgnoredFailure();
+        if (IgnoresFailure(*plan->process)) {
           continue;
         }
         return fail(*plan->process, valid);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "logging/logger.h"
 
 namespace podium::scheduler {
 namespace {
@@ -82,7 +83,11 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
   std::vector<std::string> reasons;
   PostFilterResult rejected;  // Work a rejecting plugin still asks for after the requeue.
   for (const auto& plugin : post_filters_) {
+    const absl::Time start = absl::Now();
     auto [result, status] = plugin->PostFilter(pod, diagnosis);
+    if (recorder_ != nullptr) {
+      recorder_->ObservePlugin(plugin->Name(), "PostFilter", sdk::CodeName(status.code()), absl::Now() - start);
+    }
     if (status.plugin().empty()) status.WithPlugin(std::string(plugin->Name()));
     if (status.IsSuccess()) return {result, status};
     if (status.code() == sdk::Code::kUnschedulableAndUnresolvable || !status.IsRejected()) {
@@ -277,9 +282,8 @@ absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAn
                                            scores_for_request_nodes);
   if (!valid.ok()) {
     plan.process->CountInvalidAnswer();
-    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid %s answer: %s\n",
-                 plan.process->name().c_str(), scores_for_request_nodes ? "score" : "cycle",
-                 std::string(valid.message()).c_str());
+    PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", plan.process->name()},
+               {"request", scores_for_request_nodes ? "score" : "cycle"}, {"err", valid.message()});
   }
   return valid;
 }
@@ -347,6 +351,19 @@ void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse&
     return;
   }
   const v1::PhaseDurations& d = answer.durations();
+  // As the process measured them, per process (it does not time each plugin).
+  if (filter && !plan.pre_filter.empty()) {
+    RecordPlugins(*plan.process, plan.pre_filter, "PreFilter", pre_filter, absl::Nanoseconds(d.pre_filter_ns()));
+  }
+  if (filter && d.filter_ns() > 0) {
+    RecordPlugins(*plan.process, plan.filter, "Filter", filter_status, absl::Nanoseconds(d.filter_ns()));
+  }
+  if (score && !plan.pre_score.empty() && d.pre_score_ns() > 0) {
+    RecordPlugins(*plan.process, plan.pre_score, "PreScore", score_status, absl::Nanoseconds(d.pre_score_ns()));
+  }
+  if (score && d.score_ns() > 0) {
+    RecordPlugins(*plan.process, plan.score, "Score", score_status, absl::Nanoseconds(d.score_ns()));
+  }
   if (filter && !plan.pre_filter.empty()) {
     AddPhase(kPreFilterPhase, absl::Nanoseconds(d.pre_filter_ns()), pre_filter, parallel);
   }
@@ -371,6 +388,20 @@ void Framework::RecordPhases() {
 
 void Framework::Record(std::string_view point, sdk::Code status, absl::Duration duration) const {
   if (recorder_ != nullptr) recorder_->Observe(point, sdk::CodeName(status), duration);
+}
+
+void Framework::RecordPlugins(const PluginProcess& process, const std::vector<std::string>& plugins,
+                              std::string_view point, sdk::Code status, absl::Duration duration) const {
+  if (recorder_ == nullptr || plugins.empty()) return;
+  recorder_->ObservePlugin(plugins.size() == 1 ? plugins.front() : absl::StrCat("endpoint/", process.name()),
+                           point, sdk::CodeName(status), duration);
+}
+
+bool Framework::IgnoresFailure(PluginProcess& process) const {
+  const bool ignore = process.failure_policy() == FailurePolicy::kIgnore;
+  if (ignore) process.CountIgnoredFailure();
+  if (recorder_ != nullptr) recorder_->CountFailurePolicy(process.name(), ignore ? "Ignore" : "Fail");
+  return ignore;
 }
 
 void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
@@ -458,8 +489,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       AddPhase(kFilterPhase, round_trip, sdk::Code::kError);
     }
     if (!valid.ok()) {
-      if (plan.process->failure_policy() == FailurePolicy::kIgnore) {
-        plan.process->CountIgnoredFailure();
+      if (IgnoresFailure(*plan.process)) {
         continue;  // As if its plugins had let every node through.
       }
       return fail(*plan.process, valid);
@@ -569,8 +599,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
       }
       if (!valid.ok()) {
-        if (plan->process->failure_policy() == FailurePolicy::kIgnore) {
-          plan->process->CountIgnoredFailure();
+        if (IgnoresFailure(*plan->process)) {
           continue;  // Its plugins add nothing to the totals.
         }
         return fail(*plan->process, valid);
@@ -707,10 +736,21 @@ sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
       binding->set_node_name(node);
       for (auto& n : names) binding->add_plugins(n);
     }
+    const absl::Time call_start = absl::Now();
     PluginAnswer answer = process->Call(std::move(message), state_seq).get();
+    if (recorder_ != nullptr) {
+      // The round trip: these requests carry no time of their own.
+      sdk::Code code = answer.ok() ? sdk::Code::kSuccess : sdk::Code::kError;
+      if (answer.ok()) {
+        for (const auto& st : answer->status().statuses()) {
+          if (st.code() != v1::Status::SUCCESS) code = static_cast<sdk::Code>(st.code());
+          if (st.code() != v1::Status::SUCCESS && st.code() != v1::Status::SKIP) break;
+        }
+      }
+      RecordPlugins(*process, names, unreserve ? "Unreserve" : PointName(point), code, absl::Now() - call_start);
+    }
     if (!answer.ok()) {
-      if (process->failure_policy() == FailurePolicy::kIgnore) {
-        process->CountIgnoredFailure();
+      if (IgnoresFailure(*process)) {
         continue;
       }
       return ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ", answer.status().message()));
@@ -745,8 +785,7 @@ sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod, const v1::PodGroup* pod
     }
     PluginAnswer answer = process->Call(std::move(message), std::nullopt).get();
     if (!answer.ok()) {
-      if (process->failure_policy() == FailurePolicy::kIgnore) {
-        process->CountIgnoredFailure();
+      if (IgnoresFailure(*process)) {
         continue;
       }
       // Fail closed: the pod stays gated until it is updated or the plugin answers.
@@ -812,8 +851,7 @@ PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string&
   for (auto& [process, future] : calls) {
     PluginAnswer answer = future.get();
     if (!answer.ok()) {
-      if (process->failure_policy() == FailurePolicy::kIgnore) {
-        process->CountIgnoredFailure();
+      if (IgnoresFailure(*process)) {
         continue;
       }
       outcome.status = ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ",

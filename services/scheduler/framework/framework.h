@@ -136,6 +136,8 @@ class Framework {
   ProfileSpec spec() const { return CurrentSetup()->spec; }
   const std::string& name() const { return name_; }
 
+  // Where the profile's metrics go (null: nowhere).
+  ExtensionPointRecorder* recorder() const { return recorder_; }
   // Replaces the plugins and processes of the profile (its name and recorder
   // stay): a plugin endpoint that connected late, or re-registered, is used
   // from the next call on. Calls in flight finish with what they started with.
@@ -285,6 +287,14 @@ class Framework {
                       absl::Duration round_trip, bool filter, bool score, bool concurrent = false);
   void RecordPhases();
   void Record(std::string_view point, sdk::Code status, absl::Duration duration) const;
+  // scheduler_plugin_execution_duration_seconds for one process's share of a
+  // point: labelled with the plugin when the process ran one plugin there,
+  // else "endpoint/NAME" (the process times phases, not plugins).
+  void RecordPlugins(const PluginProcess& process, const std::vector<std::string>& plugins,
+                     std::string_view point, sdk::Code status, absl::Duration duration) const;
+  // A process failed: applies its failure policy. True for Ignore (counted on
+  // the process), false for Fail; both counted through the recorder.
+  bool IgnoresFailure(PluginProcess& process) const;
 
   const std::string name_;
   ExtensionPointRecorder* const recorder_;

@@ -624,8 +624,46 @@ class FakeRecorder final : public ExtensionPointRecorder {
   void Observe(std::string_view point, std::string_view status, absl::Duration d) override {
     observed.emplace_back(std::string(point) + "/" + std::string(status), d);
   }
+  void ObservePlugin(std::string_view plugin, std::string_view point, std::string_view status,
+                     absl::Duration d) override {
+    plugins.emplace_back(std::string(plugin) + "/" + std::string(point) + "/" + std::string(status), d);
+  }
+  void CountFailurePolicy(std::string_view endpoint, std::string_view policy) override {
+    policies.push_back(std::string(endpoint) + "/" + std::string(policy));
+  }
   std::vector<std::pair<std::string, absl::Duration>> observed;
+  std::vector<std::pair<std::string, absl::Duration>> plugins;
+  std::vector<std::string> policies;
 };
+
+// scheduler_plugin_execution_duration_seconds: the process's time for a phase
+// is a plugin's when the process ran one plugin there, else labelled
+// "endpoint/NAME"; a failed process is counted with the policy applied.
+TEST(Framework, PluginExecutionIsRecordedPerPluginOrPerProcessAndFailuresByPolicy) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  FakeRecorder recorder;
+  ProfileSpec spec = SpecFor({{"Fit", &host}, {"Taint", &host}, {"Spread", &host}}, {"Fit", "Taint"}, {{"Spread", 1}});
+  spec.recorder = &recorder;
+  Framework fw(std::move(spec), 1);
+  int call = 0;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin, auto) {
+    if (++call == 1) {
+      v1::PluginToScheduler a = CycleAnswer({1, 2}, {{"Spread", {10, 20}}});
+      a.mutable_cycle()->mutable_durations()->set_filter_ns(2000);
+      a.mutable_cycle()->mutable_durations()->set_score_ns(3000);
+      return Answered(a);
+    }
+    return Answered(absl::InternalError("plugin threw"));
+  }));
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 1).outcome, ScheduleResult::Outcome::kScheduled);
+  using Obs = std::pair<std::string, absl::Duration>;
+  EXPECT_THAT(recorder.plugins, testing::ElementsAre(Obs{"endpoint/host/Filter/Success", absl::Microseconds(2)},
+                                                     Obs{"Spread/Score/Success", absl::Microseconds(3)}));
+  EXPECT_TRUE(recorder.policies.empty());
+  ASSERT_EQ(fw.SchedulePod(TestPod(), snapshot, 1, 2).outcome, ScheduleResult::Outcome::kError);
+  EXPECT_THAT(recorder.policies, testing::ElementsAre("host/Fail"));
+}
 
 // Defect 10: PreFilter, Filter and Score are recorded on their own, with their
 // own status, from the durations the process reports; an error is an Error.

@@ -1,5 +1,7 @@
 #include "framework/queueing_hints.h"
+#include "logging/logger.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 
@@ -24,6 +26,8 @@ std::vector<bool> RemoteQueueingHintEvaluator::Evaluate(
     PluginProcess* process;
     std::vector<std::pair<std::string, const std::vector<size_t>*>> order;
     std::future<PluginAnswer> answer;
+    absl::Time sent;
+    size_t hints = 0;
   };
   std::vector<Call> calls;
   for (auto& [process, plugins] : asks) {
@@ -36,26 +40,41 @@ std::vector<bool> RemoteQueueingHintEvaluator::Evaluate(
       query->set_plugin(plugin);
       for (size_t i : indexes) *query->add_pods() = *candidates[i].pod;
       call.order.emplace_back(plugin, &indexes);
+      call.hints += indexes.size();
     }
+    call.sent = absl::Now();
     call.answer = process->Call(std::move(message), std::nullopt);
     calls.push_back(std::move(call));
   }
   for (auto& call : calls) {
     PluginAnswer answer = call.answer.get();
+    const absl::Duration per_hint = (absl::Now() - call.sent) / static_cast<int64_t>(std::max<size_t>(call.hints, 1));
     absl::flat_hash_map<std::string, const v1::HintAnswer*> by_plugin;
     if (answer.ok()) {
       for (const auto& a : answer->queueing_hint().answers()) by_plugin[a.plugin()] = &a;
     } else {
-      std::fprintf(stderr, "podium-scheduler: queueing hints from %s failed, requeueing: %s\n",
-                   call.process->name().c_str(), std::string(answer.status().message()).c_str());
+      PODIUM_LOG(Warning, "Queueing hints failed; requeueing", {"endpoint", call.process->name()},
+                 {"err", answer.status().message()});
     }
     for (const auto& [plugin, indexes] : call.order) {
       auto it = by_plugin.find(plugin);
       const bool usable = it != by_plugin.end() &&
                           static_cast<size_t>(it->second->queue_size()) == indexes->size();
       if (answer.ok() && !usable) call.process->CountInvalidAnswer();
+      size_t queued = 0;
       for (size_t k = 0; k < indexes->size(); ++k) {
-        if (!usable || it->second->queue(k)) queue[(*indexes)[k]] = true;
+        if (!usable || it->second->queue(k)) {
+          queue[(*indexes)[k]] = true;
+          ++queued;
+        }
+      }
+      if (observer_) {
+        if (!usable) {
+          observer_(plugin, event, "Error", per_hint, indexes->size());
+        } else {
+          if (queued > 0) observer_(plugin, event, "Queue", per_hint, queued);
+          if (queued < indexes->size()) observer_(plugin, event, "QueueSkip", per_hint, indexes->size() - queued);
+        }
       }
     }
   }

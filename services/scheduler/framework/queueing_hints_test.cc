@@ -1,5 +1,10 @@
 #include "framework/queueing_hints.h"
 
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
 #include "framework/mock_plugin_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -68,6 +73,34 @@ TEST(RemoteQueueingHintEvaluator, AFailedOrMalformedAnswerRequeues) {
   EXPECT_THAT(evaluator.Evaluate(NodeAdded(), {{&a, {"Fit"}}}), testing::ElementsAre(true));
   EXPECT_THAT(evaluator.Evaluate(NodeAdded(), {{&a, {"Fit"}}}), testing::ElementsAre(true));
   EXPECT_EQ(host.invalid_answers, 1);
+}
+
+// scheduler_queueing_hint_execution_duration_seconds: every hint asked is
+// observed once, by plugin and what it said (Error when it could not answer).
+TEST(RemoteQueueingHintEvaluator, EveryHintIsObservedByPluginAndVerdict) {
+  MockPluginProcess host("host");
+  std::map<std::string, size_t> observed;
+  RemoteQueueingHintEvaluator evaluator(
+      {{"Fit", &host}, {"Affinity", &host}},
+      [&](std::string_view plugin, const v1::ClusterEvent& event, std::string_view hint, absl::Duration per_hint,
+          size_t count) {
+        EXPECT_EQ(event.resource(), v1::NODE);
+        EXPECT_GE(per_hint, absl::ZeroDuration());
+        observed[std::string(plugin) + "/" + std::string(hint)] += count;
+      });
+  const v1::Pod a = PodNamed("a"), b = PodNamed("b"), c = PodNamed("c");
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler answer;
+    for (const auto& q : req.queueing_hint().queries()) {
+      if (q.plugin() != "Fit") continue;  // Affinity's answer is missing.
+      auto* h = answer.mutable_queueing_hint()->add_answers();
+      h->set_plugin("Fit");
+      for (const auto& pod : q.pods()) h->add_queue(pod.meta().name() != "a");
+    }
+    return Answered(answer);
+  }));
+  evaluator.Evaluate(NodeAdded(), {{&a, {"Fit", "Affinity"}}, {&b, {"Fit"}}, {&c, {"Fit"}}});
+  EXPECT_EQ(observed, (std::map<std::string, size_t>{{"Fit/Queue", 2}, {"Fit/QueueSkip", 1}, {"Affinity/Error", 1}}));
 }
 
 }  // namespace

@@ -17,6 +17,21 @@ const prometheus::Histogram::BucketBoundaries& DurationBuckets() {
   return *b;
 }
 
+// kube-scheduler's own buckets for the metrics Podium added later, so its
+// dashboards and alerts read them unchanged.
+const prometheus::Histogram::BucketBoundaries& PluginExecutionBuckets() {  // 10 µs .. ~22 ms
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.00001, 1.5, 20));
+  return *b;
+}
+const prometheus::Histogram::BucketBoundaries& PermitWaitBuckets() {  // 1 ms .. ~16 s
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.001, 2, 15));
+  return *b;
+}
+const prometheus::Histogram::BucketBoundaries& PreemptionVictimsBuckets() {  // 1 .. 64
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(1, 2, 7));
+  return *b;
+}
+
 }  // namespace
 
 SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registry)
@@ -78,7 +93,97 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                               .Help("The number of unschedulable pods broken down by plugin name. A pod will "
                                     "increment the gauge for all plugins that caused it to not schedule and so "
                                     "this metric have meaning only when broken down by plugin.")
-                              .Register(*registry_)) {}
+                              .Register(*registry_)),
+      queue_incoming_(prometheus::BuildCounter()
+                          .Name("scheduler_queue_incoming_pods_total")
+                          .Help("Number of pods added to scheduling queues by event and queue type.")
+                          .Register(*registry_)),
+      plugin_execution_(prometheus::BuildHistogram()
+                            .Name("scheduler_plugin_execution_duration_seconds")
+                            .Help("Duration for running a plugin at a specific extension point.")
+                            .Register(*registry_)),
+      queueing_hint_(prometheus::BuildHistogram()
+                         .Name("scheduler_queueing_hint_execution_duration_seconds")
+                         .Help("Duration for running a queueing hint function of a plugin.")
+                         .Register(*registry_)),
+      preemption_attempts_(prometheus::BuildCounter()
+                               .Name("scheduler_preemption_attempts_total")
+                               .Help("Total preemption attempts in the cluster till now")
+                               .Register(*registry_)),
+      preemption_victims_(prometheus::BuildHistogram()
+                              .Name("scheduler_preemption_victims")
+                              .Help("Number of selected preemption victims")
+                              .Register(*registry_)),
+      permit_wait_(prometheus::BuildHistogram()
+                       .Name("scheduler_permit_wait_duration_seconds")
+                       .Help("Duration of waiting on permit.")
+                       .Register(*registry_)),
+      plugin_request_(prometheus::BuildHistogram()
+                          .Name("podium_plugin_endpoint_request_duration_seconds")
+                          .Help("Round trip of one request on a plugin endpoint's stream, by request kind.")
+                          .Register(*registry_)),
+      failure_policy_(prometheus::BuildCounter()
+                          .Name("podium_plugin_failure_policy_total")
+                          .Help("Plugin process failures (error, timeout, invalid answer) by the failure "
+                                "policy applied: Ignore drops its answer, Fail fails the attempt.")
+                          .Register(*registry_)),
+      queue_incoming_series_([this](const std::vector<std::string>& v) -> prometheus::Counter& {
+        return queue_incoming_.Add({{"queue", v[0]}, {"event", v[1]}});
+      }),
+      plugin_execution_series_([this](const std::vector<std::string>& v) -> prometheus::Histogram& {
+        return plugin_execution_.Add({{"plugin", v[0]}, {"extension_point", v[1]}, {"status", v[2]}},
+                                     PluginExecutionBuckets());
+      }),
+      queueing_hint_series_([this](const std::vector<std::string>& v) -> prometheus::Histogram& {
+        return queueing_hint_.Add({{"plugin", v[0]}, {"event", v[1]}, {"hint", v[2]}},
+                                  PluginExecutionBuckets());
+      }),
+      plugin_request_series_([this](const std::vector<std::string>& v) -> prometheus::Histogram& {
+        return plugin_request_.Add({{"endpoint", v[0]}, {"request", v[1]}}, DurationBuckets());
+      }) {
+  // kube-scheduler exports these from the start (0 until the first preemption).
+  preemption_attempts_.Add({});
+  preemption_victims_.Add({}, PreemptionVictimsBuckets());
+}
+
+void SchedulerMetrics::CountIncomingPod(std::string_view queue, std::string_view event) {
+  queue_incoming_series_.Get({queue, event}).Increment();
+}
+
+void SchedulerMetrics::ObservePluginExecution(std::string_view plugin, std::string_view extension_point,
+                                              std::string_view status, absl::Duration duration) {
+  plugin_execution_series_.Get({plugin, extension_point, status}).Observe(absl::ToDoubleSeconds(duration));
+}
+
+void SchedulerMetrics::ObserveQueueingHint(std::string_view plugin, std::string_view event,
+                                           std::string_view hint, absl::Duration duration) {
+  queueing_hint_series_.Get({plugin, event, hint}).Observe(absl::ToDoubleSeconds(duration));
+}
+
+void SchedulerMetrics::CountPreemptionAttempt() { preemption_attempts_.Add({}).Increment(); }
+
+void SchedulerMetrics::ObservePreemptionVictims(int victims) {
+  preemption_victims_.Add({}, PreemptionVictimsBuckets()).Observe(victims);
+}
+
+void SchedulerMetrics::ObservePermitWait(std::string_view result, absl::Duration duration) {
+  permit_wait_.Add({{"result", std::string(result)}}, PermitWaitBuckets()).Observe(absl::ToDoubleSeconds(duration));
+}
+
+void SchedulerMetrics::ObservePluginRequest(std::string_view endpoint, std::string_view request,
+                                            absl::Duration duration) {
+  plugin_request_series_.Get({endpoint, request}).Observe(absl::ToDoubleSeconds(duration));
+}
+
+void SchedulerMetrics::AddPluginEndpoint(std::string_view endpoint) {
+  for (const char* policy : {"Ignore", "Fail"}) {
+    failure_policy_.Add({{"endpoint", std::string(endpoint)}, {"policy", policy}});
+  }
+}
+
+void SchedulerMetrics::CountFailurePolicy(std::string_view endpoint, std::string_view policy) {
+  failure_policy_.Add({{"endpoint", std::string(endpoint)}, {"policy", std::string(policy)}}).Increment();
+}
 
 SchedulerMetrics::ProfileSeries SchedulerMetrics::ForProfile(const std::string& profile) {
   auto counter = [&](const char* result) {

@@ -2,10 +2,13 @@
 // own (podium_*) for plugin endpoints and refused input.
 #pragma once
 
+#include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
@@ -19,6 +22,32 @@
 #include "prometheus/registry.h"
 
 namespace podium::scheduler {
+
+// The series of one family, resolved once per label values: hot paths observe
+// without building and hashing a label map each time. Thread-safe.
+template <typename Metric>
+class SeriesCache {
+ public:
+  using Build = std::function<Metric&(const std::vector<std::string>& values)>;
+  explicit SeriesCache(Build build) : build_(std::move(build)) {}
+
+  Metric& Get(std::initializer_list<std::string_view> values) {
+    std::string key;
+    for (std::string_view v : values) {
+      key.append(v);
+      key.push_back('\x1f');
+    }
+    absl::MutexLock lock(&mu_);
+    auto [it, inserted] = series_.try_emplace(key, nullptr);
+    if (inserted) it->second = &build_(std::vector<std::string>(values.begin(), values.end()));
+    return *it->second;
+  }
+
+ private:
+  const Build build_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Metric*> series_ ABSL_GUARDED_BY(mu_);
+};
 
 class SchedulerMetrics {
  public:
@@ -64,6 +93,35 @@ class SchedulerMetrics {
   // plugin), from a listing of the pool. Series missing from `counts` drop to 0.
   void SetUnschedulablePods(const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts);
 
+  // kube-scheduler's scheduler_queue_incoming_pods_total{queue,event}: queue is
+  // active, backoff, unschedulable or gated; event what brought the pod there
+  // (PodAdd, ScheduleAttemptFailure, BackoffComplete, NodeAdd, ...).
+  void CountIncomingPod(std::string_view queue, std::string_view event);
+  // scheduler_plugin_execution_duration_seconds{plugin,extension_point,status}.
+  void ObservePluginExecution(std::string_view plugin, std::string_view extension_point,
+                              std::string_view status, absl::Duration duration);
+  // scheduler_queueing_hint_execution_duration_seconds{plugin,event,hint}: hint
+  // is Queue, QueueSkip or Error.
+  void ObserveQueueingHint(std::string_view plugin, std::string_view event, std::string_view hint,
+                           absl::Duration duration);
+  // scheduler_preemption_attempts_total and scheduler_preemption_victims.
+  void CountPreemptionAttempt();
+  void ObservePreemptionVictims(int victims);
+  // scheduler_permit_wait_duration_seconds{result}: result is the status code
+  // the wait ended with, as kube-scheduler's (Success when every Permit plugin
+  // allowed, Unschedulable when one rejected or the wait timed out).
+  void ObservePermitWait(std::string_view result, absl::Duration duration);
+  // podium_plugin_endpoint_request_duration_seconds{endpoint,request}: one
+  // round trip on a plugin stream, by request kind (cycle, queueing_hint...).
+  void ObservePluginRequest(std::string_view endpoint, std::string_view request, absl::Duration duration);
+  // podium_plugin_failure_policy_total{endpoint,policy}: a plugin process
+  // failed (error, timeout, invalid answer) and its failurePolicy was applied:
+  // Ignore (its answer dropped, the cycle goes on) or Fail (the attempt fails).
+  void CountFailurePolicy(std::string_view endpoint, std::string_view policy);
+  // Exports an endpoint's failure-policy counters at 0 before its first
+  // failure, so rates and alerts see the series from the start.
+  void AddPluginEndpoint(std::string_view endpoint);
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& attempts_;
@@ -81,6 +139,18 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& adapter_connected_;
   prometheus::Family<prometheus::Gauge>& cache_size_;
   prometheus::Family<prometheus::Gauge>& unschedulable_pods_;
+  prometheus::Family<prometheus::Counter>& queue_incoming_;
+  prometheus::Family<prometheus::Histogram>& plugin_execution_;
+  prometheus::Family<prometheus::Histogram>& queueing_hint_;
+  prometheus::Family<prometheus::Counter>& preemption_attempts_;
+  prometheus::Family<prometheus::Histogram>& preemption_victims_;
+  prometheus::Family<prometheus::Histogram>& permit_wait_;
+  prometheus::Family<prometheus::Histogram>& plugin_request_;
+  prometheus::Family<prometheus::Counter>& failure_policy_;
+  SeriesCache<prometheus::Counter> queue_incoming_series_;
+  SeriesCache<prometheus::Histogram> plugin_execution_series_;
+  SeriesCache<prometheus::Histogram> queueing_hint_series_;
+  SeriesCache<prometheus::Histogram> plugin_request_series_;
   absl::Mutex unschedulable_mu_;
   // (plugin, profile) series ever set, so that one whose pods left goes to 0.
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Gauge*> unschedulable_series_
@@ -95,6 +165,15 @@ class ExtensionPointMetrics final : public ExtensionPointRecorder {
       : metrics_(metrics), profile_(std::move(profile)) {}
   void Observe(std::string_view extension_point, std::string_view status,
                absl::Duration duration) override;
+  void ObservePlugin(std::string_view plugin, std::string_view extension_point, std::string_view status,
+                     absl::Duration duration) override {
+    metrics_.ObservePluginExecution(plugin, extension_point, status, duration);
+  }
+  void CountPreemptionAttempt() override { metrics_.CountPreemptionAttempt(); }
+  void ObservePreemptionVictims(int victims) override { metrics_.ObservePreemptionVictims(victims); }
+  void CountFailurePolicy(std::string_view endpoint, std::string_view policy) override {
+    metrics_.CountFailurePolicy(endpoint, policy);
+  }
 
  private:
   prometheus::Histogram& Series(std::string_view extension_point, std::string_view status);

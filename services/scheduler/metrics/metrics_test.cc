@@ -1,6 +1,9 @@
 #include "metrics/metrics.h"
 
+#include <algorithm>
+#include <limits>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -83,6 +86,103 @@ TEST(SchedulerMetricsTest, CacheSizeByType) {
   metrics.SetCacheSize("assumed_pods", 1);
   EXPECT_EQ(Gauges(*registry, "scheduler_cache_size", "type"),
             (std::map<std::string, double>{{"nodes", 3}, {"pods", 7}, {"assumed_pods", 1}}));
+}
+
+const prometheus::MetricFamily* FindFamily(const std::vector<prometheus::MetricFamily>& families,
+                                           const std::string& name) {
+  for (const auto& f : families) {
+    if (f.name == name) return &f;
+  }
+  return nullptr;
+}
+
+// The label names of a series, sorted, joined by ",".
+std::string LabelNames(const prometheus::ClientMetric& metric) {
+  std::vector<std::string> names;
+  for (const auto& l : metric.label) names.push_back(l.name);
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ",") + n;
+  return out;
+}
+
+std::vector<double> Bounds(const prometheus::ClientMetric& metric) {
+  std::vector<double> out;
+  for (const auto& b : metric.histogram.bucket) out.push_back(b.upper_bound);
+  return out;
+}
+
+std::vector<double> Exponential(double start, double factor, int count) {
+  std::vector<double> out;
+  for (int i = 0; i < count; ++i, start *= factor) out.push_back(start);
+  out.push_back(std::numeric_limits<double>::infinity());
+  return out;
+}
+
+// kube-scheduler's names, types, label sets and buckets
+// (pkg/scheduler/metrics/metrics.go), so its dashboards and alerts work.
+TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBuckets) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry);
+  ExtensionPointMetrics recorder(metrics, "default-scheduler");
+  metrics.CountIncomingPod("active", "PodAdd");
+  metrics.CountIncomingPod("active", "PodAdd");
+  metrics.CountIncomingPod("backoff", "ScheduleAttemptFailure");
+  recorder.ObservePlugin("NodeResourcesFit", "Filter", "Success", absl::Microseconds(30));
+  metrics.ObserveQueueingHint("NodeResourcesFit", "NodeAdd", "Queue", absl::Microseconds(40));
+  recorder.CountPreemptionAttempt();
+  recorder.ObservePreemptionVictims(3);
+  metrics.ObservePermitWait("Success", absl::Milliseconds(3));
+  metrics.ObservePluginRequest("host", "cycle", absl::Microseconds(35));
+  metrics.CountFailurePolicy("host", "Ignore");
+
+  const auto families = registry->Collect();
+  struct Want {
+    std::string name;
+    prometheus::MetricType type;
+    std::string labels;
+    std::vector<double> buckets;  // Histograms only.
+  };
+  const std::vector<Want> wants = {
+      {"scheduler_queue_incoming_pods_total", prometheus::MetricType::Counter, "event,queue", {}},
+      {"scheduler_plugin_execution_duration_seconds", prometheus::MetricType::Histogram,
+       "extension_point,plugin,status", Exponential(0.00001, 1.5, 20)},
+      {"scheduler_queueing_hint_execution_duration_seconds", prometheus::MetricType::Histogram,
+       "event,hint,plugin", Exponential(0.00001, 1.5, 20)},
+      {"scheduler_preemption_attempts_total", prometheus::MetricType::Counter, "", {}},
+      {"scheduler_preemption_victims", prometheus::MetricType::Histogram, "", Exponential(1, 2, 7)},
+      {"scheduler_permit_wait_duration_seconds", prometheus::MetricType::Histogram, "result",
+       Exponential(0.001, 2, 15)},
+      {"podium_plugin_endpoint_request_duration_seconds", prometheus::MetricType::Histogram,
+       "endpoint,request", {}},
+      {"podium_plugin_failure_policy_total", prometheus::MetricType::Counter, "endpoint,policy", {}},
+  };
+  for (const Want& want : wants) {
+    SCOPED_TRACE(want.name);
+    const prometheus::MetricFamily* f = FindFamily(families, want.name);
+    ASSERT_NE(f, nullptr);
+    EXPECT_EQ(f->type, want.type);
+    ASSERT_FALSE(f->metric.empty());
+    for (const auto& m : f->metric) {
+      EXPECT_EQ(LabelNames(m), want.labels);
+      if (!want.buckets.empty()) {
+        EXPECT_EQ(Bounds(m), want.buckets);
+      }
+    }
+  }
+  std::map<std::string, double> incoming;
+  for (const auto& m : FindFamily(families, "scheduler_queue_incoming_pods_total")->metric) {
+    incoming[m.label[0].value + "/" + m.label[1].value] = m.counter.value;
+  }
+  // Labels come sorted by name: event, then queue.
+  EXPECT_EQ(incoming, (std::map<std::string, double>{{"PodAdd/active", 2}, {"ScheduleAttemptFailure/backoff", 1}}));
+  EXPECT_EQ(FindFamily(families, "scheduler_preemption_attempts_total")->metric[0].counter.value, 1);
+  const auto& victims = FindFamily(families, "scheduler_preemption_victims")->metric[0].histogram;
+  EXPECT_EQ(victims.sample_count, 1u);
+  EXPECT_EQ(victims.sample_sum, 3);
+  const auto& wait = FindFamily(families, "scheduler_permit_wait_duration_seconds")->metric[0];
+  EXPECT_EQ(wait.label[0].value, "Success");
+  EXPECT_DOUBLE_EQ(wait.histogram.sample_sum, 0.003);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "logging/logger.h"
 #include "preemption/dry_run.h"
 
 namespace podium::scheduler::preemption {
@@ -151,8 +152,8 @@ void PreemptionController::ActionFailed(const std::string& preemptor_uid, const 
     preemptor = std::move(p->second);
     preemptors_.erase(p);
   }
-  std::fprintf(stderr, "podium-scheduler: preemption for pod %s failed: %s: %s\n", Key(preemptor).c_str(),
-               v1::ActionResult::Code_Name(result.code()).c_str(), result.message().c_str());
+  PODIUM_LOG(Warning, "Preemption failed", {"pod", Key(preemptor)},
+             {"result", v1::ActionResult::Code_Name(result.code())}, {"err", result.message()});
   ClearNomination(preemptor);
 }
 
@@ -199,6 +200,8 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
                                                                        const Diagnosis& diagnosis) {
   const std::string& uid = pod.meta().uid();
   Nominator& nominator = controller_.nominator();
+  // kube-scheduler counts every PostFilter call of DefaultPreemption.
+  if (ExtensionPointRecorder* recorder = framework_.recorder()) recorder->CountPreemptionAttempt();
   // 1) Eligibility.
   if (controller_.InFlight(uid)) return {{}, Unschedulable(kNotEligibleTerminating)};
   std::string nominated = nominator.NominatedNode(uid);
@@ -280,6 +283,9 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     PostFilterResult retry;
     retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
     return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
+  }
+  if (ExtensionPointRecorder* recorder = framework_.recorder()) {
+    recorder->ObservePreemptionVictims(static_cast<int>(best.victims.size()));
   }
   std::stable_sort(best.victims.begin(), best.victims.end(),
                    [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });

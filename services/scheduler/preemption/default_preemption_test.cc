@@ -66,6 +66,7 @@ class DefaultPreemptionTest : public ::testing::Test {
     ProfileSpec spec;
     spec.plugins[v1::FILTER].push_back(PluginRef{"NodeResourcesFit", 1});
     spec.processes["NodeResourcesFit"] = &host_;
+    spec.recorder = &recorder_;
     framework_ = std::make_unique<Framework>(std::move(spec));
     controller_.SetActionSink(&sink_);
     controller_.SetActivator([this](const std::vector<std::string>& uids) {
@@ -103,6 +104,14 @@ class DefaultPreemptionTest : public ::testing::Test {
   Cache cache_;
   Snapshot snapshot_;
   NiceMock<MockPluginProcess> host_{"host"};
+  // kube-scheduler's preemption metrics, as DefaultPreemption records them.
+  struct PreemptionRecorder final : ExtensionPointRecorder {
+    void Observe(std::string_view, std::string_view, absl::Duration) override {}
+    void CountPreemptionAttempt() override { ++attempts; }
+    void ObservePreemptionVictims(int victims) override { this->victims.push_back(victims); }
+    int attempts = 0;
+    std::vector<int> victims;
+  } recorder_;
   std::unique_ptr<Framework> framework_;
   RecordingHandler scheduler_;
   Nominator nominator_;
@@ -166,6 +175,20 @@ TEST_F(DefaultPreemptionTest, ChoosesTheNodeWithTheLeastImportantVictimAndEvicts
   // Exactly one delete and one condition patch per victim; nothing twice.
   EXPECT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
   EXPECT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+}
+
+// scheduler_preemption_attempts_total counts every PostFilter call, eligible
+// or not; scheduler_preemption_victims the victims of the chosen candidate.
+TEST_F(DefaultPreemptionTest, EveryAttemptIsCountedAndTheChosenVictimsObserved) {
+  v1::Pod never = preemptor_;
+  never.set_preemption_policy(v1::NEVER);
+  (void)plugin_->PostFilter(never, Failed());
+  EXPECT_EQ(recorder_.attempts, 1);
+  EXPECT_TRUE(recorder_.victims.empty());
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(recorder_.attempts, 2);
+  EXPECT_THAT(recorder_.victims, ElementsAre(1));  // "low" on node-1.
 }
 
 TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {

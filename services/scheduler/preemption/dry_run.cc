@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "logging/logger.h"
 
 namespace podium::scheduler::preemption {
 namespace {
@@ -144,8 +145,8 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
         if (!valid.ok()) {
           error = valid.status();
           process.CountInvalidAnswer();
-          std::fprintf(stderr, "podium-scheduler: plugin endpoint %s: invalid preemption dry run answer: %s\n",
-                       process.name().c_str(), std::string(error.message()).c_str());
+          PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", process.name()},
+                     {"request", "preemption_dry_run"}, {"err", error.message()});
         }
       }
       if (!error.ok()) {

@@ -87,4 +87,33 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
   return MessageDifferencer::Equals(a, b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
 }
 
+std::string ClusterEventLabel(const v1::ClusterEvent& event) {
+  std::string resource;
+  switch (event.resource()) {
+    case v1::NODE: resource = "Node"; break;
+    case v1::POD: resource = "AssignedPod"; break;
+    case v1::UNSCHEDULED_POD: resource = "UnscheduledPod"; break;
+    case v1::POD_DISRUPTION_BUDGET: resource = "PodDisruptionBudget"; break;
+    case v1::POD_GROUP: resource = "PodGroup"; break;
+    case v1::NAMESPACE: resource = "Namespace"; break;
+    default: resource = "Unknown"; break;
+  }
+  const uint32_t action = event.action();
+  if (action & v1::ADD) return resource + "Add";
+  if (action & v1::DELETE) return resource + "Delete";
+  // One update bit: its own name, as kube-scheduler's labels.
+  switch (action) {
+    case v1::UPDATE_NODE_ALLOCATABLE: return "NodeAllocatableChange";
+    case v1::UPDATE_NODE_LABEL: return "NodeLabelChange";
+    case v1::UPDATE_NODE_TAINT: return "NodeTaintChange";
+    case v1::UPDATE_NODE_CONDITION: return "NodeConditionChange";
+    case v1::UPDATE_NODE_ANNOTATION: return "NodeAnnotationChange";
+    case v1::UPDATE_POD_LABEL: return resource == "AssignedPod" ? "AssignedPodLabelChange" : "PodLabelChange";
+    case v1::UPDATE_POD_SCALE_DOWN: return "AssignedPodScaleDown";
+    case v1::UPDATE_POD_TOLERATIONS: return "PodTolerationChange";
+    case v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED: return "PodSchedulingGateEliminatedChange";
+    default: return resource + "Update";
+  }
+}
+
 }  // namespace podium::scheduler

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "podium/v1/objects.pb.h"
 #include "podium/v1/plugin.pb.h"
@@ -18,5 +19,10 @@ uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node);
 // eliminated); v1::UPDATE when something else changed, 0 when nothing did
 // beyond status and resourceVersion.
 uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod);
+
+// The event's name as kube-scheduler labels its metrics (NodeAdd,
+// NodeTaintChange, AssignedPodDelete, ...): the resource, then the action, or
+// the one update it carries ("NodeUpdate" when it carries several).
+std::string ClusterEventLabel(const v1::ClusterEvent& event);
 
 }  // namespace podium::scheduler

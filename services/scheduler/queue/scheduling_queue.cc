@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/message_differencer.h"
+#include "queue/events.h"
 
 namespace podium::scheduler {
 
@@ -113,6 +114,7 @@ SchedulingQueue::SchedulingQueue(Options options)
       clock_(options.clock != nullptr ? *options.clock : Clock::Real()),
       pre_enqueue_(std::move(options.pre_enqueue)),
       less_(options.less ? std::move(options.less) : QueueLessFn(PrioritySortLess)),
+      on_incoming_pod_(std::move(options.on_incoming_pod)),
       hint_evaluator_(options.hint_evaluator),
       active_q_(ActiveLess{&less_}),
       backoff_q_(BackoffLess{pop_from_backoff_q_ ? &less_ : nullptr}),
@@ -171,32 +173,43 @@ void SchedulingQueue::Detach(Entry* entry) {
   }
 }
 
-void SchedulingQueue::InsertActive(Entry* entry) {
-  entry->where = QueueKind::kActive;
-  active_q_.insert(entry);
+void SchedulingQueue::CountIncoming(const Entry& entry, std::string_view event) const {
+  if (event.empty() || !on_incoming_pod_) return;
+  on_incoming_pod_(QueueKindName(entry.where == QueueKind::kUnschedulable && entry.info.gated
+                                     ? QueueKind::kGated
+                                     : entry.where),
+                   event);
 }
 
-void SchedulingQueue::InsertBackoff(Entry* entry) {
+void SchedulingQueue::InsertActive(Entry* entry, std::string_view event) {
+  entry->where = QueueKind::kActive;
+  active_q_.insert(entry);
+  CountIncoming(*entry, event);
+}
+
+void SchedulingQueue::InsertBackoff(Entry* entry, std::string_view event) {
   entry->where = QueueKind::kBackoff;
   entry->backoff_expiry = BackoffExpiry(entry->info);
   // No plugin rejected it and none is pending: the attempt failed with an Error.
   entry->error_backoff =
       entry->info.unschedulable_plugins.empty() && entry->info.pending_plugins.empty();
   (entry->error_backoff ? error_backoff_q_ : backoff_q_).insert(entry);
+  CountIncoming(*entry, event);
 }
 
-void SchedulingQueue::InsertPool(Entry* entry) {
+void SchedulingQueue::InsertPool(Entry* entry, std::string_view event) {
   entry->where = QueueKind::kUnschedulable;
   entry->pool_stay = ++next_pool_stay_;
   unschedulable_pods_.insert(entry);
+  CountIncoming(*entry, event);
 }
 
-void SchedulingQueue::MoveToActiveOrBackoff(Entry* entry, absl::Time now) {
+void SchedulingQueue::MoveToActiveOrBackoff(Entry* entry, absl::Time now, std::string_view event) {
   Detach(entry);
   if (BackoffExpiry(entry->info) > now) {
-    InsertBackoff(entry);
+    InsertBackoff(entry, event);
   } else {
-    InsertActive(entry);
+    InsertActive(entry, event);
   }
 }
 
@@ -288,12 +301,12 @@ void SchedulingQueue::AddNew(sdk::PodInfoPtr pod) {
   entry->info.timestamp = clock_.Now();
   Entry* e = Insert(std::move(entry));
   if (gate.IsSuccess()) {
-    InsertActive(e);
+    InsertActive(e, kEventPodAdd);
   } else {
     e->info.gated = true;
     e->info.gating_plugin = gate.plugin();
     e->info.message = gate.Message();
-    InsertPool(e);
+    InsertPool(e, kEventPodAdd);
   }
 }
 
@@ -336,7 +349,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
       if (!e->info.gated) {
         const bool updated = IsPodUpdated(*e->info.pod_info->pod, *new_pod->pod);
         SetPodInfo(e, std::move(new_pod));
-        if (updated) MoveToActiveOrBackoff(e, clock_.Now());
+        if (updated) MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
         return;
       }
       gated_stay = e->pool_stay;
@@ -361,7 +374,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
     e->info.gating_plugin.clear();
     e->info.message.clear();
     Detach(e);
-    InsertActive(e);
+    InsertActive(e, kEventPodUpdate);
   } else {
     e->info.gating_plugin = gate.plugin();
     e->info.message = gate.Message();
@@ -474,7 +487,7 @@ size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::stri
       e->info.gating_plugin.clear();
       e->info.message.clear();
       Detach(e);
-      InsertActive(e);
+      InsertActive(e, kEventPreEnqueueRetry);
       ++moved;
     } else {
       e->info.gating_plugin = gate.plugin();
@@ -550,12 +563,12 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info,
   if (move_request_cycle_ >= pod_scheduling_cycle || error || updated_in_flight) {
     // Something may have changed since the attempt started: retry after backoff.
     if (BackoffExpiry(e->info) > now) {
-      InsertBackoff(e);
+      InsertBackoff(e, kEventScheduleAttemptFailure);
     } else {
-      InsertActive(e);
+      InsertActive(e, kEventScheduleAttemptFailure);
     }
   } else {
-    InsertPool(e);
+    InsertPool(e, kEventScheduleAttemptFailure);
   }
   return absl::OkStatus();
 }
@@ -629,7 +642,8 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
           break;
       }
     }
-    for (Entry* e : to_move) MoveToActiveOrBackoff(e, now);
+    const std::string label = to_move.empty() || !on_incoming_pod_ ? "" : ClusterEventLabel(event);
+    for (Entry* e : to_move) MoveToActiveOrBackoff(e, now, label);
     moved = to_move.size();
   }
   if (candidates.empty()) return moved;
@@ -641,6 +655,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
     // when a hint fails.
     queue.assign(candidates.size(), true);
   }
+  const std::string label = on_incoming_pod_ ? ClusterEventLabel(event) : "";
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_.Now();
   for (size_t i = 0; i < asked.size(); ++i) {
@@ -652,7 +667,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
         unschedulable_pods_.count(e) == 0) {
       continue;  // Left the pool since we asked.
     }
-    MoveToActiveOrBackoff(e, now);
+    MoveToActiveOrBackoff(e, now, label);
     ++moved;
   }
   return moved;
@@ -695,7 +710,7 @@ size_t SchedulingQueue::FlushBackoffQCompleted() {
       Entry* e = *heap->begin();
       if (e->backoff_expiry > now) break;
       Detach(e);
-      InsertActive(e);
+      InsertActive(e, kEventBackoffComplete);
       ++moved;
     }
   }
@@ -709,7 +724,7 @@ size_t SchedulingQueue::FlushUnschedulablePodsLeftover() {
   for (Entry* e : unschedulable_pods_) {
     if (!e->info.gated && now - e->info.timestamp > max_in_unschedulable_) to_move.push_back(e);
   }
-  for (Entry* e : to_move) MoveToActiveOrBackoff(e, now);
+  for (Entry* e : to_move) MoveToActiveOrBackoff(e, now, kEventUnschedulableTimeout);
   return to_move.size();
 }
 
@@ -724,7 +739,7 @@ size_t SchedulingQueue::MoveAllToActiveQueue() {
   }
   for (Entry* e : to_move) {
     Detach(e);
-    InsertActive(e);
+    InsertActive(e, kEventForceActivate);
   }
   return to_move.size();
 }
@@ -738,7 +753,7 @@ size_t SchedulingQueue::Activate(const std::vector<std::string>& uids) {
     Entry* e = it->second.get();
     if (e->where == QueueKind::kActive || e->info.gated) continue;
     Detach(e);
-    InsertActive(e);
+    InsertActive(e, kEventForceActivate);
     ++moved;
   }
   return moved;

@@ -128,7 +128,23 @@ class SchedulingQueue {
     // window are ordered as activeQ orders them.
     bool pop_from_backoff_q = true;
     absl::Duration backoff_ordering_window = absl::Seconds(1);
+    // Called (under the queue's lock: must not call back into the queue) for
+    // every pod that enters a queue, with the queue's name (QueueKindName) and
+    // the event that brought it (kube-scheduler's
+    // scheduler_queue_incoming_pods_total{queue,event}).
+    std::function<void(std::string_view queue, std::string_view event)> on_incoming_pod;
   };
+
+  // The `event` label values of on_incoming_pod besides cluster events
+  // (ClusterEventLabel), as kube-scheduler names them.
+  static constexpr std::string_view kEventPodAdd = "PodAdd";
+  static constexpr std::string_view kEventPodUpdate = "PodUpdate";
+  static constexpr std::string_view kEventScheduleAttemptFailure = "ScheduleAttemptFailure";
+  static constexpr std::string_view kEventBackoffComplete = "BackoffComplete";
+  static constexpr std::string_view kEventUnschedulableTimeout = "UnschedulableTimeout";
+  static constexpr std::string_view kEventForceActivate = "ForceActivate";
+  // A gated pod passed PreEnqueue when asked again (a gang's member arrived).
+  static constexpr std::string_view kEventPreEnqueueRetry = "PreEnqueueRetry";
 
   SchedulingQueue() : SchedulingQueue(Options{}) {}
   explicit SchedulingQueue(Options options);
@@ -254,10 +270,14 @@ class SchedulingQueue {
   sdk::Status RunPreEnqueue(const sdk::PodInfo& pod) const;
   void AddNew(sdk::PodInfoPtr pod) ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void InsertActive(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void InsertBackoff(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void InsertPool(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MoveToActiveOrBackoff(Entry* entry, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `event`: what brought the pod, counted by on_incoming_pod; empty for a
+  // re-insert into the same queue (its sort key changed), not counted.
+  void InsertActive(Entry* entry, std::string_view event = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertBackoff(Entry* entry, std::string_view event = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InsertPool(Entry* entry, std::string_view event = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MoveToActiveOrBackoff(Entry* entry, absl::Time now, std::string_view event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CountIncoming(const Entry& entry, std::string_view event) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time BackoffExpiry(const QueuedPodInfo& info) const;
   // backoffQ's pods in expiry order, both heaps merged (for listings).
   std::vector<const Entry*> BackoffInOrder() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
@@ -282,6 +302,7 @@ class SchedulingQueue {
   const Clock& clock_;
   const PreEnqueueFn pre_enqueue_;
   const QueueLessFn less_;
+  const std::function<void(std::string_view, std::string_view)> on_incoming_pod_;
 
   mutable absl::Mutex mu_;
   QueueingHintEvaluator* hint_evaluator_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #include "queue/scheduling_queue.h"
 
 #include <atomic>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -315,6 +316,35 @@ TEST_F(SchedulingQueueTest, FlushBackoffQMovesOnlyExpiredPods) {
   clock_.Advance(absl::Milliseconds(500));
   EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
   EXPECT_EQ(q.PendingPods().active, 2u);
+}
+
+// kube-scheduler's scheduler_queue_incoming_pods_total{queue,event}: every
+// entry into a queue is counted once, with what brought the pod there.
+TEST_F(SchedulingQueueTest, EveryPodEnteringAQueueIsReportedWithItsEvent) {
+  std::map<std::string, int> incoming;
+  SchedulingQueue::Options o = Opts();
+  o.on_incoming_pod = [&](std::string_view queue, std::string_view event) {
+    ++incoming[std::string(queue) + "/" + std::string(event)];
+  };
+  SchedulingQueue q(o);
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("a", 0, 1));
+  q.Add(MakePod("g", 0, 2, {"example.com/gate"}));
+  q.Add(MakePod("e", 0, 3));
+  FailAttempt(q, "a", {"NodeAffinity"});
+  FailAttempt(q, "e", {});  // An Error: straight to backoffQ.
+  // A priority change of a pod in backoffQ re-sorts it: not an arrival.
+  q.Update(MakePod("e", 5, 3));
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::UPDATE_NODE_LABEL)), 1u);
+  EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  EXPECT_EQ(q.Activate({"a"}), 0u);  // Already active: nothing enters.
+  EXPECT_EQ(incoming, (std::map<std::string, int>{{"active/PodAdd", 2},
+                                                  {"gated/PodAdd", 1},
+                                                  {"unschedulable/ScheduleAttemptFailure", 1},
+                                                  {"backoff/ScheduleAttemptFailure", 1},
+                                                  {"active/NodeLabelChange", 1},
+                                                  {"active/BackoffComplete", 1}}));
 }
 
 TEST_F(SchedulingQueueTest, BackoffEndsAtTheEndOfItsOrderingWindow) {

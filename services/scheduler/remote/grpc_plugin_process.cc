@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
+#include "logging/logger.h"
 
 namespace podium::scheduler {
 namespace {
@@ -465,11 +466,9 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
       // pod waits on that plugin is WaitingPods' to say.
       if (!ServesPermitPlugin(options_.plugins, registration_, decision.plugin())) {
         stats_.refused_permit_decisions++;
-        std::fprintf(stderr,
-                     "podium-scheduler: plugin endpoint %s: refused a PermitDecision for pod %s "
-                     "in the name of plugin \"%s\", which this endpoint does not serve at Permit\n",
-                     options_.name.c_str(), decision.pod_uid().substr(0, 64).c_str(),
-                     decision.plugin().substr(0, 64).c_str());
+        PODIUM_LOG(Warning, "Refused a PermitDecision for a plugin this endpoint does not serve at Permit",
+                   {"endpoint", options_.name}, {"podUID", decision.pod_uid().substr(0, 64)},
+                   {"plugin", decision.plugin().substr(0, 64)});
         return;
       }
     }
@@ -487,7 +486,12 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
   Pending pending = std::move(it->second);
   pending_.erase(it);
   deadlines_.erase({pending.deadline, message.id()});
-  RecordLatency(absl::Now() - pending.sent);
+  const absl::Duration round_trip = absl::Now() - pending.sent;
+  RecordLatency(round_trip);
+  if (options_.on_answered) {
+    const auto* field = v1::SchedulerToPlugin::descriptor()->FindFieldByNumber(pending.kind);
+    options_.on_answered(field != nullptr ? std::string_view(field->name()) : std::string_view("none"), round_trip);
+  }
   OnRequestAnswered();
   if (message.kind_case() == v1::PluginToScheduler::kError) {
     stats_.errors++;
@@ -530,8 +534,8 @@ void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
     ready_ = false;
     if (!shutdown_) {
       last_error_ = why;
-      std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s): %s\n",
-                   options_.name.c_str(), options_.address.c_str(), why.c_str());
+      PODIUM_LOG(Warning, "Plugin stream broke", {"endpoint", options_.name}, {"address", options_.address},
+                 {"err", why});
     }
     FailAllPending(absl::UnavailableError(
         absl::StrCat("plugin endpoint ", options_.name, ": ", why)));
@@ -584,18 +588,15 @@ void GrpcPluginProcess::OnRequestTimedOut(absl::Time now) {
   breaker_ = Breaker::kOpen;
   circuit_open_until_ = now + circuit_backoff_;
   stats_.circuit_opens++;
-  std::fprintf(stderr,
-               "podium-scheduler: plugin endpoint %s (%s): %u consecutive timeouts; calls fail "
-               "at once for %s, then one probe request is let through\n",
-               options_.name.c_str(), options_.address.c_str(), consecutive_timeouts_,
-               absl::FormatDuration(circuit_backoff_).c_str());
+  PODIUM_LOG(Warning, "Circuit opened: calls fail at once, then one probe request is let through",
+             {"endpoint", options_.name}, {"address", options_.address},
+             {"consecutiveTimeouts", consecutive_timeouts_}, {"openFor", absl::FormatDuration(circuit_backoff_)});
 }
 
 void GrpcPluginProcess::OnRequestAnswered() {
   consecutive_timeouts_ = 0;
   if (breaker_ != Breaker::kClosed) {
-    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s answers again; circuit closed\n",
-                 options_.name.c_str());
+    PODIUM_LOG(Info, "Plugin endpoint answers again; circuit closed", {"endpoint", options_.name});
   }
   breaker_ = Breaker::kClosed;
   circuit_backoff_ = options_.circuit_open_initial;
@@ -685,8 +686,8 @@ void GrpcPluginProcess::ReconnectLoop() {
       {
         absl::MutexLock lock(&mu_);
         stats_.reconnects++;
-        std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s) connected\n",
-                     options_.name.c_str(), options_.address.c_str());
+        PODIUM_LOG(Info, "Plugin endpoint connected", {"endpoint", options_.name},
+                   {"address", options_.address});
         backoff = options_.reconnect_initial_backoff;
       }
       if (options_.on_reconnected) options_.on_reconnected();

@@ -48,6 +48,11 @@ struct PluginEndpointOptions {
   // Called (on the reconnect thread) each time the endpoint connects again
   // after Start: its registration may be new (a sidecar that came up late).
   std::function<void()> on_reconnected;
+  // Called on the stream's reader thread for every answered request, with the
+  // request kind ("cycle", "queueing_hint", ... as in SchedulerToPlugin) and
+  // its round trip (podium_plugin_endpoint_request_duration_seconds). Must
+  // not block.
+  std::function<void(std::string_view request, absl::Duration round_trip)> on_answered;
   uint32_t circuit_breaker_timeouts = 3;
   absl::Duration circuit_open_initial = absl::Seconds(1);
   absl::Duration circuit_open_max = absl::Seconds(30);

@@ -10,7 +10,8 @@
 //   - read-only Admin RPCs, health and reflection: any identity, or no
 //     identity on a unix socket (its mode 0600 already limits it to the
 //     scheduler's user);
-//   - every other Admin RPC (SetSchedulingPaused, MovePodsToActiveQueue, and
+//   - every other Admin RPC (SetSchedulingPaused, MovePodsToActiveQueue,
+//     SetLogVerbosity, and
 //     any RPC not known to be read-only): an identity in the admin group;
 //   - Cluster.Sync: the configured adapter identity only;
 //   - anything else: refused.

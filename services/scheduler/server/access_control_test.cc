@@ -174,6 +174,7 @@ TEST(AccessControlRulesTest, MethodsAreReadMutatingOrTheClusterStream) {
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/WatchDecisions"), MethodAccess::kRead);
   EXPECT_EQ(ClassifyMethod("/grpc.health.v1.Health/Check"), MethodAccess::kRead);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/SetSchedulingPaused"), MethodAccess::kMutate);
+  EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/SetLogVerbosity"), MethodAccess::kMutate);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/MovePodsToActiveQueue"), MethodAccess::kMutate);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/SomeFutureRpc"), MethodAccess::kMutate)
       << "an Admin RPC nobody listed as read-only is protected";

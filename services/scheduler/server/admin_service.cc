@@ -215,6 +215,22 @@ grpc::ServerUnaryReactor* AdminService::SetSchedulingPaused(
   return Done(ctx);
 }
 
+grpc::ServerUnaryReactor* AdminService::SetLogVerbosity(grpc::CallbackServerContext* ctx,
+                                                        const v1::SetLogVerbosityRequest* request,
+                                                        v1::SetLogVerbosityResponse* response) {
+  if (request->verbosity() < 0 || request->verbosity() > kMaxLogVerbosity) {
+    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  absl::StrCat("verbosity: ", request->verbosity(), " is not in [0, ",
+                                               kMaxLogVerbosity, "]")));
+  }
+  const int previous = logger_.SetVerbosity(request->verbosity());
+  response->set_previous(previous);
+  response->set_verbosity(request->verbosity());
+  logger_.Log(logging::Severity::kInfo, 0, "Log verbosity changed",
+              {{"previous", previous}, {"verbosity", request->verbosity()}});
+  return Done(ctx);
+}
+
 grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
     grpc::CallbackServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
     v1::MovePodsToActiveQueueResponse* response) {
@@ -243,6 +259,7 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
                                                   const v1::GetStatusRequest*,
                                                   v1::SchedulerStatus* response) {
   response->set_paused(scheduler_.paused());
+  response->set_log_verbosity(logger_.verbosity());
   if (cluster_ != nullptr) {
     const ClusterService::Stats s = cluster_->stats();
     response->set_adapter_connected(s.adapter_connected);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "logging/logger.h"
 #include "podium/v1/admin.grpc.pb.h"
 
 namespace podium::scheduler {
@@ -23,14 +24,19 @@ class AdminService final : public v1::Admin::CallbackService {
   // MovePodsToActiveQueue refuses longer lists.
   static constexpr int kMaxPodsPerMove = 10000;
 
-  // `cluster` (may be null: no adapter status) says whether an adapter is connected.
+  static constexpr int32_t kMaxLogVerbosity = 10;
+
+  // `cluster` (may be null: no adapter status) says whether an adapter is
+  // connected. `logger` (null: the process's) is what SetLogVerbosity changes.
   AdminService(Scheduler& scheduler, SchedulingQueue& queue, Cache& cache,
-               std::vector<GrpcPluginProcess*> endpoints, const ClusterService* cluster = nullptr)
+               std::vector<GrpcPluginProcess*> endpoints, const ClusterService* cluster = nullptr,
+               logging::Logger* logger = nullptr)
       : scheduler_(scheduler),
         queue_(queue),
         cache_(cache),
         endpoints_(std::move(endpoints)),
-        cluster_(cluster) {}
+        cluster_(cluster),
+        logger_(logger != nullptr ? *logger : logging::Default()) {}
 
   grpc::ServerUnaryReactor* ListQueuedPods(grpc::CallbackServerContext* ctx,
                                            const v1::ListQueuedPodsRequest* request,
@@ -55,6 +61,9 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
                                       const v1::GetStatusRequest* request,
                                       v1::SchedulerStatus* response) override;
+  grpc::ServerUnaryReactor* SetLogVerbosity(grpc::CallbackServerContext* ctx,
+                                            const v1::SetLogVerbosityRequest* request,
+                                            v1::SetLogVerbosityResponse* response) override;
 
  private:
   Scheduler& scheduler_;
@@ -62,6 +71,7 @@ class AdminService final : public v1::Admin::CallbackService {
   Cache& cache_;
   std::vector<GrpcPluginProcess*> endpoints_;
   const ClusterService* cluster_;
+  logging::Logger& logger_;
 };
 
 }  // namespace podium::scheduler

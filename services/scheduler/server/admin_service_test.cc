@@ -11,6 +11,8 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "logging/capturing_sink.h"
+#include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "queue/fake_clock.h"
 #include "queue/scheduling_queue.h"
@@ -259,6 +261,94 @@ TEST_F(AdminServiceTest, GetStatusSaysWhySchedulingIsHeld) {
   ASSERT_TRUE(stub_->GetStatus(Ctx().get(), {}, &status).ok());
   EXPECT_TRUE(status.paused());
   EXPECT_EQ(status.scheduling_held_because(), "paused by an operator");
+}
+
+// Raising the verbosity through the Admin API makes the scheduler's V(4)
+// lines appear; lowering it hides them again. Asserted on the logger's sink.
+TEST(AdminLogVerbosityTest, RaisingVerbosityShowsV4LinesAndLoweringHidesThem) {
+  logging::CapturingSink sink;
+  logging::Logger logger("podium-scheduler", &sink, /*verbosity=*/0);
+  logging::SetDefault(&logger);
+  struct RestoreDefaultLogger {
+    ~RestoreDefaultLogger() { logging::SetDefault(nullptr); }
+  } restore;  // Destroyed after everything below that may log.
+  FakeClock clock;
+  Cache cache{Cache::Options{}};
+  Snapshot snapshot;
+  SchedulerMetrics metrics{std::make_shared<prometheus::Registry>()};
+  SchedulingQueue::Options qo;
+  qo.clock = &clock;
+  SchedulingQueue queue(qo);
+  std::vector<FrameworkPtr> profiles;
+  profiles.push_back(std::make_unique<Framework>(ProfileSpec{}, 1));
+  Scheduler::Options so;
+  so.run_scheduling_thread = false;
+  so.run_housekeeping_thread = false;
+  Scheduler scheduler(so, cache, snapshot, queue, std::move(profiles), metrics, clock);
+  AdminService admin(scheduler, queue, cache, {}, nullptr, &logger);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&admin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Admin::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  auto ctx = [] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return c;
+  };
+  int version = 0;
+  auto update_pod = [&] {
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_pod() = *MakePod("default", "web", 1)->pod;
+    e.mutable_pod()->mutable_meta()->set_resource_version(std::to_string(++version));
+    scheduler.OnObjectEvent(e);
+  };
+  auto v4_lines = [&] {
+    std::vector<logging::CapturingSink::Line> out;
+    for (const auto& line : sink.lines()) {
+      if (line.message == "Update event for unscheduled pod") out.push_back(line);
+    }
+    return out;
+  };
+  auto set = [&](int v, v1::SetLogVerbosityResponse* response) {
+    v1::SetLogVerbosityRequest request;
+    request.set_verbosity(v);
+    return stub->SetLogVerbosity(ctx().get(), request, response);
+  };
+
+  update_pod();  // Added.
+  update_pod();  // Updated: a V(4) line, hidden at 0.
+  EXPECT_TRUE(v4_lines().empty());
+
+  v1::SetLogVerbosityResponse response;
+  ASSERT_TRUE(set(4, &response).ok());
+  EXPECT_EQ(response.previous(), 0);
+  EXPECT_EQ(response.verbosity(), 4);
+  update_pod();
+  const auto shown = v4_lines();
+  ASSERT_EQ(shown.size(), 1u);
+  EXPECT_EQ(shown[0].verbosity, 4);
+  EXPECT_EQ(shown[0].fields, (std::vector<std::pair<std::string, std::string>>{{"pod", "default/web"}}));
+
+  ASSERT_TRUE(set(2, &response).ok());
+  EXPECT_EQ(response.previous(), 4);
+  update_pod();
+  EXPECT_EQ(v4_lines().size(), 1u);
+
+  // Out of range: refused, nothing changed.
+  grpc::Status refused = set(11, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("verbosity: 11"));
+  v1::SchedulerStatus status;
+  ASSERT_TRUE(stub->GetStatus(ctx().get(), v1::GetStatusRequest{}, &status).ok());
+  EXPECT_EQ(status.log_verbosity(), 2);
+
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  scheduler.Stop();
 }
 
 }  // namespace

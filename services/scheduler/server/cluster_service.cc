@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "server/echo.h"
 #include "server/validation.h"
@@ -202,7 +203,7 @@ grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage>* ClusterServic
 grpc::Status ClusterService::AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first) {
   auto refuse = [&](grpc::StatusCode code, std::string message) {
     ++refused_streams_;
-    std::fprintf(stderr, "podium-scheduler: refused an adapter stream: %s\n", message.c_str());
+    PODIUM_LOG(Warning, "Refused an adapter stream", {"err", message});
     return grpc::Status(code, std::move(message));
   };
   if (shutdown_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down");
@@ -224,8 +225,7 @@ grpc::Status ClusterService::AcceptLocked(SyncReactor* reactor, const v1::Cluste
                                  "\" is already connected and the scheduler serves one adapter "
                                  "stream at a time (set hello.takeover to replace it)"));
     }
-    std::fprintf(stderr, "podium-scheduler: adapter \"%s\" takes over from \"%s\"\n", adapter.c_str(),
-                 active_adapter_.c_str());
+    PODIUM_LOG(Warning, "Adapter takes over the stream", {"adapter", adapter}, {"previous", active_adapter_});
     ++taken_over_streams_;
     active_->FinishOnce(grpc::Status(grpc::StatusCode::ABORTED,
                                      absl::StrCat("taken over by adapter \"", adapter, "\"")));
@@ -381,16 +381,16 @@ void ClusterService::Handle(Work& work) {
   v1::ClusterMessage& message = work.message;
   switch (message.kind_case()) {
     case v1::ClusterMessage::kHello:
-      std::fprintf(stderr, "podium-scheduler: adapter %s connected (protocol %u)\n",
-                   Echo(message.hello().adapter()).c_str(), message.hello().protocol_version());
+      PODIUM_LOG(Info, "Adapter connected", {"adapter", Echo(message.hello().adapter())},
+                 {"protocol", message.hello().protocol_version()});
       break;
     case v1::ClusterMessage::kListBegin: handler_.OnListBegin(); break;
     case v1::ClusterMessage::kListEnd: handler_.OnListEnd(); break;
     case v1::ClusterMessage::kEvents:
       for (const auto& event : message.events().events()) {
         if (absl::Status s = ValidateObjectEvent(event); !s.ok()) {
-          std::fprintf(stderr, "podium-scheduler: refused %s from the adapter: %s\n",
-                       Echo(DescribeObject(event)).c_str(), Echo(s.message(), 1024).c_str());
+          PODIUM_LOG(Warning, "Refused an object from the adapter", {"object", Echo(DescribeObject(event))},
+                     {"err", Echo(s.message(), 1024)});
           if (metrics_ != nullptr) {
             const std::string kind = DescribeObject(event);
             metrics_->CountInvalidObject(kind.substr(0, kind.find(' ')));
