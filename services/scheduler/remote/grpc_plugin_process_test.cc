@@ -13,9 +13,12 @@
 #include "absl/synchronization/notification.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "test_support/time_scale.h"
 
 namespace podium::scheduler {
 namespace {
+
+using test_support::Scaled;
 
 // A plugin process written in the test: answers Open, then behaves as told.
 class FakePlugin final : public v1::Plugin::Service {
@@ -131,7 +134,7 @@ class GrpcPluginProcessTest : public testing::Test {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   }
 
-  GrpcPluginProcess& Start(absl::Duration timeout = absl::Seconds(2),
+  GrpcPluginProcess& Start(absl::Duration timeout = Scaled(absl::Seconds(2)),
                            std::function<void(PluginEndpointOptions&)> customize = nullptr) {
     PluginEndpointOptions options;
     options.name = "host";
@@ -194,11 +197,11 @@ TEST_F(GrpcPluginProcessTest, AnswerOfTheWrongKindIsInvalidAndCounted) {
 
 TEST_F(GrpcPluginProcessTest, SilentPluginMissesItsDeadline) {
   plugin_.mode = FakePlugin::Mode::kSilent;
-  GrpcPluginProcess& p = Start(absl::Milliseconds(100));
+  GrpcPluginProcess& p = Start(Scaled(absl::Milliseconds(100)));
   const absl::Time start = absl::Now();
   PluginAnswer a = p.Call(Cycle(), std::nullopt).get();
   EXPECT_EQ(a.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_LT(absl::Now() - start, Scaled(absl::Seconds(2)));
   EXPECT_EQ(p.stats().timeouts, 1u);
 }
 
@@ -227,7 +230,8 @@ TEST_F(GrpcPluginProcessTest, ReconnectsAfterThePluginProcessRestartsWithAFullRe
   builder.RegisterService(&restarted);
   server_ = builder.BuildAndStart();
   ASSERT_NE(server_, nullptr);
-  for (int i = 0; i < 250 && !p.ready(); ++i) absl::SleepFor(absl::Milliseconds(20));
+  const absl::Time ready_by = absl::Now() + Scaled(absl::Seconds(5));
+  while (!p.ready() && absl::Now() < ready_by) absl::SleepFor(absl::Milliseconds(20));
   ASSERT_TRUE(p.ready());
   PluginAnswer a = p.Call(Cycle(), 9).get();
   ASSERT_TRUE(a.ok()) << a.status();
@@ -283,7 +287,7 @@ TEST_F(GrpcPluginProcessTest, FinishedCyclesRideOnTheNextRequest) {
 TEST_F(GrpcPluginProcessTest, PluginMaySpeakFirstWithPermitDecisions) {
   plugin_.send_permit_decision = true;
   Start();
-  ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(Scaled(absl::Seconds(5))));
   EXPECT_EQ(decision_uid_, "p-Fit");
 }
 
@@ -294,7 +298,7 @@ TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAr
   plugin_.send_permit_decision = true;
   GrpcPluginProcess& p = Start();
   // Messages are handled in order: once the valid one arrived, the others were refused.
-  ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(decided_.WaitForNotificationWithTimeout(Scaled(absl::Seconds(5))));
   EXPECT_EQ(decision_uid_, "p-Fit");
   EXPECT_EQ(decisions_, 1);
   EXPECT_EQ(p.stats().refused_permit_decisions, 3u);
@@ -304,9 +308,9 @@ TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAr
 // request is let through after the open period.
 TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
   plugin_.mode = FakePlugin::Mode::kSilent;
-  GrpcPluginProcess& p = Start(absl::Milliseconds(50), [](PluginEndpointOptions& o) {
+  GrpcPluginProcess& p = Start(Scaled(absl::Milliseconds(50)), [](PluginEndpointOptions& o) {
     o.circuit_breaker_timeouts = 3;
-    o.circuit_open_initial = absl::Milliseconds(300);
+    o.circuit_open_initial = Scaled(absl::Milliseconds(300));
   });
   EXPECT_EQ(p.state(), EndpointState::kReady);
   for (int i = 0; i < 3; ++i) {
@@ -322,7 +326,7 @@ TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
   EXPECT_EQ(p.stats().circuit_fast_failures, 1u);
 
   // After the open period one probe goes through; it times out: open again.
-  absl::SleepFor(absl::Milliseconds(350));
+  absl::SleepFor(Scaled(absl::Milliseconds(350)));
   EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(p.state(), EndpointState::kCircuitOpen);
@@ -331,7 +335,7 @@ TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
 
   // The endpoint recovers: the next probe (the open period doubled) closes it.
   plugin_.mode = FakePlugin::Mode::kEcho;
-  absl::SleepFor(absl::Milliseconds(650));
+  absl::SleepFor(Scaled(absl::Milliseconds(650)));
   PluginAnswer probe = p.Call(Cycle(), std::nullopt).get();
   ASSERT_TRUE(probe.ok()) << probe.status();
   EXPECT_EQ(p.state(), EndpointState::kReady);
@@ -368,7 +372,7 @@ TEST(GrpcPluginProcessStartTest, WaitsForAnEndpointThatComesUpLate) {
   PluginEndpointOptions options;
   options.name = "late";
   options.address = address;
-  options.handshake_timeout = absl::Seconds(20);
+  options.handshake_timeout = Scaled(absl::Seconds(20));
   GrpcPluginProcess process(options, state, nullptr);
   std::unique_ptr<grpc::Server> server;
   std::thread starter([&] {
