@@ -267,6 +267,9 @@ int Run(std::vector<std::string> overrides) {
                                         google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
       nominator.AddToRequest(pod, snap, out);
     };
+    spec->nominated_pod_keys = [&nominator](const v1::Pod& pod, const sdk::Snapshot& snap, const auto& visit) {
+      nominator.ForEachKey(pod, snap, visit);
+    };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
     if (!preemption_options.ok()) return Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));

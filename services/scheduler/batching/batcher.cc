@@ -153,14 +153,17 @@ OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw)
 
 absl::flat_hash_map<uint32_t, uint64_t> OpportunisticBatching::NominatedFingerprints(
     const Framework& fw, const v1::Pod& pod, const Snapshot& snapshot) const {
+  // Per node, the sum of each nominated pod's hash: independent of the order
+  // the nominator keeps them in. The key hook avoids copying every nominated
+  // pod for every pod (preempt-500 spent a third of the scheduling thread there).
+  absl::flat_hash_map<uint32_t, uint64_t> out;
+  auto add = [&out](uint32_t node, std::string_view uid, std::string_view resource_version) {
+    out[node] += absl::HashOf(uid, resource_version);
+  };
+  if (fw.ForEachNominatedPodKey(pod, snapshot, add)) return out;
   google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated;
   fw.AddNominatedPods(pod, snapshot, &nominated);
-  absl::flat_hash_map<uint32_t, std::string> uids;
-  for (const auto& m : nominated) {
-    absl::StrAppend(&uids[m.node_id()], m.pod().meta().uid(), "@", m.pod().meta().resource_version(), ",");
-  }
-  absl::flat_hash_map<uint32_t, uint64_t> out;
-  for (auto& [node, s] : uids) out[node] = absl::HashOf(s);
+  for (const auto& m : nominated) add(m.node_id(), m.pod().meta().uid(), m.pod().meta().resource_version());
   return out;
 }
 

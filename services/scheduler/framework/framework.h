@@ -47,6 +47,12 @@ struct ProfileSpec {
   std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                      google::protobuf::RepeatedPtrField<v1::MirroredPod>* out)>
       nominated_pods;
+  // The same nominated pods as keys (node id, uid, resourceVersion), without
+  // copying them: what opportunistic batching fingerprints per node.
+  std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                     const std::function<void(uint32_t node_id, std::string_view uid,
+                                              std::string_view resource_version)>& visit)>
+      nominated_pod_keys;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -165,6 +171,17 @@ class Framework {
                         google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) const {
     std::shared_ptr<const Setup> setup = CurrentSetup();
     if (setup->spec.nominated_pods) setup->spec.nominated_pods(pod, snapshot, out);
+  }
+  // Visits the keys of the nominated pods AddNominatedPods would add; false
+  // when the profile has no key hook (then AddNominatedPods is the way).
+  bool ForEachNominatedPodKey(
+      const v1::Pod& pod, const sdk::Snapshot& snapshot,
+      const std::function<void(uint32_t node_id, std::string_view uid, std::string_view resource_version)>& visit)
+      const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    if (!setup->spec.nominated_pod_keys) return false;
+    setup->spec.nominated_pod_keys(pod, snapshot, visit);
+    return true;
   }
 
   // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's

@@ -97,6 +97,18 @@ void Nominator::AddToRequest(const v1::Pod& pod, const sdk::Snapshot& snapshot,
   }
 }
 
+void Nominator::ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                           const std::function<void(uint32_t node_id, std::string_view uid,
+                                                    std::string_view resource_version)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [uid, n] : by_uid_) {
+    if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
+    const sdk::NodeInfo* node = snapshot.Get(n.node);
+    if (node == nullptr) continue;
+    visit(node->id(), uid, n.pod->pod->meta().resource_version());
+  }
+}
+
 size_t Nominator::size() const {
   absl::MutexLock lock(&mu_);
   return by_uid_.size();

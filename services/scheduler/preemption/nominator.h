@@ -4,6 +4,7 @@
 // equal or lower priority (CycleRequest.nominated_pods).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,11 @@ class Nominator {
   // The same for every node the snapshot has, as the contract carries them.
   void AddToRequest(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                     google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) const;
+  // The keys of what AddToRequest adds (node id, uid, resourceVersion), without
+  // copying the pods. `visit` runs under the nominator's lock: keep it cheap.
+  void ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                  const std::function<void(uint32_t node_id, std::string_view uid,
+                                           std::string_view resource_version)>& visit) const;
   size_t size() const;
 
  private:
