@@ -192,6 +192,33 @@ absl::Status ValidatePodGroup(const v1::PodGroup& group) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateLabelSelector(const v1::LabelSelector& selector, const std::string& path) {
+  for (int i = 0; i < selector.match_expressions_size(); ++i) {
+    const auto& e = selector.match_expressions(i);
+    const std::string where = absl::StrCat(path, path.empty() ? "" : ".", "matchExpressions[", i, "]");
+    if (e.key().empty()) return Invalid(where + ".key", "must not be empty");
+    switch (e.operator_()) {
+      case v1::LabelSelectorRequirement::IN:
+      case v1::LabelSelectorRequirement::NOT_IN:
+        if (e.values().empty()) return Invalid(where + ".values", "must be non-empty for operator In and NotIn");
+        break;
+      case v1::LabelSelectorRequirement::EXISTS:
+      case v1::LabelSelectorRequirement::DOES_NOT_EXIST:
+        if (!e.values().empty()) {
+          return Invalid(where + ".values", "must be empty for operator Exists and DoesNotExist");
+        }
+        break;
+      default: return Invalid(where + ".operator", "not a valid selector operator");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidatePodDisruptionBudget(const v1::PodDisruptionBudget& pdb) {
+  if (auto s = ValidateMeta(pdb.meta(), true); !s.ok()) return s;
+  return ValidateLabelSelector(pdb.selector(), "spec.selector");
+}
+
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
   if (event.type() != v1::ObjectEvent::UPSERT && event.type() != v1::ObjectEvent::DELETE) {
     return Invalid("type", "must be UPSERT or DELETE");
@@ -199,7 +226,10 @@ absl::Status ValidateObjectEvent(const v1::ObjectEvent& event) {
   switch (event.object_case()) {
     case v1::ObjectEvent::kPod: return ValidatePod(event.pod());
     case v1::ObjectEvent::kNode: return ValidateNode(event.node());
-    case v1::ObjectEvent::kPdb: return ValidateMeta(event.pdb().meta(), true);
+    case v1::ObjectEvent::kPdb:
+      // A deletion needs only the object's identity.
+      return event.type() == v1::ObjectEvent::DELETE ? ValidateMeta(event.pdb().meta(), true)
+                                                     : ValidatePodDisruptionBudget(event.pdb());
     case v1::ObjectEvent::kNamespaceObject: return ValidateNamespace(event.namespace_object());
     case v1::ObjectEvent::kPodGroup:
       // A deletion needs only the object's identity.

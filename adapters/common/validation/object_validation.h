@@ -45,6 +45,14 @@ absl::Status ValidateNamespace(const v1::Namespace& ns);
 // A gang: at least one member, a non-negative timeout. Fields are named as
 // the API the group came from spells them (spec.minMember, ...gang.minCount).
 absl::Status ValidatePodGroup(const v1::PodGroup& group);
+
+// A label selector's requirements (kube-apiserver's rules): a key, a known
+// operator, values for In/NotIn and none for Exists/DoesNotExist. `path` is
+// the selector's field ("spec.selector"; empty: none).
+absl::Status ValidateLabelSelector(const v1::LabelSelector& selector, const std::string& path);
+
+// A PodDisruptionBudget to store: its identity and its selector.
+absl::Status ValidatePodDisruptionBudget(const v1::PodDisruptionBudget& pdb);
 // Validates whichever object the event carries.
 absl::Status ValidateObjectEvent(const v1::ObjectEvent& event);
 

@@ -110,6 +110,28 @@ TEST(ValidateObjectEvent, AcceptsTheBoundsAndUtf8Names) {
   EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
 }
 
+TEST(ValidateObjectEvent, APdbWithAnInvalidSelectorIsRefusedNamingTheField) {
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::UPSERT);
+  v1::PodDisruptionBudget* pdb = e.mutable_pdb();
+  pdb->mutable_meta()->set_name("db");
+  pdb->mutable_meta()->set_namespace_("shop");
+  pdb->mutable_meta()->set_uid("uid-db");
+  v1::LabelSelectorRequirement* r = pdb->mutable_selector()->add_match_expressions();
+  r->set_key("app");
+  r->set_operator_(v1::LabelSelectorRequirement::IN);
+  absl::Status s = ValidateObjectEvent(e);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "spec.selector.matchExpressions[0].values: must be non-empty for operator In and NotIn");
+  EXPECT_EQ(DescribeObject(e), "PodDisruptionBudget shop/db");
+  // Its deletion needs only its identity; a valid selector is accepted.
+  e.set_type(v1::ObjectEvent::DELETE);
+  EXPECT_TRUE(ValidateObjectEvent(e).ok());
+  e.set_type(v1::ObjectEvent::UPSERT);
+  r->add_values("db");
+  EXPECT_TRUE(ValidateObjectEvent(e).ok());
+}
+
 TEST(DescribeObject, EscapesAndTruncatesWhatItEchoes) {
   v1::ObjectEvent e = GoodPod();
   e.mutable_pod()->mutable_meta()->set_name("web\nE1123 forged");

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/validation/object_validation.h"
 
 namespace podium::scheduler::preemption {
 
@@ -73,30 +74,7 @@ uint32_t NumCandidates(uint32_t num_potential_nodes, int min_percentage, int min
 }
 
 absl::Status ValidateLabelSelector(const v1::LabelSelector& selector) {
-  for (int i = 0; i < selector.match_expressions_size(); ++i) {
-    const auto& e = selector.match_expressions(i);
-    const std::string where = absl::StrCat("matchExpressions[", i, "]");
-    if (e.key().empty()) return absl::InvalidArgumentError(absl::StrCat(where, ".key: must not be empty"));
-    switch (e.operator_()) {
-      case v1::LabelSelectorRequirement::IN:
-      case v1::LabelSelectorRequirement::NOT_IN:
-        if (e.values().empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ".values: must be non-empty for operator In and NotIn"));
-        }
-        break;
-      case v1::LabelSelectorRequirement::EXISTS:
-      case v1::LabelSelectorRequirement::DOES_NOT_EXIST:
-        if (!e.values().empty()) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(where, ".values: must be empty for operator Exists and DoesNotExist"));
-        }
-        break;
-      default:
-        return absl::InvalidArgumentError(absl::StrCat(where, ".operator: not a valid selector operator"));
-    }
-  }
-  return absl::OkStatus();
+  return validation::ValidateLabelSelector(selector, "");
 }
 
 bool SelectorIsEmpty(const v1::LabelSelector& selector) {
