@@ -12,6 +12,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 #include <grpcpp/support/client_interceptor.h>
 
+#include "common/tls/pem_file.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,21 +21,6 @@ namespace podium::adapter {
 namespace {
 
 constexpr size_t kMaxTokenBytes = 64 << 10;
-
-// Catches a wrong path or a non-PEM file at start (the file watcher would only
-// log and serve nothing).
-absl::Status CheckPem(const char* flag, const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::string head(64, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  if (head.find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not PEM (no -----BEGIN line)"));
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentialsFor(const SchedulerDialOptions& o) {
   if (!o.tls()) {
@@ -54,7 +40,7 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> TlsCredentialsFor(cons
   for (const auto& [flag, path] : {std::pair{"--scheduler-tls-ca-file", &o.tls_ca_file},
                                    std::pair{"--scheduler-tls-cert-file", &o.tls_cert_file},
                                    std::pair{"--scheduler-tls-key-file", &o.tls_key_file}}) {
-    if (absl::Status s = CheckPem(flag, *path); !s.ok()) return s;
+    if (absl::Status s = tls::CheckPemFile(flag, *path); !s.ok()) return s;
   }
   const auto interval = static_cast<unsigned int>(o.tls_reload_seconds);
   std::shared_ptr<grpc::experimental::CertificateProviderInterface> provider;

@@ -1,31 +1,15 @@
 #include "server/transport_security.h"
 
-#include <fstream>
-
 #include <grpcpp/security/tls_certificate_provider.h>
 #include <grpcpp/security/tls_credentials_options.h>
 
+#include "common/tls/pem_file.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "server/listener.h"
 
 namespace podium::scheduler {
 namespace {
-
-// The watcher logs and keeps serving the old certificate when a file is bad,
-// so catch the common mistakes (a wrong path, an empty file) at start.
-absl::Status CheckReadable(const std::string& flag, const std::string& path) {
-  if (path.empty()) return absl::OkStatus();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
-  std::string head(64, '\0');
-  in.read(head.data(), static_cast<std::streamsize>(head.size()));
-  head.resize(static_cast<size_t>(in.gcount()));
-  if (head.find("-----BEGIN") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not PEM (no -----BEGIN line)"));
-  }
-  return absl::OkStatus();
-}
 
 absl::Status CheckFiles(const TlsFiles& tls, bool server) {
   if (server && (tls.cert_file.empty() || tls.key_file.empty())) {
@@ -39,7 +23,7 @@ absl::Status CheckFiles(const TlsFiles& tls, bool server) {
   }
   for (const auto& [what, path] : {std::pair{"certificate", &tls.cert_file}, std::pair{"key", &tls.key_file},
                                    std::pair{"CA", &tls.ca_file}}) {
-    if (absl::Status s = CheckReadable(absl::StrCat("TLS ", what, " file"), *path); !s.ok()) return s;
+    if (absl::Status s = tls::CheckPemFile(absl::StrCat("TLS ", what, " file"), *path); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
