@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """A Podium plugin process written directly against the protobuf contract (no SDK).
 
-It serves two plugins over one Plugin.Run stream per scheduler connection:
+It serves three plugins over one Plugin.Run stream per scheduler connection:
 
-  PreferZone  (Score)  - 100 for nodes whose zone label equals the pod's
-                         preferred-zone annotation, 0 otherwise.
-  DenyLabel   (Filter) - rejects nodes carrying a label (by default
-                         podium.dev/maintenance=true) with reason
-                         "node(s) are under maintenance", code UNSCHEDULABLE.
+  PreferZone   (Score)  - 100 for nodes whose zone label equals the pod's
+                          preferred-zone annotation, 0 otherwise.
+  DenyLabel    (Filter) - rejects nodes carrying a label (by default
+                          podium.dev/maintenance=true) with reason
+                          "node(s) are under maintenance", code UNSCHEDULABLE.
+  HoldAtPermit (Permit) - holds a pod annotated podium.dev/hold-at-permit=SECONDS
+                          at Permit (answers Wait with that timeout and never
+                          allows it, so the scheduler rejects it when the wait
+                          times out); other pods pass.
 
 It is the model for plugin authors in other languages (see README.md beside it)
 and the misbehaving peer of the integration tests (--misbehave).
@@ -39,6 +43,10 @@ DENY_LABEL_DEFAULTS = {
     "label": "podium.dev/maintenance",
     "value": "true",
     "reason": "node(s) are under maintenance",
+}
+
+HOLD_AT_PERMIT_DEFAULTS = {
+    "annotation": "podium.dev/hold-at-permit",
 }
 
 MISBEHAVIOURS = ("score-out-of-range", "unknown-node", "hang", "crash-after=N")
@@ -174,7 +182,36 @@ class DenyLabel:
         return [passes] * len(pods)
 
 
-PLUGIN_TYPES = {cls.name: cls for cls in (PreferZone, DenyLabel)}
+class HoldAtPermit:
+    """Permit: pods annotated with a number of seconds wait that long at Permit.
+    Nothing here ever allows them: the wait ends with the scheduler's timeout
+    (a rejection by HoldAtPermit), which is what operators' tools are tested on."""
+    name = "HoldAtPermit"
+    extension_points = [plugin_pb2.PERMIT]
+
+    def __init__(self, args_json):
+        self.args = merge_args(self.name, HOLD_AT_PERMIT_DEFAULTS, args_json)
+
+    def events(self):
+        return []
+
+    def permit(self, pod):
+        """(Status, timeout_ms) for the pod."""
+        value = pod.meta.annotations.get(self.args["annotation"])
+        if not value:
+            return Status(code=Status.SUCCESS, plugin=self.name), 0
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1
+        if not seconds > 0:
+            return Status(code=Status.UNSCHEDULABLE_AND_UNRESOLVABLE, plugin=self.name,
+                          reasons=[f"annotation {self.args['annotation']}: {value!r} is not a "
+                                   "positive number of seconds"]), 0
+        return Status(code=Status.WAIT, plugin=self.name), int(seconds * 1000)
+
+
+PLUGIN_TYPES = {cls.name: cls for cls in (PreferZone, DenyLabel, HoldAtPermit)}
 
 
 class ProtocolError(Exception):
@@ -250,7 +287,7 @@ class Connection:
                 raise ProtocolError(f"{PROCESS_NAME} does not serve plugin {name!r}")
             if hasattr(plugin, kind):
                 out.append(plugin)
-            elif kind in ("filter", "score"):
+            elif kind in ("filter", "score", "permit"):
                 raise ProtocolError(f"plugin {name} has no {kind} extension point")
         return out
 
@@ -278,6 +315,8 @@ class Connection:
                 answer.preemption_dry_run.CopyFrom(self.preemption_dry_run(msg.preemption_dry_run))
             elif kind == "queueing_hint":
                 answer.queueing_hint.CopyFrom(self.queueing_hint(msg.queueing_hint))
+            elif kind == "permit":
+                answer.permit.CopyFrom(self.permit(msg.permit))
             else:
                 raise ProtocolError(f"{PROCESS_NAME} does not handle {kind or 'empty'} requests")
         except ProtocolError as e:
@@ -398,6 +437,13 @@ class Connection:
                     break
             if req.no_reprieve and out.status.code == Status.SUCCESS:
                 out.victims.extend(c.potential_victims)
+        return resp
+
+    def permit(self, req):
+        resp = plugin_pb2.PermitResponse()
+        for plugin in self.served(req.plugins, "permit"):
+            status, timeout_ms = plugin.permit(req.pod)
+            resp.results.add(plugin=plugin.name, status=status, timeout_ms=timeout_ms)
         return resp
 
     def queueing_hint(self, req):

@@ -157,7 +157,7 @@ class PodiumctlTest(lib.IntegrationTest):
                          [("default", "giant", "unschedulable")], table.stdout)
         self.assertEqual(set(rows[0]["REJECTED BY"].split(",")), GIANT_PLUGINS)
         self.assertGreaterEqual(int(rows[0]["ATTEMPTS"]), 1)
-        self.assertIn("1 pod: 0 active, 0 backoff, 1 unschedulable, 0 gated", table.stdout)
+        self.assertIn("1 pod: 0 active, 0 backoff, 1 unschedulable, 0 gated, 0 in-flight, 0 waiting-on-permit\n", table.stdout)
         self.assertEqual(self.ctl("queue", "--queue", "unschedulable", "--plugin", "TaintToleration",
                                   "-o", "name").stdout, "default/giant\n")
         self.assertEqual(self.ctl("queue", "-n", "shop", "-o", "name").stdout, "")
@@ -174,7 +174,8 @@ class PodiumctlTest(lib.IntegrationTest):
             self.assertEqual(row["REJECTED BY"], ",".join(pod["unschedulable_plugins"]))
             self.assertEqual(row["UID"], pod["uid"])
             self.assertEqual(row["MESSAGE"], pod["message"])
-        self.assertEqual(doc["counts"], {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0})
+        self.assertEqual(doc["counts"], {"active": 0, "backoff": 0, "unschedulable": 1, "gated": 0,
+                                         "in-flight": 0, "waiting-on-permit": 0})
         self.assertEqual(doc["pods"][0]["message"], failed_scheduling)
         import yaml
         ydoc = yaml.safe_load(self.ctl("queue", "-o", "yaml").stdout)
@@ -227,6 +228,58 @@ class PodiumctlTest(lib.IntegrationTest):
         fit = [p for p in pdoc["plugins"] if p["name"] == "NodeResourcesFit"]
         self.assertEqual(len(fit), 1)
         self.assertIn("Filter", fit[0]["extension_points"])
+
+    def test_a_pod_held_at_permit_is_listed_waiting_on_its_plugin(self):
+        # The Python plugin's HoldAtPermit answers Wait (60 s) for pods carrying
+        # podium.dev/hold-at-permit and never allows them: "held" waits at
+        # Permit on node-a for the whole test, "free" binds.
+        plugin = self.start_plugin()
+        config = lib.config_path("hold-at-permit.yaml")
+        cluster = self.write("cluster.yaml", lib.cluster_yaml(
+            lib.node_yaml("node-a"),
+            lib.pod_yaml("held", annotations={"podium.dev/hold-at-permit": "60"}),
+            lib.pod_yaml("free")))
+        self.start_sim(cluster, extra=["--config", config, "--plugin-endpoint", f"python={plugin}"])
+        held = self.wait_until("default/held waiting at Permit",
+                               lambda: self.queued().get("default/held", {}).get("queue") == "waiting-on-permit"
+                               and self.queued()["default/held"])
+        wait = held["permit_wait"]
+        self.assertEqual(wait["node"], "node-a")
+        self.assertEqual([p["name"] for p in wait["plugins"]], ["HoldAtPermit"])
+        self.assertGreater(wait["plugins"][0]["remaining_seconds"], 0)
+        self.assertLessEqual(wait["plugins"][0]["remaining_seconds"], 60)
+        self.assertIsNotNone(wait["waiting_since"])
+        self.assertGreaterEqual(held["attempts"], 1)
+        self.assertEqual(self.wait_until("default/free bound", lambda: self.bound_pods().get("default/free")),
+                         "node-a")
+
+        # The table: under waiting-on-permit with the plugin it waits on; the
+        # summary counts it; --queue and --plugin find it.
+        table = self.ctl("queue")
+        rows = {f"{r['NAMESPACE']}/{r['NAME']}": r for r in table_rows(table.stdout)}
+        self.assertEqual(rows["default/held"]["QUEUE"], "waiting-on-permit", table.stdout)
+        self.assertEqual(rows["default/held"]["WAITING ON"], "HoldAtPermit")
+        self.assertRegex(table.stdout, r"pods?: .*, 1 waiting-on-permit\n")
+        wide = {f"{r['NAMESPACE']}/{r['NAME']}": r for r in table_rows(self.ctl("queue", "-o", "wide").stdout)}
+        self.assertEqual(wide["default/held"]["NODE"], "node-a")
+        self.assertRegex(wide["default/held"]["PERMIT DEADLINE"], r"^in \d+s$")
+        self.assertEqual(self.ctl("queue", "--queue", "waiting-on-permit", "-o", "name").stdout, "default/held\n")
+        self.assertEqual(self.ctl("queue", "--plugin", "HoldAtPermit", "-o", "name").stdout, "default/held\n")
+        self.assertEqual(self.ctl("queue", "--queue", "in-flight", "-o", "name").stdout, "")
+        doc = self.ctl_json("queue", "--queue", "waiting-on-permit")
+        self.assertEqual(doc["counts"]["waiting-on-permit"], 1)
+        self.assertEqual(doc["pods"][0]["permit_wait"]["plugins"][0]["name"], "HoldAtPermit")
+
+        # explain: the Permit line, and no claim that an attempt failed.
+        explain = self.ctl("explain", "default/held")
+        self.assertIn("Queue:        waiting-on-permit", explain.stdout)
+        self.assertRegex(explain.stdout, r"Permit:       waiting on HoldAtPermit \(deadline \S+Z, in \d+s\), "
+                                         r"on node-a, since \S+Z \(\d+s ago\)\n")
+        self.assertNotIn("rejected before Filter", explain.stdout)
+        self.assertIn("No failed attempt", explain.stdout)
+        edoc = self.ctl_json("explain", "default/held")
+        self.assertEqual(edoc["queued"]["permit_wait"]["node"], "node-a")
+        self.assertEqual(edoc["reasons"], [])
 
     def test_activate_moves_the_pod_and_watch_sees_the_attempt(self):
         self.start_sim(cluster_path())
@@ -333,7 +386,7 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(len(doc["pods"]), 1101)
         table = self.ctl("queue", "-n", "bulk", "--chunk-size", "300")
         self.assertEqual(len(table_rows(table.stdout)), 1100)
-        self.assertIn("1100 pods: 0 active, 0 backoff, 1100 unschedulable, 0 gated\n", table.stdout)
+        self.assertIn("1100 pods: 0 active, 0 backoff, 1100 unschedulable, 0 gated, 0 in-flight, 0 waiting-on-permit\n", table.stdout)
 
         # A script walks the queue in pieces with --limit and --continue.
         seen = []
@@ -458,6 +511,8 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(self.complete(["qu"]), ["queue"])
         self.assertEqual(self.complete(["queue", "-o", "y"]), ["yaml"])
         self.assertEqual(self.complete(["queue", "--queue", "un"]), ["unschedulable"])
+        self.assertEqual(self.complete(["queue", "--queue", "w"]), ["waiting-on-permit"])
+        self.assertEqual(self.complete(["queue", "--queue", "i"]), ["in-flight"])
         self.assertEqual(self.complete(["activate", "--all"]), ["--all-unschedulable"])
 
     def complete(self, words):

@@ -247,6 +247,27 @@ class PluginProtocolTest(lib.IntegrationTest):
         self.assertEqual(a.WhichOneof("kind"), "error")
         self.assertIn("42", a.error)
 
+    def test_hold_at_permit_waits_for_annotated_pods_only(self):
+        s, reg = self.connect(plugins=[("HoldAtPermit", "")])
+        self.assertEqual([list(p.extension_points) for p in reg.plugins], [[self.pb.PERMIT]])
+        held = self.pod()
+        held.meta.annotations["podium.dev/hold-at-permit"] = "2.5"
+        bad = self.pod()
+        bad.meta.annotations["podium.dev/hold-at-permit"] = "soon"
+        for req_id, pod in ((2, held), (3, self.pod()), (4, bad)):
+            s.send(self.pb.SchedulerToPlugin(id=req_id, permit=self.pb.PermitRequest(
+                cycle_id=1, pod=pod, node_name="a1", plugins=["HoldAtPermit"])))
+        answers = {}
+        for _ in range(3):
+            a = s.recv()
+            self.assertEqual(a.WhichOneof("kind"), "permit", a)
+            answers[a.id] = a.permit.results[0]
+        self.assertEqual((answers[2].status.code, answers[2].timeout_ms), (self.pb.Status.WAIT, 2500))
+        self.assertEqual(answers[3].status.code, self.pb.Status.SUCCESS)
+        self.assertEqual(answers[4].status.code, self.pb.Status.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        self.assertIn("podium.dev/hold-at-permit", answers[4].status.reasons[0])
+        self.assertEqual({r.plugin for r in answers.values()}, {"HoldAtPermit"})
+
     def test_unknown_request_kind_is_answered_with_error(self):
         s, _ = self.connect()
         s.send(self.pb.SchedulerToPlugin(id=5, reserve=self.pb.ReserveRequest(

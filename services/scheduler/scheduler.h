@@ -127,6 +127,8 @@ class Scheduler final : public ClusterEventHandler {
   // before the call (tests; shutdown).
   void WaitForBackgroundWork();
   bool WaitingAtPermit(std::string_view uid) const { return waiting_.Contains(uid); }
+  // The pods waiting at Permit now (the Admin API's WAITING_ON_PERMIT).
+  std::vector<WaitingPodSummary> PodsWaitingAtPermit() const { return waiting_.List(); }
   // Ends the wait of a pod waiting at Permit with a rejection by `plugin`, as
   // kube-scheduler's waitingPod.Reject (DefaultPreemption: "preempted"): off
   // this thread it is unreserved, forgotten and requeued, then `released`

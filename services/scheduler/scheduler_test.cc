@@ -425,6 +425,14 @@ TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {
   ASSERT_TRUE(cache_.IsAssumed("uid-member"));
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);  // No bind while it waits.
   EXPECT_TRUE(PermitWaits().empty());
+  // What the Admin API lists under WAITING_ON_PERMIT.
+  const std::vector<WaitingPodSummary> waiting = scheduler_->PodsWaitingAtPermit();
+  ASSERT_EQ(waiting.size(), 1u);
+  EXPECT_EQ(waiting[0].pod->uid(), "uid-member");
+  EXPECT_EQ(waiting[0].waiting_since, clock_.Now());
+  ASSERT_EQ(waiting[0].pending.size(), 1u);
+  EXPECT_EQ(waiting[0].pending.begin()->first, "Gang");
+  EXPECT_EQ(waiting[0].pending.begin()->second, clock_.Now() + absl::Seconds(60));
   clock_.Advance(absl::Seconds(3));
   scheduler_->OnPermitDecision(Decision("member", "Gang", true));
   EXPECT_TRUE(sink_.Find(v1::Action::kBind));

@@ -1,5 +1,8 @@
 #include "waiting_pods.h"
 
+#include <algorithm>
+#include <tuple>
+
 namespace podium::scheduler {
 
 void WaitingPods::BeginPermit(std::string uid, Framework* framework) {
@@ -115,6 +118,21 @@ Framework* WaitingPods::FrameworkOf(std::string_view uid) const {
   auto it = pods_.find(absl::string_view(uid.data(), uid.size()));
   if (it != pods_.end()) return it->second.pod.framework;
   return !in_permit_.empty() && in_permit_ == uid ? in_permit_framework_ : nullptr;
+}
+
+std::vector<WaitingPodSummary> WaitingPods::List() const {
+  std::vector<WaitingPodSummary> out;
+  {
+    absl::MutexLock lock(&mu_);
+    out.reserve(pods_.size());
+    for (const auto& [uid, entry] : pods_) {
+      out.push_back(WaitingPodSummary{entry.pod.pod, entry.pod.node, entry.pod.wait_start, entry.pending});
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const WaitingPodSummary& a, const WaitingPodSummary& b) {
+    return std::tie(a.waiting_since, a.pod->uid()) < std::tie(b.waiting_since, b.pod->uid());
+  });
+  return out;
 }
 
 size_t WaitingPods::size() const {

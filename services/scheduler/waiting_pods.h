@@ -41,6 +41,14 @@ struct BindingPod {
   absl::Time wait_start = absl::InfinitePast();  // When it began to wait at Permit.
 };
 
+// A pod waiting at Permit, as the Admin API lists it.
+struct WaitingPodSummary {
+  QueuedPodInfoPtr pod;
+  std::string node;
+  absl::Time waiting_since = absl::InfinitePast();
+  std::map<std::string, absl::Time> pending;  // plugin -> deadline
+};
+
 class WaitingPods {
  public:
   enum class Verdict {
@@ -75,6 +83,9 @@ class WaitingPods {
   // The profile of a pod waiting or in Permit; null otherwise.
   Framework* FrameworkOf(std::string_view uid) const;
   size_t size() const;
+  // The waiting pods, by when they began to wait (then uid). Copies under the
+  // lock only.
+  std::vector<WaitingPodSummary> List() const;
 
  private:
   struct Entry {

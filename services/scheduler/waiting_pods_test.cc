@@ -36,6 +36,25 @@ TEST(WaitingPodsTest, EveryPluginMustAllow) {
   EXPECT_FALSE(w.Contains("a"));
 }
 
+TEST(WaitingPodsTest, ListShowsWhatEachPodStillWaitsOnInWaitOrder) {
+  WaitingPods w;
+  BindingPod later = Pod("b");
+  later.wait_start = kNow + absl::Seconds(1);
+  BindingPod first = Pod("c");
+  first.wait_start = kNow;
+  w.Add(std::move(later), {{"Gang", kNow + absl::Seconds(30)}, {"Quota", kNow + absl::Seconds(20)}}, {});
+  w.Add(std::move(first), {{"Gang", kNow + absl::Seconds(10)}}, {});
+  EXPECT_EQ(w.Decide(Decision("b", "Quota", true)).verdict, WaitingPods::Verdict::kStillWaiting);
+  std::vector<WaitingPodSummary> list = w.List();
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].pod->uid(), "c");
+  EXPECT_EQ(list[0].waiting_since, kNow);
+  EXPECT_EQ(list[1].pod->uid(), "b");
+  EXPECT_EQ(list[1].node, "node-1");
+  // Quota allowed it: only Gang is left, with its own deadline.
+  EXPECT_EQ(list[1].pending, (std::map<std::string, absl::Time>{{"Gang", kNow + absl::Seconds(30)}}));
+}
+
 TEST(WaitingPodsTest, APluginThePodDoesNotWaitOnCannotDecide) {
   WaitingPods w;
   w.Add(Pod("a"), {{"Gang", kNow + absl::Seconds(10)}}, {});

@@ -23,10 +23,14 @@ const CommandInfo kCommands[] = {
     {"queue", Command::kQueue, "queue [-n NS] [--queue Q] [--plugin P] [--limit N [--continue TOKEN]]",
      "pods in the scheduling queue, with attempts, backoff and rejecting plugins",
      "Pods waiting in the scheduling queue: active, backoff, unschedulable, gated;\n"
-     "with attempts, age, backoff expiry and the plugins that rejected them.\n"
+     "then the pods being scheduled: in-flight, waiting-on-permit (with the Permit\n"
+     "plugins each still waits on and their deadlines); with attempts, age, backoff\n"
+     "expiry and the plugins that rejected them.\n"
      "  -n, --namespace NS  only pods of namespace NS\n"
-     "  --queue Q           only queue Q: active, backoff, unschedulable, gated\n"
-     "  --plugin P          only pods that plugin P rejected (or left pending)\n"
+     "  --queue Q           only queue Q: active, backoff, unschedulable, gated,\n"
+     "                      in-flight, waiting-on-permit\n"
+     "  --plugin P          only pods that plugin P rejected (or left pending, or\n"
+     "                      holds at Permit)\n"
      "  --limit N           at most N pods (the scheduler still reports the total); when\n"
      "                      more remain, the token of the next page is printed (stderr,\n"
      "                      or \"continue\" in -o json|yaml)\n"
@@ -36,7 +40,9 @@ const CommandInfo kCommands[] = {
     {"explain", Command::kExplain, "explain NAMESPACE/POD",
      "why a pod is not scheduled: its last attempt, per reason with sample nodes",
      "Why a pod is not scheduled: its last failed attempt, the per-node verdicts\n"
-     "grouped by reason with sample nodes, and the FailedScheduling message.\n"
+     "grouped by reason with sample nodes, and the FailedScheduling message; for a\n"
+     "pod waiting at Permit, the plugins it waits on, the node, since when and the\n"
+     "deadlines.\n"
      "Exit code 3 when the scheduler has no failed attempt for the pod.\n"
      "  -n, --namespace NS  namespace of a pod given without one (default \"default\")\n"},
     {"nodes", Command::kNodes, "nodes",
@@ -318,7 +324,8 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       if (value.empty()) return absl::InvalidArgumentError("-n/--namespace: empty namespace");
       inv.namespace_ = value;
     } else if (flag == "queue") {
-      static const std::vector<std::string> kQueues = {"active", "backoff", "unschedulable", "gated"};
+      static const std::vector<std::string> kQueues = {"active",   "backoff",   "unschedulable",
+                                                       "gated",    "in-flight", "waiting-on-permit"};
       if (std::find(kQueues.begin(), kQueues.end(), value) == kQueues.end()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--queue: unknown queue \"", value, "\" (", absl::StrJoin(kQueues, ", "), ")"));

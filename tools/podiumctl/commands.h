@@ -57,6 +57,8 @@ boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int ser
 std::string QueueTable(const boost::json::value& doc, bool wide);
 // The JSON object of one queued pod (shared with explain).
 boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now);
+// A pod waiting at Permit: node, since when, and per plugin its deadline.
+boost::json::object PermitWaitJson(const v1::PermitWait& wait, absl::Time now);
 std::string QueueNameString(v1::QueueName q);
 
 // --- explain (explain_command.cc)

@@ -228,13 +228,15 @@ TEST_F(PodiumctlCommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
   const std::string out = out_.str();
   auto rows = Rows(out);
   ASSERT_EQ(rows.size(), 5u) << out;
-  EXPECT_THAT(rows[0], ElementsAre("NAMESPACE", "NAME", "QUEUE", "ATTEMPTS", "AGE", "BACKOFF", "REJECTED BY"));
-  EXPECT_THAT(rows[1], ElementsAre("default", "web-1", "active", "0", "95s", "-", "<none>"));
-  EXPECT_THAT(rows[2], ElementsAre("batch", "job-7", "backoff", "1", "95s", "4s", "NodeAffinity"));
-  EXPECT_THAT(rows[3],
-              ElementsAre("default", "giant", "unschedulable", "3", "95s", "-", "NodeResourcesFit,TaintToleration"));
-  EXPECT_THAT(rows[4], ElementsAre("batch", "gated-1", "gated", "0", "95s", "-", "<none>"));
-  EXPECT_THAT(out, HasSubstr("\n4 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated\n"));
+  EXPECT_THAT(rows[0],
+              ElementsAre("NAMESPACE", "NAME", "QUEUE", "ATTEMPTS", "AGE", "BACKOFF", "REJECTED BY", "WAITING ON"));
+  EXPECT_THAT(rows[1], ElementsAre("default", "web-1", "active", "0", "95s", "-", "<none>", "<none>"));
+  EXPECT_THAT(rows[2], ElementsAre("batch", "job-7", "backoff", "1", "95s", "4s", "NodeAffinity", "<none>"));
+  EXPECT_THAT(rows[3], ElementsAre("default", "giant", "unschedulable", "3", "95s", "-",
+                                   "NodeResourcesFit,TaintToleration", "<none>"));
+  EXPECT_THAT(rows[4], ElementsAre("batch", "gated-1", "gated", "0", "95s", "-", "<none>", "<none>"));
+  EXPECT_THAT(out,
+              HasSubstr("\n4 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated, 0 in-flight, 0 waiting-on-permit\n"));
 }
 
 TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
@@ -254,7 +256,7 @@ TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
     EXPECT_EQ(row[4], FormatAge(absl::Seconds(p.at("age_seconds").as_int64())));
     const std::string plugins = JoinCell(p.at("unschedulable_plugins"));
     EXPECT_EQ(row[6], plugins.empty() ? "<none>" : plugins);
-    EXPECT_EQ(row[9], p.at("uid").as_string());
+    EXPECT_EQ(row[12], p.at("uid").as_string());
   }
   EXPECT_EQ(doc.at("counts").at("unschedulable").as_int64(), 1);
   EXPECT_EQ(doc.at("total").as_int64(), 4);
@@ -262,6 +264,56 @@ TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
   EXPECT_DOUBLE_EQ(pods[1].at("backoff_remaining_seconds").as_double(), 3.2);
   EXPECT_EQ(pods[2].at("message").as_string(),
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.");
+}
+
+// A pod being scheduled and one held at Permit by Coscheduling: listed after
+// the queues, with what the held one waits on, in the table and in JSON.
+TEST_F(PodiumctlCommandsTest, QueueShowsPodsInFlightAndWaitingOnPermit) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    v1::QueuedPod held = Queued("ml", "worker-0", v1::WAITING_ON_PERMIT, 2);
+    held.set_enqueued_us(Us(kNow - absl::Seconds(5)));
+    v1::PermitWait* wait = held.mutable_permit_wait();
+    wait->set_node_name("node-3");
+    wait->set_waiting_since_us(Us(kNow - absl::Seconds(5)));
+    v1::PermitWait::Plugin* p = wait->add_plugins();
+    p->set_name("Coscheduling");
+    p->set_deadline_us(Us(kNow + absl::Seconds(25)));
+    fake_.queued.push_back(held);
+    fake_.queued.push_back(Queued("ml", "worker-1", v1::IN_FLIGHT, 1));
+  }
+  ASSERT_TRUE(Run({"queue"}).ok());
+  auto rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 7u) << out_.str();
+  EXPECT_THAT(rows[5], ElementsAre("ml", "worker-1", "in-flight", "1", "95s", "-", "<none>", "<none>"));
+  EXPECT_THAT(rows[6], ElementsAre("ml", "worker-0", "waiting-on-permit", "2", "5s", "-", "<none>", "Coscheduling"));
+  EXPECT_THAT(out_.str(), HasSubstr("6 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated, 1 in-flight, "
+                                    "1 waiting-on-permit\n"));
+  ASSERT_TRUE(Run({"queue", "-o", "wide", "--queue", "waiting-on-permit"}).ok());
+  rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 2u) << out_.str();
+  EXPECT_EQ(rows[0][8], "NODE");
+  EXPECT_EQ(rows[1][8], "node-3");
+  EXPECT_EQ(rows[0][9], "PERMIT DEADLINE");
+  EXPECT_EQ(rows[1][9], "in 25s");
+  {
+    absl::MutexLock lock(&fake_.mu);
+    EXPECT_EQ(fake_.list_requests.back().queue(), v1::WAITING_ON_PERMIT);
+  }
+  ASSERT_TRUE(Run({"queue", "-o", "json", "--queue", "waiting-on-permit"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  const auto& pod = doc.at("pods").as_array().at(0);
+  EXPECT_EQ(pod.at("queue").as_string(), "waiting-on-permit");
+  const auto& wait = pod.at("permit_wait");
+  EXPECT_EQ(wait.at("node").as_string(), "node-3");
+  EXPECT_DOUBLE_EQ(wait.at("waited_seconds").as_double(), 5.0);
+  EXPECT_EQ(wait.at("plugins").at(0).at("name").as_string(), "Coscheduling");
+  EXPECT_DOUBLE_EQ(wait.at("plugins").at(0).at("remaining_seconds").as_double(), 25.0);
+  EXPECT_EQ(doc.at("counts").at("waiting-on-permit").as_int64(), 1);
+  ASSERT_TRUE(Run({"queue", "-o", "yaml", "--queue", "in-flight"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("worker-1"));
+  EXPECT_THAT(out_.str(), HasSubstr("in-flight"));
+  EXPECT_THAT(std::string(Run({"queue", "--queue", "permit"}).message()), HasSubstr("waiting-on-permit"));
 }
 
 TEST_F(PodiumctlCommandsTest, QueueFiltersServerSide) {
@@ -442,6 +494,43 @@ TEST_F(PodiumctlCommandsTest, ExplainRejectedBeforeFilterHasOnlyTheMessage) {
   EXPECT_TRUE(doc.at("queued").is_null());
   EXPECT_TRUE(doc.at("reasons").as_array().empty());
   EXPECT_EQ(doc.at("message").as_string(), "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims.");
+}
+
+TEST_F(PodiumctlCommandsTest, ExplainAPodWaitingAtPermitShowsTheWaitNotARejection) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    v1::QueuedPod held = Queued("default", "giant", v1::WAITING_ON_PERMIT, 1);
+    v1::PermitWait* wait = held.mutable_permit_wait();
+    wait->set_node_name("node-3");
+    wait->set_waiting_since_us(Us(kNow - absl::Seconds(5)));
+    v1::PermitWait::Plugin* p = wait->add_plugins();
+    p->set_name("Coscheduling");
+    p->set_deadline_us(Us(kNow + absl::Seconds(25)));
+    *fake_.explain.mutable_pod() = held;
+    fake_.explain.set_attempts(1);
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("Queue:        waiting-on-permit"));
+  EXPECT_THAT(out, HasSubstr("Permit:       waiting on Coscheduling (deadline " + FormatTimestamp(kNow + absl::Seconds(25)) +
+                             ", in 25s), on node-3, since " + FormatTimestamp(kNow - absl::Seconds(5)) +
+                             " (5s ago)\n"));
+  EXPECT_THAT(out, Not(HasSubstr("rejected before Filter")));
+  EXPECT_THAT(out, HasSubstr("No failed attempt: the pod passed Filter and waits at Permit"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("queued").at("permit_wait").at("plugins").at(0).at("name").as_string(), "Coscheduling");
+}
+
+TEST_F(PodiumctlCommandsTest, ExplainAPodNeverTriedSaysSoNotRejectedBeforeFilter) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    *fake_.explain.mutable_pod() = Queued("default", "giant", v1::ACTIVE, 0);
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), Not(HasSubstr("rejected before Filter")));
+  EXPECT_THAT(out_.str(), HasSubstr("No failed attempt recorded"));
+  EXPECT_THAT(out_.str(), Not(HasSubstr("Permit:")));
 }
 
 TEST_F(PodiumctlCommandsTest, ExplainUnknownPodIsNotFound) {

@@ -24,7 +24,7 @@ _podiumctl() {
   done
   case "$prev" in
     -o|--output) COMPREPLY=($(compgen -W "table wide json yaml name" -- "$cur")); return ;;
-    --queue) COMPREPLY=($(compgen -W "active backoff unschedulable gated" -- "$cur")); return ;;
+    --queue) COMPREPLY=($(compgen -W "active backoff unschedulable gated in-flight waiting-on-permit" -- "$cur")); return ;;
     --address|--timeout|--namespace|-n|--plugin|--limit|--continue|--chunk-size|--count) return ;;
   esac
   if [[ -z "$cmd" ]]; then

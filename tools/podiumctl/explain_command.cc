@@ -23,6 +23,26 @@ std::vector<std::string> StringList(const boost::json::value& v) {
   return out;
 }
 
+// "waiting on Coscheduling (deadline 2026-11-27T16:40:05Z, in 25s), on node-1, since 5s ago"
+std::string PermitLine(const boost::json::value& wait) {
+  std::vector<std::string> plugins;
+  for (const auto& p : wait.at("plugins").as_array()) {
+    const double remaining = p.at("remaining_seconds").as_double();
+    plugins.push_back(absl::StrCat(
+        Str(p.at("name")), " (deadline ", Str(p.at("deadline")), ", ",
+        remaining > 0 ? absl::StrCat("in ", FormatAge(absl::Ceil(absl::Seconds(remaining), absl::Seconds(1))))
+                      : "due",
+        ")"));
+  }
+  std::string line = absl::StrCat("waiting on ", plugins.empty() ? "<none>" : absl::StrJoin(plugins, ", "));
+  if (!Str(wait.at("node")).empty()) absl::StrAppend(&line, ", on ", Str(wait.at("node")));
+  if (const auto& waited = wait.at("waited_seconds"); waited.is_double()) {
+    absl::StrAppend(&line, ", since ", Str(wait.at("waiting_since")), " (",
+                    FormatAge(absl::Seconds(static_cast<int64_t>(waited.as_double()))), " ago)");
+  }
+  return line;
+}
+
 }  // namespace
 
 boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodResponse& response, absl::Time now) {
@@ -105,6 +125,7 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
     }
     field("Queue:", queue);
     field("Rejected by:", absl::StrJoin(StringList(qp.at("unschedulable_plugins")), ", "));
+    if (const auto& wait = qp.at("permit_wait"); wait.is_object()) field("Permit:", PermitLine(wait));
     if (!qp.at("pending_plugins").as_array().empty()) {
       field("Pending:", absl::StrJoin(StringList(qp.at("pending_plugins")), ", "));
     }
@@ -116,7 +137,15 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
 
   const auto& reasons = doc.at("reasons").as_array();
   if (reasons.empty()) {
-    out += "\nNo per-node verdicts: the pod was rejected before Filter (see Message).\n";
+    const auto& q = doc.at("queued");
+    const std::string queue = q.is_object() ? Str(q.at("queue")) : "";
+    if (queue == "waiting-on-permit") {
+      out += "\nNo failed attempt: the pod passed Filter and waits at Permit (see Permit).\n";
+    } else if (Str(doc.at("message")).empty() && (!q.is_object() || Str(q.at("message")).empty())) {
+      out += "\nNo failed attempt recorded: the pod has not been tried yet, or its attempt is in progress.\n";
+    } else {
+      out += "\nNo per-node verdicts: the pod was rejected before Filter (see Message).\n";
+    }
     return out;
   }
   std::vector<std::string> headers = {"NODES", "REASON", "PLUGIN"};

@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "commands.h"
 #include "format.h"
 
@@ -18,17 +19,21 @@ int QueueRank(v1::QueueName q) {
     case v1::BACKOFF: return 1;
     case v1::UNSCHEDULABLE: return 2;
     case v1::GATED: return 3;
-    default: return 4;
+    case v1::IN_FLIGHT: return 4;
+    case v1::WAITING_ON_PERMIT: return 5;
+    default: return 6;
   }
 }
 
-const char* const kQueueNames[] = {"active", "backoff", "unschedulable", "gated"};
+const char* const kQueueNames[] = {"active", "backoff", "unschedulable", "gated", "in-flight", "waiting-on-permit"};
 
 v1::QueueName QueueFromString(const std::string& q) {
   if (q == "active") return v1::ACTIVE;
   if (q == "backoff") return v1::BACKOFF;
   if (q == "unschedulable") return v1::UNSCHEDULABLE;
   if (q == "gated") return v1::GATED;
+  if (q == "in-flight") return v1::IN_FLIGHT;
+  if (q == "waiting-on-permit") return v1::WAITING_ON_PERMIT;
   return v1::QUEUE_UNSPECIFIED;
 }
 
@@ -54,6 +59,8 @@ std::string QueueNameString(v1::QueueName q) {
     case v1::BACKOFF: return "backoff";
     case v1::UNSCHEDULABLE: return "unschedulable";
     case v1::GATED: return "gated";
+    case v1::IN_FLIGHT: return "in-flight";
+    case v1::WAITING_ON_PERMIT: return "waiting-on-permit";
     default: return "unknown";
   }
 }
@@ -79,7 +86,47 @@ boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now) {
   o["unschedulable_plugins"] = Strings(pod.unschedulable_plugins());
   o["pending_plugins"] = Strings(pod.pending_plugins());
   o["message"] = pod.message();
+  o["permit_wait"] = pod.has_permit_wait() ? boost::json::value(PermitWaitJson(pod.permit_wait(), now))
+                                           : boost::json::value(nullptr);
   return o;
+}
+
+boost::json::object PermitWaitJson(const v1::PermitWait& wait, absl::Time now) {
+  boost::json::object o;
+  o["node"] = wait.node_name();
+  o["waiting_since"] = JsonTimestamp(wait.waiting_since_us());
+  o["waited_seconds"] =
+      wait.waiting_since_us() == 0
+          ? boost::json::value(nullptr)
+          : boost::json::value(absl::ToDoubleSeconds(now - absl::FromUnixMicros(wait.waiting_since_us())));
+  boost::json::array plugins;
+  for (const auto& p : wait.plugins()) {
+    plugins.push_back({{"name", p.name()},
+                       {"deadline", JsonTimestamp(p.deadline_us())},
+                       {"remaining_seconds", absl::ToDoubleSeconds(absl::FromUnixMicros(p.deadline_us()) - now)}});
+  }
+  o["plugins"] = std::move(plugins);
+  return o;
+}
+
+std::string PermitPluginsCell(const boost::json::value& permit_wait) {
+  if (!permit_wait.is_object()) return "";
+  std::vector<std::string> names;
+  for (const auto& p : permit_wait.at("plugins").as_array()) names.push_back(Str(p.at("name")));
+  return absl::StrJoin(names, ",");
+}
+
+// The earliest Permit deadline, as "in 25s" (the pod is rejected then).
+std::string PermitDeadlineCell(const boost::json::value& permit_wait) {
+  if (!permit_wait.is_object()) return "-";
+  std::optional<double> earliest;
+  for (const auto& p : permit_wait.at("plugins").as_array()) {
+    const double r = p.at("remaining_seconds").as_double();
+    if (!earliest || r < *earliest) earliest = r;
+  }
+  if (!earliest) return "-";
+  if (*earliest <= 0) return "due";
+  return absl::StrCat("in ", FormatAge(absl::Ceil(absl::Seconds(*earliest), absl::Seconds(1))));
 }
 
 boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now,
@@ -108,9 +155,12 @@ boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int ser
 }
 
 std::string QueueTable(const boost::json::value& doc, bool wide) {
-  std::vector<std::string> headers = {"NAMESPACE", "NAME", "QUEUE", "ATTEMPTS", "AGE", "BACKOFF", "REJECTED BY"};
+  std::vector<std::string> headers = {"NAMESPACE", "NAME",        "QUEUE",     "ATTEMPTS",
+                                      "AGE",       "BACKOFF",     "REJECTED BY", "WAITING ON"};
   if (wide) {
-    for (const char* h : {"PRIORITY", "PENDING PLUGINS", "UID", "MESSAGE"}) headers.push_back(h);
+    for (const char* h : {"NODE", "PERMIT DEADLINE", "PRIORITY", "PENDING PLUGINS", "UID", "MESSAGE"}) {
+      headers.push_back(h);
+    }
   }
   Table table(headers);
   const auto& pods = doc.at("pods").as_array();
@@ -127,8 +177,12 @@ std::string QueueTable(const boost::json::value& doc, bool wide) {
         remaining.is_null() ? "-"
                             : FormatAge(absl::Ceil(absl::Seconds(remaining.as_double()), absl::Seconds(1))),
         JoinCell(p.at("unschedulable_plugins")),
+        PermitPluginsCell(p.at("permit_wait")),
     };
     if (wide) {
+      const auto& wait = p.at("permit_wait");
+      row.push_back(wait.is_object() ? Str(wait.at("node")) : "");
+      row.push_back(PermitDeadlineCell(wait));
       row.push_back(Str(p.at("priority")));
       row.push_back(JoinCell(p.at("pending_plugins")));
       row.push_back(Str(p.at("uid")));

@@ -63,6 +63,8 @@ std::string_view QueueKindName(QueueKind kind) {
       return "unschedulable";
     case QueueKind::kGated:
       return "gated";
+    case QueueKind::kInFlight:
+      return "in_flight";
   }
   return "unknown";
 }
@@ -423,7 +425,7 @@ std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
   // The next attempt records its own rejections.
   info.unschedulable_plugins.clear();
   info.pending_plugins.clear();
-  in_flight_[info.uid()] = InFlight{info.pod_info};
+  in_flight_[info.uid()] = InFlight{.latest = info.pod_info, .attempts = info.attempts, .popped = clock_.Now()};
   return info;
 }
 
@@ -449,7 +451,7 @@ std::vector<QueuedPodInfo> SchedulingQueue::PopGroupMembers(
     if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = now;
     info.unschedulable_plugins.clear();
     info.pending_plugins.clear();
-    in_flight_[info.uid()] = InFlight{info.pod_info};
+    in_flight_[info.uid()] = InFlight{.latest = info.pod_info, .attempts = info.attempts, .popped = now};
     out.push_back(std::move(info));
   }
   return out;
@@ -849,24 +851,57 @@ QueueListPage SchedulingQueue::ListPage(const QueueListFilter& filter, size_t of
   const std::optional<QueueKind> only = filter.queue;
   if (!only || *only == QueueKind::kActive) take_ordered(active_q_);
   if (!only || *only == QueueKind::kBackoff) take_ordered(BackoffInOrder());
-  if (only && *only != QueueKind::kUnschedulable && *only != QueueKind::kGated) return page;
-  // The pool is unordered: select the page's slice by timestamp without
-  // sorting the rest.
-  std::vector<const Entry*> pool;
-  for (const Entry* e : unschedulable_pods_) {
-    if (matches(*e)) pool.push_back(e);
-  }
-  const size_t pool_start = page.total;
-  page.total += pool.size();
-  const size_t first = offset > pool_start ? offset - pool_start : 0;
-  if (first >= pool.size() || page.pods.size() >= limit) return page;
-  const size_t last = std::min(pool.size(), first + (limit - page.pods.size()));
-  auto by_time = [](const Entry* a, const Entry* b) {
-    return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
+  // The pool and the pods in flight are unordered: select the page's slice
+  // by time without sorting the rest.
+  auto take_unordered = [&](auto& matched, const auto& by_time, const auto& summarize) {
+    const size_t start = page.total;
+    page.total += matched.size();
+    const size_t first = offset > start ? offset - start : 0;
+    if (first >= matched.size() || page.pods.size() >= limit) return;
+    const size_t last = std::min(matched.size(), first + (limit - page.pods.size()));
+    std::nth_element(matched.begin(), matched.begin() + first, matched.end(), by_time);
+    std::partial_sort(matched.begin() + first, matched.begin() + last, matched.end(), by_time);
+    for (size_t i = first; i < last; ++i) page.pods.push_back(summarize(*matched[i]));
   };
-  std::nth_element(pool.begin(), pool.begin() + first, pool.end(), by_time);
-  std::partial_sort(pool.begin() + first, pool.begin() + last, pool.end(), by_time);
-  for (size_t i = first; i < last; ++i) page.pods.push_back(Summarize(*pool[i]));
+  if (!only || *only == QueueKind::kUnschedulable || *only == QueueKind::kGated) {
+    std::vector<const Entry*> pool;
+    for (const Entry* e : unschedulable_pods_) {
+      if (matches(*e)) pool.push_back(e);
+    }
+    take_unordered(
+        pool,
+        [](const Entry* a, const Entry* b) {
+          return std::tie(a->info.timestamp, a->info.uid()) < std::tie(b->info.timestamp, b->info.uid());
+        },
+        [&](const Entry& e) { return Summarize(e); });
+  }
+  if ((!only || *only == QueueKind::kInFlight) && filter.plugin.empty()) {
+    using Flight = std::pair<const std::string, InFlight>;
+    std::vector<const Flight*> flights;
+    for (const Flight& f : in_flight_) {
+      // Deleted or assigned in flight: its attempt is ending, it is no longer pending.
+      if (f.second.deleted || f.second.latest == nullptr || f.second.popped == absl::InfinitePast()) continue;
+      if (filter.except_in_flight.contains(f.first)) continue;
+      if (!filter.namespace_name.empty() && f.second.latest->pod->meta().namespace_() != filter.namespace_name) {
+        continue;
+      }
+      flights.push_back(&f);
+    }
+    take_unordered(
+        flights,
+        [](const Flight* a, const Flight* b) {
+          return std::tie(a->second.popped, a->first) < std::tie(b->second.popped, b->first);
+        },
+        [](const Flight& f) {
+          QueuedPodSummary s;
+          s.pod_info = f.second.latest;
+          s.queue = QueueKind::kInFlight;
+          s.attempts = f.second.attempts;
+          s.timestamp = f.second.popped;
+          s.backoff_expiry = absl::InfinitePast();
+          return s;
+        });
+  }
   return page;
 }
 

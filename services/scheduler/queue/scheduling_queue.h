@@ -26,8 +26,11 @@ namespace podium::scheduler {
 
 // Where a pending pod waits. A gated pod sits in the unschedulable pool but is
 // reported separately, as kube-scheduler's scheduler_pending_pods{queue="gated"}.
-enum class QueueKind { kActive, kBackoff, kUnschedulable, kGated };
-std::string_view QueueKindName(QueueKind kind);  // "active", "backoff", "unschedulable", "gated"
+// kInFlight is no queue: a pod popped and not yet Done (being scheduled,
+// waiting at Permit or binding), as the Admin API lists it.
+enum class QueueKind { kActive, kBackoff, kUnschedulable, kGated, kInFlight };
+// "active", "backoff", "unschedulable", "gated", "in_flight"
+std::string_view QueueKindName(QueueKind kind);
 
 struct QueuedPodInfo {
   sdk::PodInfoPtr pod_info;
@@ -84,6 +87,7 @@ struct QueuedPodSummary {
   sdk::PodInfoPtr pod_info;
   QueueKind queue = QueueKind::kActive;
   int attempts = 0;
+  // When it entered its queue; for kInFlight, when it was popped.
   absl::Time timestamp;
   absl::Time backoff_expiry;  // InfinitePast when not backing off.
   std::vector<std::string> unschedulable_plugins;
@@ -96,8 +100,12 @@ struct QueuedPodSummary {
 struct QueueListFilter {
   std::optional<QueueKind> queue;
   std::string namespace_name;
-  // A plugin that rejected the pod, answered Pending or gates it.
+  // A plugin that rejected the pod, answered Pending or gates it (so no pod
+  // in flight matches: its attempt has no verdict yet).
   std::string plugin;
+  // In-flight pods left out (the Admin service lists those waiting at Permit
+  // on their own).
+  absl::flat_hash_set<std::string> except_in_flight;
 };
 
 // One page of a listing: pods [offset, offset + limit) of the matching pods in
@@ -220,10 +228,11 @@ class SchedulingQueue {
   // activeQ in pop order, then backoffQ by expiry, then the pool by timestamp.
   std::vector<QueuedPodSummary> List() const;
   std::optional<QueuedPodSummary> Find(std::string_view uid) const;
-  // The same order as List(), filtered and paged. Copies only the page: the
-  // cost is O(queued pods) comparisons to filter and count, plus
+  // The same order as List(), then the pods in flight by when they were
+  // popped (then uid), filtered and paged. Copies only the page: the cost is
+  // O(queued and in-flight pods) comparisons to filter and count, plus
   // O(offset) steps through activeQ/backoffQ, plus a partial sort of the pool
-  // (pointers only) when the page reaches into it.
+  // or of the pods in flight (pointers only) when the page reaches into it.
   QueueListPage ListPage(const QueueListFilter& filter, size_t offset, size_t limit) const;
   // The uids of queued pods (not in flight) named namespace/name: usually
   // one, two while a deleted pod and its re-created namesake are both queued.
@@ -262,6 +271,9 @@ class SchedulingQueue {
     sdk::PodInfoPtr latest;
     bool updated = false;
     bool deleted = false;
+    // For listings: the attempt it is in and when it was popped.
+    int attempts = 0;
+    absl::Time popped = absl::InfinitePast();
   };
   enum class EventDecision { kStay, kMove, kAskHints };
 

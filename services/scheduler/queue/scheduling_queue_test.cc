@@ -770,6 +770,58 @@ TEST_F(SchedulingQueueTest, ListPageFollowsListOrderAndFilters) {
   EXPECT_EQ(q.ListPage(other_ns, 0, 10).total, 0u);
 }
 
+// Pods popped and not Done are listed after the queues, by when they were
+// popped, so an operator sees the pods being scheduled too.
+TEST_F(SchedulingQueueTest, ListPagePagesPodsInFlightAfterTheQueues) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("b", 0, 1));
+  q.Add(MakePod("z", 7, 2));
+  q.Add(MakePod("y", 8, 3));
+  q.Add(MakePod("x", 9, 4));
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(q.TryPop()->uid(), "x");
+  const absl::Time x_popped = clock_.Now();
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_EQ(q.TryPop()->uid(), "y");
+
+  std::vector<std::string> paged;
+  for (size_t offset = 0; offset < 4; ++offset) {
+    QueueListPage page = q.ListPage({}, offset, 1);
+    EXPECT_EQ(page.total, 4u);
+    ASSERT_EQ(page.pods.size(), 1u);
+    paged.push_back(page.pods[0].pod_info->uid());
+  }
+  EXPECT_THAT(paged, ElementsAre("z", "b", "x", "y"));
+  EXPECT_THAT(Uids(q.ListPage({}, 1, 2)), ElementsAre("b", "x"));
+
+  QueueListFilter in_flight;
+  in_flight.queue = QueueKind::kInFlight;
+  QueueListPage page = q.ListPage(in_flight, 0, 10);
+  EXPECT_EQ(page.total, 2u);
+  ASSERT_THAT(Uids(page), ElementsAre("x", "y"));
+  EXPECT_EQ(page.pods[0].queue, QueueKind::kInFlight);
+  EXPECT_EQ(page.pods[0].attempts, 1);
+  EXPECT_EQ(page.pods[0].timestamp, x_popped);
+  EXPECT_EQ(page.pods[0].backoff_expiry, absl::InfinitePast());
+  EXPECT_EQ(QueueKindName(QueueKind::kInFlight), "in_flight");
+
+  // The Admin service lists pods waiting at Permit itself.
+  in_flight.except_in_flight = {"x"};
+  EXPECT_THAT(Uids(q.ListPage(in_flight, 0, 10)), ElementsAre("y"));
+  QueueListFilter other_ns;
+  other_ns.namespace_name = "kube-system";
+  EXPECT_EQ(q.ListPage(other_ns, 0, 10).total, 0u);
+  // No attempt in flight has a verdict yet: a plugin filter matches none.
+  QueueListFilter by_plugin;
+  by_plugin.plugin = "NodeAffinity";
+  EXPECT_EQ(q.ListPage(by_plugin, 0, 10).total, 0u);
+
+  // Deleted in flight: no longer pending. Done: no longer in flight.
+  EXPECT_TRUE(q.Delete("y"));
+  q.Done("x");
+  EXPECT_THAT(Uids(q.ListPage({}, 0, 10)), ElementsAre("z", "b"));
+}
+
 TEST_F(SchedulingQueueTest, UidsOfIndexesQueuedPodsByName) {
   SchedulingQueue q(Opts());
   q.Add(MakePod("a"));

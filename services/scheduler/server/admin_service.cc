@@ -29,6 +29,7 @@ v1::QueueName ToQueueName(QueueKind kind) {
     case QueueKind::kBackoff: return v1::BACKOFF;
     case QueueKind::kUnschedulable: return v1::UNSCHEDULABLE;
     case QueueKind::kGated: return v1::GATED;
+    case QueueKind::kInFlight: return v1::IN_FLIGHT;
   }
   return v1::QUEUE_UNSPECIFIED;
 }
@@ -48,6 +49,32 @@ void FillQueuedPod(const QueuedPodSummary& s, v1::QueuedPod* out) {
   for (const auto& p : s.unschedulable_plugins) out->add_unschedulable_plugins(p);
   for (const auto& p : s.pending_plugins) out->add_pending_plugins(p);
   out->set_message(s.message);
+}
+
+void FillWaitingPod(const WaitingPodSummary& w, v1::QueuedPod* out) {
+  const v1::Pod& pod = w.pod->pod();
+  auto* ref = out->mutable_pod();
+  ref->set_kind("Pod");
+  ref->set_uid(pod.meta().uid());
+  ref->set_namespace_(pod.meta().namespace_());
+  ref->set_name(pod.meta().name());
+  out->set_queue(v1::WAITING_ON_PERMIT);
+  out->set_priority(pod.priority());
+  out->set_attempts(w.pod->attempts);
+  if (w.waiting_since != absl::InfinitePast()) out->set_enqueued_us(absl::ToUnixMicros(w.waiting_since));
+  v1::PermitWait* wait = out->mutable_permit_wait();
+  wait->set_node_name(w.node);
+  if (w.waiting_since != absl::InfinitePast()) wait->set_waiting_since_us(absl::ToUnixMicros(w.waiting_since));
+  for (const auto& [plugin, deadline] : w.pending) {
+    v1::PermitWait::Plugin* p = wait->add_plugins();
+    p->set_name(plugin);
+    p->set_deadline_us(absl::ToUnixMicros(deadline));
+  }
+}
+
+bool WaitingMatches(const WaitingPodSummary& w, const v1::ListQueuedPodsRequest& request) {
+  if (!request.namespace_().empty() && w.pod->pod().meta().namespace_() != request.namespace_()) return false;
+  return request.plugin().empty() || w.pending.contains(request.plugin());
 }
 
 void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
@@ -71,6 +98,7 @@ std::optional<QueueKind> ToQueueKind(v1::QueueName name) {
     case v1::BACKOFF: return QueueKind::kBackoff;
     case v1::UNSCHEDULABLE: return QueueKind::kUnschedulable;
     case v1::GATED: return QueueKind::kGated;
+    case v1::IN_FLIGHT: return QueueKind::kInFlight;
     default: return std::nullopt;
   }
 }
@@ -103,15 +131,35 @@ grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerConte
                                   absl::StrCat("page_token: \"", Echo(request->page_token()),
                                                "\" is not a token this scheduler issued")));
   }
+  // Pods waiting at Permit are in flight in the queue: listed once, after
+  // the queue's pods, with what they wait on. The copy is taken first, under
+  // WaitingPods' lock only; a pod that starts or stops waiting meanwhile may
+  // be listed in flight or waiting, as paging over a live queue allows.
+  const bool only_waiting = request->queue() == v1::WAITING_ON_PERMIT;
+  const bool with_waiting = only_waiting || request->queue() == v1::QUEUE_UNSPECIFIED;
+  const std::vector<WaitingPodSummary> waiting = scheduler_.PodsWaitingAtPermit();
   QueueListFilter filter;
   filter.queue = ToQueueKind(request->queue());
   filter.namespace_name = request->namespace_();
   filter.plugin = request->plugin();
-  const QueueListPage page = queue_.ListPage(filter, *offset, static_cast<size_t>(page_size));
+  for (const WaitingPodSummary& w : waiting) filter.except_in_flight.insert(w.pod->uid());
+  QueueListPage page;
+  if (!only_waiting) page = queue_.ListPage(filter, *offset, static_cast<size_t>(page_size));
   for (const auto& s : page.pods) FillQueuedPod(s, response->add_pods());
-  response->set_total(static_cast<int32_t>(std::min<size_t>(page.total, INT32_MAX)));
-  if (*offset + page.pods.size() < page.total) {
-    response->set_next_page_token(absl::StrCat(kPageTokenPrefix, *offset + page.pods.size()));
+  size_t total = page.total;
+  if (with_waiting) {
+    for (const WaitingPodSummary& w : waiting) {
+      if (!WaitingMatches(w, *request)) continue;
+      const size_t index = total++;
+      if (index >= *offset && response->pods_size() < page_size) {
+        FillWaitingPod(w, response->add_pods());
+      }
+    }
+  }
+  const size_t listed = static_cast<size_t>(response->pods_size());
+  response->set_total(static_cast<int32_t>(std::min<size_t>(total, INT32_MAX)));
+  if (*offset + listed < total) {
+    response->set_next_page_token(absl::StrCat(kPageTokenPrefix, *offset + listed));
   }
   response->set_adapter_connected(cluster_ != nullptr && cluster_->adapter_connected());
   return Done(ctx);
@@ -120,6 +168,16 @@ grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* ctx,
                                                    const v1::ExplainPodRequest* request,
                                                    v1::ExplainPodResponse* response) {
+  // A pod waiting at Permit passed Filter in its current attempt: what it
+  // waits on is the answer, not an earlier attempt's verdicts.
+  for (const WaitingPodSummary& w : scheduler_.PodsWaitingAtPermit()) {
+    const v1::ObjectMeta& meta = w.pod->pod().meta();
+    if (meta.namespace_() != request->namespace_() || meta.name() != request->name()) continue;
+    FillWaitingPod(w, response->mutable_pod());
+    response->set_attempts(w.pod->attempts);
+    response->set_nominated_node_name(w.pod->pod().nominated_node_name());
+    return Done(ctx);
+  }
   std::optional<PodDiagnosis> last = scheduler_.LastDiagnosis(request->namespace_(), request->name());
   std::optional<QueuedPodSummary> queued;
   if (last) {

@@ -228,6 +228,39 @@ TEST_F(AdminServiceTest, ExplainPodReportsAnAttemptThatFailedWithAnError) {
   EXPECT_EQ(response.pod().pod().name(), "web");
 }
 
+TEST_F(AdminServiceTest, PodsBeingScheduledAreListedInFlightAfterTheQueues) {
+  queue_->Add(MakePod("default", "popped", 0));
+  clock_.Advance(absl::Seconds(5));
+  ASSERT_EQ(queue_->TryPop()->uid(), "default-popped-uid");
+  const absl::Time popped = clock_.Now();
+  clock_.Advance(absl::Seconds(1));
+  queue_->Add(MakePod("default", "queued", 1));
+  v1::ListQueuedPodsRequest request;
+  request.set_page_size(1);
+  v1::ListQueuedPodsResponse first;
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &first).ok());
+  EXPECT_EQ(first.total(), 2);
+  ASSERT_EQ(first.pods_size(), 1);
+  EXPECT_EQ(first.pods(0).queue(), v1::ACTIVE);
+  request.set_page_token(first.next_page_token());
+  v1::ListQueuedPodsResponse second;
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), request, &second).ok());
+  ASSERT_EQ(second.pods_size(), 1);
+  EXPECT_EQ(second.pods(0).pod().name(), "popped");
+  EXPECT_EQ(second.pods(0).queue(), v1::IN_FLIGHT);
+  EXPECT_EQ(second.pods(0).attempts(), 1);
+  EXPECT_EQ(second.pods(0).enqueued_us(), absl::ToUnixMicros(popped));
+  EXPECT_FALSE(second.pods(0).has_permit_wait());
+  EXPECT_TRUE(second.next_page_token().empty());
+
+  v1::ListQueuedPodsRequest waiting;
+  waiting.set_queue(v1::WAITING_ON_PERMIT);
+  v1::ListQueuedPodsResponse none;
+  ASSERT_TRUE(stub_->ListQueuedPods(Ctx().get(), waiting, &none).ok());
+  EXPECT_EQ(none.total(), 0);
+  queue_->Done("default-popped-uid");
+}
+
 TEST_F(AdminServiceTest, MovePodsToActiveQueueByName) {
   for (int i = 0; i < 3; ++i) queue_->Add(MakePod("default", absl::StrCat("p", i), i));
   for (int i = 0; i < 3; ++i) Fail(absl::StrCat("default-p", i, "-uid"), "NodeAffinity", "no");
