@@ -4,6 +4,7 @@
 // event order. Relists reconcile what the new list no longer carries.
 #include <cstdio>
 
+#include "absl/strings/str_cat.h"
 #include "logging/logger.h"
 #include "gang/gang.h"
 #include "pod_ref.h"
@@ -64,7 +65,43 @@ void Scheduler::OnAdapterDisconnected() {
   PODIUM_LOG(Warning, "Adapter disconnected; scheduling pauses until it relists");
 }
 
+// kube-scheduler's label for scheduler_event_handling_duration_seconds: the
+// resource (a pod as AssignedPod once it has a node, UnscheduledPod before),
+// then Add, Update or Delete. Empty for objects kube-scheduler has no handler
+// for (PodDisruptionBudgets, PriorityClasses): not observed.
+std::string Scheduler::EventHandlingLabel(const v1::ObjectEvent& event) const {
+  const bool deleted = event.type() == v1::ObjectEvent::DELETE;
+  auto action = [&](bool known) -> const char* { return deleted ? "Delete" : known ? "Update" : "Add"; };
+  switch (event.object_case()) {
+    case v1::ObjectEvent::kPod: {
+      auto it = pods_.find(event.pod().meta().uid());
+      const bool was_assigned = it != pods_.end() && !it->second->node_name().empty();
+      if (deleted) return absl::StrCat(was_assigned ? "AssignedPod" : "UnscheduledPod", "Delete");
+      // A pod that just got its node enters kube's assigned-pod handler as an Add.
+      if (!event.pod().node_name().empty()) return absl::StrCat("AssignedPod", action(was_assigned));
+      return absl::StrCat("UnscheduledPod", action(it != pods_.end()));
+    }
+    case v1::ObjectEvent::kNode:
+      return absl::StrCat("Node", action(nodes_.contains(event.node().meta().name())));
+    case v1::ObjectEvent::kPodGroup: {
+      const v1::ObjectMeta& meta = event.pod_group().meta();
+      return absl::StrCat("PodGroup", action(cache_.GetPodGroup(meta.namespace_(), meta.name()) != nullptr));
+    }
+    case v1::ObjectEvent::kNamespaceObject:
+      return absl::StrCat("Namespace",
+                          action(cache_.GetNamespace(event.namespace_object().meta().name()) != nullptr));
+    default: return "";
+  }
+}
+
 void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
+  const absl::Time start = clock_.Now();
+  const std::string label = EventHandlingLabel(event);
+  HandleObjectEvent(event);
+  if (!label.empty()) metrics_.ObserveEventHandling(label, clock_.Now() - start);
+}
+
+void Scheduler::HandleObjectEvent(const v1::ObjectEvent& event) {
   switch (event.object_case()) {
     case v1::ObjectEvent::kPod: HandlePod(event); break;
     case v1::ObjectEvent::kNode: HandleNode(event); break;

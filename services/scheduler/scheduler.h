@@ -192,6 +192,9 @@ class Scheduler final : public ClusterEventHandler {
   void ReleaseDeleted(BindingPod pod);
 
   // event_handlers.cc
+  // OnObjectEvent's work, timed there (scheduler_event_handling_duration_seconds).
+  void HandleObjectEvent(const v1::ObjectEvent& event);
+  std::string EventHandlingLabel(const v1::ObjectEvent& event) const;
   void HandlePod(const v1::ObjectEvent& event);
   void HandleNode(const v1::ObjectEvent& event);
   void HandleNamespace(const v1::ObjectEvent& event);

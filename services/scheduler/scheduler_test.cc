@@ -243,12 +243,14 @@ class SchedulerTest : public testing::Test {
     if (!s) return std::nullopt;
     return s->queue;
   }
-  // scheduler_permit_wait_duration_seconds: result -> (count, sum in seconds).
+  // scheduler_permit_wait_duration_seconds: result -> (count, sum in seconds),
+  // for the results observed (both series are exported at 0 from the start).
   std::map<std::string, std::pair<uint64_t, double>> PermitWaits() {
     std::map<std::string, std::pair<uint64_t, double>> out;
     for (const auto& family : metrics_.registry()->Collect()) {
       if (family.name != "scheduler_permit_wait_duration_seconds") continue;
       for (const auto& m : family.metric) {
+        if (m.histogram.sample_count == 0) continue;
         out[m.label.at(0).value] = {m.histogram.sample_count, m.histogram.sample_sum};
       }
     }
@@ -414,6 +416,35 @@ TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
   ASSERT_TRUE(sink_.Find(v1::Action::kRecordEvent, *failed + 1));  // Sent after the patch.
   EXPECT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
   EXPECT_EQ(NominatingPostFilter::seen_nodes, 1u);
+}
+
+// Each cluster event is timed under kube-scheduler's label for it
+// (scheduler_event_handling_duration_seconds{event}).
+TEST_F(SchedulerTest, ClusterEventsAreTimedByKubeSchedulersEventLabel) {
+  Build(false);  // node-1 added.
+  scheduler_->OnObjectEvent(NodeEvent("node-1"));
+  scheduler_->OnObjectEvent(PodEvent("web"));
+  scheduler_->OnObjectEvent(PodEvent("web"));
+  scheduler_->OnObjectEvent(PodEvent("web", "node-1"));
+  scheduler_->OnObjectEvent(PodEvent("web", "node-1"));
+  scheduler_->OnObjectEvent(Deleted(PodEvent("web", "node-1")));
+  scheduler_->OnObjectEvent(PodEvent("db"));
+  scheduler_->OnObjectEvent(Deleted(PodEvent("db")));
+  scheduler_->OnObjectEvent(Deleted(NodeEvent("node-1")));
+  std::map<std::string, uint64_t> counts;
+  for (const auto& family : metrics_.registry()->Collect()) {
+    if (family.name != "scheduler_event_handling_duration_seconds") continue;
+    for (const auto& m : family.metric) counts[m.label.at(0).value] = m.histogram.sample_count;
+  }
+  EXPECT_EQ(counts, (std::map<std::string, uint64_t>{{"NodeAdd", 1},
+                                                      {"NodeUpdate", 1},
+                                                      {"NodeDelete", 1},
+                                                      {"UnscheduledPodAdd", 2},
+                                                      {"UnscheduledPodUpdate", 1},
+                                                      {"UnscheduledPodDelete", 1},
+                                                      {"AssignedPodAdd", 1},
+                                                      {"AssignedPodUpdate", 1},
+                                                      {"AssignedPodDelete", 1}}));
 }
 
 TEST_F(SchedulerTest, PermitWaitThenAllowBinds) {

@@ -27,6 +27,10 @@ const prometheus::Histogram::BucketBoundaries& PermitWaitBuckets() {  // 1 ms ..
   static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.001, 2, 15));
   return *b;
 }
+const prometheus::Histogram::BucketBoundaries& EventHandlingBuckets() {  // 100 µs .. ~205 ms
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.0001, 2, 12));
+  return *b;
+}
 const prometheus::Histogram::BucketBoundaries& PreemptionVictimsBuckets() {  // 1 .. 64
   static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(1, 2, 7));
   return *b;
@@ -118,6 +122,10 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                        .Name("scheduler_permit_wait_duration_seconds")
                        .Help("Duration of waiting on permit.")
                        .Register(*registry_)),
+      event_handling_(prometheus::BuildHistogram()
+                          .Name("scheduler_event_handling_duration_seconds")
+                          .Help("Event handling latency in seconds.")
+                          .Register(*registry_)),
       plugin_request_(prometheus::BuildHistogram()
                           .Name("podium_plugin_endpoint_request_duration_seconds")
                           .Help("Round trip of one request on a plugin endpoint's stream, by request kind.")
@@ -140,9 +148,15 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
       }),
       plugin_request_series_([this](const std::vector<std::string>& v) -> prometheus::Histogram& {
         return plugin_request_.Add({{"endpoint", v[0]}, {"request", v[1]}}, DurationBuckets());
+      }),
+      event_handling_series_([this](const std::vector<std::string>& v) -> prometheus::Histogram& {
+        return event_handling_.Add({{"event", v[0]}}, EventHandlingBuckets());
       }) {
   // kube-scheduler exports these from the start (0 until the first preemption).
   preemption_attempts_.Add({});
+  // The two ways a Permit wait ends, at 0 until the first wait, so dashboards
+  // and alerts over them see the series before any Permit plugin waits.
+  for (const char* result : {"Success", "Unschedulable"}) permit_wait_.Add({{"result", result}}, PermitWaitBuckets());
   preemption_victims_.Add({}, PreemptionVictimsBuckets());
 }
 
@@ -168,6 +182,10 @@ void SchedulerMetrics::ObservePreemptionVictims(int victims) {
 
 void SchedulerMetrics::ObservePermitWait(std::string_view result, absl::Duration duration) {
   permit_wait_.Add({{"result", std::string(result)}}, PermitWaitBuckets()).Observe(absl::ToDoubleSeconds(duration));
+}
+
+void SchedulerMetrics::ObserveEventHandling(std::string_view event, absl::Duration duration) {
+  event_handling_series_.Get({event}).Observe(absl::ToDoubleSeconds(duration));
 }
 
 void SchedulerMetrics::ObservePluginRequest(std::string_view endpoint, std::string_view request,

@@ -111,6 +111,11 @@ class SchedulerMetrics {
   // the wait ended with, as kube-scheduler's (Success when every Permit plugin
   // allowed, Unschedulable when one rejected or the wait timed out).
   void ObservePermitWait(std::string_view result, absl::Duration duration);
+  // kube-scheduler's scheduler_event_handling_duration_seconds{event}: one
+  // cluster event from the adapter, handled (cache updated, queue moves
+  // handed to the queue worker), by kube's event label (NodeAdd,
+  // AssignedPodUpdate, UnscheduledPodDelete, ...).
+  void ObserveEventHandling(std::string_view event, absl::Duration duration);
   // podium_plugin_endpoint_request_duration_seconds{endpoint,request}: one
   // round trip on a plugin stream, by request kind (cycle, queueing_hint...).
   void ObservePluginRequest(std::string_view endpoint, std::string_view request, absl::Duration duration);
@@ -145,12 +150,14 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Counter>& preemption_attempts_;
   prometheus::Family<prometheus::Histogram>& preemption_victims_;
   prometheus::Family<prometheus::Histogram>& permit_wait_;
+  prometheus::Family<prometheus::Histogram>& event_handling_;
   prometheus::Family<prometheus::Histogram>& plugin_request_;
   prometheus::Family<prometheus::Counter>& failure_policy_;
   SeriesCache<prometheus::Counter> queue_incoming_series_;
   SeriesCache<prometheus::Histogram> plugin_execution_series_;
   SeriesCache<prometheus::Histogram> queueing_hint_series_;
   SeriesCache<prometheus::Histogram> plugin_request_series_;
+  SeriesCache<prometheus::Histogram> event_handling_series_;
   absl::Mutex unschedulable_mu_;
   // (plugin, profile) series ever set, so that one whose pods left goes to 0.
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Gauge*> unschedulable_series_

@@ -133,6 +133,7 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
   recorder.CountPreemptionAttempt();
   recorder.ObservePreemptionVictims(3);
   metrics.ObservePermitWait("Success", absl::Milliseconds(3));
+  metrics.ObserveEventHandling("NodeAdd", absl::Microseconds(250));
   metrics.ObservePluginRequest("host", "cycle", absl::Microseconds(35));
   metrics.CountFailurePolicy("host", "Ignore");
 
@@ -153,6 +154,8 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
       {"scheduler_preemption_victims", prometheus::MetricType::Histogram, "", Exponential(1, 2, 7)},
       {"scheduler_permit_wait_duration_seconds", prometheus::MetricType::Histogram, "result",
        Exponential(0.001, 2, 15)},
+      {"scheduler_event_handling_duration_seconds", prometheus::MetricType::Histogram, "event",
+       Exponential(0.0001, 2, 12)},
       {"podium_plugin_endpoint_request_duration_seconds", prometheus::MetricType::Histogram,
        "endpoint,request", {}},
       {"podium_plugin_failure_policy_total", prometheus::MetricType::Counter, "endpoint,policy", {}},
@@ -180,9 +183,17 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
   const auto& victims = FindFamily(families, "scheduler_preemption_victims")->metric[0].histogram;
   EXPECT_EQ(victims.sample_count, 1u);
   EXPECT_EQ(victims.sample_sum, 3);
-  const auto& wait = FindFamily(families, "scheduler_permit_wait_duration_seconds")->metric[0];
-  EXPECT_EQ(wait.label[0].value, "Success");
-  EXPECT_DOUBLE_EQ(wait.histogram.sample_sum, 0.003);
+  // result -> (count, sum); Unschedulable is exported at 0 from the start.
+  std::map<std::string, std::pair<uint64_t, double>> waits;
+  for (const auto& m : FindFamily(families, "scheduler_permit_wait_duration_seconds")->metric) {
+    waits[m.label[0].value] = {m.histogram.sample_count, m.histogram.sample_sum};
+  }
+  EXPECT_EQ(waits, (std::map<std::string, std::pair<uint64_t, double>>{{"Success", {1, 0.003}},
+                                                                       {"Unschedulable", {0, 0}}}));
+  const auto& events = FindFamily(families, "scheduler_event_handling_duration_seconds")->metric.at(0);
+  EXPECT_EQ(events.label[0].value, "NodeAdd");
+  EXPECT_EQ(events.histogram.sample_count, 1u);
+  EXPECT_DOUBLE_EQ(events.histogram.sample_sum, 0.00025);
 }
 
 }  // namespace
