@@ -14,6 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
@@ -77,14 +78,41 @@ namespace {
 
 constexpr char kHostFlagHint[] = "--plugin-endpoint";
 
-int Fail(const std::string& message) {
-  std::fprintf(stderr, "podium-scheduler: %s\n", message.c_str());
-  return 1;
-}
+// What podium-scheduler says outside the scheduler's own records: start-up,
+// refusals, shutdown. Plain lines under --logging-format=text (scripts and
+// podium-sim read "podium-scheduler listening on ADDR"); under json one
+// record per line like every other, the line's text as msg (without the
+// "podium-scheduler: " prefix, which the component field carries) and its
+// values as fields.
+class Console {
+ public:
+  explicit Console(logging::Format format) : format_(format) {}
+
+  void Say(logging::Severity severity, const std::string& line,
+           std::initializer_list<logging::Field> fields = {}) const {
+    if (format_ == logging::Format::kText) {
+      std::fprintf(stderr, "%s\n", line.c_str());
+      return;
+    }
+    constexpr std::string_view kPrefix = "podium-scheduler: ";
+    std::string_view message = line;
+    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+    logging::Default().Log(severity, 0, message, fields);
+  }
+  // Says why the process cannot start; returns its exit code.
+  int Fail(const std::string& message) const {
+    Say(logging::Severity::kError, absl::StrCat("podium-scheduler: ", message));
+    return 1;
+  }
+
+ private:
+  const logging::Format format_;
+};
 
 // The --listen credentials from the flags: TLS when a certificate is given,
 // access control when tokens or a client CA are.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const std::string& listen) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const std::string& listen,
+                                                                                   const Console& console) {
   ListenerSecurity security;
   const int reload = absl::GetFlag(FLAGS_tls_reload_seconds);
   if (!absl::GetFlag(FLAGS_tls_cert_file).empty() || !absl::GetFlag(FLAGS_tls_private_key_file).empty()) {
@@ -107,37 +135,41 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const
     policy.adapter_identity = absl::GetFlag(FLAGS_adapter_identity);
     security.access = std::move(policy);
   } else if (UnixSocketPath(listen).empty()) {
-    std::fprintf(stderr,
-                 "podium-scheduler: warning: no access control on %s: whoever reaches it may pause scheduling "
-                 "and receive binds (give --token-auth-file or --client-ca-file)\n",
-                 listen.c_str());
+    console.Say(logging::Severity::kWarning,
+                absl::StrCat("podium-scheduler: warning: no access control on ", listen,
+                             ": whoever reaches it may pause scheduling and receive binds (give "
+                             "--token-auth-file or --client-ca-file)"),
+                {{"address", listen}});
   }
   return ServerCredentialsFor(listen, security);
 }
 
 int Run(std::vector<std::string> overrides) {
   // The logger first: everything after may log.
-  logging::Format log_format;
-  if (!logging::ParseFormat(absl::GetFlag(FLAGS_logging_format), &log_format)) {
-    return Fail(absl::StrCat("--logging-format: \"", absl::GetFlag(FLAGS_logging_format),
+  logging::Format log_format = logging::Format::kText;
+  const bool format_known = logging::ParseFormat(absl::GetFlag(FLAGS_logging_format), &log_format);
+  const Console console(format_known ? log_format : logging::Format::kText);
+  if (!format_known) {
+    return console.Fail(absl::StrCat("--logging-format: \"", absl::GetFlag(FLAGS_logging_format),
                              "\" is neither text nor json"));
   }
   const int verbosity = absl::GetFlag(FLAGS_v);
-  if (verbosity < 0 || verbosity > AdminService::kMaxLogVerbosity) {
-    return Fail(absl::StrCat("--v: ", verbosity, " is not in [0, ", AdminService::kMaxLogVerbosity, "]"));
-  }
+  const bool verbosity_known = verbosity >= 0 && verbosity <= AdminService::kMaxLogVerbosity;
   static logging::StreamSink log_sink(stderr, log_format);
-  static logging::Logger logger("podium-scheduler", &log_sink, verbosity);
+  static logging::Logger logger("podium-scheduler", &log_sink, verbosity_known ? verbosity : 0);
   logging::SetDefault(&logger);
+  if (!verbosity_known) {
+    return console.Fail(absl::StrCat("--v: ", verbosity, " is not in [0, ", AdminService::kMaxLogVerbosity, "]"));
+  }
 
   // Configuration: everything read here, nothing read later.
   absl::StatusOr<SchedulerConfig> config = absl::GetFlag(FLAGS_config).empty()
                                                ? absl::StatusOr<SchedulerConfig>(DefaultConfig())
                                                : LoadConfigFile(absl::GetFlag(FLAGS_config));
-  if (!config.ok()) return Fail(std::string(config.status().message()));
+  if (!config.ok()) return console.Fail(std::string(config.status().message()));
   for (const auto& o : overrides) {
     if (absl::Status s = ApplyEndpointOverride(*config, o); !s.ok()) {
-      return Fail(absl::StrCat(kHostFlagHint, " ", o, ": ", s.message()));
+      return console.Fail(absl::StrCat(kHostFlagHint, " ", o, ": ", s.message()));
     }
   }
 
@@ -149,8 +181,9 @@ int Run(std::vector<std::string> overrides) {
       exposer = std::make_unique<prometheus::Exposer>(address);
       exposer->RegisterCollectable(registry);
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "podium-scheduler: metrics disabled: cannot listen on %s: %s\n",
-                   address.c_str(), e.what());
+      console.Say(logging::Severity::kWarning,
+                  absl::StrCat("podium-scheduler: metrics disabled: cannot listen on ", address, ": ", e.what()),
+                  {{"address", address}});
     }
   }
 
@@ -174,7 +207,7 @@ int Run(std::vector<std::string> overrides) {
                           .reload_interval_seconds = absl::GetFlag(FLAGS_tls_reload_seconds)};
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> plugin_credentials = ChannelCredentialsFor(plugin_tls);
-  if (!plugin_credentials.ok()) return Fail(absl::StrCat("--plugin-tls-*: ", plugin_credentials.status().message()));
+  if (!plugin_credentials.ok()) return console.Fail(absl::StrCat("--plugin-tls-*: ", plugin_credentials.status().message()));
 
   // Plugin endpoints: dial each and wait for its handshake.
   std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
@@ -215,9 +248,10 @@ int Run(std::vector<std::string> overrides) {
         });
     absl::Status started = process->Start();
     if (!started.ok()) {
-      if (options.failure_policy == FailurePolicy::kFail) return Fail(std::string(started.message()));
-      std::fprintf(stderr, "podium-scheduler: %s; its plugins are ignored until it connects\n",
-                   std::string(started.message()).c_str());
+      if (options.failure_policy == FailurePolicy::kFail) return console.Fail(std::string(started.message()));
+      console.Say(logging::Severity::kWarning,
+                  absl::StrCat("podium-scheduler: ", started.message(), "; its plugins are ignored until it connects"),
+                  {{"endpoint", ep.name}, {"address", ep.address}});
     }
     const v1::Registration registration = process->registration();
     for (const std::string& plugin : ep.plugins) {
@@ -225,13 +259,15 @@ int Run(std::vector<std::string> overrides) {
                              [&](const auto& p) { return p.name() == plugin; });
       if (it == registration.plugins().end()) {
         if (!started.ok()) continue;
-        return Fail(absl::StrCat("plugin endpoint ", ep.name, " (", ep.address,
+        return console.Fail(absl::StrCat("plugin endpoint ", ep.name, " (", ep.address,
                                  ") does not serve plugin \"", plugin, "\" that the config lists"));
       }
       served[plugin] = ServedPlugin{process.get(), *it};
     }
-    std::fprintf(stderr, "podium-scheduler: plugin endpoint %s (%s): %d plugins\n", ep.name.c_str(),
-                 ep.address.c_str(), registration.plugins_size());
+    console.Say(logging::Severity::kInfo,
+                absl::StrCat("podium-scheduler: plugin endpoint ", ep.name, " (", ep.address, "): ",
+                             registration.plugins_size(), " plugins"),
+                {{"endpoint", ep.name}, {"address", ep.address}, {"plugins", registration.plugins_size()}});
     endpoints.push_back(std::move(process));
   }
 
@@ -247,11 +283,11 @@ int Run(std::vector<std::string> overrides) {
   for (size_t i = 0; i < config->profiles.size(); ++i) {
     absl::StatusOr<ProfileSpec> spec =
         ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, served);
-    if (!spec.ok()) return Fail(std::string(spec.status().message()));
+    if (!spec.ok()) return console.Fail(std::string(spec.status().message()));
     // multiPoint may bring a remote plugin that registered PostFilter: nothing
     // calls it yet, so refuse rather than ignore it.
     if (auto it = spec->plugins.find(v1::POST_FILTER); it != spec->plugins.end() && !it->second.empty()) {
-      return Fail(absl::StrCat("profiles[", i, "].plugins.postFilter: plugin \"", it->second.front().name,
+      return console.Fail(absl::StrCat("profiles[", i, "].plugins.postFilter: plugin \"", it->second.front().name,
                                "\" registered PostFilter, and out-of-process PostFilter plugins are "
                                "not called yet; disable it at postFilter"));
     }
@@ -271,7 +307,7 @@ int Run(std::vector<std::string> overrides) {
       nominator.ForEachKey(pod, snap, visit);
     };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
-    if (!preemption_options.ok()) return Fail(std::string(preemption_options.status().message()));
+    if (!preemption_options.ok()) return console.Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));
     if (*preemption_options) {
       profiles.back()->AddPostFilterPlugin(std::make_unique<preemption::DefaultPreemption>(
@@ -341,8 +377,10 @@ int Run(std::vector<std::string> overrides) {
         absl::StatusOr<ProfileSpec> spec =
             ResolveProfile(config->profiles[i], i, config->percentage_of_nodes_to_score, now);
         if (!spec.ok()) {
-          std::fprintf(stderr, "podium-scheduler: profile %s keeps its plugins: %s\n",
-                       frameworks[i]->name().c_str(), std::string(spec.status().message()).c_str());
+          console.Say(logging::Severity::kWarning,
+                      absl::StrCat("podium-scheduler: profile ", frameworks[i]->name(),
+                                   " keeps its plugins: ", spec.status().message()),
+                      {{"profile", frameworks[i]->name()}});
           continue;
         }
         frameworks[i]->Reconfigure(std::move(*spec));
@@ -412,18 +450,20 @@ int Run(std::vector<std::string> overrides) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.RegisterService(&cluster);
   builder.RegisterService(&admin);
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> listen_credentials = ListenCredentials(listen);
-  if (!listen_credentials.ok()) return Fail(std::string(listen_credentials.status().message()));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> listen_credentials = ListenCredentials(listen, console);
+  if (!listen_credentials.ok()) return console.Fail(std::string(listen_credentials.status().message()));
   absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port, *listen_credentials);
-  if (!started.ok()) return Fail(std::string(started.status().message()));
+  if (!started.ok()) return console.Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
   std::string bound = listen;
   if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
     bound = absl::StrCat(listen.substr(0, listen.size() - 1), port);
   }
   scheduler.Start();
-  std::fprintf(stderr, "podium-scheduler listening on %s (profiles: %s)\n", bound.c_str(),
-               absl::StrJoin(scheduler_names, ", ").c_str());
+  const std::string profile_names = absl::StrJoin(scheduler_names, ", ");
+  console.Say(logging::Severity::kInfo,
+              absl::StrCat("podium-scheduler listening on ", bound, " (profiles: ", profile_names, ")"),
+              {{"address", bound}, {"profiles", profile_names}});
 
   // Wait for SIGINT/SIGTERM (blocked in every thread, taken here).
   sigset_t signals;
@@ -432,19 +472,25 @@ int Run(std::vector<std::string> overrides) {
   sigaddset(&signals, SIGTERM);
   int sig = 0;
   sigwait(&signals, &sig);
-  std::fprintf(stderr, "podium-scheduler: shutting down (signal %d)\n", sig);
+  console.Say(logging::Severity::kInfo, absl::StrCat("podium-scheduler: shutting down (signal ", sig, ")"),
+              {{"signal", sig}});
   scheduler.Stop();
   cluster.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   for (auto& e : endpoints) {
     const PluginProcessStats s = e->stats();
-    std::fprintf(stderr,
-                 "podium-scheduler: plugin endpoint %s: %lu requests, %lu errors, %lu timeouts, "
-                 "%lu invalid answers, %u reconnects, latency p50 %.3f ms p99 %.3f ms\n",
-                 e->name().c_str(), static_cast<unsigned long>(s.requests),
-                 static_cast<unsigned long>(s.errors), static_cast<unsigned long>(s.timeouts),
-                 static_cast<unsigned long>(s.invalid_answers), s.reconnects, s.latency_p50_ms,
-                 s.latency_p99_ms);
+    console.Say(logging::Severity::kInfo,
+                absl::StrCat("podium-scheduler: plugin endpoint ", e->name(), ": ", s.requests, " requests, ",
+                             s.errors, " errors, ", s.timeouts, " timeouts, ", s.invalid_answers,
+                             " invalid answers, ", s.reconnects, " reconnects, latency p50 ",
+                             absl::StrFormat("%.3f", s.latency_p50_ms), " ms p99 ",
+                             absl::StrFormat("%.3f", s.latency_p99_ms), " ms"),
+                {{"endpoint", e->name()},
+                 {"requests", s.requests},
+                 {"errors", s.errors},
+                 {"timeouts", s.timeouts},
+                 {"invalid_answers", s.invalid_answers},
+                 {"reconnects", s.reconnects}});
     e->Shutdown();
   }
   if (listen.rfind("unix://", 0) == 0) std::remove(listen.substr(7).c_str());
