@@ -879,7 +879,7 @@ QueueListPage SchedulingQueue::ListPage(const QueueListFilter& filter, size_t of
     using Flight = std::pair<const std::string, InFlight>;
     std::vector<const Flight*> flights;
     for (const Flight& f : in_flight_) {
-      // Deleted or assigned in flight: its attempt is ending, it is no longer pending.
+      // Deleted in flight: its attempt is ending and it is no longer pending.
       if (f.second.deleted || f.second.latest == nullptr || f.second.popped == absl::InfinitePast()) continue;
       if (filter.except_in_flight.contains(f.first)) continue;
       if (!filter.namespace_name.empty() && f.second.latest->pod->meta().namespace_() != filter.namespace_name) {
