@@ -12,6 +12,7 @@
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
+#include "plugins/helper/pod_index.h"
 #include "plugins/helper/str.h"
 #include "plugins/helper/taints.h"
 
@@ -87,6 +88,30 @@ int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selec
   return count;
 }
 
+// Does this assigned pod count for a constraint of a pod in `ns`
+// (countPodsMatchSelector, one pod)?
+bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns) {
+  const v1::ObjectMeta& meta = p.pod->meta();
+  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns && selector.Matches(meta.labels());
+}
+
+// Per node id and constraint, whether the node counts for it: filled in the
+// pass over the nodes, read for each pod the label index visits.
+class NodeMask {
+ public:
+  NodeMask(const std::vector<const sdk::NodeInfo*>& nodes, size_t constraints)
+      : n_(constraints), bits_((nodes.empty() ? 0 : nodes.back()->id() + 1) * constraints, 0) {}
+  void Set(const sdk::NodeInfo& node, size_t i) { bits_[node.id() * n_ + i] = 1; }
+  bool Get(const sdk::NodeInfo& node, size_t i) const {
+    const size_t at = static_cast<size_t>(node.id()) * n_ + i;
+    return at < bits_.size() && bits_[at] != 0;
+  }
+
+ private:
+  size_t n_;
+  std::vector<uint8_t> bits_;
+};
+
 // The two domains with the fewest matching pods (kube-scheduler's
 // criticalPaths): updated in O(1) as pods are added or removed in a dry run.
 struct CriticalPaths {
@@ -149,6 +174,9 @@ struct PreScoreState : sdk::StateData {
   absl::flat_hash_set<uint32_t> ignored_nodes;
   // Per constraint (not hostname): topology value -> matching pods.
   std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
+  // Per hostname constraint counted through the label index: node id ->
+  // matching pods on it (empty: Score counts the node's pods itself).
+  std::vector<std::vector<int64_t>> node_counts;
   std::vector<double> weights;
   std::unique_ptr<sdk::StateData> Clone() const override {
     return std::make_unique<PreScoreState>(*this);
@@ -317,6 +345,13 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   s->counts.resize(n);
   s->critical.resize(n);
   const std::string& ns = pod.meta().namespace_();
+  // One pass over the nodes finds the domains (empty ones count for the
+  // minimum); the matching pods come from the label index when the selector
+  // allows it, so the cycle costs O(nodes + matching pods). Otherwise the
+  // pods of each counted node are scanned.
+  std::vector<bool> by_index(n);
+  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
+  NodeMask counted(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (!NodeHasAllKeys(v1node, s->constraints)) continue;
@@ -324,8 +359,22 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
       const SpreadConstraint& c = s->constraints[i];
       if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
       const std::string& value = v1node.meta().labels().at(c.topology_key);
-      s->counts[i][value] += CountMatching(*node, c.selector, ns);
+      int64_t& count = s->counts[i][value];
+      if (by_index[i]) {
+        counted.Set(*node, i);
+      } else {
+        count += CountMatching(*node, c.selector, ns);
+      }
     }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!by_index[i]) continue;
+    const SpreadConstraint& c = s->constraints[i];
+    auto& counts = s->counts[i];
+    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
+      if (!counted.Get(node, i) || !Counts(p, c.selector, ns)) return;
+      ++counts[node.node().meta().labels().at(c.topology_key)];
+    });
   }
   for (size_t i = 0; i < n; ++i) {
     for (const auto& [value, count] : s->counts[i]) s->critical[i].Update(value, count);
@@ -418,19 +467,52 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
 
   const RequiredNodeAffinity affinity = RequiredNodeAffinity::ForPod(pod);
   const std::string& ns = pod.meta().namespace_();
+  // As in PreFilter: the nodes that count in one pass, their matching pods
+  // from the label index when the selector allows it.
+  std::vector<bool> by_index(n);
+  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
+  static const std::string kNoDomain;
+  auto domain_of = [](const v1::Node& node, const std::string& key) -> const std::string& {
+    const auto& labels = node.meta().labels();
+    auto it = labels.find(key);
+    return it == labels.end() ? kNoDomain : it->second;
+  };
+  NodeMask counted(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
-    const auto& labels = v1node.meta().labels();
     for (size_t i = 0; i < n; ++i) {
       const SpreadConstraint& c = s->constraints[i];
       if (c.topology_key == kHostnameLabel) continue;
       if (!NodeIncluded(c, pod, v1node, affinity)) continue;
-      auto it = labels.find(c.topology_key);
-      auto count = s->counts[i].find(it == labels.end() ? std::string() : it->second);
+      auto count = s->counts[i].find(domain_of(v1node, c.topology_key));
       if (count == s->counts[i].end()) continue;  // No candidate node in this domain.
-      count->second += CountMatching(*node, c.selector, ns);
+      if (by_index[i]) {
+        counted.Set(*node, i);
+      } else {
+        count->second += CountMatching(*node, c.selector, ns);
+      }
     }
+  }
+  s->node_counts.resize(n);
+  const std::vector<const sdk::NodeInfo*>& nodes = snapshot.Nodes();
+  for (size_t i = 0; i < n; ++i) {
+    if (!by_index[i]) continue;
+    const SpreadConstraint& c = s->constraints[i];
+    if (c.topology_key == kHostnameLabel) {
+      // Score reads each node's count here instead of scanning its pods.
+      std::vector<int64_t>& per_node = s->node_counts[i];
+      per_node.assign(nodes.empty() ? 0 : nodes.back()->id() + 1, 0);
+      ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
+        if (node.id() < per_node.size() && Counts(p, c.selector, ns)) ++per_node[node.id()];
+      });
+      continue;
+    }
+    auto& counts = s->counts[i];
+    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
+      if (!counted.Get(node, i) || !Counts(p, c.selector, ns)) return;
+      ++counts[domain_of(node.node(), c.topology_key)];
+    });
   }
   state.Write(std::string(kPreScoreStateKey), std::move(s));
   return sdk::Status::Success();
@@ -452,7 +534,9 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
     if (it == labels.end()) continue;
     int64_t count = 0;
     if (c.topology_key == kHostnameLabel) {
-      count = CountMatching(node, c.selector, pod.pod->meta().namespace_());
+      const std::vector<int64_t>& per_node = s->node_counts[i];
+      count = per_node.empty() ? CountMatching(node, c.selector, pod.pod->meta().namespace_())
+                               : node.id() < per_node.size() ? per_node[node.id()] : 0;
     } else {
       auto found = s->counts[i].find(it->second);
       if (found != s->counts[i].end()) count = found->second;
