@@ -95,21 +95,47 @@ bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std
   return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns && selector.Matches(meta.labels());
 }
 
-// Per node id and constraint, whether the node counts for it: filled in the
-// pass over the nodes, read for each pod the label index visits.
-class NodeMask {
+// Counting through the label index: per node id and constraint, the domain
+// the node counts in (-1: it does not count), and per domain a counter, so a
+// visited pod costs a vector lookup, not a label lookup and a string hash.
+// Filled in the pass over the nodes; Flush adds the counters to the
+// per-domain counts.
+class DomainCounter {
  public:
-  NodeMask(const std::vector<const sdk::NodeInfo*>& nodes, size_t constraints)
-      : n_(constraints), bits_((nodes.empty() ? 0 : nodes.back()->id() + 1) * constraints, 0) {}
-  void Set(const sdk::NodeInfo& node, size_t i) { bits_[node.id() * n_ + i] = 1; }
-  bool Get(const sdk::NodeInfo& node, size_t i) const {
+  DomainCounter(const std::vector<const sdk::NodeInfo*>& nodes, size_t constraints)
+      : n_(constraints),
+        domain_((nodes.empty() ? 0 : nodes.back()->id() + 1) * constraints, -1),
+        slots_(constraints) {}
+  // The node counts for constraint i in domain `value`, which must outlive
+  // the counter (a node's label, or a key of a map left unchanged until Flush).
+  void Set(const sdk::NodeInfo& node, size_t i, const std::string& value) {
+    Slots& s = slots_[i];
+    auto [it, inserted] = s.index.try_emplace(value, static_cast<int32_t>(s.values.size()));
+    if (inserted) {
+      s.values.push_back(&value);
+      s.counts.push_back(0);
+    }
+    domain_[node.id() * n_ + i] = it->second;
+  }
+  // A pod counted on `node` for constraint i.
+  void Add(const sdk::NodeInfo& node, size_t i) {
     const size_t at = static_cast<size_t>(node.id()) * n_ + i;
-    return at < bits_.size() && bits_[at] != 0;
+    if (at < domain_.size() && domain_[at] >= 0) ++slots_[i].counts[domain_[at]];
+  }
+  void Flush(size_t i, absl::flat_hash_map<std::string, int64_t>& counts) const {
+    const Slots& s = slots_[i];
+    for (size_t d = 0; d < s.values.size(); ++d) counts[*s.values[d]] += s.counts[d];
   }
 
  private:
+  struct Slots {
+    absl::flat_hash_map<std::string_view, int32_t> index;
+    std::vector<const std::string*> values;  // Node label values: live as long as the snapshot.
+    std::vector<int64_t> counts;
+  };
   size_t n_;
-  std::vector<uint8_t> bits_;
+  std::vector<int32_t> domain_;
+  std::vector<Slots> slots_;
 };
 
 // The two domains with the fewest matching pods (kube-scheduler's
@@ -174,9 +200,6 @@ struct PreScoreState : sdk::StateData {
   absl::flat_hash_set<uint32_t> ignored_nodes;
   // Per constraint (not hostname): topology value -> matching pods.
   std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
-  // Per hostname constraint counted through the label index: node id ->
-  // matching pods on it (empty: Score counts the node's pods itself).
-  std::vector<std::vector<int64_t>> node_counts;
   std::vector<double> weights;
   std::unique_ptr<sdk::StateData> Clone() const override {
     return std::make_unique<PreScoreState>(*this);
@@ -351,7 +374,7 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   // pods of each counted node are scanned.
   std::vector<bool> by_index(n);
   for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
-  NodeMask counted(snapshot.Nodes(), n);
+  DomainCounter counter(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (!NodeHasAllKeys(v1node, s->constraints)) continue;
@@ -359,22 +382,20 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
       const SpreadConstraint& c = s->constraints[i];
       if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
       const std::string& value = v1node.meta().labels().at(c.topology_key);
-      int64_t& count = s->counts[i][value];
       if (by_index[i]) {
-        counted.Set(*node, i);
+        counter.Set(*node, i, value);
       } else {
-        count += CountMatching(*node, c.selector, ns);
+        s->counts[i][value] += CountMatching(*node, c.selector, ns);
       }
     }
   }
   for (size_t i = 0; i < n; ++i) {
     if (!by_index[i]) continue;
     const SpreadConstraint& c = s->constraints[i];
-    auto& counts = s->counts[i];
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (!counted.Get(node, i) || !Counts(p, c.selector, ns)) return;
-      ++counts[node.node().meta().labels().at(c.topology_key)];
+      if (Counts(p, c.selector, ns)) counter.Add(node, i);
     });
+    counter.Flush(i, s->counts[i]);
   }
   for (size_t i = 0; i < n; ++i) {
     for (const auto& [value, count] : s->counts[i]) s->critical[i].Update(value, count);
@@ -477,7 +498,9 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
     auto it = labels.find(key);
     return it == labels.end() ? kNoDomain : it->second;
   };
-  NodeMask counted(snapshot.Nodes(), n);
+  // (Hostname constraints are counted per node in Score, as kube-scheduler
+  // does: O(the node's pods) there.)
+  DomainCounter counter(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
@@ -488,31 +511,19 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
       auto count = s->counts[i].find(domain_of(v1node, c.topology_key));
       if (count == s->counts[i].end()) continue;  // No candidate node in this domain.
       if (by_index[i]) {
-        counted.Set(*node, i);
+        counter.Set(*node, i, count->first);
       } else {
         count->second += CountMatching(*node, c.selector, ns);
       }
     }
   }
-  s->node_counts.resize(n);
-  const std::vector<const sdk::NodeInfo*>& nodes = snapshot.Nodes();
   for (size_t i = 0; i < n; ++i) {
-    if (!by_index[i]) continue;
     const SpreadConstraint& c = s->constraints[i];
-    if (c.topology_key == kHostnameLabel) {
-      // Score reads each node's count here instead of scanning its pods.
-      std::vector<int64_t>& per_node = s->node_counts[i];
-      per_node.assign(nodes.empty() ? 0 : nodes.back()->id() + 1, 0);
-      ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-        if (node.id() < per_node.size() && Counts(p, c.selector, ns)) ++per_node[node.id()];
-      });
-      continue;
-    }
-    auto& counts = s->counts[i];
+    if (!by_index[i] || c.topology_key == kHostnameLabel) continue;
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (!counted.Get(node, i) || !Counts(p, c.selector, ns)) return;
-      ++counts[domain_of(node.node(), c.topology_key)];
+      if (Counts(p, c.selector, ns)) counter.Add(node, i);
     });
+    counter.Flush(i, s->counts[i]);
   }
   state.Write(std::string(kPreScoreStateKey), std::move(s));
   return sdk::Status::Success();
@@ -534,9 +545,7 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
     if (it == labels.end()) continue;
     int64_t count = 0;
     if (c.topology_key == kHostnameLabel) {
-      const std::vector<int64_t>& per_node = s->node_counts[i];
-      count = per_node.empty() ? CountMatching(node, c.selector, pod.pod->meta().namespace_())
-                               : node.id() < per_node.size() ? per_node[node.id()] : 0;
+      count = CountMatching(node, c.selector, pod.pod->meta().namespace_());
     } else {
       auto found = s->counts[i].find(it->second);
       if (found != s->counts[i].end()) count = found->second;
