@@ -30,7 +30,9 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<NodeAffinity>(),
       Definition<NodePorts>(),
       Definition<NodeResourcesFit>(),
-      Definition<PodTopologySpread>(),
+      // The label index: the pods a constraint's selector matches, counted
+      // per domain without scanning every pod.
+      Definition<PodTopologySpread>({.pod_label_index = true}),
       // Namespace labels: what namespaceSelectors match; the label index: the
       // pods an incoming pod's terms select, without scanning every pod.
       Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true, .pod_label_index = true}),

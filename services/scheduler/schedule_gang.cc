@@ -43,7 +43,12 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
 
   gang::PassOutcome outcome;
   outcome.members = members.size();
-  outcome.assigned = gang::AssignedMembers(snapshot_, ns, group_name);
+  // Bound or assumed members, found from the gang's own pods (the registry),
+  // not by scanning every pod of the snapshot.
+  outcome.assigned = gang_members_.CountAssigned(ns, group_name, [this](std::string_view uid) {
+    sdk::PodInfoPtr cached = cache_.GetPod(uid);
+    return cached != nullptr && !cached->pod->node_name().empty();
+  });
   const size_t min = static_cast<size_t>(std::max(1, group.min_member()));
   if (outcome.members + outcome.assigned < min && gang_members_.Count(ns, group_name) >= min &&
       first->attempts <= 3) {
@@ -131,7 +136,15 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     const std::string message = gang::UnfitMessage(group, outcome);
     // Every member waits for what would let the one that did not fit in, so
     // one event requeues the gang together.
-    const absl::flat_hash_set<std::string> plugins = cause != nullptr ? cause->plugins : absl::flat_hash_set<std::string>{};
+    absl::flat_hash_set<std::string> plugins = cause != nullptr ? cause->plugins : absl::flat_hash_set<std::string>{};
+    if (cause == nullptr && outcome.members + outcome.assigned < min) {
+      // Too few members for the minimum: no node would help, only a new
+      // member or a change to the group. They wait in the unschedulable pool
+      // as rejected by the profile's gang plugins (their events: PodGroup
+      // add/update, and a new member is popped with its siblings), not in
+      // backoffQ, where they would be retried every few seconds for nothing.
+      plugins = fw->spec().pod_group_members_only;
+    }
     const ScheduleResult::Outcome kind =
         cause != nullptr && cause->outcome == ScheduleResult::Outcome::kError ? ScheduleResult::Outcome::kError
                                                                               : ScheduleResult::Outcome::kUnschedulable;

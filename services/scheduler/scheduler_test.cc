@@ -178,6 +178,9 @@ class SchedulerTest : public testing::Test {
     PostFilterPluginPtr post_filter;
     bool hinted = false;  // Fit has a queueing hint for Node/Add.
     bool pre_enqueue = false;  // The queue runs the scheduler's PreEnqueue (scheduling gates).
+    // "Gang" is the profile's gang plugin (pod_group_members_only), registered
+    // for PodGroup add/update only, as Coscheduling is (and more).
+    bool gang_plugin = false;
     std::vector<FrameworkPtr> extra_profiles;
   };
 
@@ -198,6 +201,7 @@ class SchedulerTest : public testing::Test {
       spec.plugins[v1::RESERVE] = {{"Gang", 0}};
       spec.processes["Gang"] = &host_;
     }
+    if (o.gang_plugin) spec.pod_group_members_only.insert("Gang");
     std::vector<FrameworkPtr> profiles;
     profiles.push_back(std::make_unique<Framework>(spec, 1));
     if (o.post_filter) profiles.back()->AddPostFilterPlugin(std::move(o.post_filter));
@@ -209,13 +213,20 @@ class SchedulerTest : public testing::Test {
     qo.hint_evaluator = hints_.get();
     if (o.pre_enqueue) qo.pre_enqueue = [this](const sdk::PodInfo& pod) { return scheduler_->PreEnqueue(pod); };
     queue_ = std::make_unique<SchedulingQueue>(qo);
-    queue_->SetEventRegistry({{"Fit", {[&] {
-                                 v1::ClusterEventInterest i;
-                                 i.set_resource(v1::NODE);
-                                 i.set_action_mask(v1::ADD);
-                                 i.set_has_queueing_hint(o.hinted);
-                                 return i;
-                               }()}}});
+    EventRegistry registry{{"Fit", {[&] {
+                              v1::ClusterEventInterest i;
+                              i.set_resource(v1::NODE);
+                              i.set_action_mask(v1::ADD);
+                              i.set_has_queueing_hint(o.hinted);
+                              return i;
+                            }()}}};
+    if (o.gang_plugin) {
+      v1::ClusterEventInterest i;
+      i.set_resource(v1::POD_GROUP);
+      i.set_action_mask(v1::ADD | v1::UPDATE);
+      registry["Gang"] = {i};
+    }
+    queue_->SetEventRegistry(std::move(registry));
     Scheduler::Options so;
     so.run_scheduling_thread = false;
     so.run_housekeeping_thread = false;
@@ -949,9 +960,6 @@ struct OnePassCase {
   std::vector<std::string> want_bound;
   // Per member, its PodScheduled=False message ("": none, it was placed).
   std::vector<std::string> want_messages;
-  // Where the members that were not placed wait: the pool when a plugin
-  // rejected one of them, backoffQ when none ran (too few members).
-  QueueKind want_queue = QueueKind::kUnschedulable;
 };
 
 class GangOnePassTest : public GangSchedulerTest, public testing::WithParamInterface<OnePassCase> {};
@@ -975,13 +983,14 @@ INSTANTIATE_TEST_SUITE_P(
                     {"", "", "0/1 nodes are available: 1 Insufficient cpu."}},
         // Two failures of four with minMember 3: the pass stops there.
         OnePassCase{"MinimumOutOfReachStopsEarly", 3, 4, 1, 3, {}, std::vector<std::string>(4, kOnlyOneOfThree)},
-        OnePassCase{"FewerMembersThanMinMember", 4, 3, 100, 0, {}, std::vector<std::string>(3, kThreeOfFour),
-                    QueueKind::kBackoff}),
+        OnePassCase{"FewerMembersThanMinMember", 4, 3, 100, 0, {}, std::vector<std::string>(3, kThreeOfFour)}),
     [](const testing::TestParamInfo<OnePassCase>& info) { return info.param.name; });
 
 TEST_P(GangOnePassTest, PlacesTheGangWholeOrNotAtAll) {
   const OnePassCase& tc = GetParam();
-  Build(false);
+  BuildOptions o;
+  o.gang_plugin = true;
+  Build(std::move(o));
   RoomFor(tc.room);
   AddGang("train", tc.min_member, tc.members);
   Start();
@@ -997,7 +1006,9 @@ TEST_P(GangOnePassTest, PlacesTheGangWholeOrNotAtAll) {
       EXPECT_EQ(QueueOf(name), std::nullopt) << name;
       continue;
     }
-    EXPECT_EQ(QueueOf(name), tc.want_queue) << name;
+    // Waiting for an event that may help: a plugin's, or a new member or
+    // a change to the group when the members were too few.
+    EXPECT_EQ(QueueOf(name), QueueKind::kUnschedulable) << name;
     std::optional<PodDiagnosis> d = scheduler_->LastDiagnosis("default", name);
     ASSERT_TRUE(d) << name;
     EXPECT_EQ(d->message, tc.want_messages[i]) << name;
@@ -1045,14 +1056,16 @@ TEST_F(GangSchedulerTest, TwoCompetingGangsOneBindsWholeTheOtherNone) {
 // A gang whose last member arrives after the others were found too few: the
 // newcomer's pop takes the waiting members out of the pool, all in one pass.
 TEST_F(GangSchedulerTest, AMemberArrivingLateBringsTheWaitingMembersAlong) {
-  Build(false);
+  BuildOptions o;
+  o.gang_plugin = true;
+  Build(std::move(o));
   RoomFor(100);
   AddGang("train", 3, 2);
   Start();
   ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(cycles_.load(), 0);
-  EXPECT_EQ(QueueOf("train-0"), QueueKind::kBackoff);  // No plugin rejected them.
-  EXPECT_EQ(QueueOf("train-1"), QueueKind::kBackoff);
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kUnschedulable);
+  EXPECT_EQ(QueueOf("train-1"), QueueKind::kUnschedulable);
   EXPECT_THAT(PatchedMessage("train-0"), testing::HasSubstr("only 2 of 3 members are pending or placed"));
   scheduler_->OnObjectEvent(MemberEvent("train-2", "train"));
   scheduler_->WaitForBackgroundWork();
@@ -1060,6 +1073,75 @@ TEST_F(GangSchedulerTest, AMemberArrivingLateBringsTheWaitingMembersAlong) {
   EXPECT_EQ(cycles_.load(), 3);
   EXPECT_EQ(BoundPods().size(), 3u);
   EXPECT_EQ(Queued(), 0u);
+}
+
+// A gang with fewer pods than its minimum is not retried on a timer nor by
+// events that cannot add members: it waits in the unschedulable pool until
+// its PodGroup changes (here minMember lowered to what exists).
+TEST_F(GangSchedulerTest, TooFewMembersWaitInThePoolUntilTheirGroupChanges) {
+  BuildOptions o;
+  o.gang_plugin = true;
+  Build(std::move(o));
+  RoomFor(100);
+  AddGang("train", 4, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 0);
+  // A new node cannot add a member; backoff's longest wait passing does not
+  // retry them either.
+  scheduler_->OnObjectEvent(NodeEvent("node-2"));
+  clock_.Advance(absl::Seconds(11));
+  queue_->FlushBackoffQCompleted();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(QueueOf(Name("train", i)), QueueKind::kUnschedulable) << i;
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  // Their group's minMember lowered to the three that exist.
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kActive);
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // One pass for all three.
+  EXPECT_EQ(cycles_.load(), 3);
+  EXPECT_EQ(BoundPods().size(), 3u);
+  EXPECT_EQ(Queued(), 0u);
+}
+
+// Members already bound count toward the minimum: found among the gang's own
+// pods, so the one pending member binds alone.
+TEST_F(GangSchedulerTest, BoundMembersCountTowardTheMinimum) {
+  Build(false);
+  RoomFor(100);
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  for (int i = 0; i < 2; ++i) {
+    v1::ObjectEvent bound = MemberEvent(Name("train", i), "train");
+    bound.mutable_pod()->set_node_name("node-1");
+    scheduler_->OnObjectEvent(bound);
+  }
+  scheduler_->OnObjectEvent(PodEvent("outsider", "node-1"));  // Not a member: does not count.
+  scheduler_->OnObjectEvent(MemberEvent("train-2", "train"));
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 1);
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-2"}));
+}
+
+// With one bound member of minMember 3 and one pending, the gang is too few:
+// the bound one counts, the outsider on the node does not.
+TEST_F(GangSchedulerTest, AssignedMembersAreCountedInTheMessage) {
+  BuildOptions o;
+  o.gang_plugin = true;
+  Build(std::move(o));
+  RoomFor(100);
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  v1::ObjectEvent bound = MemberEvent("train-0", "train");
+  bound.mutable_pod()->set_node_name("node-1");
+  scheduler_->OnObjectEvent(bound);
+  scheduler_->OnObjectEvent(PodEvent("outsider", "node-1"));
+  scheduler_->OnObjectEvent(MemberEvent("train-1", "train"));
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(cycles_.load(), 0);
+  EXPECT_EQ(PatchedMessage("train-1"),
+            "pod group default/train (minMember 3): only 2 of 3 members are pending or placed, so none is bound");
+  EXPECT_EQ(QueueOf("train-1"), QueueKind::kUnschedulable);
 }
 
 // Enough members exist but one is still held at PreEnqueue (a scheduling

@@ -191,12 +191,18 @@ class FakeSnapshot : public sdk::Snapshot {
   // With a label index, ForEachPodWithLabel answers as the SDK's mirror does
   // (here by a scan the plugin does not see); without, it answers false.
   void set_label_index(bool on) { label_index_ = on; }
+  // How many pods ForEachPodWithLabel has visited: what a plugin pays for
+  // counting through the index.
+  int index_visits() const { return index_visits_; }
   bool ForEachPodWithLabel(std::string_view key, std::string_view value, const PodVisitor& visit) const override {
     if (!label_index_) return false;
     for (const sdk::NodeInfo* n : nodes_) {
       for (const sdk::PodInfoPtr& p : n->pods()) {
         auto it = p->pod->meta().labels().find(std::string(key));
-        if (it != p->pod->meta().labels().end() && it->second == value) visit(*p, *n);
+        if (it != p->pod->meta().labels().end() && it->second == value) {
+          ++index_visits_;
+          visit(*p, *n);
+        }
       }
     }
     return true;
@@ -238,6 +244,7 @@ class FakeSnapshot : public sdk::Snapshot {
   std::vector<const sdk::NodeInfo*> nodes_;
   bool label_index_ = false;
   mutable int nodes_calls_ = 0;
+  mutable int index_visits_ = 0;
 };
 
 class FakeHandle : public sdk::Handle {

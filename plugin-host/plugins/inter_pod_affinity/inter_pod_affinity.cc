@@ -9,6 +9,7 @@
 #include "plugins/helper/args.h"
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
+#include "plugins/helper/pod_index.h"
 #include "plugins/helper/str.h"
 #include "podium/sdk/pod_affinity.h"
 
@@ -18,24 +19,11 @@ namespace {
 constexpr std::string_view kPreFilterStateKey = "PreFilterInterPodAffinity";
 constexpr std::string_view kPreScoreStateKey = "PreScoreInterPodAffinity";
 
-// Visits the assigned pods that may match `term`: through the snapshot's
-// label index, those labelled with a value of the selector's first
-// `key In (values)` requirement (matchLabels and matchLabelKeys are such
-// requirements). False, visiting nothing, when the term has no such
-// requirement or the snapshot keeps no index: the caller scans every pod.
+// The assigned pods that may match `term` (helper/pod_index.h); false when
+// the caller must scan every pod.
 bool ForEachCandidate(const sdk::Snapshot& snapshot, const sdk::AffinityTerm& term,
                       const sdk::Snapshot::PodVisitor& visit) {
-  if (term.selector.MatchesNothing()) return true;  // An absent selector selects no pod.
-  for (const sdk::LabelSelector::Requirement& r : term.selector.requirements()) {
-    if (r.op != sdk::LabelSelector::Operator::kIn) continue;
-    for (size_t i = 0; i < r.values.size(); ++i) {
-      // A pod has one value per key: distinct values visit distinct pods.
-      if (std::find(r.values.begin(), r.values.begin() + i, r.values[i]) != r.values.begin() + i) continue;
-      if (!snapshot.ForEachPodWithLabel(r.key, r.values[i], visit)) return false;
-    }
-    return true;
-  }
-  return false;
+  return ForEachPodMaybeMatching(snapshot, term.selector, visit);
 }
 
 // Topology key -> value -> matching terms; entries that reach 0 are erased,

@@ -12,6 +12,7 @@
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
+#include "plugins/helper/pod_index.h"
 #include "plugins/helper/str.h"
 #include "plugins/helper/taints.h"
 
@@ -86,6 +87,56 @@ int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selec
   }
   return count;
 }
+
+// Does this assigned pod count for a constraint of a pod in `ns`
+// (countPodsMatchSelector, one pod)?
+bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns) {
+  const v1::ObjectMeta& meta = p.pod->meta();
+  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns && selector.Matches(meta.labels());
+}
+
+// Counting through the label index: per node id and constraint, the domain
+// the node counts in (-1: it does not count), and per domain a counter, so a
+// visited pod costs a vector lookup, not a label lookup and a string hash.
+// Filled in the pass over the nodes; Flush adds the counters to the
+// per-domain counts.
+class DomainCounter {
+ public:
+  DomainCounter(const std::vector<const sdk::NodeInfo*>& nodes, size_t constraints)
+      : n_(constraints),
+        domain_((nodes.empty() ? 0 : nodes.back()->id() + 1) * constraints, -1),
+        slots_(constraints) {}
+  // The node counts for constraint i in domain `value`, which must outlive
+  // the counter (a node's label, or a key of a map left unchanged until Flush).
+  void Set(const sdk::NodeInfo& node, size_t i, const std::string& value) {
+    Slots& s = slots_[i];
+    auto [it, inserted] = s.index.try_emplace(value, static_cast<int32_t>(s.values.size()));
+    if (inserted) {
+      s.values.push_back(&value);
+      s.counts.push_back(0);
+    }
+    domain_[node.id() * n_ + i] = it->second;
+  }
+  // A pod counted on `node` for constraint i.
+  void Add(const sdk::NodeInfo& node, size_t i) {
+    const size_t at = static_cast<size_t>(node.id()) * n_ + i;
+    if (at < domain_.size() && domain_[at] >= 0) ++slots_[i].counts[domain_[at]];
+  }
+  void Flush(size_t i, absl::flat_hash_map<std::string, int64_t>& counts) const {
+    const Slots& s = slots_[i];
+    for (size_t d = 0; d < s.values.size(); ++d) counts[*s.values[d]] += s.counts[d];
+  }
+
+ private:
+  struct Slots {
+    absl::flat_hash_map<std::string_view, int32_t> index;
+    std::vector<const std::string*> values;  // Node label values: live as long as the snapshot.
+    std::vector<int64_t> counts;
+  };
+  size_t n_;
+  std::vector<int32_t> domain_;
+  std::vector<Slots> slots_;
+};
 
 // The two domains with the fewest matching pods (kube-scheduler's
 // criticalPaths): updated in O(1) as pods are added or removed in a dry run.
@@ -317,6 +368,13 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   s->counts.resize(n);
   s->critical.resize(n);
   const std::string& ns = pod.meta().namespace_();
+  // One pass over the nodes finds the domains (empty ones count for the
+  // minimum); the matching pods come from the label index when the selector
+  // allows it, so the cycle costs O(nodes + matching pods). Otherwise the
+  // pods of each counted node are scanned.
+  std::vector<bool> by_index(n);
+  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
+  DomainCounter counter(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (!NodeHasAllKeys(v1node, s->constraints)) continue;
@@ -324,8 +382,20 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
       const SpreadConstraint& c = s->constraints[i];
       if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
       const std::string& value = v1node.meta().labels().at(c.topology_key);
-      s->counts[i][value] += CountMatching(*node, c.selector, ns);
+      if (by_index[i]) {
+        counter.Set(*node, i, value);
+      } else {
+        s->counts[i][value] += CountMatching(*node, c.selector, ns);
+      }
     }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!by_index[i]) continue;
+    const SpreadConstraint& c = s->constraints[i];
+    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
+      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+    });
+    counter.Flush(i, s->counts[i]);
   }
   for (size_t i = 0; i < n; ++i) {
     for (const auto& [value, count] : s->counts[i]) s->critical[i].Update(value, count);
@@ -418,19 +488,42 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
 
   const RequiredNodeAffinity affinity = RequiredNodeAffinity::ForPod(pod);
   const std::string& ns = pod.meta().namespace_();
+  // As in PreFilter: the nodes that count in one pass, their matching pods
+  // from the label index when the selector allows it.
+  std::vector<bool> by_index(n);
+  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
+  static const std::string kNoDomain;
+  auto domain_of = [](const v1::Node& node, const std::string& key) -> const std::string& {
+    const auto& labels = node.meta().labels();
+    auto it = labels.find(key);
+    return it == labels.end() ? kNoDomain : it->second;
+  };
+  // (Hostname constraints are counted per node in Score, as kube-scheduler
+  // does: O(the node's pods) there.)
+  DomainCounter counter(snapshot.Nodes(), n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
     if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
-    const auto& labels = v1node.meta().labels();
     for (size_t i = 0; i < n; ++i) {
       const SpreadConstraint& c = s->constraints[i];
       if (c.topology_key == kHostnameLabel) continue;
       if (!NodeIncluded(c, pod, v1node, affinity)) continue;
-      auto it = labels.find(c.topology_key);
-      auto count = s->counts[i].find(it == labels.end() ? std::string() : it->second);
+      auto count = s->counts[i].find(domain_of(v1node, c.topology_key));
       if (count == s->counts[i].end()) continue;  // No candidate node in this domain.
-      count->second += CountMatching(*node, c.selector, ns);
+      if (by_index[i]) {
+        counter.Set(*node, i, count->first);
+      } else {
+        count->second += CountMatching(*node, c.selector, ns);
+      }
     }
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const SpreadConstraint& c = s->constraints[i];
+    if (!by_index[i] || c.topology_key == kHostnameLabel) continue;
+    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
+      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+    });
+    counter.Flush(i, s->counts[i]);
   }
   state.Write(std::string(kPreScoreStateKey), std::move(s));
   return sdk::Status::Success();

@@ -218,15 +218,21 @@ TEST(PodTopologySpreadTest, FilterFollowsKubeScheduler) {
                       {"b2", "b", {Foo("p3")}}},
                      {no, ok, no, no}});
   }
-  for (FilterCase& c : cases) {
-    Cluster cluster(c.nodes);
-    auto plugin = NewPlugin(cluster.handle());
-    sdk::CycleState state;
-    sdk::PodInfoPtr pod = c.pod.Info();
-    auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
-    ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
-    EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
-        << c.name;
+  // Both ways of counting the matching pods: a scan of each node's pods, and
+  // the label index of the SDK's mirror.
+  for (const bool label_index : {false, true}) {
+    SCOPED_TRACE(label_index ? "with the label index" : "scanning every pod");
+    for (FilterCase& c : cases) {
+      Cluster cluster(c.nodes);
+      cluster.handle().fake_snapshot().set_label_index(label_index);
+      auto plugin = NewPlugin(cluster.handle());
+      sdk::CycleState state;
+      sdk::PodInfoPtr pod = c.pod.Info();
+      auto [result, status] = plugin->PreFilter(state, *pod, cluster.snapshot());
+      ASSERT_TRUE(status.IsSuccess()) << c.name << ": " << status.Message();
+      EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAreArray(c.want))
+          << c.name;
+    }
   }
 }
 
@@ -359,13 +365,73 @@ TEST(PodTopologySpreadTest, ScoreFollowsKubeScheduler) {
        {{"a1", "a", {Foo("p1").Label("app", "other")}}, {"b1", "b", {}}},
        {100, 100}},
   };
-  for (Case& c : cases) {
-    Cluster cluster(c.nodes);
-    auto plugin = NewPlugin(cluster.handle());
-    PodBuilder pod = Foo("new");
-    *pod.mutable_pod().add_topology_spread_constraints() = c.constraint;
-    EXPECT_THAT(ScoreAll(*plugin, cluster, *pod.Info()), ElementsAreArray(c.want)) << c.name;
+  for (const bool label_index : {false, true}) {
+    SCOPED_TRACE(label_index ? "with the label index" : "scanning every pod");
+    for (Case& c : cases) {
+      Cluster cluster(c.nodes);
+      cluster.handle().fake_snapshot().set_label_index(label_index);
+      auto plugin = NewPlugin(cluster.handle());
+      PodBuilder pod = Foo("new");
+      *pod.mutable_pod().add_topology_spread_constraints() = c.constraint;
+      EXPECT_THAT(ScoreAll(*plugin, cluster, *pod.Info()), ElementsAreArray(c.want)) << c.name;
+    }
   }
+}
+
+// With the label index, PreFilter and PreScore visit only the pods a
+// selector's `key In (values)` requirement admits (cost O(nodes + matching
+// pods)); a selector without one (only Exists) still counts every node's pods.
+// Scores are the same either way.
+// Either way the answer is kube-scheduler's.
+TEST(PodTopologySpreadTest, CountsThroughTheLabelIndexWhenTheSelectorAllowsIt) {
+  std::vector<NodeSpec> nodes;
+  for (int i = 0; i < 6; ++i) {
+    NodeSpec n{"n" + std::to_string(i), i % 2 == 0 ? "a" : "b", {}};
+    for (int j = 0; j < 20; ++j) n.pods.push_back(PodBuilder(n.name + "-other-" + std::to_string(j)).Label("app", "bar"));
+    nodes.push_back(std::move(n));
+  }
+  nodes[0].pods.push_back(Foo("f0"));
+  nodes[2].pods.push_back(Foo("f1"));
+  nodes[1].pods.push_back(Foo("f2").Namespace("elsewhere"));  // Another namespace: not counted.
+  Cluster cluster(nodes);
+  cluster.handle().fake_snapshot().set_label_index(true);
+  auto plugin = NewPlugin(cluster.handle());
+
+  PodBuilder hard = Foo("new");
+  *hard.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  sdk::PodInfoPtr pod = hard.Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(cluster.handle().fake_snapshot().index_visits(), 3);  // The app=foo pods only.
+  const std::string no(kNotMatch);
+  // Zone a holds 2, zone b 0: only zone b's nodes keep the skew within 1.
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAre(no, "", no, "", no, ""));
+
+  PodBuilder soft = Foo("new");
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY);
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kHost, 1, TSC::SCHEDULE_ANYWAY);
+  const int before = cluster.handle().fake_snapshot().index_visits();
+  std::vector<int64_t> scores = ScoreAll(*plugin, cluster, *soft.Info());
+  // The zone constraint's app=foo pods (hostname counts are per node, in Score).
+  EXPECT_EQ(cluster.handle().fake_snapshot().index_visits() - before, 3);
+  cluster.handle().fake_snapshot().set_label_index(false);
+  EXPECT_EQ(ScoreAll(*plugin, cluster, *soft.Info()), scores);  // The same without the index.
+  cluster.handle().fake_snapshot().set_label_index(true);
+
+  TSC exists = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  exists.mutable_label_selector()->clear_match_labels();
+  auto* e = exists.mutable_label_selector()->add_match_expressions();
+  e->set_key("app");
+  e->set_operator_(v1::LabelSelectorRequirement::EXISTS);
+  PodBuilder any = Foo("new");
+  *any.mutable_pod().add_topology_spread_constraints() = exists;
+  sdk::PodInfoPtr any_pod = any.Info();
+  const int visits = cluster.handle().fake_snapshot().index_visits();
+  sdk::CycleState any_state;
+  ASSERT_TRUE(plugin->PreFilter(any_state, *any_pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_EQ(cluster.handle().fake_snapshot().index_visits(), visits);  // Not by the index.
+  // 62 pods in zone a, 60 in b (the other namespace's pod does not count).
+  EXPECT_THAT(FilterAll(*plugin, any_state, *any_pod, cluster.snapshot()), ElementsAre(no, "", no, "", no, ""));
 }
 
 TEST(PodTopologySpreadTest, SystemDefaultsScoreOwnedPodsOnly) {

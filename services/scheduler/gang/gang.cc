@@ -16,17 +16,6 @@ bool SameGroup(const v1::Pod& a, const v1::Pod& b) {
          a.meta().namespace_() == b.meta().namespace_();
 }
 
-size_t AssignedMembers(const sdk::Snapshot& snapshot, std::string_view namespace_, std::string_view group) {
-  size_t n = 0;
-  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
-    for (const sdk::PodInfoPtr& p : node->pods()) {
-      const v1::Pod& pod = *p->pod;
-      if (pod.pod_group() == group && pod.meta().namespace_() == namespace_) ++n;
-    }
-  }
-  return n;
-}
-
 void MemberRegistry::Set(const v1::Pod& pod, bool member) {
   if (pod.pod_group().empty()) return;
   const std::string key = GroupKey(pod);
@@ -47,6 +36,18 @@ size_t MemberRegistry::Count(std::string_view namespace_, std::string_view group
   absl::MutexLock lock(&mu_);
   auto it = members_.find(key);
   return it == members_.end() ? 0 : it->second.size();
+}
+
+size_t MemberRegistry::CountAssigned(std::string_view namespace_, std::string_view group,
+                                     absl::FunctionRef<bool(std::string_view uid)> on_node) const {
+  std::string key(namespace_);
+  key.append("/").append(group);
+  absl::MutexLock lock(&mu_);
+  auto it = members_.find(key);
+  if (it == members_.end()) return 0;
+  size_t n = 0;
+  for (const std::string& uid : it->second) n += on_node(uid) ? 1 : 0;
+  return n;
 }
 
 bool Satisfied(const v1::PodGroup& group, size_t placed, size_t assigned) {

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/objects.pb.h"
@@ -20,10 +21,6 @@ namespace podium::scheduler::gang {
 std::string GroupKey(const v1::Pod& pod);
 bool SameGroup(const v1::Pod& a, const v1::Pod& b);
 
-// Members of the gang already on a node of the snapshot (bound, or assumed:
-// waiting at Permit or binding). O(pods of the snapshot).
-size_t AssignedMembers(const sdk::Snapshot& snapshot, std::string_view namespace_, std::string_view group);
-
 // The pods naming each gang, pending or assigned: kept by the event thread,
 // read by PreEnqueue on the queue worker (its plugin learns the count from the
 // request). Thread-safe; pods without a group cost nothing.
@@ -32,6 +29,11 @@ class MemberRegistry {
   // `member` false (deleted, terminal) removes the pod.
   void Set(const v1::Pod& pod, bool member);
   size_t Count(std::string_view namespace_, std::string_view group) const;
+  // Of the gang's pods, those `on_node(uid)` says are on a node (bound, or
+  // assumed: waiting at Permit or binding). O(the gang's pods), not O(pods of
+  // the cluster); `on_node` is called under the registry's lock.
+  size_t CountAssigned(std::string_view namespace_, std::string_view group,
+                       absl::FunctionRef<bool(std::string_view uid)> on_node) const;
 
  private:
   mutable absl::Mutex mu_;

@@ -71,24 +71,24 @@ TEST(GangTest, MemberRegistryCountsPodsNamingEachGroup) {
   EXPECT_EQ(r.Count("batch", "train"), 0u);
 }
 
-TEST(GangTest, AssignedMembersCountsBoundAndAssumedPodsOfTheGroup) {
-  class OneNode : public sdk::Snapshot {
-   public:
-    OneNode() : info_(1, std::make_shared<const v1::Node>()) { nodes_.push_back(&info_); }
-    sdk::NodeInfo info_;
-    std::vector<const sdk::NodeInfo*> nodes_;
-    const std::vector<const sdk::NodeInfo*>& Nodes() const override { return nodes_; }
-    const sdk::NodeInfo* Get(std::string_view) const override { return &info_; }
-    const sdk::NodeInfo* GetById(uint32_t) const override { return &info_; }
-    size_t NumNodes() const override { return 1; }
-  } snapshot;
-  snapshot.info_.AddPod(sdk::PodInfo::Create(Member("a", "train")));
-  snapshot.info_.AddPod(sdk::PodInfo::Create(Member("b", "train")));
-  snapshot.info_.AddPod(sdk::PodInfo::Create(Member("c", "train", "web")));
-  snapshot.info_.AddPod(sdk::PodInfo::Create(Member("d", "")));
-  EXPECT_EQ(AssignedMembers(snapshot, "batch", "train"), 2u);
-  EXPECT_EQ(AssignedMembers(snapshot, "web", "train"), 1u);
-  EXPECT_EQ(AssignedMembers(snapshot, "batch", "other"), 0u);
+TEST(GangTest, CountAssignedAsksOnlyAboutTheGangsOwnPods) {
+  MemberRegistry r;
+  r.Set(Member("a", "train"), true);
+  r.Set(Member("b", "train"), true);
+  r.Set(Member("c", "train"), true);
+  r.Set(Member("d", "train", "web"), true);
+  r.Set(Member("e", "other"), true);
+  std::vector<std::string> asked;
+  auto on_node = [&](std::string_view uid) {
+    asked.emplace_back(uid);
+    return uid == "a" || uid == "c" || uid == "d";
+  };
+  EXPECT_EQ(r.CountAssigned("batch", "train", on_node), 2u);
+  EXPECT_THAT(asked, testing::UnorderedElementsAre("a", "b", "c"));
+  asked.clear();
+  EXPECT_EQ(r.CountAssigned("web", "train", on_node), 1u);
+  EXPECT_EQ(r.CountAssigned("batch", "nowhere", on_node), 0u);
+  EXPECT_THAT(asked, testing::ElementsAre("d"));
 }
 
 }  // namespace
