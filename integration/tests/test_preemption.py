@@ -234,6 +234,29 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(actions["delete_pod"], 2, actions)  # No pod deleted twice.
         self.assertEqual(actions["bind"], 1, actions)        # Scheduled exactly once.
 
+    def test_preemptor_is_held_while_its_victims_terminate_and_patched_once(self):
+        # Victims take 1 s to go. Meanwhile their DisruptionTarget patches and
+        # terminating updates are events that would retry the preemptor; it is
+        # held out of the cycles instead (kube-scheduler's async preemption), so
+        # the API sees exactly 2 calls per victim plus the preemptor's one
+        # status patch (PodScheduled=False with the nomination) and its bind.
+        cluster = self.write("cluster.yaml", cluster_yaml(
+            node_yaml("node-a", cpu="4"),
+            pod("victim-10", "2", 10, node="node-a"),
+            pod("victim-20", "2", 20, node="node-a"),
+            pod("preemptor", "4", 100, later=True)))
+        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"),
+                                    extra=["--termination-grace", "1s"])
+        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
+        report = lib.parse_report(out)
+        self.assertEqual(report.outcome, "completed")
+        self.assertEqual(report.node_of("preemptor"), "node-a")
+        self.assertEqual(self.deleted(report), ["default/victim-10", "default/victim-20"])
+        actions = report.raw["actions"]
+        self.assertEqual(actions["delete_pod"], 2, actions)
+        self.assertEqual(actions["patch_pod_status"], 3, actions)  # 2 DisruptionTarget + 1 preemptor.
+        self.assertEqual(actions["bind"], 1, actions)
+
     def test_pdb_with_an_invalid_selector_is_refused_naming_the_object_and_field(self):
         # All of the cluster or none of it: podium-sim refuses the file with
         # the PDB's name and the field, and exits by choice (no crash).

@@ -345,6 +345,14 @@ int Run(std::vector<std::string> overrides) {
   scheduler_ptr.store(&scheduler, std::memory_order_release);
   preemption_controller.SetScheduler(scheduler);
   preemption_controller.SetActivator([&queue](const std::vector<std::string>& uids) { queue.Activate(uids); });
+  preemption_controller.SetQueueControl(preemption::PreemptionController::QueueControl{
+      [&queue](const std::string& uid, const std::string& message) {
+        (void)queue.Hold(uid, preemption::kDefaultPreemption, message);
+      },
+      [&queue](const std::string& uid, bool to_active) {
+        if (!queue.Release(uid, to_active) && to_active) queue.Activate({uid});
+      }});
+  preemption_controller.SetPodLookup([&cache](std::string_view uid) { return cache.GetPod(uid) != nullptr; });
   preemption_controller.SetWaitingPods(preemption::PreemptionController::WaitingPods{
       [&scheduler](std::string_view uid) { return scheduler.WaitingAtPermit(uid); },
       [&scheduler](std::string_view uid, const std::string& plugin, const std::string& message,

@@ -56,6 +56,8 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
                                    const std::vector<sdk::PodInfoPtr>& victims,
                                    const std::vector<sdk::PodInfoPtr>& lower_nominated) {
   const std::string uid = preemptor.meta().uid();
+  // Held first: a victim seen gone from here on releases it.
+  if (queue_.hold) queue_.hold(uid, kWaitingForPreemption);
   {
     absl::MutexLock lock(&mu_);
     Preemption& p = in_flight_[uid];
@@ -67,6 +69,16 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     }
     preemptors_[uid] = preemptor;
   }
+  // A victim whose deletion the cache saw before it was registered above
+  // would never be reported gone: count it now. (The cache drops a pod before
+  // the controller hears of its deletion, so no deletion falls in between.)
+  std::vector<std::string> already_gone;
+  if (present_) {
+    for (const auto& v : victims) {
+      if (!present_(v->uid())) already_gone.push_back(v->uid());
+    }
+  }
+  for (const auto& gone : already_gone) VictimGone(gone);
   // Lower-priority pods nominated here may no longer fit: their nomination goes.
   for (const auto& other : lower_nominated) ClearNomination(*other->pod);
 
@@ -75,6 +87,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   for (const auto& victim : victims) {
     const v1::Pod& pod = *victim->pod;
     const std::string victim_uid = pod.meta().uid();
+    if (std::find(already_gone.begin(), already_gone.end(), victim_uid) != already_gone.end()) continue;
     // Already terminating (an earlier preemption's delete went through, e.g.
     // before the adapter reconnected): no second delete, no second event; its
     // deletion is awaited like any other's (kube-scheduler skips it too).
@@ -136,7 +149,15 @@ void PreemptionController::VictimGone(const std::string& victim_uid) {
     activate = preemptor;
   }
   // Every victim is gone: the preemptor is tried again now, not after backoff.
-  if (activate_) activate_({activate});
+  Release(activate, /*to_active=*/true);
+}
+
+void PreemptionController::Release(const std::string& uid, bool to_active) {
+  if (queue_.release) {
+    queue_.release(uid, to_active);
+  } else if (to_active && activate_) {
+    activate_({uid});
+  }
 }
 
 void PreemptionController::ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result) {
@@ -155,6 +176,8 @@ void PreemptionController::ActionFailed(const std::string& preemptor_uid, const 
   PODIUM_LOG(Warning, "Preemption failed", {"pod", Key(preemptor)},
              {"result", v1::ActionResult::Code_Name(result.code())}, {"err", result.message()});
   ClearNomination(preemptor);
+  // Back where a failed attempt goes: backoffQ, then another try.
+  Release(preemptor_uid, /*to_active=*/false);
 }
 
 void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
@@ -173,14 +196,20 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   if (deleted || !pod.node_name().empty()) {
     // The preemptor itself is placed or gone: nothing to wait for. (A resizing
     // one is placed already: it waits until its resize is no longer deferred.)
-    absl::MutexLock lock(&mu_);
-    auto it = in_flight_.find(pod.meta().uid());
-    if (it != in_flight_.end() &&
-        (deleted || !it->second.resize || pod.resize_status() != kResizeDeferred)) {
-      for (const auto& v : it->second.victims) victim_of_.erase(v);
-      in_flight_.erase(it);
-      preemptors_.erase(pod.meta().uid());
+    bool ended = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = in_flight_.find(pod.meta().uid());
+      if (it != in_flight_.end() &&
+          (deleted || !it->second.resize || pod.resize_status() != kResizeDeferred)) {
+        for (const auto& v : it->second.victims) victim_of_.erase(v);
+        in_flight_.erase(it);
+        preemptors_.erase(pod.meta().uid());
+        ended = true;
+      }
     }
+    // A resize that went through while held: its next cycle finds nothing to do.
+    if (ended && !deleted) Release(pod.meta().uid(), /*to_active=*/true);
   }
 }
 
@@ -238,26 +267,6 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const auto pdbs = cache_.ListPdbs();
-  std::vector<DryRunNode> nodes;
-  nodes.reserve(n);
-  for (uint32_t k = 0; k < n; ++k) {
-    const sdk::NodeInfo* node = potential[(offset + k) % n];
-    std::vector<sdk::PodInfoPtr> lower;
-    for (const sdk::PodInfoPtr& p : node->pods()) {
-      // An assumed pod is a victim while it waits at Permit (it is then
-      // rejected there); once past Permit its binding is under way: left be.
-      if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
-          (!cache_.IsAssumed(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
-        lower.push_back(p);
-      }
-    }
-    if (lower.empty()) {
-      failure.node_statuses.emplace_back(node->name(),
-                                         sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
-      continue;
-    }
-    nodes.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
-  }
   const ProfileSpec spec = framework_.spec();
   google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated_pods;
   // Only for processes that do not mirror nominations (dry_run.cc).
@@ -265,16 +274,48 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
                   [](const auto& p) { return !p.second->MirrorsNominatedPods(); })) {
     nominator.AddToRequest(pod, snapshot_, &nominated_pods);
   }
-  absl::StatusOr<DryRunOutcome> dry = RunDryRuns(spec, pod, diagnosis.cycle_id,
-                                                 snapshot_.delta_seq(), nodes, nominated_pods, num_candidates);
-  if (!dry.ok()) {
-    return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", dry.status().message()))};
+  // The nodes go to the dry run a chunk of num_candidates at a time, from the
+  // random offset on, until kube-scheduler's stop rule holds: on a cluster
+  // where most nodes would do, one chunk ends it, and neither the victim
+  // lists of the other nodes are built nor are they sent.
+  DryRunOutcome dry;
+  DryRunCounts found;
+  const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;  // 0: every node.
+  uint32_t k = 0;
+  while (k < n && !found.Enough(num_candidates)) {
+    std::vector<DryRunNode> chunk;
+    chunk.reserve(std::min(chunk_size, n - k));
+    for (; k < n && chunk.size() < chunk_size; ++k) {
+      const sdk::NodeInfo* node = potential[(offset + k) % n];
+      std::vector<sdk::PodInfoPtr> lower;
+      for (const sdk::PodInfoPtr& p : node->pods()) {
+        // An assumed pod is a victim while it waits at Permit (it is then
+        // rejected there); once past Permit its binding is under way: left be.
+        if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
+            (!cache_.IsAssumed(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
+          lower.push_back(p);
+        }
+      }
+      if (lower.empty()) {
+        failure.node_statuses.emplace_back(node->name(),
+                                           sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
+        continue;
+      }
+      chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+    }
+    if (chunk.empty()) continue;
+    absl::StatusOr<DryRunOutcome> part = RunDryRuns(spec, pod, diagnosis.cycle_id, snapshot_.delta_seq(), chunk,
+                                                    nominated_pods, num_candidates, &found);
+    if (!part.ok()) {
+      return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", part.status().message()))};
+    }
+    for (auto& r : part->rejected) failure.node_statuses.push_back(std::move(r));
+    for (auto& c : part->candidates) dry.candidates.push_back(std::move(c));
   }
-  for (auto& r : dry->rejected) failure.node_statuses.push_back(std::move(r));
-  if (dry->candidates.empty()) return no_candidates();
+  if (dry.candidates.empty()) return no_candidates();
 
   // 3) The best candidate.
-  Candidate& best = dry->candidates[PickOneNodeForPreemption(dry->candidates)];
+  Candidate& best = dry.candidates[PickOneNodeForPreemption(dry.candidates)];
   // The cycle's snapshot is older than the cache: a chosen victim is already
   // gone (an earlier preemption of this pod finished while its filters ran).
   // Nothing is evicted again; the pod is tried at once on the current state.

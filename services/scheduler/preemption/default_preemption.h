@@ -61,6 +61,19 @@ class PreemptionController final : public ClusterEventHandler {
         reject;
   };
 
+  // The preemptor's place in the queue (SchedulingQueue::Hold/Release): held
+  // out of the cycles while its preemption is carried out, as
+  // kube-scheduler's DefaultPreemption.PreEnqueue does (KEP-4832), so no
+  // cycle runs (and no status patch goes out) for it meanwhile; released to
+  // activeQ when every victim is gone, or as after a failed attempt when an
+  // action failed.
+  struct QueueControl {
+    std::function<void(const std::string& uid, const std::string& message)> hold;
+    std::function<void(const std::string& uid, bool to_active)> release;
+  };
+  // kube-scheduler's message for a preemptor held at PreEnqueue.
+  static constexpr char kWaitingForPreemption[] = "waiting for the preemption for this pod to be finished";
+
   explicit PreemptionController(Nominator& nominator) : nominator_(nominator) {}
   PreemptionController(ClusterEventHandler& scheduler, Nominator& nominator)
       : scheduler_(&scheduler), nominator_(nominator) {}
@@ -70,6 +83,10 @@ class PreemptionController final : public ClusterEventHandler {
   void SetActionSink(ActionSink* sink) { sink_ = sink; }
   void SetActivator(Activator activator) { activate_ = std::move(activator); }
   void SetWaitingPods(WaitingPods waiting) { waiting_ = std::move(waiting); }
+  void SetQueueControl(QueueControl queue) { queue_ = std::move(queue); }
+  // Whether the cache still holds a pod (a victim chosen from an older
+  // snapshot may be gone by the time its preemption is carried out).
+  void SetPodLookup(std::function<bool(std::string_view uid)> present) { present_ = std::move(present); }
   // Whether the pod is assumed and waiting at Permit.
   bool WaitingAtPermit(std::string_view uid) const { return waiting_.waiting && waiting_.waiting(uid); }
   Nominator& nominator() { return nominator_; }
@@ -109,12 +126,16 @@ class PreemptionController final : public ClusterEventHandler {
   };
   void Send(v1::Action action, ActionSink::ResultCallback on_result);
   void ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result);
+  // Ends the preemptor's hold (QueueControl), or activates it without one.
+  void Release(const std::string& uid, bool to_active);
 
   ClusterEventHandler* scheduler_ = nullptr;
   Nominator& nominator_;
   ActionSink* sink_ = nullptr;
   Activator activate_;
   WaitingPods waiting_;
+  QueueControl queue_;
+  std::function<bool(std::string_view uid)> present_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Preemption> in_flight_ ABSL_GUARDED_BY(mu_);  // preemptor uid ->

@@ -77,6 +77,7 @@ class DefaultPreemptionTest : public ::testing::Test {
     // Every candidate fits with all its potential victims gone.
     ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
       ++dry_runs_;
+      candidates_per_request_.push_back(m.preemption_dry_run().candidates_size());
       std::map<uint32_t, testing::ScriptedNode> nodes;
       for (const auto& c : m.preemption_dry_run().candidates()) {
         nodes[c.node_id()].victims.assign(c.potential_victims().begin(), c.potential_victims().end());
@@ -120,6 +121,7 @@ class DefaultPreemptionTest : public ::testing::Test {
   std::vector<std::string> activated_;
   std::unique_ptr<DefaultPreemption> plugin_;
   int dry_runs_ = 0;
+  std::vector<int> candidates_per_request_;
   v1::Pod preemptor_ = MakePod("preemptor", 100, 2000);
 };
 
@@ -191,6 +193,57 @@ TEST_F(DefaultPreemptionTest, EveryAttemptIsCountedAndTheChosenVictimsObserved) 
   EXPECT_THAT(recorder_.victims, ElementsAre(1));  // "low" on node-1.
 }
 
+// The nodes go to the dry run num_candidates at a time: once a chunk meets
+// kube-scheduler's stop rule, the other nodes are neither built nor sent.
+TEST_F(DefaultPreemptionTest, NodesGoToTheDryRunOneChunkOfNumCandidatesAtATime) {
+  for (int i = 0; i < 20; ++i) {
+    const std::string node = absl::StrCat("extra-", i);
+    cache_.AddOrUpdateNode(MakeNode(node, 4000));
+    Bind(MakePod(absl::StrCat("low-", i), 10, 3000, node));
+  }
+  DefaultPreemption plugin(DefaultPreemption::Options{.min_candidate_nodes_percentage = 0,
+                                                      .min_candidate_nodes_absolute = 5,
+                                                      .seed = 1},
+                           *framework_, snapshot_, cache_, controller_);
+  Diagnosis failed = Failed();
+  auto [result, status] = plugin.PostFilter(preemptor_, failed);
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  // 23 nodes, node-3 has no victim; every other one fits: the first chunk of 5
+  // nodes with victims is enough.
+  EXPECT_EQ(dry_runs_, 1);
+  EXPECT_THAT(candidates_per_request_, ElementsAre(5));
+}
+
+// A chunk whose nodes all fail leads to the next one; the pod still gets the
+// same answer as with every node at once.
+TEST_F(DefaultPreemptionTest, AChunkWithoutEnoughCandidatesLeadsToTheNext) {
+  ON_CALL(host_, Call(_, _)).WillByDefault(Invoke([this](v1::SchedulerToPlugin m, auto) {
+    ++dry_runs_;
+    candidates_per_request_.push_back(m.preemption_dry_run().candidates_size());
+    std::map<uint32_t, testing::ScriptedNode> nodes;
+    for (const auto& c : m.preemption_dry_run().candidates()) {
+      // Only node-2 fits (its "mid" pod must go).
+      if (c.node_id() == snapshot_.Get("node-2")->id()) {
+        nodes[c.node_id()].victims.assign(c.potential_victims().begin(), c.potential_victims().end());
+      } else {
+        nodes[c.node_id()].rejection = "Insufficient cpu";
+      }
+    }
+    return Answered(DryRunAnswer(nodes));
+  }));
+  DefaultPreemption plugin(DefaultPreemption::Options{.min_candidate_nodes_percentage = 0,
+                                                      .min_candidate_nodes_absolute = 1,
+                                                      .seed = 1},
+                           *framework_, snapshot_, cache_, controller_);
+  auto [result, status] = plugin.PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(result.nominated_node_name, "node-2");
+  // One node per request until node-2: node-1 may come first (random offset).
+  EXPECT_GE(dry_runs_, 1);
+  EXPECT_LE(dry_runs_, 2);
+  for (int n : candidates_per_request_) EXPECT_EQ(n, 1);
+}
+
 TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());
@@ -199,6 +252,64 @@ TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
   EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
   EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");  // The nomination stands.
+}
+
+// KEP-4832: the preemptor is held out of the cycles (in the queue, gated by
+// DefaultPreemption) before its first action goes out, and released to
+// activeQ when its last victim is gone, or as after a failed attempt when an
+// action fails.
+class HeldPreemptorTest : public DefaultPreemptionTest {
+ protected:
+  void SetUp() override {
+    DefaultPreemptionTest::SetUp();
+    controller_.SetQueueControl(PreemptionController::QueueControl{
+        [this](const std::string& uid, const std::string& message) {
+          calls_.push_back(absl::StrCat("hold ", uid, " after ", sink_.actions.size(), " actions: ", message));
+        },
+        [this](const std::string& uid, bool to_active) {
+          calls_.push_back(absl::StrCat("release ", uid, to_active ? " to activeQ" : " to backoff"));
+        }});
+    controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
+  }
+  std::vector<std::string> calls_;
+};
+
+TEST_F(HeldPreemptorTest, HeldBeforeTheFirstActionAndReleasedWhenTheLastVictimIsGone) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  EXPECT_THAT(calls_, ElementsAre("hold uid-preemptor after 0 actions: "
+                                  "waiting for the preemption for this pod to be finished"));
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
+  EXPECT_EQ(calls_.size(), 1u);  // Still held: the deletion is not seen yet.
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "release uid-preemptor to activeQ"));
+  EXPECT_TRUE(activated_.empty());  // Released, not activated besides.
+}
+
+TEST_F(HeldPreemptorTest, AFailedActionReleasesThePreemptorToBackoff) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
+  EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "release uid-preemptor to backoff"));
+}
+
+// The victim's deletion reached the cache between the cycle and the
+// preemption's start: nothing is sent for it, and the preemptor is not left
+// held forever waiting for a deletion already seen.
+TEST_F(HeldPreemptorTest, AVictimGoneBeforeThePreemptionStartsIsNotWaitedFor) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  Delivered(MakePod("low", 10, 3000, "node-1"));  // Before Execute registered it.
+  result.after_requeue();
+  EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());
+  EXPECT_TRUE(sink_.Of(v1::Action::kPatchPodStatus).empty());
+  EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "release uid-preemptor to activeQ"));
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
 }
 
 TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNominationIsCleared) {

@@ -86,7 +86,10 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
 absl::StatusOr<DryRunOutcome> RunDryRuns(
     const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
     const std::vector<DryRunNode>& nodes,
-    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates) {
+    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates,
+    DryRunCounts* found) {
+  DryRunCounts local;
+  DryRunCounts& counts = found != nullptr ? *found : local;
   DryRunOutcome outcome;
   const std::vector<FilterProcess> processes = FilterProcesses(spec);
   if (nodes.empty()) return outcome;
@@ -120,7 +123,12 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       r.set_no_reprieve(confirm);
       // Only a lone process may stop early: with several, a node one process
       // accepts may fail in another.
-      r.set_num_candidates(processes.size() == 1 ? num_candidates : 0);
+      // It counts from zero: asking for what is still missing makes it
+      // evaluate at least the nodes the rule needs (extra ones are cut below).
+      const uint32_t have = counts.non_violating + counts.violating;
+      r.set_num_candidates(processes.size() == 1 && num_candidates > 0
+                               ? (have < num_candidates ? num_candidates - have : 1)
+                               : 0);
       Call call;
       call.shape = r;
       *r.mutable_pod() = pod;
@@ -223,9 +231,8 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
   }
 
   // kube-scheduler's stop rule over the nodes in order.
-  size_t non_violating = 0, violating = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (num_candidates > 0 && non_violating > 0 && non_violating + violating >= num_candidates) break;
+    if (counts.Enough(num_candidates)) break;
     if (!fits[i]) continue;
     if (victims[i].empty()) {
       outcome.rejected.emplace_back(
@@ -243,7 +250,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       c.victims.push_back(v);
       if (k < nodes[i].potential.num_pdb_violating) ++c.num_pdb_violations;
     }
-    (c.num_pdb_violations == 0 ? non_violating : violating)++;
+    (c.num_pdb_violations == 0 ? counts.non_violating : counts.violating)++;
     outcome.candidates.push_back(std::move(c));
   }
   return outcome;

@@ -31,12 +31,25 @@ struct DryRunOutcome {
   std::vector<std::pair<std::string, sdk::Status>> rejected;
 };
 
-// `num_candidates` is kube-scheduler's stop rule (0: evaluate every node).
-// An error means a process with failurePolicy Fail did not answer well; a
-// process with Ignore that fails is left out (counted).
+// Candidates found so far, for kube-scheduler's stop rule (dryRunPreemption):
+// enough once there are num_candidates, at least one without PDB violations.
+struct DryRunCounts {
+  uint32_t non_violating = 0;
+  uint32_t violating = 0;
+  bool Enough(uint32_t num_candidates) const {
+    return num_candidates > 0 && non_violating > 0 && non_violating + violating >= num_candidates;
+  }
+};
+
+// `num_candidates` is kube-scheduler's stop rule (0: evaluate every node);
+// `found` (may be null) carries the count over calls for the nodes of one
+// pod sent in chunks, and is updated. An error means a process with
+// failurePolicy Fail did not answer well; a process with Ignore that fails is
+// left out (counted).
 absl::StatusOr<DryRunOutcome> RunDryRuns(
     const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
     const std::vector<DryRunNode>& nodes,
-    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates);
+    const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates,
+    DryRunCounts* found = nullptr);
 
 }  // namespace podium::scheduler::preemption

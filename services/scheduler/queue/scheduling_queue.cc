@@ -18,6 +18,7 @@ struct SchedulingQueue::Entry {
   absl::Time backoff_expiry = absl::InfinitePast();  // Set while in backoffQ.
   bool error_backoff = false;  // In error_backoff_q_ rather than backoff_q_.
   uint64_t pool_stay = 0;
+  bool held = false;  // Gated by Hold, not by PreEnqueue: only Release ends it.
   std::string group_key;  // Where members_by_group_ lists it; empty: no gang.
 };
 
@@ -354,6 +355,10 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
         if (updated) MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
         return;
       }
+      if (e->held) {  // Only Release lets it go; it leaves with this version.
+        SetPodInfo(e, std::move(new_pod));
+        return;
+      }
       gated_stay = e->pool_stay;
     }
   }
@@ -366,7 +371,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
   absl::MutexLock lock(&mu_);
   auto it = pods_.find(uid);
   if (it == pods_.end() || it->second->pool_stay != gated_stay || !it->second->info.gated ||
-      unschedulable_pods_.count(it->second.get()) == 0) {
+      it->second->held || unschedulable_pods_.count(it->second.get()) == 0) {
     return;  // Changed meanwhile; the newer change wins.
   }
   Entry* e = it->second.get();
@@ -469,7 +474,7 @@ size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::stri
     auto g = members_by_group_.find(PodKey(namespace_, group));
     if (g == members_by_group_.end()) return 0;
     for (Entry* e : g->second) {
-      if (e->info.gated && e->info.uid() != except_uid && unschedulable_pods_.contains(e)) {
+      if (e->info.gated && !e->held && e->info.uid() != except_uid && unschedulable_pods_.contains(e)) {
         asked.push_back({e->info.pod_info, e->pool_stay});
       }
     }
@@ -480,7 +485,7 @@ size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::stri
     absl::MutexLock lock(&mu_);
     auto it = pods_.find(a.pod->uid());
     if (it == pods_.end() || it->second->pool_stay != a.pool_stay || !it->second->info.gated ||
-        unschedulable_pods_.count(it->second.get()) == 0) {
+        it->second->held || unschedulable_pods_.count(it->second.get()) == 0) {
       continue;  // Changed meanwhile; the newer change decided.
     }
     Entry* e = it->second.get();
@@ -759,6 +764,41 @@ size_t SchedulingQueue::Activate(const std::vector<std::string>& uids) {
     ++moved;
   }
   return moved;
+}
+
+bool SchedulingQueue::Hold(std::string_view uid, std::string plugin, std::string message) {
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  if (it == pods_.end()) return false;
+  Entry* e = it->second.get();
+  e->held = true;
+  e->info.gated = true;
+  e->info.gating_plugin = std::move(plugin);
+  e->info.message = std::move(message);
+  if (!unschedulable_pods_.contains(e)) {
+    Detach(e);
+    InsertPool(e);
+  }
+  return true;
+}
+
+bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  if (it == pods_.end() || !it->second->held) return false;
+  Entry* e = it->second.get();
+  e->held = false;
+  e->info.gated = false;
+  e->info.gating_plugin.clear();
+  e->info.message.clear();
+  Detach(e);
+  const absl::Time now = clock_.Now();
+  if (to_active || BackoffExpiry(e->info) <= now) {
+    InsertActive(e, kEventForceActivate);
+  } else {
+    InsertBackoff(e, kEventScheduleAttemptFailure);
+  }
+  return true;
 }
 
 uint64_t SchedulingQueue::popped_from_backoff_q() const {

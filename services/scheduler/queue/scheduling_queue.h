@@ -222,6 +222,18 @@ class SchedulingQueue {
   size_t Activate(const std::vector<std::string>& uids);
   size_t Move(const std::vector<std::string>& uids) { return Activate(uids); }
 
+  // Holds a queued pod back, as a PreEnqueue plugin would, until Release:
+  // kube-scheduler's DefaultPreemption keeps a preemptor out of the cycles
+  // while its preemption is carried out (KEP-4832). The pod waits in the pool,
+  // gated by `plugin` with `message` (what the Admin API shows); updates,
+  // moves, flushes and Activate leave it there. False when the pod is not
+  // queued (in flight or gone).
+  bool Hold(std::string_view uid, std::string plugin, std::string message);
+  // Ends a hold: straight to activeQ with `to_active`, otherwise as after a
+  // failed attempt (backoffQ until its backoff expires). False when the pod
+  // is not held.
+  bool Release(std::string_view uid, bool to_active);
+
   PendingPodCounts PendingPods() const;
   // How many pods Pop has taken from backoffQ because activeQ was empty.
   uint64_t popped_from_backoff_q() const;

@@ -698,6 +698,51 @@ TEST_F(SchedulingQueueTest, AdminMoveAndActivate) {
   EXPECT_EQ(q.PendingPods().active, 3u);
 }
 
+// A preemptor is held while its victims go (kube-scheduler's DefaultPreemption
+// PreEnqueue): shown as gated by the plugin, untouched by updates, moves,
+// flushes and Activate, and let go only by Release.
+TEST_F(SchedulingQueueTest, AHeldPodWaitsUntilReleased) {
+  SchedulingQueue q(Opts());
+  EXPECT_FALSE(q.Hold("p", "DefaultPreemption", "waiting"));  // Not queued.
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"});
+  ASSERT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+  ASSERT_TRUE(q.Hold("p", "DefaultPreemption", "waiting for the preemption for this pod to be finished"));
+  EXPECT_EQ(Where(q, "p"), QueueKind::kGated);
+  EXPECT_EQ(q.Find("p")->gating_plugin, "DefaultPreemption");
+  EXPECT_EQ(q.Find("p")->message, "waiting for the preemption for this pod to be finished");
+
+  v1::Pod changed = MakePodProto("p");
+  (*changed.mutable_meta()->mutable_labels())["new"] = "label";  // An update that would move it.
+  q.Update(sdk::PodInfo::Create(changed));
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD));  // No hint asked: held pods are skipped.
+  EXPECT_EQ(q.MoveAllToActiveQueue(), 0u);
+  EXPECT_EQ(q.Activate({"p"}), 0u);
+  clock_.Advance(absl::Minutes(10));
+  q.FlushBackoffQCompleted();
+  q.FlushUnschedulablePodsLeftover();
+  EXPECT_EQ(Where(q, "p"), QueueKind::kGated);
+  EXPECT_FALSE(q.TryPop().has_value());
+
+  ASSERT_TRUE(q.Release("p", /*to_active=*/true));
+  EXPECT_FALSE(q.Release("p", true));  // Once.
+  auto popped = q.TryPop();
+  ASSERT_TRUE(popped.has_value());
+  EXPECT_EQ(popped->pod().meta().labels().at("new"), "label");  // The latest version.
+}
+
+TEST_F(SchedulingQueueTest, AReleaseAfterAFailedPreemptionBacksOff) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"});
+  ASSERT_TRUE(q.Hold("p", "DefaultPreemption", "waiting"));
+  ASSERT_TRUE(q.Release("p", /*to_active=*/false));
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);  // One attempt: 1 s of backoff.
+  clock_.Advance(absl::Seconds(1));
+  q.FlushBackoffQCompleted();
+  EXPECT_EQ(Where(q, "p"), QueueKind::kActive);
+}
+
 TEST_F(SchedulingQueueTest, ListSummarizesEveryPod) {
   SchedulingQueue q(Opts());
   q.Add(MakePod("b", 0, 2));
