@@ -235,8 +235,10 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(actions["bind"], 1, actions)        # Scheduled exactly once.
 
     def test_preemptor_is_held_while_its_victims_terminate_and_patched_once(self):
-        # Victims take 1 s to go. Meanwhile their DisruptionTarget patches and
-        # terminating updates are events that would retry the preemptor; it is
+        # Victims take 1 s to go, one after the other (the API answers one call
+        # at a time, 20 ms each). Meanwhile the first victim's deletion, its
+        # DisruptionTarget patch and terminating update are events that would
+        # retry the preemptor while the second is still there; it is
         # held out of the cycles instead (kube-scheduler's async preemption), so
         # the API sees exactly 2 calls per victim plus the preemptor's one
         # status patch (PodScheduled=False with the nomination) and its bind.
@@ -246,7 +248,8 @@ class PreemptionTest(lib.IntegrationTest):
             pod("victim-20", "2", 20, node="node-a"),
             pod("preemptor", "4", 100, later=True)))
         rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"),
-                                    extra=["--termination-grace", "1s"])
+                                    extra=["--termination-grace", "1s", "--api-latency", "20ms",
+                                           "--api-concurrency", "1"])
         self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
         report = lib.parse_report(out)
         self.assertEqual(report.outcome, "completed")
