@@ -25,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "grpc_support/reaction_order.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/tls_certificate_provider.h"
@@ -98,12 +99,16 @@ class StreamState final : public ResponseSink {
   // Before the first read; the session outlives every use (see RunWorker).
   void SetSession(Session* session) { session_ = session; }
 
+  // Once the reactor and the session are set up, before gRPC can react.
+  void Constructed() { order_.Constructed(); }
+
   void StartReading() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     StartReadLocked();
   }
 
   void OnReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    const auto reaction = order_.EnterReadDone();
     RequestPtr message;
     {
       absl::MutexLock lock(&mu_);
@@ -142,6 +147,7 @@ class StreamState final : public ResponseSink {
   }
 
   void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    const auto reaction = order_.EnterWriteDone();
     ResponsePtr written;
     {
       absl::MutexLock lock(&mu_);
@@ -173,11 +179,13 @@ class StreamState final : public ResponseSink {
   }
 
   void OnCancel() ABSL_LOCKS_EXCLUDED(mu_) {
+    const auto reaction = order_.EnterCancel();
     absl::MutexLock lock(&mu_);
     FailLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() ABSL_LOCKS_EXCLUDED(mu_) {
+    order_.EnterDone();
     absl::MutexLock lock(&mu_);
     reactor_ = nullptr;
     stop_worker_ = true;
@@ -226,6 +234,7 @@ class StreamState final : public ResponseSink {
       reading_ = std::move(free_requests_.back());
       free_requests_.pop_back();
     }
+    order_.BeforeStart(Op::kRead);
     reactor_->StartRead(reading_.get());
   }
 
@@ -243,6 +252,7 @@ class StreamState final : public ResponseSink {
     in_flight_ = std::move(writes_.front());
     writes_.pop_front();
     writing_ = true;
+    order_.BeforeStart(Op::kWrite);
     reactor_->StartWrite(&in_flight_->message());
   }
 
@@ -254,6 +264,7 @@ class StreamState final : public ResponseSink {
     finished_ = true;
     stop_worker_ = true;
     work_.Signal();
+    order_.BeforeStart(Op::kFinish);
     reactor_->Finish(grpc::Status::OK);
   }
 
@@ -264,11 +275,15 @@ class StreamState final : public ResponseSink {
     inbox_.clear();
     writes_.clear();
     work_.Signal();
+    order_.BeforeStart(Op::kFinish);
     reactor_->Finish(status);
   }
 
+  using Op = grpc_support::ReactionOrder::Op;
+
   // Used only by the holder of the busy_ baton.
   Session* session_ = nullptr;
+  grpc_support::ReactionOrder order_;
   absl::Mutex mu_;
   absl::CondVar work_;
   Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Null once OnDone ran.
@@ -356,6 +371,7 @@ class RunReactor final : public Reactor {
  public:
   explicit RunReactor(PluginService& service) : stream_(std::make_shared<StreamState>(this)) {
     service.StartWorker(stream_);
+    stream_->Constructed();
     stream_->StartReading();
   }
 

@@ -12,6 +12,7 @@ target_include_directories(podium_sdk PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/include
 target_link_libraries(podium_sdk PUBLIC podium_sdk_framework podium_proto gRPC::grpc++
   absl::status absl::statusor absl::btree absl::flat_hash_map absl::flat_hash_set
   absl::strings absl::synchronization Boost::json Threads::Threads)
+target_link_libraries(podium_sdk PRIVATE podium_grpc_support)
 
 # Tests see the internal headers (session.h, mirror.h). Sources are relative to
 # plugin-sdk/ (podium_test checks they exist there).

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_support/reaction_order.h"
 #include "grpcpp/grpcpp.h"
 #include "logging/logger.h"
 
@@ -146,7 +147,9 @@ class GrpcPluginProcess::Stream
   }
 
   void Begin() {
+    order_.BeforeStart(Op::kRead);
     StartRead(&incoming_);
+    order_.Constructed();
     StartCall();
   }
 
@@ -156,6 +159,7 @@ class GrpcPluginProcess::Stream
     writes_.push_back(std::move(message));
     if (!writing_) {
       writing_ = true;
+      order_.BeforeStart(Op::kWrite);
       StartWrite(&writes_.front());
     }
     return true;
@@ -170,9 +174,11 @@ class GrpcPluginProcess::Stream
   }
 
   void OnWriteDone(bool ok) override {
+    const auto reaction = order_.EnterWriteDone();
     absl::MutexLock lock(&owner_.mu_);
     writes_.pop_front();
     if (ok && !closing_ && !writes_.empty()) {
+      order_.BeforeStart(Op::kWrite);
       StartWrite(&writes_.front());
     } else {
       writing_ = false;
@@ -180,16 +186,19 @@ class GrpcPluginProcess::Stream
   }
 
   void OnReadDone(bool ok) override {
+    const auto reaction = order_.EnterReadDone();
     if (!ok) {
       owner_.OnStreamBroken(this, "stream closed by the plugin process");
       return;
     }
     owner_.OnMessage(this, std::move(incoming_));
     incoming_.Clear();
+    order_.BeforeStart(Op::kRead);
     StartRead(&incoming_);
   }
 
   void OnDone(const grpc::Status& status) override {
+    order_.EnterDone();
     if (!status.ok()) {
       owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status.error_message()));
     }
@@ -204,7 +213,10 @@ class GrpcPluginProcess::Stream
   }
 
  private:
+  using Op = grpc_support::ReactionOrder::Op;
+
   GrpcPluginProcess& owner_;
+  grpc_support::ReactionOrder order_;
   grpc::ClientContext context_;
   v1::PluginToScheduler incoming_;
   std::deque<v1::SchedulerToPlugin> writes_;

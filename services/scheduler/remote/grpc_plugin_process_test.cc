@@ -307,10 +307,15 @@ TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAr
 // Defect 13: an endpoint that keeps timing out fails fast, and a probe
 // request is let through after the open period.
 TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
+  // The probe that closes the circuit must be answered within the request
+  // timeout, so the timeout leaves room for a round trip on a loaded
+  // machine; the open period and the waits keep their ratio to it.
+  const absl::Duration timeout = Scaled(absl::Milliseconds(150));
+  const absl::Duration open = 6 * timeout;
   plugin_.mode = FakePlugin::Mode::kSilent;
-  GrpcPluginProcess& p = Start(Scaled(absl::Milliseconds(50)), [](PluginEndpointOptions& o) {
+  GrpcPluginProcess& p = Start(timeout, [open](PluginEndpointOptions& o) {
     o.circuit_breaker_timeouts = 3;
-    o.circuit_open_initial = Scaled(absl::Milliseconds(300));
+    o.circuit_open_initial = open;
   });
   EXPECT_EQ(p.state(), EndpointState::kReady);
   for (int i = 0; i < 3; ++i) {
@@ -326,7 +331,7 @@ TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
   EXPECT_EQ(p.stats().circuit_fast_failures, 1u);
 
   // After the open period one probe goes through; it times out: open again.
-  absl::SleepFor(Scaled(absl::Milliseconds(350)));
+  absl::SleepFor(open + timeout);
   EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(),
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(p.state(), EndpointState::kCircuitOpen);
@@ -335,7 +340,7 @@ TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
 
   // The endpoint recovers: the next probe (the open period doubled) closes it.
   plugin_.mode = FakePlugin::Mode::kEcho;
-  absl::SleepFor(Scaled(absl::Milliseconds(650)));
+  absl::SleepFor(2 * open + timeout);
   PluginAnswer probe = p.Call(Cycle(), std::nullopt).get();
   ASSERT_TRUE(probe.ok()) << probe.status();
   EXPECT_EQ(p.state(), EndpointState::kReady);

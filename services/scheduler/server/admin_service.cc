@@ -8,6 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
+#include "grpc_support/reaction_order.h"
 #include "queue/scheduling_queue.h"
 #include "remote/grpc_plugin_process.h"
 #include "scheduler.h"
@@ -385,10 +386,12 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
     absl::MutexLock lock(&mu_);
     id_ = subscription->id;
     queue_ = subscription->queue;
+    order_.Constructed();
     MaybeWrite();
   }
 
   void OnWriteDone(bool ok) override {
+    const auto reaction = order_.EnterWriteDone();
     absl::MutexLock lock(&mu_);
     writing_ = false;
     if (!ok) {
@@ -399,11 +402,13 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
   }
 
   void OnCancel() override {
+    const auto reaction = order_.EnterCancel();
     absl::MutexLock lock(&mu_);
     FinishLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
+    order_.EnterDone();
     if (id_ != 0) broadcaster_.Unsubscribe(id_);
     delete this;
   }
@@ -415,17 +420,23 @@ class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecis
     if (!next) return;
     current_ = ToProto(*next);
     writing_ = true;
+    order_.BeforeStart(Op::kWrite);
     StartWrite(&current_);
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!finished_) {
       finished_ = true;
+      order_.BeforeStart(Op::kFinish);
       Finish(status);
     }
   }
 
+  using Op = grpc_support::ReactionOrder::Op;
+
   DecisionBroadcaster& broadcaster_;
+  // id_ is read in OnDone without mu_.
+  grpc_support::ReactionOrder order_;
   uint64_t id_ = 0;
   absl::Mutex mu_;
   std::shared_ptr<DecisionQueue> queue_ ABSL_GUARDED_BY(mu_);

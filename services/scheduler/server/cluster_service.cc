@@ -1,9 +1,9 @@
 #include "server/cluster_service.h"
 
-#include <atomic>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_support/reaction_order.h"
 #include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "server/echo.h"
@@ -16,13 +16,12 @@ namespace podium::scheduler {
 class ClusterService::SyncReactor
     : public grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage> {
  public:
-  explicit SyncReactor(ClusterService& service) : service_(service) {
-    constructed_.store(true, std::memory_order_release);
-  }
+  explicit SyncReactor(ClusterService& service) : service_(service) { order_.Constructed(); }
 
   // Reads the hello; nothing is sent before the stream is accepted.
   void Begin() {
     reading_ = true;
+    order_.BeforeStart(Op::kRead);
     StartRead(&incoming_);
   }
 
@@ -56,6 +55,7 @@ class ClusterService::SyncReactor
     if (!reading_ && !finished_ && paused_) {
       paused_ = false;
       reading_ = true;
+      order_.BeforeStart(Op::kRead);
       StartRead(&incoming_);
     }
   }
@@ -63,12 +63,13 @@ class ClusterService::SyncReactor
   void FinishOnce(grpc::Status status) {
     if (!finished_) {
       finished_ = true;
+      order_.BeforeStart(Op::kFinish);
       Finish(status);
     }
   }
 
   void OnReadDone(bool ok) override {
-    SeeConstruction();
+    const auto reaction = order_.EnterReadDone();
     absl::MutexLock lock(&service_.mu_);
     reading_ = false;
     if (!ok) {
@@ -99,12 +100,13 @@ class ClusterService::SyncReactor
       paused_ = true;
     } else {
       reading_ = true;
+      order_.BeforeStart(Op::kRead);
       StartRead(&incoming_);
     }
   }
 
   void OnWriteDone(bool ok) override {
-    SeeConstruction();
+    const auto reaction = order_.EnterWriteDone();
     absl::MutexLock lock(&service_.mu_);
     writing_ = false;
     if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
@@ -117,34 +119,32 @@ class ClusterService::SyncReactor
   }
 
   void OnDone() override {
-    SeeConstruction();
+    order_.EnterDone();
     service_.OnReactorDone(this);
     delete this;
   }
 
   void OnCancel() override {
-    SeeConstruction();
+    const auto reaction = order_.EnterCancel();
     absl::MutexLock lock(&service_.mu_);
     FinishOnce(grpc::Status::CANCELLED);
   }
 
  private:
-  // gRPC runs the callbacks on its threads, ordered after the StartRead/
-  // StartWrite/Finish that began each operation only through gRPC core's own
-  // atomics. service_ is read before mu_ is taken, so the reactor's
-  // construction is published explicitly (release here, acquire in each
-  // callback) rather than left to an order ThreadSanitizer cannot see.
-  void SeeConstruction() const { (void)constructed_.load(std::memory_order_acquire); }
+  using Op = grpc_support::ReactionOrder::Op;
 
   void MaybeWrite() {
     if (!writing_ && !outbox_.empty() && !finished_) {
       writing_ = true;
+      order_.BeforeStart(Op::kWrite);
       StartWrite(&outbox_.front());
     }
   }
 
   ClusterService& service_;
-  std::atomic<bool> constructed_{false};
+  // service_ is read before mu_ is taken; gRPC orders the reactions after the
+  // operations only through its own atomics, which TSan cannot see.
+  grpc_support::ReactionOrder order_;
   v1::ClusterMessage incoming_;
   std::deque<v1::SchedulerMessage> outbox_;
   size_t queued_actions_ = 0;
