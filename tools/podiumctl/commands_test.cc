@@ -42,6 +42,18 @@ v1::QueuedPod Queued(const std::string& ns, const std::string& name, v1::QueueNa
   return p;
 }
 
+// A pod assumed on node-3, waiting 5 s so far for Coscheduling (25 s left).
+v1::QueuedPod WaitingOnCoscheduling(const std::string& ns, const std::string& name, int attempts) {
+  v1::QueuedPod held = Queued(ns, name, v1::WAITING_ON_PERMIT, attempts);
+  v1::PermitWait* wait = held.mutable_permit_wait();
+  wait->set_node_name("node-3");
+  wait->set_waiting_since_us(Us(kNow - absl::Seconds(5)));
+  v1::PermitWait::Plugin* p = wait->add_plugins();
+  p->set_name("Coscheduling");
+  p->set_deadline_us(Us(kNow + absl::Seconds(25)));
+  return held;
+}
+
 class FakeAdmin final : public v1::Admin::Service {
  public:
   grpc::Status ListQueuedPods(grpc::ServerContext*, const v1::ListQueuedPodsRequest* req,
@@ -271,14 +283,8 @@ TEST_F(PodiumctlCommandsTest, QueueJsonCarriesWhatTheTableShows) {
 TEST_F(PodiumctlCommandsTest, QueueShowsPodsInFlightAndWaitingOnPermit) {
   {
     absl::MutexLock lock(&fake_.mu);
-    v1::QueuedPod held = Queued("ml", "worker-0", v1::WAITING_ON_PERMIT, 2);
+    v1::QueuedPod held = WaitingOnCoscheduling("ml", "worker-0", 2);
     held.set_enqueued_us(Us(kNow - absl::Seconds(5)));
-    v1::PermitWait* wait = held.mutable_permit_wait();
-    wait->set_node_name("node-3");
-    wait->set_waiting_since_us(Us(kNow - absl::Seconds(5)));
-    v1::PermitWait::Plugin* p = wait->add_plugins();
-    p->set_name("Coscheduling");
-    p->set_deadline_us(Us(kNow + absl::Seconds(25)));
     fake_.queued.push_back(held);
     fake_.queued.push_back(Queued("ml", "worker-1", v1::IN_FLIGHT, 1));
   }
@@ -499,13 +505,7 @@ TEST_F(PodiumctlCommandsTest, ExplainRejectedBeforeFilterHasOnlyTheMessage) {
 TEST_F(PodiumctlCommandsTest, ExplainAPodWaitingAtPermitShowsTheWaitNotARejection) {
   {
     absl::MutexLock lock(&fake_.mu);
-    v1::QueuedPod held = Queued("default", "giant", v1::WAITING_ON_PERMIT, 1);
-    v1::PermitWait* wait = held.mutable_permit_wait();
-    wait->set_node_name("node-3");
-    wait->set_waiting_since_us(Us(kNow - absl::Seconds(5)));
-    v1::PermitWait::Plugin* p = wait->add_plugins();
-    p->set_name("Coscheduling");
-    p->set_deadline_us(Us(kNow + absl::Seconds(25)));
+    v1::QueuedPod held = WaitingOnCoscheduling("default", "giant", 1);
     *fake_.explain.mutable_pod() = held;
     fake_.explain.set_attempts(1);
   }
