@@ -186,9 +186,21 @@ class GrafanaDashboardTest(lib.IntegrationTest):
         on 3 nodes, default/giant rejected by NodeResourcesFit and TaintToleration)."""
         metrics = self.scrape_after_a_run()
         deadline = time.monotonic() + 20
-        while not any(s.get("plugin") == "TaintToleration" and float(s["__value__"]) >= 1
-                      for s in metrics.get("scheduler_unschedulable_pods", [])):
-            self.assertLess(time.monotonic(), deadline, "scheduler_unschedulable_pods never counted giant")
+
+        def settled(metrics):
+            # The pool and cache gauges are sampled once a second: wait for a
+            # sample taken after giant failed and both binds were observed
+            # (an assumed pod left over would never get there).
+            def value(name, **labels):
+                return [float(s["__value__"]) for s in metrics.get(name, [])
+                        if all(s.get(k) == v for k, v in labels.items())]
+            return (any(v >= 1 for v in value("scheduler_unschedulable_pods", plugin="TaintToleration"))
+                    and value("scheduler_cache_size", type="assumed_pods") == [0]
+                    and value("scheduler_cache_size", type="pods") == [2])
+        while not settled(metrics):
+            self.assertLess(time.monotonic(), deadline,
+                            "the gauges never showed giant unschedulable and 2 pods bound, none assumed: "
+                            f"{metrics.get('scheduler_unschedulable_pods')} {metrics.get('scheduler_cache_size')}")
             time.sleep(0.3)
             with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
                 metrics = parse_exposition(r.read().decode())
