@@ -202,7 +202,7 @@ v1::ActionResult ActionDispatcher::ExecuteEvent(const Item& item) {
     absl::Time last;
     {
       absl::MutexLock lock(&mu_);
-      if (!series_.Series(item.series_key, &count, &last)) {
+      if (!series_.TakeForPatch(item.series_key, &count, &last)) {
         return Result(item.action.id(), v1::ActionResult::OK, "the event's series has ended");
       }
     }

@@ -97,4 +97,10 @@ bool EventSeriesBook::Series(const std::string& key, int32_t* count, absl::Time*
   return true;
 }
 
+bool EventSeriesBook::TakeForPatch(const std::string& key, int32_t* count, absl::Time* last_observed) {
+  if (!Series(key, count, last_observed)) return false;
+  series_.find(key)->second.dirty = false;
+  return true;
+}
+
 }  // namespace podium::kube

@@ -55,6 +55,9 @@ class EventSeriesBook {
 
   // The series as the next PATCH carries it; false when `key` is unknown.
   bool Series(const std::string& key, int32_t* count, absl::Time* last_observed) const;
+  // The same, for the PATCH about to be sent: it carries every repeat seen
+  // so far, so those no longer call for another PATCH when it ends.
+  bool TakeForPatch(const std::string& key, int32_t* count, absl::Time* last_observed);
 
   size_t size() const { return series_.size(); }
 

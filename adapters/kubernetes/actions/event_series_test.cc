@@ -112,6 +112,26 @@ TEST_F(EventSeriesBookTest, APatchThatCouldNotBeQueuedIsCarriedByTheNextRepeat) 
   EXPECT_EQ(count, 3);
 }
 
+// A repeat that comes while the PATCH waits for its turn is in that PATCH
+// (it reads the count when it is sent): no second PATCH with the same count.
+TEST_F(EventSeriesBookTest, ARepeatBeforeThePatchIsSentRidesInIt) {
+  EventSeriesBook book({});
+  auto a = book.Observe(Failed("web"), now_, "web.1");
+  EXPECT_FALSE(book.Finished(a.key, true));
+  EXPECT_EQ(book.Observe(Failed("web"), now_, "x").decision, Decision::kPatch);      // Queued.
+  EXPECT_EQ(book.Observe(Failed("web"), now_, "x").decision, Decision::kCoalesced);  // Before it is sent.
+  int32_t count = 0;
+  absl::Time last;
+  ASSERT_TRUE(book.TakeForPatch(a.key, &count, &last));
+  EXPECT_EQ(count, 3);
+  EXPECT_FALSE(book.Finished(a.key, true));  // Nothing left for another PATCH.
+  // A repeat while it is on the wire still gets its own.
+  EXPECT_EQ(book.Observe(Failed("web"), now_, "x").decision, Decision::kPatch);
+  ASSERT_TRUE(book.TakeForPatch(a.key, &count, &last));
+  EXPECT_EQ(book.Observe(Failed("web"), now_, "x").decision, Decision::kCoalesced);
+  EXPECT_TRUE(book.Finished(a.key, true));
+}
+
 TEST_F(EventSeriesBookTest, TheOldestSeriesIsForgottenBeyondTheLimit) {
   EventSeriesBook book({.max_series = 2});
   auto a = book.Observe(Failed("a"), now_, "a.1");
