@@ -843,14 +843,26 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
                             failed(3, "other", "0/1 nodes are available: 1 Insufficient memory."),
                             failed(4, "waiting", "0/2 nodes are available: 2 Insufficient cpu."),
                             failed(5, "waiting", "0/2 nodes are available: 2 Insufficient cpu.")])
-            self.start_adapter(address)
+            self.start_adapter(address, extra=["--metrics-address", "127.0.0.1:0"])
+            metrics_port = int(self.adapter.wait_for_stderr(r"metrics on port (\d+)").group(1))
 
             def series(s):
                 return {v[1]: v[3] for v in s["event_objects"].values()}
+
+            def answered():
+                # Event calls whose answers the adapter has read: the server
+                # may have applied a PATCH whose answer is still on its way,
+                # and stopping then would cancel it.
+                with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as r:
+                    text = r.read().decode()
+                m = re.search(r'podium_adapter_actions_total\{action="event",result="OK"\} (\S+)', text)
+                return int(float(m.group(1))) if m else 0
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 stats = self.api.stats()
-                if series(stats).get("default/waiting") == 4 and "default/other" in series(stats):
+                sent = (stats["requests"].get("POST event") or 0) + (stats["requests"].get("PATCH event_patch") or 0)
+                if (series(stats).get("default/waiting") == 4 and "default/other" in series(stats)
+                        and answered() >= sent):
                     break
                 time.sleep(0.2)
             stats = self.api.stats()
@@ -876,12 +888,12 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
         self.api = FakeApiserver(self)
         self.api.create(nodes + pods)
 
-    def start_adapter(self, scheduler_addr):
+    def start_adapter(self, scheduler_addr, extra=()):
         kubeconfig = self.write("kubeconfig", (
             "apiVersion: v1\nkind: Config\ncurrent-context: fake\n"
             f"clusters:\n- name: fake\n  cluster: {{server: \"{self.api.url}\"}}\n"
             "contexts:\n- name: fake\n  context: {cluster: fake}\n"))
-        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", scheduler_addr],
+        self.adapter = lib.Process([ADAPTER, "--kubeconfig", kubeconfig, "--scheduler", scheduler_addr, *extra],
                                    self.dir, "podium-k8s-adapter")
         self.processes.append(self.adapter)
 
