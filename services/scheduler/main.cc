@@ -90,14 +90,7 @@ class Console {
 
   void Say(logging::Severity severity, const std::string& line,
            std::initializer_list<logging::Field> fields = {}) const {
-    if (format_ == logging::Format::kText) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-      return;
-    }
-    constexpr std::string_view kPrefix = "podium-scheduler: ";
-    std::string_view message = line;
-    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
-    logging::Default().Log(severity, 0, message, fields);
+    logging::WriteLine(format_, severity, absl::StrCat(line, "\n"), fields);
   }
   // Says why the process cannot start; returns its exit code.
   int Fail(const std::string& message) const {
