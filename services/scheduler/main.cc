@@ -82,8 +82,9 @@ constexpr char kHostFlagHint[] = "--plugin-endpoint";
 // refusals, shutdown. Plain lines under --logging-format=text (scripts and
 // podium-sim read "podium-scheduler listening on ADDR"); under json one
 // record per line like every other, the line's text as msg (without the
-// "podium-scheduler: " prefix, which the component field carries) and its
-// values as fields.
+// "podium-scheduler: " or "podium-scheduler " prefix, which the component
+// field carries) and its values as fields: logging::WriteLine, as the plugin
+// host's and the adapter's lines.
 class Console {
  public:
   explicit Console(logging::Format format) : format_(format) {}
