@@ -14,6 +14,7 @@
 #include "default_plugins.h"
 #include "podium/sdk/serve.h"
 #include "absl/synchronization/mutex.h"
+#include "logging/logger.h"
 
 namespace {
 
@@ -28,7 +29,9 @@ constexpr std::string_view kUsage =
     "                 serve TLS on a HOST:PORT --listen (PEM; re-read when they change)\n"
     "  --client-ca-file PATH  mTLS: clients must present a certificate this CA signed\n"
     "                 (the scheduler's --plugin-tls-cert-file)\n"
-    "  --tls-reload-seconds N  how often the TLS files are checked (default 60)\n";
+    "  --tls-reload-seconds N  how often the TLS files are checked (default 60)\n"
+    "  --logging-format text|json  text: plain lines; json: one JSON record per line\n"
+    "                 (component podium-plugin-host; default text)\n";
 
 struct HostOptions {
   std::string listen;
@@ -36,6 +39,7 @@ struct HostOptions {
   int parallelism = 0;
   std::string tls_cert_file, tls_key_file, client_ca_file;
   int tls_reload_seconds = 60;
+  podium::logging::Format log_format = podium::logging::Format::kText;
 };
 
 // Accepts "--flag value" and "--flag=value". Returns nullopt after printing
@@ -54,7 +58,7 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       flag = arg.substr(0, eq);
       value = std::string(arg.substr(eq + 1));
     }
-    std::string parallelism, reload;
+    std::string parallelism, reload, log_format;
     std::string* target = flag == "--listen"                 ? &options.listen
                           : flag == "--name"                 ? &options.name
                           : flag == "--parallelism"          ? &parallelism
@@ -62,6 +66,7 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
                           : flag == "--tls-private-key-file" ? &options.tls_key_file
                           : flag == "--client-ca-file"       ? &options.client_ca_file
                           : flag == "--tls-reload-seconds"   ? &reload
+                          : flag == "--logging-format"       ? &log_format
                                                              : nullptr;
     if (target == nullptr) {
       std::cerr << "podium-plugin-host: unknown flag " << arg << "\n" << kUsage;
@@ -95,6 +100,11 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
       }
       options.tls_reload_seconds = static_cast<int>(n);
     }
+    if (flag == "--logging-format" && !podium::logging::ParseFormat(log_format, &options.log_format)) {
+      std::cerr << "podium-plugin-host: --logging-format: \"" << log_format << "\" is neither text nor json\n"
+                << kUsage;
+      return std::nullopt;
+    }
   }
   if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
     std::cerr << "podium-plugin-host: --tls-cert-file and --tls-private-key-file go together\n" << kUsage;
@@ -120,6 +130,12 @@ int main(int argc, char** argv) {
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::optional<HostOptions> options = ParseFlags(argc, argv);
   if (!options.has_value()) return 2;
+  // Flag errors above are plain text (the format is not known yet); every
+  // line from here on follows --logging-format.
+  static podium::logging::StreamSink log_sink(stderr, options->log_format);
+  static podium::logging::Logger logger("podium-plugin-host", &log_sink);
+  podium::logging::SetDefault(&logger);
+  podium::logging::SetLineFormat(options->log_format);
 
   // Block the shutdown signals before any thread starts so that every gRPC
   // thread inherits the mask and only sigwait below sees them.
@@ -144,14 +160,14 @@ int main(int argc, char** argv) {
       .tls = tls,
   });
   if (absl::Status started = server.Start(); !started.ok()) {
-    std::cerr << "podium-plugin-host: " << started.message() << "\n";
+    podium::logging::Line(podium::logging::Severity::kError) << "podium-plugin-host: " << started.message() << "\n";
     return 1;
   }
-  std::cerr << "podium-plugin-host listening on " << server.address() << std::endl;
+  podium::logging::Line() << "podium-plugin-host listening on " << server.address() << std::endl;
 
   int signal = 0;
   sigwait(&signals, &signal);
-  std::cerr << "podium-plugin-host: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+  podium::logging::Line() << "podium-plugin-host: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
             << ", shutting down" << std::endl;
   server.Shutdown();  // Ends the streams and removes the unix socket file.
   return 0;

@@ -31,6 +31,7 @@
 #include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 #include "reflector/reflector.h"
+#include "logging/logger.h"
 
 namespace {
 
@@ -63,6 +64,8 @@ calls with bounded concurrency and retries.
   --leader-elect-resource-namespace NS  (default kube-system)
   --leader-elect-resource-name NAME     (default podium)
   --leader-elect-identity ID      (default HOSTNAME_RANDOM)
+  --logging-format text|json  text: plain lines (default); json: one JSON
+                          record per line (component podium-k8s-adapter)
   --help                  this text
 
 Pods are filtered by spec.schedulerName in the scheduler (its profiles).
@@ -76,6 +79,7 @@ struct AdapterOptions {
   std::string context;
   std::string scheduler = "unix:///run/podium/scheduler.sock";
   podium::adapter::SchedulerDialOptions dial;  // --scheduler-token-file, --scheduler-tls-*.
+  podium::logging::Format log_format = podium::logging::Format::kText;
   double qps = 50;
   int burst = 100;
   int concurrency = 16;
@@ -134,6 +138,12 @@ absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
       auto v = next();
       if (!v.ok()) return v.status();
       o.metrics_address = *v;
+    } else if (a == "--logging-format") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      if (!podium::logging::ParseFormat(*v, &o.log_format)) {
+        return absl::InvalidArgumentError(absl::StrCat("--logging-format: \"", *v, "\" is neither text nor json"));
+      }
     } else if (a == "--kube-api-qps") {
       s = number(&o.qps);
     } else if (a == "--kube-api-burst") {
@@ -196,6 +206,12 @@ int main(int argc, char** argv) {
               << podium::adapter::kSchedulerDialUsage;
     return 2;
   }
+  // Flag errors above are plain text (the format is not known yet); every
+  // line from here on follows --logging-format.
+  static podium::logging::StreamSink log_sink(stderr, options->log_format);
+  static podium::logging::Logger logger("podium-k8s-adapter", &log_sink);
+  podium::logging::SetDefault(&logger);
+  podium::logging::SetLineFormat(options->log_format);
   // Before any thread starts (the certificate watcher, gRPC's, the exposer's):
   // every thread inherits the mask, so SIGTERM reaches only the sigwait below
   // and never takes its default action.
@@ -207,12 +223,12 @@ int main(int argc, char** argv) {
   // The scheduler's credentials (files checked now; the channel connects lazily).
   auto scheduler_channel = podium::adapter::DialScheduler(options->scheduler, options->dial);
   if (!scheduler_channel.ok()) {
-    std::cerr << "podium-k8s-adapter: " << scheduler_channel.status().message() << "\n";
+    ::podium::logging::Line(::podium::logging::Severity::kError) << "podium-k8s-adapter: " << scheduler_channel.status().message() << "\n";
     return 2;
   }
   auto config = ResolveRestConfig(options->kubeconfig, options->context, ProcessEnvironment());
   if (!config.ok()) {
-    std::cerr << "podium-k8s-adapter: " << config.status().message() << "\n";
+    ::podium::logging::Line(::podium::logging::Severity::kError) << "podium-k8s-adapter: " << config.status().message() << "\n";
     return 1;
   }
   char host[256] = {0};
@@ -226,7 +242,7 @@ int main(int argc, char** argv) {
   auto client = ApiClient::Create(
       {.config = *config, .qps = options->qps, .burst = options->burst, .user_agent = agent, .metrics = &metrics});
   if (!client.ok()) {
-    std::cerr << "podium-k8s-adapter: " << client.status().message() << "\n";
+    ::podium::logging::Line(::podium::logging::Severity::kError) << "podium-k8s-adapter: " << client.status().message() << "\n";
     return 1;
   }
   // Events and leases get their own clients and rate limits, as kube-scheduler
@@ -237,7 +253,7 @@ int main(int argc, char** argv) {
                                          .request_timeout = options->election.retry_period,
                                          .max_idle_connections = 1, .user_agent = agent, .metrics = &metrics});
   if (!event_client.ok() || !lease_client.ok()) {
-    std::cerr << "podium-k8s-adapter: " << (event_client.ok() ? lease_client.status() : event_client.status()).message()
+    ::podium::logging::Line(::podium::logging::Severity::kError) << "podium-k8s-adapter: " << (event_client.ok() ? lease_client.status() : event_client.status()).message()
               << "\n";
     return 1;
   }
@@ -249,10 +265,10 @@ int main(int argc, char** argv) {
       exposer = std::make_unique<prometheus::Exposer>(options->metrics_address);
       exposer->RegisterCollectable(registry);
       const auto ports = exposer->GetListeningPorts();
-      std::cerr << "podium-k8s-adapter: metrics on port " << (ports.empty() ? 0 : ports.front()) << " ("
+      ::podium::logging::Line() << "podium-k8s-adapter: metrics on port " << (ports.empty() ? 0 : ports.front()) << " ("
                 << options->metrics_address << ", /metrics)\n";
     } catch (const std::exception& e) {
-      std::cerr << "podium-k8s-adapter: metrics disabled: cannot listen on " << options->metrics_address << ": "
+      ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: metrics disabled: cannot listen on " << options->metrics_address << ": "
                 << e.what() << "\n";
     }
   }
@@ -284,7 +300,7 @@ int main(int argc, char** argv) {
   link_options.leading = !options->leader_elect;  // A standby streams its list but sends no ListEnd.
   SchedulerLink link(link_options, *std::move(scheduler_channel), dispatcher);
 
-  std::cerr << "podium-k8s-adapter: API server " << config->scheme << "://" << config->host << ":" << config->port
+  ::podium::logging::Line() << "podium-k8s-adapter: API server " << config->scheme << "://" << config->host << ":" << config->port
             << config->base_path << " (" << config->source << "), scheduler " << options->scheduler << ", rate limit "
             << (options->qps > 0 ? absl::StrCat(options->qps, " QPS burst ", options->burst) : "off") << "\n";
   std::vector<std::unique_ptr<Reflector>> reflectors;
@@ -328,7 +344,7 @@ int main(int argc, char** argv) {
   (*event_client)->Shutdown();
   dispatcher.Stop();
   auto c = dispatcher.counters();
-  std::cerr << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
+  ::podium::logging::Line() << "podium-k8s-adapter: stopped; API calls " << c.calls << " (retries " << c.retries << ", ok " << c.ok
             << ", failed " << c.failed << "), events posted " << c.events_posted << ", aggregated "
             << c.events_aggregated << ", dropped " << c.events_dropped << ", failed " << c.events_failed
             << ", rate limited " << c.events_rate_limited << ", series patches " << c.events_series_patches

@@ -82,22 +82,16 @@ constexpr char kHostFlagHint[] = "--plugin-endpoint";
 // refusals, shutdown. Plain lines under --logging-format=text (scripts and
 // podium-sim read "podium-scheduler listening on ADDR"); under json one
 // record per line like every other, the line's text as msg (without the
-// "podium-scheduler: " prefix, which the component field carries) and its
-// values as fields.
+// "podium-scheduler: " or "podium-scheduler " prefix, which the component
+// field carries) and its values as fields: logging::WriteLine, as the plugin
+// host's and the adapter's lines.
 class Console {
  public:
   explicit Console(logging::Format format) : format_(format) {}
 
   void Say(logging::Severity severity, const std::string& line,
            std::initializer_list<logging::Field> fields = {}) const {
-    if (format_ == logging::Format::kText) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-      return;
-    }
-    constexpr std::string_view kPrefix = "podium-scheduler: ";
-    std::string_view message = line;
-    if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
-    logging::Default().Log(severity, 0, message, fields);
+    logging::WriteLine(format_, severity, absl::StrCat(line, "\n"), fields);
   }
   // Says why the process cannot start; returns its exit code.
   int Fail(const std::string& message) const {

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "yaml-cpp/yaml.h"
+#include "logging/logger.h"
 
 namespace podium::kube {
 namespace {
@@ -236,7 +237,7 @@ v1::ActionResult ActionDispatcher::Conclude(const v1::Action& action, const Http
   if (code != v1::ActionResult::OK) {
     message = AnswerMessage(answer);
     if (attempts > 1) absl::StrAppend(&message, " (after ", attempts, " attempts)");
-    std::cerr << "podium-k8s-adapter: " << request.method << " " << request.target << ": "
+    ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << request.method << " " << request.target << ": "
               << v1::ActionResult::Code_Name(code) << ": " << message << "\n";
   }
   if (options_.metrics) options_.metrics->CountAction(ActionName(action), v1::ActionResult::Code_Name(code));

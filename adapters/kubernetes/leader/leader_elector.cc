@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "actions/api_requests.h"
+#include "logging/logger.h"
 
 namespace podium::kube {
 namespace {
@@ -107,7 +108,7 @@ bool LeaderElector::Run(const std::atomic<bool>& stop, const std::function<void(
                         const std::function<void(absl::Duration)>& sleep) {
   while (!stop.load() && !TryAcquireOrRenew()) sleep(options_.retry_period);
   if (stop.load()) return false;
-  std::cerr << "podium-k8s-adapter: leading (lease " << options_.lease_namespace << "/" << options_.lease_name
+  ::podium::logging::Line() << "podium-k8s-adapter: leading (lease " << options_.lease_namespace << "/" << options_.lease_name
             << ", identity " << options_.identity << ")\n";
   on_started();
   while (!stop.load()) {
@@ -115,7 +116,7 @@ bool LeaderElector::Run(const std::atomic<bool>& stop, const std::function<void(
     if (stop.load()) break;
     TryAcquireOrRenew();
     if (!IsLeader()) {
-      std::cerr << "podium-k8s-adapter: lost the lease " << options_.lease_namespace << "/" << options_.lease_name
+      ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: lost the lease " << options_.lease_namespace << "/" << options_.lease_name
                 << " (not renewed within " << options_.renew_deadline << ")\n";
       absl::MutexLock lock(&mu_);
       leading_ = false;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "logging/logger.h"
 
 namespace podium::kube {
 namespace {
@@ -104,7 +105,7 @@ void SchedulerLink::Flush() {
   if (StreamOpen() && !list_ended_ && ReadyToSchedule()) {
     client_->EndList();
     list_ended_ = true;
-    std::cerr << "podium-k8s-adapter: list sent (" << view_.size() << " objects so far); the scheduler may schedule\n";
+    ::podium::logging::Line() << "podium-k8s-adapter: list sent (" << view_.size() << " objects so far); the scheduler may schedule\n";
   }
 }
 
@@ -127,7 +128,7 @@ void SchedulerLink::OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEve
 
 void SchedulerLink::OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) {
   const std::string key = ObjectKey(object);
-  std::cerr << "podium-k8s-adapter: " << kind.kind << " " << (key.empty() ? "(no name)" : key)
+  ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << kind.kind << " " << (key.empty() ? "(no name)" : key)
             << ": cannot translate: " << error.message() << "; skipped\n";
   std::vector<std::string> ours;
   {
@@ -187,7 +188,7 @@ void SchedulerLink::Run(absl::Notification& stop) {
       retired_.push_back(client);
       ++streams_;
       list_ended_ = ReadyToSchedule();
-      std::cerr << "podium-k8s-adapter: opening Cluster.Sync with " << list.size() << " objects (stream " << streams_
+      ::podium::logging::Line() << "podium-k8s-adapter: opening Cluster.Sync with " << list.size() << " objects (stream " << streams_
                 << (list_ended_ ? ")\n" : "; the rest of the list follows as it arrives)\n");
       client->Start(std::move(list), list_ended_);
       client_ = client;
@@ -195,7 +196,7 @@ void SchedulerLink::Run(absl::Notification& stop) {
     }
     while (!stop.HasBeenNotified() && !client->ended()) stop.WaitForNotificationWithTimeout(absl::Milliseconds(200));
     if (stop.HasBeenNotified()) break;
-    std::cerr << "podium-k8s-adapter: the Cluster.Sync stream ended (" << client->status() << "); reopening in "
+    ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: the Cluster.Sync stream ended (" << client->status() << "); reopening in "
               << options_.reconnect_delay << "\n";
     {
       absl::MutexLock lock(&mu_);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "reflector/json_yaml.h"
+#include "logging/logger.h"
 
 namespace podium::kube {
 namespace {
@@ -336,7 +337,7 @@ void Reflector::Run(const std::atomic<bool>& stop) {
     if (need_list) {
       absl::Status s = ListAndSync();
       if (absl::IsNotFound(s) || absl::IsPermissionDenied(s)) {
-        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": "
+        ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << kind_.kind << ": "
                   << (absl::IsNotFound(s) ? "the API has no " : "not allowed to list ") << kind_.list_path
                   << (absl::IsNotFound(s) ? " (API group absent)" : " (RBAC)") << "; not watching it\n";
         MarkFirstListDone();
@@ -344,7 +345,7 @@ void Reflector::Run(const std::atomic<bool>& stop) {
       }
       if (!s.ok()) {
         if (stop.load()) return;
-        std::cerr << "podium-k8s-adapter: " << s.message() << "; retrying\n";
+        ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << s.message() << "; retrying\n";
         sleep_(backoff_.Next());
         continue;
       }
@@ -362,13 +363,13 @@ void Reflector::Run(const std::atomic<bool>& stop) {
         backoff_.Reset();
         break;
       case WatchEnd::kGone:
-        std::cerr << "podium-k8s-adapter: " << kind_.kind << ": resourceVersion " << resource_version_
+        ::podium::logging::Line() << "podium-k8s-adapter: " << kind_.kind << ": resourceVersion " << resource_version_
                   << " is too old (410 Gone); relisting\n";
         need_list = true;
         break;
       case WatchEnd::kError:
         if (stop.load()) return;
-        std::cerr << "podium-k8s-adapter: " << error.message() << "; watching again from resourceVersion "
+        ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << error.message() << "; watching again from resourceVersion "
                   << resource_version_ << "\n";
         sleep_(backoff_.Next());
         break;

@@ -46,6 +46,7 @@ std::string_view LevelName(Severity s) {
 }
 
 std::atomic<Logger*> default_logger{nullptr};
+std::atomic<Format> line_format{Format::kText};
 
 }  // namespace
 
@@ -135,5 +136,31 @@ Logger& Default() {
 }
 
 void SetDefault(Logger* logger) { default_logger.store(logger, std::memory_order_release); }
+
+void WriteLine(Format format, Severity severity, std::string_view text, std::initializer_list<Field> fields) {
+  if (format == Format::kText) {
+    std::fwrite(text.data(), 1, text.size(), stderr);
+    std::fflush(stderr);
+    return;
+  }
+  Logger& logger = Default();
+  std::string_view message = text;
+  const std::string& component = logger.component();
+  if (!component.empty() && message.substr(0, component.size()) == component) {
+    std::string_view rest = message.substr(component.size());
+    if (rest.substr(0, 2) == ": ") {
+      message = rest.substr(2);
+    } else if (rest.substr(0, 1) == " ") {
+      message = rest.substr(1);
+    }
+  }
+  while (!message.empty() && (message.back() == '\n' || message.back() == '\r')) message.remove_suffix(1);
+  logger.Log(severity, 0, message, fields);
+}
+
+void SetLineFormat(Format format) { line_format.store(format, std::memory_order_release); }
+Format LineFormat() { return line_format.load(std::memory_order_acquire); }
+
+Line::~Line() { WriteLine(LineFormat(), severity_, stream_.str()); }
 
 }  // namespace podium::logging

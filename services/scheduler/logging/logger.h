@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <initializer_list>
 #include <memory>
+#include <sstream>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -95,6 +97,7 @@ class Logger {
   int SetVerbosity(int verbosity) { return verbosity_.exchange(verbosity, std::memory_order_relaxed); }
 
   void Log(Severity severity, int level, std::string_view message, std::initializer_list<Field> fields);
+  const std::string& component() const { return component_; }
 
  private:
   const std::string component_;
@@ -107,6 +110,43 @@ Logger& Default();
 // Installs `logger` (not owned; must outlive every log call). Call once, from
 // main, before starting threads.
 void SetDefault(Logger* logger);
+
+// Console lines: the "podium-k8s-adapter: API server ..." lines processes
+// print for people and scripts. Under kText `text` is written to stderr as
+// given (byte for byte, newline included); under kJson it becomes one record
+// of Default(), with a leading "COMPONENT: " or "COMPONENT " (the default
+// logger's component) and trailing newlines removed.
+void WriteLine(Format format, Severity severity, std::string_view text,
+               std::initializer_list<Field> fields = {});
+// The format Line uses (kText until called). Call once, from main, before
+// starting threads.
+void SetLineFormat(Format format);
+Format LineFormat();
+
+// logging::Line(Severity::kWarning) << "podium-k8s-adapter: " << what << "\n";
+// collects the text and writes it with WriteLine(LineFormat(), ...) when the
+// statement ends. std::endl is accepted (as a newline; every line is flushed).
+class Line {
+ public:
+  explicit Line(Severity severity = Severity::kInfo) : severity_(severity) {}
+  ~Line();
+  Line(const Line&) = delete;
+  Line& operator=(const Line&) = delete;
+
+  template <typename T>
+  Line& operator<<(const T& value) {
+    stream_ << value;
+    return *this;
+  }
+  Line& operator<<(std::ostream& (*manipulator)(std::ostream&)) {
+    manipulator(stream_);
+    return *this;
+  }
+
+ private:
+  const Severity severity_;
+  std::ostringstream stream_;
+};
 
 }  // namespace podium::logging
 

@@ -77,5 +77,61 @@ TEST(LoggerTest, ParseFormatAcceptsTextAndJsonOnly) {
   EXPECT_FALSE(ParseFormat("yaml", &f));
 }
 
+// Restores the process-wide line format and logger a test changed.
+class LineTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    SetLineFormat(Format::kText);
+    SetDefault(nullptr);
+  }
+};
+
+TEST_F(LineTest, TextWritesTheCollectedBytesToStderrUnchanged) {
+  CapturingSink sink;
+  Logger logger("podium-k8s-adapter", &sink);
+  SetDefault(&logger);
+  testing::internal::CaptureStderr();
+  Line(Severity::kWarning) << "podium-k8s-adapter: " << "pods" << ": retrying " << 3 << "\n";
+  Line() << "podium-k8s-adapter listening on " << "unix:///x" << std::endl;
+  Line() << "no newline";
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "podium-k8s-adapter: pods: retrying 3\npodium-k8s-adapter listening on unix:///x\nno newline");
+  EXPECT_TRUE(sink.lines().empty());
+}
+
+TEST_F(LineTest, JsonLogsOneRecordWithoutTheComponentPrefixOrNewlines) {
+  CapturingSink sink;
+  Logger logger("podium-plugin-host", &sink);
+  SetDefault(&logger);
+  SetLineFormat(Format::kJson);
+  testing::internal::CaptureStderr();
+  Line(Severity::kWarning) << "podium-plugin-host: " << "bind failed: " << 42 << "\n\n";
+  Line() << "podium-plugin-host listening on " << "127.0.0.1:1" << std::endl;
+  Line(Severity::kError) << "podium-plugin-hostess: not our prefix\n";
+  Line() << "two\nlines\n";
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  const auto lines = sink.lines();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].severity, Severity::kWarning);
+  EXPECT_EQ(lines[0].message, "bind failed: 42");
+  EXPECT_EQ(lines[1].severity, Severity::kInfo);
+  EXPECT_EQ(lines[1].message, "listening on 127.0.0.1:1");
+  EXPECT_EQ(lines[2].severity, Severity::kError);
+  EXPECT_EQ(lines[2].message, "podium-plugin-hostess: not our prefix");
+  EXPECT_EQ(lines[3].message, "two\nlines");
+}
+
+TEST_F(LineTest, WriteLineTakesFieldsAndAnExplicitFormat) {
+  CapturingSink sink;
+  Logger logger("podium-scheduler", &sink);
+  SetDefault(&logger);
+  WriteLine(Format::kJson, Severity::kWarning, "podium-scheduler: warning: open", {{"address", "x:1"}});
+  const auto lines = sink.lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].message, "warning: open");
+  ASSERT_EQ(lines[0].fields.size(), 1u);
+  EXPECT_EQ(lines[0].fields[0].second, "x:1");
+}
+
 }  // namespace
 }  // namespace podium::logging
