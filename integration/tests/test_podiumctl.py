@@ -86,6 +86,8 @@ class PodiumctlTest(lib.IntegrationTest):
         self.sim = lib.Process(argv, self.dir, "podium-sim")
         self.processes.append(self.sim)
         self.address = self.sim.wait_for_stderr(r"admin: (\S+)\n", timeout=40).group(1)
+        # Calls that change the scheduler need credentials; the spawned one takes this token.
+        self.token_file = self.sim.wait_for_stderr(r"admin token file: (\S+)\n", timeout=10).group(1)
         return self.address
 
     def wait_report(self, timeout=30):
@@ -102,10 +104,13 @@ class PodiumctlTest(lib.IntegrationTest):
             time.sleep(0.05)
         self.fail(f"podium-sim printed no report within {timeout}s:\n{self.sim.stderr()[-3000:]}")
 
-    def ctl(self, *args, address=True, env=None, expect=0, timeout=20):
+    def ctl(self, *args, address=True, env=None, expect=0, timeout=20, token=True):
         argv = [PODIUMCTL] + (["--address", self.address] if address else []) + list(args)
         full_env = dict(os.environ)
         full_env.pop("PODIUM_ADDRESS", None)
+        full_env.pop("PODIUM_TOKEN_FILE", None)
+        if token and getattr(self, "token_file", None):
+            full_env["PODIUM_TOKEN_FILE"] = self.token_file
         full_env.update(env or {})
         p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=full_env)
         if expect is not None:
@@ -347,6 +352,9 @@ class PodiumctlTest(lib.IntegrationTest):
         cluster = self.write("cluster-later.yaml", lib.cluster_yaml(base, *later))
         self.start_sim(cluster, extra=["--create-rate", "0.2"])
         self.wait_until("default/later-1 bound", lambda: "default/later-1" in self.bound_pods(), timeout=30)
+        # Without the token the scheduler refuses the change (exit 4) and keeps going.
+        refused = self.ctl("pause", token=False, expect=4)
+        self.assertIn("needs a bearer token or a client certificate", refused.stderr)
         self.assertEqual(self.ctl("pause").stdout, "scheduling paused: no new scheduling cycles start\n")
 
         # later-3 is created 10 s after later-1: it waits in activeQ, and

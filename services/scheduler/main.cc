@@ -131,8 +131,9 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const
   } else if (UnixSocketPath(listen).empty()) {
     console.Say(logging::Severity::kWarning,
                 absl::StrCat("podium-scheduler: warning: no access control on ", listen,
-                             ": whoever reaches it may pause scheduling and receive binds (give "
-                             "--token-auth-file or --client-ca-file)"),
+                             ": whoever reaches it may read the queue and receive binds (give "
+                             "--token-auth-file or --client-ca-file; Admin calls that change the "
+                             "scheduler are refused without them)"),
                 {{"address", listen}});
   }
   return ServerCredentialsFor(listen, security);
@@ -399,6 +400,7 @@ int Run(std::vector<std::string> overrides) {
     }
   } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
+  admin.RequireIdentityForChanges(true);  // Without access control configured: refused.
   absl::Time last_pool_gauges = absl::InfinitePast();  // Housekeeping thread only.
   scheduler.SetHousekeepingHook([&] {
     // Gauges that list the pool or count the cache: once a second, not on

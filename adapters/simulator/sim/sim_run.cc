@@ -56,7 +56,10 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
   --output text|json      report format (default text).
   --bench                 watch the scheduler's decisions; summary only.
   --serve                 keep running after the report until SIGINT/SIGTERM;
-                          prints "admin: ADDR" on stderr for podiumctl --address.
+                          prints "admin: ADDR" on stderr for podiumctl --address;
+                          with --spawn also "admin token file: PATH" for
+                          podiumctl --token-file (pause, resume, activate and
+                          log-level need it).
   --spawn                 start podium-scheduler and podium-plugin-host.
   --scheduler ADDR        dial a running scheduler instead (unix:///..., host:port).
   --scheduler-bin PATH    default <build>/services/scheduler/podium-scheduler.
@@ -257,7 +260,8 @@ class Simulation {
                                   .plugin_host_bin = options_.plugin_host_bin,
                                   .config = options_.config,
                                   .plugin_endpoints = options_.plugin_endpoints,
-                                  .plugin_host_endpoint = options_.plugin_host_endpoint});
+                                  .plugin_host_endpoint = options_.plugin_host_endpoint,
+                                  .admin_token = options_.serve});
       if (!addr.ok()) return Fail(std::string(addr.status().message()));
       target = *addr;
     }
@@ -270,6 +274,10 @@ class Simulation {
       return Fail(absl::StrCat("cannot connect to the scheduler at ", target));
     // For podiumctl --address (the scheduler serves Admin on the same address).
     if (options_.serve) std::cerr << "admin: " << target << std::endl;
+    // The token the Admin calls that change the scheduler need (podiumctl --token-file).
+    if (options_.serve && !spawner_.admin_token_file().empty()) {
+      std::cerr << "admin token file: " << spawner_.admin_token_file() << std::endl;
+    }
     // Attempt durations come from the scheduler's decision stream (a scheduler
     // without it just leaves them unreported).
     watcher_ = std::make_unique<DecisionWatcher>(channel);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <sstream>
 
@@ -140,6 +141,27 @@ absl::Status Spawner::WaitHealthy(Child& child, const std::string& target, absl:
                                                   "); its output ends with:\n", Tail(child.log, 20)));
 }
 
+// A random token in a static token file (for --token-auth-file) and the token
+// alone in admin.token (for podiumctl --token-file), both 0600 in dir_.
+absl::StatusOr<std::string> Spawner::WriteAdminToken() {
+  std::random_device random;
+  std::string token;
+  for (int i = 0; i < 4; ++i) absl::StrAppend(&token, absl::Hex(random(), absl::kZeroPad8));
+  const std::string tokens_path = absl::StrCat(dir_, "/tokens.csv");
+  const std::string token_path = absl::StrCat(dir_, "/admin.token");
+  for (const auto& [path, content] :
+       {std::pair{tokens_path, absl::StrCat(token, ",podium-sim-operator,podium-sim-operator,\"podium:admins\"\n")},
+        std::pair{token_path, absl::StrCat(token, "\n")}}) {
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0) return absl::InternalError(absl::StrCat(path, ": ", strerror(errno)));
+    const bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+    close(fd);
+    if (!written) return absl::InternalError(absl::StrCat(path, ": short write"));
+  }
+  admin_token_file_ = token_path;
+  return tokens_path;
+}
+
 absl::StatusOr<std::string> Spawner::Start(const SpawnOptions& options) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "podium-sim-XXXXXX").string();
   if (mkdtemp(tmpl.data()) == nullptr) return absl::InternalError(absl::StrCat("mkdtemp: ", strerror(errno)));
@@ -149,9 +171,17 @@ absl::StatusOr<std::string> Spawner::Start(const SpawnOptions& options) {
 
   absl::Status s = Launch(host_, {options.plugin_host_bin, "--listen", host_addr});
   if (s.ok()) s = WaitHealthy(host_, host_addr, options.ready_timeout);
+  std::vector<std::string> argv = {options.scheduler_bin};
+  if (!options.config.empty()) argv.insert(argv.end(), {"--config", options.config});
+  if (s.ok() && options.admin_token) {
+    absl::StatusOr<std::string> tokens = WriteAdminToken();
+    if (tokens.ok()) {
+      argv.insert(argv.end(), {"--token-auth-file", *tokens});
+    } else {
+      s = tokens.status();
+    }
+  }
   if (s.ok()) {
-    std::vector<std::string> argv = {options.scheduler_bin};
-    if (!options.config.empty()) argv.insert(argv.end(), {"--config", options.config});
     argv.insert(argv.end(), {"--listen", sched_addr, "--plugin-endpoint", absl::StrCat(options.plugin_host_endpoint, "=", host_addr)});
     for (const auto& e : options.plugin_endpoints) argv.insert(argv.end(), {"--plugin-endpoint", e});
     s = Launch(scheduler_, argv);

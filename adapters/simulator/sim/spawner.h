@@ -25,6 +25,11 @@ struct SpawnOptions {
   std::vector<std::string> plugin_endpoints;  // Extra NAME=ADDR, passed through.
   std::string plugin_host_endpoint = "host";  // The endpoint the plugin host serves.
   absl::Duration ready_timeout = absl::Seconds(30);
+  // Start the scheduler with a token file holding one random token of the
+  // group podium:admins, so that podiumctl can make the Admin calls that
+  // change the scheduler (refused without credentials); admin_token_file()
+  // names the file with the token.
+  bool admin_token = false;
 };
 
 // Runs podium-plugin-host and podium-scheduler as children on unix sockets in
@@ -42,6 +47,9 @@ class Spawner {
   // Records peak RSS, stops the children, removes the directory. Idempotent.
   void Stop();
 
+  // The file holding the Admin token (podiumctl --token-file); empty without
+  // SpawnOptions::admin_token.
+  const std::string& admin_token_file() const { return admin_token_file_; }
   std::optional<double> scheduler_peak_rss_mb() const { return scheduler_.peak_rss_mb; }
   std::optional<double> plugin_host_peak_rss_mb() const { return host_.peak_rss_mb; }
 
@@ -55,8 +63,10 @@ class Spawner {
   absl::Status Launch(Child& child, const std::vector<std::string>& argv);
   absl::Status WaitHealthy(Child& child, const std::string& target, absl::Duration timeout);
   void StopChild(Child& child);
+  absl::StatusOr<std::string> WriteAdminToken();
 
   std::string dir_;
+  std::string admin_token_file_;
   Child host_{"podium-plugin-host", -1, "", std::nullopt};
   Child scheduler_{"podium-scheduler", -1, "", std::nullopt};
 };

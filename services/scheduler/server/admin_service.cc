@@ -266,9 +266,21 @@ grpc::ServerUnaryReactor* AdminService::ListPlugins(grpc::CallbackServerContext*
   return Done(ctx);
 }
 
+std::optional<grpc::Status> AdminService::RefuseAnonymousChange(grpc::CallbackServerContext* ctx,
+                                                                std::string_view method) const {
+  if (!require_identity_) return std::nullopt;
+  const auto auth = ctx->auth_context();
+  if (auth != nullptr && !auth->FindPropertyValues("podium_user").empty()) return std::nullopt;
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                      absl::StrCat(std::string(method), " changes the scheduler: it needs a bearer token or a client "
+                                           "certificate, and this scheduler takes neither (start it with "
+                                           "--token-auth-file or --client-ca-file)"));
+}
+
 grpc::ServerUnaryReactor* AdminService::SetSchedulingPaused(
     grpc::CallbackServerContext* ctx, const v1::SetSchedulingPausedRequest* request,
     v1::SetSchedulingPausedResponse* response) {
+  if (auto refused = RefuseAnonymousChange(ctx, "SetSchedulingPaused")) return Done(ctx, *refused);
   scheduler_.SetPaused(request->paused());
   response->set_paused(scheduler_.paused());
   return Done(ctx);
@@ -277,6 +289,7 @@ grpc::ServerUnaryReactor* AdminService::SetSchedulingPaused(
 grpc::ServerUnaryReactor* AdminService::SetLogVerbosity(grpc::CallbackServerContext* ctx,
                                                         const v1::SetLogVerbosityRequest* request,
                                                         v1::SetLogVerbosityResponse* response) {
+  if (auto refused = RefuseAnonymousChange(ctx, "SetLogVerbosity")) return Done(ctx, *refused);
   if (request->verbosity() < 0 || request->verbosity() > kMaxLogVerbosity) {
     return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   absl::StrCat("verbosity: ", request->verbosity(), " is not in [0, ",
@@ -293,6 +306,7 @@ grpc::ServerUnaryReactor* AdminService::SetLogVerbosity(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
     grpc::CallbackServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
     v1::MovePodsToActiveQueueResponse* response) {
+  if (auto refused = RefuseAnonymousChange(ctx, "MovePodsToActiveQueue")) return Done(ctx, *refused);
   if (request->pods_size() > kMaxPodsPerMove) {
     return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   absl::StrCat("pods: ", request->pods_size(), " pods, at most ",

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "logging/logger.h"
@@ -38,6 +40,13 @@ class AdminService final : public v1::Admin::CallbackService {
         cluster_(cluster),
         logger_(logger != nullptr ? *logger : logging::Default()) {}
 
+  // Mutating calls (SetSchedulingPaused, MovePodsToActiveQueue,
+  // SetLogVerbosity) need a caller identity, which only AccessControl gives
+  // (a bearer token or a client certificate). podium-scheduler turns this on:
+  // without --token-auth-file / --client-ca-file, they are refused with
+  // UNAUTHENTICATED instead of being open to whoever reaches the socket.
+  void RequireIdentityForChanges(bool require) { require_identity_ = require; }
+
   grpc::ServerUnaryReactor* ListQueuedPods(grpc::CallbackServerContext* ctx,
                                            const v1::ListQueuedPodsRequest* request,
                                            v1::ListQueuedPodsResponse* response) override;
@@ -72,6 +81,10 @@ class AdminService final : public v1::Admin::CallbackService {
   std::vector<GrpcPluginProcess*> endpoints_;
   const ClusterService* cluster_;
   logging::Logger& logger_;
+  bool require_identity_ = false;
+  // The refusal for a mutating call without an identity; nullopt: go ahead.
+  std::optional<grpc::Status> RefuseAnonymousChange(grpc::CallbackServerContext* ctx,
+                                                    std::string_view method) const;
 };
 
 }  // namespace podium::scheduler

@@ -193,6 +193,28 @@ TEST_F(GatedGangAdminTest, AMemberOfAGroupThatNeverAppearsIsListedAsGatedWithThe
   EXPECT_EQ(why.message(), "waiting for pod group default/nowhere: it does not exist");
 }
 
+// podium-scheduler without --token-auth-file / --client-ca-file: nobody has
+// an identity, so every call that changes the scheduler is refused, naming
+// what would let it through; reads stay open.
+TEST_F(AdminServiceTest, WithoutAccessControlChangesAreRefusedAndReadsServed) {
+  admin_->RequireIdentityForChanges(true);
+  v1::SetSchedulingPausedRequest pause;
+  pause.set_paused(true);
+  v1::SetSchedulingPausedResponse paused;
+  grpc::Status s = stub_->SetSchedulingPaused(Ctx().get(), pause, &paused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("--token-auth-file or --client-ca-file"));
+  EXPECT_FALSE(scheduler_->paused());
+  v1::MovePodsToActiveQueueResponse moved;
+  EXPECT_EQ(stub_->MovePodsToActiveQueue(Ctx().get(), {}, &moved).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::SetLogVerbosityRequest verbosity;
+  verbosity.set_verbosity(4);
+  v1::SetLogVerbosityResponse set;
+  EXPECT_EQ(stub_->SetLogVerbosity(Ctx().get(), verbosity, &set).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::ListQueuedPodsResponse listed;
+  EXPECT_TRUE(stub_->ListQueuedPods(Ctx().get(), {}, &listed).ok());
+}
+
 TEST_F(AdminServiceTest, BadPageTokenIsRefusedAndNotEchoedWhole) {
   v1::ListQueuedPodsRequest request;
   request.set_page_token(std::string(100000, 'x'));
