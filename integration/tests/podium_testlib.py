@@ -32,6 +32,19 @@ class Flags:
     plugin_host = None
 
 
+def take_flag(name):
+    """Takes `name VALUE` (a test file's own flag) off sys.argv before main()
+    parses the rest; returns VALUE, or None when the flag is not there."""
+    argv = sys.argv[1:]
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    value = argv[i + 1]
+    del argv[i:i + 2]
+    sys.argv = [sys.argv[0]] + argv
+    return value
+
+
 def main():
     """unittest.main after taking our own flags off the command line."""
     p = argparse.ArgumentParser()

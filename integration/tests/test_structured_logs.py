@@ -149,11 +149,5 @@ class StructuredLogsTest(lib.IntegrationTest):
 
 
 if __name__ == "__main__":
-    # Our own flag first; the rest is podium_testlib's.
-    argv = sys.argv[1:]
-    if "--k8s-adapter" in argv:
-        i = argv.index("--k8s-adapter")
-        ADAPTER = argv[i + 1]
-        del argv[i:i + 2]
-    sys.argv = [sys.argv[0]] + argv
+    ADAPTER = lib.take_flag("--k8s-adapter")  # Our own flag; the rest is podium_testlib's.
     lib.main()
