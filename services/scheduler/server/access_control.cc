@@ -22,7 +22,6 @@ namespace {
 
 constexpr size_t kMaxTokenFileBytes = 1 << 20;
 constexpr char kAuthorization[] = "authorization";
-constexpr char kUserProperty[] = "podium_user";
 
 // One CSV line: fields separated by commas, a field may be "quoted" (and
 // then holds commas; "" is a quote), as Go's encoding/csv reads the file.
@@ -267,7 +266,7 @@ grpc::Status AccessControl::Process(const InputMetadata& auth_metadata, grpc::Au
   const bool local = local_ && IsLocalSecurity(*context);
   absl::Status s = Authorize(policy_, method, identity, local);
   if (!s.ok()) return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-  if (identity) context->AddProperty(kUserProperty, identity->user);
+  if (identity) context->AddProperty(kCallerUserProperty, identity->user);
   return grpc::Status::OK;
 }
 

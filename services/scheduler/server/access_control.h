@@ -36,6 +36,10 @@
 
 namespace podium::scheduler {
 
+// The AuthContext property AccessControl sets to the caller's user; a call
+// without it came with no identity.
+inline constexpr char kCallerUserProperty[] = "podium_user";
+
 struct CallerIdentity {
   std::string user;
   std::vector<std::string> groups;

@@ -12,6 +12,7 @@
 #include "queue/scheduling_queue.h"
 #include "remote/grpc_plugin_process.h"
 #include "scheduler.h"
+#include "server/access_control.h"
 #include "server/cluster_service.h"
 #include "server/echo.h"
 
@@ -35,13 +36,16 @@ v1::QueueName ToQueueName(QueueKind kind) {
   return v1::QUEUE_UNSPECIFIED;
 }
 
+void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
+  out->set_kind("Pod");
+  out->set_uid(pod.meta().uid());
+  out->set_namespace_(pod.meta().namespace_());
+  out->set_name(pod.meta().name());
+}
+
 void FillQueuedPod(const QueuedPodSummary& s, v1::QueuedPod* out) {
   const v1::Pod& pod = *s.pod_info->pod;
-  auto* ref = out->mutable_pod();
-  ref->set_kind("Pod");
-  ref->set_uid(pod.meta().uid());
-  ref->set_namespace_(pod.meta().namespace_());
-  ref->set_name(pod.meta().name());
+  ToObjectRef(pod, out->mutable_pod());
   out->set_queue(ToQueueName(s.queue));
   out->set_priority(pod.priority());
   out->set_attempts(s.attempts);
@@ -54,11 +58,7 @@ void FillQueuedPod(const QueuedPodSummary& s, v1::QueuedPod* out) {
 
 void FillWaitingPod(const WaitingPodSummary& w, v1::QueuedPod* out) {
   const v1::Pod& pod = w.pod->pod();
-  auto* ref = out->mutable_pod();
-  ref->set_kind("Pod");
-  ref->set_uid(pod.meta().uid());
-  ref->set_namespace_(pod.meta().namespace_());
-  ref->set_name(pod.meta().name());
+  ToObjectRef(pod, out->mutable_pod());
   out->set_queue(v1::WAITING_ON_PERMIT);
   out->set_priority(pod.priority());
   out->set_attempts(w.pod->attempts);
@@ -84,13 +84,6 @@ void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
   out->set_ephemeral_storage_bytes(r.ephemeral_storage);
   out->set_pods(r.allowed_pod_number);
   for (const auto& [name, value] : r.scalar) (*out->mutable_scalar())[name] = value;
-}
-
-void ToObjectRef(const v1::Pod& pod, v1::ObjectRef* out) {
-  out->set_kind("Pod");
-  out->set_uid(pod.meta().uid());
-  out->set_namespace_(pod.meta().namespace_());
-  out->set_name(pod.meta().name());
 }
 
 std::optional<QueueKind> ToQueueKind(v1::QueueName name) {
@@ -270,7 +263,7 @@ std::optional<grpc::Status> AdminService::RefuseAnonymousChange(grpc::CallbackSe
                                                                 std::string_view method) const {
   if (!require_identity_) return std::nullopt;
   const auto auth = ctx->auth_context();
-  if (auth != nullptr && !auth->FindPropertyValues("podium_user").empty()) return std::nullopt;
+  if (auth != nullptr && !auth->FindPropertyValues(kCallerUserProperty).empty()) return std::nullopt;
   return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                       absl::StrCat(std::string(method), " changes the scheduler: it needs a bearer token or a client "
                                            "certificate, and this scheduler takes neither (start it with "
