@@ -83,24 +83,20 @@ constexpr char kHostFlagHint[] = "--plugin-endpoint";
 // podium-sim read "podium-scheduler listening on ADDR"); under json one
 // record per line like every other, the line's text as msg (without the
 // "podium-scheduler: " or "podium-scheduler " prefix, which the component
-// field carries) and its values as fields: logging::WriteLine, as the plugin
-// host's and the adapter's lines.
+// field carries) and its values as fields: logging::WriteLine in the
+// process's line format (SetLineFormat), as the plugin host's and the
+// adapter's lines.
 class Console {
  public:
-  explicit Console(logging::Format format) : format_(format) {}
-
   void Say(logging::Severity severity, const std::string& line,
            std::initializer_list<logging::Field> fields = {}) const {
-    logging::WriteLine(format_, severity, absl::StrCat(line, "\n"), fields);
+    logging::WriteLine(logging::LineFormat(), severity, absl::StrCat(line, "\n"), fields);
   }
   // Says why the process cannot start; returns its exit code.
   int Fail(const std::string& message) const {
     Say(logging::Severity::kError, absl::StrCat("podium-scheduler: ", message));
     return 1;
   }
-
- private:
-  const logging::Format format_;
 };
 
 // The --listen credentials from the flags: TLS when a certificate is given,
@@ -143,7 +139,8 @@ int Run(std::vector<std::string> overrides) {
   // The logger first: everything after may log.
   logging::Format log_format = logging::Format::kText;
   const bool format_known = logging::ParseFormat(absl::GetFlag(FLAGS_logging_format), &log_format);
-  const Console console(format_known ? log_format : logging::Format::kText);
+  logging::SetLineFormat(log_format);  // Text when the flag is not known.
+  const Console console;
   if (!format_known) {
     return console.Fail(absl::StrCat("--logging-format: \"", absl::GetFlag(FLAGS_logging_format),
                              "\" is neither text nor json"));
@@ -344,9 +341,7 @@ int Run(std::vector<std::string> overrides) {
       [&queue](const std::string& uid, const std::string& message) {
         (void)queue.Hold(uid, preemption::kDefaultPreemption, message);
       },
-      [&queue](const std::string& uid, bool to_active) {
-        if (!queue.Release(uid, to_active) && to_active) queue.Activate({uid});
-      }});
+      [&queue](const std::string& uid, bool to_active) { return queue.Release(uid, to_active); }});
   preemption_controller.SetPodLookup([&cache](std::string_view uid) { return cache.GetPod(uid) != nullptr; });
   preemption_controller.SetWaitingPods(preemption::PreemptionController::WaitingPods{
       [&scheduler](std::string_view uid) { return scheduler.WaitingAtPermit(uid); },

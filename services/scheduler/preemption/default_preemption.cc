@@ -153,11 +153,8 @@ void PreemptionController::VictimGone(const std::string& victim_uid) {
 }
 
 void PreemptionController::Release(const std::string& uid, bool to_active) {
-  if (queue_.release) {
-    queue_.release(uid, to_active);
-  } else if (to_active && activate_) {
-    activate_({uid});
-  }
+  if (queue_.release && queue_.release(uid, to_active)) return;
+  if (to_active && activate_) activate_({uid});  // Not held (e.g. a resize's pod): straight to activeQ.
 }
 
 void PreemptionController::ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result) {

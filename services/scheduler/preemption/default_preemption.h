@@ -69,7 +69,8 @@ class PreemptionController final : public ClusterEventHandler {
   // action failed.
   struct QueueControl {
     std::function<void(const std::string& uid, const std::string& message)> hold;
-    std::function<void(const std::string& uid, bool to_active)> release;
+    // False when the pod was not held (then it is activated, with to_active).
+    std::function<bool(const std::string& uid, bool to_active)> release;
   };
   // kube-scheduler's message for a preemptor held at PreEnqueue.
   static constexpr char kWaitingForPreemption[] = "waiting for the preemption for this pod to be finished";

@@ -268,6 +268,7 @@ class HeldPreemptorTest : public DefaultPreemptionTest {
         },
         [this](const std::string& uid, bool to_active) {
           calls_.push_back(absl::StrCat("release ", uid, to_active ? " to activeQ" : " to backoff"));
+          return true;
         }});
     controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
   }

@@ -791,12 +791,11 @@ bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
   e->info.gated = false;
   e->info.gating_plugin.clear();
   e->info.message.clear();
-  Detach(e);
-  const absl::Time now = clock_.Now();
-  if (to_active || BackoffExpiry(e->info) <= now) {
+  if (to_active) {
+    Detach(e);
     InsertActive(e, kEventForceActivate);
   } else {
-    InsertBackoff(e, kEventScheduleAttemptFailure);
+    MoveToActiveOrBackoff(e, clock_.Now(), kEventScheduleAttemptFailure);
   }
   return true;
 }
