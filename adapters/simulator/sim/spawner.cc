@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <random>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include <grpcpp/generic/generic_stub.h>
