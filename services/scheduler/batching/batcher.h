@@ -166,6 +166,7 @@ class OpportunisticBatching {
   const Options options_;
   Clock& clock_;
   std::mt19937_64 rng_;
+  std::vector<uint32_t> ties_;  // TryBatch's scratch: nodes tied for the best total.
   absl::flat_hash_map<const Framework*, Profile> profiles_;
   absl::flat_hash_map<const Framework*, bool> enabled_;
   // What each node looked like at the last update: a change of these
