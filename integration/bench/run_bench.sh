@@ -7,7 +7,8 @@ set -euo pipefail
 build=${1:?usage: run_bench.sh BUILD_DIR [WORKLOAD...]}
 shift
 workloads=("${@:-basic-500}")
-[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-nobatch basic-5000-mixed basic-5000-extra spread-1000
+[ $# -eq 0 ] && workloads=(basic-500 basic-5000 basic-5000-nobatch basic-5000-mixed basic-5000-extra
+                           basic-5000-cpu1 basic-5000-cpu2 spread-1000
                            antiaffinity-500 gang-1000 adapter-basic-500 adapter-basic-5000
                            preempt-edge-10 preempt-edge-10-api5ms preempt-500)
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -43,17 +44,26 @@ for w in "${workloads[@]}"; do
   fi
   # NAME-api5ms: each action 5 ms late, as an API server under load (issue 6's goal).
   # NAME-nobatch: the same shape with opportunistic batching turned off.
+  # NAME-cpu1 / NAME-cpu2: every process (podium-sim and what it spawns) pinned
+  # with taskset to one core / to two cores, to show how throughput scales.
   wconfig=("${config[@]}")
   latency=()
+  pin=()
   shape=$w
-  if [[ $w == *-api5ms ]]; then
+  if [[ $w == *-cpu1 ]]; then
+    pin=(taskset -c 0)
+    shape=${w%-cpu1}
+  elif [[ $w == *-cpu2 ]]; then
+    pin=(taskset -c 0,1)
+    shape=${w%-cpu2}
+  elif [[ $w == *-api5ms ]]; then
     latency=(--api-latency 5ms)
     shape=${w%-api5ms}
   elif [[ $w == *-nobatch ]]; then
     wconfig=(--config "$repo/integration/bench/no-batching.yaml")
     shape=${w%-nobatch}
   fi
-  "$sim" --spawn "${wconfig[@]}" --workload "$shape" "${latency[@]}" --output json \
+  "${pin[@]}" "$sim" --spawn "${wconfig[@]}" --workload "$shape" "${latency[@]}" --output json \
     --timeout "${PODIUM_BENCH_TIMEOUT:-600s}" > "$out/$w.json"
 done
 /usr/bin/python3 - "$out" "${workloads[@]}" <<'PY'
@@ -61,7 +71,7 @@ import json, sys
 out, workloads = sys.argv[1], sys.argv[2:]
 keys = ["workload", "nodes", "pods", "seconds", "pods_per_second", "attempt_p50_ms", "attempt_p99_ms",
         "e2e_p50_ms", "e2e_p99_ms", "scheduler_peak_rss_mb", "plugin_host_peak_rss_mb", "api_requests_per_pod",
-        "pods_per_node"]
+        "pods_per_node", "cpu_ms_per_pod"]
 rows = []
 
 
@@ -98,6 +108,12 @@ for w in workloads:
     per_node = {}
     for p in r.get("placements") or []:
         per_node[p["node"]] = per_node.get(p["node"], 0) + 1
+    # CPU per bound pod in each process (scheduler / plugin host / podium-sim):
+    # steadier than pods/s on a shared machine.
+    cost = r.get("cost") or {}
+    if cost:
+        row["cpu_ms_per_pod"] = "/".join(
+            "-" if p not in cost else f"{cost[p]['cpu_ms_per_pod']:.2f}" for p in ("scheduler", "plugin_host", "sim"))
     if per_node and r.get("nodes"):
         counts = list(per_node.values()) + [0] * max(0, r["nodes"] - len(per_node))
         row["pods_per_node"] = f"{min(counts)}-{max(counts)}"
@@ -125,7 +141,7 @@ with open(f"{out}/results.json", "w") as f:
     f.write("\n")
 fmt = lambda v: "-" if v is None else (f"{v:.2f}" if isinstance(v, float) else str(v))
 head = ["workload", "nodes", "pods", "seconds", "pods/s", "attempt p50", "attempt p99", "e2e p50", "e2e p99",
-        "sched RSS MB", "host RSS MB", "API req/pod", "pods/node"]
+        "sched RSS MB", "host RSS MB", "API req/pod", "pods/node", "CPU ms/pod sched/host/sim"]
 table = [head] + [[fmt(r[k]) for k in keys] for r in rows]
 widths = [max(len(row[i]) for row in table) for i in range(len(head))]
 for row in table:

@@ -94,6 +94,18 @@ std::string ReportJson(const Report& r) {
   o["attempts"] = r.attempts;
   o["scheduler_peak_rss_mb"] = Opt(r.scheduler_peak_rss_mb);
   o["plugin_host_peak_rss_mb"] = Opt(r.plugin_host_peak_rss_mb);
+  if (r.scheduler_cost || r.plugin_host_cost || r.sim_cost) {
+    boost::json::object cost;
+    auto add = [&cost](const char* name, const std::optional<Report::Cost>& c) {
+      if (!c) return;
+      cost[name] = {{"cpu_ms_per_pod", std::round(c->cpu_ms_per_pod * 1e4) / 1e4},
+                    {"context_switches_per_pod", std::round(c->context_switches_per_pod * 100) / 100}};
+    };
+    add("scheduler", r.scheduler_cost);
+    add("plugin_host", r.plugin_host_cost);
+    add("sim", r.sim_cost);
+    o["cost"] = std::move(cost);
+  }
   o["actions"] = {{"bind", r.actions_bind},
                   {"delete_pod", r.actions_delete},
                   {"patch_pod_status", r.actions_patch},
@@ -209,6 +221,13 @@ std::string ReportText(const Report& r, size_t max_rows) {
   if (r.scheduler_peak_rss_mb || r.plugin_host_peak_rss_mb) {
     absl::StrAppend(&out, "peak RSS: scheduler ", r.scheduler_peak_rss_mb ? absl::StrFormat("%.1f MiB", *r.scheduler_peak_rss_mb) : "n/a",
                     ", plugin host ", r.plugin_host_peak_rss_mb ? absl::StrFormat("%.1f MiB", *r.plugin_host_peak_rss_mb) : "n/a", "\n");
+  }
+  if (r.scheduler_cost || r.plugin_host_cost || r.sim_cost) {
+    auto cost = [](const std::optional<Report::Cost>& c) {
+      return c ? absl::StrFormat("%.3f ms, %.1f", c->cpu_ms_per_pod, c->context_switches_per_pod) : std::string("n/a");
+    };
+    absl::StrAppend(&out, "per bound pod (CPU, context switches): scheduler ", cost(r.scheduler_cost),
+                    "; plugin host ", cost(r.plugin_host_cost), "; podium-sim ", cost(r.sim_cost), "\n");
   }
   return out;
 }

@@ -44,6 +44,13 @@ struct Report {
   std::optional<double> attempt_p50_ms, attempt_p99_ms;
   size_t attempts = 0;
   std::optional<double> scheduler_peak_rss_mb, plugin_host_peak_rss_mb;
+  // CPU (ms) and context switches per bound pod, per process, over the whole
+  // run (init pods included); --spawn only.
+  struct Cost {
+    double cpu_ms_per_pod = 0;
+    double context_switches_per_pod = 0;
+  };
+  std::optional<Cost> scheduler_cost, plugin_host_cost, sim_cost;
   uint64_t actions_bind = 0, actions_delete = 0, actions_patch = 0, actions_event = 0, actions_failed = 0;
   std::vector<Placement> placements;
   std::vector<Unschedulable> unschedulable_pods;

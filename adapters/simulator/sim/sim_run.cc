@@ -500,9 +500,18 @@ class Simulation {
     r.actions_event = counts.event;
     r.actions_failed = counts.failed;
     if (options_.spawn && !options_.serve) {
+      const ProcessCost own = OwnCost();
       Shutdown();
       r.scheduler_peak_rss_mb = spawner_.scheduler_peak_rss_mb();
       r.plugin_host_peak_rss_mb = spawner_.plugin_host_peak_rss_mb();
+      auto per_pod = [&r](const std::optional<ProcessCost>& c) -> std::optional<Report::Cost> {
+        if (!c || r.bound == 0) return std::nullopt;
+        return Report::Cost{c->cpu_seconds * 1000 / static_cast<double>(r.bound),
+                            static_cast<double>(c->context_switches) / static_cast<double>(r.bound)};
+      };
+      r.scheduler_cost = per_pod(spawner_.scheduler_cost());
+      r.plugin_host_cost = per_pod(spawner_.plugin_host_cost());
+      r.sim_cost = per_pod(own);
     }
     std::cout << (options_.json ? ReportJson(r) : ReportText(r, options_.bench ? 0 : 1000)) << std::flush;
     return code;

@@ -1,12 +1,15 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <fstream>
 
 #include <boost/json.hpp>
 
 #include "sim/report.h"
 #include "sim/sim_run.h"
+#include "sim/spawner.h"
 #include "sim/workload.h"
 
 namespace podium::sim {
@@ -59,6 +62,32 @@ TEST(ReportTest, JsonHasTheMachineFields) {
   EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["message"].as_string(),
             "0/1 nodes are available: 1 Insufficient cpu.");
   EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("ns/b: 0/1 nodes are available"));
+}
+
+TEST(ReportTest, PerPodCostPerProcess) {
+  Report r;
+  EXPECT_FALSE(boost::json::parse(ReportJson(r)).as_object().contains("cost"));
+  r.scheduler_cost = Report::Cost{0.61234, 19.456};
+  r.sim_cost = Report::Cost{0.5, 12};
+  boost::json::object o = boost::json::parse(ReportJson(r)).as_object();
+  boost::json::object& cost = o["cost"].as_object();
+  EXPECT_DOUBLE_EQ(cost["scheduler"].as_object()["cpu_ms_per_pod"].as_double(), 0.6123);
+  EXPECT_DOUBLE_EQ(cost["scheduler"].as_object()["context_switches_per_pod"].as_double(), 19.46);
+  EXPECT_FALSE(cost.contains("plugin_host"));
+  EXPECT_THAT(ReportText(r, 0), ::testing::HasSubstr("scheduler 0.612 ms, 19.5; plugin host n/a; podium-sim 0.500 ms, 12.0"));
+}
+
+TEST(ProcessCostTest, ReadsCpuAndContextSwitchesOfALiveProcess) {
+  // Burn some CPU and sleep a few times so both counters move.
+  volatile double x = 0;
+  for (int i = 0; i < 20'000'000; ++i) x = x + i * 0.5;
+  for (int i = 0; i < 3; ++i) absl::SleepFor(absl::Milliseconds(1));
+  std::optional<ProcessCost> cost = CostOf(getpid());
+  ASSERT_TRUE(cost.has_value());
+  EXPECT_GT(cost->cpu_seconds, 0);
+  EXPECT_GE(cost->context_switches, 3u);
+  EXPECT_GT(OwnCost().cpu_seconds, 0);
+  EXPECT_FALSE(CostOf(-1).has_value());  // No such process: no numbers.
 }
 
 // Defect 18: errors were counted as unschedulable and the run exited 0.

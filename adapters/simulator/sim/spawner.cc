@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -80,6 +82,45 @@ std::optional<double> PeakRssMb(pid_t pid) {
     if (fields >> kb) return kb / 1024.0;
   }
   return std::nullopt;
+}
+
+std::optional<ProcessCost> CostOf(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  // Fields after the command name (which may hold spaces): state is field 3,
+  // utime and stime fields 14 and 15, in clock ticks.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::strtod(field.c_str(), nullptr);
+    if (i == 15) stime = std::strtod(field.c_str(), nullptr);
+  }
+  ProcessCost cost;
+  cost.cpu_seconds = (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream status(task.path() / "status");
+    for (std::string l; std::getline(status, l);) {
+      if (l.rfind("voluntary_ctxt_switches:", 0) == 0 || l.rfind("nonvoluntary_ctxt_switches:", 0) == 0) {
+        cost.context_switches += std::strtoull(l.substr(l.find(':') + 1).c_str(), nullptr, 10);
+      }
+    }
+  }
+  return cost;
+}
+
+ProcessCost OwnCost() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  ProcessCost cost;
+  cost.cpu_seconds = static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+                     static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+  cost.context_switches = static_cast<uint64_t>(usage.ru_nvcsw + usage.ru_nivcsw);
+  return cost;
 }
 
 std::string BuildTreeBinary(const std::string& relative) {
@@ -197,6 +238,7 @@ absl::StatusOr<std::string> Spawner::Start(const SpawnOptions& options) {
 void Spawner::StopChild(Child& child) {
   if (child.pid <= 0) return;
   child.peak_rss_mb = PeakRssMb(child.pid);
+  child.cost = CostOf(child.pid);
   kill(child.pid, SIGTERM);
   absl::Time deadline = absl::Now() + absl::Seconds(5);
   int status;

@@ -18,6 +18,18 @@ absl::Status CheckHealth(const std::string& target, absl::Duration timeout);
 // Peak resident set (VmHWM) of a live process, in MiB.
 std::optional<double> PeakRssMb(pid_t pid);
 
+// What a process has cost so far: CPU (user + system, every thread, live or
+// exited) and context switches (voluntary + involuntary, summed over its live
+// threads). For make bench's per-pod cost per process, which a shared, noisy
+// machine disturbs far less than throughput.
+struct ProcessCost {
+  double cpu_seconds = 0;
+  uint64_t context_switches = 0;
+};
+std::optional<ProcessCost> CostOf(pid_t pid);
+// The calling process's own, from getrusage(RUSAGE_SELF).
+ProcessCost OwnCost();
+
 struct SpawnOptions {
   std::string scheduler_bin;
   std::string plugin_host_bin;
@@ -52,6 +64,8 @@ class Spawner {
   const std::string& admin_token_file() const { return admin_token_file_; }
   std::optional<double> scheduler_peak_rss_mb() const { return scheduler_.peak_rss_mb; }
   std::optional<double> plugin_host_peak_rss_mb() const { return host_.peak_rss_mb; }
+  std::optional<ProcessCost> scheduler_cost() const { return scheduler_.cost; }
+  std::optional<ProcessCost> plugin_host_cost() const { return host_.cost; }
 
  private:
   struct Child {
@@ -59,6 +73,7 @@ class Spawner {
     pid_t pid = -1;
     std::string log;
     std::optional<double> peak_rss_mb;
+    std::optional<ProcessCost> cost;  // Just before it was stopped.
   };
   absl::Status Launch(Child& child, const std::vector<std::string>& argv);
   absl::Status WaitHealthy(Child& child, const std::string& target, absl::Duration timeout);
@@ -67,8 +82,8 @@ class Spawner {
 
   std::string dir_;
   std::string admin_token_file_;
-  Child host_{"podium-plugin-host", -1, "", std::nullopt};
-  Child scheduler_{"podium-scheduler", -1, "", std::nullopt};
+  Child host_{"podium-plugin-host", -1, "", std::nullopt, std::nullopt};
+  Child scheduler_{"podium-scheduler", -1, "", std::nullopt, std::nullopt};
 };
 
 // <dir of this executable>/../../<relative>: the default binaries in the build tree.
