@@ -237,11 +237,6 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
   // one request per process with score plugins, all at once.
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
   if (feasible.size() > 1) {
-    struct ScoreCall {
-      const ProcessPlan* plan;
-      v1::CycleRequest shape;
-      std::future<PluginAnswer> answer;
-    };
     std::vector<ScoreCall> calls;
     const absl::Time sent = absl::Now();
     for (size_t i = 0; i < setup.plans.size(); ++i) {
@@ -266,34 +261,10 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
           continue;
         }
       }
-      v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
-      message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
-      v1::CycleRequest shape = message.cycle();
-      *message.mutable_cycle()->mutable_pod() = pod;
-      calls.push_back({&plan, std::move(shape), plan.process->Call(std::move(message), state_seq)});
+      calls.push_back(SendScoreRequest(plan, cycle_id, feasible, pod, state_seq));
     }
-    for (auto& [plan, shape, future] : calls) {
-      PluginAnswer answer = future.get();
-      const absl::Duration round_trip = absl::Now() - sent;
-      absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
-      if (valid.ok()) {
-        AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
-      } else {
-        AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
-      }
-      if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
-        const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
-        valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
-      }
-      if (!valid.ok()) {
-        if (IgnoresFailure(*plan->process)) {
-          continue;
-        }
-        return fail(*plan->process, valid);
-      }
-      for (const auto& s : answer->cycle().scores()) {
-        scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
-      }
+    if (auto failed = FoldScoreAnswers(calls, sent, snapshot, scores)) {
+      return fail(*failed->process, failed->status);
     }
   }
   SelectHost(setup, feasible, scores, snapshot, result);

@@ -570,44 +570,15 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   // Score with every process whose score plugins did not run above. A single
   // feasible node needs no scores (kube-scheduler skips them too).
   if (feasible.size() > 1 || scoped) {
-    struct ScoreCall {
-      const ProcessPlan* plan;
-      v1::CycleRequest shape;
-      std::future<PluginAnswer> answer;
-    };
     std::vector<ScoreCall> calls;
     const absl::Time sent = absl::Now();
     for (size_t i = combined ? 1 : 0; i < setup.plans.size(); ++i) {
       const ProcessPlan& plan = setup.plans[i];
       if (plan.score.empty() && plan.pre_score.empty()) continue;
-      v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
-      message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
-      v1::CycleRequest shape = message.cycle();
-      *message.mutable_cycle()->mutable_pod() = pod;
-      calls.push_back({&plan, std::move(shape), plan.process->Call(std::move(message), state_seq)});
+      calls.push_back(SendScoreRequest(plan, cycle_id, feasible, pod, state_seq));
     }
-    for (auto& [plan, shape, future] : calls) {
-      PluginAnswer answer = future.get();
-      const absl::Duration round_trip = absl::Now() - sent;
-      absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
-      if (valid.ok()) {
-        AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
-      } else {
-        AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
-      }
-      if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
-        const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
-        valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
-      }
-      if (!valid.ok()) {
-        if (IgnoresFailure(*plan->process)) {
-          continue;  // Its plugins add nothing to the totals.
-        }
-        return fail(*plan->process, valid);
-      }
-      for (const auto& s : answer->cycle().scores()) {
-        scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
-      }
+    if (auto failed = FoldScoreAnswers(calls, sent, snapshot, scores)) {
+      return fail(*failed->process, failed->status);
     }
   }
 
@@ -617,6 +588,43 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     result.ranking.scores = std::move(scores);
   }
   return result;
+}
+
+Framework::ScoreCall Framework::SendScoreRequest(const ProcessPlan& plan, uint64_t cycle_id,
+                                                 const std::vector<uint32_t>& feasible,
+                                                 const v1::Pod& pod, uint64_t state_seq) {
+  v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/false, /*score=*/true);
+  message.mutable_cycle()->mutable_nodes()->mutable_node_ids()->Assign(feasible.begin(), feasible.end());
+  v1::CycleRequest shape = message.cycle();
+  *message.mutable_cycle()->mutable_pod() = pod;
+  return {&plan, std::move(shape), plan.process->Call(std::move(message), state_seq)};
+}
+
+std::optional<Framework::ProcessError> Framework::FoldScoreAnswers(
+    std::vector<ScoreCall>& calls, absl::Time sent, const sdk::Snapshot& snapshot,
+    absl::flat_hash_map<std::string, std::vector<int64_t>>& scores) {
+  for (auto& [plan, shape, future] : calls) {
+    PluginAnswer answer = future.get();
+    const absl::Duration round_trip = absl::Now() - sent;
+    absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+    if (valid.ok()) {
+      AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
+    } else {
+      AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
+    }
+    if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
+      const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
+      valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
+    }
+    if (!valid.ok()) {
+      if (IgnoresFailure(*plan->process)) continue;  // Its plugins add nothing to the totals.
+      return ProcessError{plan->process, std::move(valid)};
+    }
+    for (const auto& s : answer->cycle().scores()) {
+      scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+    }
+  }
+  return std::nullopt;
 }
 
 void Framework::SelectHost(const Setup& setup, const std::vector<uint32_t>& feasible,

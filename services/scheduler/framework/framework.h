@@ -278,6 +278,25 @@ class Framework {
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
                            uint64_t state_seq, uint64_t cycle_id, uint32_t start,
                            uint32_t to_find, bool want_ranking, ScheduleResult result);
+  // A score request in flight: one process's PreScore/Score plugins over `feasible`.
+  struct ScoreCall {
+    const ProcessPlan* plan;
+    v1::CycleRequest shape;  // What the answer is checked against.
+    std::future<PluginAnswer> answer;
+  };
+  ScoreCall SendScoreRequest(const ProcessPlan& plan, uint64_t cycle_id,
+                             const std::vector<uint32_t>& feasible, const v1::Pod& pod,
+                             uint64_t state_seq);
+  // Waits for every answer (timed from `sent`, as one parallel Score phase) and
+  // folds the scores in; a process under Ignore that failed adds nothing. The
+  // first process under Fail that failed, with its error, or nullopt.
+  struct ProcessError {
+    PluginProcess* process;
+    absl::Status status;
+  };
+  std::optional<ProcessError> FoldScoreAnswers(
+      std::vector<ScoreCall>& calls, absl::Time sent, const sdk::Snapshot& snapshot,
+      absl::flat_hash_map<std::string, std::vector<int64_t>>& scores);
   // kube-scheduler's selectHost: weighted totals over `feasible`, ties at random.
   void SelectHost(const Setup& setup, const std::vector<uint32_t>& feasible,
                   const absl::flat_hash_map<std::string, std::vector<int64_t>>& scores,
