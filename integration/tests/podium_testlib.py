@@ -289,6 +289,23 @@ class IntegrationTest(unittest.TestCase):
 
 # -- cluster YAML ------------------------------------------------------------
 
+class ScenarioTest(IntegrationTest):
+    """A podium-sim scenario: the cluster's YAML documents placed with the default
+    plugins (podium-sim --spawn), the report parsed. A missing binary fails."""
+
+    def setUp(self):
+        super().setUp()
+        require_binaries(self, "sim", "scheduler", "plugin_host")
+
+    def place(self, *docs):
+        cluster = self.write("cluster.yaml", cluster_yaml(*docs))
+        rc, out, err = self.run_sim(cluster, config=config_path("default-plugins.yaml"))
+        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
+        report = parse_report(out)
+        self.assertEqual(report.outcome, "completed", out[-4000:])
+        return report
+
+
 def node_yaml(name, zone=None, cpu="4", memory="8Gi", pods=110, labels=None):
     labels = dict(labels or {})
     labels.setdefault("kubernetes.io/hostname", name)

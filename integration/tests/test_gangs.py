@@ -4,11 +4,10 @@ Kubernetes YAML (scheduler-plugins' API, Kubernetes' PodGroup and its 1.35 alpha
 Workload) with the default configuration. A gang binds whole or not at all, the
 scheduler finds out in one pass, and every member says why."""
 
-import os
 import textwrap
 
 import podium_testlib as lib
-from podium_testlib import cluster_yaml, node_yaml, pod_yaml
+from podium_testlib import node_yaml, pod_yaml
 
 
 def sp_group(name, min_member, namespace="default"):
@@ -58,22 +57,7 @@ def member(name, cpu="1", label_group=None, scheduling_group=None, workload_ref=
     return doc
 
 
-class GangTest(lib.IntegrationTest):
-    def setUp(self):
-        super().setUp()
-        for name in ("sim", "scheduler", "plugin_host"):
-            path = getattr(lib.Flags, name)
-            # A missing binary is a failure here, not a skip.
-            self.assertTrue(path and os.path.exists(path), f"--{name} binary missing: {path}")
-
-    def place(self, *docs):
-        cluster = self.write("cluster.yaml", cluster_yaml(*docs))
-        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"))
-        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
-        report = lib.parse_report(out)
-        self.assertEqual(report.outcome, "completed", out[-4000:])
-        return report
-
+class GangTest(lib.ScenarioTest):
     def gangs(self, report):
         return {g["name"]: g for g in report.raw.get("gangs") or []}
 

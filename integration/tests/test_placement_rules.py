@@ -4,11 +4,10 @@ clusters written as Kubernetes YAML with the default configuration, and the
 report shows kube-scheduler's rules held (and its FailedScheduling messages)."""
 
 import collections
-import os
 import textwrap
 
 import podium_testlib as lib
-from podium_testlib import cluster_yaml, node_yaml, pod_yaml
+from podium_testlib import node_yaml, pod_yaml
 
 SPREAD_MSG = "node(s) didn't match pod topology spread constraints"
 ANTI_MSG = "node(s) didn't match pod anti-affinity rules"
@@ -55,22 +54,7 @@ affinity:
 """
 
 
-class PlacementRulesTest(lib.IntegrationTest):
-    def setUp(self):
-        super().setUp()
-        for name in ("sim", "scheduler", "plugin_host"):
-            path = getattr(lib.Flags, name)
-            # A missing binary is a failure here, not a skip.
-            self.assertTrue(path and os.path.exists(path), f"--{name} binary missing: {path}")
-
-    def place(self, *docs):
-        cluster = self.write("cluster.yaml", cluster_yaml(*docs))
-        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"))
-        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
-        report = lib.parse_report(out)
-        self.assertEqual(report.outcome, "completed", out[-4000:])
-        return report
-
+class PlacementRulesTest(lib.ScenarioTest):
     def zone_counts(self, report, names, zone_of):
         counts = collections.Counter({z: 0 for z in set(zone_of.values())})
         for n in names:
