@@ -36,7 +36,7 @@ class CheckingSink : public kube::ReflectorSink {
   }
   void OnListPartDone(const kube::ResourceKind&, size_t) override {}
   void OnEvents(const kube::ResourceKind& kind, std::vector<v1::ObjectEvent> events) override { Check(kind, events); }
-  void OnBadObject(const kube::ResourceKind& kind, const YAML::Node& object, const absl::Status& error) override {
+  void OnBadObject(const kube::ResourceKind& kind, const boost::json::value& object, const absl::Status& error) override {
     if (error.ok() || error.message().empty()) std::abort();  // A refusal must say why.
     (void)kube::ObjectKey(object);
   }

@@ -1,4 +1,5 @@
 #include "common/translate/k8s_yaml.h"
+#include "common/translate/k8s_json.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/translate/json_node.h"
 #include "common/translate/quantity.h"
 #include "common/validation/object_validation.h"
 #include "common/yaml/safe_yaml.h"
@@ -35,9 +37,18 @@ std::string Sub(const std::string& path, std::string_view key) {
 }
 std::string At(const std::string& path, size_t i) { return absl::StrCat(path, "[", i, "]"); }
 
-bool Present(const YAML::Node& n) { return n.IsDefined() && !n.IsNull(); }
+// The translation below reads YAML::Node (podium-sim's files) and JsonNode (the
+// Kubernetes API's JSON, common/translate/json_node.h) with the same code.
+YAML::Node Undefined(const YAML::Node&) { return YAML::Node(YAML::NodeType::Undefined); }
+JsonNode Undefined(const JsonNode&) { return JsonNode(); }
+bool DecodeBool(const YAML::Node& n, bool* b) { return YAML::convert<bool>::decode(n, *b); }
+bool DecodeBool(const JsonNode& n, bool* b) { return n.DecodeBool(b); }
 
-const char* TypeName(const YAML::Node& n) {
+template <class N>
+bool Present(const N& n) { return n.IsDefined() && !n.IsNull(); }
+
+template <class N>
+const char* TypeName(const N& n) {
   switch (n.Type()) {
     case YAML::NodeType::Scalar: return "a scalar";
     case YAML::NodeType::Sequence: return "a list";
@@ -47,68 +58,83 @@ const char* TypeName(const YAML::Node& n) {
 }
 
 // m[key] where m must be a mapping (or absent). Missing keys yield an undefined node.
-YAML::Node Get(const YAML::Node& m, const std::string& path, const char* key) {
-  if (!Present(m)) return YAML::Node(YAML::NodeType::Undefined);
+template <class N>
+N Get(const N& m, const std::string& path, const char* key) {
+  if (!Present(m)) return Undefined(m);
   if (!m.IsMap()) Fail(path, absl::StrCat("expected a mapping, got ", TypeName(m)));
   return m[key];
 }
 
-std::string Str(const YAML::Node& n, const std::string& path) {
+template <class N>
+std::string Str(const N& n, const std::string& path) {
   if (!Present(n)) return "";
   if (!n.IsScalar()) Fail(path, absl::StrCat("expected a string, got ", TypeName(n)));
   return n.Scalar();
 }
 
-int64_t Int(const YAML::Node& n, const std::string& path) {
+template <class N>
+int64_t Int(const N& n, const std::string& path) {
   if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer, got ", TypeName(n)));
   int64_t v;
   if (!absl::SimpleAtoi(n.Scalar(), &v)) Fail(path, absl::StrCat("expected an integer, got \"", n.Scalar(), "\""));
   return v;
 }
 
-int32_t Int32(const YAML::Node& n, const std::string& path) {
+template <class N>
+int32_t Int32(const N& n, const std::string& path) {
   int64_t v = Int(n, path);
   if (v < INT32_MIN || v > INT32_MAX) Fail(path, absl::StrCat("integer out of range: ", v));
   return static_cast<int32_t>(v);
 }
 
-bool Bool(const YAML::Node& n, const std::string& path) {
+template <class N>
+bool Bool(const N& n, const std::string& path) {
   if (!Present(n)) return false;
   bool b;
-  if (!n.IsScalar() || !YAML::convert<bool>::decode(n, b)) Fail(path, "expected a boolean");
+  if (!n.IsScalar() || !DecodeBool(n, &b)) Fail(path, "expected a boolean");
   return b;
 }
 
-template <typename F>
-void ForEach(const YAML::Node& n, const std::string& path, F&& fn) {
+template <class N, typename F>
+void ForEach(const N& n, const std::string& path, F&& fn) {
   if (!Present(n)) return;
   if (!n.IsSequence()) Fail(path, absl::StrCat("expected a list, got ", TypeName(n)));
   for (size_t i = 0; i < n.size(); ++i) fn(n[i], At(path, i));
 }
 
+// A mapping's members as (key, value); YAML keys are read as strings.
 template <typename F>
-void ForEachEntry(const YAML::Node& n, const std::string& path, F&& fn) {
-  if (!Present(n)) return;
-  if (!n.IsMap()) Fail(path, absl::StrCat("expected a mapping, got ", TypeName(n)));
-  for (const auto& kv : n) {
-    std::string key = Str(kv.first, path);
-    fn(key, kv.second, Sub(path, key));
-  }
+void Members(const YAML::Node& n, const std::string& path, F&& fn) {
+  for (const auto& kv : n) fn(Str(kv.first, path), kv.second);
+}
+template <typename F>
+void Members(const JsonNode& n, const std::string&, F&& fn) {
+  n.ForEachMember(fn);
 }
 
-void StringMap(const YAML::Node& n, const std::string& path,
+template <class N, typename F>
+void ForEachEntry(const N& n, const std::string& path, F&& fn) {
+  if (!Present(n)) return;
+  if (!n.IsMap()) Fail(path, absl::StrCat("expected a mapping, got ", TypeName(n)));
+  Members(n, path, [&](const std::string& key, const N& value) { fn(key, value, Sub(path, key)); });
+}
+
+template <class N>
+void StringMap(const N& n, const std::string& path,
                google::protobuf::Map<std::string, std::string>* out) {
-  ForEachEntry(n, path, [&](const std::string& k, const YAML::Node& v, const std::string& p) {
+  ForEachEntry(n, path, [&](const std::string& k, const N& v, const std::string& p) {
     (*out)[k] = Str(v, p);
   });
 }
 
-void Strings(const YAML::Node& n, const std::string& path,
+template <class N>
+void Strings(const N& n, const std::string& path,
              google::protobuf::RepeatedPtrField<std::string>* out) {
-  ForEach(n, path, [&](const YAML::Node& v, const std::string& p) { *out->Add() = Str(v, p); });
+  ForEach(n, path, [&](const N& v, const std::string& p) { *out->Add() = Str(v, p); });
 }
 
-int64_t TimeUs(const YAML::Node& n, const std::string& path) {
+template <class N>
+int64_t TimeUs(const N& n, const std::string& path) {
   std::string s = Str(n, path);
   if (s.empty()) return 0;
   absl::Time t;
@@ -119,7 +145,8 @@ int64_t TimeUs(const YAML::Node& n, const std::string& path) {
 
 // --- resources -------------------------------------------------------------
 
-int64_t QuantityValue(const YAML::Node& n, const std::string& path, bool milli) {
+template <class N>
+int64_t QuantityValue(const N& n, const std::string& path, bool milli) {
   if (!Present(n) || !n.IsScalar()) Fail(path, absl::StrCat("expected a quantity, got ", TypeName(n)));
   const std::string& text = n.Scalar();
   auto q = Quantity::Parse(text);
@@ -130,8 +157,9 @@ int64_t QuantityValue(const YAML::Node& n, const std::string& path, bool milli) 
   return *v;
 }
 
-void ResourceList(const YAML::Node& n, const std::string& path, v1::ResourceList* out) {
-  ForEachEntry(n, path, [&](const std::string& name, const YAML::Node& v, const std::string& p) {
+template <class N>
+void ResourceList(const N& n, const std::string& path, v1::ResourceList* out) {
+  ForEachEntry(n, path, [&](const std::string& name, const N& v, const std::string& p) {
     if (name == "cpu") {
       out->set_milli_cpu(QuantityValue(v, p, true));
     } else if (name == "memory") {
@@ -167,7 +195,8 @@ std::string RandomSuffix(int n) {
   return s;
 }
 
-void Meta(const YAML::Node& m, const std::string& path, bool namespaced, v1::ObjectMeta* out) {
+template <class N>
+void Meta(const N& m, const std::string& path, bool namespaced, v1::ObjectMeta* out) {
   out->set_name(Str(Get(m, path, "name"), Sub(path, "name")));
   if (out->name().empty()) {
     std::string gen = Str(Get(m, path, "generateName"), Sub(path, "generateName"));
@@ -185,7 +214,7 @@ void Meta(const YAML::Node& m, const std::string& path, bool namespaced, v1::Obj
   out->set_creation_timestamp_us(TimeUs(Get(m, path, "creationTimestamp"), Sub(path, "creationTimestamp")));
   out->set_deletion_timestamp_us(TimeUs(Get(m, path, "deletionTimestamp"), Sub(path, "deletionTimestamp")));
   ForEach(Get(m, path, "ownerReferences"), Sub(path, "ownerReferences"),
-          [&](const YAML::Node& o, const std::string& p) {
+          [&](const N& o, const std::string& p) {
             auto* r = out->add_owner_references();
             r->set_kind(Str(Get(o, p, "kind"), Sub(p, "kind")));
             r->set_name(Str(Get(o, p, "name"), Sub(p, "name")));
@@ -196,7 +225,8 @@ void Meta(const YAML::Node& m, const std::string& path, bool namespaced, v1::Obj
 
 // --- enums -----------------------------------------------------------------
 
-v1::TaintEffect Effect(const YAML::Node& n, const std::string& path) {
+template <class N>
+v1::TaintEffect Effect(const N& n, const std::string& path) {
   std::string s = Str(n, path);
   if (s.empty()) return v1::TAINT_EFFECT_UNSPECIFIED;
   if (s == "NoSchedule") return v1::NO_SCHEDULE;
@@ -213,9 +243,10 @@ v1::PreemptionPolicy Preemption(const std::string& s, const std::string& path) {
 
 // --- affinity --------------------------------------------------------------
 
-void NodeSelectorTerm(const YAML::Node& n, const std::string& path, v1::NodeSelectorTerm* out) {
+template <class N>
+void NodeSelectorTerm(const N& n, const std::string& path, v1::NodeSelectorTerm* out) {
   auto reqs = [&](const char* key, google::protobuf::RepeatedPtrField<v1::NodeSelectorRequirement>* dst) {
-    ForEach(Get(n, path, key), Sub(path, key), [&](const YAML::Node& r, const std::string& p) {
+    ForEach(Get(n, path, key), Sub(path, key), [&](const N& r, const std::string& p) {
       auto* req = dst->Add();
       req->set_key(Str(Get(r, p, "key"), Sub(p, "key")));
       std::string op = Str(Get(r, p, "operator"), Sub(p, "operator"));
@@ -233,10 +264,11 @@ void NodeSelectorTerm(const YAML::Node& n, const std::string& path, v1::NodeSele
   reqs("matchFields", out->mutable_match_fields());
 }
 
-void LabelSelector(const YAML::Node& n, const std::string& path, v1::LabelSelector* out) {
+template <class N>
+void LabelSelector(const N& n, const std::string& path, v1::LabelSelector* out) {
   StringMap(Get(n, path, "matchLabels"), Sub(path, "matchLabels"), out->mutable_match_labels());
   ForEach(Get(n, path, "matchExpressions"), Sub(path, "matchExpressions"),
-          [&](const YAML::Node& r, const std::string& p) {
+          [&](const N& r, const std::string& p) {
             auto* req = out->add_match_expressions();
             req->set_key(Str(Get(r, p, "key"), Sub(p, "key")));
             std::string op = Str(Get(r, p, "operator"), Sub(p, "operator"));
@@ -249,7 +281,8 @@ void LabelSelector(const YAML::Node& n, const std::string& path, v1::LabelSelect
           });
 }
 
-void PodAffinityTerm(const YAML::Node& n, const std::string& path, v1::PodAffinityTerm* out) {
+template <class N>
+void PodAffinityTerm(const N& n, const std::string& path, v1::PodAffinityTerm* out) {
   if (Present(Get(n, path, "labelSelector")))
     LabelSelector(Get(n, path, "labelSelector"), Sub(path, "labelSelector"), out->mutable_label_selector());
   Strings(Get(n, path, "namespaces"), Sub(path, "namespaces"), out->mutable_namespaces());
@@ -261,34 +294,36 @@ void PodAffinityTerm(const YAML::Node& n, const std::string& path, v1::PodAffini
   Strings(Get(n, path, "mismatchLabelKeys"), Sub(path, "mismatchLabelKeys"), out->mutable_mismatch_label_keys());
 }
 
-void PodAffinity(const YAML::Node& n, const std::string& path, v1::PodAffinity* out) {
+template <class N>
+void PodAffinity(const N& n, const std::string& path, v1::PodAffinity* out) {
   ForEach(Get(n, path, "requiredDuringSchedulingIgnoredDuringExecution"),
           Sub(path, "requiredDuringSchedulingIgnoredDuringExecution"),
-          [&](const YAML::Node& t, const std::string& p) { PodAffinityTerm(t, p, out->add_required()); });
+          [&](const N& t, const std::string& p) { PodAffinityTerm(t, p, out->add_required()); });
   ForEach(Get(n, path, "preferredDuringSchedulingIgnoredDuringExecution"),
           Sub(path, "preferredDuringSchedulingIgnoredDuringExecution"),
-          [&](const YAML::Node& t, const std::string& p) {
+          [&](const N& t, const std::string& p) {
             auto* w = out->add_preferred();
             w->set_weight(Int32(Get(t, p, "weight"), Sub(p, "weight")));
             PodAffinityTerm(Get(t, p, "podAffinityTerm"), Sub(p, "podAffinityTerm"), w->mutable_term());
           });
 }
 
-void Affinity(const YAML::Node& n, const std::string& path, v1::Affinity* out) {
-  YAML::Node na = Get(n, path, "nodeAffinity");
+template <class N>
+void Affinity(const N& n, const std::string& path, v1::Affinity* out) {
+  N na = Get(n, path, "nodeAffinity");
   if (Present(na)) {
     std::string nap = Sub(path, "nodeAffinity");
     auto* dst = out->mutable_node_affinity();
-    YAML::Node req = Get(na, nap, "requiredDuringSchedulingIgnoredDuringExecution");
+    N req = Get(na, nap, "requiredDuringSchedulingIgnoredDuringExecution");
     if (Present(req)) {
       std::string rp = Sub(nap, "requiredDuringSchedulingIgnoredDuringExecution");
       auto* sel = dst->mutable_required();
       ForEach(Get(req, rp, "nodeSelectorTerms"), Sub(rp, "nodeSelectorTerms"),
-              [&](const YAML::Node& t, const std::string& p) { NodeSelectorTerm(t, p, sel->add_terms()); });
+              [&](const N& t, const std::string& p) { NodeSelectorTerm(t, p, sel->add_terms()); });
     }
     ForEach(Get(na, nap, "preferredDuringSchedulingIgnoredDuringExecution"),
             Sub(nap, "preferredDuringSchedulingIgnoredDuringExecution"),
-            [&](const YAML::Node& t, const std::string& p) {
+            [&](const N& t, const std::string& p) {
               auto* pref = dst->add_preferred();
               pref->set_weight(Int32(Get(t, p, "weight"), Sub(p, "weight")));
               NodeSelectorTerm(Get(t, p, "preference"), Sub(p, "preference"), pref->mutable_preference());
@@ -302,15 +337,16 @@ void Affinity(const YAML::Node& n, const std::string& path, v1::Affinity* out) {
 
 // --- pod -------------------------------------------------------------------
 
-void Container(const YAML::Node& n, const std::string& path, bool init, v1::Container* out) {
+template <class N>
+void Container(const N& n, const std::string& path, bool init, v1::Container* out) {
   out->set_name(Str(Get(n, path, "name"), Sub(path, "name")));
   out->set_image(Str(Get(n, path, "image"), Sub(path, "image")));
-  YAML::Node res = Get(n, path, "resources");
+  N res = Get(n, path, "resources");
   std::string rp = Sub(path, "resources");
   ResourceList(Get(res, rp, "requests"), Sub(rp, "requests"), out->mutable_requests());
   ResourceList(Get(res, rp, "limits"), Sub(rp, "limits"), out->mutable_limits());
   DefaultRequestsFromLimits(out);
-  ForEach(Get(n, path, "ports"), Sub(path, "ports"), [&](const YAML::Node& p, const std::string& pp) {
+  ForEach(Get(n, path, "ports"), Sub(path, "ports"), [&](const N& p, const std::string& pp) {
     auto* port = out->add_ports();
     if (Present(Get(p, pp, "containerPort")))
       port->set_container_port(Int32(Get(p, pp, "containerPort"), Sub(pp, "containerPort")));
@@ -334,9 +370,10 @@ struct PodExtras {
 
 // The gang a pod joins: Kubernetes' spec.schedulingGroup, else its 1.35 alpha
 // spec.workloadRef, else scheduler-plugins' label.
-void PodGroupOfPod(const YAML::Node& obj, const YAML::Node& spec, v1::Pod* pod) {
+template <class N>
+void PodGroupOfPod(const N& obj, const N& spec, v1::Pod* pod) {
   const std::string sp = "spec";
-  YAML::Node group = Get(spec, sp, "schedulingGroup");
+  N group = Get(spec, sp, "schedulingGroup");
   if (Present(group)) {
     const std::string p = Sub(sp, "schedulingGroup");
     std::string name = Str(Get(group, p, "podGroupName"), Sub(p, "podGroupName"));
@@ -344,7 +381,7 @@ void PodGroupOfPod(const YAML::Node& obj, const YAML::Node& spec, v1::Pod* pod) 
     pod->set_pod_group(name);
     return;
   }
-  YAML::Node ref = Get(spec, sp, "workloadRef");
+  N ref = Get(spec, sp, "workloadRef");
   if (Present(ref)) {
     const std::string p = Sub(sp, "workloadRef");
     std::string workload = Str(Get(ref, p, "name"), Sub(p, "name"));
@@ -358,10 +395,11 @@ void PodGroupOfPod(const YAML::Node& obj, const YAML::Node& spec, v1::Pod* pod) 
   if (label != pod->meta().labels().end()) pod->set_pod_group(label->second);
 }
 
-v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
+template <class N>
+v1::Pod ConvertPod(const N& obj, PodExtras* extras) {
   v1::Pod pod;
   Meta(Get(obj, "", "metadata"), "metadata", true, pod.mutable_meta());
-  YAML::Node spec = Get(obj, "", "spec");
+  N spec = Get(obj, "", "spec");
   const std::string sp = "spec";
   pod.set_scheduler_name(Str(Get(spec, sp, "schedulerName"), Sub(sp, "schedulerName")));
   pod.set_node_name(Str(Get(spec, sp, "nodeName"), Sub(sp, "nodeName")));
@@ -374,13 +412,13 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
   extras->has_preemption_policy = !pp.empty();
   pod.set_preemption_policy(Preemption(pp, Sub(sp, "preemptionPolicy")));
   ForEach(Get(spec, sp, "containers"), Sub(sp, "containers"),
-          [&](const YAML::Node& c, const std::string& p) { Container(c, p, false, pod.add_containers()); });
+          [&](const N& c, const std::string& p) { Container(c, p, false, pod.add_containers()); });
   ForEach(Get(spec, sp, "initContainers"), Sub(sp, "initContainers"),
-          [&](const YAML::Node& c, const std::string& p) { Container(c, p, true, pod.add_init_containers()); });
+          [&](const N& c, const std::string& p) { Container(c, p, true, pod.add_init_containers()); });
   ResourceList(Get(spec, sp, "overhead"), Sub(sp, "overhead"), pod.mutable_overhead());
   StringMap(Get(spec, sp, "nodeSelector"), Sub(sp, "nodeSelector"), pod.mutable_node_selector());
   if (Present(Get(spec, sp, "affinity"))) Affinity(Get(spec, sp, "affinity"), Sub(sp, "affinity"), pod.mutable_affinity());
-  ForEach(Get(spec, sp, "tolerations"), Sub(sp, "tolerations"), [&](const YAML::Node& t, const std::string& p) {
+  ForEach(Get(spec, sp, "tolerations"), Sub(sp, "tolerations"), [&](const N& t, const std::string& p) {
     auto* tol = pod.add_tolerations();
     tol->set_key(Str(Get(t, p, "key"), Sub(p, "key")));
     std::string op = Str(Get(t, p, "operator"), Sub(p, "operator"));
@@ -393,7 +431,7 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
       tol->set_toleration_seconds(Int(Get(t, p, "tolerationSeconds"), Sub(p, "tolerationSeconds")));
   });
   ForEach(Get(spec, sp, "topologySpreadConstraints"), Sub(sp, "topologySpreadConstraints"),
-          [&](const YAML::Node& t, const std::string& p) {
+          [&](const N& t, const std::string& p) {
             auto* c = pod.add_topology_spread_constraints();
             c->set_max_skew(Int32(Get(t, p, "maxSkew"), Sub(p, "maxSkew")));
             c->set_topology_key(Str(Get(t, p, "topologyKey"), Sub(p, "topologyKey")));
@@ -415,11 +453,11 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
             c->set_node_taints_policy(policy("nodeTaintsPolicy"));
             Strings(Get(t, p, "matchLabelKeys"), Sub(p, "matchLabelKeys"), c->mutable_match_label_keys());
           });
-  ForEach(Get(spec, sp, "schedulingGates"), Sub(sp, "schedulingGates"), [&](const YAML::Node& g, const std::string& p) {
+  ForEach(Get(spec, sp, "schedulingGates"), Sub(sp, "schedulingGates"), [&](const N& g, const std::string& p) {
     pod.add_scheduling_gates(Str(Get(g, p, "name"), Sub(p, "name")));
   });
 
-  YAML::Node status = Get(obj, "", "status");
+  N status = Get(obj, "", "status");
   const std::string st = "status";
   std::string phase = Str(Get(status, st, "phase"), Sub(st, "phase"));
   static const std::map<std::string, v1::PodPhase> kPhases = {
@@ -429,7 +467,7 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
   if (ph == kPhases.end()) Fail(Sub(st, "phase"), absl::StrCat("unknown phase \"", phase, "\""));
   pod.set_phase(ph->second);
   pod.set_nominated_node_name(Str(Get(status, st, "nominatedNodeName"), Sub(st, "nominatedNodeName")));
-  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const YAML::Node& c, const std::string& p) {
+  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const N& c, const std::string& p) {
     auto* cond = pod.add_conditions();
     cond->set_type(Str(Get(c, p, "type"), Sub(p, "type")));
     cond->set_status(Str(Get(c, p, "status"), Sub(p, "status")));
@@ -439,7 +477,7 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
   });
   pod.set_resize_status(Str(Get(status, st, "resize"), Sub(st, "resize")));
   ForEach(Get(status, st, "containerStatuses"), Sub(st, "containerStatuses"),
-          [&](const YAML::Node& cs, const std::string& p) {
+          [&](const N& cs, const std::string& p) {
             v1::ResourceList alloc;
             ResourceList(Get(cs, p, "allocatedResources"), Sub(p, "allocatedResources"), &alloc);
             auto* dst = pod.mutable_allocated();
@@ -456,13 +494,14 @@ v1::Pod ConvertPod(const YAML::Node& obj, PodExtras* extras) {
 
 // --- node ------------------------------------------------------------------
 
-v1::Node ConvertNode(const YAML::Node& obj) {
+template <class N>
+v1::Node ConvertNode(const N& obj) {
   v1::Node node;
   Meta(Get(obj, "", "metadata"), "metadata", false, node.mutable_meta());
-  YAML::Node spec = Get(obj, "", "spec");
+  N spec = Get(obj, "", "spec");
   const std::string sp = "spec";
   node.set_unschedulable(Bool(Get(spec, sp, "unschedulable"), Sub(sp, "unschedulable")));
-  ForEach(Get(spec, sp, "taints"), Sub(sp, "taints"), [&](const YAML::Node& t, const std::string& p) {
+  ForEach(Get(spec, sp, "taints"), Sub(sp, "taints"), [&](const N& t, const std::string& p) {
     auto* taint = node.add_taints();
     taint->set_key(Str(Get(t, p, "key"), Sub(p, "key")));
     if (taint->key().empty()) Fail(Sub(p, "key"), "missing");
@@ -470,7 +509,7 @@ v1::Node ConvertNode(const YAML::Node& obj) {
     taint->set_effect(Effect(Get(t, p, "effect"), Sub(p, "effect")));
     if (taint->effect() == v1::TAINT_EFFECT_UNSPECIFIED) Fail(Sub(p, "effect"), "missing");
   });
-  YAML::Node status = Get(obj, "", "status");
+  N status = Get(obj, "", "status");
   const std::string st = "status";
   ResourceList(Get(status, st, "capacity"), Sub(st, "capacity"), node.mutable_capacity());
   if (Present(Get(status, st, "allocatable"))) {
@@ -478,12 +517,12 @@ v1::Node ConvertNode(const YAML::Node& obj) {
   } else {
     *node.mutable_allocatable() = node.capacity();
   }
-  ForEach(Get(status, st, "images"), Sub(st, "images"), [&](const YAML::Node& i, const std::string& p) {
+  ForEach(Get(status, st, "images"), Sub(st, "images"), [&](const N& i, const std::string& p) {
     auto* img = node.add_images();
     Strings(Get(i, p, "names"), Sub(p, "names"), img->mutable_names());
     if (Present(Get(i, p, "sizeBytes"))) img->set_size_bytes(Int(Get(i, p, "sizeBytes"), Sub(p, "sizeBytes")));
   });
-  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const YAML::Node& c, const std::string& p) {
+  ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const N& c, const std::string& p) {
     auto* cond = node.add_conditions();
     cond->set_type(Str(Get(c, p, "type"), Sub(p, "type")));
     cond->set_status(Str(Get(c, p, "status"), Sub(p, "status")));
@@ -491,10 +530,11 @@ v1::Node ConvertNode(const YAML::Node& obj) {
   return node;
 }
 
-v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
+template <class N>
+v1::PriorityClass ConvertPriorityClass(const N& obj) {
   v1::PriorityClass pc;
   Meta(Get(obj, "", "metadata"), "metadata", false, pc.mutable_meta());
-  YAML::Node v = Get(obj, "", "value");
+  N v = Get(obj, "", "value");
   if (!Present(v)) Fail("value", "missing");
   pc.set_value(Int32(v, "value"));
   pc.set_global_default(Bool(Get(obj, "", "globalDefault"), "globalDefault"));
@@ -504,7 +544,8 @@ v1::PriorityClass ConvertPriorityClass(const YAML::Node& obj) {
 
 // --- Namespace (v1) ---------------------------------------------------------
 
-v1::Namespace ConvertNamespace(const YAML::Node& obj) {
+template <class N>
+v1::Namespace ConvertNamespace(const N& obj) {
   v1::Namespace ns;
   Meta(Get(obj, "", "metadata"), "metadata", false, ns.mutable_meta());
   return ns;
@@ -512,7 +553,8 @@ v1::Namespace ConvertNamespace(const YAML::Node& obj) {
 
 // --- PodDisruptionBudget (policy/v1) -----------------------------------------
 
-void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPercent* out) {
+template <class N>
+void IntOrPercentField(const N& n, const std::string& path, v1::IntOrPercent* out) {
   if (!n.IsScalar()) Fail(path, absl::StrCat("expected an integer or a percentage, got ", TypeName(n)));
   const std::string& text = n.Scalar();
   if (!text.empty() && text.back() == '%') {
@@ -528,12 +570,13 @@ void IntOrPercentField(const YAML::Node& n, const std::string& path, v1::IntOrPe
   out->set_int_value(v);
 }
 
-v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
+template <class N>
+v1::PodDisruptionBudget ConvertPdb(const N& obj) {
   v1::PodDisruptionBudget pdb;
   Meta(Get(obj, "", "metadata"), "metadata", true, pdb.mutable_meta());
   if (pdb.meta().namespace_().empty()) pdb.mutable_meta()->set_namespace_("default");
-  YAML::Node spec = Get(obj, "", "spec");
-  YAML::Node selector = Get(spec, "spec", "selector");
+  N spec = Get(obj, "", "spec");
+  N selector = Get(spec, "spec", "selector");
   if (Present(selector)) LabelSelector(selector, "spec.selector", pdb.mutable_selector());
   // What the API server's validation refuses: a selector the scheduler could
   // not read would otherwise silently match nothing.
@@ -548,8 +591,8 @@ v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
       Fail(Sub(p, "values"), "must be empty for operator Exists and DoesNotExist");
     }
   }
-  YAML::Node min_available = Get(spec, "spec", "minAvailable");
-  YAML::Node max_unavailable = Get(spec, "spec", "maxUnavailable");
+  N min_available = Get(spec, "spec", "minAvailable");
+  N max_unavailable = Get(spec, "spec", "maxUnavailable");
   if (Present(min_available) && Present(max_unavailable)) {
     Fail("spec", "minAvailable and maxUnavailable cannot both be set");
   }
@@ -557,9 +600,9 @@ v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
   if (Present(max_unavailable)) {
     IntOrPercentField(max_unavailable, "spec.maxUnavailable", pdb.mutable_max_unavailable());
   }
-  YAML::Node status = Get(obj, "", "status");
+  N status = Get(obj, "", "status");
   auto count = [&](const char* key, auto setter) {
-    YAML::Node v = Get(status, "status", key);
+    N v = Get(status, "status", key);
     if (Present(v)) (pdb.*setter)(Int32(v, Sub("status", key)));
   };
   count("disruptionsAllowed", &v1::PodDisruptionBudget::set_disruptions_allowed);
@@ -567,7 +610,7 @@ v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
   count("desiredHealthy", &v1::PodDisruptionBudget::set_desired_healthy);
   count("expectedPods", &v1::PodDisruptionBudget::set_expected_pods);
   ForEachEntry(Get(status, "status", "disruptedPods"), "status.disruptedPods",
-               [&](const std::string& name, const YAML::Node& v, const std::string& p) {
+               [&](const std::string& name, const N& v, const std::string& p) {
                  (*pdb.mutable_disrupted_pods())[name] = TimeUs(v, p);
                });
   return pdb;
@@ -576,22 +619,24 @@ v1::PodDisruptionBudget ConvertPdb(const YAML::Node& obj) {
 // --- gangs: PodGroup (scheduler-plugins, Kubernetes) and Workload -----------
 
 // Kubernetes' schedulingPolicy / policy: exactly one of basic and gang.
-int32_t GangMinCount(const YAML::Node& policy, const std::string& path) {
+template <class N>
+int32_t GangMinCount(const N& policy, const std::string& path) {
   const bool basic = Present(Get(policy, path, "basic"));
   const bool gang = Present(Get(policy, path, "gang"));
   if (basic == gang) Fail(path, "exactly one of basic and gang must be set");
   if (basic) return 1;  // Each pod on its own; the group only has to exist.
   const std::string gp = Sub(path, "gang");
-  YAML::Node min = Get(Get(policy, path, "gang"), gp, "minCount");
+  N min = Get(Get(policy, path, "gang"), gp, "minCount");
   if (!Present(min)) Fail(Sub(gp, "minCount"), "required");
   return Int32(min, Sub(gp, "minCount"));
 }
 
-v1::PodGroup ConvertPodGroup(const YAML::Node& obj) {
+template <class N>
+v1::PodGroup ConvertPodGroup(const N& obj) {
   v1::PodGroup group;
   Meta(Get(obj, "", "metadata"), "metadata", true, group.mutable_meta());
   const std::string api = Str(Get(obj, "", "apiVersion"), "apiVersion");
-  YAML::Node spec = Get(obj, "", "spec");
+  N spec = Get(obj, "", "spec");
   const std::string sp = "spec";
   if (absl::StartsWith(api, "scheduling.x-k8s.io/")) {
     group.set_source(v1::PodGroup::SCHEDULER_PLUGINS);
@@ -604,7 +649,7 @@ v1::PodGroup ConvertPodGroup(const YAML::Node& obj) {
     }
   } else if (absl::StartsWith(api, "scheduling.k8s.io/")) {
     group.set_source(v1::PodGroup::KUBERNETES_POD_GROUP);
-    YAML::Node policy = Get(spec, sp, "schedulingPolicy");
+    N policy = Get(spec, sp, "schedulingPolicy");
     if (!Present(policy)) Fail(Sub(sp, "schedulingPolicy"), "required");
     group.set_min_member(GangMinCount(policy, Sub(sp, "schedulingPolicy")));
     group.set_schedule_timeout_seconds(kKubernetesGangTimeoutSeconds);
@@ -620,13 +665,14 @@ v1::PodGroup ConvertPodGroup(const YAML::Node& obj) {
   return group;
 }
 
-std::vector<v1::PodGroup> ConvertWorkload(const YAML::Node& obj) {
+template <class N>
+std::vector<v1::PodGroup> ConvertWorkload(const N& obj) {
   v1::ObjectMeta meta;
   Meta(Get(obj, "", "metadata"), "metadata", true, &meta);
-  YAML::Node spec = Get(obj, "", "spec");
+  N spec = Get(obj, "", "spec");
   const std::string sp = "spec";
   std::vector<v1::PodGroup> groups;
-  ForEach(Get(spec, sp, "podGroups"), Sub(sp, "podGroups"), [&](const YAML::Node& g, const std::string& p) {
+  ForEach(Get(spec, sp, "podGroups"), Sub(sp, "podGroups"), [&](const N& g, const std::string& p) {
     std::string name = Str(Get(g, p, "name"), Sub(p, "name"));
     if (name.empty()) Fail(Sub(p, "name"), "required");
     for (const v1::PodGroup& other : groups) {
@@ -637,7 +683,7 @@ std::vector<v1::PodGroup> ConvertWorkload(const YAML::Node& obj) {
     group.mutable_meta()->set_name(absl::StrCat(meta.name(), "/", name));
     if (!meta.uid().empty()) group.mutable_meta()->set_uid(absl::StrCat(meta.uid(), "/", name));
     group.set_source(v1::PodGroup::KUBERNETES_WORKLOAD);
-    YAML::Node policy = Get(g, p, "policy");
+    N policy = Get(g, p, "policy");
     if (!Present(policy)) Fail(Sub(p, "policy"), "required");
     group.set_min_member(GangMinCount(policy, Sub(p, "policy")));
     group.set_schedule_timeout_seconds(kKubernetesGangTimeoutSeconds);
@@ -924,6 +970,29 @@ absl::StatusOr<v1::ResourceList> ResourceListFromYaml(const YAML::Node& list) {
     ResourceList(list, "", &out);
     return out;
   });
+}
+
+absl::StatusOr<v1::Pod> PodFromJson(const boost::json::value& object) {
+  PodExtras extras;
+  return Convert([&] { return ConvertPod(JsonNode(object), &extras); });
+}
+absl::StatusOr<v1::Node> NodeFromJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertNode(JsonNode(object)); });
+}
+absl::StatusOr<v1::PriorityClass> PriorityClassFromJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertPriorityClass(JsonNode(object)); });
+}
+absl::StatusOr<v1::PodDisruptionBudget> PodDisruptionBudgetFromJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertPdb(JsonNode(object)); });
+}
+absl::StatusOr<v1::Namespace> NamespaceFromJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertNamespace(JsonNode(object)); });
+}
+absl::StatusOr<v1::PodGroup> PodGroupFromJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertPodGroup(JsonNode(object)); });
+}
+absl::StatusOr<std::vector<v1::PodGroup>> PodGroupsFromWorkloadJson(const boost::json::value& object) {
+  return Convert([&] { return ConvertWorkload(JsonNode(object)); });
 }
 
 absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources, const LoadOptions& options) {

@@ -29,6 +29,18 @@ bool EventSeriesBook::TakeToken(const std::string& object, absl::Time now) {
   return true;
 }
 
+void EventSeriesBook::SetIdle(const std::string& key, Entry& e) {
+  if (!e.in_flight) return;
+  e.in_flight = false;
+  idle_.insert({e.last_observed, key});
+}
+
+void EventSeriesBook::SetBusy(const std::string& key, Entry& e) {
+  if (e.in_flight) return;
+  idle_.erase({e.last_observed, key});
+  e.in_flight = true;
+}
+
 EventSeriesBook::Outcome EventSeriesBook::Observe(const v1::RecordEvent& event, absl::Time now,
                                                   const std::string& new_name) {
   // client-go's tools/events key: the note is not part of it (a series keeps
@@ -40,24 +52,24 @@ EventSeriesBook::Outcome EventSeriesBook::Observe(const v1::RecordEvent& event, 
   if (it != series_.end() && (it->second.in_flight || now - it->second.last_observed < options_.finish_after)) {
     Entry& e = it->second;
     ++e.count;
-    e.last_observed = std::max(e.last_observed, now);
     if (e.in_flight) {
+      e.last_observed = std::max(e.last_observed, now);
       e.dirty = true;
       return {Decision::kCoalesced, std::move(key), e.name};
     }
-    e.in_flight = true;
+    SetBusy(key, e);  // Before last_observed changes: idle_ is keyed by it.
+    e.last_observed = std::max(e.last_observed, now);
     e.dirty = false;
     return {Decision::kPatch, std::move(key), e.name};
   }
-  if (it == series_.end() && series_.size() >= options_.max_series) {
+  if (it != series_.end()) {
+    SetBusy(key, it->second);  // An ended series starts again under a new name.
+  } else if (series_.size() >= options_.max_series) {
     // Forget the series seen longest ago (not one in flight).
-    auto oldest = series_.end();
-    for (auto s = series_.begin(); s != series_.end(); ++s) {
-      if (!s->second.in_flight && (oldest == series_.end() || s->second.last_observed < oldest->second.last_observed)) {
-        oldest = s;
-      }
+    if (!idle_.empty()) {
+      series_.erase(idle_.begin()->second);
+      idle_.erase(idle_.begin());
     }
-    if (oldest != series_.end()) series_.erase(oldest);
     if (buckets_.size() > 4 * options_.max_series) buckets_.clear();
   }
   series_[key] = Entry{.name = new_name, .count = 1, .last_observed = now, .in_flight = true};
@@ -70,6 +82,7 @@ bool EventSeriesBook::Finished(const std::string& key, bool ok) {
   if (!ok) {
     // The API does not have it (or not its series): the next occurrence
     // starts a new event.
+    if (!it->second.in_flight) idle_.erase({it->second.last_observed, key});
     series_.erase(it);
     return false;
   }
@@ -78,14 +91,14 @@ bool EventSeriesBook::Finished(const std::string& key, bool ok) {
     e.dirty = false;
     return true;  // Still in flight: the caller PATCHes now.
   }
-  e.in_flight = false;
+  SetIdle(key, e);
   return false;
 }
 
 void EventSeriesBook::PatchNotIssued(const std::string& key) {
   auto it = series_.find(key);
   if (it == series_.end()) return;
-  it->second.in_flight = false;
+  SetIdle(key, it->second);
   it->second.dirty = true;  // The next occurrence's PATCH carries the count.
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/time/time.h"
@@ -74,9 +75,15 @@ class EventSeriesBook {
     absl::Time updated;
   };
   bool TakeToken(const std::string& object, absl::Time now);
+  // Keeps idle_ in step with an entry's in_flight and last_observed.
+  void SetIdle(const std::string& key, Entry& e);
+  void SetBusy(const std::string& key, Entry& e);
 
   const Options options_;
   std::map<std::string, Entry> series_;
+  // The series with nothing in flight, oldest last_observed first (then by
+  // key): the one to forget beyond max_series, without a scan per new event.
+  std::set<std::pair<absl::Time, std::string>> idle_;
   std::map<std::string, Bucket> buckets_;
 };
 

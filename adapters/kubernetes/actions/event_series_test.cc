@@ -146,5 +146,50 @@ TEST_F(EventSeriesBookTest, TheOldestSeriesIsForgottenBeyondTheLimit) {
   EXPECT_EQ(book.Observe(Failed("c"), now_, "c.2").decision, Decision::kCoalesced);
 }
 
+// Which series goes beyond the limit follows last_observed as repeats, PATCHes
+// and failures move it: the one idle longest, never one in flight.
+TEST_F(EventSeriesBookTest, TheSeriesForgottenIsTheOneIdleLongest) {
+  EventSeriesBook book({.finish_after = absl::Hours(1), .per_object_burst = 100, .max_series = 3});
+  auto a = book.Observe(Failed("a"), now_, "a.1");
+  book.Finished(a.key, true);
+  now_ += absl::Seconds(1);
+  auto b = book.Observe(Failed("b"), now_, "b.1");
+  book.Finished(b.key, true);
+  now_ += absl::Seconds(1);
+  auto c = book.Observe(Failed("c"), now_, "c.1");  // Stays in flight.
+  now_ += absl::Seconds(1);
+  // A repeat of a (a PATCH) makes b the oldest idle one.
+  ASSERT_EQ(book.Observe(Failed("a"), now_, "a.2").decision, Decision::kPatch);
+  book.Finished(a.key, true);
+  now_ += absl::Seconds(1);
+  book.Observe(Failed("d"), now_, "d.1");  // Forgets b.
+  EXPECT_EQ(book.size(), 3u);
+  int32_t count;
+  absl::Time last;
+  EXPECT_FALSE(book.Series(b.key, &count, &last));
+  ASSERT_TRUE(book.Series(a.key, &count, &last));
+  EXPECT_EQ(count, 2);
+  // Only a is idle (c and d are in flight): the next new series forgets a,
+  // even though c was seen before it.
+  now_ += absl::Seconds(1);
+  book.Observe(Failed("e"), now_, "e.1");
+  EXPECT_FALSE(book.Series(a.key, &count, &last));
+  EXPECT_TRUE(book.Series(c.key, &count, &last));
+  // Nothing idle: the book grows rather than drop a series in flight.
+  now_ += absl::Seconds(1);
+  book.Observe(Failed("f"), now_, "f.1");
+  EXPECT_EQ(book.size(), 4u);
+  // A failed POST forgets its series; a PATCH not issued leaves it idle.
+  book.Finished(c.key, false);
+  EXPECT_FALSE(book.Series(c.key, &count, &last));
+  auto e = book.Observe(Failed("e"), now_, "e.2");
+  ASSERT_EQ(e.decision, Decision::kCoalesced);
+  book.PatchNotIssued(e.key);
+  now_ += absl::Seconds(1);
+  book.Observe(Failed("g"), now_, "g.1");  // Forgets e, the only idle one.
+  EXPECT_FALSE(book.Series(e.key, &count, &last));
+  EXPECT_EQ(book.size(), 3u);
+}
+
 }  // namespace
 }  // namespace podium::kube

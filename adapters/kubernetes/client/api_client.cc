@@ -99,6 +99,30 @@ class Connection {
     return ec;
   }
 
+  // The request written and the whole answer read in one run of the
+  // io_context under one deadline: one timer and one reactor run per call
+  // instead of one per step (a bind is a short request and a short answer).
+  error_code Exchange(http::request<http::string_body>& req, http::response_parser<http::string_body>& parser,
+                      absl::Duration timeout) {
+    error_code ec = asio::error::would_block;
+    Lowest().expires_after(ToChrono(timeout));
+    WithStream([&](auto& s) {
+      http::async_write(s, req, [&](error_code e, size_t) {
+        if (e) {
+          ec = e;
+          return;
+        }
+        http::async_read(s, buffer_, parser, [&](error_code e2, size_t n) {
+          ec = e2;
+          received_ |= n > 0;
+        });
+      });
+    });
+    Drive();
+    if (ec) connected_ = false;
+    return ec;
+  }
+
   template <class Parser>
   error_code ReadHeader(Parser& parser, absl::Duration timeout) {
     error_code ec = asio::error::would_block;
@@ -373,18 +397,15 @@ ApiAnswer ApiClient::Send(const HttpRequest& r) {
     auto req = BuildRequest(r, options_.config, Authorization(), options_.user_agent);
     error_code ec = conn->Connect(options_.request_timeout);
     if (ec) return ApiAnswer{.status = 0, .error = Describe(ec, "connect")};
-    ec = conn->Write(req, options_.request_timeout);
     http::response_parser<http::string_body> parser;
     parser.body_limit(boost::none);
-    if (!ec) ec = conn->ReadHeader(parser, options_.request_timeout);
+    ec = conn->Exchange(req, parser, options_.request_timeout);
     if (ec) {
       // A kept-alive connection the server closed while idle: try once on a
       // fresh one, since the request was never answered.
       if (reused && !conn->received_bytes() && attempt == 0) continue;
-      return ApiAnswer{.status = 0, .error = Describe(ec, "request")};
+      return ApiAnswer{.status = 0, .error = Describe(ec, parser.is_header_done() ? "response body" : "request")};
     }
-    ec = conn->ReadRest(parser, options_.request_timeout);
-    if (ec) return ApiAnswer{.status = 0, .error = Describe(ec, "response body")};
     auto res = parser.release();
     const bool keep = res.keep_alive();
     ApiAnswer answer = ToAnswer(res);

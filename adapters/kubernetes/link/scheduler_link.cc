@@ -6,17 +6,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "logging/logger.h"
+#include "reflector/api_json.h"
 
 namespace podium::kube {
 namespace {
 
-std::string Scalar(const YAML::Node& n, const char* a, const char* b) {
-  try {
-    if (!n.IsMap() || !n[a] || !n[a].IsMap() || !n[a][b] || !n[a][b].IsScalar()) return "";
-    return n[a][b].Scalar();
-  } catch (const YAML::Exception&) {
-    return "";
-  }
+// n[a][b]'s text when it is a scalar, else "".
+std::string Scalar(const boost::json::value& n, const char* a, const char* b) {
+  return ScalarText(Member(Member(&n, a), b));
 }
 
 const v1::ObjectMeta* Meta(const v1::ObjectEvent& e) {
@@ -126,7 +123,7 @@ void SchedulerLink::OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEve
   Deliver(KindIndex(kind), std::move(events));
 }
 
-void SchedulerLink::OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) {
+void SchedulerLink::OnBadObject(const ResourceKind& kind, const boost::json::value& object, const absl::Status& error) {
   const std::string key = ObjectKey(object);
   ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << kind.kind << " " << (key.empty() ? "(no name)" : key)
             << ": cannot translate: " << error.message() << "; skipped\n";

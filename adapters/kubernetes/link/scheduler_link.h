@@ -46,7 +46,7 @@ class SchedulerLink : public ReflectorSink {
   void OnListPage(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) override;
   void OnListPartDone(const ResourceKind& kind, size_t part) override;
   void OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) override;
-  void OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) override;
+  void OnBadObject(const ResourceKind& kind, const boost::json::value& object, const absl::Status& error) override;
 
   // Keeps a stream to the scheduler open (reopening it when the scheduler goes
   // away) until `stop` is notified; then closes it.

@@ -4,17 +4,16 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "reflector/json_yaml.h"
+#include "reflector/api_json.h"
 #include "logging/logger.h"
 
 namespace podium::kube {
 namespace {
 
-std::string Scalar(const YAML::Node& n, const char* key) {
-  if (!n || !n.IsMap()) return "";
-  YAML::Node v = n[key];
-  return v && v.IsScalar() ? v.Scalar() : "";
-}
+namespace json = boost::json;
+
+// n[key]'s text when n is an object and the value a scalar, else "".
+std::string Scalar(const json::value* n, std::string_view key) { return ScalarText(Member(n, key)); }
 
 std::string UrlEscape(const std::string& s) {
   static constexpr char kHex[] = "0123456789ABCDEF";
@@ -29,10 +28,6 @@ std::string UrlEscape(const std::string& s) {
     }
   }
   return out;
-}
-
-absl::StatusOr<YAML::Node> ParseJson(const std::string& text, const std::string& what) {
-  return JsonToYaml(text, what);
 }
 
 v1::ObjectEvent AsDelete(v1::ObjectEvent e) {
@@ -58,16 +53,12 @@ const std::string& EventName(const v1::ObjectEvent& e) {
 
 }  // namespace
 
-std::string ObjectKey(const YAML::Node& object) {
-  try {
-    YAML::Node meta = object.IsMap() ? object["metadata"] : YAML::Node();
-    std::string name = Scalar(meta, "name");
-    if (name.empty()) return "";
-    std::string ns = Scalar(meta, "namespace");
-    return ns.empty() ? name : absl::StrCat(ns, "/", name);
-  } catch (const YAML::Exception&) {
-    return "";
-  }
+std::string ObjectKey(const json::value& object) {
+  const json::value* meta = Member(&object, "metadata");
+  std::string name = Scalar(meta, "name");
+  if (name.empty()) return "";
+  std::string ns = Scalar(meta, "namespace");
+  return ns.empty() ? name : absl::StrCat(ns, "/", name);
 }
 
 Reflector::Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sink, Options options, Clock clock,
@@ -81,7 +72,7 @@ Reflector::Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sin
       random_(random),
       backoff_(options_.backoff, std::move(random)) {}
 
-absl::StatusOr<std::vector<v1::ObjectEvent>> Reflector::Decode(const YAML::Node& object) const {
+absl::StatusOr<std::vector<v1::ObjectEvent>> Reflector::Decode(const json::value& object) const {
   if (kind_.decode_many) return kind_.decode_many(object);
   auto one = kind_.decode(object);
   if (!one.ok()) return one.status();
@@ -147,23 +138,19 @@ absl::StatusOr<std::string> Reflector::ListPages(const std::string& field_select
       return absl::PermissionDeniedError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
     }
     if (answer.status != 200) return absl::UnavailableError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
-    auto doc = ParseJson(answer.body, absl::StrCat("list ", kind_.list_path));
+    auto doc = ParseApiJson(answer.body, absl::StrCat("list ", kind_.list_path));
     if (!doc.ok()) return doc.status();
     std::vector<Listed> page;
-    try {
-      YAML::Node meta = (*doc)["metadata"];
-      list_rv = Scalar(meta, "resourceVersion");
-      next = Scalar(meta, "continue");
-      YAML::Node items = (*doc)["items"];
-      if (items && items.IsSequence()) {
-        page.reserve(items.size());
-        for (const YAML::Node& item : items) {
-          YAML::Node m = item["metadata"];
-          page.push_back({ObjectKey(item), Scalar(m, "uid"), Scalar(m, "resourceVersion"), item});
-        }
+    const json::value* meta = Member(&*doc, "metadata");
+    list_rv = Scalar(meta, "resourceVersion");
+    next = Scalar(meta, "continue");
+    const json::value* items = Member(&*doc, "items");
+    if (items != nullptr && items->is_array()) {
+      page.reserve(items->get_array().size());
+      for (const json::value& item : items->get_array()) {
+        const json::value* m = Member(&item, "metadata");
+        page.push_back({ObjectKey(item), Scalar(m, "uid"), Scalar(m, "resourceVersion"), &item});
       }
-    } catch (const YAML::Exception& e) {
-      return absl::DataLossError(absl::StrCat("list ", kind_.list_path, ": ", e.what()));
     }
     on_page(page);
     if (next.empty()) return list_rv;
@@ -174,15 +161,15 @@ void Reflector::ApplyListed(std::vector<Listed>& items, std::set<std::string>* s
                             std::vector<v1::ObjectEvent>* out) {
   for (Listed& l : items) {
     if (l.key.empty()) {
-      sink_.OnBadObject(kind_, l.raw, absl::InvalidArgumentError("metadata.name: missing"));
+      sink_.OnBadObject(kind_, *l.raw, absl::InvalidArgumentError("metadata.name: missing"));
       continue;
     }
     seen->insert(l.key);
     auto it = store_.find(l.key);
     if (it != store_.end() && it->second.uid == l.uid && it->second.resource_version == l.rv) continue;
-    auto decoded = Decode(l.raw);
+    auto decoded = Decode(*l.raw);
     if (!decoded.ok()) {
-      sink_.OnBadObject(kind_, l.raw, decoded.status());
+      sink_.OnBadObject(kind_, *l.raw, decoded.status());
       continue;  // The scheduler keeps what it had, if anything.
     }
     Upsert(l.key, l.uid, l.rv, *std::move(decoded), out);
@@ -270,21 +257,23 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
     }
     if (!*more) break;
     if (line.empty()) continue;
-    auto doc = ParseJson(line, absl::StrCat("watch ", kind_.list_path));
+    auto doc = ParseApiJson(line, absl::StrCat("watch ", kind_.list_path));
     if (!doc.ok()) {
       *error = doc.status();
       return WatchEnd::kError;
     }
     std::vector<v1::ObjectEvent> out;
-    try {
-      const std::string type = Scalar(*doc, "type");
-      YAML::Node object = (*doc)["object"];
+    {
+      const std::string type = Scalar(&*doc, "type");
+      static const json::value kNull;
+      const json::value* object_ptr = Member(&*doc, "object");
+      const json::value& object = object_ptr != nullptr ? *object_ptr : kNull;
       if (type == "ERROR") {
-        if (Scalar(object, "code") == "410") return WatchEnd::kGone;
-        *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": ", Scalar(object, "message")));
+        if (Scalar(&object, "code") == "410") return WatchEnd::kGone;
+        *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": ", Scalar(&object, "message")));
         return WatchEnd::kError;
       }
-      YAML::Node meta = object["metadata"];
+      const json::value* meta = Member(&object, "metadata");
       const std::string rv = Scalar(meta, "resourceVersion");
       ++events;
       if (type == "BOOKMARK") {
@@ -318,9 +307,6 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
         return WatchEnd::kError;
       }
       if (!rv.empty()) resource_version_ = rv;
-    } catch (const YAML::Exception& e) {
-      *error = absl::DataLossError(absl::StrCat("watch ", kind_.list_path, ": ", e.what()));
-      return WatchEnd::kError;
     }
     if (!out.empty()) sink_.OnEvents(kind_, std::move(out));
   }

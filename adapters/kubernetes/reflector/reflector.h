@@ -34,7 +34,7 @@ class ReflectorSink {
   // found (page by page; what vanished comes at the end of the relist).
   virtual void OnEvents(const ResourceKind& kind, std::vector<v1::ObjectEvent> events) = 0;
   // An object the translation refused; it is skipped (the stream goes on).
-  virtual void OnBadObject(const ResourceKind& kind, const YAML::Node& object, const absl::Status& error) = 0;
+  virtual void OnBadObject(const ResourceKind& kind, const boost::json::value& object, const absl::Status& error) = 0;
 };
 
 // client-go's Reflector for one resource: list in pages, remember the
@@ -88,7 +88,7 @@ class Reflector {
     std::vector<v1::ObjectEvent> last;
   };
   // The API object as podium.v1 objects (kind_.decode or kind_.decode_many).
-  absl::StatusOr<std::vector<v1::ObjectEvent>> Decode(const YAML::Node& object) const;
+  absl::StatusOr<std::vector<v1::ObjectEvent>> Decode(const boost::json::value& object) const;
   // Applies one object's new state to the store and appends what the
   // scheduler must hear to `out`.
   void Upsert(const std::string& key, const std::string& uid, const std::string& rv,
@@ -100,7 +100,7 @@ class Reflector {
   // Returns the list's resourceVersion.
   struct Listed {
     std::string key, uid, rv;
-    YAML::Node raw;
+    const boost::json::value* raw;  // In the page's parsed body.
   };
   absl::StatusOr<std::string> ListPages(const std::string& field_selector,
                                         const std::function<void(std::vector<Listed>&)>& on_page,
@@ -126,6 +126,6 @@ class Reflector {
 };
 
 // "namespace/name" (or "name") of an API object; empty when it has no name.
-std::string ObjectKey(const YAML::Node& object);
+std::string ObjectKey(const boost::json::value& object);
 
 }  // namespace podium::kube

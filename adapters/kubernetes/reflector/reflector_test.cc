@@ -47,7 +47,7 @@ class RecordingSink : public ReflectorSink {
   void OnEvents(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
     for (const auto& e : events) changes.push_back(Describe(e));
   }
-  void OnBadObject(const ResourceKind&, const YAML::Node& object, const absl::Status& error) override {
+  void OnBadObject(const ResourceKind&, const boost::json::value& object, const absl::Status& error) override {
     bad.push_back(absl::StrCat(ObjectKey(object), ": ", error.message()));
   }
   static std::string Describe(const v1::ObjectEvent& e) {

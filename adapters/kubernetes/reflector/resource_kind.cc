@@ -1,14 +1,14 @@
 #include "reflector/resource_kind.h"
 
-#include "common/translate/k8s_yaml.h"
+#include "common/translate/k8s_json.h"
 
 namespace podium::kube {
 
 ResourceKind NodesKind() {
   return {.kind = "Node",
           .list_path = "/api/v1/nodes",
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto node = k8s::NodeFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto node = k8s::NodeFromJson(o);
             if (!node.ok()) return node.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -24,8 +24,8 @@ ResourceKind PodsKind() {
           // a pod), then the pending ones, streamed while it already schedules.
           .first_list_parts = {{.field_selector = "spec.nodeName!=", .needed_to_schedule = true},
                                {.field_selector = "spec.nodeName=", .needed_to_schedule = false}},
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto pod = k8s::PodFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pod = k8s::PodFromJson(o);
             if (!pod.ok()) return pod.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -40,8 +40,8 @@ ResourceKind PodsKind() {
 ResourceKind PriorityClassesKind() {
   return {.kind = "PriorityClass",
           .list_path = "/apis/scheduling.k8s.io/v1/priorityclasses",
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto pc = k8s::PriorityClassFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pc = k8s::PriorityClassFromJson(o);
             if (!pc.ok()) return pc.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -53,8 +53,8 @@ ResourceKind PriorityClassesKind() {
 ResourceKind PodDisruptionBudgetsKind() {
   return {.kind = "PodDisruptionBudget",
           .list_path = "/apis/policy/v1/poddisruptionbudgets",
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto pdb = k8s::PodDisruptionBudgetFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto pdb = k8s::PodDisruptionBudgetFromJson(o);
             if (!pdb.ok()) return pdb.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -66,8 +66,8 @@ ResourceKind PodDisruptionBudgetsKind() {
 ResourceKind NamespacesKind() {
   return {.kind = "Namespace",
           .list_path = "/api/v1/namespaces",
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto ns = k8s::NamespaceFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto ns = k8s::NamespaceFromJson(o);
             if (!ns.ok()) return ns.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -82,8 +82,8 @@ namespace {
 ResourceKind PodGroupsKind(std::string kind, std::string list_path) {
   return {.kind = std::move(kind),
           .list_path = std::move(list_path),
-          .decode = [](const YAML::Node& o) -> absl::StatusOr<v1::ObjectEvent> {
-            auto group = k8s::PodGroupFromYaml(o);
+          .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
+            auto group = k8s::PodGroupFromJson(o);
             if (!group.ok()) return group.status();
             v1::ObjectEvent e;
             e.set_type(v1::ObjectEvent::UPSERT);
@@ -105,8 +105,8 @@ ResourceKind KubernetesPodGroupsKind() {
 ResourceKind WorkloadsKind() {
   return {.kind = "Workload.scheduling.k8s.io",
           .list_path = "/apis/scheduling.k8s.io/v1alpha1/workloads",
-          .decode_many = [](const YAML::Node& o) -> absl::StatusOr<std::vector<v1::ObjectEvent>> {
-            auto groups = k8s::PodGroupsFromWorkloadYaml(o);
+          .decode_many = [](const boost::json::value& o) -> absl::StatusOr<std::vector<v1::ObjectEvent>> {
+            auto groups = k8s::PodGroupsFromWorkloadJson(o);
             if (!groups.ok()) return groups.status();
             std::vector<v1::ObjectEvent> events;
             events.reserve(groups->size());

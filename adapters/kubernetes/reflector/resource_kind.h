@@ -2,8 +2,8 @@
 
 // The Kubernetes resources the adapter lists and watches, and how each one's
 // JSON becomes a podium.v1 object (the shared translation, podium_translate:
-// yaml-cpp reads JSON, so the API's objects go through the same functions as
-// podium-sim's YAML).
+// the parsed JSON goes through the same functions as podium-sim's YAML,
+// k8s_json.h).
 
 #include <functional>
 #include <string>
@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "podium/v1/cluster.pb.h"
-#include "yaml-cpp/yaml.h"
+#include <boost/json/value.hpp>
 
 namespace podium::kube {
 
@@ -32,12 +32,12 @@ struct ResourceKind {
   // first. Relists are one unfiltered list (they must see what vanished).
   std::vector<ListPart> first_list_parts = {ListPart{}};
   // The object as an UPSERT event.
-  std::function<absl::StatusOr<v1::ObjectEvent>(const YAML::Node&)> decode;
+  std::function<absl::StatusOr<v1::ObjectEvent>(const boost::json::value&)> decode;
   // Set instead of `decode` for an API object that is several podium.v1
   // objects (a Workload: one PodGroup per podGroups[] entry). The reflector
   // sends each as an UPSERT, a DELETE for one an update dropped, and a DELETE
   // for each when the API object goes.
-  std::function<absl::StatusOr<std::vector<v1::ObjectEvent>>(const YAML::Node&)> decode_many;
+  std::function<absl::StatusOr<std::vector<v1::ObjectEvent>>(const boost::json::value&)> decode_many;
   // Objects that hold no resources any more (Succeeded/Failed pods): the
   // scheduler gets a DELETE for them, as kube-scheduler drops them from its cache.
   std::function<bool(const v1::ObjectEvent&)> finished = [](const v1::ObjectEvent&) { return false; };
