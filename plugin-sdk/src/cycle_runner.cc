@@ -223,20 +223,27 @@ CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& 
   if (std::none_of(nominated->begin(), nominated->end(), counts)) {
     return RunFilters(active_filters_, state, pod, node);
   }
-  NodeInfo node_with_pods = node;
-  std::unique_ptr<CycleState> state_with_pods = state.Clone();
+  // The node with them: a scratch copy whose buffers are reused node after node.
+  NodeInfo& node_with_pods = scratch_node_;
+  node_with_pods = node;
+  // Only PreFilter extensions (AddPod) write the state: without an active one
+  // (no inter-pod affinity or spread constraint to count) the cycle's state is
+  // read as it is, with no clone per node.
+  std::unique_ptr<CycleState> clone;
+  if (!extensions_.empty()) clone = state.Clone();
+  CycleState& state_with_pods = clone != nullptr ? *clone : state;
   bool added = false;
   for (const PodInfoPtr& other : *nominated) {
     if (!counts(other)) continue;
     node_with_pods.AddPod(other);
     added = true;
     for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->AddPod(*state_with_pods, pod, *other, node_with_pods);
+      Status status = ext.extensions->AddPod(state_with_pods, pod, *other, node_with_pods);
       if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
     }
   }
   if (!added) return RunFilters(active_filters_, state, pod, node);
-  FilterOutcome with_pods = RunFilters(active_filters_, *state_with_pods, pod, node_with_pods);
+  FilterOutcome with_pods = RunFilters(active_filters_, state_with_pods, pod, node_with_pods);
   if (!with_pods.status.IsSuccess()) return with_pods;
   return RunFilters(active_filters_, state, pod, node);
 }

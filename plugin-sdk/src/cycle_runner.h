@@ -141,6 +141,9 @@ class CycleRunner {
   std::vector<ExtensionRef> extensions_;
   std::vector<const NodeInfo*> request_nodes_;
   std::vector<const NodeInfo*> feasible_;
+  // A node with its nominated pods added (RunFiltersWithNominatedPods; never
+  // used from the parallel filter).
+  NodeInfo scratch_node_;
   // Per score plugin: its scores of feasible_, and its first failure (node
   // index; feasible_.size() when none).
   std::vector<std::vector<NodeScore>> plugin_scores_;

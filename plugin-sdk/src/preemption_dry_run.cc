@@ -48,34 +48,47 @@ class NodeDryRun {
     return {};
   }
   // RunFilterPluginsWithNominatedPods: with the nominated pods of this node
-  // (priority >= the pod's) added, then without them.
-  Outcome Fits(CycleState& state, const NodeInfo& node) {
+  // (priority >= the pod's) added, then without them. kube-scheduler adds
+  // them to copies of the node and the state; here they are added to the
+  // candidate's own node and state and taken out again (RemovePod undoes
+  // AddPod), so no copy is made per evaluation.
+  Outcome Fits(CycleState& state, NodeInfo& node) {
     if (!nominated_.empty()) {
-      NodeInfo with = node;
-      std::unique_ptr<CycleState> with_state = state.Clone();
-      bool added = false;
+      added_.clear();
+      Outcome failed;
       for (const PodInfoPtr& other : nominated_) {
         if (other->uid() == pod_.uid() || other->pod->priority() < pod_.pod->priority() ||
             node.FindPod(other->uid()) != nullptr) {
           continue;
         }
-        added = true;
-        Outcome o = Add(*with_state, with, other);
-        if (o.plugin != nullptr) return o;
+        added_.push_back(&other);
+        Outcome o = Add(state, node, other);
+        if (o.plugin != nullptr) {
+          broken_ = o;
+          break;
+        }
       }
-      if (added) {
-        Outcome o = Filter(*with_state, with);
-        if (o.plugin != nullptr) return o;
+      if (broken_.plugin == nullptr && !added_.empty()) failed = Filter(state, node);
+      for (auto it = added_.rbegin(); it != added_.rend(); ++it) {
+        Outcome removed = Remove(state, node, ***it);
+        if (removed.plugin != nullptr && broken_.plugin == nullptr) broken_ = removed;
       }
+      if (broken_.plugin != nullptr) return broken_;
+      if (failed.plugin != nullptr) return failed;
     }
     return Filter(state, node);
   }
+  // An extension failed while nominated pods were added or taken out: the
+  // state may not be what it was, so the node's evaluation ends in this error.
+  const Outcome& broken() const { return broken_; }
 
  private:
   const PodInfo& pod_;
   const std::vector<NamedFilter>& filters_;
   const std::vector<NamedExtensions>& extensions_;
   const std::vector<PodInfoPtr>& nominated_;
+  std::vector<const PodInfoPtr*> added_;
+  Outcome broken_;
 };
 
 void WriteOutcome(const Outcome& o, v1::Status* out) {
@@ -91,7 +104,7 @@ void WriteOutcome(const Outcome& o, v1::Status* out) {
 }  // namespace
 
 absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mirror& mirror,
-                                 const CycleState& base, const PodInfo& pod,
+                                 CycleState& base, const PodInfo& pod,
                                  const std::vector<NamedFilter>& filters,
                                  const std::vector<NamedExtensions>& extensions,
                                  v1::PreemptionDryRunResponse& out) {
@@ -120,7 +133,11 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     }
     NodeDryRun run(pod, filters, extensions, on_node == nullptr ? kNone : *on_node);
     NodeInfo node = *mirrored;
-    std::unique_ptr<CycleState> state = base.Clone();
+    // Only extensions (AddPod/RemovePod) write the state: without one, the
+    // cycle's state is read as it is, with no clone per candidate.
+    std::unique_ptr<CycleState> clone;
+    if (!extensions.empty()) clone = base.Clone();
+    CycleState* state = clone != nullptr ? clone.get() : &base;
     v1::NodeVictims& result = *out.add_nodes();
     result.set_node_id(candidate.node_id());
 
@@ -178,6 +195,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
         if (v < num_violating) ++violations;
       }
     }
+    if (failed.plugin == nullptr && run.broken().plugin != nullptr) failed = run.broken();
     if (failed.plugin != nullptr) {
       result.clear_victims();
       WriteOutcome(failed, result.mutable_status());

@@ -23,12 +23,13 @@ struct NamedExtensions {
   PreFilterExtensions* extensions;
 };
 
-// `base` is the pod's cycle state after PreFilter (it is cloned per node, never
-// changed); `filters` and `extensions` are those PreFilter did not skip. An
+// `base` is the pod's cycle state after PreFilter, never changed: cloned per
+// node when an extension may write it, read as it is when there is none;
+// `filters` and `extensions` are those PreFilter did not skip. An
 // error (a victim that is not on its node, an unknown node) names the field.
 // Nominated pods are the request's, or the mirror's when it carries none.
 absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mirror& mirror,
-                                 const CycleState& base, const PodInfo& pod,
+                                 CycleState& base, const PodInfo& pod,
                                  const std::vector<NamedFilter>& filters,
                                  const std::vector<NamedExtensions>& extensions,
                                  v1::PreemptionDryRunResponse& out);

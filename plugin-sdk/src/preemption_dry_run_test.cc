@@ -82,17 +82,20 @@ class PreemptionDryRunTest : public ::testing::Test {
     return c;
   }
   // `bound_to`: the preemptor is bound there already (a deferred resize).
-  absl::Status Run(int64_t pod_cpu = 2000, int32_t priority = 100, const std::string& bound_to = "") {
+  // `with_extensions` false: CpuFit's AddPod/RemovePod are not offered (as
+  // when PreFilter skipped every plugin with extensions).
+  absl::Status Run(int64_t pod_cpu = 2000, int32_t priority = 100, const std::string& bound_to = "",
+                   bool with_extensions = true) {
     delta_.set_reset(true);
     if (absl::Status s = mirror_.Apply(delta_); !s.ok()) return s;
     v1::Pod preemptor = MakePod("preemptor", priority, pod_cpu);
     preemptor.set_node_name(bound_to);
     PodInfoPtr pod = PodInfo::Create(std::move(preemptor));
-    CycleState state;
-    plugin_.PreFilter(state, *pod, mirror_);
+    plugin_.PreFilter(state_, *pod, mirror_);
     std::vector<NamedFilter> filters{{&name_, &plugin_}};
-    std::vector<NamedExtensions> extensions{{&name_, &plugin_}};
-    return RunPreemptionDryRun(request_, mirror_, state, *pod, filters, extensions, response_);
+    std::vector<NamedExtensions> extensions;
+    if (with_extensions) extensions.push_back({&name_, &plugin_});
+    return RunPreemptionDryRun(request_, mirror_, state_, *pod, filters, extensions, response_);
   }
   std::vector<std::string> Victims(int i) const {
     return {response_.nodes(i).victims().begin(), response_.nodes(i).victims().end()};
@@ -100,6 +103,7 @@ class PreemptionDryRunTest : public ::testing::Test {
 
   std::string name_ = "CpuFit";
   CpuFit plugin_;
+  CycleState state_;  // The cycle's state after PreFilter (Run).
   Mirror mirror_;
   v1::StateDelta delta_;
   v1::PreemptionDryRunRequest request_;
@@ -210,6 +214,35 @@ TEST_F(PreemptionDryRunTest, MirroredNominatedPodsTakeTheirRoomAsWell) {
   *delta_.add_nominated_pod_upserts() = lower;
   ASSERT_TRUE(Run(2000).ok());
   EXPECT_THAT(Victims(0), ElementsAre("uid-c", "uid-a"));
+}
+
+// Nominated pods are added to the candidate's node (and state) for each
+// evaluation and taken out again: every candidate, the first's evaluations
+// included, sees them once, and the cycle's state is left as it was.
+TEST_F(PreemptionDryRunTest, NominatedPodsCountOncePerEvaluationOnEveryCandidate) {
+  for (bool with_extensions : {true, false}) {
+    SCOPED_TRACE(with_extensions ? "with extensions" : "without extensions");
+    delta_.Clear();
+    request_.Clear();
+    response_.Clear();
+    state_ = CycleState();
+    for (uint32_t id = 1; id <= 2; ++id) {
+      AddNode(id, 4000);
+      const std::string n = std::to_string(id);
+      AddPod(id, "a" + n, 10, 1000);
+      AddPod(id, "b" + n, 20, 1000);
+      AddPod(id, "c" + n, 30, 2000);
+      Candidate(id, {"c" + n, "b" + n, "a" + n});
+      auto* nominated = request_.add_nominated_pods();
+      nominated->set_node_id(id);
+      *nominated->mutable_pod() = MakePod("nominated" + n, 500, 1000);
+    }
+    ASSERT_TRUE(Run(2000, 100, "", with_extensions).ok());
+    ASSERT_EQ(response_.nodes_size(), 2);
+    EXPECT_THAT(Victims(0), ElementsAre("uid-c1", "uid-a1"));
+    EXPECT_THAT(Victims(1), ElementsAre("uid-c2", "uid-a2"));
+    EXPECT_EQ(state_.ReadAs<Delta>("CpuFit")->milli_cpu, 0);
+  }
 }
 
 TEST_F(PreemptionDryRunTest, StopsOnceEnoughCandidatesWithoutViolationsAreFound) {

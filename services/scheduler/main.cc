@@ -298,6 +298,7 @@ int Run(std::vector<std::string> overrides) {
     spec->nominated_pod_keys = [&nominator](const v1::Pod& pod, const sdk::Snapshot& snap, const auto& visit) {
       nominator.ForEachKey(pod, snap, visit);
     };
+    spec->nominations_generation = [&nominator] { return nominator.generation(); };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
     if (!preemption_options.ok()) return console.Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));

@@ -1,6 +1,7 @@
 #include "batching/batcher.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
@@ -357,12 +358,23 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     }
   }
   Count(fw, last_outcome_ = outcome);
-  absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
+  // The fingerprints cost a walk over every nomination: taken only for a
+  // cycle that placed its pod (a failed one, e.g. every preemptor's first,
+  // remembers nothing), after it, and kept only when no nomination changed
+  // while it ran. Without a generation hook, before the cycle as it saw them.
+  const std::optional<uint64_t> generation = fw.NominationsGeneration();
+  absl::flat_hash_map<uint32_t, uint64_t> nominated;
+  if (!generation) nominated = NominatedFingerprints(fw, pod, snapshot);
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
                      CycleScope{.want_ranking = true, .examine_all = true});
-  if (result.outcome == ScheduleResult::Outcome::kScheduled) {
-    Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+  if (result.outcome == ScheduleResult::Outcome::kScheduled && result.ranking.feasible.size() >= 2) {
+    bool unchanged = true;
+    if (generation) {
+      nominated = NominatedFingerprints(fw, pod, snapshot);
+      unchanged = fw.NominationsGeneration() == generation;  // Changed meanwhile: not reusable.
+    }
+    if (unchanged) Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
   }
   result.ranking = {};
   return result;

@@ -194,6 +194,13 @@ class Harness {
         visit(info->id(), nominee.meta().uid(), nominee.meta().resource_version());
       }
     };
+    // As main wires it: the nominator's generation. With
+    // change_nominations_during_cycle_, every read sees a new one, as if a
+    // nomination changed while each cycle ran.
+    spec.nominations_generation = [this] {
+      if (change_nominations_during_cycle_) ++nomination_generation_;
+      return nomination_generation_;
+    };
     return spec;
   }
 
@@ -235,6 +242,8 @@ class Harness {
   OpportunisticBatching batching_;
   std::map<std::string, v1::Pod> nominated_;  // node -> nominated pod.
   int nomination_key_calls_ = 0;  // Calls of ProfileSpec::nominated_pod_keys.
+  uint64_t nomination_generation_ = 0;
+  bool change_nominations_during_cycle_ = false;
   uint64_t cycle_ = 0;
 };
 
@@ -340,6 +349,36 @@ TEST(BatcherTest, ANewNominationReEvaluatesTheNominatedNode) {
   EXPECT_NE(third, "node-1");
   // The nominations were fingerprinted through the key hook, not copied.
   EXPECT_GT(h.nomination_key_calls_, 0);
+}
+
+TEST(BatcherTest, ACycleThatPlacesNothingTakesNoNominationFingerprints) {
+  Harness h;
+  h.AddNodes(3, 1000);
+  h.nominated_["node-1"] = MakePod("nominee", 500, /*priority=*/100);
+  // Fits nowhere (a preemptor's first cycle): nothing to remember, so the
+  // nominations are not walked.
+  EXPECT_EQ(h.Schedule(MakePod("big", 2000, /*priority=*/100)), "");
+  EXPECT_EQ(h.nomination_key_calls_, 0);
+  // One that is placed is fingerprinted, and the next of its kind reuses the ranking.
+  EXPECT_NE(h.Schedule(MakePod("a", 100)), "");
+  EXPECT_GT(h.nomination_key_calls_, 0);
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+}
+
+TEST(BatcherTest, ANominationChangedDuringTheCycleKeepsItsRankingFromBeingReused) {
+  Harness h;
+  h.AddNodes(3, 1000);
+  h.change_nominations_during_cycle_ = true;
+  EXPECT_NE(h.Schedule(MakePod("a", 100)), "");
+  // The fingerprints taken after the cycle may not be what it saw: not remembered.
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  h.change_nominations_during_cycle_ = false;
+  h.Schedule(MakePod("c", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  h.Schedule(MakePod("d", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
 }
 
 TEST(BatcherTest, APluginWithoutASignatureTurnsBatchingOffForItsPods) {

@@ -111,6 +111,7 @@ void Framework::Reconfigure(ProfileSpec spec) {
   // What main wires into a profile, not the registrations: kept.
   if (!spec.nominated_pods) spec.nominated_pods = CurrentSetup()->spec.nominated_pods;
   if (!spec.nominated_pod_keys) spec.nominated_pod_keys = CurrentSetup()->spec.nominated_pod_keys;
+  if (!spec.nominations_generation) spec.nominations_generation = CurrentSetup()->spec.nominations_generation;
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);

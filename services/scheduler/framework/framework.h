@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -53,6 +54,10 @@ struct ProfileSpec {
                      const std::function<void(uint32_t node_id, std::string_view uid,
                                               std::string_view resource_version)>& visit)>
       nominated_pod_keys;
+  // Changes whenever a nomination does (Nominator::generation): batching reads
+  // it around a cycle to take the fingerprints only for a cycle that placed
+  // its pod, after it, and only when nothing changed meanwhile.
+  std::function<uint64_t()> nominations_generation;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -182,6 +187,13 @@ class Framework {
     if (!setup->spec.nominated_pod_keys) return false;
     setup->spec.nominated_pod_keys(pod, snapshot, visit);
     return true;
+  }
+
+  // The profile's nominations_generation hook, if any.
+  std::optional<uint64_t> NominationsGeneration() const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    if (!setup->spec.nominations_generation) return std::nullopt;
+    return setup->spec.nominations_generation();
   }
 
   // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's

@@ -6,6 +6,7 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 }  // namespace
 
 void Nominator::Mirror(const std::string& uid, const Nomination* n) {
+  generation_.fetch_add(1, std::memory_order_acq_rel);  // Every change passes here.
   if (mirror_log_ == nullptr) return;
   if (n == nullptr) {
     mirror_log_->SetNomination(uid, nullptr);

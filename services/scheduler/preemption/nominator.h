@@ -4,6 +4,8 @@
 // equal or lower priority (CycleRequest.nominated_pods).
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -58,6 +60,9 @@ class Nominator {
                   const std::function<void(uint32_t node_id, std::string_view uid,
                                            std::string_view resource_version)>& visit) const;
   size_t size() const;
+  // Bumped by every change to a nomination (added, moved, updated, cleared):
+  // equal before and after a computation means no nomination changed meanwhile.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
  private:
   struct Nomination {
@@ -70,6 +75,7 @@ class Nominator {
   Cache* const mirror_log_ = nullptr;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Nomination> by_uid_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace podium::scheduler::preemption
