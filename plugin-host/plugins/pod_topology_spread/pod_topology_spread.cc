@@ -103,9 +103,13 @@ int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selec
 
 // Does this assigned pod count for a constraint of a pod in `ns`
 // (countPodsMatchSelector, one pod)?
-bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns) {
+// `selector_known` when the caller knows the pod matches the selector (the
+// label index visited it for the selector's only requirement).
+bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns,
+            bool selector_known = false) {
   const v1::ObjectMeta& meta = p.pod->meta();
-  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns && selector.Matches(meta.labels());
+  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns &&
+         (selector_known || selector.Matches(meta.labels()));
 }
 
 // Counting through the label index: per node id and constraint, the domain
@@ -411,8 +415,9 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   for (size_t i = 0; i < n; ++i) {
     if (!by_index[i]) continue;
     const SpreadConstraint& c = s->constraints[i];
+    const bool known = IndexVisitsOnlyMatches(c.selector);
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
     });
     counter.Flush(i, s->counts[i]);
   }
@@ -543,8 +548,9 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
   for (size_t i = 0; i < n; ++i) {
     const SpreadConstraint& c = s->constraints[i];
     if (!by_index[i] || c.topology_key == kHostnameLabel) continue;
+    const bool known = IndexVisitsOnlyMatches(c.selector);
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
     });
     counter.Flush(i, s->counts[i]);
   }
