@@ -369,6 +369,10 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     out.set_nodes_evaluated(evaluated);
   }
 
+  // Errors returned above; what is left are rejections, which the scheduler
+  // may not want once a node passed.
+  if (request.rejections_only_when_none_feasible() && !feasible_.empty()) out.clear_rejected();
+
   // PreScore, Score, NormalizeScore over the feasible nodes.
   timer.Enter(pre_scores.empty() || feasible_.empty() ? PhaseTimer::kNone
                                                           : PhaseTimer::kPreScore);

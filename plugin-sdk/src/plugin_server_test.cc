@@ -465,6 +465,43 @@ TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlu
   EXPECT_EQ(cycle.nodes_evaluated(), 4u);
 }
 
+TEST_F(PluginServerTest, RejectionsAreLeftOutWhenAskedAndANodePasses) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Fit", ""}}).error(), "");
+  // n2 and n4 don't fit, n3 fails with an error.
+  auto cycle = [&](uint64_t id, uint64_t cycle_id, std::vector<uint32_t> nodes) {
+    v1::SchedulerToPlugin request = CycleMessage(id, cycle_id, MakePod("p"), {}, {"Fit"}, {});
+    if (id == 2) {
+      *request.mutable_delta() = SixNodes([](int n) -> std::map<std::string, std::string> {
+        if (n == 2 || n == 4) return {{"fit", "no"}};
+        if (n == 3) return {{"fit", "error"}};
+        return {};
+      });
+    }
+    request.mutable_cycle()->set_rejections_only_when_none_feasible(true);
+    request.mutable_cycle()->mutable_nodes()->set_all_nodes(false);
+    for (uint32_t n : nodes) request.mutable_cycle()->mutable_nodes()->add_node_ids(n);
+    return stream->Call(request).cycle();
+  };
+  // A node passes: the rejection of n2 and n4 is not sent.
+  v1::CycleResponse passed = cycle(2, 1, {2, 4, 5});
+  EXPECT_THAT(passed.feasible(), ElementsAre(5));
+  EXPECT_EQ(passed.nodes_evaluated(), 3u);
+  EXPECT_THAT(passed.rejected(), IsEmpty());
+  // Nothing passes: every rejected node says why.
+  v1::CycleResponse none = cycle(3, 2, {2, 4});
+  EXPECT_THAT(none.feasible(), IsEmpty());
+  ASSERT_EQ(none.rejected_size(), 2);
+  EXPECT_EQ(none.rejected(0).node_id(), 2u);
+  EXPECT_EQ(none.rejected(1).status().plugin(), "Fit");
+  // An error is always sent, with what was rejected before it.
+  v1::CycleResponse error = cycle(4, 3, {5, 2, 3, 6});
+  EXPECT_THAT(error.feasible(), ElementsAre(5));
+  ASSERT_EQ(error.rejected_size(), 2);
+  EXPECT_EQ(error.rejected(1).node_id(), 3u);
+  EXPECT_EQ(error.rejected(1).status().code(), v1::Status::ERROR);
+}
+
 TEST_F(PluginServerTest, ScoresAreNormalizedAndAlignedWithFeasible) {
   auto stream = Connect();
   ASSERT_EQ(stream->Open({{"Fit", ""}, {"Prefer", ""}}).error(), "");

@@ -34,6 +34,14 @@ inline bool ForEachPodMaybeMatching(const sdk::Snapshot& snapshot, const sdk::La
   return false;
 }
 
+// Whether every pod ForEachPodMaybeMatching visits for `selector` matches it:
+// its only requirement is the `key In (values)` the index answers. Then the
+// visitor need not match the selector again (a label lookup per pod).
+inline bool IndexVisitsOnlyMatches(const sdk::LabelSelector& selector) {
+  return !selector.MatchesNothing() && selector.requirements().size() == 1 &&
+         selector.requirements().front().op == sdk::LabelSelector::Operator::kIn;
+}
+
 // Whether ForEachPodMaybeMatching would use the index for `selector` (it has
 // a `key In (values)` requirement, or matches nothing) rather than answer
 // false: lets a caller choose how to count before visiting anything.

@@ -266,8 +266,12 @@ std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
                                              });
   std::vector<const sdk::AffinityTerm*> anti_scan;
   for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
+    // The index visits only pods the selector matches when it is one `key In (values)`.
+    const bool known = IndexVisitsOnlyMatches(t.selector);
     auto bump = [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
-      if (t.Matches(*existing.pod, nullptr)) Bump(s->anti_affinity, node.node(), t.topology_key, 1);
+      const bool matches = known ? t.MatchesNamespace(existing.pod->meta().namespace_(), nullptr)
+                                 : t.Matches(*existing.pod, nullptr);
+      if (matches) Bump(s->anti_affinity, node.node(), t.topology_key, 1);
     };
     if (!ForEachCandidate(snapshot, t, bump)) anti_scan.push_back(&t);
   }

@@ -57,6 +57,19 @@ sdk::LabelSelector DefaultSelector(const v1::Pod& pod) {
   return selector;
 }
 
+// NodeHasAllKeys, also giving the node's value for each constraint's key
+// (pointers into the node's labels): one label lookup per key.
+bool NodeValues(const v1::Node& node, const std::vector<SpreadConstraint>& constraints,
+                std::vector<const std::string*>& values) {
+  const auto& labels = node.meta().labels();
+  for (size_t i = 0; i < constraints.size(); ++i) {
+    auto it = labels.find(constraints[i].topology_key);
+    if (it == labels.end()) return false;
+    values[i] = &it->second;
+  }
+  return true;
+}
+
 bool NodeHasAllKeys(const v1::Node& node, const std::vector<SpreadConstraint>& constraints) {
   const auto& labels = node.meta().labels();
   for (const SpreadConstraint& c : constraints) {
@@ -90,9 +103,13 @@ int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selec
 
 // Does this assigned pod count for a constraint of a pod in `ns`
 // (countPodsMatchSelector, one pod)?
-bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns) {
+// `selector_known` when the caller knows the pod matches the selector (the
+// label index visited it for the selector's only requirement).
+bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns,
+            bool selector_known = false) {
   const v1::ObjectMeta& meta = p.pod->meta();
-  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns && selector.Matches(meta.labels());
+  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns &&
+         (selector_known || selector.Matches(meta.labels()));
 }
 
 // Counting through the label index: per node id and constraint, the domain
@@ -166,6 +183,9 @@ struct PreFilterState : sdk::StateData {
   // nodes that count (inclusion policies), empty domains included.
   std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
   std::vector<CriticalPaths> critical;
+  // Per constraint: 1 when the incoming pod matches its selector (it counts
+  // itself in the domain it lands in), computed once, not per node.
+  std::vector<int64_t> self_match;
   std::shared_ptr<const RequiredNodeAffinity> affinity;
 
   std::unique_ptr<sdk::StateData> Clone() const override {
@@ -367,6 +387,8 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   const size_t n = s->constraints.size();
   s->counts.resize(n);
   s->critical.resize(n);
+  s->self_match.resize(n);
+  for (size_t i = 0; i < n; ++i) s->self_match[i] = s->constraints[i].selector.Matches(pod.meta().labels()) ? 1 : 0;
   const std::string& ns = pod.meta().namespace_();
   // One pass over the nodes finds the domains (empty ones count for the
   // minimum); the matching pods come from the label index when the selector
@@ -375,13 +397,14 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   std::vector<bool> by_index(n);
   for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
   DomainCounter counter(snapshot.Nodes(), n);
+  std::vector<const std::string*> values(n);  // The node's value per topology key.
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     const v1::Node& v1node = node->node();
-    if (!NodeHasAllKeys(v1node, s->constraints)) continue;
+    if (!NodeValues(v1node, s->constraints, values)) continue;
     for (size_t i = 0; i < n; ++i) {
       const SpreadConstraint& c = s->constraints[i];
       if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
-      const std::string& value = v1node.meta().labels().at(c.topology_key);
+      const std::string& value = *values[i];
       if (by_index[i]) {
         counter.Set(*node, i, value);
       } else {
@@ -392,8 +415,9 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   for (size_t i = 0; i < n; ++i) {
     if (!by_index[i]) continue;
     const SpreadConstraint& c = s->constraints[i];
+    const bool known = IndexVisitsOnlyMatches(c.selector);
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
     });
     counter.Flush(i, s->counts[i]);
   }
@@ -429,7 +453,6 @@ sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo
     return MissingCycleState(kPreFilterStateKey);
   }
   const auto& node_labels = node.node().meta().labels();
-  const auto& pod_labels = pod.pod->meta().labels();
   for (size_t i = 0; i < s->constraints.size(); ++i) {
     const SpreadConstraint& c = s->constraints[i];
     auto label = node_labels.find(c.topology_key);
@@ -437,7 +460,7 @@ sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo
       return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
                          std::string(kReasonNodeLabelNotMatch));
     }
-    const int64_t self = c.selector.Matches(pod_labels) ? 1 : 0;
+    const int64_t self = s->self_match[i];
     auto count = s->counts[i].find(label->second);
     const int64_t match = count == s->counts[i].end() ? 0 : count->second;
     if (match + self - s->MinMatch(i) > c.max_skew) {
@@ -500,8 +523,13 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
   };
   // (Hostname constraints are counted per node in Score, as kube-scheduler
   // does: O(the node's pods) there.)
-  DomainCounter counter(snapshot.Nodes(), n);
-  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+  const bool any_domain = std::any_of(s->constraints.begin(), s->constraints.end(),
+                                     [](const SpreadConstraint& c) { return c.topology_key != kHostnameLabel; });
+  // Hostname-only constraints (the usual ScheduleAnyway one) need no pass.
+  static const std::vector<const sdk::NodeInfo*> kNoNodes;
+  const std::vector<const sdk::NodeInfo*>& domain_nodes = any_domain ? snapshot.Nodes() : kNoNodes;
+  DomainCounter counter(domain_nodes, n);
+  for (const sdk::NodeInfo* node : domain_nodes) {
     const v1::Node& v1node = node->node();
     if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
     for (size_t i = 0; i < n; ++i) {
@@ -520,8 +548,9 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
   for (size_t i = 0; i < n; ++i) {
     const SpreadConstraint& c = s->constraints[i];
     if (!by_index[i] || c.topology_key == kHostnameLabel) continue;
+    const bool known = IndexVisitsOnlyMatches(c.selector);
     ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns)) counter.Add(node, i);
+      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
     });
     counter.Flush(i, s->counts[i]);
   }

@@ -476,6 +476,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     // Only the last filtering process stops early: before it, a node that
     // passes may still fail elsewhere.
     request.set_num_feasible_to_find(last ? to_find : 0);
+    // The last process's rejections matter only when nothing passes (then
+    // they explain the pod); an earlier process's always may.
+    request.set_rejections_only_when_none_feasible(last);
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {

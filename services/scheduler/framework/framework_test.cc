@@ -124,6 +124,8 @@ TEST(Framework, OneProcessFiltersAndScoresInOneRequest) {
     EXPECT_TRUE(c.nodes().all_nodes());
     EXPECT_EQ(c.nodes().start_index(), 0u);
     EXPECT_EQ(c.num_feasible_to_find(), 5u);
+    // The one filtering process: its rejections are read only when nothing fits.
+    EXPECT_TRUE(c.rejections_only_when_none_feasible());
     EXPECT_THAT(c.filter_plugins(), testing::ElementsAre("Fit"));
     EXPECT_THAT(c.score_plugins(), testing::ElementsAre("Spread"));
     return Answered(CycleAnswer({2, 4}, {{"Spread", {10, 90}}}, {{1, "Insufficient cpu"}}));
@@ -313,6 +315,8 @@ TEST(FrameworkFanOut, AgreeingProcessesCostOneRoundTripEach) {
   EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, std::optional<uint64_t> seq) {
     EXPECT_EQ(seq, 7u);
     EXPECT_TRUE(req.cycle().nodes().all_nodes());
+    // Another process's verdicts may reject what this one lets through.
+    EXPECT_FALSE(req.cycle().rejections_only_when_none_feasible());
     EXPECT_EQ(req.cycle().num_feasible_to_find(), 4u);
     EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("Fit"));
     EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Spread"));
