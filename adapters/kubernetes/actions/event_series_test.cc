@@ -22,6 +22,15 @@ v1::RecordEvent Failed(const std::string& pod, const std::string& note = "0/3 no
 
 class EventSeriesBookTest : public ::testing::Test {
  protected:
+  // Posts a first event for `pod`, as sent and answered, then a second
+  // passes; the series' key.
+  auto PostedAndIdle(EventSeriesBook& book, const std::string& pod) {
+    auto posted = book.Observe(Failed(pod), now_, pod + ".1");
+    book.Finished(posted.key, true);
+    now_ += absl::Seconds(1);
+    return posted.key;
+  }
+
   absl::Time now_ = absl::FromUnixSeconds(1000);
 };
 
@@ -134,12 +143,8 @@ TEST_F(EventSeriesBookTest, ARepeatBeforeThePatchIsSentRidesInIt) {
 
 TEST_F(EventSeriesBookTest, TheOldestSeriesIsForgottenBeyondTheLimit) {
   EventSeriesBook book({.max_series = 2});
-  auto a = book.Observe(Failed("a"), now_, "a.1");
-  book.Finished(a.key, true);
-  now_ += absl::Seconds(1);
-  auto b = book.Observe(Failed("b"), now_, "b.1");
-  book.Finished(b.key, true);
-  now_ += absl::Seconds(1);
+  PostedAndIdle(book, "a");
+  PostedAndIdle(book, "b");
   book.Observe(Failed("c"), now_, "c.1");
   EXPECT_EQ(book.size(), 2u);
   EXPECT_EQ(book.Observe(Failed("a"), now_, "a.2").decision, Decision::kPost);
@@ -150,30 +155,26 @@ TEST_F(EventSeriesBookTest, TheOldestSeriesIsForgottenBeyondTheLimit) {
 // and failures move it: the one idle longest, never one in flight.
 TEST_F(EventSeriesBookTest, TheSeriesForgottenIsTheOneIdleLongest) {
   EventSeriesBook book({.finish_after = absl::Hours(1), .per_object_burst = 100, .max_series = 3});
-  auto a = book.Observe(Failed("a"), now_, "a.1");
-  book.Finished(a.key, true);
-  now_ += absl::Seconds(1);
-  auto b = book.Observe(Failed("b"), now_, "b.1");
-  book.Finished(b.key, true);
-  now_ += absl::Seconds(1);
+  const auto a = PostedAndIdle(book, "a");
+  const auto b = PostedAndIdle(book, "b");
   auto c = book.Observe(Failed("c"), now_, "c.1");  // Stays in flight.
   now_ += absl::Seconds(1);
   // A repeat of a (a PATCH) makes b the oldest idle one.
   ASSERT_EQ(book.Observe(Failed("a"), now_, "a.2").decision, Decision::kPatch);
-  book.Finished(a.key, true);
+  book.Finished(a, true);
   now_ += absl::Seconds(1);
   book.Observe(Failed("d"), now_, "d.1");  // Forgets b.
   EXPECT_EQ(book.size(), 3u);
   int32_t count;
   absl::Time last;
-  EXPECT_FALSE(book.Series(b.key, &count, &last));
-  ASSERT_TRUE(book.Series(a.key, &count, &last));
+  EXPECT_FALSE(book.Series(b, &count, &last));
+  ASSERT_TRUE(book.Series(a, &count, &last));
   EXPECT_EQ(count, 2);
   // Only a is idle (c and d are in flight): the next new series forgets a,
   // even though c was seen before it.
   now_ += absl::Seconds(1);
   book.Observe(Failed("e"), now_, "e.1");
-  EXPECT_FALSE(book.Series(a.key, &count, &last));
+  EXPECT_FALSE(book.Series(a, &count, &last));
   EXPECT_TRUE(book.Series(c.key, &count, &last));
   // Nothing idle: the book grows rather than drop a series in flight.
   now_ += absl::Seconds(1);
