@@ -172,8 +172,6 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
                                      const ScheduleResult& result, const Snapshot& snapshot,
                                      absl::flat_hash_map<uint32_t, uint64_t> nominated) {
   const Ranking& ranking = result.ranking;
-  // One feasible node: nothing to reuse (and no scores were asked for).
-  if (ranking.feasible.size() < 2) return;
   if (auto old = profile.by_key.find(key); old != profile.by_key.end()) Drop(profile, old->second);
   Batch batch;
   batch.key = key;
@@ -368,6 +366,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
                      CycleScope{.want_ranking = true, .examine_all = true});
+  // One feasible node: nothing to reuse (and no scores were asked for).
   if (result.outcome == ScheduleResult::Outcome::kScheduled && result.ranking.feasible.size() >= 2) {
     bool unchanged = true;
     if (generation) {

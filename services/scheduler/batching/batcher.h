@@ -150,7 +150,7 @@ class OpportunisticBatching {
   Profile& ProfileFor(Framework& fw);
   void Drop(Profile& profile, BatchList::iterator it);
   void FlushAll();
-  // Builds a ranking from a full cycle's result.
+  // Builds a ranking from a full cycle's result (scheduled, with two or more feasible nodes).
   void Remember(Profile& profile, const std::string& key, const Framework& fw,
                 const ScheduleResult& result, const Snapshot& snapshot,
                 absl::flat_hash_map<uint32_t, uint64_t> nominated);
