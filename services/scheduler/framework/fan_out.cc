@@ -14,6 +14,11 @@
 // judged and it did not, until the prefix of the rotation is decided; then the
 // processes whose round-0 scores were over another set of nodes score the
 // final nodes (one more round trip, all processes at once).
+//
+// A batch's re-evaluation (CycleScope::node_ids: the few nodes that changed
+// since its ranking) is the same merge over that list instead of the rotation:
+// every process judges every listed node in round 0, so N processes cost one
+// round trip there too, plus one score round when their verdicts differ.
 #include <algorithm>
 #include <cstdio>
 
@@ -30,9 +35,17 @@ enum Verdict : uint8_t { kUnknown = 0, kPass = 1, kReject = 2 };
 ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
                                     const sdk::Snapshot& snapshot, uint64_t state_seq,
                                     uint64_t cycle_id, uint32_t start, uint32_t to_find,
-                                    bool want_ranking, ScheduleResult result) {
+                                    const CycleScope& scope, ScheduleResult result) {
   const auto& nodes = snapshot.Nodes();
-  const uint32_t num_nodes = static_cast<uint32_t>(nodes.size());
+  // The sequence judged: the rotation over every node from `start`, or the
+  // scope's list, every node of which is judged (nothing passed is no verdict).
+  const std::vector<uint32_t>* listed = scope.node_ids;
+  const uint32_t num_nodes = static_cast<uint32_t>(listed != nullptr ? listed->size() : nodes.size());
+  if (listed != nullptr) to_find = num_nodes;
+  absl::flat_hash_map<uint32_t, uint32_t> listed_position;
+  if (listed != nullptr) {
+    for (uint32_t k = 0; k < num_nodes; ++k) listed_position.emplace((*listed)[k], k);
+  }
   const size_t num_filter = setup.num_filter_processes;
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
@@ -43,6 +56,10 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
   };
   // Nodes() is in ascending id order: a node's position in the rotation.
   auto position_of = [&](uint32_t id) -> int64_t {
+    if (listed != nullptr) {
+      auto found = listed_position.find(id);
+      return found == listed_position.end() ? -1 : static_cast<int64_t>(found->second);
+    }
     auto it = std::lower_bound(nodes.begin(), nodes.end(), id,
                                [](const sdk::NodeInfo* n, uint32_t v) { return n->id() < v; });
     if (it == nodes.end() || (*it)->id() != id) return -1;
@@ -50,6 +67,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     return index >= start ? index - start : index + num_nodes - start;
   };
   auto id_at = [&](uint32_t position) {
+    if (listed != nullptr) return (*listed)[position];
     uint32_t index = start + position;
     if (index >= num_nodes) index -= num_nodes;
     return nodes[index]->id();
@@ -117,7 +135,9 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       const bool score = round == 0 && (!plan.score.empty() || !plan.pre_score.empty());
       v1::SchedulerToPlugin message = NewCycleRequest(plan, cycle_id, /*filter=*/true, score);
       v1::CycleRequest& request = *message.mutable_cycle();
-      if (round == 0) {
+      if (round == 0 && listed != nullptr) {
+        request.mutable_nodes()->mutable_node_ids()->Assign(listed->begin(), listed->end());
+      } else if (round == 0) {
         request.mutable_nodes()->set_all_nodes(true);
         request.mutable_nodes()->set_start_index(start);
       } else {
@@ -219,7 +239,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     if (done || decided >= num_nodes) break;
   }
   result.evaluated_nodes = evaluated;
-  next_start_node_index_ = (start + evaluated) % num_nodes;
+  if (listed == nullptr) next_start_node_index_ = (start + evaluated) % num_nodes;
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
@@ -229,6 +249,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
         result.diagnosis.node_statuses.emplace_back(node->name(), std::move(entry.second));
       }
     }
+    if (listed != nullptr) result.outcome = ScheduleResult::Outcome::kScheduled;  // Nothing passed; not a verdict.
     return result;
   }
   result.feasible_nodes = static_cast<uint32_t>(feasible.size());
@@ -236,7 +257,8 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
   // Scores: from round 0 where a process scored exactly the final nodes, else
   // one request per process with score plugins, all at once.
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
-  if (feasible.size() > 1) {
+  // A batch's ranking needs the scores even of a single node.
+  if (feasible.size() > 1 || listed != nullptr) {
     std::vector<ScoreCall> calls;
     const absl::Time sent = absl::Now();
     for (size_t i = 0; i < setup.plans.size(); ++i) {
@@ -268,7 +290,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     }
   }
   SelectHost(setup, feasible, scores, snapshot, result);
-  if (want_ranking) {
+  if (scope.want_ranking) {
     result.ranking.feasible = std::move(feasible);
     result.ranking.scores = std::move(scores);
     result.ranking.start_index = start;

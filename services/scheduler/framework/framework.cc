@@ -431,11 +431,11 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
                            : scoped             ? 0
                            : scope.examine_all  ? num_nodes
                                                 : NumFeasibleNodesToFind(setup.spec.percentage_of_nodes_to_score, num_nodes);
-  // A narrowed cycle (a few nodes to re-evaluate) goes process by process
-  // below: the fan-out's merge is for finding nodes in the rotation.
-  if (setup.num_filter_processes > 1 && only_node == nullptr && !scoped) {
-    return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, scope.want_ranking,
-                     std::move(result));
+  // Several filtering processes are asked at once, for the rotation or for a
+  // batch's few nodes to re-evaluate alike; only a nominated node goes process
+  // by process below.
+  if (setup.num_filter_processes > 1 && only_node == nullptr) {
+    return RunFanOut(setup, pod, snapshot, state_seq, cycle_id, start, to_find, scope, std::move(result));
   }
   const bool combined = setup.num_filter_processes == 1;
 

@@ -286,10 +286,11 @@ class Framework {
                                    uint64_t cycle_id, const CycleScope& scope,
                                    const sdk::NodeInfo* only_node = nullptr);
   // Filter plugins in more than one process: every process asked at once, the
-  // answers merged as one sequential Filter would decide (fan_out.cc).
+  // answers merged as one sequential Filter would decide (fan_out.cc). With
+  // scope.node_ids (a batch's re-evaluation) exactly those nodes are judged.
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
                            uint64_t state_seq, uint64_t cycle_id, uint32_t start,
-                           uint32_t to_find, bool want_ranking, ScheduleResult result);
+                           uint32_t to_find, const CycleScope& scope, ScheduleResult result);
   // A score request in flight: one process's PreScore/Score plugins over `feasible`.
   struct ScoreCall {
     const ProcessPlan* plan;

@@ -427,6 +427,84 @@ TEST(FrameworkFanOut, EarlyStopDisagreementAsksOnlyTheUndecidedNodes) {
   EXPECT_EQ(r.evaluated_nodes, 200u);
 }
 
+// A batch's re-evaluation (a few listed nodes) with two filter+score
+// processes: both are asked about exactly the listed nodes at once (one round
+// trip, not filter by filter and then score), a node rejected by either is
+// out, and the process whose feasible nodes were not the final ones scores the
+// final ones again.
+TEST(FrameworkFanOut, ABatchsFewNodesAreAskedOfEveryProcessAtOnce) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(6);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
+                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
+               1);
+  const std::vector<uint32_t> changed = {2, 5, 6};
+  bool extra_called = false;
+  testing::Sequence host_calls;
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(2u, 5u, 6u));
+    EXPECT_FALSE(req.cycle().nodes().all_nodes());
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("Fit"));
+    EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Spread"));
+    return std::async(std::launch::deferred, [&]() -> PluginAnswer {
+      EXPECT_TRUE(extra_called) << "the second process was asked only after the first answered";
+      return CycleAnswer({2, 5, 6}, {{"Spread", {0, 40, 100}}});
+    });
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    extra_called = true;
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(2u, 5u, 6u));
+    EXPECT_THAT(req.cycle().filter_plugins(), testing::ElementsAre("Deny"));
+    EXPECT_THAT(req.cycle().score_plugins(), testing::ElementsAre("Zone"));
+    v1::PluginToScheduler a = CycleAnswer({2, 5}, {{"Zone", {0, 100}}}, {{6, "denied"}});
+    a.mutable_cycle()->mutable_rejected(0)->mutable_status()->set_plugin("Deny");
+    return Answered(a);
+  }));
+  // The host scored 2, 5, 6; the final nodes are 2 and 5: scored again.
+  EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([](v1::SchedulerToPlugin req, auto) {
+    EXPECT_THAT(req.cycle().nodes().node_ids(), testing::ElementsAre(2u, 5u));
+    EXPECT_TRUE(req.cycle().filter_plugins().empty());
+    v1::PluginToScheduler a;
+    auto* s = a.mutable_cycle()->add_scores();
+    s->set_plugin("Spread");
+    s->add_scores(100), s->add_scores(0);
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1,
+                                    CycleScope{.node_ids = &changed, .want_ranking = true});
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-5");  // Zone 100 x 10 outweighs Spread 100 x 1.
+  EXPECT_EQ(r.evaluated_nodes, 3u);
+  EXPECT_THAT(r.ranking.feasible, testing::ElementsAre(2u, 5u));
+  EXPECT_THAT(r.ranking.scores["Spread"], testing::ElementsAre(100, 0));
+  EXPECT_THAT(r.ranking.scores["Zone"], testing::ElementsAre(0, 100));
+}
+
+// With every listed node agreed on, the processes' own scores stand: one
+// round trip, even for a single feasible node (the ranking needs its score).
+TEST(FrameworkFanOut, ABatchsAgreedNodesCostOneRoundTrip) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(6);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
+                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
+               1);
+  const std::vector<uint32_t> changed = {4};
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({4}, {{"Spread", {70}}}));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({4}, {{"Zone", {30}}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1,
+                                    CycleScope{.node_ids = &changed, .want_ranking = true});
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+  EXPECT_EQ(r.node_name, "node-4");
+  EXPECT_THAT(r.ranking.scores["Spread"], testing::ElementsAre(70));
+  EXPECT_THAT(r.ranking.scores["Zone"], testing::ElementsAre(30));
+}
+
 // The diagnosis keeps, per node, the rejection of the first process in plugin
 // order, with its code (UnschedulableAndUnresolvable stays so for preemption).
 TEST(FrameworkFanOut, NoNodeFitsKeepsEachNodesFirstRejection) {
