@@ -302,15 +302,22 @@ TEST(Framework, TimeoutFailsTheCycle) {
   EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("did not answer"));
 }
 
+// Two processes, each serving a filter and a score plugin: the host Fit and
+// Spread (weight 1), the other Deny and Zone (weight 10).
+struct TwoFilterScoreProcesses {
+  MockPluginProcess host{"host"};
+  MockPluginProcess extra{"extra"};
+  Framework fw{SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}}, {"Fit", "Deny"},
+                       {{"Spread", 1}, {"Zone", 10}}),
+               1};
+};
+
 // Two filter+score processes get their requests at once (N processes cost one
 // round trip): neither answer is awaited before both requests are out.
 TEST(FrameworkFanOut, AgreeingProcessesCostOneRoundTripEach) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
+  TwoFilterScoreProcesses p;
+  auto& [host, extra, fw] = p;
   FakeSnapshot snapshot(4);
-  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
-                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
-               1);
   bool extra_called = false;
   EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](v1::SchedulerToPlugin req, std::optional<uint64_t> seq) {
     EXPECT_EQ(seq, 7u);
@@ -344,12 +351,9 @@ TEST(FrameworkFanOut, AgreeingProcessesCostOneRoundTripEach) {
 // nodes were not the final ones scores the final ones again (normalisation is
 // over the feasible nodes, as in kube-scheduler).
 TEST(FrameworkFanOut, RejectionAnywhereRejectsAndScoresAreOverTheFinalNodes) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
+  TwoFilterScoreProcesses p;
+  auto& [host, extra, fw] = p;
   FakeSnapshot snapshot(4);
-  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
-                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
-               1);
   testing::Sequence host_calls;
   EXPECT_CALL(host, Call(_, _)).InSequence(host_calls).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
     return Answered(CycleAnswer({1, 2, 3, 4}, {{"Spread", {0, 0, 0, 100}}}));
@@ -433,12 +437,9 @@ TEST(FrameworkFanOut, EarlyStopDisagreementAsksOnlyTheUndecidedNodes) {
 // out, and the process whose feasible nodes were not the final ones scores the
 // final ones again.
 TEST(FrameworkFanOut, ABatchsFewNodesAreAskedOfEveryProcessAtOnce) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
+  TwoFilterScoreProcesses p;
+  auto& [host, extra, fw] = p;
   FakeSnapshot snapshot(6);
-  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
-                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
-               1);
   const std::vector<uint32_t> changed = {2, 5, 6};
   bool extra_called = false;
   testing::Sequence host_calls;
@@ -484,12 +485,9 @@ TEST(FrameworkFanOut, ABatchsFewNodesAreAskedOfEveryProcessAtOnce) {
 // With every listed node agreed on, the processes' own scores stand: one
 // round trip, even for a single feasible node (the ranking needs its score).
 TEST(FrameworkFanOut, ABatchsAgreedNodesCostOneRoundTrip) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
+  TwoFilterScoreProcesses p;
+  auto& [host, extra, fw] = p;
   FakeSnapshot snapshot(6);
-  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}, {"Deny", &extra}, {"Zone", &extra}},
-                       {"Fit", "Deny"}, {{"Spread", 1}, {"Zone", 10}}),
-               1);
   const std::vector<uint32_t> changed = {4};
   EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
     return Answered(CycleAnswer({4}, {{"Spread", {70}}}));
