@@ -94,6 +94,7 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
       return {result, status};
     }
     if (!rejected.after_requeue) rejected.after_requeue = std::move(result.after_requeue);
+    rejected.retry_unreported |= result.retry_unreported;
     reasons.insert(reasons.end(), status.reasons().begin(), status.reasons().end());
   }
   return {std::move(rejected), sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};

@@ -320,6 +320,9 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     if (cache_.GetPod(v->uid()) != nullptr) continue;
     PostFilterResult retry;
     retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
+    // Only its own, out-of-date view failed: the user is told nothing
+    // (a second PodScheduled patch would exceed 2 x victims + 2 API calls).
+    retry.retry_unreported = true;
     return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
   }
   if (ExtensionPointRecorder* recorder = framework_.recorder()) {
