@@ -247,7 +247,9 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
   const bool still_pending = StillPending(pod.meta().uid());
   if (still_pending) {
     if (unschedulable) {
-      diagnoses_.RecordUnschedulable(pod, diagnosis != nullptr ? *diagnosis : Diagnosis{}, message);
+      // Both branches lvalues: a Diagnosis{} temporary made this copy all 500 node statuses.
+      static const Diagnosis kNoDiagnosis;
+      diagnoses_.RecordUnschedulable(pod, diagnosis != nullptr ? *diagnosis : kNoDiagnosis, message);
     } else {
       diagnoses_.RecordError(pod, message);
     }

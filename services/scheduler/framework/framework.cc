@@ -561,6 +561,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
+    result.diagnosis.node_statuses.reserve(result.diagnosis.node_statuses.size() + rejected.size());
     for (auto& [id, status] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
         result.diagnosis.unschedulable_plugins.insert(status.plugin());
