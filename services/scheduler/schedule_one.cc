@@ -84,9 +84,11 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
     std::function<void()> after_requeue;  // Preemption's evictions, once the pod is queued.
     std::string nominated;
+    bool report = true;
     if (fw->HasPostFilterPlugins()) {
       auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
       after_requeue = std::move(post.after_requeue);
+      report = !post.retry_unreported;
       result.diagnosis.post_filter_message = status.Message();
       // The pod waits for its nominated node; later cycles count it there. The
       // nomination rides in the PodScheduled=False patch (kube-scheduler's updatePod).
@@ -94,7 +96,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     }
     AttemptFailed(qp, fw, scheduling_cycle, start, result.outcome, result.diagnosis.Message(),
                   result.diagnosis.unschedulable_plugins, &result.diagnosis,
-                  nominated.empty() ? nullptr : &nominated);
+                  nominated.empty() ? nullptr : &nominated, report);
     if (after_requeue) after_requeue();
     return;
   }
@@ -226,7 +228,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
                               absl::Time start, ScheduleResult::Outcome outcome,
                               const std::string& message,
                               const absl::flat_hash_set<std::string>& plugins,
-                              const Diagnosis* diagnosis, const std::string* nominated_node) {
+                              const Diagnosis* diagnosis, const std::string* nominated_node, bool report) {
   const v1::Pod& pod = *qp->pod_info->pod;
   const bool unschedulable = outcome == ScheduleResult::Outcome::kUnschedulable;
   qp->unschedulable_plugins.clear();
@@ -245,7 +247,9 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
   const bool still_pending = StillPending(pod.meta().uid());
   if (still_pending) {
     if (unschedulable) {
-      diagnoses_.RecordUnschedulable(pod, diagnosis != nullptr ? *diagnosis : Diagnosis{}, message);
+      // Both branches lvalues: a Diagnosis{} temporary made this copy all 500 node statuses.
+      static const Diagnosis kNoDiagnosis;
+      diagnoses_.RecordUnschedulable(pod, diagnosis != nullptr ? *diagnosis : kNoDiagnosis, message);
     } else {
       diagnoses_.RecordError(pod, message);
     }
@@ -261,6 +265,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
   }
   PublishDecision(pod, unschedulable ? SchedulingDecision::Result::kUnschedulable : SchedulingDecision::Result::kError,
                   "", message, attempt, fw->name());
+  if (!report) return;
 
   // Tell the user: PodScheduled=False and a FailedScheduling event, as
   // kube-scheduler does. The condition is patched only when it changes.

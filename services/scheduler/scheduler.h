@@ -165,11 +165,12 @@ class Scheduler final : public ClusterEventHandler {
   bool HasProfileFor(const v1::Pod& pod) const;
   bool StillPending(const std::string& uid) const;
   // A failed scheduling attempt of the queue's cycle `scheduling_cycle`:
-  // requeue, record the diagnosis, tell the adapter (condition + event).
+  // requeue, record the diagnosis, tell the adapter (condition + event)
+  // unless `report` is false (PostFilterResult::retry_unreported).
   void AttemptFailed(QueuedPodInfoPtr pod, Framework* fw, uint64_t scheduling_cycle, absl::Time start,
                      ScheduleResult::Outcome outcome, const std::string& message,
                      const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis,
-                     const std::string* nominated_node = nullptr);
+                     const std::string* nominated_node = nullptr, bool report = true);
   void PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result, const std::string& node,
                        const std::string& message, absl::Duration attempt, const std::string& profile);
   void SendAction(v1::Action action, ActionSink::ResultCallback on_result = nullptr);

@@ -429,6 +429,49 @@ TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
   EXPECT_EQ(NominatingPostFilter::seen_nodes, 1u);
 }
 
+// A PostFilter whose chosen victims were gone by the time it looked (the
+// cycle's snapshot predated their deletion), as DefaultPreemption reports it.
+class StaleSnapshotPostFilter : public PostFilterPlugin {
+ public:
+  explicit StaleSnapshotPostFilter(SchedulingQueue** queue) : queue_(queue) {}
+  std::string_view Name() const override { return "FakePreemption"; }
+  // The first attempt finds its victims gone; later ones find none at all.
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod, const Diagnosis&) override {
+    if (calls_++ > 0) return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, "preemption: no victims")};
+    PostFilterResult r;
+    r.retry_unreported = true;
+    r.after_requeue = [queue = queue_, uid = pod.meta().uid()] { (*queue)->Activate({uid}); };
+    return {std::move(r), sdk::Status(sdk::Code::kUnschedulable, "preemption: victims already gone")};
+  }
+
+ private:
+  SchedulingQueue** queue_;
+  int calls_ = 0;
+};
+
+// preempt-500 sent a second PodScheduled patch (and FailedScheduling event)
+// for a preemptor whose first cycle chose another preemptor's victims just
+// deleted: the attempt retried at once is not reported, so the budget of
+// 2 x victims + 2 API calls per preemption holds.
+TEST_F(SchedulerTest, AnAttemptRetriedAtOnceOnAStaleSnapshotSendsNoPatchAndNoEvent) {
+  SchedulingQueue* queue = nullptr;
+  Build(false, std::make_unique<StaleSnapshotPostFilter>(&queue));
+  queue = queue_.get();
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
+  StartWithPod("big");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 0u);
+  EXPECT_EQ(sink_.Count(v1::Action::kRecordEvent), 0u);
+  EXPECT_EQ(QueueOf("big"), QueueKind::kActive);  // Tried again at once, not after backoff.
+  // The next attempt is an ordinary failure: reported, once.
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
+  ASSERT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
+  EXPECT_EQ(sink_.action(*sink_.Find(v1::Action::kPatchPodStatus)).patch_pod_status().conditions(0).message(),
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: no victims");
+  EXPECT_EQ(sink_.Count(v1::Action::kRecordEvent), 1u);
+}
+
 // Each cluster event is timed under kube-scheduler's label for it
 // (scheduler_event_handling_duration_seconds{event}).
 TEST_F(SchedulerTest, ClusterEventsAreTimedByKubeSchedulersEventLabel) {

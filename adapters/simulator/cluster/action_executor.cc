@@ -6,6 +6,7 @@ namespace podium::sim {
 
 ActionExecutor::ActionExecutor(InMemoryCluster& cluster, Options options, OutcomeSink sink)
     : cluster_(cluster), options_(options), sink_(std::move(sink)) {
+  if (options_.api_latency <= absl::ZeroDuration()) return;  // Submit executes inline.
   int n = std::max(1, options_.concurrency);
   for (int i = 0; i < n; ++i) workers_.emplace_back([this] { Work(); });
 }
@@ -13,6 +14,17 @@ ActionExecutor::ActionExecutor(InMemoryCluster& cluster, Options options, Outcom
 ActionExecutor::~ActionExecutor() { Stop(); }
 
 bool ActionExecutor::Submit(v1::Action action) {
+  if (options_.api_latency <= absl::ZeroDuration()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return false;
+      ++running_;  // InFlight() counts it until its outcome is sunk.
+    }
+    sink_(cluster_.Execute(action));
+    absl::MutexLock lock(&mu_);
+    --running_;
+    return true;
+  }
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(this, &ActionExecutor::HasRoom));
   if (stopping_) return false;
@@ -30,6 +42,9 @@ void ActionExecutor::Stop() {
     if (w.joinable()) w.join();
   }
   workers_.clear();
+  // An inline Submit still running on another thread finishes first.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(+[](size_t* running) { return *running == 0; }, &running_));
 }
 
 size_t ActionExecutor::InFlight() const {

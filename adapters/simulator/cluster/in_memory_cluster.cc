@@ -104,6 +104,7 @@ v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
   rec.bound_at_load = !pod.node_name().empty();
   rec.resize_requested = rec.bound_at_load && !pod.resize_status().empty();
   rec.pod = std::move(pod);
+  if (rec.pod.resize_status() == "Deferred") ++deferred_resizes_;
   RefreshUnschedulable(&rec);
   v1::ObjectEvent e = Upsert(rec.pod);
   std::string key = Key(rec.pod.meta().namespace_(), rec.pod.meta().name());
@@ -203,6 +204,7 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
 }
 
 void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::vector<v1::ObjectEvent>* events) {
+  if (deferred_resizes_ == 0) return;
   auto node = nodes_.find(node_name);
   if (node == nodes_.end()) return;
   const v1::ResourceList& allocatable = node->second.allocatable();
@@ -227,6 +229,7 @@ void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::ve
     rec.pod.clear_resize_status();
     rec.pod.clear_allocated();
     rec.resize_applied = true;
+    --deferred_resizes_;
     Touch(rec.pod.mutable_meta());
     events->push_back(Upsert(rec.pod));
   }

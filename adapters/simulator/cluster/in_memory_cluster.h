@@ -132,6 +132,10 @@ class InMemoryCluster {
   std::map<std::string, v1::Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<PodRecord> pods_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> live_pods_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> pods_ index.
+  // Pods added with a Deferred resize not applied yet (deleted ones included:
+  // an upper bound). Zero: ApplyDeferredResizes has nothing to look for, and
+  // a delete no longer walks every live pod under the lock.
+  size_t deferred_resizes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t resource_version_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_change_ ABSL_GUARDED_BY(mu_);

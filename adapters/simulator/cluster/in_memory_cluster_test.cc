@@ -184,7 +184,7 @@ TEST(ActionExecutorTest, ExecutesAsynchronouslyAndReportsEveryAction) {
   absl::Mutex mu;
   std::vector<ActionOutcome> outcomes;
   {
-    ActionExecutor exec(cluster, {.concurrency = 2}, [&](ActionOutcome&& o) {
+    ActionExecutor exec(cluster, {.concurrency = 2, .api_latency = absl::Microseconds(1)}, [&](ActionOutcome&& o) {
       absl::MutexLock lock(&mu);
       outcomes.push_back(std::move(o));
     });
@@ -194,6 +194,29 @@ TEST(ActionExecutorTest, ExecutesAsynchronouslyAndReportsEveryAction) {
     EXPECT_FALSE(exec.Submit(BindAction(3, "a", "uid-a", "n1")));
   }
   ASSERT_EQ(outcomes.size(), 2u);
+}
+
+// Without latency each action is executed, and its outcome sunk, before
+// Submit returns, on the caller's thread and in order.
+TEST(ActionExecutorTest, WithoutLatencyExecutesOnTheCallersThreadInOrder) {
+  InMemoryCluster cluster;
+  cluster.CreatePod(MakePod("a", "uid-a"));
+  std::vector<uint64_t> ids;
+  std::vector<std::thread::id> threads;
+  ActionExecutor exec(cluster, {.concurrency = 4}, [&](ActionOutcome&& o) {
+    ids.push_back(o.result.action_id());
+    threads.push_back(std::this_thread::get_id());
+  });
+  EXPECT_TRUE(exec.Submit(BindAction(1, "a", "uid-a", "n1")));
+  ASSERT_EQ(ids.size(), 1u);
+  EXPECT_EQ(exec.InFlight(), 0u);
+  EXPECT_TRUE(exec.Submit(BindAction(2, "missing", "", "n1")));
+  EXPECT_THAT(ids, ::testing::ElementsAre(1u, 2u));
+  EXPECT_THAT(threads, ::testing::Each(std::this_thread::get_id()));
+  EXPECT_TRUE(cluster.GetPod("default", "a")->bound);
+  exec.Stop();
+  EXPECT_FALSE(exec.Submit(BindAction(3, "a", "uid-a", "n1")));
+  EXPECT_EQ(ids.size(), 2u);
 }
 
 }  // namespace

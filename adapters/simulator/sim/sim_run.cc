@@ -43,7 +43,8 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           nodes).
   --create-rate N         create the later pods at N pods/s (default: at once).
   --api-latency DUR       latency injected into each action (e.g. 5ms).
-  --api-concurrency N     actions executed concurrently (default 16).
+  --api-concurrency N     actions executed concurrently with --api-latency
+                          (default 16); without it each runs as it arrives.
   --settle DUR            quiet period before finishing (default 500ms).
   --termination-grace DUR deleted (preempted) pods terminate for DUR, holding
                           their resources, before they are gone (default 0).

@@ -131,7 +131,10 @@ void Cache::AttachPod(const std::string& uid, PodEntry entry) {
   item->pod_uids.insert(uid);
   if (item->info.has_value()) item->info->AddPod(entry.info);
   Touch(item);
-  if (entry.assumed) ++num_assumed_;
+  if (entry.assumed) {
+    ++num_assumed_;
+    assumed_uids_.insert(uid);
+  }
   pods_[uid] = std::move(entry);
 }
 
@@ -146,7 +149,10 @@ void Cache::DetachPod(const std::string& uid) {
     Touch(item);
     DeleteItemIfEmptyGhost(item);
   }
-  if (it->second.assumed) --num_assumed_;
+  if (it->second.assumed) {
+    --num_assumed_;
+    assumed_uids_.erase(uid);
+  }
   pods_.erase(it);
 }
 
@@ -455,6 +461,11 @@ size_t Cache::NumPods() const {
 size_t Cache::NumAssumedPods() const {
   absl::ReaderMutexLock lock(&mu_);
   return num_assumed_;
+}
+
+absl::flat_hash_set<std::string> Cache::AssumedUids() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return assumed_uids_;
 }
 
 Cache::Dumped Cache::Dump(bool include_pods) const {

@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/delta_log.h"
@@ -104,6 +105,9 @@ class Cache {
   size_t NumNodes() const;  // Nodes present (ghosts excluded).
   size_t NumPods() const;   // Bound + assumed, ghost nodes included.
   size_t NumAssumedPods() const;
+  // The assumed pods' uids, under one lock: for a caller asking about many
+  // pods at once (preemption's candidates) instead of IsAssumed per pod.
+  absl::flat_hash_set<std::string> AssumedUids() const;
 
   // For the Admin API (server/ translates): per node allocatable, requested,
   // pods and assumed pods.
@@ -185,6 +189,7 @@ class Cache {
   absl::flat_hash_map<uint32_t, NodeItem*> nodes_by_id_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, PodEntry> pods_ ABSL_GUARDED_BY(mu_);
   size_t num_assumed_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<std::string> assumed_uids_ ABSL_GUARDED_BY(mu_);  // num_assumed_ of them.
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::PodDisruptionBudget>> pdbs_
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::PodGroup>> pod_groups_

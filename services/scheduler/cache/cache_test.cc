@@ -89,6 +89,7 @@ TEST(CacheTest, AssumeConfirmForget) {
   ASSERT_TRUE(cache.AssumePod(pod, "n1").ok());
   EXPECT_TRUE(cache.IsAssumed("p1"));
   EXPECT_EQ(cache.NumAssumedPods(), 1u);
+  EXPECT_THAT(cache.AssumedUids(), ::testing::UnorderedElementsAre("p1"));
   EXPECT_EQ(cache.GetPod("p1")->pod->node_name(), "n1");
   EXPECT_EQ(pod->pod->node_name(), "");  // The caller's pod is untouched.
   // Already in the cache.
@@ -104,6 +105,7 @@ TEST(CacheTest, AssumeConfirmForget) {
   ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "n1", 500)).ok());
   EXPECT_FALSE(cache.IsAssumed("p1"));
   EXPECT_EQ(cache.NumAssumedPods(), 0u);
+  EXPECT_TRUE(cache.AssumedUids().empty());
   EXPECT_EQ(cache.ForgetPod("p1").code(), absl::StatusCode::kFailedPrecondition);
   cache.UpdateSnapshot(snap);
   EXPECT_EQ(snap.Get("n1")->requested().milli_cpu, 500);
@@ -111,10 +113,12 @@ TEST(CacheTest, AssumeConfirmForget) {
 
   // Assume then forget: resources come back.
   ASSERT_TRUE(cache.AssumePod(PendingPod("p3", 700), "n2").ok());
+  EXPECT_THAT(cache.AssumedUids(), ::testing::UnorderedElementsAre("p3"));
   cache.UpdateSnapshot(snap);
   EXPECT_EQ(snap.Get("n2")->requested().milli_cpu, 700);
   ASSERT_TRUE(cache.ForgetPod("p3").ok());
   EXPECT_FALSE(cache.IsAssumed("p3"));
+  EXPECT_TRUE(cache.AssumedUids().empty());
   EXPECT_EQ(cache.GetPod("p3"), nullptr);
   cache.UpdateSnapshot(snap);
   EXPECT_EQ(snap.Get("n2")->requested().milli_cpu, 0);

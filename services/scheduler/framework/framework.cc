@@ -94,6 +94,7 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
       return {result, status};
     }
     if (!rejected.after_requeue) rejected.after_requeue = std::move(result.after_requeue);
+    rejected.retry_unreported |= result.retry_unreported;
     reasons.insert(reasons.end(), status.reasons().begin(), status.reasons().end());
   }
   return {std::move(rejected), sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};
@@ -560,6 +561,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
 
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
+    result.diagnosis.node_statuses.reserve(result.diagnosis.node_statuses.size() + rejected.size());
     for (auto& [id, status] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
         result.diagnosis.unschedulable_plugins.insert(status.plugin());

@@ -122,6 +122,11 @@ struct PostFilterResult {
   // Run by the scheduler once the pod is back in its queue (preemption sends
   // its victims' deletions then, so their events find the pod queued).
   std::function<void()> after_requeue;
+  // The cycle's snapshot was out of date for this pod (preemption found the
+  // victims it chose already gone): the pod is retried at once and this
+  // attempt is not reported through the API (no PodScheduled patch, no
+  // FailedScheduling event): its status would be replaced by the next cycle's.
+  bool retry_unreported = false;
 };
 
 class PostFilterPlugin {

@@ -278,6 +278,9 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   DryRunOutcome dry;
   DryRunCounts found;
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;  // 0: every node.
+  // One cache lock for every pod of every chunk, not one per pod. Only this
+  // (the scheduling) thread assumes pods, so none is added meanwhile.
+  const absl::flat_hash_set<std::string> assumed = cache_.AssumedUids();
   uint32_t k = 0;
   while (k < n && !found.Enough(num_candidates)) {
     std::vector<DryRunNode> chunk;
@@ -289,7 +292,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
         // An assumed pod is a victim while it waits at Permit (it is then
         // rejected there); once past Permit its binding is under way: left be.
         if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
-            (!cache_.IsAssumed(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
+            (assumed.empty() || !assumed.contains(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
           lower.push_back(p);
         }
       }
@@ -320,6 +323,9 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     if (cache_.GetPod(v->uid()) != nullptr) continue;
     PostFilterResult retry;
     retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
+    // Only its own, out-of-date view failed: the user is told nothing
+    // (a second PodScheduled patch would exceed 2 x victims + 2 API calls).
+    retry.retry_unreported = true;
     return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
   }
   if (ExtensionPointRecorder* recorder = framework_.recorder()) {

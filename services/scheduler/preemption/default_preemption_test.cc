@@ -437,6 +437,7 @@ TEST_F(DefaultPreemptionTest, VictimsAlreadyGoneFromTheCacheAreNotPreemptedAgain
   EXPECT_EQ(status.Message(), "preemption: victims already gone; trying again on the current state.");
   EXPECT_EQ(result.nominated_node_name, "");
   EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  EXPECT_TRUE(result.retry_unreported);  // The scheduler patches no PodScheduled for it.
   ASSERT_TRUE(result.after_requeue);
   result.after_requeue();
   EXPECT_TRUE(sink_.actions.empty());  // No patch, no delete, no event.
