@@ -54,10 +54,12 @@ class Mirror final : public Snapshot {
   bool ForEachPodWithLabel(std::string_view key, std::string_view value,
                            const PodVisitor& visit) const override;
   // Logs pod changes from now on (PodChangesSince), at most max_entries
-  // (older ones are dropped: their readers rebuild).
+  // (older ones are dropped: their readers rebuild). An entry keeps its pod
+  // version alive (a bound pod's assumed version, a deleted pod), so the log
+  // stays short: a reader that syncs every cycle needs a few entries.
   void EnablePodChangeLog(size_t max_entries = kMaxPodChanges);
   bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const override;
-  static constexpr size_t kMaxPodChanges = 8192;
+  static constexpr size_t kMaxPodChanges = 1024;
 
   // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
   // each with node_name set to the node; null when none.
