@@ -34,8 +34,10 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       // per domain without scanning every pod.
       Definition<PodTopologySpread>({.pod_label_index = true}),
       // Namespace labels: what namespaceSelectors match; the label index: the
-      // pods an incoming pod's terms select, without scanning every pod.
-      Definition<InterPodAffinity>({.assigned_pods = true, .namespaces = true, .pod_label_index = true}),
+      // pods an incoming pod's terms select, without scanning every pod; pod
+      // changes: anti-affinity counts kept across cycles.
+      Definition<InterPodAffinity>(
+          {.assigned_pods = true, .namespaces = true, .pod_label_index = true, .pod_changes = true}),
       Definition<NodeResourcesBalancedAllocation>(),
       Definition<ImageLocality>(),
       Coscheduling::Definition(),

@@ -7,6 +7,19 @@
 #include "absl_compat.h"
 
 namespace podium::sdk::internal {
+namespace {
+
+bool LabelsEqual(const google::protobuf::Map<std::string, std::string>& a,
+                 const google::protobuf::Map<std::string, std::string>& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, value] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != value) return false;
+  }
+  return true;
+}
+
+}  // namespace
 
 const NodeInfo* Mirror::Get(std::string_view node_name) const {
   auto it = nodes_by_name_.find(AsAbsl(node_name));
@@ -178,7 +191,10 @@ void Mirror::RemoveNomination(const std::string& uid) {
 
 absl::Status Mirror::Apply(v1::StateDelta& delta) {
   if (absl::Status valid = Validate(delta); !valid.ok()) return valid;
-  if (delta.reset()) Clear();
+  if (delta.reset()) {
+    Clear();
+    LogBarrier();
+  }
   for (uint32_t id : delta.node_removals()) RemoveNode(id);
   for (v1::MirroredNode& upsert : *delta.mutable_node_upserts()) {
     UpsertNode(upsert.id(), std::make_shared<const v1::Node>(std::move(*upsert.mutable_node())));
@@ -215,6 +231,7 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     PodInfoPtr pod = PodInfo::Create(std::move(*upsert.mutable_pod()));
     if (pod->affinity != nullptr) affinity_dirty_ = true;
     if (label_index_enabled_) IndexPodLabels(pod, &node);
+    if (log_enabled_) LogPodChange(true, pod, &node);
     node.AddPod(std::move(pod));
     pod_nodes_.emplace(std::move(uid), node.id());
   }
@@ -284,6 +301,7 @@ void Mirror::RemoveNode(uint32_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;  // Removals are idempotent.
   NodeInfo& node = *it->second;
+  LogBarrier();  // Log entries name this node: their readers rebuild.
   for (const PodInfoPtr& pod : node.pods()) {
     if (label_index_enabled_) UnindexPodLabels(*pod);
     pod_nodes_.erase(pod->uid());
@@ -309,6 +327,8 @@ void Mirror::UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node) {
     return;
   }
   NodeInfo& info = *it->second;
+  // Pods counted by the node's labels (topology domains) count elsewhere now.
+  if (log_enabled_ && !LabelsEqual(info.node().meta().labels(), node->meta().labels())) LogBarrier();
   if (info.name() != node->meta().name()) {
     auto by_name = nodes_by_name_.find(info.name());
     if (by_name != nodes_by_name_.end() && by_name->second == &info) nodes_by_name_.erase(by_name);
@@ -363,6 +383,11 @@ void Mirror::RemovePod(const std::string& uid) {
     const PodInfo* pod = node->second->FindPod(uid);
     if (pod != nullptr && pod->affinity != nullptr) affinity_dirty_ = true;
     if (pod != nullptr && label_index_enabled_) UnindexPodLabels(*pod);
+    if (pod != nullptr && log_enabled_) {
+      for (const PodInfoPtr& p : node->second->pods()) {
+        if (p.get() == pod) LogPodChange(false, p, node->second.get());
+      }
+    }
     node->second->RemovePod(uid);
   }
   pod_nodes_.erase(it);
@@ -422,6 +447,44 @@ bool Mirror::ForEachPodWithLabel(std::string_view key, std::string_view value, c
   if (it == pods_by_label_.end()) return true;
   for (const auto& [uid, labelled] : it->second) visit(*labelled.pod, *labelled.node);
   return true;
+}
+
+}  // namespace podium::sdk::internal
+
+namespace podium::sdk::internal {
+
+void Mirror::EnablePodChangeLog(size_t max_entries) {
+  log_max_ = std::max<size_t>(max_entries, 1);
+  if (log_enabled_) return;
+  log_enabled_ = true;
+  LogBarrier();  // Nothing logged before now.
+}
+
+void Mirror::LogPodChange(bool added, PodInfoPtr pod, const NodeInfo* node) {
+  log_.push_back({added, std::move(pod), node});
+  while (log_.size() > log_max_) {
+    log_.pop_front();
+    ++log_first_;
+  }
+}
+
+void Mirror::LogBarrier() {
+  // One past the end: a cursor that was current is now behind the barrier.
+  log_first_ += log_.size() + 1;
+  log_.clear();
+  log_barrier_ = log_first_;
+}
+
+bool Mirror::PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const {
+  const uint64_t end = log_first_ + log_.size();
+  const bool known = log_enabled_ && *cursor >= log_barrier_ && *cursor >= log_first_ && *cursor <= end;
+  if (known) {
+    for (size_t i = *cursor - log_first_; i < log_.size(); ++i) {
+      visit(PodChange{.added = log_[i].added, .pod = log_[i].pod.get(), .node = log_[i].node});
+    }
+  }
+  *cursor = end;
+  return known;
 }
 
 }  // namespace podium::sdk::internal

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -52,6 +53,13 @@ class Mirror final : public Snapshot {
   void EnableLabelIndex();
   bool ForEachPodWithLabel(std::string_view key, std::string_view value,
                            const PodVisitor& visit) const override;
+  // Logs pod changes from now on (PodChangesSince), at most max_entries
+  // (older ones are dropped: their readers rebuild). An entry keeps its pod
+  // version alive (a bound pod's assumed version, a deleted pod), so the log
+  // stays short: a reader that syncs every cycle needs a few entries.
+  void EnablePodChangeLog(size_t max_entries = kMaxPodChanges);
+  bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const override;
+  static constexpr size_t kMaxPodChanges = 1024;
 
   // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
   // each with node_name set to the node; null when none.
@@ -112,6 +120,21 @@ class Mirror final : public Snapshot {
     PodInfoPtr pod;
     const NodeInfo* node;
   };
+  // The pod change log: entry i has sequence number log_first_ + i; a
+  // cursor below log_barrier_ (reset, node removed or relabelled) must
+  // rebuild. Sequence numbers start at 1, so a cursor of 0 always rebuilds.
+  struct LoggedChange {
+    bool added;
+    PodInfoPtr pod;
+    const NodeInfo* node;
+  };
+  void LogPodChange(bool added, PodInfoPtr pod, const NodeInfo* node);
+  void LogBarrier();
+  bool log_enabled_ = false;
+  size_t log_max_ = kMaxPodChanges;
+  std::deque<LoggedChange> log_;
+  uint64_t log_first_ = 1;
+  uint64_t log_barrier_ = 1;
   bool label_index_enabled_ = false;
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_label_;
 };

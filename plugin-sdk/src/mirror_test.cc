@@ -422,3 +422,87 @@ TEST(SdkMirrorTest, LabelIndexFollowsThePods) {
 
 }  // namespace
 }  // namespace podium::sdk::internal
+
+namespace podium::sdk::internal {
+namespace {
+
+// "+uid@node" / "-uid@node" for each change PodChangesSince visits; "rebuild"
+// when it cannot say.
+std::vector<std::string> Changes(const Mirror& mirror, uint64_t* cursor) {
+  std::vector<std::string> out;
+  const bool known = mirror.PodChangesSince(cursor, [&](const Snapshot::PodChange& c) {
+    out.push_back(std::string(c.added ? "+" : "-") + c.pod->uid() + "@" + c.node->name());
+  });
+  if (!known) out.push_back("rebuild");
+  return out;
+}
+
+TEST(SdkMirrorTest, PodChangesAreLoggedUntilAReaderMustRebuild) {
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  AddNode(reset, 1, "n1");
+  AddNode(reset, 2, "n2");
+  AddPod(reset, 1, "p0", 100);
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  uint64_t cursor = 0;
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("rebuild"));  // No log kept.
+
+  mirror.EnablePodChangeLog(/*max_entries=*/4);
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("rebuild"));  // Nothing logged before.
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre());
+
+  // Added, moved (removed and added), removed.
+  v1::StateDelta delta;
+  AddPod(delta, 2, "p1", 100);
+  AddPod(delta, 2, "p0", 100);
+  delta.add_pod_removals("p1");
+  delta.add_pod_removals("unknown");
+  ASSERT_TRUE(mirror.Apply(delta).ok());
+  // A delta's pod removals come before its upserts: p1 was not there yet.
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("+p1@n2", "-p0@n1", "+p0@n2"));
+  uint64_t stale = cursor;
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre());
+
+  // A node update that keeps its labels changes nothing a reader keeps...
+  v1::StateDelta same;
+  AddNode(same, 2, "n2")->mutable_node()->mutable_allocatable()->set_pods(50);
+  ASSERT_TRUE(mirror.Apply(same).ok());
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre());
+  // ...one that relabels it does: every reader rebuilds.
+  v1::StateDelta relabel;
+  (*AddNode(relabel, 2, "n2")->mutable_node()->mutable_meta()->mutable_labels())["zone"] = "b";
+  ASSERT_TRUE(mirror.Apply(relabel).ok());
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("rebuild"));
+  EXPECT_THAT(Changes(mirror, &stale), ElementsAre("rebuild"));
+
+  // A reader the bounded log left behind rebuilds; one that kept up does not.
+  uint64_t behind = cursor;
+  for (int i = 0; i < 3; ++i) {
+    v1::StateDelta more;
+    AddPod(more, 1, "q" + std::to_string(i), 100);
+    ASSERT_TRUE(mirror.Apply(more).ok());
+    if (i == 0) EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("+q0@n1"));
+  }
+  v1::StateDelta last;
+  AddPod(last, 1, "q3", 100);
+  AddPod(last, 1, "q4", 100);
+  ASSERT_TRUE(mirror.Apply(last).ok());
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("+q1@n1", "+q2@n1", "+q3@n1", "+q4@n1"));
+  EXPECT_THAT(Changes(mirror, &behind), ElementsAre("rebuild"));
+
+  // A removed node, and a reset, make every reader rebuild.
+  v1::StateDelta remove;
+  remove.add_node_removals(2);
+  ASSERT_TRUE(mirror.Apply(remove).ok());
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("rebuild"));
+  v1::StateDelta again;
+  again.set_reset(true);
+  AddNode(again, 1, "n1");
+  ASSERT_TRUE(mirror.Apply(again).ok());
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("rebuild"));
+  EXPECT_THAT(Changes(mirror, &cursor), ElementsAre());
+}
+
+}  // namespace
+}  // namespace podium::sdk::internal

@@ -290,6 +290,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
     mirror.set_pod_groups(mirror.pod_groups() || needs.pod_groups);
     mirror.set_namespaces(mirror.namespaces() || needs.namespaces);
     if (needs.pod_label_index) mirror_.EnableLabelIndex();  // Local to this process.
+    if (needs.pod_changes) mirror_.EnablePodChangeLog();
     // Filters count nominated pods; the SDK keeps them from deltas instead of
     // reading them from every request.
     if (dynamic_cast<FilterPlugin*>(plugin->get()) != nullptr) mirror.set_nominated_pods(true);

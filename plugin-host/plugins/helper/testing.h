@@ -2,6 +2,7 @@
 // handle over NodeInfos the test owns.
 #pragma once
 
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -238,7 +239,74 @@ class FakeSnapshot : public sdk::Snapshot {
     return out;
   }
 
+  // Pod changes, logged from now on as the SDK's mirror logs them
+  // (PodChangesSince): AddPod, RemovePod and SetNodeLabels below change the
+  // snapshot and the log; a relabelled node is a barrier (readers rebuild).
+  void EnablePodChangeLog() {
+    log_enabled_ = true;
+    Barrier();
+  }
+  const sdk::PodInfo& AddPod(std::string_view node_name, v1::Pod pod) {
+    sdk::NodeInfo& node = Mutable(node_name);
+    pod.set_node_name(std::string(node_name));
+    sdk::PodInfoPtr info = sdk::PodInfo::Create(std::move(pod));
+    node.AddPod(info);
+    if (log_enabled_) log_.push_back({true, info, &node});
+    return *info;
+  }
+  void RemovePod(std::string_view node_name, std::string_view uid) {
+    sdk::NodeInfo& node = Mutable(node_name);
+    for (const sdk::PodInfoPtr& p : node.pods()) {
+      if (p->uid() != uid) continue;
+      sdk::PodInfoPtr gone = p;
+      node.RemovePod(uid);
+      if (log_enabled_) log_.push_back({false, std::move(gone), &node});
+      return;
+    }
+    std::abort();  // A test removes a pod it did not add.
+  }
+  void SetNodeLabels(std::string_view node_name, const std::map<std::string, std::string>& labels) {
+    sdk::NodeInfo& node = Mutable(node_name);
+    v1::Node updated = node.node();
+    updated.mutable_meta()->clear_labels();
+    for (const auto& [k, v] : labels) (*updated.mutable_meta()->mutable_labels())[k] = v;
+    node.SetNode(std::make_shared<const v1::Node>(std::move(updated)));
+    Barrier();
+  }
+  bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const override {
+    const uint64_t end = log_first_ + log_.size();
+    const bool known = log_enabled_ && *cursor >= barrier_ && *cursor <= end;
+    if (known) {
+      for (size_t i = *cursor - log_first_; i < log_.size(); ++i) {
+        visit(PodChange{.added = log_[i].added, .pod = log_[i].pod.get(), .node = log_[i].node});
+      }
+    }
+    *cursor = end;
+    return known;
+  }
+
  private:
+  struct LoggedChange {
+    bool added;
+    sdk::PodInfoPtr pod;
+    const sdk::NodeInfo* node;
+  };
+  sdk::NodeInfo& Mutable(std::string_view name) {
+    for (auto& n : owned_) {
+      if (n->name() == name) return *n;
+    }
+    std::abort();  // A test names a node it did not add.
+  }
+  void Barrier() {
+    log_first_ += log_.size() + 1;
+    log_.clear();
+    barrier_ = log_first_;
+  }
+  bool log_enabled_ = false;
+  std::vector<LoggedChange> log_;
+  uint64_t log_first_ = 1;
+  uint64_t barrier_ = 1;
+
   std::map<std::string, std::unique_ptr<v1::Namespace>> namespaces_;
   std::vector<std::unique_ptr<sdk::NodeInfo>> owned_;
   std::vector<const sdk::NodeInfo*> nodes_;

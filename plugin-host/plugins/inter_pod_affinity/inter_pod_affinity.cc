@@ -48,6 +48,55 @@ bool Has(const TopologyCounts& counts, const std::string& key, const std::string
   return k != counts.end() && k->second.contains(value);
 }
 
+// Counts shared with the plugin's kept counts (KeptAntiAffinityCounts: never
+// changed while a cycle state holds them) plus the cycle's own AddPod /
+// RemovePod changes, which may be negative.
+struct SharedCounts {
+  std::vector<std::shared_ptr<const TopologyCounts>> bases;
+  TopologyCounts delta;
+
+  bool empty() const { return bases.empty() && delta.empty(); }
+  int64_t Count(const std::string& key, const std::string& value) const {
+    int64_t count = 0;
+    for (const auto& base : bases) {
+      auto k = base->find(key);
+      if (k == base->end()) continue;
+      auto v = k->second.find(value);
+      if (v != k->second.end()) count += v->second;
+    }
+    auto k = delta.find(key);
+    if (k != delta.end()) {
+      auto v = k->second.find(value);
+      if (v != k->second.end()) count += v->second;
+    }
+    return count;
+  }
+  // Does a pod count in the node's domain of `key`?
+  bool HasAt(const sdk::Labels& node_labels, const std::string& key) const {
+    auto it = node_labels.find(key);
+    return it != node_labels.end() && Count(key, it->second) > 0;
+  }
+};
+
+bool SameSelector(const sdk::LabelSelector& a, const sdk::LabelSelector& b) {
+  if (a.MatchesNothing() != b.MatchesNothing()) return false;
+  const auto& ra = a.requirements();
+  const auto& rb = b.requirements();
+  if (ra.size() != rb.size()) return false;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    if (ra[i].key != rb[i].key || ra[i].op != rb[i].op || ra[i].values != rb[i].values) return false;
+  }
+  return true;
+}
+
+// Terms that match the same pods in the same domains (requirements compared
+// in order: equal terms written in another order are merely kept apart).
+bool SameTerm(const sdk::AffinityTerm& a, const sdk::AffinityTerm& b) {
+  return a.topology_key == b.topology_key && a.namespaces == b.namespaces &&
+         SameSelector(a.selector, b.selector) &&
+         SameSelector(a.namespace_selector, b.namespace_selector);
+}
+
 // Affinity: an existing pod counts for the incoming pod's terms only when it
 // matches all of them (podMatchesAllAffinityTerms).
 bool MatchesAll(const std::vector<sdk::AffinityTerm>& terms, const v1::Pod& pod) {
@@ -152,11 +201,11 @@ struct PreFilterState : sdk::StateData {
   std::shared_ptr<const sdk::PodAffinityTerms> terms;
   sdk::Labels namespace_labels;  // Of the incoming pod's namespace.
   // Existing pods' required anti-affinity terms the incoming pod matches.
-  TopologyCounts existing_anti_affinity;
+  SharedCounts existing_anti_affinity;
   // Existing pods matching all the incoming pod's required affinity terms.
   TopologyCounts affinity;
   // Existing pods matching one of the incoming pod's required anti-affinity terms.
-  TopologyCounts anti_affinity;
+  SharedCounts anti_affinity;
 
   const std::vector<sdk::AffinityTerm>& required_affinity() const {
     return terms ? terms->required_affinity : NoTerms();
@@ -172,11 +221,11 @@ struct PreFilterState : sdk::StateData {
   void Update(const sdk::PodInfo& incoming, const sdk::PodInfo& existing, const v1::Node& node,
               int64_t delta) {
     if (existing.affinity != nullptr) {
-      UpdateAntiAffinity(existing_anti_affinity, existing.affinity->required_anti_affinity,
+      UpdateAntiAffinity(existing_anti_affinity.delta, existing.affinity->required_anti_affinity,
                          *incoming.pod, &namespace_labels, node, delta);
     }
     UpdateAffinity(affinity, required_affinity(), *existing.pod, node, delta);
-    UpdateAntiAffinity(anti_affinity, required_anti_affinity(), *existing.pod, nullptr, node,
+    UpdateAntiAffinity(anti_affinity.delta, required_anti_affinity(), *existing.pod, nullptr, node,
                        delta);
   }
 };
@@ -216,6 +265,125 @@ sdk::Status ParseError(const v1::Pod& pod, const absl::Status& error) {
 
 }  // namespace
 
+class KeptAntiAffinityCounts {
+ public:
+  // Existing pods with identical required anti-affinity terms, and where
+  // they are: pods of one workload share one group.
+  struct Group {
+    sdk::AffinityTerm term;
+    std::shared_ptr<TopologyCounts> counts;
+    int64_t terms = 0;  // Pods' terms in the group (a pod may repeat one).
+  };
+
+  // Brings the counts up to `snapshot`: its pod changes since the last call,
+  // or, when it cannot list them, a rebuild from every node.
+  void Sync(const sdk::Snapshot& snapshot) {
+    ++syncs_;
+    const bool incremental = snapshot.PodChangesSince(&cursor_, [&](const sdk::Snapshot::PodChange& c) {
+      Apply(*c.pod, c.node->node(), c.added ? 1 : -1);
+    });
+    if (incremental) return;
+    groups_.clear();
+    selected_.clear();
+    for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithRequiredAntiAffinity()) {
+      for (const sdk::PodInfoPtr& pod : node->pods_with_required_anti_affinity()) {
+        AddTerms(*pod, node->node(), 1);
+      }
+    }
+  }
+
+  const std::vector<Group>& groups() const { return groups_; }
+
+  // The existing pods `term` (namespaceSelector resolved) selects, per domain
+  // of its topology key: counted once, then kept from pod changes.
+  std::shared_ptr<const TopologyCounts> Selected(const sdk::AffinityTerm& term,
+                                                 const sdk::Snapshot& snapshot) {
+    for (Selection& s : selected_) {
+      if (SameTerm(s.term, term)) {
+        s.last_used = syncs_;
+        return s.counts;
+      }
+    }
+    auto counts = std::make_shared<TopologyCounts>();
+    // The index visits only pods labelled as the selector's `key In (values)`
+    // asks; when that is the selector's only requirement, a pod it visits
+    // matches when its namespace does.
+    const bool known = IndexVisitsOnlyMatches(term.selector);
+    auto bump = [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
+      const bool matches = known ? term.MatchesNamespace(existing.pod->meta().namespace_(), nullptr)
+                                 : term.Matches(*existing.pod, nullptr);
+      if (matches) Bump(*counts, node.node(), term.topology_key, 1);
+    };
+    if (!ForEachCandidate(snapshot, term, bump)) {
+      for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+        for (const sdk::PodInfoPtr& existing : node->pods()) {
+          if (term.Matches(*existing->pod, nullptr)) Bump(*counts, node->node(), term.topology_key, 1);
+        }
+      }
+    }
+    if (selected_.size() >= kMaxSelections) {
+      selected_.erase(std::min_element(selected_.begin(), selected_.end(),
+                                       [](const Selection& a, const Selection& b) {
+                                         return a.last_used < b.last_used;
+                                       }));
+    }
+    selected_.push_back({term, counts, syncs_});
+    return counts;
+  }
+
+ private:
+  // Selections kept for the incoming pods' terms; the least recently used
+  // goes first. Each costs a term match per pod change.
+  static constexpr size_t kMaxSelections = 16;
+  struct Selection {
+    sdk::AffinityTerm term;
+    std::shared_ptr<TopologyCounts> counts;
+    uint64_t last_used = 0;
+  };
+
+  // Copy on write: a cycle state may still hold the counts.
+  static TopologyCounts& Mutable(std::shared_ptr<TopologyCounts>& counts) {
+    if (counts.use_count() > 1) counts = std::make_shared<TopologyCounts>(*counts);
+    return *counts;
+  }
+
+  void Apply(const sdk::PodInfo& pod, const v1::Node& node, int64_t delta) {
+    AddTerms(pod, node, delta);
+    for (Selection& s : selected_) {
+      if (s.term.Matches(*pod.pod, nullptr)) Bump(Mutable(s.counts), node, s.term.topology_key, delta);
+    }
+  }
+
+  void AddTerms(const sdk::PodInfo& pod, const v1::Node& node, int64_t delta) {
+    if (pod.affinity == nullptr) return;
+    for (const sdk::AffinityTerm& t : pod.affinity->required_anti_affinity) {
+      auto group = std::find_if(groups_.begin(), groups_.end(),
+                                [&](const Group& g) { return SameTerm(g.term, t); });
+      if (group == groups_.end()) {
+        if (delta < 0) continue;  // Not counted: nothing to take back.
+        group = groups_.insert(groups_.end(), Group{t, std::make_shared<TopologyCounts>(), 0});
+      }
+      Bump(Mutable(group->counts), node, t.topology_key, delta);
+      group->terms += delta;
+      if (group->terms <= 0) groups_.erase(group);
+    }
+  }
+
+  uint64_t cursor_ = 0;
+  uint64_t syncs_ = 0;
+  std::vector<Group> groups_;
+  std::vector<Selection> selected_;
+};
+
+InterPodAffinity::InterPodAffinity(int64_t hard_pod_affinity_weight,
+                                   bool ignore_preferred_of_existing, sdk::Handle& handle)
+    : hard_weight_(hard_pod_affinity_weight),
+      ignore_preferred_of_existing_(ignore_preferred_of_existing),
+      handle_(handle),
+      kept_(std::make_unique<KeptAntiAffinityCounts>()) {}
+
+InterPodAffinity::~InterPodAffinity() = default;
+
 absl::StatusOr<sdk::PluginPtr> InterPodAffinity::New(const boost::json::object& args,
                                                      sdk::Handle& handle) {
   if (absl::Status s = CheckKnownFields(
@@ -248,15 +416,21 @@ std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
   auto s = std::make_unique<PreFilterState>();
   s->terms = ResolveNamespaceSelectors(pod.affinity, snapshot);
   s->namespace_labels = NamespaceLabels(*pod.pod, snapshot);
-  // Existing pods' required anti-affinity: only the nodes that have such pods.
-  for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithRequiredAntiAffinity()) {
-    for (const sdk::PodInfoPtr& existing : node->pods_with_required_anti_affinity()) {
-      UpdateAntiAffinity(s->existing_anti_affinity, existing->affinity->required_anti_affinity,
-                         *pod.pod, &s->namespace_labels, node->node(), 1);
+  // Existing pods' required anti-affinity, grouped by term and kept across
+  // cycles: one match per distinct term.
+  kept_->Sync(snapshot);
+  for (const KeptAntiAffinityCounts::Group& group : kept_->groups()) {
+    if (!group.counts->empty() && group.term.Matches(*pod.pod, &s->namespace_labels)) {
+      s->existing_anti_affinity.bases.push_back(group.counts);
     }
   }
-  // The incoming pod's required terms: the pods they select, through the
-  // label index when the snapshot keeps one (O(matching pods)); what it
+  // The pods the incoming pod's anti-affinity terms select, kept too.
+  for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
+    std::shared_ptr<const TopologyCounts> selected = kept_->Selected(t, snapshot);
+    if (!selected->empty()) s->anti_affinity.bases.push_back(std::move(selected));
+  }
+  // The incoming pod's required affinity terms: the pods they select, through
+  // the label index when the snapshot keeps one (O(matching pods)); what it
   // cannot answer, by scanning every pod.
   const std::vector<sdk::AffinityTerm>& affinity = s->required_affinity();
   const bool affinity_scan =
@@ -264,24 +438,10 @@ std::pair<sdk::PreFilterResult, sdk::Status> InterPodAffinity::PreFilter(
                                              [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
                                                UpdateAffinity(s->affinity, affinity, *existing.pod, node.node(), 1);
                                              });
-  std::vector<const sdk::AffinityTerm*> anti_scan;
-  for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
-    // The index visits only pods the selector matches when it is one `key In (values)`.
-    const bool known = IndexVisitsOnlyMatches(t.selector);
-    auto bump = [&](const sdk::PodInfo& existing, const sdk::NodeInfo& node) {
-      const bool matches = known ? t.MatchesNamespace(existing.pod->meta().namespace_(), nullptr)
-                                 : t.Matches(*existing.pod, nullptr);
-      if (matches) Bump(s->anti_affinity, node.node(), t.topology_key, 1);
-    };
-    if (!ForEachCandidate(snapshot, t, bump)) anti_scan.push_back(&t);
-  }
-  if (affinity_scan || !anti_scan.empty()) {
+  if (affinity_scan) {
     for (const sdk::NodeInfo* node : snapshot.Nodes()) {
       for (const sdk::PodInfoPtr& existing : node->pods()) {
-        if (affinity_scan) UpdateAffinity(s->affinity, affinity, *existing->pod, node->node(), 1);
-        for (const sdk::AffinityTerm* t : anti_scan) {
-          if (t->Matches(*existing->pod, nullptr)) Bump(s->anti_affinity, node->node(), t->topology_key, 1);
-        }
+        UpdateAffinity(s->affinity, affinity, *existing->pod, node->node(), 1);
       }
     }
   }
@@ -337,16 +497,23 @@ sdk::Status InterPodAffinity::Filter(sdk::CycleState& state, const sdk::PodInfo&
 
   if (!s->anti_affinity.empty()) {
     for (const sdk::AffinityTerm& t : s->required_anti_affinity()) {
-      auto it = labels.find(t.topology_key);
-      if (it != labels.end() && Has(s->anti_affinity, t.topology_key, it->second)) {
+      if (s->anti_affinity.HasAt(labels, t.topology_key)) {
         return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonAntiAffinity));
       }
     }
   }
 
-  for (const auto& [key, values] : s->existing_anti_affinity) {
-    auto it = labels.find(key);
-    if (it != labels.end() && values.contains(it->second)) {
+  // Every topology key the existing pods' terms use (a few).
+  const SharedCounts& existing = s->existing_anti_affinity;
+  for (const auto& base : existing.bases) {
+    for (const auto& [key, values] : *base) {
+      if (existing.HasAt(labels, key)) {
+        return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonExistingAntiAffinity));
+      }
+    }
+  }
+  for (const auto& [key, values] : existing.delta) {
+    if (existing.HasAt(labels, key)) {
       return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonExistingAntiAffinity));
     }
   }

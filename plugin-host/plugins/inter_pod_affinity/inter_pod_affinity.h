@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -12,6 +13,10 @@
 #include "podium/sdk/framework.h"
 
 namespace podium::plugins {
+
+// Counts of assigned pods by required anti-affinity term, kept across cycles
+// (inter_pod_affinity.cc).
+class KeptAntiAffinityCounts;
 
 class InterPodAffinity : public sdk::SignPlugin,
       public sdk::PreFilterPlugin,
@@ -33,10 +38,8 @@ class InterPodAffinity : public sdk::SignPlugin,
   static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
 
   InterPodAffinity(int64_t hard_pod_affinity_weight, bool ignore_preferred_of_existing,
-                   sdk::Handle& handle)
-      : hard_weight_(hard_pod_affinity_weight),
-        ignore_preferred_of_existing_(ignore_preferred_of_existing),
-        handle_(handle) {}
+                   sdk::Handle& handle);
+  ~InterPodAffinity() override;
 
   std::string_view Name() const override { return kName; }
   sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_LABELS, v1::POD_PART_NAMESPACE}, .unsignable_when_set = {v1::POD_PART_INTER_POD_AFFINITY}}; }
@@ -63,6 +66,11 @@ class InterPodAffinity : public sdk::SignPlugin,
   int64_t hard_weight_;
   bool ignore_preferred_of_existing_;
   sdk::Handle& handle_;
+  // Existing pods' required anti-affinity terms (the symmetry rule) and the
+  // pods that incoming pods' anti-affinity terms select, per topology domain:
+  // brought up to date from the snapshot's pod changes in each PreFilter, so
+  // a cycle costs O(changes + distinct terms), not O(pods with such terms).
+  std::unique_ptr<KeptAntiAffinityCounts> kept_;
 };
 
 }  // namespace podium::plugins

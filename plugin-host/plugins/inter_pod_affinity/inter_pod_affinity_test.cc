@@ -388,6 +388,106 @@ TEST(InterPodAffinityTest, AddPodAndRemovePodUpdateTheCounts) {
               ElementsAreArray({kAff, kOk}));
 }
 
+// Filter's verdict on every node after a fresh PreFilter.
+std::vector<std::string> Verdicts(InterPodAffinity& plugin, const sdk::PodInfo& pod,
+                                  const sdk::Snapshot& snapshot) {
+  sdk::CycleState state;
+  sdk::Status pre = plugin.PreFilter(state, pod, snapshot).second;
+  if (pre.IsSkip()) return std::vector<std::string>(snapshot.NumNodes(), kOk);
+  EXPECT_TRUE(pre.IsSuccess()) << pre.Message();
+  return FilterAll(plugin, state, pod, snapshot);
+}
+
+// The anti-affinity counts a plugin keeps across cycles follow the
+// snapshot's pod changes: after each change its verdicts are those of a new
+// plugin that counts everything afresh, and a kept term costs no recount.
+TEST(InterPodAffinityTest, KeptCountsFollowPodChanges) {
+  Cluster cluster({{"n1", "a", {WithRequired(App("a0", "anti"), true, Term("anti", kHost))}},
+                   {"n2", "a", {}},
+                   {"n3", "b", {}},
+                   {"n4", "b", {}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto kept = NewPlugin(cluster.handle());
+  sdk::PodInfoPtr anti = WithRequired(App("new", "anti"), true, Term("anti", kHost)).Info();
+  sdk::PodInfoPtr web = App("web", "web").Info();
+  auto expect = [&](const sdk::PodInfo& pod, std::vector<std::string> want) {
+    EXPECT_THAT(Verdicts(*kept, pod, cluster.snapshot()), ElementsAreArray(want));
+    auto fresh = NewPlugin(cluster.handle());
+    EXPECT_THAT(Verdicts(*fresh, pod, cluster.snapshot()), ElementsAreArray(want));
+  };
+  expect(*anti, {kAnti, kOk, kOk, kOk});
+
+  // Added: counted without visiting a pod again.
+  snap.AddPod("n2", WithRequired(App("a1", "anti"), true, Term("anti", kHost)).Build());
+  const int visits = snap.index_visits();
+  EXPECT_THAT(Verdicts(*kept, *anti, cluster.snapshot()), ElementsAreArray({kAnti, kAnti, kOk, kOk}));
+  EXPECT_EQ(snap.index_visits(), visits);
+  expect(*anti, {kAnti, kAnti, kOk, kOk});
+
+  // Deleted.
+  snap.RemovePod("n1", "uid-a0");
+  expect(*anti, {kOk, kAnti, kOk, kOk});
+
+  // Relabelled (the old version removed, the new one added): no longer
+  // selected, and its own term is gone with it.
+  snap.RemovePod("n2", "uid-a1");
+  snap.AddPod("n2", App("a1", "other").Build());
+  expect(*anti, {kOk, kOk, kOk, kOk});
+
+  // Symmetry: an existing pod's term by zone keeps web pods out of zone b...
+  snap.AddPod("n3", WithRequired(App("db", "db"), true, Term("web", kZone)).Build());
+  expect(*web, {kOk, kOk, kExisting, kExisting});
+  // ...and a node moved to zone a takes the pod's domain with it.
+  snap.SetNodeLabels("n3", {{std::string(kHost), "n3"}, {std::string(kZone), "a"}});
+  expect(*web, {kExisting, kExisting, kExisting, kOk});
+  snap.RemovePod("n3", "uid-db");
+  expect(*web, {kOk, kOk, kOk, kOk});
+}
+
+// A cycle's state keeps the counts of its PreFilter, with its own AddPod /
+// RemovePod changes (preemption's dry runs), whatever the kept counts
+// become in later cycles.
+TEST(InterPodAffinityTest, CycleStateKeepsItsCountsWhileKeptCountsMove) {
+  Cluster cluster({{"n1", "a", {WithRequired(App("a0", "anti"), true, Term("anti", kHost))}},
+                   {"n2", "a", {}},
+                   {"n3", "b", {}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto plugin = NewPlugin(cluster.handle());
+  sdk::PodInfoPtr anti = WithRequired(App("new", "anti"), true, Term("anti", kHost)).Info();
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *anti, cluster.snapshot()).second.IsSuccess());
+  // A dry run: the pod on n1 removed, one added on n3.
+  auto dry = state.Clone();
+  const sdk::NodeInfo& n1 = cluster.node("n1");
+  ASSERT_TRUE(plugin->RemovePod(*dry, *anti, *n1.pods()[0], n1).IsSuccess());
+  sdk::PodInfoPtr extra = WithRequired(App("a9", "anti"), true, Term("anti", kHost)).Info();
+  ASSERT_TRUE(plugin->AddPod(*dry, *anti, *extra, cluster.node("n3")).IsSuccess());
+
+  // Later cycles see a pod added on n2 and the one on n1 gone.
+  snap.AddPod("n2", WithRequired(App("a1", "anti"), true, Term("anti", kHost)).Build());
+  snap.RemovePod("n1", "uid-a0");
+  EXPECT_THAT(Verdicts(*plugin, *anti, cluster.snapshot()), ElementsAreArray({kOk, kAnti, kOk}));
+
+  EXPECT_THAT(FilterAll(*plugin, state, *anti, cluster.snapshot()), ElementsAreArray({kAnti, kOk, kOk}));
+  EXPECT_THAT(FilterAll(*plugin, *dry, *anti, cluster.snapshot()), ElementsAreArray({kOk, kOk, kAnti}));
+  // The symmetry rule alone (a pod the incoming one's own terms do not select).
+  sdk::PodInfoPtr anti_b = App("b", "anti").Info();
+  sdk::CycleState b_state;
+  ASSERT_TRUE(plugin->PreFilter(b_state, *anti_b, cluster.snapshot()).second.IsSuccess());
+  auto b_dry = b_state.Clone();
+  const sdk::NodeInfo& n2 = cluster.node("n2");
+  ASSERT_TRUE(plugin->RemovePod(*b_dry, *anti_b, *n2.pods()[0], n2).IsSuccess());
+  snap.RemovePod("n2", "uid-a1");
+  snap.AddPod("n3", WithRequired(App("a2", "anti"), true, Term("anti", kHost)).Build());
+  EXPECT_THAT(Verdicts(*plugin, *anti_b, cluster.snapshot()), ElementsAreArray({kOk, kOk, kExisting}));
+  EXPECT_THAT(FilterAll(*plugin, b_state, *anti_b, cluster.snapshot()), ElementsAreArray({kOk, kExisting, kOk}));
+  EXPECT_THAT(FilterAll(*plugin, *b_dry, *anti_b, cluster.snapshot()), ElementsAreArray({kOk, kOk, kOk}));
+}
+
 TEST(InterPodAffinityTest, InvalidTermIsUnresolvableAndNamed) {
   Cluster cluster(std::vector<NodeSpec>{{"n1", "a", {}}});
   auto plugin = NewPlugin(cluster.handle());

@@ -238,6 +238,26 @@ class Snapshot {
                                    const PodVisitor& visit) const {
     return false;
   }
+  // An assigned pod added to or removed from `node`. A relabelled pod is its
+  // old version removed and its new one added.
+  struct PodChange {
+    bool added = false;
+    const PodInfo* pod = nullptr;
+    const NodeInfo* node = nullptr;
+  };
+  using PodChangeVisitor = std::function<void(const PodChange& change)>;
+  // Lets a plugin keep what it derives from assigned pods across cycles
+  // instead of recounting it every cycle. Visits the pod changes since
+  // `*cursor`, oldest first, and returns true; or returns false, visiting
+  // nothing, when it cannot say (no log is kept: the default; the cursor is
+  // 0 or older than the log; the mirror was reset; a node was removed or its
+  // labels changed since): the caller then rebuilds from Nodes(). Either way
+  // *cursor is then current. The SDK's mirror keeps the log when a plugin of
+  // the process asks (MirrorNeeds::pod_changes); the pointers are valid only
+  // during the call.
+  virtual bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const {
+    return false;
+  }
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
@@ -426,6 +446,9 @@ struct MirrorNeeds {
   // for Snapshot::ForEachPodWithLabel. Local to the process: it costs one
   // hash entry per label of each mirrored pod, paid only where asked for.
   bool pod_label_index = false;
+  // The plugin process logs assigned pods' additions and removals for
+  // Snapshot::PodChangesSince (bounded; local to the process).
+  bool pod_changes = false;
 };
 
 struct PluginDefinition {
