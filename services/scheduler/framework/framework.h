@@ -213,6 +213,10 @@ class Framework {
   std::pair<PostFilterResult, sdk::Status> RunPostFilter(const v1::Pod& pod,
                                                          const Diagnosis& diagnosis);
 
+  // Reserve and Permit bring their processes' mirrors to the state the last
+  // SchedulePod ran on; this moves that point on to `state_seq` (the gang
+  // pass: each member's Permit must see every member the pass assumed).
+  void AdvanceBindingState(uint64_t state_seq) { last_state_seq_ = state_seq; }
   sdk::Status RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   void RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   PermitOutcome RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);

@@ -238,6 +238,16 @@ class Snapshot {
                                    const PodVisitor& visit) const {
     return false;
   }
+  // Calls `visit` for every assigned (bound or assumed) pod that names pod
+  // group `group` of `namespace_` (Pod.pod_group), with its node, and returns
+  // true: a gang's members cost O(members), not a scan of every pod. Returns
+  // false, visiting nothing, when the snapshot keeps no such index: the
+  // caller scans Nodes(). The SDK's mirror keeps one for every pod that names
+  // a group.
+  virtual bool ForEachAssignedPodInGroup(std::string_view namespace_, std::string_view group,
+                                         const PodVisitor& visit) const {
+    return false;
+  }
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
