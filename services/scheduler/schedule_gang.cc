@@ -167,9 +167,13 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   cache_.UpdateSnapshot(snapshot_);
   batching_.SnapshotUpdated(snapshot_);
   fw->AdvanceBindingState(snapshot_.delta_seq());
+  std::vector<BindingPod> ready;
   for (Placed& p : placed) {
-    PermitAndBind(std::move(p.qp), fw, p.node, std::move(p.assumed), p.cycle_id, scheduling_cycle, start);
+    PermitAndBind(std::move(p.qp), fw, p.node, std::move(p.assumed), p.cycle_id, scheduling_cycle, start, &ready);
   }
+  // Back to back: their Bind actions are coalesced into one message to the
+  // adapter rather than sent one per Permit round trip.
+  for (BindingPod& b : ready) Bind(std::move(b));
   return true;
 }
 

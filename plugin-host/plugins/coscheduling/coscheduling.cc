@@ -35,6 +35,7 @@ sdk::PluginDefinition Coscheduling::Definition() {
   d.mirror.assigned_pods = true;
   d.mirror.pod_groups = true;
   d.pod_group_members_only = true;
+  d.unreserve_only = true;  // Reserve does nothing; Unreserve releases the gang.
   return d;
 }
 

@@ -220,6 +220,7 @@ TEST(CoschedulingTest, Args) {
   }
   const sdk::PluginDefinition d = Coscheduling::Definition();
   EXPECT_TRUE(d.pod_group_members_only);
+  EXPECT_TRUE(d.unreserve_only);
   EXPECT_TRUE(d.mirror.pod_groups);
   EXPECT_TRUE(d.mirror.assigned_pods);
 }

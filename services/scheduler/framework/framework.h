@@ -42,6 +42,8 @@ struct ProfileSpec {
   // Plugins registered pod_group_members_only: their PreEnqueue, Reserve,
   // Unreserve and Permit are skipped for pods without a pod group.
   absl::flat_hash_set<std::string> pod_group_members_only;
+  // Plugins registered unreserve_only: no Reserve request, only Unreserve.
+  absl::flat_hash_set<std::string> unreserve_only;
   // Where the duration of every extension point is recorded (null: nowhere).
   ExtensionPointRecorder* recorder = nullptr;
   // Adds the nominated pods a cycle for `pod` must count (CycleRequest.nominated_pods).

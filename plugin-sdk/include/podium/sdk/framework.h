@@ -445,6 +445,10 @@ struct PluginDefinition {
   // PreEnqueue, Reserve/Unreserve and Permit only for pods that name a pod
   // group (PluginRegistration.pod_group_members_only): others skip the call.
   bool pod_group_members_only = false;
+  // The plugin's Reserve always succeeds and changes nothing: the scheduler
+  // skips the Reserve request and still calls Unreserve
+  // (PluginRegistration.unreserve_only).
+  bool unreserve_only = false;
 };
 
 }  // namespace podium::sdk
