@@ -232,6 +232,7 @@ absl::Status Mirror::Apply(v1::StateDelta& delta) {
     if (pod->affinity != nullptr) affinity_dirty_ = true;
     if (label_index_enabled_) IndexPodLabels(pod, &node);
     if (log_enabled_) LogPodChange(true, pod, &node);
+    if (!pod->pod->pod_group().empty()) IndexPodGroup(pod, &node);
     node.AddPod(std::move(pod));
     pod_nodes_.emplace(std::move(uid), node.id());
   }
@@ -285,6 +286,7 @@ void Mirror::Clear() {
   with_required_anti_affinity_.clear();
   affinity_dirty_ = false;
   pods_by_label_.clear();
+  pods_by_group_.clear();
   generation_ = 0;
 }
 
@@ -304,6 +306,7 @@ void Mirror::RemoveNode(uint32_t id) {
   LogBarrier();  // Log entries name this node: their readers rebuild.
   for (const PodInfoPtr& pod : node.pods()) {
     if (label_index_enabled_) UnindexPodLabels(*pod);
+    if (!pod->pod->pod_group().empty()) UnindexPodGroup(*pod);
     pod_nodes_.erase(pod->uid());
   }
   for (const auto& [name, state] : node.images()) ForgetImageName(name, id);
@@ -388,6 +391,7 @@ void Mirror::RemovePod(const std::string& uid) {
         if (p.get() == pod) LogPodChange(false, p, node->second.get());
       }
     }
+    if (pod != nullptr && !pod->pod->pod_group().empty()) UnindexPodGroup(*pod);
     node->second->RemovePod(uid);
   }
   pod_nodes_.erase(it);
@@ -446,6 +450,38 @@ bool Mirror::ForEachPodWithLabel(std::string_view key, std::string_view value, c
   auto it = pods_by_label_.find(LabelKey(key, value));
   if (it == pods_by_label_.end()) return true;
   for (const auto& [uid, labelled] : it->second) visit(*labelled.pod, *labelled.node);
+  return true;
+}
+
+namespace {
+std::string GroupKey(std::string_view namespace_, std::string_view group) {
+  std::string out;
+  out.reserve(namespace_.size() + 1 + group.size());
+  out.append(namespace_).append("/").append(group);
+  return out;
+}
+}  // namespace
+
+void Mirror::IndexPodGroup(const PodInfoPtr& pod, const NodeInfo* node) {
+  auto& pods = pods_by_group_[GroupKey(pod->pod->meta().namespace_(), pod->pod->pod_group())];
+  pods.erase(pod->uid());  // An entry of an older version would keep a key into it.
+  pods.emplace(pod->uid(), LabelledPod{pod, node});
+}
+
+void Mirror::UnindexPodGroup(const PodInfo& pod) {
+  auto it = pods_by_group_.find(GroupKey(pod.pod->meta().namespace_(), pod.pod->pod_group()));
+  if (it == pods_by_group_.end()) return;
+  auto entry = it->second.find(pod.uid());
+  // Only this pod's own entry: a newer pod with the uid keeps its own.
+  if (entry != it->second.end() && entry->second.pod.get() == &pod) it->second.erase(entry);
+  if (it->second.empty()) pods_by_group_.erase(it);
+}
+
+bool Mirror::ForEachAssignedPodInGroup(std::string_view namespace_, std::string_view group,
+                                       const PodVisitor& visit) const {
+  auto it = pods_by_group_.find(GroupKey(namespace_, group));
+  if (it == pods_by_group_.end()) return true;
+  for (const auto& [uid, member] : it->second) visit(*member.pod, *member.node);
   return true;
 }
 

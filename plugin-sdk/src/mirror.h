@@ -61,6 +61,9 @@ class Mirror final : public Snapshot {
   bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const override;
   static constexpr size_t kMaxPodChanges = 1024;
 
+  bool ForEachAssignedPodInGroup(std::string_view namespace_, std::string_view group,
+                                 const PodVisitor& visit) const override;
+
   // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
   // each with node_name set to the node; null when none.
   const std::vector<PodInfoPtr>* NominatedPodsOn(std::string_view node_name) const;
@@ -77,6 +80,8 @@ class Mirror final : public Snapshot {
   void RemovePod(const std::string& uid);
   void IndexPodLabels(const PodInfoPtr& pod, const NodeInfo* node);
   void UnindexPodLabels(const PodInfo& pod);
+  void IndexPodGroup(const PodInfoPtr& pod, const NodeInfo* node);
+  void UnindexPodGroup(const PodInfo& pod);
   void RemovePodGroup(const std::string& uid);
   void RemoveNomination(const std::string& uid);
   void AddImageNames(NodeInfo& node);
@@ -137,6 +142,9 @@ class Mirror final : public Snapshot {
   uint64_t log_barrier_ = 1;
   bool label_index_enabled_ = false;
   absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_label_;
+  // "namespace/group" -> the assigned pods naming that pod group, by uid (a
+  // view into the pod the entry holds). Only pods with a group pay for it.
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_group_;
 };
 
 }  // namespace podium::sdk::internal

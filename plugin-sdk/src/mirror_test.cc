@@ -420,6 +420,56 @@ TEST(SdkMirrorTest, LabelIndexFollowsThePods) {
   EXPECT_THAT(with_label(mirror, "db"), ElementsAre("z@n3"));
 }
 
+TEST(SdkMirrorTest, GroupIndexFindsAGangsAssignedMembers) {
+  auto member = [](v1::StateDelta& d, uint32_t node, const std::string& uid, const std::string& ns,
+                   const std::string& group) {
+    AddPod(d, node, uid, 100);
+    v1::Pod* pod = d.mutable_pod_upserts()->rbegin()->mutable_pod();
+    pod->mutable_meta()->set_namespace_(ns);
+    pod->set_pod_group(group);
+  };
+  auto members = [](const Mirror& m, const std::string& ns, const std::string& group) {
+    std::vector<std::string> out;
+    EXPECT_TRUE(m.ForEachAssignedPodInGroup(ns, group, [&](const PodInfo& pod, const NodeInfo& node) {
+      out.push_back(pod.uid() + "@" + node.name());
+    }));
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  Mirror mirror;
+  v1::StateDelta reset;
+  reset.set_reset(true);
+  AddNode(reset, 1, "n1");
+  AddNode(reset, 2, "n2");
+  member(reset, 1, "a", "batch", "train");
+  member(reset, 2, "b", "batch", "train");
+  member(reset, 2, "c", "other", "train");  // Same group name, other namespace.
+  AddPod(reset, 1, "plain", 100);           // No group.
+  ASSERT_TRUE(mirror.Apply(reset).ok());
+  EXPECT_THAT(members(mirror, "batch", "train"), ElementsAre("a@n1", "b@n2"));
+  EXPECT_THAT(members(mirror, "other", "train"), ElementsAre("c@n2"));
+  EXPECT_THAT(members(mirror, "batch", "none"), ElementsAre());
+
+  v1::StateDelta d1;
+  member(d1, 2, "a", "batch", "train");  // Moved (assumed elsewhere, then bound).
+  d1.add_pod_removals("b");               // Deleted, or its assumption forgotten.
+  ASSERT_TRUE(mirror.Apply(d1).ok());
+  EXPECT_THAT(members(mirror, "batch", "train"), ElementsAre("a@n2"));
+
+  v1::StateDelta d2;
+  d2.add_node_removals(2);  // Its pods go with it.
+  ASSERT_TRUE(mirror.Apply(d2).ok());
+  EXPECT_THAT(members(mirror, "batch", "train"), ElementsAre());
+  EXPECT_THAT(members(mirror, "other", "train"), ElementsAre());
+
+  v1::StateDelta d3;
+  d3.set_reset(true);
+  AddNode(d3, 3, "n3");
+  member(d3, 3, "z", "batch", "train");
+  ASSERT_TRUE(mirror.Apply(d3).ok());
+  EXPECT_THAT(members(mirror, "batch", "train"), ElementsAre("z@n3"));
+}
+
 }  // namespace
 }  // namespace podium::sdk::internal
 

@@ -324,6 +324,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
     v1::PluginRegistration& reg = *out.add_plugins();
     reg.set_name(instance->name);
     reg.set_pod_group_members_only(definition->second->pod_group_members_only);
+    reg.set_unreserve_only(definition->second->unreserve_only);
     const std::pair<ExtensionPointKind, v1::ExtensionPoint> points[] = {
         {ExtensionPointKind::kPreEnqueue, v1::PRE_ENQUEUE},
         {ExtensionPointKind::kPreFilter, v1::PRE_FILTER},

@@ -89,6 +89,7 @@ absl::StatusOr<ProfileSpec> ResolveProfile(const ProfileConfig& profile, size_t 
       if (it == served.end()) continue;
       spec.processes[ref.name] = it->second.process;
       if (it->second.registration.pod_group_members_only()) spec.pod_group_members_only.insert(ref.name);
+      if (it->second.registration.unreserve_only()) spec.unreserve_only.insert(ref.name);
     }
   }
   return spec;

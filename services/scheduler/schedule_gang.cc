@@ -160,9 +160,20 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     AttemptFailed(f.qp, fw, scheduling_cycle, start, f.outcome, f.message, f.plugins,
                   f.diagnosis ? &*f.diagnosis : nullptr);
   }
+  // Permit sees every member this pass assumed (the last one's cycle ran
+  // before it was assumed): the gang plugin counts the minimum at the first
+  // member and allows each at once, instead of holding all but the last at
+  // Permit and waking them one message each.
+  cache_.UpdateSnapshot(snapshot_);
+  batching_.SnapshotUpdated(snapshot_);
+  fw->AdvanceBindingState(snapshot_.delta_seq());
+  std::vector<BindingPod> ready;
   for (Placed& p : placed) {
-    PermitAndBind(std::move(p.qp), fw, p.node, std::move(p.assumed), p.cycle_id, scheduling_cycle, start);
+    PermitAndBind(std::move(p.qp), fw, p.node, std::move(p.assumed), p.cycle_id, scheduling_cycle, start, &ready);
   }
+  // Back to back: their Bind actions are coalesced into one message to the
+  // adapter rather than sent one per Permit round trip.
+  for (BindingPod& b : ready) Bind(std::move(b));
   return true;
 }
 

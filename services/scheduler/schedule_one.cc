@@ -188,7 +188,8 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
 }
 
 void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,
-                              uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start) {
+                              uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start,
+                              std::vector<BindingPod>* ready) {
   const std::string uid = qp->uid();
   waiting_.BeginPermit(uid, fw);
   PermitOutcome permit = fw->RunPermit(*assumed->pod, node, cycle_id);
@@ -219,6 +220,10 @@ void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::str
     if (!StillPending(uid)) {
       if (std::optional<BindingPod> gone = waiting_.Remove(uid)) ReleaseDeleted(std::move(*gone));
     }
+    return;
+  }
+  if (ready != nullptr) {
+    ready->push_back(std::move(binding));
     return;
   }
   Bind(std::move(binding));

@@ -144,8 +144,12 @@ class Scheduler final : public ClusterEventHandler {
   void ScheduleOne(QueuedPodInfoPtr pod);
   // Permit, then the binding cycle (or the wait at Permit) for a pod assumed
   // on `node` with Reserve done.
+  // `ready`: when set, a pod every Permit plugin allowed at once is added
+  // there for the caller to Bind, instead of being bound here (the gang pass
+  // binds its members back to back, so their Bind actions travel together).
   void PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,
-                     uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start);
+                     uint64_t cycle_id, uint64_t scheduling_cycle, absl::Time start,
+                     std::vector<BindingPod>* ready = nullptr);
   // schedule_gang.cc: a member of a PodGroup in the snapshot and its queued
   // siblings, placed in one pass on one snapshot (each assumed before the next
   // cycle); if fewer than the group's minimum fit, every assumption is undone

@@ -1059,6 +1059,39 @@ TEST_P(GangOnePassTest, PlacesTheGangWholeOrNotAtAll) {
   EXPECT_FALSE(scheduler_->ScheduleNext());  // Nobody left in activeQ.
 }
 
+// Each member's Permit travels with the state in which every member the pass
+// placed is assumed (the last one's cycle ran before it was): a gang plugin
+// counting assigned members in its mirror sees the minimum at once, and no
+// member waits at Permit for the others.
+TEST_F(GangSchedulerTest, EveryMembersPermitSeesTheWholeGangAssumed) {
+  BuildOptions o;
+  o.with_permit = true;
+  o.gang_plugin = true;
+  Build(std::move(o));
+  std::vector<std::pair<std::string, uint64_t>> permits;  // Pod, the state it came with.
+  uint64_t all_assumed_seq = 0;
+  EXPECT_CALL(host_, Call(_, _))
+      .WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, std::optional<uint64_t> state_seq) {
+        if (req.has_cycle()) return Answered(CycleAnswer(true));
+        if (req.has_permit()) {
+          if (cache_.NumPods() == 3) all_assumed_seq = cache_.delta_seq();
+          permits.emplace_back(req.permit().pod().meta().name(), state_seq.value_or(0));
+          v1::PluginToScheduler a;
+          a.mutable_permit();
+          return Answered(a);
+        }
+        return Answered(StatusAnswer());
+      }));
+  AddGang("train", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1", "train-2"}));
+  ASSERT_NE(all_assumed_seq, 0u);
+  EXPECT_EQ(permits, (std::vector<std::pair<std::string, uint64_t>>{
+                         {"train-0", all_assumed_seq}, {"train-1", all_assumed_seq}, {"train-2", all_assumed_seq}}));
+}
+
 // Only the popped pod's gang is taken: a pod outside it stays queued.
 TEST_F(GangSchedulerTest, OnlyTheGangIsTakenFromTheQueue) {
   Build(false);

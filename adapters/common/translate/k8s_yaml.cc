@@ -388,6 +388,14 @@ void PodGroupOfPod(const N& obj, const N& spec, v1::Pod* pod) {
     std::string group_name = Str(Get(ref, p, "podGroup"), Sub(p, "podGroup"));
     if (workload.empty()) Fail(Sub(p, "name"), "required");
     if (group_name.empty()) Fail(Sub(p, "podGroup"), "required");
+    // One gang per replica key is not supported yet (the contract names a
+    // gang by one string): refused rather than silently merged into one gang.
+    const std::string replica = Str(Get(ref, p, "podGroupReplicaKey"), Sub(p, "podGroupReplicaKey"));
+    if (!replica.empty()) {
+      Fail(Sub(p, "podGroupReplicaKey"),
+           absl::StrCat("not supported: Podium would schedule every replica of pod group ", workload, "/", group_name,
+                        " as one gang; leave it unset (got \"", replica, "\")"));
+    }
     pod->set_pod_group(absl::StrCat(workload, "/", group_name));
     return;
   }

@@ -149,6 +149,11 @@ TEST(PodGroupYamlTest, BadGroupsAreRefusedNamingObjectAndField) {
       {"pod with a workloadRef without podGroup",
        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {workloadRef: {name: w}, containers: [{name: c}]}\n",
        "spec.workloadRef.podGroup: required"},
+      {"pod with a workloadRef replica key (not supported)",
+       "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\n"
+       "spec: {workloadRef: {name: job, podGroup: workers, podGroupReplicaKey: \"1\"}, containers: [{name: c}]}\n",
+       "(Pod default/p): spec.workloadRef.podGroupReplicaKey: not supported: Podium would schedule every replica of "
+       "pod group job/workers as one gang; leave it unset (got \"1\")"},
   };
   for (const Case& tc : cases) {
     SCOPED_TRACE(tc.name);

@@ -248,6 +248,20 @@ TEST_F(ReflectorTest, AnUntranslatableObjectIsReportedAndSkipped) {
   EXPECT_THAT(sink_.bad[0], HasSubstr("default/bad: spec.containers[0].resources.requests.cpu"));
 }
 
+TEST_F(ReflectorTest, APodWithAWorkloadReplicaKeyIsRefusedAndTheRestOfTheListArrives) {
+  // podGroupReplicaKey (one gang per replica) is not supported: the pod is
+  // reported with its field, not silently merged into one gang with the others.
+  const std::string replica = R"({"metadata":{"name":"w-0","namespace":"default","uid":"u-1","resourceVersion":"1"},)"
+                              R"("spec":{"workloadRef":{"name":"job","podGroup":"workers","podGroupReplicaKey":"0"},)"
+                              R"("containers":[{"name":"c"}]},"status":{"phase":"Pending"}})";
+  transport_.answers = {Ok(List({replica, Pod("good", "u-2", "2")}, "10"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/good@2"));
+  ASSERT_EQ(sink_.bad.size(), 1u);
+  EXPECT_THAT(sink_.bad[0], HasSubstr("default/w-0: spec.workloadRef.podGroupReplicaKey: not supported"));
+}
+
 TEST_F(ReflectorTest, RunRelistsAfterGoneAndBacksOffOnErrors) {
   transport_.answers = {Ok(List({Pod("a", "u-a", "1")}, "10")),  // First list.
                         Ok(List({Pod("b", "u-b", "30")}, "30"))};  // Relist after 410.

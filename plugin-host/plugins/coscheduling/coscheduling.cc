@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugins/helper/args.h"
 #include "plugins/helper/events.h"
+#include "plugins/helper/taints.h"
 
 namespace podium::plugins {
 namespace {
@@ -34,6 +35,7 @@ sdk::PluginDefinition Coscheduling::Definition() {
   d.mirror.assigned_pods = true;
   d.mirror.pod_groups = true;
   d.pod_group_members_only = true;
+  d.unreserve_only = true;  // Reserve does nothing; Unreserve releases the gang.
   return d;
 }
 
@@ -93,7 +95,16 @@ void Coscheduling::Unreserve(sdk::CycleState&, const sdk::PodInfo& pod, const st
 
 size_t Coscheduling::AssignedMembers(const v1::Pod& pod) const {
   size_t n = 0;
-  for (const sdk::NodeInfo* node : handle_.snapshot().Nodes()) {
+  const sdk::Snapshot& snapshot = handle_.snapshot();
+  // The mirror's group index: O(the group's assigned members).
+  if (snapshot.ForEachAssignedPodInGroup(pod.meta().namespace_(), pod.pod_group(),
+                                         [&](const sdk::PodInfo& other, const sdk::NodeInfo&) {
+                                           if (other.uid() != pod.meta().uid()) ++n;
+                                         })) {
+    return n;
+  }
+  // A snapshot without the index: every assigned pod.
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     for (const sdk::PodInfoPtr& other : node->pods()) {
       const v1::Pod& o = *other->pod;
       if (o.pod_group() == pod.pod_group() && o.meta().namespace_() == pod.meta().namespace_() &&
@@ -145,11 +156,40 @@ std::vector<sdk::ClusterEventWithHint> Coscheduling::EventsToRegister() const {
     return m.name() == pod.pod_group() && m.namespace_() == pod.meta().namespace_() ? sdk::QueueingHint::kQueue
                                                                                    : sdk::QueueingHint::kQueueSkip;
   };
+  // A group rejected at Permit (its wait timed out) may fit once room frees
+  // up: a deleted pod that held some (bound, assumed or nominated), not a
+  // pending one.
+  auto freed_room = [](const v1::Pod&, const v1::ClusterEvent& e) {
+    const v1::Pod* deleted = DeletedPod(e);
+    if (deleted != nullptr && deleted->node_name().empty() && deleted->nominated_node_name().empty()) {
+      return sdk::QueueingHint::kQueueSkip;
+    }
+    return sdk::QueueingHint::kQueue;
+  };
+  // A node that can take the pod: a new one the pod may use (not cordoned,
+  // or cordoned and tolerated), or one with more of some allocatable resource.
+  auto more_room = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    const v1::Node* now = NewNode(e);
+    if (now == nullptr) return sdk::QueueingHint::kQueue;
+    if (now->unschedulable() && !TolerationsTolerateTaint(pod.tolerations(), UnschedulableTaint())) {
+      return sdk::QueueingHint::kQueueSkip;
+    }
+    const v1::Node* before = OldNode(e);
+    if (before == nullptr) return sdk::QueueingHint::kQueue;
+    const v1::ResourceList& a = before->allocatable();
+    const v1::ResourceList& b = now->allocatable();
+    bool grew = b.milli_cpu() > a.milli_cpu() || b.memory_bytes() > a.memory_bytes() ||
+                b.ephemeral_storage_bytes() > a.ephemeral_storage_bytes() || b.pods() > a.pods();
+    for (const auto& [name, value] : b.scalar()) {
+      auto was = a.scalar().find(name);
+      grew |= value > (was == a.scalar().end() ? 0 : was->second);
+    }
+    return grew ? sdk::QueueingHint::kQueue : sdk::QueueingHint::kQueueSkip;
+  };
   return {
       {v1::POD_GROUP, Actions(v1::ADD, v1::UPDATE), same_group},
-      // A group rejected at Permit (timeout) may fit once room frees up.
-      {v1::POD, Actions(v1::DELETE), nullptr},
-      {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_ALLOCATABLE), nullptr},
+      {v1::POD, Actions(v1::DELETE), freed_room},
+      {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_ALLOCATABLE), more_room},
   };
 }
 

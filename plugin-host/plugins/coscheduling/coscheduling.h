@@ -58,7 +58,8 @@ class Coscheduling : public sdk::PreEnqueuePlugin,
   size_t NumWaiting(const std::string& group_key) const;
 
  private:
-  // Members of the group on a node of the mirror (bound or assumed), other than `uid`.
+  // Members of the group on a node of the mirror (bound or assumed), other
+  // than `pod`: O(members) through the mirror's group index.
   size_t AssignedMembers(const v1::Pod& pod) const;
 
   sdk::Handle& handle_;

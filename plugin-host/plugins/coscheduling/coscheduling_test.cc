@@ -22,6 +22,20 @@ using testing::PodBuilder;
 class GroupSnapshot : public testing::FakeSnapshot {
  public:
   void AddGroup(v1::PodGroup g) { groups_.push_back(std::move(g)); }
+  // Like the SDK's mirror: a group index (here computed from the nodes).
+  void KeepGroupIndex() { indexed_ = true; }
+  bool ForEachAssignedPodInGroup(std::string_view ns, std::string_view group,
+                                 const PodVisitor& visit) const override {
+    if (!indexed_) return false;
+    ++index_lookups;
+    for (const sdk::NodeInfo* node : Nodes()) {
+      for (const sdk::PodInfoPtr& pod : node->pods()) {
+        if (pod->pod->meta().namespace_() == ns && pod->pod->pod_group() == group) visit(*pod, *node);
+      }
+    }
+    return true;
+  }
+  mutable int index_lookups = 0;
   const v1::PodGroup* GetPodGroup(std::string_view ns, std::string_view name) const override {
     for (const auto& g : groups_) {
       if (g.meta().namespace_() == ns && g.meta().name() == name) return &g;
@@ -31,6 +45,7 @@ class GroupSnapshot : public testing::FakeSnapshot {
 
  private:
   std::vector<v1::PodGroup> groups_;
+  bool indexed_ = false;
 };
 
 class RecordingHandle : public sdk::Handle {
@@ -115,19 +130,26 @@ TEST(CoschedulingTest, PermitWaitsUntilMinMemberAreAssumedThenAllowsThemAll) {
       {"beyond minMember", 2, 0, 5, sdk::Code::kSuccess, 0},
       {"minMember 1", 1, 0, 0, sdk::Code::kSuccess, 0},
   };
-  for (const Case& tc : cases) {
-    SCOPED_TRACE(tc.name);
-    RecordingHandle handle;
-    handle.snapshot_.AddGroup(Group("train", tc.min_member, tc.group_timeout));
-    std::vector<v1::Pod> on_node;
-    for (int i = 0; i < tc.assigned_others; ++i) on_node.push_back(Member(absl::StrCat("m", i), "train", "n1"));
-    on_node.push_back(PodBuilder("stranger").NodeName("n1").Build());
-    handle.snapshot_.Add(MakeNodeInfo(NodeBuilder("n1").Build(), on_node));
-    Coscheduling plugin(handle, 60);
-    sdk::CycleState state;
-    sdk::PermitResult r = plugin.Permit(state, *sdk::PodInfo::Create(Member("me", "train")), "n1");
-    EXPECT_EQ(r.status.code(), tc.want);
-    EXPECT_EQ(r.timeout_ms, tc.want_timeout_ms);
+  // With the mirror's group index (the plugin host) and without (a scan).
+  for (bool indexed : {true, false}) {
+    for (const Case& tc : cases) {
+      SCOPED_TRACE(absl::StrCat(tc.name, indexed ? ", group index" : ", scan"));
+      RecordingHandle handle;
+      if (indexed) handle.snapshot_.KeepGroupIndex();
+      handle.snapshot_.AddGroup(Group("train", tc.min_member, tc.group_timeout));
+      std::vector<v1::Pod> on_node;
+      for (int i = 0; i < tc.assigned_others; ++i) on_node.push_back(Member(absl::StrCat("m", i), "train", "n1"));
+      on_node.push_back(PodBuilder("stranger").NodeName("n1").Build());
+      // The pod itself may already be in the mirror (assumed): not counted twice.
+      on_node.push_back(Member("me", "train", "n1"));
+      handle.snapshot_.Add(MakeNodeInfo(NodeBuilder("n1").Build(), on_node));
+      Coscheduling plugin(handle, 60);
+      sdk::CycleState state;
+      sdk::PermitResult r = plugin.Permit(state, *sdk::PodInfo::Create(Member("me", "train")), "n1");
+      EXPECT_EQ(r.status.code(), tc.want);
+      EXPECT_EQ(r.timeout_ms, tc.want_timeout_ms);
+      EXPECT_EQ(handle.snapshot_.index_lookups, indexed ? 1 : 0);
+    }
   }
 }
 
@@ -198,6 +220,7 @@ TEST(CoschedulingTest, Args) {
   }
   const sdk::PluginDefinition d = Coscheduling::Definition();
   EXPECT_TRUE(d.pod_group_members_only);
+  EXPECT_TRUE(d.unreserve_only);
   EXPECT_TRUE(d.mirror.pod_groups);
   EXPECT_TRUE(d.mirror.assigned_pods);
 }
@@ -218,7 +241,11 @@ TEST(CoschedulingTest, QueueingHints) {
   EXPECT_EQ(events[0].hint(elsewhere, e), sdk::QueueingHint::kQueueSkip);
   EXPECT_EQ(events[1].resource, v1::POD);
   EXPECT_EQ(events[1].action_mask, static_cast<uint32_t>(v1::DELETE));
-  EXPECT_FALSE(events[1].hint);
+  ASSERT_TRUE(events[1].hint);
+  EXPECT_EQ(events[2].resource, v1::NODE);
+  ASSERT_TRUE(events[2].hint);
+  // Which pod deletions and node events free room is table-tested through the
+  // queue (services/scheduler/queue/default_plugin_hints_test.cc).
 }
 
 }  // namespace

@@ -710,9 +710,19 @@ sdk::Status Framework::RunStatusPhase(v1::ExtensionPoint point, const v1::Pod& p
                                       bool stop_on_skip, std::optional<uint64_t> state_seq) const {
   // Unreserve runs the Reserve plugins in reverse order.
   const bool member_scoped = point == v1::RESERVE;
-  const std::vector<ProcessRun> groups =
-      member_scoped ? RemoteRunsFor(*CurrentSetup(), point, /*reverse=*/unreserve, pod)
-                    : RemoteRuns(*CurrentSetup(), point, /*reverse=*/unreserve);
+  const std::shared_ptr<const Setup> setup = CurrentSetup();
+  std::vector<ProcessRun> groups = member_scoped ? RemoteRunsFor(*setup, point, /*reverse=*/unreserve, pod)
+                                                 : RemoteRuns(*setup, point, /*reverse=*/unreserve);
+  if (point == v1::RESERVE && !unreserve && !setup->spec.unreserve_only.empty()) {
+    // Their Reserve would succeed and change nothing: no round trip for it.
+    for (auto& [process, names] : groups) {
+      names.erase(std::remove_if(names.begin(), names.end(),
+                                 [&](const std::string& n) { return setup->spec.unreserve_only.contains(n); }),
+                  names.end());
+    }
+    groups.erase(std::remove_if(groups.begin(), groups.end(), [](const ProcessRun& r) { return r.second.empty(); }),
+                 groups.end());
+  }
   if (groups.empty()) return stop_on_skip ? sdk::Status(sdk::Code::kSkip) : sdk::Status::Success();
   const absl::Time start = absl::Now();
   sdk::Status status = RunStatusRuns(groups, point, pod, node, cycle_id, unreserve, stop_on_skip,

@@ -42,6 +42,8 @@ struct ProfileSpec {
   // Plugins registered pod_group_members_only: their PreEnqueue, Reserve,
   // Unreserve and Permit are skipped for pods without a pod group.
   absl::flat_hash_set<std::string> pod_group_members_only;
+  // Plugins registered unreserve_only: no Reserve request, only Unreserve.
+  absl::flat_hash_set<std::string> unreserve_only;
   // Where the duration of every extension point is recorded (null: nowhere).
   ExtensionPointRecorder* recorder = nullptr;
   // Adds the nominated pods a cycle for `pod` must count (CycleRequest.nominated_pods).
@@ -218,6 +220,10 @@ class Framework {
   std::pair<PostFilterResult, sdk::Status> RunPostFilter(const v1::Pod& pod,
                                                          const Diagnosis& diagnosis);
 
+  // Reserve and Permit bring their processes' mirrors to the state the last
+  // SchedulePod ran on; this moves that point on to `state_seq` (the gang
+  // pass: each member's Permit must see every member the pass assumed).
+  void AdvanceBindingState(uint64_t state_seq) { last_state_seq_ = state_seq; }
   sdk::Status RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   void RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   PermitOutcome RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);

@@ -3,6 +3,8 @@
 #include <future>
 #include <map>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "framework/mock_plugin_process.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -874,6 +876,34 @@ TEST(Framework, PodGroupMembersOnlyPluginsAreCalledOnlyForGangMembers) {
   EXPECT_TRUE(seen[1].has_reserve());
   EXPECT_TRUE(seen[2].has_permit());
   EXPECT_TRUE(seen[3].has_unreserve());
+}
+
+// A plugin whose Reserve does nothing (Coscheduling) costs no Reserve round
+// trip; its Unreserve is still called, and other Reserve plugins still are.
+TEST(Framework, UnreserveOnlyPluginsGetUnreserveButNoReserveRequest) {
+  MockPluginProcess host("host");
+  ProfileSpec spec;
+  spec.plugins[v1::RESERVE] = {PluginRef{"Coscheduling", 0}, PluginRef{"Volumes", 0}};
+  spec.plugins[v1::BIND] = {{"DefaultBinder", 0}};
+  spec.processes["Coscheduling"] = &host;
+  spec.processes["Volumes"] = &host;
+  spec.unreserve_only.insert("Coscheduling");
+  Framework fw(std::move(spec), 1);
+  std::vector<std::string> seen;
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&seen](v1::SchedulerToPlugin req, auto) {
+    if (req.has_reserve()) seen.push_back(absl::StrCat("reserve ", absl::StrJoin(req.reserve().plugins(), ",")));
+    if (req.has_unreserve()) {
+      seen.push_back(absl::StrCat("unreserve ", absl::StrJoin(req.unreserve().plugins(), ",")));
+    }
+    v1::PluginToScheduler a;
+    a.mutable_status();
+    return Answered(a);
+  }));
+  v1::Pod member = TestPod();
+  member.set_pod_group("train");
+  EXPECT_TRUE(fw.RunReserve(member, "n1", 1).IsSuccess());
+  fw.RunUnreserve(member, "n1", 1);
+  EXPECT_EQ(seen, (std::vector<std::string>{"reserve Volumes", "unreserve Volumes,Coscheduling"}));
 }
 
 }  // namespace

@@ -202,6 +202,9 @@ TEST_F(DefaultPluginHintsTest, EachPluginRequeuesOnlyOnEventsThatCanHelp) {
     (*term->mutable_label_selector()->mutable_match_labels())["app"] = "db";
   }
 
+  v1::Pod member = Requesting(Pod("pending"), 2000);
+  member.set_pod_group("train");
+
   struct Case {
     std::string plugin;
     v1::Pod pending;
@@ -229,6 +232,14 @@ TEST_F(DefaultPluginHintsTest, EachPluginRequeuesOnlyOnEventsThatCanHelp) {
       {"PodTopologySpread", spread, PodAdded(web), PodDeleted(On(web, "n"))},
       {"InterPodAffinity", affine, PodAdded(On(web, "n")),
        PodAdded(On(Labelled(Pod("db"), "app", "db"), "n"))},
+      // A gang member rejected at Permit (the gang's wait timed out): only
+      // room can help. A pending pod's deletion frees none; a bound one's does.
+      {"Coscheduling", member, PodDeleted(Requesting(Pod("unassigned"), 3000)), PodDeleted(bound_big)},
+      // A cordoned node the member does not tolerate is no room; a usable one is.
+      {"Coscheduling", member, NodeAdded(Cordoned(Node("new"))), NodeAdded(Node("new"))},
+      // Allocatable that shrank is no room; allocatable that grew is.
+      {"Coscheduling", member, NodeUpdated(Node("n", 3000), Node("n", 1000)),
+       NodeUpdated(Node("n", 1000), Node("n", 3000))},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(absl::StrCat(c.plugin, ": stays on ", c.stays.ShortDebugString().substr(0, 120)));

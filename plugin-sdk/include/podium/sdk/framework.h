@@ -258,6 +258,16 @@ class Snapshot {
   virtual bool PodChangesSince(uint64_t* cursor, const PodChangeVisitor& visit) const {
     return false;
   }
+  // Calls `visit` for every assigned (bound or assumed) pod that names pod
+  // group `group` of `namespace_` (Pod.pod_group), with its node, and returns
+  // true: a gang's members cost O(members), not a scan of every pod. Returns
+  // false, visiting nothing, when the snapshot keeps no such index: the
+  // caller scans Nodes(). The SDK's mirror keeps one for every pod that names
+  // a group.
+  virtual bool ForEachAssignedPodInGroup(std::string_view namespace_, std::string_view group,
+                                         const PodVisitor& visit) const {
+    return false;
+  }
 };
 
 // Data a plugin keeps for one scheduling cycle (written in PreFilter, read in
@@ -458,6 +468,10 @@ struct PluginDefinition {
   // PreEnqueue, Reserve/Unreserve and Permit only for pods that name a pod
   // group (PluginRegistration.pod_group_members_only): others skip the call.
   bool pod_group_members_only = false;
+  // The plugin's Reserve always succeeds and changes nothing: the scheduler
+  // skips the Reserve request and still calls Unreserve
+  // (PluginRegistration.unreserve_only).
+  bool unreserve_only = false;
 };
 
 }  // namespace podium::sdk
