@@ -365,6 +365,16 @@ TEST(SdkMirrorTest, KeepsTheNodesThatHavePodsWithAffinity) {
   EXPECT_TRUE(mirror.NodesHavingPodsWithAffinity().empty());
 }
 
+// The pods a snapshot's visiting call visits, as "uid@node", sorted; the call
+// must say it could visit them (it returns true).
+template <class Call>
+std::vector<std::string> Visited(const Call& call) {
+  std::vector<std::string> out;
+  EXPECT_TRUE(call([&](const PodInfo& pod, const NodeInfo& node) { out.push_back(pod.uid() + "@" + node.name()); }));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 // The label index (MirrorNeeds::pod_label_index) follows pods as they are
 // added, relabelled, moved, removed, dropped with their node and reset; a
 // mirror without it answers false.
@@ -374,12 +384,7 @@ TEST(SdkMirrorTest, LabelIndexFollowsThePods) {
     (*d.mutable_pod_upserts()->rbegin()->mutable_pod()->mutable_meta()->mutable_labels())["app"] = app;
   };
   auto with_label = [](const Mirror& m, const std::string& app) {
-    std::vector<std::string> out;
-    EXPECT_TRUE(m.ForEachPodWithLabel("app", app, [&](const PodInfo& pod, const NodeInfo& node) {
-      out.push_back(pod.uid() + "@" + node.name());
-    }));
-    std::sort(out.begin(), out.end());
-    return out;
+    return Visited([&](const auto& visit) { return m.ForEachPodWithLabel("app", app, visit); });
   };
   Mirror mirror;
   v1::StateDelta reset;
@@ -429,12 +434,7 @@ TEST(SdkMirrorTest, GroupIndexFindsAGangsAssignedMembers) {
     pod->set_pod_group(group);
   };
   auto members = [](const Mirror& m, const std::string& ns, const std::string& group) {
-    std::vector<std::string> out;
-    EXPECT_TRUE(m.ForEachAssignedPodInGroup(ns, group, [&](const PodInfo& pod, const NodeInfo& node) {
-      out.push_back(pod.uid() + "@" + node.name());
-    }));
-    std::sort(out.begin(), out.end());
-    return out;
+    return Visited([&](const auto& visit) { return m.ForEachAssignedPodInGroup(ns, group, visit); });
   };
   Mirror mirror;
   v1::StateDelta reset;
