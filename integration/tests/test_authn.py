@@ -245,7 +245,7 @@ class AuthnTest(lib.IntegrationTest):
             self.assertEqual(e.exception.code(), grpc.StatusCode.PERMISSION_DENIED)
             with open(os.path.join(creds, "admin.token")) as f:
                 admin_token = f.read().strip()
-            self.assertGreaterEqual(len(admin_token), 40)
+            self.assertRegex(admin_token, r"^[0-9a-f]{64}$")  # 256 random bits, always 64 hex digits.
             reply = admin.SetSchedulingPaused(admin_pb2.SetSchedulingPausedRequest(paused=True), timeout=5,
                                               metadata=[("authorization", f"Bearer {admin_token}")])
             self.assertTrue(reply.paused)
