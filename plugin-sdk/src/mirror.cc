@@ -409,14 +409,20 @@ void Mirror::RebuildAffinityLists() {
   affinity_dirty_ = false;
 }
 
-namespace {
-std::string LabelKey(std::string_view key, std::string_view value) {
-  std::string out;
-  out.reserve(key.size() + 1 + value.size());
-  out.append(key).append("=").append(value);
-  return out;
+void Mirror::AddToIndex(PodIndex& index, std::string key, const PodInfoPtr& pod, const NodeInfo* node) {
+  auto& pods = index[std::move(key)];
+  pods.erase(pod->uid());  // An entry of an older version would keep a key into it.
+  pods.emplace(pod->uid(), LabelledPod{pod, node});
 }
-}  // namespace
+
+void Mirror::RemoveFromIndex(PodIndex& index, const std::string& key, const PodInfo& pod) {
+  auto it = index.find(key);
+  if (it == index.end()) return;
+  auto entry = it->second.find(pod.uid());
+  // Only this pod's own entry: a newer pod with the uid keeps its own.
+  if (entry != it->second.end() && entry->second.pod.get() == &pod) it->second.erase(entry);
+  if (it->second.empty()) index.erase(it);
+}
 
 void Mirror::EnableLabelIndex() {
   if (label_index_enabled_) return;
@@ -428,66 +434,39 @@ void Mirror::EnableLabelIndex() {
 
 void Mirror::IndexPodLabels(const PodInfoPtr& pod, const NodeInfo* node) {
   for (const auto& [key, value] : pod->pod->meta().labels()) {
-    auto& pods = pods_by_label_[LabelKey(key, value)];
-    pods.erase(pod->uid());  // An entry of an older version would keep a key into it.
-    pods.emplace(pod->uid(), LabelledPod{pod, node});
+    AddToIndex(pods_by_label_, absl::StrCat(key, "=", value), pod, node);
   }
 }
 
 void Mirror::UnindexPodLabels(const PodInfo& pod) {
   for (const auto& [key, value] : pod.pod->meta().labels()) {
-    auto it = pods_by_label_.find(LabelKey(key, value));
-    if (it == pods_by_label_.end()) continue;
-    auto entry = it->second.find(pod.uid());
-    // Only this pod's own entry: a newer pod with the uid keeps its own.
-    if (entry != it->second.end() && entry->second.pod.get() == &pod) it->second.erase(entry);
-    if (it->second.empty()) pods_by_label_.erase(it);
+    RemoveFromIndex(pods_by_label_, absl::StrCat(key, "=", value), pod);
   }
 }
 
 bool Mirror::ForEachPodWithLabel(std::string_view key, std::string_view value, const PodVisitor& visit) const {
   if (!label_index_enabled_) return false;
-  auto it = pods_by_label_.find(LabelKey(key, value));
+  auto it = pods_by_label_.find(absl::StrCat(AsAbsl(key), "=", AsAbsl(value)));
   if (it == pods_by_label_.end()) return true;
   for (const auto& [uid, labelled] : it->second) visit(*labelled.pod, *labelled.node);
   return true;
 }
 
-namespace {
-std::string GroupKey(std::string_view namespace_, std::string_view group) {
-  std::string out;
-  out.reserve(namespace_.size() + 1 + group.size());
-  out.append(namespace_).append("/").append(group);
-  return out;
-}
-}  // namespace
-
 void Mirror::IndexPodGroup(const PodInfoPtr& pod, const NodeInfo* node) {
-  auto& pods = pods_by_group_[GroupKey(pod->pod->meta().namespace_(), pod->pod->pod_group())];
-  pods.erase(pod->uid());  // An entry of an older version would keep a key into it.
-  pods.emplace(pod->uid(), LabelledPod{pod, node});
+  AddToIndex(pods_by_group_, absl::StrCat(pod->pod->meta().namespace_(), "/", pod->pod->pod_group()), pod, node);
 }
 
 void Mirror::UnindexPodGroup(const PodInfo& pod) {
-  auto it = pods_by_group_.find(GroupKey(pod.pod->meta().namespace_(), pod.pod->pod_group()));
-  if (it == pods_by_group_.end()) return;
-  auto entry = it->second.find(pod.uid());
-  // Only this pod's own entry: a newer pod with the uid keeps its own.
-  if (entry != it->second.end() && entry->second.pod.get() == &pod) it->second.erase(entry);
-  if (it->second.empty()) pods_by_group_.erase(it);
+  RemoveFromIndex(pods_by_group_, absl::StrCat(pod.pod->meta().namespace_(), "/", pod.pod->pod_group()), pod);
 }
 
 bool Mirror::ForEachAssignedPodInGroup(std::string_view namespace_, std::string_view group,
                                        const PodVisitor& visit) const {
-  auto it = pods_by_group_.find(GroupKey(namespace_, group));
+  auto it = pods_by_group_.find(absl::StrCat(AsAbsl(namespace_), "/", AsAbsl(group)));
   if (it == pods_by_group_.end()) return true;
   for (const auto& [uid, member] : it->second) visit(*member.pod, *member.node);
   return true;
 }
-
-}  // namespace podium::sdk::internal
-
-namespace podium::sdk::internal {
 
 void Mirror::EnablePodChangeLog(size_t max_entries) {
   log_max_ = std::max<size_t>(max_entries, 1);

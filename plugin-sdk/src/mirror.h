@@ -119,12 +119,22 @@ class Mirror final : public Snapshot {
   bool affinity_dirty_ = false;
   std::vector<const NodeInfo*> with_affinity_;
   std::vector<const NodeInfo*> with_required_anti_affinity_;
-  // "key=value" (neither may contain '=') -> the assigned pods with that
-  // label by uid (a view into the pod the entry holds), with their node.
+  // An index of assigned pods: key -> the pods under it by uid (a view into
+  // the pod the entry holds), with their node.
   struct LabelledPod {
     PodInfoPtr pod;
     const NodeInfo* node;
   };
+  using PodIndex = absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>>;
+  // Enters the pod under `key` (replacing an older version's entry), or takes
+  // this pod's own entry out (a newer pod with the uid keeps its own).
+  static void AddToIndex(PodIndex& index, std::string key, const PodInfoPtr& pod, const NodeInfo* node);
+  static void RemoveFromIndex(PodIndex& index, const std::string& key, const PodInfo& pod);
+  bool label_index_enabled_ = false;
+  // "key=value" (neither may contain '=').
+  PodIndex pods_by_label_;
+  // "namespace/group": only pods that name a pod group pay for it.
+  PodIndex pods_by_group_;
   // The pod change log: entry i has sequence number log_first_ + i; a
   // cursor below log_barrier_ (reset, node removed or relabelled) must
   // rebuild. Sequence numbers start at 1, so a cursor of 0 always rebuilds.
@@ -140,11 +150,6 @@ class Mirror final : public Snapshot {
   std::deque<LoggedChange> log_;
   uint64_t log_first_ = 1;
   uint64_t log_barrier_ = 1;
-  bool label_index_enabled_ = false;
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_label_;
-  // "namespace/group" -> the assigned pods naming that pod group, by uid (a
-  // view into the pod the entry holds). Only pods with a group pay for it.
-  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string_view, LabelledPod>> pods_by_group_;
 };
 
 }  // namespace podium::sdk::internal
