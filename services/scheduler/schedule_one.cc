@@ -146,6 +146,7 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
   }
   const v1::Pod pod = *cached->pod;
   cache_.UpdateSnapshot(snapshot_);
+  batching_.SnapshotUpdated(snapshot_);
   Diagnosis diagnosis;
   diagnosis.cycle_id = ++cycle_id_;
   diagnosis.num_all_nodes = 1;
