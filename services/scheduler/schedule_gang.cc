@@ -20,8 +20,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   const v1::Pod& pod = first->pod();
   Framework* fw = FrameworkFor(pod);
   if (fw == nullptr || cache_.IsAssumed(first->uid()) || !StillPending(first->uid())) return false;
-  cache_.UpdateSnapshot(snapshot_);
-  batching_.SnapshotUpdated(snapshot_);
+  RefreshSnapshot();
   const v1::PodGroup* found = snapshot_.GetPodGroup(pod.meta().namespace_(), pod.pod_group());
   if (found == nullptr) return false;  // No such group: an ordinary pod.
   const v1::PodGroup group = *found;   // The snapshot may change under the pointer.
@@ -84,8 +83,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       const v1::Pod& member = m->pod();
       const uint64_t cycle_id = ++cycle_id_;
       const absl::Time member_start = clock_.Now();
-      cache_.UpdateSnapshot(snapshot_);  // With the members placed so far assumed.
-      batching_.SnapshotUpdated(snapshot_);
+      RefreshSnapshot();  // With the members placed so far assumed.
       ScheduleResult result = fw->SchedulePod(member, snapshot_, snapshot_.delta_seq(), cycle_id);
       (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
@@ -164,8 +162,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   // before it was assumed): the gang plugin counts the minimum at the first
   // member and allows each at once, instead of holding all but the last at
   // Permit and waking them one message each.
-  cache_.UpdateSnapshot(snapshot_);
-  batching_.SnapshotUpdated(snapshot_);
+  RefreshSnapshot();
   fw->AdvanceBindingState(snapshot_.delta_seq());
   std::vector<BindingPod> ready;
   for (Placed& p : placed) {

@@ -72,8 +72,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   const uint64_t scheduling_cycle = queue_.scheduling_cycle();
   uint64_t cycle_id = ++cycle_id_;
   PODIUM_VLOG(3, "Attempting to schedule pod", {"pod", PodKey(pod)}, {"cycle", cycle_id});
-  cache_.UpdateSnapshot(snapshot_);
-  batching_.SnapshotUpdated(snapshot_);
+  RefreshSnapshot();
 
   // The pod's signature's ranking when it can serve, else the full cycle.
   ScheduleResult result = batching_.SchedulePod(*fw, pod, snapshot_, snapshot_.delta_seq(), cycle_id,
@@ -145,8 +144,7 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
     return;
   }
   const v1::Pod pod = *cached->pod;
-  cache_.UpdateSnapshot(snapshot_);
-  batching_.SnapshotUpdated(snapshot_);
+  RefreshSnapshot();
   Diagnosis diagnosis;
   diagnosis.cycle_id = ++cycle_id_;
   diagnosis.num_all_nodes = 1;
@@ -186,6 +184,11 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
   e->set_action("Preempting");
   e->set_note(absl::StrCat("deferred resize on node ", pod.node_name(), ": ", message));
   SendAction(std::move(event));
+}
+
+void Scheduler::RefreshSnapshot() {
+  cache_.UpdateSnapshot(snapshot_);
+  batching_.SnapshotUpdated(snapshot_);
 }
 
 void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,

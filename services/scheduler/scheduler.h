@@ -159,6 +159,9 @@ class Scheduler final : public ClusterEventHandler {
   // A bound pod whose in-place resize was deferred: preemption on its own
   // node only (KEP-5836).
   void ScheduleDeferredResize(QueuedPodInfoPtr qp);
+  // Brings snapshot_ up to date and tells batching what changed (it reads the
+  // last update's changed nodes, so no update may skip it).
+  void RefreshSnapshot();
   // Deferred resizes whose preemption failed on `node` are queued again
   // (event thread, when a pod left that node).
   void RetryDeferredResizes(const std::string& node);
