@@ -42,6 +42,14 @@ void Bump(TopologyCounts& counts, const v1::Node& node, const std::string& key, 
   if (values.empty()) counts.erase(key);
 }
 
+// The count in the domain `value` of `key` (0 when none).
+int64_t CountAt(const TopologyCounts& counts, const std::string& key, const std::string& value) {
+  auto k = counts.find(key);
+  if (k == counts.end()) return 0;
+  auto v = k->second.find(value);
+  return v == k->second.end() ? 0 : v->second;
+}
+
 // Does the node's domain for `key` hold a count?
 bool Has(const TopologyCounts& counts, const std::string& key, const std::string& value) {
   auto k = counts.find(key);
@@ -57,18 +65,8 @@ struct SharedCounts {
 
   bool empty() const { return bases.empty() && delta.empty(); }
   int64_t Count(const std::string& key, const std::string& value) const {
-    int64_t count = 0;
-    for (const auto& base : bases) {
-      auto k = base->find(key);
-      if (k == base->end()) continue;
-      auto v = k->second.find(value);
-      if (v != k->second.end()) count += v->second;
-    }
-    auto k = delta.find(key);
-    if (k != delta.end()) {
-      auto v = k->second.find(value);
-      if (v != k->second.end()) count += v->second;
-    }
+    int64_t count = CountAt(delta, key, value);
+    for (const auto& base : bases) count += CountAt(*base, key, value);
     return count;
   }
   // Does a pod count in the node's domain of `key`?
