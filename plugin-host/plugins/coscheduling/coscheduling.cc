@@ -171,9 +171,7 @@ std::vector<sdk::ClusterEventWithHint> Coscheduling::EventsToRegister() const {
   auto more_room = [](const v1::Pod& pod, const v1::ClusterEvent& e) {
     const v1::Node* now = NewNode(e);
     if (now == nullptr) return sdk::QueueingHint::kQueue;
-    if (now->unschedulable() && !TolerationsTolerateTaint(pod.tolerations(), UnschedulableTaint())) {
-      return sdk::QueueingHint::kQueueSkip;
-    }
+    if (!SchedulableFor(pod, *now)) return sdk::QueueingHint::kQueueSkip;
     const v1::Node* before = OldNode(e);
     if (before == nullptr) return sdk::QueueingHint::kQueue;
     const v1::ResourceList& a = before->allocatable();

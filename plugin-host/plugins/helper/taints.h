@@ -37,4 +37,10 @@ const v1::Taint* FindUntoleratedDoNotScheduleTaint(const Taints& taints,
 // spec.unschedulable.
 const v1::Taint& UnschedulableTaint();
 
+// NodeUnschedulable's rule: the node is not cordoned (spec.unschedulable), or
+// the pod tolerates UnschedulableTaint.
+inline bool SchedulableFor(const v1::Pod& pod, const v1::Node& node) {
+  return !node.unschedulable() || TolerationsTolerateTaint(pod.tolerations(), UnschedulableTaint());
+}
+
 }  // namespace podium::plugins

@@ -5,13 +5,6 @@
 #include "plugins/helper/taints.h"
 
 namespace podium::plugins {
-namespace {
-
-bool SchedulableFor(const v1::Pod& pod, const v1::Node& node) {
-  return !node.unschedulable() || TolerationsTolerateTaint(pod.tolerations(), UnschedulableTaint());
-}
-
-}  // namespace
 
 absl::StatusOr<sdk::PluginPtr> NodeUnschedulable::New(const boost::json::object& args,
                                                       sdk::Handle&) {
