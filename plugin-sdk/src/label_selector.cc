@@ -87,4 +87,13 @@ bool LabelSelector::Matches(const Labels& labels) const {
   return true;
 }
 
+bool SameStringMap(const Labels& a, const Labels& b) {
+  if (a.size() != b.size()) return false;
+  for (const auto& [key, value] : a) {
+    auto it = b.find(key);
+    if (it == b.end() || it->second != value) return false;
+  }
+  return true;
+}
+
 }  // namespace podium::sdk

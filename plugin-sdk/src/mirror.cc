@@ -5,21 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl_compat.h"
+#include "podium/sdk/label_selector.h"
 
 namespace podium::sdk::internal {
-namespace {
-
-bool LabelsEqual(const google::protobuf::Map<std::string, std::string>& a,
-                 const google::protobuf::Map<std::string, std::string>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [key, value] : a) {
-    auto it = b.find(key);
-    if (it == b.end() || it->second != value) return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 const NodeInfo* Mirror::Get(std::string_view node_name) const {
   auto it = nodes_by_name_.find(AsAbsl(node_name));
@@ -331,7 +319,7 @@ void Mirror::UpsertNode(uint32_t id, std::shared_ptr<const v1::Node> node) {
   }
   NodeInfo& info = *it->second;
   // Pods counted by the node's labels (topology domains) count elsewhere now.
-  if (log_enabled_ && !LabelsEqual(info.node().meta().labels(), node->meta().labels())) LogBarrier();
+  if (log_enabled_ && !SameStringMap(info.node().meta().labels(), node->meta().labels())) LogBarrier();
   if (info.name() != node->meta().name()) {
     auto by_name = nodes_by_name_.find(info.name());
     if (by_name != nodes_by_name_.end() && by_name->second == &info) nodes_by_name_.erase(by_name);

@@ -8,6 +8,7 @@
 #include "logging/logger.h"
 #include "gang/gang.h"
 #include "pod_ref.h"
+#include "podium/sdk/label_selector.h"
 #include "queue/events.h"
 #include "scheduler.h"
 
@@ -163,14 +164,7 @@ void Scheduler::HandleNamespace(const v1::ObjectEvent& event) {
   }
   // Only labels matter to scheduling (namespaceSelectors).
   if (before != nullptr) {
-    const auto& old_labels = before->meta().labels();
-    const auto& new_labels = ns.meta().labels();
-    bool same = old_labels.size() == new_labels.size();
-    for (auto it = old_labels.begin(); same && it != old_labels.end(); ++it) {
-      auto other = new_labels.find(it->first);
-      same = other != new_labels.end() && other->second == it->second;
-    }
-    if (same) return;
+    if (sdk::SameStringMap(before->meta().labels(), ns.meta().labels())) return;
     cluster_event.set_action(v1::UPDATE);
     *cluster_event.mutable_old_namespace() = *before;
   } else {

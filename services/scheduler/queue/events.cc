@@ -2,21 +2,12 @@
 
 #include "google/protobuf/util/message_differencer.h"
 #include "podium/sdk/framework.h"
+#include "podium/sdk/label_selector.h"
 
 namespace podium::scheduler {
 namespace {
 
 using google::protobuf::util::MessageDifferencer;
-
-bool SameMap(const google::protobuf::Map<std::string, std::string>& a,
-             const google::protobuf::Map<std::string, std::string>& b) {
-  if (a.size() != b.size()) return false;
-  for (const auto& [k, v] : a) {
-    auto it = b.find(k);
-    if (it == b.end() || it->second != v) return false;
-  }
-  return true;
-}
 
 template <typename T>
 bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
@@ -49,7 +40,7 @@ uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node) {
   if (!MessageDifferencer::Equals(old_node.allocatable(), new_node.allocatable())) {
     actions |= v1::UPDATE_NODE_ALLOCATABLE;
   }
-  if (!SameMap(old_node.meta().labels(), new_node.meta().labels())) {
+  if (!sdk::SameStringMap(old_node.meta().labels(), new_node.meta().labels())) {
     actions |= v1::UPDATE_NODE_LABEL;
   }
   // kube counts spec.unschedulable as a taint change (node.kubernetes.io/unschedulable).
@@ -60,7 +51,7 @@ uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node) {
   if (!SameRepeated(old_node.conditions(), new_node.conditions())) {
     actions |= v1::UPDATE_NODE_CONDITION;
   }
-  if (!SameMap(old_node.meta().annotations(), new_node.meta().annotations())) {
+  if (!sdk::SameStringMap(old_node.meta().annotations(), new_node.meta().annotations())) {
     actions |= v1::UPDATE_NODE_ANNOTATION;
   }
   return actions;
@@ -68,7 +59,7 @@ uint32_t NodeUpdateActions(const v1::Node& old_node, const v1::Node& new_node) {
 
 uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
   uint32_t actions = 0;
-  if (!SameMap(old_pod.meta().labels(), new_pod.meta().labels())) actions |= v1::UPDATE_POD_LABEL;
+  if (!sdk::SameStringMap(old_pod.meta().labels(), new_pod.meta().labels())) actions |= v1::UPDATE_POD_LABEL;
   if (ScaledDown(old_pod, new_pod)) actions |= v1::UPDATE_POD_SCALE_DOWN;
   if (!SameRepeated(old_pod.tolerations(), new_pod.tolerations())) {
     actions |= v1::UPDATE_POD_TOLERATIONS;

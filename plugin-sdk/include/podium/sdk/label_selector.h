@@ -15,6 +15,10 @@ namespace podium::sdk {
 
 using Labels = google::protobuf::Map<std::string, std::string>;
 
+// The same keys with the same values (labels, annotations): protobuf maps
+// have no operator==.
+bool SameStringMap(const Labels& a, const Labels& b);
+
 class LabelSelector {
  public:
   enum class Operator { kIn, kNotIn, kExists, kDoesNotExist };
