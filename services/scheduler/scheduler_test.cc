@@ -344,6 +344,66 @@ TEST_F(SchedulerTest, PodsOfOneSignatureReuseTheFirstPodsRankingAndAreCounted) {
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
 }
 
+// A PostFilter that never finds victims (a deferred resize that no eviction helps).
+class NoVictimsPostFilter : public PostFilterPlugin {
+ public:
+  std::string_view Name() const override { return "FakePreemption"; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod&, const Diagnosis&) override {
+    return {PostFilterResult{}, sdk::Status(sdk::Code::kUnschedulable, "preemption: no victims")};
+  }
+};
+
+// A deferred resize's cycle refreshes the scheduling snapshot too. What that
+// refresh took in (here another scheduler's pod on node-3) must still reach
+// the batches: the next hit re-evaluates node-3, or it would pick a node on a
+// verdict from before the change.
+TEST_F(SchedulerTest, ANodeChangeTakenInByAResizeCycleIsReevaluatedByTheNextBatchHit) {
+  v1::Registration registration;
+  v1::PluginRegistration* fit = registration.add_plugins();
+  fit->set_name("Fit");
+  fit->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+  ON_CALL(host_, registration()).WillByDefault(testing::Return(registration));
+  Build(false, std::make_unique<NoVictimsPostFilter>());
+  scheduler_->OnObjectEvent(NodeEvent("node-2"));
+  scheduler_->OnObjectEvent(NodeEvent("node-3"));
+  absl::Mutex mu;
+  std::vector<v1::CycleRequest> requests;
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (!req.has_cycle()) return Answered(StatusAnswer());
+    v1::PluginToScheduler a;
+    auto* c = a.mutable_cycle();
+    if (req.cycle().nodes().all_nodes()) {
+      for (const char* n : {"node-1", "node-2", "node-3"}) c->add_feasible(*cache_.NodeId(n));
+    } else {
+      for (uint32_t id : req.cycle().nodes().node_ids()) c->add_feasible(id);
+    }
+    c->set_nodes_evaluated(c->feasible_size());
+    absl::MutexLock lock(&mu);
+    requests.push_back(req.cycle());
+    return Answered(a);
+  }));
+  StartWithPods({"a", "b"});
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // a: the full cycle that ranks the nodes.
+  ASSERT_EQ(scheduler_->batch_stats().by_outcome.at("miss_new"), 1u);
+
+  scheduler_->OnObjectEvent(PodEvent("elsewhere", "node-3", "other-scheduler"));
+  v1::ObjectEvent resized = PodEvent("resized", "node-2");
+  resized.mutable_pod()->set_priority(100);  // Ahead of b in the queue.
+  resized.mutable_pod()->set_resize_status(kDeferredResize);
+  scheduler_->OnObjectEvent(resized);
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // The resize's cycle: no victims.
+  ASSERT_TRUE(sink_.Find(v1::Action::kPatchPodStatus));  // It did run (PodResizePreemption=False).
+
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // b, from a's ranking.
+  EXPECT_EQ(scheduler_->batch_stats().hits, 1u);
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(requests.size(), 2u);
+  const std::vector<uint32_t> ids(requests[1].nodes().node_ids().begin(), requests[1].nodes().node_ids().end());
+  EXPECT_THAT(ids, testing::Contains(*cache_.NodeId("node-3")))
+      << "node-3 changed before the resize cycle's snapshot update but was not evaluated again";
+}
+
 TEST_F(SchedulerTest, FailedBindForgetsTheAssumedPodAndRequeuesIt) {
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
