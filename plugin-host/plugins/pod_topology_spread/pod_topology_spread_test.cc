@@ -434,6 +434,117 @@ TEST(PodTopologySpreadTest, CountsThroughTheLabelIndexWhenTheSelectorAllowsIt) {
   EXPECT_THAT(FilterAll(*plugin, any_state, *any_pod, cluster.snapshot()), ElementsAre(no, "", no, "", no, ""));
 }
 
+// The plugin keeps each topology key's domains and the matching pods per
+// node across cycles, following the snapshot's pod change log: its verdicts
+// and scores stay those of a plugin that counts from scratch.
+TEST(PodTopologySpreadTest, KeptCountsFollowPodAndNodeChanges) {
+  Cluster cluster({{"a1", "a", {Foo("p1")}}, {"a2", "a", {}}, {"b1", "b", {}}, {"b2", "b", {}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto kept = NewPlugin(cluster.handle());
+  PodBuilder hard = Foo("new");
+  *hard.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  sdk::PodInfoPtr pod = hard.Info();
+  PodBuilder soft = Foo("soft");
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY);
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kHost, 1, TSC::SCHEDULE_ANYWAY);
+  sdk::PodInfoPtr soft_pod = soft.Info();
+  const std::string no(kNotMatch);
+  auto verdicts = [&](PodTopologySpread& plugin) {
+    sdk::CycleState state;
+    EXPECT_TRUE(plugin.PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+    return FilterAll(plugin, state, *pod, cluster.snapshot());
+  };
+  auto expect = [&](const std::vector<std::string>& want, const std::vector<int64_t>& scores,
+                    const std::string& step) {
+    EXPECT_THAT(verdicts(*kept), ElementsAreArray(want)) << step;
+    EXPECT_THAT(ScoreAll(*kept, cluster, *soft_pod), ElementsAreArray(scores)) << step;
+    auto fresh = NewPlugin(cluster.handle());
+    EXPECT_THAT(verdicts(*fresh), ElementsAreArray(want)) << step << " (fresh)";
+    EXPECT_THAT(ScoreAll(*fresh, cluster, *soft_pod), ElementsAreArray(scores)) << step << " (fresh)";
+  };
+  // Zone a 1, zone b 0. Raw scores: zone count * ln(domains + 2) + host
+  // count * ln(nodes + 2), rounded; normalised 100 * (max + min - raw) / max.
+  expect({no, no, "", ""}, {0, 66, 100, 100}, "start");
+
+  // Added: counted from the log, not by visiting the index again.
+  snap.AddPod("b1", Foo("p2").Build());
+  const int visits = snap.index_visits();
+  EXPECT_THAT(verdicts(*kept), ElementsAre("", "", "", ""));
+  EXPECT_EQ(snap.index_visits(), visits);
+  expect({"", "", "", ""}, {33, 100, 33, 100}, "added");
+
+  // Deleted.
+  snap.RemovePod("a1", "uid-p1");
+  expect({"", "", no, no}, {100, 100, 0, 66}, "deleted");
+
+  // Relabelled (the old version removed, the new one added): no longer counted.
+  snap.RemovePod("b1", "uid-p2");
+  snap.AddPod("b1", PodBuilder("p2").Label("app", "bar").Build());
+  expect({"", "", "", ""}, {100, 100, 100, 100}, "relabelled");
+
+  // Terminating pods and pods of other namespaces do not count.
+  snap.AddPod("a2", Foo("t").Terminating().Build());
+  snap.AddPod("a2", Foo("o").Namespace("other").Build());
+  expect({"", "", "", ""}, {100, 100, 100, 100}, "not counted");
+
+  // A node added to a new zone: an empty domain, learnt without a rebuild,
+  // lowers the minimum to 0.
+  snap.AddPod("a1", Foo("p4").Build());
+  snap.AddPod("b2", Foo("p3").Build());
+  expect({"", "", "", ""}, {33, 100, 100, 33}, "a 1, b 1");
+  snap.Add(MakeNodeInfo(NodeBuilder("c1").Label(std::string(kHost), "c1").Label(std::string(kZone), "c").Build(),
+                        {}, 5));
+  expect({no, no, no, no, ""}, {0, 50, 50, 0, 100}, "node added");
+
+  // A node moved to another zone (a barrier: the plugin counts again).
+  snap.SetNodeLabels("b2", {{std::string(kHost), "b2"}, {std::string(kZone), "c"}});
+  expect({no, no, "", no, no}, {0, 50, 100, 0, 50}, "node relabelled");
+}
+
+// A cycle's state keeps the counts and domains of its PreFilter, with its
+// own AddPod / RemovePod changes (preemption's dry runs, also on a node added
+// since), whatever the kept counts become in later cycles.
+TEST(PodTopologySpreadTest, CycleStateKeepsItsCountsWhileKeptCountsMove) {
+  Cluster cluster({{"a1", "a", {Foo("p1"), Foo("p2")}}, {"b1", "b", {Foo("p3")}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto plugin = NewPlugin(cluster.handle());
+  PodBuilder hard = Foo("new");
+  *hard.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  sdk::PodInfoPtr pod = hard.Info();
+  const std::string no(kNotMatch);
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+
+  // Later cycles: a pod leaves a1, one joins b1, and a node joins zone c.
+  snap.RemovePod("a1", "uid-p1");
+  snap.AddPod("b1", Foo("p4").Build());
+  const sdk::NodeInfo& c1 = snap.Add(
+      MakeNodeInfo(NodeBuilder("c1").Label(std::string(kHost), "c1").Label(std::string(kZone), "c").Build(), {}, 3));
+  sdk::CycleState later;
+  ASSERT_TRUE(plugin->PreFilter(later, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, later, *pod, cluster.snapshot()), ElementsAre(no, no, ""));
+
+  // The first state still sees a 2, b 1; zone c was not counted then, so a
+  // node of it has no matching pods and does not lower the minimum.
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAre(no, "", ""));
+  // Its dry runs: two pods added on c1 make zone c a domain of its own,
+  // holding 2; taking one out of a1 then leaves a 1, b 1, c 2.
+  auto dry = state.Clone();
+  sdk::PodInfoPtr n1 = Foo("n1").Info();
+  sdk::PodInfoPtr n2 = Foo("n2").Info();
+  ASSERT_TRUE(plugin->AddPod(*dry, *pod, *n1, c1).IsSuccess());
+  ASSERT_TRUE(plugin->AddPod(*dry, *pod, *n2, c1).IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, *dry, *pod, cluster.snapshot()), ElementsAre(no, "", no));
+  sdk::PodInfoPtr victim = Foo("p1").Info();
+  ASSERT_TRUE(plugin->RemovePod(*dry, *pod, *victim, cluster.node("a1")).IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, *dry, *pod, cluster.snapshot()), ElementsAre("", "", no));
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAre(no, "", ""));
+}
+
 TEST(PodTopologySpreadTest, SystemDefaultsScoreOwnedPodsOnly) {
   Cluster cluster({{"a1", "a", {Foo("p1").OwnedBy("ReplicaSet"), Foo("p2").OwnedBy("ReplicaSet")}},
                    {"b1", "b", {}},
