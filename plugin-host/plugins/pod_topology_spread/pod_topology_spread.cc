@@ -579,6 +579,9 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
     return {0, MissingCycleState(kPreScoreStateKey)};
   }
   if (s->ignored_nodes.contains(node.id())) return {0, sdk::Status::Success()};
+  if (s->per_node.empty()) {
+    return {0, sdk::Status(sdk::Code::kError, "PodTopologySpread: Score after NormalizeScore")};
+  }
   const uint32_t id = node.id();
   double score = 0;
   for (size_t i = 0; i < s->constraints.size(); ++i) {
@@ -605,8 +608,12 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
 
 sdk::Status PodTopologySpread::NormalizeScore(sdk::CycleState& state, const sdk::PodInfo&,
                                               std::vector<sdk::NodeScore>& scores) {
-  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
   if (s == nullptr) return sdk::Status::Success();
+  // Scores are in: let go of the kept pods per node, so that the next cycle's
+  // pod changes need not copy them for a state that lives on until the
+  // scheduler reports the cycle finished (hundreds of cycles later).
+  s->per_node.clear();
   int64_t min_score = std::numeric_limits<int64_t>::max();
   int64_t max_score = 0;
   for (const sdk::NodeScore& ns : scores) {
