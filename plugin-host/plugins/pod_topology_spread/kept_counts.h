@@ -75,9 +75,11 @@ class KeptSpreadCounts {
 
  private:
   // Keys and selections kept; the least recently used goes first. Each
-  // selection costs a selector match per pod change.
+  // selection costs a selector match per pod change and 4 bytes per node; 64
+  // keeps the default constraints of dozens of interleaved workloads (one
+  // selection each) without recounting every cycle.
   static constexpr size_t kMaxKeys = 8;
-  static constexpr size_t kMaxSelections = 16;
+  static constexpr size_t kMaxSelections = 64;
   struct Keyed {
     std::shared_ptr<TopologyDomains> domains;
     uint64_t last_used = 0;
