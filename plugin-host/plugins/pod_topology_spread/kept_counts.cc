@@ -54,9 +54,7 @@ int32_t TopologyDomains::Learn(const sdk::NodeInfo& node) {
   auto it = labels.find(key_);
   int32_t domain = kMissing;
   if (it != labels.end()) {
-    auto [id, inserted] = ids_.try_emplace(it->second, static_cast<int32_t>(values_.size()));
-    if (inserted) values_.push_back(it->second);
-    domain = id->second;
+    domain = ids_.try_emplace(it->second, static_cast<int32_t>(ids_.size())).first->second;
   }
   if (of_node_.size() <= node.id()) of_node_.resize(node.id() + 1, kUnknown);
   of_node_[node.id()] = domain;
@@ -121,7 +119,6 @@ std::shared_ptr<const PodsPerNode> KeptSpreadCounts::Matching(const sdk::LabelSe
       return s.pods;
     }
   }
-  ++recounts_;
   auto pods = std::make_shared<PodsPerNode>();
   if (!snapshot.Nodes().empty()) pods->resize(snapshot.Nodes().back()->id() + 1, 0);
   const bool known = IndexVisitsOnlyMatches(selector);

@@ -18,9 +18,9 @@
 
 namespace podium::plugins {
 
-// A topology key's domains: the node's domain id by node id, and each id's
-// label value. Cycle states share it; KeptSpreadCounts changes it only when
-// no state holds it (copy on write).
+// A topology key's domains: each label value's id (0, 1, ... in the order
+// learnt) and each node's domain id by node id. Cycle states share it;
+// KeptSpreadCounts changes it only when no state holds it (copy on write).
 class TopologyDomains {
  public:
   static constexpr int32_t kMissing = -1;      // The node lacks the key.
@@ -30,8 +30,8 @@ class TopologyDomains {
   explicit TopologyDomains(std::string key) : key_(std::move(key)) {}
 
   const std::string& key() const { return key_; }
-  size_t size() const { return values_.size(); }
-  const std::string& value(int32_t domain) const { return values_[domain]; }
+  size_t size() const { return ids_.size(); }
+  // The learnt node's domain id, kMissing, or kUnknown.
   int32_t Known(uint32_t node_id) const {
     return node_id < of_node_.size() ? of_node_[node_id] : kUnknown;
   }
@@ -45,7 +45,6 @@ class TopologyDomains {
  private:
   std::string key_;
   std::vector<int32_t> of_node_;
-  std::vector<std::string> values_;
   absl::flat_hash_map<std::string, int32_t> ids_;
 };
 
@@ -70,9 +69,6 @@ class KeptSpreadCounts {
                                               const std::string& ns,
                                               const sdk::Snapshot& snapshot);
 
-  // Full counts done (a selection counted from every pod): for tests.
-  int64_t recounts() const { return recounts_; }
-
  private:
   // Keys and selections kept; the least recently used goes first. Each
   // selection costs a selector match per pod change and 4 bytes per node; 64
@@ -96,7 +92,6 @@ class KeptSpreadCounts {
   uint64_t cursor_ = 0;
   uint64_t syncs_ = 0;
   size_t learnt_nodes_ = 0;  // Nodes of the snapshot every kept key has learnt.
-  int64_t recounts_ = 0;
   std::vector<Keyed> keys_;
   std::vector<Selection> selected_;
 };

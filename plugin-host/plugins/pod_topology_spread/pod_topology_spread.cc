@@ -13,9 +13,9 @@
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
 #include "plugins/helper/status.h"
-#include "plugins/pod_topology_spread/kept_counts.h"
 #include "plugins/helper/str.h"
 #include "plugins/helper/taints.h"
+#include "plugins/pod_topology_spread/kept_counts.h"
 
 namespace podium::plugins {
 namespace {
@@ -204,8 +204,9 @@ struct PreScoreState : sdk::StateData {
   // candidates' domains; the last slot (or the id of the value "", which it
   // joins) holds the nodes without the key, as kube's empty value.
   std::vector<std::vector<int64_t>> counts;
-  // Per hostname constraint: matching pods by node id.
-  std::vector<std::shared_ptr<const std::vector<int32_t>>> per_node;
+  // Per constraint: the kept matching pods by node id (Score reads the
+  // hostname constraints'); NormalizeScore lets go of them.
+  std::vector<std::shared_ptr<const PodsPerNode>> per_node;
   std::vector<double> weights;
   std::unique_ptr<sdk::StateData> Clone() const override {
     return std::make_unique<PreScoreState>(*this);
