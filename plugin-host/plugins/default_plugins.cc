@@ -32,7 +32,7 @@ std::vector<sdk::PluginDefinition> DefaultPlugins() {
       Definition<NodeResourcesFit>(),
       // The label index: the pods a constraint's selector matches, counted
       // per domain without scanning every pod.
-      Definition<PodTopologySpread>({.pod_label_index = true}),
+      Definition<PodTopologySpread>({.pod_label_index = true, .pod_changes = true}),
       // Namespace labels: what namespaceSelectors match; the label index: the
       // pods an incoming pod's terms select, without scanning every pod; pod
       // changes: anti-affinity counts kept across cycles.

@@ -107,6 +107,21 @@ void BM_PodTopologySpreadCycle(benchmark::State& bench) {
 }
 BENCHMARK(BM_PodTopologySpreadCycle)->Unit(benchmark::kMicrosecond);
 
+// The same with the plugin host mirror's label index and pod change log: the
+// domains and matching pods per node are kept across cycles (no pod changes
+// between these cycles), as in the plugin host.
+void BM_PodTopologySpreadCycleKept(benchmark::State& bench) {
+  static Fixture* f = [] {
+    auto* fixture = new Fixture(&SpreadPod);
+    fixture->handle.fake_snapshot().set_label_index(true);
+    fixture->handle.fake_snapshot().EnablePodChangeLog();
+    return fixture;
+  }();
+  sdk::PodInfoPtr pod = SpreadPod("incoming").Info();
+  RunCycle<PodTopologySpread>(bench, *f, *pod);
+}
+BENCHMARK(BM_PodTopologySpreadCycleKept)->Unit(benchmark::kMicrosecond);
+
 void BM_InterPodAffinityCycle(benchmark::State& bench) {
   static Fixture* f = new Fixture(&AntiPod);
   sdk::PodInfoPtr pod = AntiPod("incoming").Info();

@@ -12,9 +12,10 @@
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
-#include "plugins/helper/pod_index.h"
+#include "plugins/helper/status.h"
 #include "plugins/helper/str.h"
 #include "plugins/helper/taints.h"
+#include "plugins/pod_topology_spread/kept_counts.h"
 
 namespace podium::plugins {
 namespace {
@@ -57,19 +58,6 @@ sdk::LabelSelector DefaultSelector(const v1::Pod& pod) {
   return selector;
 }
 
-// NodeHasAllKeys, also giving the node's value for each constraint's key
-// (pointers into the node's labels): one label lookup per key.
-bool NodeValues(const v1::Node& node, const std::vector<SpreadConstraint>& constraints,
-                std::vector<const std::string*>& values) {
-  const auto& labels = node.meta().labels();
-  for (size_t i = 0; i < constraints.size(); ++i) {
-    auto it = labels.find(constraints[i].topology_key);
-    if (it == labels.end()) return false;
-    values[i] = &it->second;
-  }
-  return true;
-}
-
 bool NodeHasAllKeys(const v1::Node& node, const std::vector<SpreadConstraint>& constraints) {
   const auto& labels = node.meta().labels();
   for (const SpreadConstraint& c : constraints) {
@@ -89,99 +77,91 @@ bool NodeIncluded(const SpreadConstraint& c, const v1::Pod& pod, const v1::Node&
   return true;
 }
 
-// countPodsMatchSelector: terminating pods and pods of other namespaces do not count.
-int64_t CountMatching(const sdk::NodeInfo& node, const sdk::LabelSelector& selector,
-                      const std::string& ns) {
-  int64_t count = 0;
-  for (const sdk::PodInfoPtr& p : node.pods()) {
-    const v1::ObjectMeta& meta = p->pod->meta();
-    if (meta.deletion_timestamp_us() != 0 || meta.namespace_() != ns) continue;
-    if (selector.Matches(meta.labels())) ++count;
-  }
-  return count;
-}
-
-// Does this assigned pod count for a constraint of a pod in `ns`
-// (countPodsMatchSelector, one pod)?
-// `selector_known` when the caller knows the pod matches the selector (the
-// label index visited it for the selector's only requirement).
-bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns,
-            bool selector_known = false) {
-  const v1::ObjectMeta& meta = p.pod->meta();
-  return meta.deletion_timestamp_us() == 0 && meta.namespace_() == ns &&
-         (selector_known || selector.Matches(meta.labels()));
-}
-
-// Counting through the label index: per node id and constraint, the domain
-// the node counts in (-1: it does not count), and per domain a counter, so a
-// visited pod costs a vector lookup, not a label lookup and a string hash.
-// Filled in the pass over the nodes; Flush adds the counters to the
-// per-domain counts.
-class DomainCounter {
- public:
-  DomainCounter(const std::vector<const sdk::NodeInfo*>& nodes, size_t constraints)
-      : n_(constraints),
-        domain_((nodes.empty() ? 0 : nodes.back()->id() + 1) * constraints, -1),
-        slots_(constraints) {}
-  // The node counts for constraint i in domain `value`, which must outlive
-  // the counter (a node's label, or a key of a map left unchanged until Flush).
-  void Set(const sdk::NodeInfo& node, size_t i, const std::string& value) {
-    Slots& s = slots_[i];
-    auto [it, inserted] = s.index.try_emplace(value, static_cast<int32_t>(s.values.size()));
-    if (inserted) {
-      s.values.push_back(&value);
-      s.counts.push_back(0);
-    }
-    domain_[node.id() * n_ + i] = it->second;
-  }
-  // A pod counted on `node` for constraint i.
-  void Add(const sdk::NodeInfo& node, size_t i) {
-    const size_t at = static_cast<size_t>(node.id()) * n_ + i;
-    if (at < domain_.size() && domain_[at] >= 0) ++slots_[i].counts[domain_[at]];
-  }
-  void Flush(size_t i, absl::flat_hash_map<std::string, int64_t>& counts) const {
-    const Slots& s = slots_[i];
-    for (size_t d = 0; d < s.values.size(); ++d) counts[*s.values[d]] += s.counts[d];
-  }
-
- private:
-  struct Slots {
-    absl::flat_hash_map<std::string_view, int32_t> index;
-    std::vector<const std::string*> values;  // Node label values: live as long as the snapshot.
-    std::vector<int64_t> counts;
-  };
-  size_t n_;
-  std::vector<int32_t> domain_;
-  std::vector<Slots> slots_;
-};
-
 // The two domains with the fewest matching pods (kube-scheduler's
-// criticalPaths): updated in O(1) as pods are added or removed in a dry run.
+// criticalPaths), by domain id: updated in O(1) as pods are added or removed
+// in a dry run.
 struct CriticalPaths {
   struct Path {
-    std::string value;
+    int32_t domain = -1;
     int64_t count = std::numeric_limits<int32_t>::max();
   };
   Path paths[2];
-  void Update(const std::string& value, int64_t count) {
-    int i = value == paths[0].value ? 0 : value == paths[1].value ? 1 : -1;
+  void Update(int32_t domain, int64_t count) {
+    int i = domain == paths[0].domain ? 0 : domain == paths[1].domain ? 1 : -1;
     if (i >= 0) {
       paths[i].count = count;
       if (paths[0].count > paths[1].count) std::swap(paths[0], paths[1]);
     } else if (count < paths[0].count) {
       paths[1] = paths[0];
-      paths[0] = {value, count};
+      paths[0] = {domain, count};
     } else if (count < paths[1].count) {
-      paths[1] = {value, count};
+      paths[1] = {domain, count};
     }
+  }
+};
+
+// A constraint's matching pods per domain, by the ids of the plugin's
+// TopologyDomains for its key (kept as they were when the cycle began), plus
+// domains a dry run met on nodes those ids do not cover (`extra`).
+struct DomainCounts {
+  std::shared_ptr<const TopologyDomains> domains;
+  std::vector<int64_t> counts;  // By domain id.
+  std::vector<char> present;    // The domain is counted (a node in it counts).
+  int64_t num_present = 0;
+  std::vector<std::string> extra;  // Values of the ids from domains->size() on.
+
+  void Reset(std::shared_ptr<const TopologyDomains> d) {
+    domains = std::move(d);
+    counts.assign(domains->size(), 0);
+    present.assign(domains->size(), 0);
+    num_present = 0;
+    extra.clear();
+  }
+  // The node's domain id, TopologyDomains::kMissing when it lacks the key, or
+  // kNoSuchValue for a value never counted.
+  int32_t Of(const sdk::NodeInfo& node, const std::string** value = nullptr) const {
+    const int32_t known = domains->Known(node.id());
+    if (known != TopologyDomains::kUnknown) return known;
+    const auto& labels = node.node().meta().labels();
+    auto it = labels.find(domains->key());
+    if (it == labels.end()) return TopologyDomains::kMissing;
+    if (value != nullptr) *value = &it->second;
+    const int32_t d = domains->Find(it->second);
+    if (d >= 0) return d;
+    for (size_t j = 0; j < extra.size(); ++j) {
+      if (extra[j] == it->second) return static_cast<int32_t>(domains->size() + j);
+    }
+    return TopologyDomains::kNoSuchValue;
+  }
+  // Of, giving a domain that was never counted an id of its own.
+  int32_t Intern(const sdk::NodeInfo& node) {
+    const std::string* value = nullptr;
+    int32_t d = Of(node, &value);
+    if (d != TopologyDomains::kNoSuchValue) return d;
+    d = static_cast<int32_t>(counts.size());
+    extra.push_back(*value);
+    counts.push_back(0);
+    present.push_back(0);
+    return d;
+  }
+  int64_t Count(int32_t d) const {
+    return d >= 0 && static_cast<size_t>(d) < counts.size() ? counts[d] : 0;
+  }
+  // Adds `delta` pods to domain d (>= 0), counting the domain from now on.
+  void Add(int32_t d, int64_t delta) {
+    if (!present[d]) {
+      present[d] = 1;
+      ++num_present;
+    }
+    counts[d] += delta;
   }
 };
 
 struct PreFilterState : sdk::StateData {
   std::vector<SpreadConstraint> constraints;
-  // Per constraint: topology value -> matching pods, for the domains of the
-  // nodes that count (inclusion policies), empty domains included.
-  std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
+  // Per constraint: matching pods per domain, for the domains of the nodes
+  // that count (inclusion policies), empty domains included.
+  std::vector<DomainCounts> counts;
   std::vector<CriticalPaths> critical;
   // Per constraint: 1 when the incoming pod matches its selector (it counts
   // itself in the domain it lands in), computed once, not per node.
@@ -194,23 +174,24 @@ struct PreFilterState : sdk::StateData {
 
   int64_t MinMatch(size_t i) const {
     // Fewer domains than minDomains: the global minimum is 0.
-    if (static_cast<int64_t>(counts[i].size()) < constraints[i].min_domains) return 0;
+    if (counts[i].num_present < constraints[i].min_domains) return 0;
     return critical[i].paths[0].count;
   }
 
-  void Update(const sdk::PodInfo& updated, const v1::Pod& preemptor, const v1::Node& node,
+  void Update(const sdk::PodInfo& updated, const v1::Pod& preemptor, const sdk::NodeInfo& node,
               int64_t delta) {
     const v1::ObjectMeta& meta = updated.pod->meta();
     if (meta.namespace_() != preemptor.meta().namespace_()) return;
-    if (!NodeHasAllKeys(node, constraints)) return;
+    for (const DomainCounts& c : counts) {
+      if (c.Of(node) == TopologyDomains::kMissing) return;  // NodeHasAllKeys.
+    }
     for (size_t i = 0; i < constraints.size(); ++i) {
       const SpreadConstraint& c = constraints[i];
       if (!c.selector.Matches(meta.labels())) continue;
-      if (!NodeIncluded(c, preemptor, node, *affinity)) continue;
-      const std::string& value = node.meta().labels().at(c.topology_key);
-      int64_t& count = counts[i][value];
-      count += delta;
-      critical[i].Update(value, count);
+      if (!NodeIncluded(c, preemptor, node.node(), *affinity)) continue;
+      const int32_t d = counts[i].Intern(node);
+      counts[i].Add(d, delta);
+      critical[i].Update(d, counts[i].counts[d]);
     }
   }
 };
@@ -218,8 +199,14 @@ struct PreFilterState : sdk::StateData {
 struct PreScoreState : sdk::StateData {
   std::vector<SpreadConstraint> constraints;
   absl::flat_hash_set<uint32_t> ignored_nodes;
-  // Per constraint (not hostname): topology value -> matching pods.
-  std::vector<absl::flat_hash_map<std::string, int64_t>> counts;
+  std::vector<std::shared_ptr<const TopologyDomains>> domains;
+  // Per constraint (not hostname): matching pods per domain id of the
+  // candidates' domains; the last slot (or the id of the value "", which it
+  // joins) holds the nodes without the key, as kube's empty value.
+  std::vector<std::vector<int64_t>> counts;
+  // Per constraint: the kept matching pods by node id (Score reads the
+  // hostname constraints'); NormalizeScore lets go of them.
+  std::vector<std::shared_ptr<const PodsPerNode>> per_node;
   std::vector<double> weights;
   std::unique_ptr<sdk::StateData> Clone() const override {
     return std::make_unique<PreScoreState>(*this);
@@ -374,6 +361,15 @@ absl::StatusOr<sdk::PluginPtr> PodTopologySpread::New(const boost::json::object&
   return std::make_unique<PodTopologySpread>(std::move(defaults), system, handle);
 }
 
+PodTopologySpread::PodTopologySpread(std::vector<DefaultSpreadConstraint> defaults,
+                                     bool system_defaulted, sdk::Handle& handle)
+    : defaults_(std::make_shared<const std::vector<DefaultSpreadConstraint>>(std::move(defaults))),
+      system_defaulted_(system_defaulted),
+      handle_(handle),
+      kept_(std::make_unique<KeptSpreadCounts>()) {}
+
+PodTopologySpread::~PodTopologySpread() = default;
+
 std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
     sdk::CycleState& state, const sdk::PodInfo& pod_info, const sdk::Snapshot& snapshot) {
   const v1::Pod& pod = *pod_info.pod;
@@ -391,38 +387,38 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
   for (size_t i = 0; i < n; ++i) s->self_match[i] = s->constraints[i].selector.Matches(pod.meta().labels()) ? 1 : 0;
   const std::string& ns = pod.meta().namespace_();
   // One pass over the nodes finds the domains (empty ones count for the
-  // minimum); the matching pods come from the label index when the selector
-  // allows it, so the cycle costs O(nodes + matching pods). Otherwise the
-  // pods of each counted node are scanned.
-  std::vector<bool> by_index(n);
-  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
-  DomainCounter counter(snapshot.Nodes(), n);
-  std::vector<const std::string*> values(n);  // The node's value per topology key.
+  // minimum) and adds up the matching pods kept per node: O(nodes) array
+  // lookups, plus the pods that changed since the last cycle.
+  kept_->Sync(snapshot);
+  std::vector<std::shared_ptr<const PodsPerNode>> pods(n);
+  std::vector<const TopologyDomains*> domains(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SpreadConstraint& c = s->constraints[i];
+    s->counts[i].Reset(kept_->Domains(c.topology_key, snapshot));
+    domains[i] = s->counts[i].domains.get();
+    pods[i] = kept_->Matching(c.selector, ns, snapshot);
+  }
+  std::vector<int32_t> node_domains(n);
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const uint32_t id = node->id();
+    bool has_all_keys = true;
+    for (size_t i = 0; i < n && has_all_keys; ++i) {
+      node_domains[i] = domains[i]->Known(id);
+      has_all_keys = node_domains[i] >= 0;
+    }
+    if (!has_all_keys) continue;
     const v1::Node& v1node = node->node();
-    if (!NodeValues(v1node, s->constraints, values)) continue;
     for (size_t i = 0; i < n; ++i) {
-      const SpreadConstraint& c = s->constraints[i];
-      if (!NodeIncluded(c, pod, v1node, *s->affinity)) continue;
-      const std::string& value = *values[i];
-      if (by_index[i]) {
-        counter.Set(*node, i, value);
-      } else {
-        s->counts[i][value] += CountMatching(*node, c.selector, ns);
-      }
+      if (!NodeIncluded(s->constraints[i], pod, v1node, *s->affinity)) continue;
+      const PodsPerNode& on_node = *pods[i];
+      s->counts[i].Add(node_domains[i], id < on_node.size() ? on_node[id] : 0);
     }
   }
   for (size_t i = 0; i < n; ++i) {
-    if (!by_index[i]) continue;
-    const SpreadConstraint& c = s->constraints[i];
-    const bool known = IndexVisitsOnlyMatches(c.selector);
-    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
-    });
-    counter.Flush(i, s->counts[i]);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    for (const auto& [value, count] : s->counts[i]) s->critical[i].Update(value, count);
+    const DomainCounts& c = s->counts[i];
+    for (size_t d = 0; d < c.counts.size(); ++d) {
+      if (c.present[d]) s->critical[i].Update(static_cast<int32_t>(d), c.counts[d]);
+    }
   }
   state.Write(std::string(kPreFilterStateKey), std::move(s));
   return {sdk::PreFilterResult{}, sdk::Status::Success()};
@@ -431,7 +427,7 @@ std::pair<sdk::PreFilterResult, sdk::Status> PodTopologySpread::PreFilter(
 sdk::Status PodTopologySpread::AddPod(sdk::CycleState& state, const sdk::PodInfo& pod_to_schedule,
                                       const sdk::PodInfo& pod_to_add, const sdk::NodeInfo& node) {
   if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
-    s->Update(pod_to_add, *pod_to_schedule.pod, node.node(), 1);
+    s->Update(pod_to_add, *pod_to_schedule.pod, node, 1);
   }
   return sdk::Status::Success();
 }
@@ -441,7 +437,7 @@ sdk::Status PodTopologySpread::RemovePod(sdk::CycleState& state,
                                          const sdk::PodInfo& pod_to_remove,
                                          const sdk::NodeInfo& node) {
   if (auto* s = state.ReadAs<PreFilterState>(kPreFilterStateKey)) {
-    s->Update(pod_to_remove, *pod_to_schedule.pod, node.node(), -1);
+    s->Update(pod_to_remove, *pod_to_schedule.pod, node, -1);
   }
   return sdk::Status::Success();
 }
@@ -452,19 +448,14 @@ sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo
   if (s == nullptr) {
     return MissingCycleState(kPreFilterStateKey);
   }
-  const auto& node_labels = node.node().meta().labels();
   for (size_t i = 0; i < s->constraints.size(); ++i) {
-    const SpreadConstraint& c = s->constraints[i];
-    auto label = node_labels.find(c.topology_key);
-    if (label == node_labels.end()) {
-      return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
-                         std::string(kReasonNodeLabelNotMatch));
+    const DomainCounts& counts = s->counts[i];
+    const int32_t d = counts.Of(node);
+    if (d == TopologyDomains::kMissing) {
+      return Rejection(sdk::Code::kUnschedulableAndUnresolvable, kReasonNodeLabelNotMatch);
     }
-    const int64_t self = s->self_match[i];
-    auto count = s->counts[i].find(label->second);
-    const int64_t match = count == s->counts[i].end() ? 0 : count->second;
-    if (match + self - s->MinMatch(i) > c.max_skew) {
-      return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonConstraintsNotMatch));
+    if (counts.Count(d) + s->self_match[i] - s->MinMatch(i) > s->constraints[i].max_skew) {
+      return Rejection(sdk::Code::kUnschedulable, kReasonConstraintsNotMatch);
     }
   }
   return sdk::Status::Success();
@@ -482,77 +473,100 @@ sdk::Status PodTopologySpread::PreScore(sdk::CycleState& state, const sdk::PodIn
   auto s = std::make_unique<PreScoreState>();
   s->constraints = *std::move(constraints);
   const size_t n = s->constraints.size();
+  const std::string& ns = pod.meta().namespace_();
+  kept_->Sync(snapshot);
+  s->domains.resize(n);
   s->counts.resize(n);
+  s->per_node.resize(n);
+  // Per constraint (not hostname): the slot of the nodes without the key
+  // (kube counts them under the empty value), and which slots hold a
+  // candidate's domain.
+  std::vector<size_t> missing_slot(n);
+  std::vector<std::vector<char>> candidate(n);
+  for (size_t i = 0; i < n; ++i) {
+    const SpreadConstraint& c = s->constraints[i];
+    s->domains[i] = kept_->Domains(c.topology_key, snapshot);
+    // Hostname constraints are counted per node in Score, as kube-scheduler
+    // does: the kept matching pods per node.
+    s->per_node[i] = kept_->Matching(c.selector, ns, snapshot);
+    if (c.topology_key == kHostnameLabel) continue;
+    const TopologyDomains& domains = *s->domains[i];
+    const int32_t empty = domains.Find("");
+    missing_slot[i] = empty >= 0 ? static_cast<size_t>(empty) : domains.size();
+    s->counts[i].assign(domains.size() + 1, 0);
+    candidate[i].assign(domains.size() + 1, 0);
+  }
+  // The slot of a node's domain for constraint i: its id, the missing slot,
+  // or -1 for a node the kept domains have not learnt with a value they do
+  // not know (not in the snapshot).
+  auto slot_of = [&](size_t i, const sdk::NodeInfo& node) -> int64_t {
+    const TopologyDomains& domains = *s->domains[i];
+    int32_t d = domains.Known(node.id());
+    if (d == TopologyDomains::kUnknown) {
+      const auto& labels = node.node().meta().labels();
+      auto it = labels.find(domains.key());
+      d = it == labels.end() ? TopologyDomains::kMissing : domains.Find(it->second);
+      if (d == TopologyDomains::kNoSuchValue) return -1;
+    }
+    return d == TopologyDomains::kMissing ? static_cast<int64_t>(missing_slot[i]) : d;
+  };
+  auto has_all_keys = [&](const sdk::NodeInfo& node) {
+    for (size_t i = 0; i < n; ++i) {
+      const int32_t d = s->domains[i]->Known(node.id());
+      if (d == TopologyDomains::kMissing) return false;
+      if (d == TopologyDomains::kUnknown) return NodeHasAllKeys(node.node(), s->constraints);
+    }
+    return true;
+  };
   // Nodes without every topology key are left out of scoring, unless the
   // constraints are the system defaults (so that nodes without a zone label
   // still spread by hostname).
   const bool require_all = !pod.topology_spread_constraints().empty() || !system_defaulted_;
-  std::vector<size_t> domains(n, 0);
+  std::vector<size_t> domain_count(n, 0);
+  // Domains of candidates the kept ones do not know (nodes outside the
+  // snapshot): counted as domains, with no pods.
+  std::vector<absl::flat_hash_set<std::string>> unknown(n);
   for (const sdk::NodeInfo* node : filtered) {
-    if (require_all && !NodeHasAllKeys(node->node(), s->constraints)) {
+    if (require_all && !has_all_keys(*node)) {
       s->ignored_nodes.insert(node->id());
       continue;
     }
-    const auto& labels = node->node().meta().labels();
     for (size_t i = 0; i < n; ++i) {
-      const SpreadConstraint& c = s->constraints[i];
-      if (c.topology_key == kHostnameLabel) continue;  // Counted per node in Score.
-      auto it = labels.find(c.topology_key);
-      const std::string value = it == labels.end() ? std::string() : it->second;
-      if (s->counts[i].try_emplace(value, 0).second) ++domains[i];
+      if (s->constraints[i].topology_key == kHostnameLabel) continue;
+      const int64_t slot = slot_of(i, *node);
+      if (slot < 0) {
+        if (unknown[i].insert(node->node().meta().labels().at(s->domains[i]->key())).second) ++domain_count[i];
+      } else if (!candidate[i][slot]) {
+        candidate[i][slot] = 1;
+        ++domain_count[i];
+      }
     }
   }
   s->weights.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    size_t size = domains[i];
+    size_t size = domain_count[i];
     if (s->constraints[i].topology_key == kHostnameLabel) size = filtered.size() - s->ignored_nodes.size();
     s->weights[i] = NormalizingWeight(size);
   }
 
-  const RequiredNodeAffinity affinity = RequiredNodeAffinity::ForPod(pod);
-  const std::string& ns = pod.meta().namespace_();
-  // As in PreFilter: the nodes that count in one pass, their matching pods
-  // from the label index when the selector allows it.
-  std::vector<bool> by_index(n);
-  for (size_t i = 0; i < n; ++i) by_index[i] = CanVisitByIndex(snapshot, s->constraints[i].selector);
-  static const std::string kNoDomain;
-  auto domain_of = [](const v1::Node& node, const std::string& key) -> const std::string& {
-    const auto& labels = node.meta().labels();
-    auto it = labels.find(key);
-    return it == labels.end() ? kNoDomain : it->second;
-  };
-  // (Hostname constraints are counted per node in Score, as kube-scheduler
-  // does: O(the node's pods) there.)
+  // The matching pods of the candidates' domains, from every node that counts.
   const bool any_domain = std::any_of(s->constraints.begin(), s->constraints.end(),
                                      [](const SpreadConstraint& c) { return c.topology_key != kHostnameLabel; });
-  // Hostname-only constraints (the usual ScheduleAnyway one) need no pass.
-  static const std::vector<const sdk::NodeInfo*> kNoNodes;
-  const std::vector<const sdk::NodeInfo*>& domain_nodes = any_domain ? snapshot.Nodes() : kNoNodes;
-  DomainCounter counter(domain_nodes, n);
-  for (const sdk::NodeInfo* node : domain_nodes) {
-    const v1::Node& v1node = node->node();
-    if (require_all && !NodeHasAllKeys(v1node, s->constraints)) continue;
-    for (size_t i = 0; i < n; ++i) {
-      const SpreadConstraint& c = s->constraints[i];
-      if (c.topology_key == kHostnameLabel) continue;
-      if (!NodeIncluded(c, pod, v1node, affinity)) continue;
-      auto count = s->counts[i].find(domain_of(v1node, c.topology_key));
-      if (count == s->counts[i].end()) continue;  // No candidate node in this domain.
-      if (by_index[i]) {
-        counter.Set(*node, i, count->first);
-      } else {
-        count->second += CountMatching(*node, c.selector, ns);
+  if (any_domain) {
+    const RequiredNodeAffinity affinity = RequiredNodeAffinity::ForPod(pod);
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+      if (require_all && !has_all_keys(*node)) continue;
+      const uint32_t id = node->id();
+      for (size_t i = 0; i < n; ++i) {
+        const SpreadConstraint& c = s->constraints[i];
+        if (c.topology_key == kHostnameLabel) continue;
+        const int64_t slot = slot_of(i, *node);
+        if (slot < 0 || !candidate[i][slot]) continue;  // No candidate node in this domain.
+        if (!NodeIncluded(c, pod, node->node(), affinity)) continue;
+        const PodsPerNode& on_node = *s->per_node[i];
+        s->counts[i][slot] += id < on_node.size() ? on_node[id] : 0;
       }
     }
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const SpreadConstraint& c = s->constraints[i];
-    if (!by_index[i] || c.topology_key == kHostnameLabel) continue;
-    const bool known = IndexVisitsOnlyMatches(c.selector);
-    ForEachPodMaybeMatching(snapshot, c.selector, [&](const sdk::PodInfo& p, const sdk::NodeInfo& node) {
-      if (Counts(p, c.selector, ns, known)) counter.Add(node, i);
-    });
-    counter.Flush(i, s->counts[i]);
   }
   state.Write(std::string(kPreScoreStateKey), std::move(s));
   return sdk::Status::Success();
@@ -566,18 +580,27 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
     return {0, MissingCycleState(kPreScoreStateKey)};
   }
   if (s->ignored_nodes.contains(node.id())) return {0, sdk::Status::Success()};
-  const auto& labels = node.node().meta().labels();
+  if (s->per_node.empty()) {
+    return {0, sdk::Status(sdk::Code::kError, "PodTopologySpread: Score after NormalizeScore")};
+  }
+  const uint32_t id = node.id();
   double score = 0;
   for (size_t i = 0; i < s->constraints.size(); ++i) {
     const SpreadConstraint& c = s->constraints[i];
-    auto it = labels.find(c.topology_key);
-    if (it == labels.end()) continue;
+    const TopologyDomains& domains = *s->domains[i];
+    int32_t d = domains.Known(id);
+    if (d == TopologyDomains::kUnknown) {
+      const auto& labels = node.node().meta().labels();
+      auto it = labels.find(domains.key());
+      d = it == labels.end() ? TopologyDomains::kMissing : domains.Find(it->second);
+    }
+    if (d == TopologyDomains::kMissing) continue;
     int64_t count = 0;
     if (c.topology_key == kHostnameLabel) {
-      count = CountMatching(node, c.selector, pod.pod->meta().namespace_());
-    } else {
-      auto found = s->counts[i].find(it->second);
-      if (found != s->counts[i].end()) count = found->second;
+      const PodsPerNode& on_node = *s->per_node[i];
+      if (id < on_node.size()) count = on_node[id];
+    } else if (d >= 0) {
+      count = s->counts[i][d];
     }
     score += static_cast<double>(count) * s->weights[i] + static_cast<double>(c.max_skew - 1);
   }
@@ -586,8 +609,12 @@ std::pair<int64_t, sdk::Status> PodTopologySpread::Score(sdk::CycleState& state,
 
 sdk::Status PodTopologySpread::NormalizeScore(sdk::CycleState& state, const sdk::PodInfo&,
                                               std::vector<sdk::NodeScore>& scores) {
-  const auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
+  auto* s = state.ReadAs<PreScoreState>(kPreScoreStateKey);
   if (s == nullptr) return sdk::Status::Success();
+  // Scores are in: let go of the kept pods per node, so that the next cycle's
+  // pod changes need not copy them for a state that lives on until the
+  // scheduler reports the cycle finished (hundreds of cycles later).
+  s->per_node.clear();
   int64_t min_score = std::numeric_limits<int64_t>::max();
   int64_t max_score = 0;
   for (const sdk::NodeScore& ns : scores) {

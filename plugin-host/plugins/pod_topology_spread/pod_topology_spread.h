@@ -16,6 +16,8 @@
 
 namespace podium::plugins {
 
+class KeptSpreadCounts;
+
 // A constraint as the plugin evaluates it (kube-scheduler's
 // topologySpreadConstraint): matchLabelKeys merged into the selector, the
 // inclusion policies resolved to their defaults.
@@ -54,10 +56,8 @@ class PodTopologySpread : public sdk::SignPlugin,
   static absl::StatusOr<sdk::PluginPtr> New(const boost::json::object& args, sdk::Handle& handle);
 
   PodTopologySpread(std::vector<DefaultSpreadConstraint> defaults, bool system_defaulted,
-                    sdk::Handle& handle)
-      : defaults_(std::make_shared<const std::vector<DefaultSpreadConstraint>>(std::move(defaults))),
-        system_defaulted_(system_defaulted),
-        handle_(handle) {}
+                    sdk::Handle& handle);
+  ~PodTopologySpread() override;
 
   std::string_view Name() const override { return kName; }
   // A pod with constraints of its own, or one that gets the default
@@ -97,6 +97,9 @@ class PodTopologySpread : public sdk::SignPlugin,
   std::shared_ptr<const std::vector<DefaultSpreadConstraint>> defaults_;
   bool system_defaulted_;
   sdk::Handle& handle_;
+  // Domains and matching pods kept across cycles (PreFilter and PreScore
+  // run one cycle at a time, on the session's thread).
+  std::unique_ptr<KeptSpreadCounts> kept_;
 };
 
 }  // namespace podium::plugins

@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <map>
+#include <random>
+
 #include "boost/json/parse.hpp"
 #include "plugins/helper/testing.h"
 
@@ -432,6 +436,261 @@ TEST(PodTopologySpreadTest, CountsThroughTheLabelIndexWhenTheSelectorAllowsIt) {
   EXPECT_EQ(cluster.handle().fake_snapshot().index_visits(), visits);  // Not by the index.
   // 62 pods in zone a, 60 in b (the other namespace's pod does not count).
   EXPECT_THAT(FilterAll(*plugin, any_state, *any_pod, cluster.snapshot()), ElementsAre(no, "", no, "", no, ""));
+}
+
+// The plugin keeps each topology key's domains and the matching pods per
+// node across cycles, following the snapshot's pod change log: its verdicts
+// and scores stay those of a plugin that counts from scratch.
+TEST(PodTopologySpreadTest, KeptCountsFollowPodAndNodeChanges) {
+  Cluster cluster({{"a1", "a", {Foo("p1")}}, {"a2", "a", {}}, {"b1", "b", {}}, {"b2", "b", {}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto kept = NewPlugin(cluster.handle());
+  PodBuilder hard = Foo("new");
+  *hard.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  sdk::PodInfoPtr pod = hard.Info();
+  PodBuilder soft = Foo("soft");
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY);
+  *soft.mutable_pod().add_topology_spread_constraints() = Constraint(kHost, 1, TSC::SCHEDULE_ANYWAY);
+  sdk::PodInfoPtr soft_pod = soft.Info();
+  const std::string no(kNotMatch);
+  auto verdicts = [&](PodTopologySpread& plugin) {
+    sdk::CycleState state;
+    EXPECT_TRUE(plugin.PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+    return FilterAll(plugin, state, *pod, cluster.snapshot());
+  };
+  auto expect = [&](const std::vector<std::string>& want, const std::vector<int64_t>& scores,
+                    const std::string& step) {
+    EXPECT_THAT(verdicts(*kept), ElementsAreArray(want)) << step;
+    EXPECT_THAT(ScoreAll(*kept, cluster, *soft_pod), ElementsAreArray(scores)) << step;
+    auto fresh = NewPlugin(cluster.handle());
+    EXPECT_THAT(verdicts(*fresh), ElementsAreArray(want)) << step << " (fresh)";
+    EXPECT_THAT(ScoreAll(*fresh, cluster, *soft_pod), ElementsAreArray(scores)) << step << " (fresh)";
+  };
+  // Zone a 1, zone b 0. Raw scores: zone count * ln(domains + 2) + host
+  // count * ln(nodes + 2), rounded; normalised 100 * (max + min - raw) / max.
+  expect({no, no, "", ""}, {0, 66, 100, 100}, "start");
+
+  // Added: counted from the log, not by visiting the index again.
+  snap.AddPod("b1", Foo("p2").Build());
+  const int visits = snap.index_visits();
+  EXPECT_THAT(verdicts(*kept), ElementsAre("", "", "", ""));
+  EXPECT_EQ(snap.index_visits(), visits);
+  expect({"", "", "", ""}, {33, 100, 33, 100}, "added");
+
+  // Deleted.
+  snap.RemovePod("a1", "uid-p1");
+  expect({"", "", no, no}, {100, 100, 0, 66}, "deleted");
+
+  // Relabelled (the old version removed, the new one added): no longer counted.
+  snap.RemovePod("b1", "uid-p2");
+  snap.AddPod("b1", PodBuilder("p2").Label("app", "bar").Build());
+  expect({"", "", "", ""}, {100, 100, 100, 100}, "relabelled");
+
+  // Terminating pods and pods of other namespaces do not count.
+  snap.AddPod("a2", Foo("t").Terminating().Build());
+  snap.AddPod("a2", Foo("o").Namespace("other").Build());
+  expect({"", "", "", ""}, {100, 100, 100, 100}, "not counted");
+
+  // A node added to a new zone: an empty domain, learnt without a rebuild,
+  // lowers the minimum to 0.
+  snap.AddPod("a1", Foo("p4").Build());
+  snap.AddPod("b2", Foo("p3").Build());
+  expect({"", "", "", ""}, {33, 100, 100, 33}, "a 1, b 1");
+  snap.Add(MakeNodeInfo(NodeBuilder("c1").Label(std::string(kHost), "c1").Label(std::string(kZone), "c").Build(),
+                        {}, 5));
+  expect({no, no, no, no, ""}, {0, 50, 50, 0, 100}, "node added");
+
+  // A node moved to another zone (a barrier: the plugin counts again).
+  snap.SetNodeLabels("b2", {{std::string(kHost), "b2"}, {std::string(kZone), "c"}});
+  expect({no, no, "", no, no}, {0, 50, 100, 0, 50}, "node relabelled");
+}
+
+// kube-scheduler's Filter computed from scratch for one DoNotSchedule
+// constraint: the domains of the nodes that have every key and count
+// (nodeAffinityPolicy Honor with the pod's nodeSelector), the matching pods
+// in them, the minimum (0 below minDomains).
+std::vector<std::string> ReferenceFilter(const sdk::Snapshot& snapshot, const v1::Pod& pod,
+                                         const TSC& c) {
+  auto matches = [&](const v1::Pod& p) {
+    if (p.meta().deletion_timestamp_us() != 0 || p.meta().namespace_() != pod.meta().namespace_()) return false;
+    for (const auto& [k, v] : c.label_selector().match_labels()) {
+      auto it = p.meta().labels().find(k);
+      if (it == p.meta().labels().end() || it->second != v) return false;
+    }
+    return true;
+  };
+  auto included = [&](const v1::Node& node) {
+    for (const auto& [k, v] : pod.node_selector()) {
+      auto it = node.meta().labels().find(k);
+      if (it == node.meta().labels().end() || it->second != v) return false;
+    }
+    return true;
+  };
+  std::map<std::string, int64_t> counts;
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const auto& labels = node->node().meta().labels();
+    auto it = labels.find(c.topology_key());
+    if (it == labels.end() || !included(node->node())) continue;
+    int64_t& count = counts[it->second];
+    for (const sdk::PodInfoPtr& p : node->pods()) count += matches(*p->pod) ? 1 : 0;
+  }
+  int64_t min = std::numeric_limits<int64_t>::max();
+  for (const auto& [value, count] : counts) min = std::min(min, count);
+  const int32_t min_domains = c.has_min_domains() ? c.min_domains() : 1;
+  if (static_cast<int64_t>(counts.size()) < min_domains) min = 0;
+  const int64_t self = matches(pod) ? 1 : 0;
+  std::vector<std::string> out;
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const auto& labels = node->node().meta().labels();
+    auto it = labels.find(c.topology_key());
+    if (it == labels.end()) {
+      out.emplace_back(kMissingLabel);
+      continue;
+    }
+    auto count = counts.find(it->second);
+    const int64_t match = count == counts.end() ? 0 : count->second;
+    out.push_back(match + self - min > c.max_skew() ? std::string(kNotMatch) : "");
+  }
+  return out;
+}
+
+// Random pod and node changes, one at a time: after each, the plugin that
+// keeps its counts across cycles filters as kube-scheduler's algorithm does
+// from scratch, and filters and scores as a plugin that counts from scratch.
+TEST(PodTopologySpreadTest, KeptCountsMatchCountingFromScratchUnderRandomChanges) {
+  std::mt19937 rng(7);
+  auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  const std::vector<std::string> zones = {"a", "b", "c", ""};
+  std::vector<NodeSpec> specs;
+  for (int i = 0; i < 6; ++i) specs.push_back({"n" + std::to_string(i), zones[i % 3], {}});
+  Cluster cluster(specs);
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto kept = NewPlugin(cluster.handle());
+  std::vector<std::string> node_names;
+  for (const NodeSpec& n : specs) node_names.push_back(n.name);
+  std::vector<std::pair<std::string, std::string>> pods;  // (node, uid) of assigned pods.
+  uint32_t next_node_id = 7;
+
+  // Incoming pods: a hard zone constraint (with and without minDomains, with
+  // a nodeSelector that Honor counts), a hard hostname one, and soft ones.
+  struct Incoming {
+    sdk::PodInfoPtr pod;
+    TSC hard;
+  };
+  std::vector<Incoming> incoming;
+  {
+    TSC zone = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+    TSC zone_min = Constraint(kZone, 2, TSC::DO_NOT_SCHEDULE);
+    zone_min.set_min_domains(4);
+    TSC host = Constraint(kHost, 1, TSC::DO_NOT_SCHEDULE);
+    for (const TSC& c : {zone, zone_min, host}) {
+      PodBuilder p = Foo("in-" + std::to_string(incoming.size()));
+      *p.mutable_pod().add_topology_spread_constraints() = c;
+      *p.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::SCHEDULE_ANYWAY);
+      *p.mutable_pod().add_topology_spread_constraints() = Constraint(kHost, 2, TSC::SCHEDULE_ANYWAY);
+      incoming.push_back({p.Info(), c});
+    }
+    PodBuilder selective = Foo("in-selective").NodeSelector("pool", "x");
+    *selective.mutable_pod().add_topology_spread_constraints() = zone;
+    incoming.push_back({selective.Info(), zone});
+  }
+
+  for (int step = 0; step < 300; ++step) {
+    const int op = pick(10);
+    if (op < 4 || pods.empty()) {
+      const std::string& node = node_names[pick(static_cast<int>(node_names.size()))];
+      PodBuilder p = PodBuilder("p" + std::to_string(step)).Label("app", pick(3) == 0 ? "bar" : "foo");
+      if (pick(5) == 0) p.Namespace("other");
+      if (pick(8) == 0) p.Terminating();
+      snap.AddPod(node, p.Build());
+      pods.emplace_back(node, "uid-p" + std::to_string(step));
+    } else if (op < 7) {
+      const size_t i = static_cast<size_t>(pick(static_cast<int>(pods.size())));
+      snap.RemovePod(pods[i].first, pods[i].second);
+      pods.erase(pods.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op < 8) {
+      // Relabelled: the old version out, the new one in.
+      const size_t i = static_cast<size_t>(pick(static_cast<int>(pods.size())));
+      snap.RemovePod(pods[i].first, pods[i].second);
+      const std::string name = pods[i].second.substr(4);
+      snap.AddPod(pods[i].first, PodBuilder(name).Label("app", pick(2) == 0 ? "bar" : "foo").Build());
+    } else if (op < 9 && node_names.size() < 16) {
+      const std::string name = "n" + std::to_string(next_node_id);
+      NodeBuilder nb(name);
+      nb.Label(std::string(kHost), name);
+      const std::string& zone = zones[pick(4)];
+      if (!zone.empty()) nb.Label(std::string(kZone), zone);
+      if (pick(2) == 0) nb.Label("pool", "x");
+      snap.Add(MakeNodeInfo(nb.Build(), {}, next_node_id++));
+      node_names.push_back(name);
+    } else {
+      const std::string& name = node_names[pick(static_cast<int>(node_names.size()))];
+      std::map<std::string, std::string> labels = {{std::string(kHost), name}};
+      const std::string& zone = zones[pick(4)];
+      if (!zone.empty()) labels[std::string(kZone)] = zone;
+      if (pick(2) == 0) labels["pool"] = "x";
+      snap.SetNodeLabels(name, labels);
+    }
+    auto fresh = NewPlugin(cluster.handle());
+    for (const Incoming& in : incoming) {
+      sdk::CycleState kept_state, fresh_state;
+      ASSERT_TRUE(kept->PreFilter(kept_state, *in.pod, cluster.snapshot()).second.IsSuccess());
+      ASSERT_TRUE(fresh->PreFilter(fresh_state, *in.pod, cluster.snapshot()).second.IsSuccess());
+      const std::vector<std::string> want = ReferenceFilter(cluster.snapshot(), *in.pod->pod, in.hard);
+      ASSERT_THAT(FilterAll(*kept, kept_state, *in.pod, cluster.snapshot()), ElementsAreArray(want))
+          << "step " << step << ", " << in.pod->pod->meta().name();
+      ASSERT_THAT(FilterAll(*fresh, fresh_state, *in.pod, cluster.snapshot()), ElementsAreArray(want))
+          << "step " << step << ", " << in.pod->pod->meta().name();
+      ASSERT_EQ(ScoreAll(*kept, cluster, *in.pod), ScoreAll(*fresh, cluster, *in.pod))
+          << "step " << step << ", " << in.pod->pod->meta().name();
+    }
+  }
+}
+
+// A cycle's state keeps the counts and domains of its PreFilter, with its
+// own AddPod / RemovePod changes (preemption's dry runs, also on a node added
+// since), whatever the kept counts become in later cycles.
+TEST(PodTopologySpreadTest, CycleStateKeepsItsCountsWhileKeptCountsMove) {
+  Cluster cluster({{"a1", "a", {Foo("p1"), Foo("p2")}}, {"b1", "b", {Foo("p3")}}});
+  testing::FakeSnapshot& snap = cluster.handle().fake_snapshot();
+  snap.set_label_index(true);
+  snap.EnablePodChangeLog();
+  auto plugin = NewPlugin(cluster.handle());
+  PodBuilder hard = Foo("new");
+  *hard.mutable_pod().add_topology_spread_constraints() = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+  sdk::PodInfoPtr pod = hard.Info();
+  const std::string no(kNotMatch);
+  sdk::CycleState state;
+  ASSERT_TRUE(plugin->PreFilter(state, *pod, cluster.snapshot()).second.IsSuccess());
+
+  // Later cycles: a pod leaves a1, one joins b1, and a node joins zone c.
+  snap.RemovePod("a1", "uid-p1");
+  snap.AddPod("b1", Foo("p4").Build());
+  const sdk::NodeInfo& c1 = snap.Add(
+      MakeNodeInfo(NodeBuilder("c1").Label(std::string(kHost), "c1").Label(std::string(kZone), "c").Build(), {}, 3));
+  sdk::CycleState later;
+  ASSERT_TRUE(plugin->PreFilter(later, *pod, cluster.snapshot()).second.IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, later, *pod, cluster.snapshot()), ElementsAre(no, no, ""));
+
+  // The first state still sees a 2, b 1; zone c was not counted then, so a
+  // node of it has no matching pods and does not lower the minimum.
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAre(no, "", ""));
+  // Its dry runs: two pods added on c1 make zone c a domain of its own,
+  // holding 2; taking one out of a1 then leaves a 1, b 1, c 2.
+  auto dry = state.Clone();
+  sdk::PodInfoPtr n1 = Foo("n1").Info();
+  sdk::PodInfoPtr n2 = Foo("n2").Info();
+  ASSERT_TRUE(plugin->AddPod(*dry, *pod, *n1, c1).IsSuccess());
+  ASSERT_TRUE(plugin->AddPod(*dry, *pod, *n2, c1).IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, *dry, *pod, cluster.snapshot()), ElementsAre(no, "", no));
+  sdk::PodInfoPtr victim = Foo("p1").Info();
+  ASSERT_TRUE(plugin->RemovePod(*dry, *pod, *victim, cluster.node("a1")).IsSuccess());
+  EXPECT_THAT(FilterAll(*plugin, *dry, *pod, cluster.snapshot()), ElementsAre("", "", no));
+  EXPECT_THAT(FilterAll(*plugin, state, *pod, cluster.snapshot()), ElementsAre(no, "", ""));
 }
 
 TEST(PodTopologySpreadTest, SystemDefaultsScoreOwnedPodsOnly) {
