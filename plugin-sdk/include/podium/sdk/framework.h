@@ -48,7 +48,9 @@ class Status {
   Status() = default;
   Status(Code code, std::vector<std::string> reasons = {})
       : code_(code), reasons_(std::move(reasons)) {}
-  Status(Code code, std::string reason) : code_(code), reasons_{std::move(reason)} {}
+  // Not reasons_{std::move(reason)}: an initializer list's elements are
+  // const, so that copies the string (one more allocation per rejected node).
+  Status(Code code, std::string reason) : code_(code) { reasons_.push_back(std::move(reason)); }
 
   static Status Success() { return Status(); }
 
