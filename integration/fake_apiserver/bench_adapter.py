@@ -70,6 +70,25 @@ class Bench:
                 pass
         return out
 
+    def context_switches(self):
+        """{process name: voluntary + involuntary context switches so far, summed over its live threads}."""
+        out = {}
+        for p, _ in self.procs:
+            total = 0
+            try:
+                for tid in os.listdir(f"/proc/{p.pid}/task"):
+                    try:
+                        with open(f"/proc/{p.pid}/task/{tid}/status") as f:
+                            for line in f:
+                                if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                                    total += int(line.split()[1])
+                    except OSError:
+                        pass  # The thread ended meanwhile.
+            except OSError:
+                continue
+            out[self.names[p.pid]] = total
+        return out
+
     def spawn(self, name, argv, ready):
         err = open(os.path.join(self.dir, f"{name}.stderr"), "wb+")
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
@@ -139,6 +158,7 @@ class Bench:
         self.wait_bound(init_pods, timeout)
         before = self.call("GET", "/control/stats?brief=1")["requests"]
         cpu_before = self.cpu_seconds()
+        switches_before = self.context_switches()
         objects = [pod("sched-test", f"pod-{i}") for i in range(measured)]
         start = time.monotonic()
         for i in range(0, measured, 1000):
@@ -146,6 +166,7 @@ class Bench:
         after = self.wait_bound(init_pods + measured, timeout)
         seconds = time.monotonic() - start
         cpu_after = self.cpu_seconds()
+        switches_after = self.context_switches()
         calls = sum(n - before.get(k, 0) for k, n in after["requests"].items()
                     if not k.endswith(" event") and not k.endswith(" event_patch"))
         stats = self.call("GET", "/control/stats")
@@ -156,6 +177,10 @@ class Bench:
                 "api_requests_per_pod": round(calls / measured, 2),
                 "cpu_ms_per_pod": {k: round(1000 * (v - cpu_before.get(k, 0)) / measured, 3)
                                    for k, v in cpu_after.items()},
+                # Threads' context switches per pod (threads that ended during the
+                # measured phase are not counted).
+                "context_switches_per_pod": {k: round((v - switches_before.get(k, 0)) / measured, 2)
+                                             for k, v in switches_after.items()},
                 "requests": {k: n - before.get(k, 0) for k, n in after["requests"].items()}}
 
 
