@@ -17,24 +17,32 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
 
 std::string Code(int status) { return status > 0 ? absl::StrCat(status) : "<error>"; }
 
+// This absl's string_view is its own type.
+absl::string_view Abs(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
 }  // namespace
 
 std::string ResourceOf(std::string_view target) {
-  const std::string path(target.substr(0, target.find('?')));
-  std::vector<std::string> parts = absl::StrSplit(path, '/', absl::SkipEmpty());
+  std::string_view path = target.substr(0, target.find('?'));
+  std::string_view parts[8];  // Enough for apis/GROUP/VERSION/namespaces/NS/RESOURCE/NAME/SUBRESOURCE.
+  size_t n = 0;
+  for (absl::string_view part : absl::StrSplit(Abs(path), '/', absl::SkipEmpty())) {
+    if (n == std::size(parts)) break;
+    parts[n++] = std::string_view(part.data(), part.size());
+  }
   size_t i;
-  if (parts.size() >= 2 && parts[0] == "api") {
+  if (n >= 2 && parts[0] == "api") {
     i = 2;  // api/v1/...
-  } else if (parts.size() >= 3 && parts[0] == "apis") {
+  } else if (n >= 3 && parts[0] == "apis") {
     i = 3;  // apis/GROUP/VERSION/...
   } else {
     return "";
   }
   // namespaces/NS/RESOURCE... (but "namespaces" alone, or namespaces/NAME, is the resource itself).
-  if (parts.size() > i + 2 && parts[i] == "namespaces") i += 2;
-  if (i >= parts.size()) return "";
-  std::string resource = parts[i];
-  if (parts.size() > i + 2) absl::StrAppend(&resource, "/", parts[i + 2]);  // RESOURCE/NAME/SUBRESOURCE
+  if (n > i + 2 && parts[i] == "namespaces") i += 2;
+  if (i >= n) return "";
+  std::string resource(parts[i]);
+  if (n > i + 2) absl::StrAppend(&resource, "/", Abs(parts[i + 2]));  // RESOURCE/NAME/SUBRESOURCE
   return resource;
 }
 
@@ -84,14 +92,31 @@ AdapterMetrics::AdapterMetrics(std::shared_ptr<prometheus::Registry> registry)
 
 void AdapterMetrics::ObserveRequest(std::string_view method, std::string_view target, int status,
                                     absl::Duration latency) {
-  const std::string resource = ResourceOf(target);
-  requests_.Add({{"code", Code(status)}, {"method", std::string(method)}, {"resource", resource}}).Increment();
-  request_duration_.Add({{"verb", std::string(method)}, {"resource", resource}}, LatencyBuckets())
-      .Observe(absl::ToDoubleSeconds(latency));
+  std::string resource = ResourceOf(target);
+  std::string code = Code(status);
+  RequestMetrics m;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = by_request_.try_emplace(absl::StrCat(code, " ", Abs(method), " ", resource));
+    if (added) {
+      it->second = {&requests_.Add({{"code", code}, {"method", std::string(method)}, {"resource", resource}}),
+                    &request_duration_.Add({{"verb", std::string(method)}, {"resource", resource}}, LatencyBuckets())};
+    }
+    m = it->second;
+  }
+  m.count->Increment();
+  m.duration->Observe(absl::ToDoubleSeconds(latency));
 }
 
 void AdapterMetrics::ObserveRateLimiterWait(std::string_view method, absl::Duration wait) {
-  rate_limiter_duration_.Add({{"verb", std::string(method)}}, LatencyBuckets()).Observe(absl::ToDoubleSeconds(wait));
+  prometheus::Histogram* h;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = by_wait_.try_emplace(std::string(method));
+    if (added) it->second = &rate_limiter_duration_.Add({{"verb", std::string(method)}}, LatencyBuckets());
+    h = it->second;
+  }
+  h->Observe(absl::ToDoubleSeconds(wait));
 }
 
 void AdapterMetrics::CountRetry(std::string_view method, std::string_view target, int status) {
@@ -109,11 +134,25 @@ void AdapterMetrics::CountSkippedObject(std::string_view kind) {
 }
 
 void AdapterMetrics::SetActionQueueDepth(std::string_view lane, size_t depth) {
-  queue_depth_.Add({{"lane", std::string(lane)}}).Set(static_cast<double>(depth));
+  prometheus::Gauge* g;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = by_lane_.try_emplace(std::string(lane));
+    if (added) it->second = &queue_depth_.Add({{"lane", std::string(lane)}});
+    g = it->second;
+  }
+  g->Set(static_cast<double>(depth));
 }
 
 void AdapterMetrics::CountAction(std::string_view action, std::string_view result) {
-  actions_.Add({{"action", std::string(action)}, {"result", std::string(result)}}).Increment();
+  prometheus::Counter* c;
+  {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = by_action_.try_emplace(absl::StrCat(Abs(action), " ", Abs(result)));
+    if (added) it->second = &actions_.Add({{"action", std::string(action)}, {"result", std::string(result)}});
+    c = it->second;
+  }
+  c->Increment();
 }
 
 void AdapterMetrics::SetLeader(std::string_view lease, bool leading) {

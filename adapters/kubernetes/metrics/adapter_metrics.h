@@ -11,6 +11,9 @@
 #include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -44,7 +47,7 @@ class AdapterMetrics {
   // An object of `kind` the translation refused (skipped).
   void CountSkippedObject(std::string_view kind);
 
-  // Actions waiting for a worker, per lane ("actions", "events").
+  // Actions waiting for a slot in flight, per lane ("actions", "events").
   void SetActionQueueDepth(std::string_view lane, size_t depth);
   // An action's outcome: action "bind", "delete", "patch_status", "event";
   // result an ActionResult code name ("OK", "CONFLICT", ...), or for events
@@ -65,6 +68,18 @@ class AdapterMetrics {
   prometheus::Family<prometheus::Gauge>& queue_depth_;
   prometheus::Family<prometheus::Counter>& actions_;
   prometheus::Family<prometheus::Gauge>& leader_;
+
+  // The per-call metrics' children by their label values: a lookup here
+  // instead of building a label map for the family on every API call.
+  struct RequestMetrics {
+    prometheus::Counter* count;
+    prometheus::Histogram* duration;
+  };
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, RequestMetrics> by_request_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Histogram*> by_wait_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Gauge*> by_lane_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, prometheus::Counter*> by_action_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace podium::kube
