@@ -75,6 +75,25 @@ void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
 // The pod of a request, moved out of it.
 PodInfoPtr TakePod(v1::Pod* pod);
 
+// Adds a cycle's rejected nodes to its response. With the status table
+// (protocol version 2) each distinct status travels once, in
+// CycleResponse.status_table, and the nodes point at it: a pod that no node
+// fits (preemption's first cycle) is rejected by hundreds of nodes for the
+// same reason by the same plugin. Without it every node carries its status.
+class RejectionWriter {
+ public:
+  RejectionWriter(v1::CycleResponse& out, bool status_table) : out_(out), table_(status_table) {}
+  void Add(uint32_t node_id, const Status& status, const std::string& plugin, Recode recode);
+
+ private:
+  // Beyond this many distinct statuses further ones are written inline: the
+  // search for a match stays short whatever the plugins return.
+  static constexpr int kMaxTableSize = 64;
+  v1::CycleResponse& out_;
+  const bool table_;
+  int last_ = -1;  // The entry matched last (rejections come in runs).
+};
+
 class CycleRunner {
  public:
   // Beyond max_cycle_states the oldest cycle state is dropped (a safety bound
@@ -98,6 +117,9 @@ class CycleRunner {
   CycleState* FindState(uint64_t cycle_id);
   // The scheduler finished the cycle: its state goes.
   void Finish(uint64_t cycle_id);
+  // Whether rejections go through CycleResponse.status_table (the stream
+  // speaks protocol version 2).
+  void set_status_table(bool on) { status_table_ = on; }
   size_t NumCycleStates() const { return cycle_states_.size(); }
 
  private:
@@ -133,6 +155,7 @@ class CycleRunner {
   const Mirror& mirror_;
   const size_t max_cycle_states_;
   Parallelizer* const parallelizer_;
+  bool status_table_ = false;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
 

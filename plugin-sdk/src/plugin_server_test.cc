@@ -280,10 +280,12 @@ class SchedulerStream {
     }
     return OpenWith(std::move(entries));
   }
-  v1::Registration OpenWith(std::vector<v1::PluginArgs> plugins) {
+  v1::Registration OpenWith(std::vector<v1::PluginArgs> plugins, uint32_t version = 1,
+                            uint32_t max_version = 0) {
     v1::SchedulerToPlugin message;
     message.set_id(1);
-    message.mutable_open()->set_protocol_version(1);
+    message.mutable_open()->set_protocol_version(version);
+    message.mutable_open()->set_max_protocol_version(max_version);
     message.mutable_open()->set_scheduler_id("test");
     for (v1::PluginArgs& p : plugins) *message.mutable_open()->add_plugins() = std::move(p);
     return Call(message).registration();
@@ -426,6 +428,52 @@ TEST_F(PluginServerTest, BadDeltaIsAnsweredWithAnErrorAndServingGoesOn) {
   // A plugin this stream does not serve.
   v1::SchedulerToPlugin unknown_plugin = CycleMessage(5, 4, MakePod("p"), {}, {"Prefer"}, {});
   EXPECT_THAT(stream->Call(unknown_plugin).error(), HasSubstr("cycle.filter_plugins[0]"));
+}
+
+// Protocol version 2: a scheduler offering it gets it, and each distinct
+// rejection travels once in the status table; version 1 keeps one status per
+// node (the tests above).
+TEST_F(PluginServerTest, ProtocolVersionTwoSendsEachDistinctRejectionOnce) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(2);
+  plugins[0].set_name("Fit");
+  plugins[1].set_name("Capacity");
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/1, /*max_version=*/2);
+  ASSERT_EQ(reg.error(), "");
+  EXPECT_EQ(reg.protocol_version(), 2u);
+  // n2, n4 and n6 don't fit; n5 is full (one pod, maxPods 1).
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {"Capacity"},
+                                               {"Fit", "Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int id) -> std::map<std::string, std::string> {
+    if (id % 2 == 0) return {{"fit", "no"}};
+    return {};
+  });
+  request.mutable_delta()->mutable_node_upserts(4)->mutable_node()->mutable_allocatable()->set_pods(1);
+  AddPod(request.mutable_delta(), 5, MakePod("resident"));
+
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 3));
+  ASSERT_EQ(cycle.status_table_size(), 2);
+  EXPECT_EQ(cycle.status_table(0).code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(cycle.status_table(0).plugin(), "Fit");
+  EXPECT_THAT(cycle.status_table(0).reasons(), ElementsAre("node(s) didn't fit"));
+  EXPECT_EQ(cycle.status_table(1).plugin(), "Capacity");
+  ASSERT_EQ(cycle.rejected_size(), 4);
+  std::vector<std::pair<uint32_t, uint32_t>> rejected;
+  for (const v1::NodeStatus& r : cycle.rejected()) {
+    EXPECT_FALSE(r.has_status()) << r.node_id();
+    rejected.emplace_back(r.node_id(), r.status_index());
+  }
+  EXPECT_THAT(rejected, ElementsAre(std::pair(2u, 1u), std::pair(4u, 1u), std::pair(5u, 2u),
+                                    std::pair(6u, 1u)));
+}
+
+TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(1);
+  plugins[0].set_name("Fit");
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/3, /*max_version=*/3);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 3 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {

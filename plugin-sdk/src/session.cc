@@ -14,7 +14,10 @@
 namespace podium::sdk::internal {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 1;
+// The newest protocol version this SDK speaks, and the oldest. 2 adds
+// CycleResponse.status_table.
+constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 
 std::string_view PointName(ExtensionPointKind point) {
@@ -204,18 +207,24 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
 }
 
 void Session::Open(const v1::Open& open, v1::Registration& out) {
-  out.set_protocol_version(kProtocolVersion);
+  // The newest version both sides speak: the scheduler's range is
+  // [protocol_version, max_protocol_version].
+  const uint32_t version =
+      std::min(std::max(open.max_protocol_version(), open.protocol_version()), kProtocolVersion);
+  out.set_protocol_version(version);
   out.set_process_name(process_name_);
   // Nodes always (requests name nodes by their mirror id); the rest is the
   // union of what the plugins opened here need.
   v1::MirrorScope& mirror = *out.mutable_mirror();
   mirror.set_nodes(true);
-  if (open.protocol_version() != kProtocolVersion) {
+  if (open.protocol_version() < kOldestProtocolVersion || open.protocol_version() > kProtocolVersion) {
+    out.set_protocol_version(kProtocolVersion);
     out.set_error(absl::StrCat("open.protocol_version: ", open.protocol_version(),
                                " is not supported (this plugin process speaks ",
-                               kProtocolVersion, ")"));
+                               kOldestProtocolVersion, " to ", kProtocolVersion, ")"));
     return;
   }
+  runner_.set_status_table(version >= 2);
   absl::flat_hash_map<absl::string_view, const PluginDefinition*> definitions;
   for (const PluginDefinition& definition : definitions_) {
     definitions.emplace(definition.name, &definition);

@@ -70,11 +70,31 @@ inline std::string_view SchedulerNameOf(const v1::Pod& pod) {
 // kube-scheduler's numFeasibleNodesToFind.
 uint32_t NumFeasibleNodesToFind(int percentage_of_nodes_to_score, uint32_t num_all_nodes);
 
+// A status many nodes share: the nodes a plugin rejected for the same reason
+// hold one copy (CycleResponse.status_table), not one each.
+using SharedStatus = std::shared_ptr<const sdk::Status>;
+
+inline SharedStatus MakeSharedStatus(sdk::Status status) {
+  return std::make_shared<const sdk::Status>(std::move(status));
+}
+
+// The rejection statuses of a validated CycleResponse, each status_table
+// entry decoded once and shared by the nodes that point at it; a status sent
+// inline (protocol version 1) is decoded for its node.
+class RejectionStatuses {
+ public:
+  explicit RejectionStatuses(const v1::CycleResponse& answer);
+  SharedStatus Get(const v1::NodeStatus& rejected) const;
+
+ private:
+  std::vector<SharedStatus> table_;
+};
+
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
   uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
-  std::vector<std::pair<std::string, sdk::Status>> node_statuses;  // node name -> status
+  std::vector<std::pair<std::string, SharedStatus>> node_statuses;  // node name -> status
   std::string pre_filter_message;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;

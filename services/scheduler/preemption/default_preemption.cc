@@ -234,7 +234,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
   const sdk::Status* nominated_status = nullptr;
   for (const auto& [name, status] : diagnosis.node_statuses) {
-    if (name == nominated) nominated_status = &status;
+    if (name == nominated) nominated_status = status.get();
   }
   if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
     return {{}, Unschedulable(why)};
@@ -277,6 +277,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   // lists of the other nodes are built nor are they sent.
   DryRunOutcome dry;
   DryRunCounts found;
+  SharedStatus no_victims;  // One status for every node without lower-priority pods.
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;  // 0: every node.
   // One cache lock for every pod of every chunk, not one per pod. Only this
   // (the scheduling) thread assumes pods, so none is added meanwhile.
@@ -297,8 +298,10 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
         }
       }
       if (lower.empty()) {
-        failure.node_statuses.emplace_back(node->name(),
-                                           sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
+        if (no_victims == nullptr) {
+          no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
+        }
+        failure.node_statuses.emplace_back(node->name(), no_victims);
         continue;
       }
       chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});

@@ -91,7 +91,7 @@ class DefaultPreemptionTest : public ::testing::Test {
     Diagnosis d;
     d.num_all_nodes = 3;
     for (const char* n : {"node-1", "node-2", "node-3"}) {
-      d.node_statuses.emplace_back(n, sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"));
+      d.node_statuses.emplace_back(n, MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
     }
     return d;
   }
@@ -453,7 +453,8 @@ TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {
     return Answered(DryRunAnswer(nodes));
   }));
   Diagnosis d = Failed();
-  d.node_statuses[1].second = sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint");
+  d.node_statuses[1].second =
+      MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint"));
   auto [result, status] = plugin_->PostFilter(preemptor_, d);
   EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
   // node-1 fails the dry run, node-2 cannot be helped, node-3 has nothing lower.

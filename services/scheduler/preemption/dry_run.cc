@@ -200,7 +200,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       chosen.insert(it->second.victims.begin(), it->second.victims.end());
     }
     if (rejection) {
-      outcome.rejected.emplace_back(nodes[i].node->name(), *rejection);
+      outcome.rejected.emplace_back(nodes[i].node->name(), MakeSharedStatus(std::move(*rejection)));
       continue;
     }
     if (!evaluated) continue;
@@ -221,9 +221,10 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
         auto it = answer->find(nodes[i].node->id());
         if (it == answer->end() || !it->second.status.IsSuccess()) {
           fits[i] = false;
-          outcome.rejected.emplace_back(nodes[i].node->name(),
-                                        it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
-                                                            : it->second.status);
+          outcome.rejected.emplace_back(
+              nodes[i].node->name(),
+              MakeSharedStatus(it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
+                                                   : it->second.status));
           break;
         }
       }
@@ -237,8 +238,9 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     if (victims[i].empty()) {
       outcome.rejected.emplace_back(
           nodes[i].node->name(),
-          sdk::Status(sdk::Code::kError, absl::StrCat("expected at least one victim pod on node \"",
-                                                      nodes[i].node->name(), "\"")));
+          MakeSharedStatus(sdk::Status(sdk::Code::kError,
+                                       absl::StrCat("expected at least one victim pod on node \"",
+                                                    nodes[i].node->name(), "\""))));
       continue;
     }
     Candidate c;
