@@ -253,24 +253,36 @@ CycleRunner::FilterOutcome CycleRunner::RunFilters(const PluginList& filters, Cy
 // kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
 // the nominated pods of higher or equal priority on it (they will take their
 // place), and without them (pod affinity may need them absent).
+void CycleRunner::CountNominatedPods(const PodInfo& pod) {
+  counted_nominated_.clear();
+  auto add = [&](const NodeInfo& node, const std::vector<PodInfoPtr>& nominated) {
+    std::vector<const PodInfoPtr*>* counted = nullptr;
+    for (const PodInfoPtr& other : nominated) {
+      if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
+          node.FindPod(other->uid()) != nullptr) {
+        continue;
+      }
+      if (counted == nullptr) counted = &counted_nominated_[node.id()];
+      counted->push_back(&other);
+    }
+  };
+  if (mirrored_nominations_) {
+    mirror_.ForEachNominatedNode([&](const std::string& name, const std::vector<PodInfoPtr>& nominated) {
+      if (const NodeInfo* node = mirror_.Get(name)) add(*node, nominated);
+    });
+  } else {
+    for (const auto& [id, nominated] : nominated_) {
+      if (const NodeInfo* node = mirror_.GetById(id)) add(*node, nominated);
+    }
+  }
+}
+
 CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& state,
                                                             const PodInfo& pod,
                                                             const NodeInfo& node) {
-  const std::vector<PodInfoPtr>* nominated = nullptr;
-  if (mirrored_nominations_) {
-    nominated = mirror_.NominatedPodsOn(node.name());
-  } else if (auto it = nominated_.find(node.id()); it != nominated_.end()) {
-    nominated = &it->second;
-  }
-  if (nominated == nullptr) return RunFilters(active_filters_, state, pod, node);
-  auto counts = [&](const PodInfoPtr& other) {
-    return other->uid() != pod.uid() && other->pod->priority() >= pod.pod->priority() &&
-           node.FindPod(other->uid()) == nullptr;
-  };
   // Most nodes have no nominated pod that counts: no copy for them.
-  if (std::none_of(nominated->begin(), nominated->end(), counts)) {
-    return RunFilters(active_filters_, state, pod, node);
-  }
+  auto counted = counted_nominated_.find(node.id());
+  if (counted == counted_nominated_.end()) return RunFilters(active_filters_, state, pod, node);
   // The node with them: a scratch copy whose buffers are reused node after node.
   NodeInfo& node_with_pods = scratch_node_;
   node_with_pods = node;
@@ -280,17 +292,13 @@ CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& 
   std::unique_ptr<CycleState> clone;
   if (!extensions_.empty()) clone = state.Clone();
   CycleState& state_with_pods = clone != nullptr ? *clone : state;
-  bool added = false;
-  for (const PodInfoPtr& other : *nominated) {
-    if (!counts(other)) continue;
-    node_with_pods.AddPod(other);
-    added = true;
+  for (const PodInfoPtr* other : counted->second) {
+    node_with_pods.AddPod(*other);
     for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->AddPod(state_with_pods, pod, *other, node_with_pods);
+      Status status = ext.extensions->AddPod(state_with_pods, pod, **other, node_with_pods);
       if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
     }
   }
-  if (!added) return RunFilters(active_filters_, state, pod, node);
   FilterOutcome with_pods = RunFilters(active_filters_, state_with_pods, pod, node_with_pods);
   if (!with_pods.status.IsSuccess()) return with_pods;
   return RunFilters(active_filters_, state, pod, node);
@@ -365,17 +373,19 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   // Nominated pods ride in the request, or (MirrorScope.nominated_pods) the
   // mirror keeps them.
   mirrored_nominations_ = request.nominated_pods_size() == 0 && mirror_.NumNominatedPods() > 0;
+  counted_nominated_.clear();
   if (request.nominated_pods_size() > 0 || mirrored_nominations_) {
     ActiveExtensions(pre_filters, state, extensions_);
     for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
       nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
     }
+    CountNominatedPods(*pod);
   }
   const size_t n = nodes.size();
   const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
   const size_t want = request.num_feasible_to_find();
   feasible_.clear();
-  if (nominated_.empty() && !mirrored_nominations_ && UseParallel(n)) {
+  if (counted_nominated_.empty() && UseParallel(n)) {
     if (!ParallelFilter(nodes, start, want, state, *pod,
                         allowed_names.has_value() ? &allowed_nodes : nullptr, narrowing_plugins,
                         narrowed_by, out)) {
@@ -398,7 +408,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
         rejections.Add(node.id(), *narrowed, narrowing_plugins.front(), Recode::kKeep);
         continue;
       }
-      FilterOutcome outcome = nominated_.empty() && !mirrored_nominations_
+      FilterOutcome outcome = counted_nominated_.empty()
                                   ? RunFilters(active_filters_, state, *pod, node)
                                   : RunFiltersWithNominatedPods(state, *pod, node);
       if (outcome.status.IsSuccess()) {

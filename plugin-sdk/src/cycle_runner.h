@@ -180,6 +180,12 @@ class CycleRunner {
   // (mirrored_nominations_) the mirror's, by node name.
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
   bool mirrored_nominations_ = false;
+  // Per node id, the nominated pods this cycle's pod must count there
+  // (priority >= its own, not itself, not already on the node), in their
+  // order: worked out once per cycle from the few nodes with nominations,
+  // not once per node evaluated.
+  absl::flat_hash_map<uint32_t, std::vector<const PodInfoPtr*>> counted_nominated_;
+  void CountNominatedPods(const PodInfo& pod);
   // Per position of the rotation, for parallel filtering.
   enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };
   std::vector<NodeVerdict> verdicts_;

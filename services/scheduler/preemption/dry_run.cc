@@ -1,5 +1,6 @@
 #include "preemption/dry_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 #include <optional>
@@ -38,20 +39,38 @@ std::vector<FilterProcess> FilterProcesses(const ProfileSpec& spec) {
 
 struct NodeAnswer {
   sdk::Status status;
-  absl::flat_hash_set<std::string> victims;
+  std::vector<std::string> victims;
+};
+
+// What a round asked of the processes, read from the nodes it was built from
+// (no copy of the request is kept): node id -> position in `nodes`.
+struct RoundShape {
+  const std::vector<DryRunNode>& nodes;
+  const std::vector<std::vector<std::string>>* union_victims;  // Else each node's potential victims.
+  absl::flat_hash_map<uint32_t, size_t> asked;
+
+  bool IsPotentialVictim(size_t i, const std::string& uid) const {
+    if (union_victims != nullptr) {
+      const auto& v = (*union_victims)[i];
+      return std::find(v.begin(), v.end(), uid) != v.end();
+    }
+    for (const sdk::PodInfoPtr& p : nodes[i].potential.pods) {
+      if (p->uid() == uid) return true;
+    }
+    return false;
+  }
 };
 
 // Checks the answer against its request: nodes in the request, each once;
 // victims among the node's potential victims; a status code a filter may give.
 absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
-    const v1::PreemptionDryRunRequest& request, const v1::PreemptionDryRunResponse& answer) {
-  absl::flat_hash_map<uint32_t, const v1::PreemptionDryRunRequest::Candidate*> asked;
-  for (const auto& c : request.candidates()) asked[c.node_id()] = &c;
+    const RoundShape& shape, const v1::PreemptionDryRunResponse& answer) {
   absl::flat_hash_map<uint32_t, NodeAnswer> out;
+  out.reserve(answer.nodes_size());
   for (int i = 0; i < answer.nodes_size(); ++i) {
     const v1::NodeVictims& n = answer.nodes(i);
-    auto it = asked.find(n.node_id());
-    if (it == asked.end()) {
+    auto it = shape.asked.find(n.node_id());
+    if (it == shape.asked.end()) {
       return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "]: node id ",
                                                      n.node_id(), " was not in the request"));
     }
@@ -64,17 +83,16 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
       return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i,
                                                      "].status: not a filter outcome"));
     }
-    absl::flat_hash_set<std::string> potential(it->second->potential_victims().begin(),
-                                               it->second->potential_victims().end());
     NodeAnswer a;
     a.status = sdk::Status::FromProto(n.status());
+    a.victims.reserve(n.victims_size());
     for (int v = 0; v < n.victims_size(); ++v) {
-      if (!potential.contains(n.victims(v))) {
+      if (!shape.IsPotentialVictim(it->second, n.victims(v))) {
         return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "].victims[", v,
                                                        "]: pod ", n.victims(v),
                                                        " is not a potential victim on that node"));
       }
-      a.victims.insert(n.victims(v));
+      a.victims.push_back(n.victims(v));
     }
     out.emplace(n.node_id(), std::move(a));
   }
@@ -98,11 +116,12 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
   auto round = [&](bool confirm, const std::vector<std::vector<std::string>>* union_victims,
                    const std::vector<bool>* only)
       -> absl::StatusOr<std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>>> {
-    struct Call {
-      v1::PreemptionDryRunRequest shape;
-      std::future<PluginAnswer> answer;
-    };
-    std::vector<Call> calls;
+    RoundShape shape{nodes, union_victims, {}};
+    shape.asked.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (only == nullptr || (*only)[i]) shape.asked.emplace(nodes[i].node->id(), i);
+    }
+    std::vector<std::future<PluginAnswer>> calls;
     for (const FilterProcess& fp : processes) {
       v1::SchedulerToPlugin message;
       v1::PreemptionDryRunRequest& r = *message.mutable_preemption_dry_run();
@@ -129,18 +148,15 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       r.set_num_candidates(processes.size() == 1 && num_candidates > 0
                                ? (have < num_candidates ? num_candidates - have : 1)
                                : 0);
-      Call call;
-      call.shape = r;
       *r.mutable_pod() = pod;
       // A process that mirrors nominations counts them itself.
       if (!fp.process->MirrorsNominatedPods()) *r.mutable_nominated_pods() = nominated;
-      call.answer = fp.process->Call(std::move(message), state_seq);
-      calls.push_back(std::move(call));
+      calls.push_back(fp.process->Call(std::move(message), state_seq));
     }
     std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>> answers;
     for (size_t p = 0; p < calls.size(); ++p) {
       PluginProcess& process = *processes[p].process;
-      PluginAnswer answer = calls[p].answer.get();
+      PluginAnswer answer = calls[p].get();
       absl::Status error = answer.status();
       absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
       if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
@@ -149,7 +165,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
         error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
         process.CountInvalidAnswer();
       } else if (error.ok()) {
-        valid = Validate(calls[p].shape, answer->preemption_dry_run());
+        valid = Validate(shape, answer->preemption_dry_run());
         if (!valid.ok()) {
           error = valid.status();
           process.CountInvalidAnswer();
