@@ -324,6 +324,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
 
   PodInfoPtr pod = TakePod(request.mutable_pod());
+  last_cycle_pod_ = pod;
   CycleState& state = StateFor(request.cycle_id());
   PhaseTimer timer(out);
 

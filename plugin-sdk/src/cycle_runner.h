@@ -117,6 +117,8 @@ class CycleRunner {
   CycleState* FindState(uint64_t cycle_id);
   // The scheduler finished the cycle: its state goes.
   void Finish(uint64_t cycle_id);
+  // The pod of the last RunCycle (null before the first).
+  const PodInfoPtr& last_cycle_pod() const { return last_cycle_pod_; }
   // Whether rejections go through CycleResponse.status_table (the stream
   // speaks protocol version 2).
   void set_status_table(bool on) { status_table_ = on; }
@@ -156,6 +158,7 @@ class CycleRunner {
   const size_t max_cycle_states_;
   Parallelizer* const parallelizer_;
   bool status_table_ = false;
+  PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
 

@@ -775,6 +775,49 @@ TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {
               HasSubstr("dry_run_filter.remove_pod_uids[0]"));
 }
 
+// Protocol version 2: preemption's first dry run rides in the cycle request
+// and is answered with the cycle when no node fits (and only then).
+TEST_F(PluginServerTest, ADryRunInTheCycleRequestIsAnsweredWhenNoNodeFits) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(1);
+  plugins[0].set_name("Capacity");
+  plugins[0].set_args_json("{\"maxPods\": 2}");
+  ASSERT_EQ(stream->OpenWith(plugins, 1, 2).error(), "");
+  auto cycle = [](uint64_t id, uint64_t cycle_id) {
+    v1::SchedulerToPlugin message = CycleMessage(id, cycle_id, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+    v1::PreemptionDryRunRequest* dry = message.mutable_cycle()->mutable_preemption_dry_run();
+    dry->set_cycle_id(cycle_id);
+    dry->add_pre_filter_plugins("Capacity");
+    dry->add_filter_plugins("Capacity");
+    auto* c = dry->add_candidates();
+    c->set_node_id(1);
+    c->add_potential_victims("victim-1");
+    c->add_potential_victims("victim-2");
+    dry->set_num_candidates(1);
+    return message;
+  };
+  v1::SchedulerToPlugin full = cycle(2, 1);
+  full.mutable_delta()->set_reset(true);
+  AddNode(full.mutable_delta(), 1, MakeNode("n1"));
+  AddPod(full.mutable_delta(), 1, MakePod("victim-1", 0));
+  AddPod(full.mutable_delta(), 1, MakePod("victim-2", 0));
+  v1::CycleResponse none_fits = stream->Call(full).cycle();
+  ASSERT_EQ(none_fits.feasible_size(), 0);
+  ASSERT_EQ(none_fits.preemption_dry_run().nodes_size(), 1) << none_fits.DebugString();
+  const v1::NodeVictims& node = none_fits.preemption_dry_run().nodes(0);
+  EXPECT_EQ(node.node_id(), 1u);
+  EXPECT_EQ(node.status().code(), v1::Status::SUCCESS);
+  // One victim makes room (maxPods 2); victim-1 comes back first.
+  EXPECT_THAT(node.victims(), ElementsAre("victim-2"));
+
+  // Room on the node: the cycle finds it and the dry run is not run.
+  v1::SchedulerToPlugin room = cycle(3, 2);
+  room.mutable_delta()->add_pod_removals("victim-2");
+  v1::CycleResponse fits = stream->Call(room).cycle();
+  EXPECT_THAT(fits.feasible(), ElementsAre(1));
+  EXPECT_FALSE(fits.has_preemption_dry_run());
+}
+
 TEST_F(PluginServerTest, PermitDecisionSentByAPlugin) {
   auto stream = Connect();
   ASSERT_EQ(stream->Open({{"Gang", ""}}).error(), "");

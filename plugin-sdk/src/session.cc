@@ -432,7 +432,29 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
       Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins", request.pod());
   if (!scores.ok()) return scores.status();
 
-  return runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
+  absl::Status status = runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
+  if (!status.ok() || !request.has_preemption_dry_run() || out.feasible_size() > 0) return status;
+  // Preemption's first dry run rode in the request: run it when the pod
+  // passed PreFilter, fits nowhere and no filter failed with an error (the
+  // one rejection with ERROR ends the list).
+  if (out.pre_filter_status().code() != v1::Status::SUCCESS &&
+      out.pre_filter_status().code() != v1::Status::SKIP) {
+    return status;
+  }
+  if (out.rejected_size() > 0) {
+    const v1::NodeStatus& last = out.rejected(out.rejected_size() - 1);
+    const v1::Status& code_of =
+        last.status_index() == 0 ? last.status() : out.status_table(static_cast<int>(last.status_index() - 1));
+    if (code_of.code() == v1::Status::ERROR) return status;
+  }
+  const PodInfoPtr& pod = runner_.last_cycle_pod();
+  if (pod == nullptr) return status;
+  // A dry run that cannot run is left unanswered: the scheduler then asks on
+  // its own and gets the error there.
+  if (!RunPreemptionDryRun(*request.mutable_preemption_dry_run(), pod, *out.mutable_preemption_dry_run()).ok()) {
+    out.clear_preemption_dry_run();
+  }
+  return status;
 }
 
 absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,

@@ -525,6 +525,19 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
       setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
     }
+    // Preemption's first dry run rides along when the pod will likely fit
+    // nowhere (the last full cycle found nothing): one round trip fewer per
+    // preemptor. Only with a lone filter process that counts nominations
+    // itself, as the dry run would be sent to it alone.
+    bool dry_run_attached = false;
+    if (last_cycle_found_none_ && setup.num_filter_processes == 1 && only_node == nullptr && !scoped &&
+        !post_filters_.empty() && plan.process->RunsDryRunsInCycles() &&
+        plan.process->MirrorsNominatedPods()) {
+      if (auto predicted = post_filters_.front()->PredictDryRun(pod, cycle_id)) {
+        *request.mutable_preemption_dry_run() = std::move(*predicted);
+        dry_run_attached = true;
+      }
+    }
     const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Duration round_trip = absl::Now() - sent;
@@ -539,6 +552,11 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         continue;  // As if its plugins had let every node through.
       }
       return fail(*plan.process, valid);
+    }
+    if (dry_run_attached && answer->cycle().feasible_size() == 0 &&
+        answer->cycle().has_preemption_dry_run()) {
+      result.diagnosis.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(
+          std::move(*answer->mutable_cycle()->mutable_preemption_dry_run()));
     }
     const v1::CycleResponse& cycle = answer->cycle();
     if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
@@ -600,6 +618,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   result.evaluated_nodes = evaluated;
   result.ranking.start_index = start;
 
+  if (only_node == nullptr && !scoped) last_cycle_found_none_ = feasible.empty();
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
     result.diagnosis.node_statuses.reserve(result.diagnosis.node_statuses.size() + rejected.size());

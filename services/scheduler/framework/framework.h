@@ -99,6 +99,9 @@ struct Diagnosis {
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;
   absl::flat_hash_set<std::string> pending_plugins;
+  // The answer to the dry run PostFilterPlugin::PredictDryRun asked to ride
+  // in the cycle request, when the process ran it (null otherwise).
+  std::shared_ptr<const v1::PreemptionDryRunResponse> dry_run_answer;
   // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
   std::string Message() const;
 };
@@ -157,6 +160,14 @@ class PostFilterPlugin {
   virtual std::string_view Name() const = 0;
   virtual std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod,
                                                               const Diagnosis& diagnosis) = 0;
+  // The dry run PostFilter would send first if this cycle of `pod` finds no
+  // node (for a lone filter process that runs it within the cycle request:
+  // CycleRequest.preemption_dry_run), or nullopt. Its answer reaches
+  // PostFilter as Diagnosis::dry_run_answer.
+  virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
+                                                                   uint64_t cycle_id) {
+    return std::nullopt;
+  }
 };
 using PostFilterPluginPtr = std::unique_ptr<PostFilterPlugin>;
 
@@ -383,6 +394,9 @@ class Framework {
   uint64_t setup_generation_ ABSL_GUARDED_BY(setup_mu_) = 0;
   std::vector<PostFilterPluginPtr> post_filters_;
   uint32_t next_start_node_index_ = 0;
+  // The last full cycle found no node: the next one likely finds none either
+  // (a burst of preemptors), so it carries PostFilter's predicted dry run.
+  bool last_cycle_found_none_ = false;
   // The state the last SchedulePod ran on: Reserve and Permit (same thread,
   // same cycle) bring their processes' mirrors there too.
   std::optional<uint64_t> last_state_seq_;

@@ -346,6 +346,75 @@ TEST(Framework, AStatusIndexOutsideTheTableFailsTheCycleNamingEndpointAndField) 
   EXPECT_EQ(host.invalid_answers, 1);
 }
 
+// A PostFilter that predicts a dry run and records what reached it.
+class PredictingPostFilter final : public PostFilterPlugin {
+ public:
+  std::string_view Name() const override { return "Predicting"; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod&, const Diagnosis& d) override {
+    answers.push_back(d.dry_run_answer);
+    return {{}, sdk::Status(sdk::Code::kUnschedulable, "no")};
+  }
+  std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod&, uint64_t cycle_id) override {
+    v1::PreemptionDryRunRequest r;
+    r.set_cycle_id(cycle_id);
+    r.add_candidates()->set_node_id(2);
+    return r;
+  }
+  std::vector<std::shared_ptr<const v1::PreemptionDryRunResponse>> answers;
+};
+
+TEST(Framework, ADryRunRidesInTheCycleAfterACycleThatFoundNoNode) {
+  MockPluginProcess host("host");
+  host.runs_dry_runs_in_cycles = true;
+  host.mirrors_nominated_pods = true;
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  auto* post = new PredictingPostFilter;
+  fw.AddPostFilterPlugin(PostFilterPluginPtr(post));
+  std::vector<bool> carried;
+  EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    carried.push_back(req.cycle().has_preemption_dry_run());
+    v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}});
+    if (req.cycle().has_preemption_dry_run()) {
+      EXPECT_EQ(req.cycle().preemption_dry_run().cycle_id(), req.cycle().cycle_id());
+      auto* n = a.mutable_cycle()->mutable_preemption_dry_run()->add_nodes();
+      n->set_node_id(2);
+      n->add_victims("v");
+    }
+    return Answered(a);
+  }));
+  for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+    fw.RunPostFilter(TestPod(), r.diagnosis);
+  }
+  // The first cycle had no reason to expect a failure; the second did.
+  EXPECT_THAT(carried, testing::ElementsAre(false, true));
+  ASSERT_EQ(post->answers.size(), 2u);
+  EXPECT_EQ(post->answers[0], nullptr);
+  ASSERT_NE(post->answers[1], nullptr);
+  ASSERT_EQ(post->answers[1]->nodes_size(), 1);
+  EXPECT_THAT(post->answers[1]->nodes(0).victims(), testing::ElementsAre("v"));
+}
+
+TEST(Framework, NoDryRunRidesToAProcessThatDoesNotRunThem) {
+  MockPluginProcess host("host");  // Protocol version 1.
+  host.mirrors_nominated_pods = true;
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  fw.AddPostFilterPlugin(std::make_unique<PredictingPostFilter>());
+  EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
+  EXPECT_CALL(host, Call(_, _)).Times(2).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_FALSE(req.cycle().has_preemption_dry_run());
+    return Answered(CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}}));
+  }));
+  for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    fw.RunPostFilter(TestPod(), r.diagnosis);
+  }
+}
+
 struct BadAnswerCase {
   std::string name;
   v1::PluginToScheduler answer;

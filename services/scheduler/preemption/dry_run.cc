@@ -99,22 +99,64 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
   return out;
 }
 
+// A round's request to one process, without the pod (and nominated pods).
+void FillRequest(const FilterProcess& fp, uint64_t cycle_id, const std::vector<DryRunNode>& nodes,
+                 const std::vector<std::vector<std::string>>* union_victims,
+                 const std::vector<bool>* only, bool confirm, size_t num_processes,
+                 uint32_t num_candidates, uint32_t have, v1::PreemptionDryRunRequest& r) {
+  r.set_cycle_id(cycle_id);
+  for (const auto& n : fp.pre_filter) r.add_pre_filter_plugins(n);
+  for (const auto& n : fp.filter) r.add_filter_plugins(n);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (only != nullptr && !(*only)[i]) continue;
+    auto* c = r.add_candidates();
+    c->set_node_id(nodes[i].node->id());
+    if (union_victims != nullptr) {
+      for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
+    } else {
+      for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
+      c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
+    }
+  }
+  r.set_no_reprieve(confirm);
+  // Only a lone process may stop early: with several, a node one process
+  // accepts may fail in another.
+  // It counts from zero: asking for what is still missing makes it
+  // evaluate at least the nodes the rule needs (extra ones are cut below).
+  r.set_num_candidates(num_processes == 1 && num_candidates > 0
+                           ? (have < num_candidates ? num_candidates - have : 1)
+                           : 0);
+}
+
 }  // namespace
+
+std::optional<v1::PreemptionDryRunRequest> FirstDryRunRequest(const ProfileSpec& spec,
+                                                              uint64_t cycle_id,
+                                                              const std::vector<DryRunNode>& nodes,
+                                                              uint32_t num_candidates) {
+  const std::vector<FilterProcess> processes = FilterProcesses(spec);
+  if (processes.size() != 1 || nodes.empty()) return std::nullopt;
+  v1::PreemptionDryRunRequest r;
+  FillRequest(processes.front(), cycle_id, nodes, nullptr, nullptr, /*confirm=*/false, 1, num_candidates,
+              /*have=*/0, r);
+  return r;
+}
 
 absl::StatusOr<DryRunOutcome> RunDryRuns(
     const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
     const std::vector<DryRunNode>& nodes,
     const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates,
-    DryRunCounts* found) {
+    DryRunCounts* found, const v1::PreemptionDryRunResponse* first_answer) {
   DryRunCounts local;
   DryRunCounts& counts = found != nullptr ? *found : local;
   DryRunOutcome outcome;
   const std::vector<FilterProcess> processes = FilterProcesses(spec);
   if (nodes.empty()) return outcome;
 
-  // One round: every process gets every node (of `only`, when set).
+  // One round: every process gets every node (of `only`, when set). `given`:
+  // the lone process's answer to this round, already there.
   auto round = [&](bool confirm, const std::vector<std::vector<std::string>>* union_victims,
-                   const std::vector<bool>* only)
+                   const std::vector<bool>* only, const v1::PreemptionDryRunResponse* given)
       -> absl::StatusOr<std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>>> {
     RoundShape shape{nodes, union_victims, {}};
     shape.asked.reserve(nodes.size());
@@ -123,43 +165,33 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     }
     std::vector<std::future<PluginAnswer>> calls;
     for (const FilterProcess& fp : processes) {
+      if (given != nullptr) break;  // The lone process answered already.
       v1::SchedulerToPlugin message;
       v1::PreemptionDryRunRequest& r = *message.mutable_preemption_dry_run();
-      r.set_cycle_id(cycle_id);
-      for (const auto& n : fp.pre_filter) r.add_pre_filter_plugins(n);
-      for (const auto& n : fp.filter) r.add_filter_plugins(n);
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (only != nullptr && !(*only)[i]) continue;
-        auto* c = r.add_candidates();
-        c->set_node_id(nodes[i].node->id());
-        if (union_victims != nullptr) {
-          for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
-        } else {
-          for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
-          c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
-        }
-      }
-      r.set_no_reprieve(confirm);
-      // Only a lone process may stop early: with several, a node one process
-      // accepts may fail in another.
-      // It counts from zero: asking for what is still missing makes it
-      // evaluate at least the nodes the rule needs (extra ones are cut below).
-      const uint32_t have = counts.non_violating + counts.violating;
-      r.set_num_candidates(processes.size() == 1 && num_candidates > 0
-                               ? (have < num_candidates ? num_candidates - have : 1)
-                               : 0);
+      FillRequest(fp, cycle_id, nodes, union_victims, only, confirm, processes.size(), num_candidates,
+                  counts.non_violating + counts.violating, r);
       *r.mutable_pod() = pod;
       // A process that mirrors nominations counts them itself.
       if (!fp.process->MirrorsNominatedPods()) *r.mutable_nominated_pods() = nominated;
       calls.push_back(fp.process->Call(std::move(message), state_seq));
     }
     std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>> answers;
-    for (size_t p = 0; p < calls.size(); ++p) {
+    const size_t num_answers = given != nullptr ? 1 : calls.size();
+    for (size_t p = 0; p < num_answers; ++p) {
       PluginProcess& process = *processes[p].process;
-      PluginAnswer answer = calls[p].get();
+      PluginAnswer answer =
+          given != nullptr ? PluginAnswer(v1::PluginToScheduler()) : calls[p].get();
       absl::Status error = answer.status();
       absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
-      if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
+      if (given != nullptr) {
+        valid = Validate(shape, *given);
+        if (!valid.ok()) {
+          error = valid.status();
+          process.CountInvalidAnswer();
+          PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", process.name()},
+                     {"request", "cycle.preemption_dry_run"}, {"err", error.message()});
+        }
+      } else if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
         error = absl::InternalError(answer->error());
       } else if (error.ok() && answer->kind_case() != v1::PluginToScheduler::kPreemptionDryRun) {
         error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
@@ -187,7 +219,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     return answers;
   };
 
-  auto first = round(false, nullptr, nullptr);
+  auto first = round(false, nullptr, nullptr, processes.size() == 1 ? first_answer : nullptr);
   if (!first.ok()) return first.status();
 
   // Per node: fits in every process that answered; victims = the union, in
@@ -228,7 +260,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
 
   // Several processes: confirm each union with every process.
   if (answering > 1) {
-    auto confirm = round(true, &victims, &fits);
+    auto confirm = round(true, &victims, &fits, nullptr);
     if (!confirm.ok()) return confirm.status();
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!fits[i]) continue;

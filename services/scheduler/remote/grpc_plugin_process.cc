@@ -358,6 +358,11 @@ bool GrpcPluginProcess::MirrorsNominatedPods() const {
   return mirror_scope_.nominated_pods();
 }
 
+bool GrpcPluginProcess::RunsDryRunsInCycles() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 2;
+}
+
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
                                                   std::optional<uint64_t> state_seq) {
   return Send(std::move(request), state_seq, /*expect_answer=*/true);
