@@ -224,7 +224,8 @@ DefaultPreemption::DefaultPreemption(Options options, const Framework& framework
 
 std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
                                                      const std::vector<const sdk::NodeInfo*>& potential,
-                                                     uint32_t offset, uint32_t chunk_size, uint32_t& k,
+                                                     uint32_t offset, uint32_t chunk_size, uint32_t end,
+                                                     uint32_t& k,
                                                      const Pdbs& pdbs,
                                                      const absl::flat_hash_set<std::string>& assumed,
                                                      std::vector<const sdk::NodeInfo*>* without_victims) const {
@@ -232,7 +233,7 @@ std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
   const std::string& uid = pod.meta().uid();
   std::vector<DryRunNode> chunk;
   chunk.reserve(std::min(chunk_size, n - k));
-  for (; k < n && chunk.size() < chunk_size; ++k) {
+  for (; k < end && chunk.size() < chunk_size; ++k) {
     const sdk::NodeInfo* node = potential[(offset + k) % n];
     std::vector<sdk::PodInfoPtr> lower;
     for (const sdk::PodInfoPtr& p : node->pods()) {
@@ -272,11 +273,15 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;
   const Pdbs pdbs = cache_.ListPdbs();
   const absl::flat_hash_set<std::string> assumed = cache_.AssumedUids();
+  // One chunk at most: when its nodes have no lower-priority pod at all (a
+  // pod that cannot preempt anyone), no prediction, rather than a scan of
+  // every node that PostFilter would repeat.
   uint32_t k = 0;
-  std::vector<DryRunNode> chunk;
-  while (k < n && chunk.empty()) {
-    chunk = NextChunk(pod, potential, offset, chunk_size, k, pdbs, assumed, nullptr);
-  }
+  std::vector<DryRunNode> chunk =
+      NextChunk(pod, potential, offset, chunk_size, std::min(n, chunk_size), k, pdbs, assumed, nullptr);
+  // Nodes without victims among them: PostFilter's chunk would reach further.
+  if (chunk.size() < chunk_size && k < n) return std::nullopt;
+  if (chunk.empty()) return std::nullopt;
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(framework_.spec(), cycle_id, chunk, num_candidates);
   if (!request) return std::nullopt;
@@ -368,7 +373,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   while (k < n && !found.Enough(num_candidates)) {
     without_victims.clear();
     std::vector<DryRunNode> chunk =
-        NextChunk(pod, potential, offset, chunk_size, k, pdbs, assumed, &without_victims);
+        NextChunk(pod, potential, offset, chunk_size, n, k, pdbs, assumed, &without_victims);
     for (const sdk::NodeInfo* node : without_victims) {
       if (no_victims == nullptr) {
         no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));

@@ -173,11 +173,13 @@ class DefaultPreemption final : public PostFilterPlugin {
  private:
   using Pdbs = std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>;
   // The next chunk of up to chunk_size candidate nodes from
-  // potential[(offset + k) % n], advancing k; nodes with no lower-priority pod
-  // are skipped and, when `without_victims` is set, listed there.
+  // potential[(offset + k) % n], advancing k (up to `end`); nodes with no
+  // lower-priority pod are skipped and, when `without_victims` is set, listed
+  // there.
   std::vector<DryRunNode> NextChunk(const v1::Pod& pod,
                                            const std::vector<const sdk::NodeInfo*>& potential,
-                                           uint32_t offset, uint32_t chunk_size, uint32_t& k,
+                                           uint32_t offset, uint32_t chunk_size, uint32_t end,
+                                           uint32_t& k,
                                            const Pdbs& pdbs,
                                            const absl::flat_hash_set<std::string>& assumed,
                                            std::vector<const sdk::NodeInfo*>* without_victims) const;

@@ -188,6 +188,8 @@ TEST_F(DefaultPreemptionTest, NoDryRunIsPredictedForAPodThatWouldNotPreempt) {
   v1::Pod nominated = preemptor_;
   nominated.set_nominated_node_name("node-2");
   EXPECT_FALSE(plugin_->PredictDryRun(nominated, 7).has_value());
+  // Nobody of lower priority anywhere: nothing to predict.
+  EXPECT_FALSE(plugin_->PredictDryRun(MakePod("humble", 5, 2000), 7).has_value());
 }
 
 TEST_F(DefaultPreemptionTest, PreemptionPolicyNeverIsNotEligibleAndSaysSo) {
