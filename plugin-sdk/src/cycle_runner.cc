@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,55 @@ void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
 }
 
 PodInfoPtr TakePod(v1::Pod* pod) { return PodInfo::Create(std::move(*pod)); }
+
+namespace {
+// Whether `entry` is what WriteStatus would write for (code, reasons, plugin).
+bool SameStatus(const v1::Status& entry, v1::Status::Code code, const Status& status,
+                const std::string& plugin) {
+  if (entry.code() != code || entry.plugin() != plugin ||
+      entry.reasons_size() != static_cast<int>(status.reasons().size())) {
+    return false;
+  }
+  for (int i = 0; i < entry.reasons_size(); ++i) {
+    if (entry.reasons(i) != status.reasons()[i]) return false;
+  }
+  return true;
+}
+}  // namespace
+
+void RejectionWriter::Add(uint32_t node_id, const Status& status, const std::string& plugin,
+                          Recode recode) {
+  v1::NodeStatus& rejected = *out_.add_rejected();
+  rejected.set_node_id(node_id);
+  if (!table_) {
+    WriteStatus(status, plugin, recode, rejected.mutable_status());
+    return;
+  }
+  Code code = status.code();
+  if (recode == Recode::kError ||
+      (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
+    code = Code::kError;
+  }
+  const auto wire_code = static_cast<v1::Status::Code>(static_cast<int>(code));
+  const int size = out_.status_table_size();
+  int match = -1;
+  if (last_ >= 0 && last_ < size && SameStatus(out_.status_table(last_), wire_code, status, plugin)) {
+    match = last_;
+  }
+  for (int i = 0; match < 0 && i < size; ++i) {
+    if (i != last_ && SameStatus(out_.status_table(i), wire_code, status, plugin)) match = i;
+  }
+  if (match < 0) {
+    if (size >= kMaxTableSize) {
+      WriteStatus(status, plugin, recode, rejected.mutable_status());
+      return;
+    }
+    WriteStatus(status, plugin, recode, out_.add_status_table());
+    match = size;
+  }
+  last_ = match;
+  rejected.set_status_index(static_cast<uint32_t>(match) + 1);
+}
 
 namespace {
 // Times the phases of a cycle request into CycleResponse.durations, so the
@@ -119,6 +169,9 @@ bool CycleRunner::ParallelFilter(const std::vector<const NodeInfo*>& nodes, size
   // serial loop would have produced it.
   uint32_t evaluated = 0;
   bool ok = true;
+  RejectionWriter rejections(out, status_table_);
+  const Status narrowed(Code::kUnschedulableAndUnresolvable,
+                        absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
   for (size_t k = 0; k < n && (want == 0 || feasible_.size() < want); ++k) {
     if (verdicts_[k] == NodeVerdict::kUnevaluated) break;  // Only after an early stop.
     const NodeInfo& node = node_at(k);
@@ -128,17 +181,12 @@ bool CycleRunner::ParallelFilter(const std::vector<const NodeInfo*>& nodes, size
       out.add_feasible(node.id());
       continue;
     }
-    v1::NodeStatus& rejected = *out.add_rejected();
-    rejected.set_node_id(node.id());
     if (verdicts_[k] == NodeVerdict::kNarrowedOut) {
-      v1::Status& status = *rejected.mutable_status();
-      status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
-      status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
-      status.set_plugin(narrowing_plugins.front());
+      rejections.Add(node.id(), narrowed, narrowing_plugins.front(), Recode::kKeep);
       continue;
     }
     const FilterOutcome& outcome = outcomes_[k];
-    WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+    rejections.Add(node.id(), outcome.status, *outcome.plugin, Recode::kFilter);
     if (!outcome.status.IsRejected()) {
       ok = false;
       break;
@@ -205,24 +253,36 @@ CycleRunner::FilterOutcome CycleRunner::RunFilters(const PluginList& filters, Cy
 // kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
 // the nominated pods of higher or equal priority on it (they will take their
 // place), and without them (pod affinity may need them absent).
+void CycleRunner::CountNominatedPods(const PodInfo& pod) {
+  counted_nominated_.clear();
+  auto add = [&](const NodeInfo& node, const std::vector<PodInfoPtr>& nominated) {
+    std::vector<const PodInfoPtr*>* counted = nullptr;
+    for (const PodInfoPtr& other : nominated) {
+      if (other->uid() == pod.uid() || other->pod->priority() < pod.pod->priority() ||
+          node.FindPod(other->uid()) != nullptr) {
+        continue;
+      }
+      if (counted == nullptr) counted = &counted_nominated_[node.id()];
+      counted->push_back(&other);
+    }
+  };
+  if (mirrored_nominations_) {
+    mirror_.ForEachNominatedNode([&](const std::string& name, const std::vector<PodInfoPtr>& nominated) {
+      if (const NodeInfo* node = mirror_.Get(name)) add(*node, nominated);
+    });
+  } else {
+    for (const auto& [id, nominated] : nominated_) {
+      if (const NodeInfo* node = mirror_.GetById(id)) add(*node, nominated);
+    }
+  }
+}
+
 CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& state,
                                                             const PodInfo& pod,
                                                             const NodeInfo& node) {
-  const std::vector<PodInfoPtr>* nominated = nullptr;
-  if (mirrored_nominations_) {
-    nominated = mirror_.NominatedPodsOn(node.name());
-  } else if (auto it = nominated_.find(node.id()); it != nominated_.end()) {
-    nominated = &it->second;
-  }
-  if (nominated == nullptr) return RunFilters(active_filters_, state, pod, node);
-  auto counts = [&](const PodInfoPtr& other) {
-    return other->uid() != pod.uid() && other->pod->priority() >= pod.pod->priority() &&
-           node.FindPod(other->uid()) == nullptr;
-  };
   // Most nodes have no nominated pod that counts: no copy for them.
-  if (std::none_of(nominated->begin(), nominated->end(), counts)) {
-    return RunFilters(active_filters_, state, pod, node);
-  }
+  auto counted = counted_nominated_.find(node.id());
+  if (counted == counted_nominated_.end()) return RunFilters(active_filters_, state, pod, node);
   // The node with them: a scratch copy whose buffers are reused node after node.
   NodeInfo& node_with_pods = scratch_node_;
   node_with_pods = node;
@@ -232,17 +292,13 @@ CycleRunner::FilterOutcome CycleRunner::RunFiltersWithNominatedPods(CycleState& 
   std::unique_ptr<CycleState> clone;
   if (!extensions_.empty()) clone = state.Clone();
   CycleState& state_with_pods = clone != nullptr ? *clone : state;
-  bool added = false;
-  for (const PodInfoPtr& other : *nominated) {
-    if (!counts(other)) continue;
-    node_with_pods.AddPod(other);
-    added = true;
+  for (const PodInfoPtr* other : counted->second) {
+    node_with_pods.AddPod(*other);
     for (const ExtensionRef& ext : extensions_) {
-      Status status = ext.extensions->AddPod(state_with_pods, pod, *other, node_with_pods);
+      Status status = ext.extensions->AddPod(state_with_pods, pod, **other, node_with_pods);
       if (!status.IsSuccess()) return {Status(Code::kError, status.reasons()), ext.plugin};
     }
   }
-  if (!added) return RunFilters(active_filters_, state, pod, node);
   FilterOutcome with_pods = RunFilters(active_filters_, state_with_pods, pod, node_with_pods);
   if (!with_pods.status.IsSuccess()) return with_pods;
   return RunFilters(active_filters_, state, pod, node);
@@ -268,6 +324,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
 
   PodInfoPtr pod = TakePod(request.mutable_pod());
+  last_cycle_pod_ = pod;
   CycleState& state = StateFor(request.cycle_id());
   PhaseTimer timer(out);
 
@@ -317,17 +374,19 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   // Nominated pods ride in the request, or (MirrorScope.nominated_pods) the
   // mirror keeps them.
   mirrored_nominations_ = request.nominated_pods_size() == 0 && mirror_.NumNominatedPods() > 0;
+  counted_nominated_.clear();
   if (request.nominated_pods_size() > 0 || mirrored_nominations_) {
     ActiveExtensions(pre_filters, state, extensions_);
     for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
       nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
     }
+    CountNominatedPods(*pod);
   }
   const size_t n = nodes.size();
   const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;
   const size_t want = request.num_feasible_to_find();
   feasible_.clear();
-  if (nominated_.empty() && !mirrored_nominations_ && UseParallel(n)) {
+  if (counted_nominated_.empty() && UseParallel(n)) {
     if (!ParallelFilter(nodes, start, want, state, *pod,
                         allowed_names.has_value() ? &allowed_nodes : nullptr, narrowing_plugins,
                         narrowed_by, out)) {
@@ -335,21 +394,22 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     }
   } else {
     uint32_t evaluated = 0;
+    RejectionWriter rejections(out, status_table_);
+    std::optional<Status> narrowed;
     for (size_t i = 0; i < n && (want == 0 || feasible_.size() < want); ++i) {
       size_t index = start + i;
       if (index >= n) index -= n;
       const NodeInfo& node = *nodes[index];
       ++evaluated;
       if (allowed_names.has_value() && !allowed_nodes.contains(&node)) {
-        v1::NodeStatus& rejected = *out.add_rejected();
-        rejected.set_node_id(node.id());
-        v1::Status& status = *rejected.mutable_status();
-        status.set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
-        status.add_reasons(absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
-        status.set_plugin(narrowing_plugins.front());
+        if (!narrowed) {
+          narrowed.emplace(Code::kUnschedulableAndUnresolvable,
+                           absl::StrCat("node(s) didn't satisfy plugin(s) [", narrowed_by, "]"));
+        }
+        rejections.Add(node.id(), *narrowed, narrowing_plugins.front(), Recode::kKeep);
         continue;
       }
-      FilterOutcome outcome = nominated_.empty() && !mirrored_nominations_
+      FilterOutcome outcome = counted_nominated_.empty()
                                   ? RunFilters(active_filters_, state, *pod, node)
                                   : RunFiltersWithNominatedPods(state, *pod, node);
       if (outcome.status.IsSuccess()) {
@@ -357,9 +417,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
         out.add_feasible(node.id());
         continue;
       }
-      v1::NodeStatus& rejected = *out.add_rejected();
-      rejected.set_node_id(node.id());
-      WriteStatus(outcome.status, *outcome.plugin, Recode::kFilter, rejected.mutable_status());
+      rejections.Add(node.id(), outcome.status, *outcome.plugin, Recode::kFilter);
       // An error fails the whole cycle (kube-scheduler): stop here, no scores.
       if (!outcome.status.IsRejected()) {
         out.set_nodes_evaluated(evaluated);
@@ -371,7 +429,10 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
 
   // Errors returned above; what is left are rejections, which the scheduler
   // may not want once a node passed.
-  if (request.rejections_only_when_none_feasible() && !feasible_.empty()) out.clear_rejected();
+  if (request.rejections_only_when_none_feasible() && !feasible_.empty()) {
+    out.clear_rejected();
+    out.clear_status_table();
+  }
 
   // PreScore, Score, NormalizeScore over the feasible nodes.
   timer.Enter(pre_scores.empty() || feasible_.empty() ? PhaseTimer::kNone

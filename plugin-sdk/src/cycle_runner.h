@@ -75,6 +75,25 @@ void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
 // The pod of a request, moved out of it.
 PodInfoPtr TakePod(v1::Pod* pod);
 
+// Adds a cycle's rejected nodes to its response. With the status table
+// (protocol version 2) each distinct status travels once, in
+// CycleResponse.status_table, and the nodes point at it: a pod that no node
+// fits (preemption's first cycle) is rejected by hundreds of nodes for the
+// same reason by the same plugin. Without it every node carries its status.
+class RejectionWriter {
+ public:
+  RejectionWriter(v1::CycleResponse& out, bool status_table) : out_(out), table_(status_table) {}
+  void Add(uint32_t node_id, const Status& status, const std::string& plugin, Recode recode);
+
+ private:
+  // Beyond this many distinct statuses further ones are written inline: the
+  // search for a match stays short whatever the plugins return.
+  static constexpr int kMaxTableSize = 64;
+  v1::CycleResponse& out_;
+  const bool table_;
+  int last_ = -1;  // The entry matched last (rejections come in runs).
+};
+
 class CycleRunner {
  public:
   // Beyond max_cycle_states the oldest cycle state is dropped (a safety bound
@@ -98,6 +117,11 @@ class CycleRunner {
   CycleState* FindState(uint64_t cycle_id);
   // The scheduler finished the cycle: its state goes.
   void Finish(uint64_t cycle_id);
+  // The pod of the last RunCycle (null before the first).
+  const PodInfoPtr& last_cycle_pod() const { return last_cycle_pod_; }
+  // Whether rejections go through CycleResponse.status_table (the stream
+  // speaks protocol version 2).
+  void set_status_table(bool on) { status_table_ = on; }
   size_t NumCycleStates() const { return cycle_states_.size(); }
 
  private:
@@ -133,6 +157,8 @@ class CycleRunner {
   const Mirror& mirror_;
   const size_t max_cycle_states_;
   Parallelizer* const parallelizer_;
+  bool status_table_ = false;
+  PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;
 
@@ -157,6 +183,12 @@ class CycleRunner {
   // (mirrored_nominations_) the mirror's, by node name.
   absl::flat_hash_map<uint32_t, std::vector<PodInfoPtr>> nominated_;
   bool mirrored_nominations_ = false;
+  // Per node id, the nominated pods this cycle's pod must count there
+  // (priority >= its own, not itself, not already on the node), in their
+  // order: worked out once per cycle from the few nodes with nominations,
+  // not once per node evaluated.
+  absl::flat_hash_map<uint32_t, std::vector<const PodInfoPtr*>> counted_nominated_;
+  void CountNominatedPods(const PodInfo& pod);
   // Per position of the rotation, for parallel filtering.
   enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };
   std::vector<NodeVerdict> verdicts_;

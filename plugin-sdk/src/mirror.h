@@ -67,6 +67,11 @@ class Mirror final : public Snapshot {
   // Nominated pods (StateDelta.nominated_pod_*) on a node, of every priority,
   // each with node_name set to the node; null when none.
   const std::vector<PodInfoPtr>* NominatedPodsOn(std::string_view node_name) const;
+  // Calls visit(node name, its nominated pods) for every node with nominations.
+  template <typename Visit>
+  void ForEachNominatedNode(Visit&& visit) const {
+    for (const auto& [node, pods] : nominated_by_node_) visit(node, pods);
+  }
   size_t NumNominatedPods() const { return nominated_.size(); }
 
   uint64_t generation() const { return generation_; }

@@ -280,10 +280,12 @@ class SchedulerStream {
     }
     return OpenWith(std::move(entries));
   }
-  v1::Registration OpenWith(std::vector<v1::PluginArgs> plugins) {
+  v1::Registration OpenWith(std::vector<v1::PluginArgs> plugins, uint32_t version = 1,
+                            uint32_t max_version = 0) {
     v1::SchedulerToPlugin message;
     message.set_id(1);
-    message.mutable_open()->set_protocol_version(1);
+    message.mutable_open()->set_protocol_version(version);
+    message.mutable_open()->set_max_protocol_version(max_version);
     message.mutable_open()->set_scheduler_id("test");
     for (v1::PluginArgs& p : plugins) *message.mutable_open()->add_plugins() = std::move(p);
     return Call(message).registration();
@@ -426,6 +428,52 @@ TEST_F(PluginServerTest, BadDeltaIsAnsweredWithAnErrorAndServingGoesOn) {
   // A plugin this stream does not serve.
   v1::SchedulerToPlugin unknown_plugin = CycleMessage(5, 4, MakePod("p"), {}, {"Prefer"}, {});
   EXPECT_THAT(stream->Call(unknown_plugin).error(), HasSubstr("cycle.filter_plugins[0]"));
+}
+
+// Protocol version 2: a scheduler offering it gets it, and each distinct
+// rejection travels once in the status table; version 1 keeps one status per
+// node (the tests above).
+TEST_F(PluginServerTest, ProtocolVersionTwoSendsEachDistinctRejectionOnce) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(2);
+  plugins[0].set_name("Fit");
+  plugins[1].set_name("Capacity");
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/1, /*max_version=*/2);
+  ASSERT_EQ(reg.error(), "");
+  EXPECT_EQ(reg.protocol_version(), 2u);
+  // n2, n4 and n6 don't fit; n5 is full (one pod, maxPods 1).
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p"), {"Capacity"},
+                                               {"Fit", "Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int id) -> std::map<std::string, std::string> {
+    if (id % 2 == 0) return {{"fit", "no"}};
+    return {};
+  });
+  request.mutable_delta()->mutable_node_upserts(4)->mutable_node()->mutable_allocatable()->set_pods(1);
+  AddPod(request.mutable_delta(), 5, MakePod("resident"));
+
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 3));
+  ASSERT_EQ(cycle.status_table_size(), 2);
+  EXPECT_EQ(cycle.status_table(0).code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(cycle.status_table(0).plugin(), "Fit");
+  EXPECT_THAT(cycle.status_table(0).reasons(), ElementsAre("node(s) didn't fit"));
+  EXPECT_EQ(cycle.status_table(1).plugin(), "Capacity");
+  ASSERT_EQ(cycle.rejected_size(), 4);
+  std::vector<std::pair<uint32_t, uint32_t>> rejected;
+  for (const v1::NodeStatus& r : cycle.rejected()) {
+    EXPECT_FALSE(r.has_status()) << r.node_id();
+    rejected.emplace_back(r.node_id(), r.status_index());
+  }
+  EXPECT_THAT(rejected, ElementsAre(std::pair(2u, 1u), std::pair(4u, 1u), std::pair(5u, 2u),
+                                    std::pair(6u, 1u)));
+}
+
+TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(1);
+  plugins[0].set_name("Fit");
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/3, /*max_version=*/3);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 3 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
@@ -725,6 +773,49 @@ TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {
   // A victim that is not on the node.
   EXPECT_THAT(stream->Call(dry_run(7, 1, {"nobody"}, {})).error(),
               HasSubstr("dry_run_filter.remove_pod_uids[0]"));
+}
+
+// Protocol version 2: preemption's first dry run rides in the cycle request
+// and is answered with the cycle when no node fits (and only then).
+TEST_F(PluginServerTest, ADryRunInTheCycleRequestIsAnsweredWhenNoNodeFits) {
+  auto stream = Connect();
+  std::vector<v1::PluginArgs> plugins(1);
+  plugins[0].set_name("Capacity");
+  plugins[0].set_args_json("{\"maxPods\": 2}");
+  ASSERT_EQ(stream->OpenWith(plugins, 1, 2).error(), "");
+  auto cycle = [](uint64_t id, uint64_t cycle_id) {
+    v1::SchedulerToPlugin message = CycleMessage(id, cycle_id, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+    v1::PreemptionDryRunRequest* dry = message.mutable_cycle()->mutable_preemption_dry_run();
+    dry->set_cycle_id(cycle_id);
+    dry->add_pre_filter_plugins("Capacity");
+    dry->add_filter_plugins("Capacity");
+    auto* c = dry->add_candidates();
+    c->set_node_id(1);
+    c->add_potential_victims("victim-1");
+    c->add_potential_victims("victim-2");
+    dry->set_num_candidates(1);
+    return message;
+  };
+  v1::SchedulerToPlugin full = cycle(2, 1);
+  full.mutable_delta()->set_reset(true);
+  AddNode(full.mutable_delta(), 1, MakeNode("n1"));
+  AddPod(full.mutable_delta(), 1, MakePod("victim-1", 0));
+  AddPod(full.mutable_delta(), 1, MakePod("victim-2", 0));
+  v1::CycleResponse none_fits = stream->Call(full).cycle();
+  ASSERT_EQ(none_fits.feasible_size(), 0);
+  ASSERT_EQ(none_fits.preemption_dry_run().nodes_size(), 1) << none_fits.DebugString();
+  const v1::NodeVictims& node = none_fits.preemption_dry_run().nodes(0);
+  EXPECT_EQ(node.node_id(), 1u);
+  EXPECT_EQ(node.status().code(), v1::Status::SUCCESS);
+  // One victim makes room (maxPods 2); victim-1 comes back first.
+  EXPECT_THAT(node.victims(), ElementsAre("victim-2"));
+
+  // Room on the node: the cycle finds it and the dry run is not run.
+  v1::SchedulerToPlugin room = cycle(3, 2);
+  room.mutable_delta()->add_pod_removals("victim-2");
+  v1::CycleResponse fits = stream->Call(room).cycle();
+  EXPECT_THAT(fits.feasible(), ElementsAre(1));
+  EXPECT_FALSE(fits.has_preemption_dry_run());
 }
 
 TEST_F(PluginServerTest, PermitDecisionSentByAPlugin) {

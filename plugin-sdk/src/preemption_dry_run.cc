@@ -216,13 +216,18 @@ namespace podium::sdk::internal {
 
 absl::Status Session::RunPreemptionDryRun(v1::PreemptionDryRunRequest& request,
                                           v1::PreemptionDryRunResponse& out) {
+  const PodInfoPtr pod = PodInfo::Create(std::move(*request.mutable_pod()));
+  return RunPreemptionDryRun(request, pod, out);
+}
+
+absl::Status Session::RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const PodInfoPtr& pod,
+                                          v1::PreemptionDryRunResponse& out) {
   auto pre_filters = Resolve(request.pre_filter_plugins(), ExtensionPointKind::kPreFilter,
-                             "preemption_dry_run.pre_filter_plugins", request.pod());
+                             "preemption_dry_run.pre_filter_plugins", *pod->pod);
   if (!pre_filters.ok()) return pre_filters.status();
   auto filters = Resolve(request.filter_plugins(), ExtensionPointKind::kFilter,
-                         "preemption_dry_run.filter_plugins", request.pod());
+                         "preemption_dry_run.filter_plugins", *pod->pod);
   if (!filters.ok()) return filters.status();
-  PodInfoPtr pod = PodInfo::Create(std::move(*request.mutable_pod()));
 
   // The cycle's state after PreFilter; without it (the cycle ran elsewhere, or
   // its state was dropped) run PreFilter here, as the cycle would have.

@@ -14,7 +14,10 @@
 namespace podium::sdk::internal {
 namespace {
 
-constexpr uint32_t kProtocolVersion = 1;
+// The newest protocol version this SDK speaks, and the oldest. 2 adds
+// CycleResponse.status_table.
+constexpr uint32_t kProtocolVersion = 2;
+constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 
 std::string_view PointName(ExtensionPointKind point) {
@@ -204,18 +207,24 @@ void Session::Dispatch(v1::SchedulerToPlugin& message, v1::PluginToScheduler& ou
 }
 
 void Session::Open(const v1::Open& open, v1::Registration& out) {
-  out.set_protocol_version(kProtocolVersion);
+  // The newest version both sides speak: the scheduler's range is
+  // [protocol_version, max_protocol_version].
+  const uint32_t version =
+      std::min(std::max(open.max_protocol_version(), open.protocol_version()), kProtocolVersion);
+  out.set_protocol_version(version);
   out.set_process_name(process_name_);
   // Nodes always (requests name nodes by their mirror id); the rest is the
   // union of what the plugins opened here need.
   v1::MirrorScope& mirror = *out.mutable_mirror();
   mirror.set_nodes(true);
-  if (open.protocol_version() != kProtocolVersion) {
+  if (open.protocol_version() < kOldestProtocolVersion || open.protocol_version() > kProtocolVersion) {
+    out.set_protocol_version(kProtocolVersion);
     out.set_error(absl::StrCat("open.protocol_version: ", open.protocol_version(),
                                " is not supported (this plugin process speaks ",
-                               kProtocolVersion, ")"));
+                               kOldestProtocolVersion, " to ", kProtocolVersion, ")"));
     return;
   }
+  runner_.set_status_table(version >= 2);
   absl::flat_hash_map<absl::string_view, const PluginDefinition*> definitions;
   for (const PluginDefinition& definition : definitions_) {
     definitions.emplace(definition.name, &definition);
@@ -423,7 +432,29 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
       Resolve(request.score_plugins(), ExtensionPointKind::kScore, "cycle.score_plugins", request.pod());
   if (!scores.ok()) return scores.status();
 
-  return runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
+  absl::Status status = runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
+  if (!status.ok() || !request.has_preemption_dry_run() || out.feasible_size() > 0) return status;
+  // Preemption's first dry run rode in the request: run it when the pod
+  // passed PreFilter, fits nowhere and no filter failed with an error (the
+  // one rejection with ERROR ends the list).
+  if (out.pre_filter_status().code() != v1::Status::SUCCESS &&
+      out.pre_filter_status().code() != v1::Status::SKIP) {
+    return status;
+  }
+  if (out.rejected_size() > 0) {
+    const v1::NodeStatus& last = out.rejected(out.rejected_size() - 1);
+    const v1::Status& code_of =
+        last.status_index() == 0 ? last.status() : out.status_table(static_cast<int>(last.status_index() - 1));
+    if (code_of.code() == v1::Status::ERROR) return status;
+  }
+  const PodInfoPtr& pod = runner_.last_cycle_pod();
+  if (pod == nullptr) return status;
+  // A dry run that cannot run is left unanswered: the scheduler then asks on
+  // its own and gets the error there.
+  if (!RunPreemptionDryRun(*request.mutable_preemption_dry_run(), pod, *out.mutable_preemption_dry_run()).ok()) {
+    out.clear_preemption_dry_run();
+  }
+  return status;
 }
 
 absl::Status Session::RunDryRunFilter(v1::DryRunFilterRequest& request,

@@ -104,6 +104,9 @@ class Session {
   // Defined in preemption_dry_run.cc.
   absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request,
                                    v1::PreemptionDryRunResponse& out);
+  // The same for `pod` (a dry run that rode in a cycle request: its pod).
+  absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const PodInfoPtr& pod,
+                                   v1::PreemptionDryRunResponse& out);
   absl::Status RunReserve(v1::ReserveRequest& request, v1::StatusResponse& out);
   absl::Status RunUnreserve(v1::UnreserveRequest& request, v1::StatusResponse& out);
   absl::Status RunPermit(v1::PermitRequest& request, v1::PermitResponse& out);

@@ -2,6 +2,8 @@
 
 #include <map>
 
+#include "absl/container/flat_hash_map.h"
+
 #include "pod_ref.h"
 
 namespace podium::scheduler {
@@ -39,10 +41,15 @@ void DiagnosisStore::RecordUnschedulable(const v1::Pod& pod, const Diagnosis& di
   PodDiagnosis d = Identify(pod);
   d.message = Truncate(message);
   d.num_all_nodes = diagnosis.num_all_nodes;
-  std::map<std::string, uint32_t> counts;
+  // Nodes sharing a status are counted together, then its reasons once.
+  absl::flat_hash_map<const sdk::Status*, uint32_t> per_status;
   for (const auto& [node, status] : diagnosis.node_statuses) {
-    for (const auto& reason : status.reasons()) counts[reason]++;
-    if (d.sample.size() < options_.max_sample_nodes) d.sample.emplace_back(node, status);
+    per_status[status.get()]++;
+    if (d.sample.size() < options_.max_sample_nodes) d.sample.emplace_back(node, *status);
+  }
+  std::map<std::string, uint32_t> counts;
+  for (const auto& [status, nodes] : per_status) {
+    for (const auto& reason : status->reasons()) counts[reason] += nodes;
   }
   for (auto& [reason, count] : counts) d.reason_counts.emplace_back(Truncate(reason), count);
   Put(std::move(d));

@@ -19,8 +19,8 @@ Diagnosis Rejected(int nodes) {
   d.num_all_nodes = nodes;
   for (int i = 0; i < nodes; ++i) {
     d.node_statuses.emplace_back("node-" + std::to_string(i),
-                                 sdk::Status(sdk::Code::kUnschedulable,
-                                             i % 2 ? "Insufficient cpu" : "node(s) had untolerated taint"));
+                                 MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable,
+                                                              i % 2 ? "Insufficient cpu" : "node(s) had untolerated taint")));
   }
   return d;
 }

@@ -148,8 +148,8 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
   Diagnosis diagnosis;
   diagnosis.cycle_id = ++cycle_id_;
   diagnosis.num_all_nodes = 1;
-  diagnosis.node_statuses.emplace_back(pod.node_name(),
-                                       sdk::Status(sdk::Code::kUnschedulable, "the resized pod does not fit"));
+  diagnosis.node_statuses.emplace_back(
+      pod.node_name(), MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "the resized pod does not fit")));
   auto [post, status] = fw->RunPostFilter(pod, diagnosis);
   fw->AbandonCycle(diagnosis.cycle_id);
   queue_.Done(uid);

@@ -78,7 +78,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
   std::vector<uint8_t> rejected_anywhere(num_nodes, 0);
   std::vector<bool> ignored(num_filter, false);
   // The rejection a diagnosis shows: that of the first process in plugin order.
-  absl::flat_hash_map<uint32_t, std::pair<size_t, sdk::Status>> rejected;
+  absl::flat_hash_map<uint32_t, std::pair<size_t, SharedStatus>> rejected;
   // Round 0's answers, for their scores.
   std::vector<std::optional<v1::CycleResponse>> first_answers(num_filter);
 
@@ -186,11 +186,12 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
         }
         continue;
       }
+      const RejectionStatuses statuses(cycle);
       for (const auto& r : cycle.rejected()) {
-        sdk::Status status = sdk::Status::FromProto(r.status());
-        if (status.code() == sdk::Code::kError) {
+        SharedStatus status = statuses.Get(r);
+        if (status->code() == sdk::Code::kError) {
           return fail(*plan.process, absl::InternalError(absl::StrCat(
-                                         "Filter plugin ", status.plugin(), ": ", status.Message())));
+                                         "Filter plugin ", status->plugin(), ": ", status->Message())));
         }
         const int64_t k = position_of(r.node_id());
         if (k < 0) continue;  // Validated above; cannot happen.
@@ -245,7 +246,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
     for (auto& [id, entry] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
-        result.diagnosis.unschedulable_plugins.insert(entry.second.plugin());
+        result.diagnosis.unschedulable_plugins.insert(entry.second->plugin());
         result.diagnosis.node_statuses.emplace_back(node->name(), std::move(entry.second));
       }
     }

@@ -57,13 +57,28 @@ uint32_t NumFeasibleNodesToFind(int percentage, uint32_t num_all_nodes) {
   return std::max(num, kMinFeasibleNodesToFind);
 }
 
+RejectionStatuses::RejectionStatuses(const v1::CycleResponse& answer) {
+  table_.reserve(answer.status_table_size());
+  for (const v1::Status& entry : answer.status_table()) {
+    table_.push_back(MakeSharedStatus(sdk::Status::FromProto(entry)));
+  }
+}
+
+SharedStatus RejectionStatuses::Get(const v1::NodeStatus& rejected) const {
+  return rejected.status_index() == 0 ? MakeSharedStatus(sdk::Status::FromProto(rejected.status()))
+                                      : table_[rejected.status_index() - 1];
+}
+
 std::string Diagnosis::Message() const {
   std::string message = absl::StrCat("0/", num_all_nodes, " nodes are available");
   const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message);
   if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".", post);
+  // Nodes sharing a status are counted together, then its reasons once.
+  absl::flat_hash_map<const sdk::Status*, int> per_status;
+  for (const auto& [node, status] : node_statuses) per_status[status.get()]++;
   std::map<std::string, int> histogram;
-  for (const auto& [node, status] : node_statuses) {
-    for (const auto& reason : status.reasons()) histogram[reason]++;
+  for (const auto& [status, nodes] : per_status) {
+    for (const auto& reason : status->reasons()) histogram[reason] += nodes;
   }
   std::vector<std::string> parts;
   for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
@@ -210,10 +225,32 @@ absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::C
   }
   absl::flat_hash_set<std::string> filter_plugins(request.filter_plugins().begin(),
                                                   request.filter_plugins().end());
-  for (const auto& rejected : answer.rejected()) {
+  // Each status_table entry is checked once, as the nodes pointing at it would be.
+  for (int i = 0; i < answer.status_table_size(); ++i) {
+    const v1::Status& entry = answer.status_table(i);
+    if (!IsRejection(entry.code())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("status_table[", i, "] carries a non-rejecting status code"));
+    }
+    if (!entry.plugin().empty() && !filter_plugins.contains(entry.plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat("status_table[", i, "] names plugin \"",
+                                                     entry.plugin(), "\" that the request did not name"));
+    }
+  }
+  for (int i = 0; i < answer.rejected_size(); ++i) {
+    const v1::NodeStatus& rejected = answer.rejected(i);
     if (!known(rejected.node_id())) {
       return absl::InvalidArgumentError(
           absl::StrCat("rejected node id ", rejected.node_id(), " was not in the request"));
+    }
+    if (rejected.status_index() != 0) {
+      if (rejected.status_index() > static_cast<uint32_t>(answer.status_table_size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "rejected[", i, "].status_index ", rejected.status_index(), " (node id ",
+            rejected.node_id(), ") is outside status_table (", answer.status_table_size(),
+            " entries)"));
+      }
+      continue;
     }
     if (!IsRejection(rejected.status().code())) {
       return absl::InvalidArgumentError(absl::StrCat("rejected node id ", rejected.node_id(),
@@ -335,7 +372,10 @@ void Framework::AddCyclePhases(const ProcessPlan& plan, const v1::CycleResponse&
   }
   sdk::Code filter_status = sdk::Code::kSuccess;
   for (const auto& r : answer.rejected()) {
-    if (r.status().code() == v1::Status::ERROR) filter_status = sdk::Code::kError;
+    const v1::Status& status = r.status_index() == 0
+                                   ? r.status()
+                                   : answer.status_table(static_cast<int>(r.status_index() - 1));
+    if (status.code() == v1::Status::ERROR) filter_status = sdk::Code::kError;
   }
   if (filter_status != sdk::Code::kError && answer.feasible_size() == 0 &&
       answer.rejected_size() > 0) {
@@ -460,7 +500,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   }
   uint32_t evaluated = num_nodes;
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
-  absl::flat_hash_map<uint32_t, sdk::Status> rejected;
+  absl::flat_hash_map<uint32_t, SharedStatus> rejected;
 
   for (size_t i = 0; i < setup.num_filter_processes; ++i) {
     const ProcessPlan& plan = setup.plans[i];
@@ -485,6 +525,19 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
       setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
     }
+    // Preemption's first dry run rides along when the pod will likely fit
+    // nowhere (the last full cycle found nothing): one round trip fewer per
+    // preemptor. Only with a lone filter process that counts nominations
+    // itself, as the dry run would be sent to it alone.
+    bool dry_run_attached = false;
+    if (last_cycle_found_none_ && setup.num_filter_processes == 1 && only_node == nullptr && !scoped &&
+        !post_filters_.empty() && plan.process->RunsDryRunsInCycles() &&
+        plan.process->MirrorsNominatedPods()) {
+      if (auto predicted = post_filters_.front()->PredictDryRun(pod, cycle_id)) {
+        *request.mutable_preemption_dry_run() = std::move(*predicted);
+        dry_run_attached = true;
+      }
+    }
     const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Duration round_trip = absl::Now() - sent;
@@ -500,6 +553,11 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       }
       return fail(*plan.process, valid);
     }
+    if (dry_run_attached && answer->cycle().feasible_size() == 0 &&
+        answer->cycle().has_preemption_dry_run()) {
+      result.diagnosis.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(
+          std::move(*answer->mutable_cycle()->mutable_preemption_dry_run()));
+    }
     const v1::CycleResponse& cycle = answer->cycle();
     if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
         cycle.pre_filter_status().code() != v1::Status::SKIP) {
@@ -513,11 +571,12 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       result.diagnosis.unschedulable_plugins.insert(status.plugin());
       return result;
     }
+    const RejectionStatuses statuses(cycle);
     for (const auto& r : cycle.rejected()) {
-      sdk::Status status = sdk::Status::FromProto(r.status());
-      if (status.code() == sdk::Code::kError) {
+      SharedStatus status = statuses.Get(r);
+      if (status->code() == sdk::Code::kError) {
         return fail(*plan.process, absl::InternalError(absl::StrCat(
-                                       "Filter plugin ", status.plugin(), ": ", status.Message())));
+                                       "Filter plugin ", status->plugin(), ": ", status->Message())));
       }
       rejected[r.node_id()] = std::move(status);
     }
@@ -559,12 +618,13 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
   result.evaluated_nodes = evaluated;
   result.ranking.start_index = start;
 
+  if (only_node == nullptr && !scoped) last_cycle_found_none_ = feasible.empty();
   if (feasible.empty()) {
     result.outcome = ScheduleResult::Outcome::kUnschedulable;
     result.diagnosis.node_statuses.reserve(result.diagnosis.node_statuses.size() + rejected.size());
     for (auto& [id, status] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
-        result.diagnosis.unschedulable_plugins.insert(status.plugin());
+        result.diagnosis.unschedulable_plugins.insert(status->plugin());
         result.diagnosis.node_statuses.emplace_back(node->name(), std::move(status));
       }
     }

@@ -70,15 +70,38 @@ inline std::string_view SchedulerNameOf(const v1::Pod& pod) {
 // kube-scheduler's numFeasibleNodesToFind.
 uint32_t NumFeasibleNodesToFind(int percentage_of_nodes_to_score, uint32_t num_all_nodes);
 
+// A status many nodes share: the nodes a plugin rejected for the same reason
+// hold one copy (CycleResponse.status_table), not one each.
+using SharedStatus = std::shared_ptr<const sdk::Status>;
+
+inline SharedStatus MakeSharedStatus(sdk::Status status) {
+  return std::make_shared<const sdk::Status>(std::move(status));
+}
+
+// The rejection statuses of a validated CycleResponse, each status_table
+// entry decoded once and shared by the nodes that point at it; a status sent
+// inline (protocol version 1) is decoded for its node.
+class RejectionStatuses {
+ public:
+  explicit RejectionStatuses(const v1::CycleResponse& answer);
+  SharedStatus Get(const v1::NodeStatus& rejected) const;
+
+ private:
+  std::vector<SharedStatus> table_;
+};
+
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
   uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
-  std::vector<std::pair<std::string, sdk::Status>> node_statuses;  // node name -> status
+  std::vector<std::pair<std::string, SharedStatus>> node_statuses;  // node name -> status
   std::string pre_filter_message;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;
   absl::flat_hash_set<std::string> pending_plugins;
+  // The answer to the dry run PostFilterPlugin::PredictDryRun asked to ride
+  // in the cycle request, when the process ran it (null otherwise).
+  std::shared_ptr<const v1::PreemptionDryRunResponse> dry_run_answer;
   // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
   std::string Message() const;
 };
@@ -137,6 +160,14 @@ class PostFilterPlugin {
   virtual std::string_view Name() const = 0;
   virtual std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod,
                                                               const Diagnosis& diagnosis) = 0;
+  // The dry run PostFilter would send first if this cycle of `pod` finds no
+  // node (for a lone filter process that runs it within the cycle request:
+  // CycleRequest.preemption_dry_run), or nullopt. Its answer reaches
+  // PostFilter as Diagnosis::dry_run_answer.
+  virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
+                                                                   uint64_t cycle_id) {
+    return std::nullopt;
+  }
 };
 using PostFilterPluginPtr = std::unique_ptr<PostFilterPlugin>;
 
@@ -363,6 +394,9 @@ class Framework {
   uint64_t setup_generation_ ABSL_GUARDED_BY(setup_mu_) = 0;
   std::vector<PostFilterPluginPtr> post_filters_;
   uint32_t next_start_node_index_ = 0;
+  // The last full cycle found no node: the next one likely finds none either
+  // (a burst of preemptors), so it carries PostFilter's predicted dry run.
+  bool last_cycle_found_none_ = false;
   // The state the last SchedulePod ran on: Reserve and Permit (same thread,
   // same cycle) bring their processes' mirrors there too.
   std::optional<uint64_t> last_state_seq_;

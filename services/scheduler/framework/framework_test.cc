@@ -1,5 +1,6 @@
 #include "framework/framework.h"
 
+#include <algorithm>
 #include <future>
 #include <map>
 
@@ -107,10 +108,10 @@ TEST(NumFeasibleNodesToFind, FollowsKubeSchedulerRule) {
 TEST(Diagnosis, MessageMatchesFailedSchedulingFormat) {
   Diagnosis d;
   d.num_all_nodes = 10;
-  for (int i = 0; i < 3; ++i) d.node_statuses.push_back({"a", sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")});
+  for (int i = 0; i < 3; ++i) d.node_statuses.push_back({"a", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"))});
   for (int i = 0; i < 7; ++i) {
-    d.node_statuses.push_back({"b", sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
-                                                "node(s) had untolerated taint {edge: true}")});
+    d.node_statuses.push_back({"b", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                                                                 "node(s) had untolerated taint {edge: true}"))});
   }
   EXPECT_EQ(d.Message(),
             "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}.");
@@ -256,6 +257,164 @@ TEST(Framework, PreFilterRejectionFailsEveryNode) {
   EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: node(s) didn't match the requested node name.");
 }
 
+// Protocol version 2: rejected nodes point into CycleResponse.status_table.
+// `index` is 1-based; each entry a rejection by `plugin` with one reason.
+v1::PluginToScheduler TableAnswer(std::vector<std::pair<std::string, std::string>> table,
+                                  std::vector<std::pair<uint32_t, uint32_t>> rejected) {
+  v1::PluginToScheduler answer;
+  auto* cycle = answer.mutable_cycle();
+  for (auto& [plugin, reason] : table) {
+    v1::Status* s = cycle->add_status_table();
+    s->set_code(v1::Status::UNSCHEDULABLE);
+    s->add_reasons(reason);
+    s->set_plugin(plugin);
+  }
+  for (auto& [id, index] : rejected) {
+    auto* r = cycle->add_rejected();
+    r->set_node_id(id);
+    r->set_status_index(index);
+  }
+  cycle->set_nodes_evaluated(rejected.size());
+  return answer;
+}
+
+struct NodeVerdict {
+  std::string node;
+  sdk::Code code;
+  std::vector<std::string> reasons;
+  std::string plugin;
+  bool operator==(const NodeVerdict&) const = default;
+};
+
+std::vector<NodeVerdict> Verdicts(const Diagnosis& d) {
+  std::vector<NodeVerdict> out;
+  for (const auto& [node, status] : d.node_statuses) {
+    out.push_back({node, status->code(), status->reasons(), status->plugin()});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+  return out;
+}
+
+TEST(Framework, AStatusTableDecodesToTheSameDiagnosisAsStatusesPerNode) {
+  FakeSnapshot snapshot(4);
+  auto schedule = [&](v1::PluginToScheduler answer) {
+    MockPluginProcess host("host");
+    Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) { return Answered(answer); }));
+    return fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  };
+  ScheduleResult inline_statuses = schedule(CycleAnswer(
+      {}, {}, {{1, "Insufficient cpu"}, {2, "Insufficient cpu"}, {3, "Too many pods"}, {4, "Insufficient cpu"}}));
+  // Nodes 1, 2 and 4 share entry 1; node 3 sends its own status (both forms
+  // may meet in one answer).
+  v1::PluginToScheduler table = TableAnswer({{"Fit", "Insufficient cpu"}}, {{1, 1}, {2, 1}, {4, 1}});
+  v1::NodeStatus* own = table.mutable_cycle()->add_rejected();
+  own->set_node_id(3);
+  own->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+  own->mutable_status()->add_reasons("Too many pods");
+  own->mutable_status()->set_plugin("Fit");
+  table.mutable_cycle()->set_nodes_evaluated(4);
+  ScheduleResult tabled = schedule(table);
+
+  ASSERT_EQ(inline_statuses.outcome, ScheduleResult::Outcome::kUnschedulable) << inline_statuses.error;
+  ASSERT_EQ(tabled.outcome, ScheduleResult::Outcome::kUnschedulable) << tabled.error;
+  EXPECT_EQ(tabled.diagnosis.Message(), "0/4 nodes are available: 1 Too many pods, 3 Insufficient cpu.");
+  EXPECT_EQ(tabled.diagnosis.Message(), inline_statuses.diagnosis.Message());
+  EXPECT_EQ(Verdicts(tabled.diagnosis), Verdicts(inline_statuses.diagnosis));
+  EXPECT_EQ(tabled.diagnosis.unschedulable_plugins, inline_statuses.diagnosis.unschedulable_plugins);
+  // The nodes of one entry hold one status, not a copy each.
+  std::map<std::string, const sdk::Status*> by_node;
+  for (const auto& [node, status] : tabled.diagnosis.node_statuses) by_node[node] = status.get();
+  EXPECT_EQ(by_node["node-1"], by_node["node-2"]);
+  EXPECT_EQ(by_node["node-1"], by_node["node-4"]);
+  EXPECT_NE(by_node["node-1"], by_node["node-3"]);
+}
+
+TEST(Framework, AStatusIndexOutsideTheTableFailsTheCycleNamingEndpointAndField) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](auto, auto) {
+    return Answered(TableAnswer({{"Fit", "Insufficient cpu"}}, {{1, 1}, {2, 2}, {3, 1}}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError);
+  EXPECT_THAT(std::string(r.error.message()),
+              testing::AllOf(testing::HasSubstr("plugin endpoint host"),
+                             testing::HasSubstr("rejected[1].status_index 2 (node id 2) is outside "
+                                                "status_table (1 entries)")));
+  EXPECT_EQ(host.invalid_answers, 1);
+}
+
+// A PostFilter that predicts a dry run and records what reached it.
+class PredictingPostFilter final : public PostFilterPlugin {
+ public:
+  std::string_view Name() const override { return "Predicting"; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod&, const Diagnosis& d) override {
+    answers.push_back(d.dry_run_answer);
+    return {{}, sdk::Status(sdk::Code::kUnschedulable, "no")};
+  }
+  std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod&, uint64_t cycle_id) override {
+    v1::PreemptionDryRunRequest r;
+    r.set_cycle_id(cycle_id);
+    r.add_candidates()->set_node_id(2);
+    return r;
+  }
+  std::vector<std::shared_ptr<const v1::PreemptionDryRunResponse>> answers;
+};
+
+TEST(Framework, ADryRunRidesInTheCycleAfterACycleThatFoundNoNode) {
+  MockPluginProcess host("host");
+  host.runs_dry_runs_in_cycles = true;
+  host.mirrors_nominated_pods = true;
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  auto* post = new PredictingPostFilter;
+  fw.AddPostFilterPlugin(PostFilterPluginPtr(post));
+  std::vector<bool> carried;
+  EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    carried.push_back(req.cycle().has_preemption_dry_run());
+    v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}});
+    if (req.cycle().has_preemption_dry_run()) {
+      EXPECT_EQ(req.cycle().preemption_dry_run().cycle_id(), req.cycle().cycle_id());
+      auto* n = a.mutable_cycle()->mutable_preemption_dry_run()->add_nodes();
+      n->set_node_id(2);
+      n->add_victims("v");
+    }
+    return Answered(a);
+  }));
+  for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+    fw.RunPostFilter(TestPod(), r.diagnosis);
+  }
+  // The first cycle had no reason to expect a failure; the second did.
+  EXPECT_THAT(carried, testing::ElementsAre(false, true));
+  ASSERT_EQ(post->answers.size(), 2u);
+  EXPECT_EQ(post->answers[0], nullptr);
+  ASSERT_NE(post->answers[1], nullptr);
+  ASSERT_EQ(post->answers[1]->nodes_size(), 1);
+  EXPECT_THAT(post->answers[1]->nodes(0).victims(), testing::ElementsAre("v"));
+}
+
+TEST(Framework, NoDryRunRidesToAProcessThatDoesNotRunThem) {
+  MockPluginProcess host("host");  // Protocol version 1.
+  host.mirrors_nominated_pods = true;
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  fw.AddPostFilterPlugin(std::make_unique<PredictingPostFilter>());
+  EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
+  EXPECT_CALL(host, Call(_, _)).Times(2).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    EXPECT_FALSE(req.cycle().has_preemption_dry_run());
+    return Answered(CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}}));
+  }));
+  for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    fw.RunPostFilter(TestPod(), r.diagnosis);
+  }
+}
+
 struct BadAnswerCase {
   std::string name;
   v1::PluginToScheduler answer;
@@ -289,7 +448,41 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(BadAnswerCase{"ScoreOutOfRange", CycleAnswer({1, 2}, {{"Spread", {50, 1000}}})},
                     BadAnswerCase{"UnknownNode", CycleAnswer({1, 99}, {{"Spread", {50, 50}}})},
                     BadAnswerCase{"TooFewScores", CycleAnswer({1, 2}, {{"Spread", {50}}})},
-                    BadAnswerCase{"UnrequestedPlugin", CycleAnswer({1, 2}, {{"Other", {1, 2}}})}),
+                    BadAnswerCase{"UnrequestedPlugin", CycleAnswer({1, 2}, {{"Other", {1, 2}}})},
+                    BadAnswerCase{"StatusIndexOutsideTable",
+                                  [] {
+                                    v1::PluginToScheduler a = TableAnswer({{"Fit", "full"}}, {{3, 2}});
+                                    a.mutable_cycle()->add_feasible(1);
+                                    a.mutable_cycle()->add_feasible(2);
+                                    auto* s = a.mutable_cycle()->add_scores();
+                                    s->set_plugin("Spread");
+                                    s->add_scores(1);
+                                    s->add_scores(2);
+                                    return a;
+                                  }()},
+                    BadAnswerCase{"TableEntryOfAnUnrequestedPlugin",
+                                  [] {
+                                    v1::PluginToScheduler a = TableAnswer({{"Other", "full"}}, {{3, 1}});
+                                    a.mutable_cycle()->add_feasible(1);
+                                    a.mutable_cycle()->add_feasible(2);
+                                    auto* s = a.mutable_cycle()->add_scores();
+                                    s->set_plugin("Spread");
+                                    s->add_scores(1);
+                                    s->add_scores(2);
+                                    return a;
+                                  }()},
+                    BadAnswerCase{"TableEntryThatIsNoRejection",
+                                  [] {
+                                    v1::PluginToScheduler a = TableAnswer({{"Fit", "ok"}}, {{3, 1}});
+                                    a.mutable_cycle()->mutable_status_table(0)->set_code(v1::Status::SUCCESS);
+                                    a.mutable_cycle()->add_feasible(1);
+                                    a.mutable_cycle()->add_feasible(2);
+                                    auto* s = a.mutable_cycle()->add_scores();
+                                    s->set_plugin("Spread");
+                                    s->add_scores(1);
+                                    s->add_scores(2);
+                                    return a;
+                                  }()}),
     [](const auto& info) { return info.param.name; });
 
 TEST(Framework, TimeoutFailsTheCycle) {
@@ -528,8 +721,33 @@ TEST(FrameworkFanOut, NoNodeFitsKeepsEachNodesFirstRejection) {
   EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
   EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
   for (const auto& [node, status] : r.diagnosis.node_statuses) {
-    EXPECT_EQ(status.code(), node == "node-1" ? sdk::Code::kUnschedulable
+    EXPECT_EQ(status->code(), node == "node-1" ? sdk::Code::kUnschedulable
                                               : sdk::Code::kUnschedulableAndUnresolvable)
+        << node;
+  }
+}
+
+// The same merge when a process sends its rejections through a status table.
+TEST(FrameworkFanOut, RejectionsFromAStatusTableMergeAsStatusesPerNode) {
+  MockPluginProcess host("host");
+  MockPluginProcess extra("extra");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    return Answered(CycleAnswer({2, 3}, {}, {{1, "Insufficient cpu"}}));
+  }));
+  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+    v1::PluginToScheduler a = TableAnswer({{"Deny", "denied"}}, {{1, 1}, {2, 1}, {3, 1}});
+    a.mutable_cycle()->mutable_status_table(0)->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+    return Answered(a);
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
+  EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
+  for (const auto& [node, status] : r.diagnosis.node_statuses) {
+    EXPECT_EQ(status->code(), node == "node-1" ? sdk::Code::kUnschedulable
+                                               : sdk::Code::kUnschedulableAndUnresolvable)
         << node;
   }
 }

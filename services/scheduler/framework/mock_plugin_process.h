@@ -21,11 +21,13 @@ class MockPluginProcess : public PluginProcess {
   MOCK_METHOD(void, SendState, (uint64_t state_seq), (override));
   MOCK_METHOD(void, FinishCycle, (uint64_t cycle_id), (override));
   bool MirrorsNominatedPods() const override { return mirrors_nominated_pods; }
+  bool RunsDryRunsInCycles() const override { return runs_dry_runs_in_cycles; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }
 
   bool mirrors_nominated_pods = false;
+  bool runs_dry_runs_in_cycles = false;
   int invalid_answers = 0;
   int ignored_failures = 0;
 

@@ -49,6 +49,9 @@ class PluginProcess {
   // The process keeps nominated pods from state deltas
   // (MirrorScope.nominated_pods): its requests carry none.
   virtual bool MirrorsNominatedPods() const { return false; }
+  // The process runs the preemption dry run that rides in a cycle request
+  // (CycleRequest.preemption_dry_run: protocol version 2).
+  virtual bool RunsDryRunsInCycles() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

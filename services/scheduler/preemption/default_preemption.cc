@@ -222,6 +222,81 @@ DefaultPreemption::DefaultPreemption(Options options, const Framework& framework
       controller_(controller),
       rng_(options.seed) {}
 
+std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
+                                                     const std::vector<const sdk::NodeInfo*>& potential,
+                                                     uint32_t offset, uint32_t chunk_size, uint32_t end,
+                                                     uint32_t& k,
+                                                     const Pdbs& pdbs,
+                                                     const absl::flat_hash_set<std::string>& assumed,
+                                                     std::vector<const sdk::NodeInfo*>* without_victims) const {
+  const uint32_t n = static_cast<uint32_t>(potential.size());
+  const std::string& uid = pod.meta().uid();
+  std::vector<DryRunNode> chunk;
+  chunk.reserve(std::min(chunk_size, n - k));
+  for (; k < end && chunk.size() < chunk_size; ++k) {
+    const sdk::NodeInfo* node = potential[(offset + k) % n];
+    std::vector<sdk::PodInfoPtr> lower;
+    for (const sdk::PodInfoPtr& p : node->pods()) {
+      // An assumed pod is a victim while it waits at Permit (it is then
+      // rejected there); once past Permit its binding is under way: left be.
+      if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
+          (assumed.empty() || !assumed.contains(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
+        lower.push_back(p);
+      }
+    }
+    if (lower.empty()) {
+      if (without_victims != nullptr) without_victims->push_back(node);
+      continue;
+    }
+    chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+  }
+  return chunk;
+}
+
+std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(const v1::Pod& pod,
+                                                                            uint64_t cycle_id) {
+  prediction_.reset();
+  const std::string& uid = pod.meta().uid();
+  // Only for a pod PostFilter would take straight to the dry run: pending,
+  // not nominated, not preempting already, eligible.
+  if (!pod.node_name().empty() || !pod.nominated_node_name().empty() || controller_.InFlight(uid) ||
+      !controller_.nominator().NominatedNode(uid).empty() ||
+      !PodEligibleToPreemptOthers(pod, snapshot_, "", nullptr).empty()) {
+    return std::nullopt;
+  }
+  const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
+  const uint32_t n = static_cast<uint32_t>(potential.size());
+  if (n == 0) return std::nullopt;
+  const uint32_t offset = std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+  const uint32_t num_candidates =
+      NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
+  const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;
+  const Pdbs pdbs = cache_.ListPdbs();
+  const absl::flat_hash_set<std::string> assumed = cache_.AssumedUids();
+  // One chunk at most: when its nodes have no lower-priority pod at all (a
+  // pod that cannot preempt anyone), no prediction, rather than a scan of
+  // every node that PostFilter would repeat.
+  uint32_t k = 0;
+  std::vector<DryRunNode> chunk =
+      NextChunk(pod, potential, offset, chunk_size, std::min(n, chunk_size), k, pdbs, assumed, nullptr);
+  // Nodes without victims among them: PostFilter's chunk would reach further.
+  if (chunk.size() < chunk_size && k < n) return std::nullopt;
+  if (chunk.empty()) return std::nullopt;
+  std::optional<v1::PreemptionDryRunRequest> request =
+      FirstDryRunRequest(framework_.spec(), cycle_id, chunk, num_candidates);
+  if (!request) return std::nullopt;
+  Prediction prediction{uid, cycle_id, n, offset, {}};
+  prediction.nodes.reserve(chunk.size());
+  for (const DryRunNode& c : chunk) {
+    Prediction::Node& node = prediction.nodes.emplace_back();
+    node.id = c.node->id();
+    node.num_pdb_violating = c.potential.num_pdb_violating;
+    for (const sdk::PodInfoPtr& v : c.potential.pods) node.victims.push_back(v->uid());
+  }
+  prediction_ = std::move(prediction);
+  return request;
+}
+
 std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1::Pod& pod,
                                                                        const Diagnosis& diagnosis) {
   const std::string& uid = pod.meta().uid();
@@ -234,7 +309,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
   const sdk::Status* nominated_status = nullptr;
   for (const auto& [name, status] : diagnosis.node_statuses) {
-    if (name == nominated) nominated_status = &status;
+    if (name == nominated) nominated_status = status.get();
   }
   if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
     return {{}, Unschedulable(why)};
@@ -260,7 +335,17 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (potential.empty()) return no_candidates();
 
   const uint32_t n = static_cast<uint32_t>(potential.size());
-  const uint32_t offset = std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+  // The dry run predicted for this cycle, made over every node: it holds when
+  // every node is still a potential one (then the offset drawn for it is
+  // this attempt's); its answer is used below if the first chunk is the same.
+  std::optional<Prediction> prediction = std::move(prediction_);
+  prediction_.reset();
+  if (prediction && (prediction->pod_uid != uid || prediction->cycle_id != diagnosis.cycle_id ||
+                     prediction->num_potential != n || n != snapshot_.NumNodes())) {
+    prediction.reset();
+  }
+  const uint32_t offset = prediction ? prediction->offset
+                                     : std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const auto pdbs = cache_.ListPdbs();
@@ -277,35 +362,41 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   // lists of the other nodes are built nor are they sent.
   DryRunOutcome dry;
   DryRunCounts found;
+  SharedStatus no_victims;  // One status for every node without lower-priority pods.
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;  // 0: every node.
   // One cache lock for every pod of every chunk, not one per pod. Only this
   // (the scheduling) thread assumes pods, so none is added meanwhile.
   const absl::flat_hash_set<std::string> assumed = cache_.AssumedUids();
   uint32_t k = 0;
+  std::vector<const sdk::NodeInfo*> without_victims;
+  bool first_chunk = true;
   while (k < n && !found.Enough(num_candidates)) {
-    std::vector<DryRunNode> chunk;
-    chunk.reserve(std::min(chunk_size, n - k));
-    for (; k < n && chunk.size() < chunk_size; ++k) {
-      const sdk::NodeInfo* node = potential[(offset + k) % n];
-      std::vector<sdk::PodInfoPtr> lower;
-      for (const sdk::PodInfoPtr& p : node->pods()) {
-        // An assumed pod is a victim while it waits at Permit (it is then
-        // rejected there); once past Permit its binding is under way: left be.
-        if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
-            (assumed.empty() || !assumed.contains(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
-          lower.push_back(p);
-        }
+    without_victims.clear();
+    std::vector<DryRunNode> chunk =
+        NextChunk(pod, potential, offset, chunk_size, n, k, pdbs, assumed, &without_victims);
+    for (const sdk::NodeInfo* node : without_victims) {
+      if (no_victims == nullptr) {
+        no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
       }
-      if (lower.empty()) {
-        failure.node_statuses.emplace_back(node->name(),
-                                           sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
-        continue;
-      }
-      chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+      failure.node_statuses.emplace_back(node->name(), no_victims);
     }
     if (chunk.empty()) continue;
+    // The answer that rode in the cycle, for exactly this chunk.
+    const v1::PreemptionDryRunResponse* answered = nullptr;
+    if (first_chunk && prediction && diagnosis.dry_run_answer != nullptr &&
+        prediction->nodes.size() == chunk.size() &&
+        std::equal(chunk.begin(), chunk.end(), prediction->nodes.begin(),
+                   [](const DryRunNode& c, const Prediction::Node& p) {
+                     return c.node->id() == p.id && c.potential.num_pdb_violating == p.num_pdb_violating &&
+                            std::equal(c.potential.pods.begin(), c.potential.pods.end(), p.victims.begin(),
+                                       p.victims.end(),
+                                       [](const sdk::PodInfoPtr& v, const std::string& u) { return v->uid() == u; });
+                   })) {
+      answered = diagnosis.dry_run_answer.get();
+    }
+    first_chunk = false;
     absl::StatusOr<DryRunOutcome> part = RunDryRuns(spec, pod, diagnosis.cycle_id, snapshot_.delta_seq(), chunk,
-                                                    nominated_pods, num_candidates, &found);
+                                                    nominated_pods, num_candidates, &found, answered);
     if (!part.ok()) {
       return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", part.status().message()))};
     }

@@ -27,11 +27,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
 #include "config/config.h"
 #include "framework/framework.h"
+#include "preemption/dry_run.h"
 #include "preemption/nominator.h"
 #include "preemption/preemption.h"
 #include "server/cluster_service.h"
@@ -161,8 +163,43 @@ class DefaultPreemption final : public PostFilterPlugin {
   std::string_view Name() const override { return kDefaultPreemption; }
   std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod,
                                                       const Diagnosis& diagnosis) override;
+  // The first dry-run chunk PostFilter would send if no node is rejected as
+  // UnschedulableAndUnresolvable (the usual failure: resources), with its
+  // random offset drawn now; PostFilter uses it, and the answer that rode in
+  // the cycle, only when its own first chunk is this one.
+  std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
+                                                           uint64_t cycle_id) override;
 
  private:
+  using Pdbs = std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>;
+  // The next chunk of up to chunk_size candidate nodes from
+  // potential[(offset + k) % n], advancing k (up to `end`); nodes with no
+  // lower-priority pod are skipped and, when `without_victims` is set, listed
+  // there.
+  std::vector<DryRunNode> NextChunk(const v1::Pod& pod,
+                                           const std::vector<const sdk::NodeInfo*>& potential,
+                                           uint32_t offset, uint32_t chunk_size, uint32_t end,
+                                           uint32_t& k,
+                                           const Pdbs& pdbs,
+                                           const absl::flat_hash_set<std::string>& assumed,
+                                           std::vector<const sdk::NodeInfo*>* without_victims) const;
+
+  struct Prediction {
+    std::string pod_uid;
+    uint64_t cycle_id = 0;
+    uint32_t num_potential = 0;  // Every node of the snapshot.
+    uint32_t offset = 0;
+    // Per candidate node of the first chunk: id, potential victims in order,
+    // how many of them violate a PDB.
+    struct Node {
+      uint32_t id;
+      std::vector<std::string> victims;
+      size_t num_pdb_violating;
+    };
+    std::vector<Node> nodes;
+  };
+  std::optional<Prediction> prediction_;
+
   const Options options_;
   const Framework& framework_;
   const Snapshot& snapshot_;

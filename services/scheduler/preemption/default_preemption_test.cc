@@ -91,7 +91,7 @@ class DefaultPreemptionTest : public ::testing::Test {
     Diagnosis d;
     d.num_all_nodes = 3;
     for (const char* n : {"node-1", "node-2", "node-3"}) {
-      d.node_statuses.emplace_back(n, sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"));
+      d.node_statuses.emplace_back(n, MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
     }
     return d;
   }
@@ -124,6 +124,73 @@ class DefaultPreemptionTest : public ::testing::Test {
   std::vector<int> candidates_per_request_;
   v1::Pod preemptor_ = MakePod("preemptor", 100, 2000);
 };
+
+// The dry run that rode in the cycle request (PredictDryRun, answered with
+// the cycle) stands for the first dry run: the same decision, no round trip.
+TEST_F(DefaultPreemptionTest, APredictedDryRunAnsweredWithTheCycleSavesTheRoundTrip) {
+  Diagnosis failed = Failed();  // Takes the snapshot.
+  failed.cycle_id = 7;
+  std::optional<v1::PreemptionDryRunRequest> predicted = plugin_->PredictDryRun(preemptor_, 7);
+  ASSERT_TRUE(predicted.has_value());
+  EXPECT_EQ(predicted->cycle_id(), 7u);
+  EXPECT_FALSE(predicted->has_pod());  // The cycle's pod.
+  EXPECT_THAT(predicted->filter_plugins(), ElementsAre("NodeResourcesFit"));
+  // node-3 has no lower-priority pod.
+  ASSERT_EQ(predicted->candidates_size(), 2);
+  std::map<uint32_t, testing::ScriptedNode> nodes;
+  for (const auto& c : predicted->candidates()) {
+    nodes[c.node_id()].victims.assign(c.potential_victims().begin(), c.potential_victims().end());
+  }
+  failed.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(
+      DryRunAnswer(nodes).preemption_dry_run());
+  auto [result, status] = plugin_->PostFilter(preemptor_, failed);
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(result.nominated_node_name, "node-1");
+  EXPECT_EQ(dry_runs_, 0);
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");
+}
+
+// A prediction that no longer holds (a node turned out unresolvable, so the
+// candidates are others) is dropped, and PostFilter asks on its own.
+TEST_F(DefaultPreemptionTest, APredictionThatNoLongerHoldsIsNotUsed) {
+  Diagnosis failed = Failed();
+  failed.cycle_id = 7;
+  std::optional<v1::PreemptionDryRunRequest> predicted = plugin_->PredictDryRun(preemptor_, 7);
+  ASSERT_TRUE(predicted.has_value());
+  // A scripted answer that would pick node-2, were it used.
+  std::map<uint32_t, testing::ScriptedNode> nodes;
+  for (const auto& c : predicted->candidates()) {
+    if (c.potential_victims(0) == "uid-mid") nodes[c.node_id()].victims = {"uid-mid"};
+  }
+  failed.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(
+      DryRunAnswer(nodes).preemption_dry_run());
+  failed.node_statuses[1].second = MakeSharedStatus(
+      sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint"));
+  auto [result, status] = plugin_->PostFilter(preemptor_, failed);
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  EXPECT_EQ(result.nominated_node_name, "node-1");
+  EXPECT_EQ(dry_runs_, 1);
+
+  // Nor is one made for another cycle.
+  Diagnosis other = Failed();
+  other.cycle_id = 8;
+  ASSERT_TRUE(plugin_->PredictDryRun(MakePod("another", 100, 2000), 7).has_value());
+  other.dry_run_answer = failed.dry_run_answer;
+  plugin_->PostFilter(MakePod("another", 100, 2000), other);
+  EXPECT_EQ(dry_runs_, 2);
+}
+
+TEST_F(DefaultPreemptionTest, NoDryRunIsPredictedForAPodThatWouldNotPreempt) {
+  cache_.UpdateSnapshot(snapshot_);
+  v1::Pod never = preemptor_;
+  never.set_preemption_policy(v1::NEVER);
+  EXPECT_FALSE(plugin_->PredictDryRun(never, 7).has_value());
+  v1::Pod nominated = preemptor_;
+  nominated.set_nominated_node_name("node-2");
+  EXPECT_FALSE(plugin_->PredictDryRun(nominated, 7).has_value());
+  // Nobody of lower priority anywhere: nothing to predict.
+  EXPECT_FALSE(plugin_->PredictDryRun(MakePod("humble", 5, 2000), 7).has_value());
+}
 
 TEST_F(DefaultPreemptionTest, PreemptionPolicyNeverIsNotEligibleAndSaysSo) {
   preemptor_.set_preemption_policy(v1::NEVER);
@@ -453,7 +520,8 @@ TEST_F(DefaultPreemptionTest, NoVictimAnywhereGivesKubeSchedulersMessage) {
     return Answered(DryRunAnswer(nodes));
   }));
   Diagnosis d = Failed();
-  d.node_statuses[1].second = sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint");
+  d.node_statuses[1].second =
+      MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "node(s) had untolerated taint"));
   auto [result, status] = plugin_->PostFilter(preemptor_, d);
   EXPECT_EQ(status.code(), sdk::Code::kUnschedulable);
   // node-1 fails the dry run, node-2 cannot be helped, node-3 has nothing lower.

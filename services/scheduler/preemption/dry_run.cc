@@ -1,5 +1,6 @@
 #include "preemption/dry_run.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <future>
 #include <optional>
@@ -38,20 +39,38 @@ std::vector<FilterProcess> FilterProcesses(const ProfileSpec& spec) {
 
 struct NodeAnswer {
   sdk::Status status;
-  absl::flat_hash_set<std::string> victims;
+  std::vector<std::string> victims;
+};
+
+// What a round asked of the processes, read from the nodes it was built from
+// (no copy of the request is kept): node id -> position in `nodes`.
+struct RoundShape {
+  const std::vector<DryRunNode>& nodes;
+  const std::vector<std::vector<std::string>>* union_victims;  // Else each node's potential victims.
+  absl::flat_hash_map<uint32_t, size_t> asked;
+
+  bool IsPotentialVictim(size_t i, const std::string& uid) const {
+    if (union_victims != nullptr) {
+      const auto& v = (*union_victims)[i];
+      return std::find(v.begin(), v.end(), uid) != v.end();
+    }
+    for (const sdk::PodInfoPtr& p : nodes[i].potential.pods) {
+      if (p->uid() == uid) return true;
+    }
+    return false;
+  }
 };
 
 // Checks the answer against its request: nodes in the request, each once;
 // victims among the node's potential victims; a status code a filter may give.
 absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
-    const v1::PreemptionDryRunRequest& request, const v1::PreemptionDryRunResponse& answer) {
-  absl::flat_hash_map<uint32_t, const v1::PreemptionDryRunRequest::Candidate*> asked;
-  for (const auto& c : request.candidates()) asked[c.node_id()] = &c;
+    const RoundShape& shape, const v1::PreemptionDryRunResponse& answer) {
   absl::flat_hash_map<uint32_t, NodeAnswer> out;
+  out.reserve(answer.nodes_size());
   for (int i = 0; i < answer.nodes_size(); ++i) {
     const v1::NodeVictims& n = answer.nodes(i);
-    auto it = asked.find(n.node_id());
-    if (it == asked.end()) {
+    auto it = shape.asked.find(n.node_id());
+    if (it == shape.asked.end()) {
       return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "]: node id ",
                                                      n.node_id(), " was not in the request"));
     }
@@ -64,92 +83,121 @@ absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> Validate(
       return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i,
                                                      "].status: not a filter outcome"));
     }
-    absl::flat_hash_set<std::string> potential(it->second->potential_victims().begin(),
-                                               it->second->potential_victims().end());
     NodeAnswer a;
     a.status = sdk::Status::FromProto(n.status());
+    a.victims.reserve(n.victims_size());
     for (int v = 0; v < n.victims_size(); ++v) {
-      if (!potential.contains(n.victims(v))) {
+      if (!shape.IsPotentialVictim(it->second, n.victims(v))) {
         return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.nodes[", i, "].victims[", v,
                                                        "]: pod ", n.victims(v),
                                                        " is not a potential victim on that node"));
       }
-      a.victims.insert(n.victims(v));
+      a.victims.push_back(n.victims(v));
     }
     out.emplace(n.node_id(), std::move(a));
   }
   return out;
 }
 
+// A round's request to one process, without the pod (and nominated pods).
+void FillRequest(const FilterProcess& fp, uint64_t cycle_id, const std::vector<DryRunNode>& nodes,
+                 const std::vector<std::vector<std::string>>* union_victims,
+                 const std::vector<bool>* only, bool confirm, size_t num_processes,
+                 uint32_t num_candidates, uint32_t have, v1::PreemptionDryRunRequest& r) {
+  r.set_cycle_id(cycle_id);
+  for (const auto& n : fp.pre_filter) r.add_pre_filter_plugins(n);
+  for (const auto& n : fp.filter) r.add_filter_plugins(n);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (only != nullptr && !(*only)[i]) continue;
+    auto* c = r.add_candidates();
+    c->set_node_id(nodes[i].node->id());
+    if (union_victims != nullptr) {
+      for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
+    } else {
+      for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
+      c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
+    }
+  }
+  r.set_no_reprieve(confirm);
+  // Only a lone process may stop early: with several, a node one process
+  // accepts may fail in another.
+  // It counts from zero: asking for what is still missing makes it
+  // evaluate at least the nodes the rule needs (extra ones are cut below).
+  r.set_num_candidates(num_processes == 1 && num_candidates > 0
+                           ? (have < num_candidates ? num_candidates - have : 1)
+                           : 0);
+}
+
 }  // namespace
+
+std::optional<v1::PreemptionDryRunRequest> FirstDryRunRequest(const ProfileSpec& spec,
+                                                              uint64_t cycle_id,
+                                                              const std::vector<DryRunNode>& nodes,
+                                                              uint32_t num_candidates) {
+  const std::vector<FilterProcess> processes = FilterProcesses(spec);
+  if (processes.size() != 1 || nodes.empty()) return std::nullopt;
+  v1::PreemptionDryRunRequest r;
+  FillRequest(processes.front(), cycle_id, nodes, nullptr, nullptr, /*confirm=*/false, 1, num_candidates,
+              /*have=*/0, r);
+  return r;
+}
 
 absl::StatusOr<DryRunOutcome> RunDryRuns(
     const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
     const std::vector<DryRunNode>& nodes,
     const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates,
-    DryRunCounts* found) {
+    DryRunCounts* found, const v1::PreemptionDryRunResponse* first_answer) {
   DryRunCounts local;
   DryRunCounts& counts = found != nullptr ? *found : local;
   DryRunOutcome outcome;
   const std::vector<FilterProcess> processes = FilterProcesses(spec);
   if (nodes.empty()) return outcome;
 
-  // One round: every process gets every node (of `only`, when set).
+  // One round: every process gets every node (of `only`, when set). `given`:
+  // the lone process's answer to this round, already there.
   auto round = [&](bool confirm, const std::vector<std::vector<std::string>>* union_victims,
-                   const std::vector<bool>* only)
+                   const std::vector<bool>* only, const v1::PreemptionDryRunResponse* given)
       -> absl::StatusOr<std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>>> {
-    struct Call {
-      v1::PreemptionDryRunRequest shape;
-      std::future<PluginAnswer> answer;
-    };
-    std::vector<Call> calls;
+    RoundShape shape{nodes, union_victims, {}};
+    shape.asked.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (only == nullptr || (*only)[i]) shape.asked.emplace(nodes[i].node->id(), i);
+    }
+    std::vector<std::future<PluginAnswer>> calls;
     for (const FilterProcess& fp : processes) {
+      if (given != nullptr) break;  // The lone process answered already.
       v1::SchedulerToPlugin message;
       v1::PreemptionDryRunRequest& r = *message.mutable_preemption_dry_run();
-      r.set_cycle_id(cycle_id);
-      for (const auto& n : fp.pre_filter) r.add_pre_filter_plugins(n);
-      for (const auto& n : fp.filter) r.add_filter_plugins(n);
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        if (only != nullptr && !(*only)[i]) continue;
-        auto* c = r.add_candidates();
-        c->set_node_id(nodes[i].node->id());
-        if (union_victims != nullptr) {
-          for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
-        } else {
-          for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
-          c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
-        }
-      }
-      r.set_no_reprieve(confirm);
-      // Only a lone process may stop early: with several, a node one process
-      // accepts may fail in another.
-      // It counts from zero: asking for what is still missing makes it
-      // evaluate at least the nodes the rule needs (extra ones are cut below).
-      const uint32_t have = counts.non_violating + counts.violating;
-      r.set_num_candidates(processes.size() == 1 && num_candidates > 0
-                               ? (have < num_candidates ? num_candidates - have : 1)
-                               : 0);
-      Call call;
-      call.shape = r;
+      FillRequest(fp, cycle_id, nodes, union_victims, only, confirm, processes.size(), num_candidates,
+                  counts.non_violating + counts.violating, r);
       *r.mutable_pod() = pod;
       // A process that mirrors nominations counts them itself.
       if (!fp.process->MirrorsNominatedPods()) *r.mutable_nominated_pods() = nominated;
-      call.answer = fp.process->Call(std::move(message), state_seq);
-      calls.push_back(std::move(call));
+      calls.push_back(fp.process->Call(std::move(message), state_seq));
     }
     std::vector<std::optional<absl::flat_hash_map<uint32_t, NodeAnswer>>> answers;
-    for (size_t p = 0; p < calls.size(); ++p) {
+    const size_t num_answers = given != nullptr ? 1 : calls.size();
+    for (size_t p = 0; p < num_answers; ++p) {
       PluginProcess& process = *processes[p].process;
-      PluginAnswer answer = calls[p].answer.get();
+      PluginAnswer answer =
+          given != nullptr ? PluginAnswer(v1::PluginToScheduler()) : calls[p].get();
       absl::Status error = answer.status();
       absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
-      if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
+      if (given != nullptr) {
+        valid = Validate(shape, *given);
+        if (!valid.ok()) {
+          error = valid.status();
+          process.CountInvalidAnswer();
+          PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", process.name()},
+                     {"request", "cycle.preemption_dry_run"}, {"err", error.message()});
+        }
+      } else if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
         error = absl::InternalError(answer->error());
       } else if (error.ok() && answer->kind_case() != v1::PluginToScheduler::kPreemptionDryRun) {
         error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
         process.CountInvalidAnswer();
       } else if (error.ok()) {
-        valid = Validate(calls[p].shape, answer->preemption_dry_run());
+        valid = Validate(shape, answer->preemption_dry_run());
         if (!valid.ok()) {
           error = valid.status();
           process.CountInvalidAnswer();
@@ -171,7 +219,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     return answers;
   };
 
-  auto first = round(false, nullptr, nullptr);
+  auto first = round(false, nullptr, nullptr, processes.size() == 1 ? first_answer : nullptr);
   if (!first.ok()) return first.status();
 
   // Per node: fits in every process that answered; victims = the union, in
@@ -200,7 +248,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       chosen.insert(it->second.victims.begin(), it->second.victims.end());
     }
     if (rejection) {
-      outcome.rejected.emplace_back(nodes[i].node->name(), *rejection);
+      outcome.rejected.emplace_back(nodes[i].node->name(), MakeSharedStatus(std::move(*rejection)));
       continue;
     }
     if (!evaluated) continue;
@@ -212,7 +260,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
 
   // Several processes: confirm each union with every process.
   if (answering > 1) {
-    auto confirm = round(true, &victims, &fits);
+    auto confirm = round(true, &victims, &fits, nullptr);
     if (!confirm.ok()) return confirm.status();
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (!fits[i]) continue;
@@ -221,9 +269,10 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
         auto it = answer->find(nodes[i].node->id());
         if (it == answer->end() || !it->second.status.IsSuccess()) {
           fits[i] = false;
-          outcome.rejected.emplace_back(nodes[i].node->name(),
-                                        it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
-                                                            : it->second.status);
+          outcome.rejected.emplace_back(
+              nodes[i].node->name(),
+              MakeSharedStatus(it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
+                                                   : it->second.status));
           break;
         }
       }
@@ -237,8 +286,9 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     if (victims[i].empty()) {
       outcome.rejected.emplace_back(
           nodes[i].node->name(),
-          sdk::Status(sdk::Code::kError, absl::StrCat("expected at least one victim pod on node \"",
-                                                      nodes[i].node->name(), "\"")));
+          MakeSharedStatus(sdk::Status(sdk::Code::kError,
+                                       absl::StrCat("expected at least one victim pod on node \"",
+                                                    nodes[i].node->name(), "\""))));
       continue;
     }
     Candidate c;

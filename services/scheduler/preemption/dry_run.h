@@ -28,7 +28,7 @@ struct DryRunNode {
 struct DryRunOutcome {
   std::vector<Candidate> candidates;  // In the order of the nodes given.
   // Why the other evaluated nodes are not candidates.
-  std::vector<std::pair<std::string, sdk::Status>> rejected;
+  std::vector<std::pair<std::string, SharedStatus>> rejected;
 };
 
 // Candidates found so far, for kube-scheduler's stop rule (dryRunPreemption):
@@ -50,6 +50,15 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     const ProfileSpec& spec, const v1::Pod& pod, uint64_t cycle_id, uint64_t state_seq,
     const std::vector<DryRunNode>& nodes,
     const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated, uint32_t num_candidates,
-    DryRunCounts* found = nullptr);
+    DryRunCounts* found = nullptr, const v1::PreemptionDryRunResponse* first_answer = nullptr);
+
+// The first request RunDryRuns would send for `nodes` (counts from zero),
+// without its pod, when the profile has one filter process; nullopt
+// otherwise. `first_answer` above is its answer when it rode in the cycle
+// request (CycleRequest.preemption_dry_run) and was run there.
+std::optional<v1::PreemptionDryRunRequest> FirstDryRunRequest(const ProfileSpec& spec,
+                                                              uint64_t cycle_id,
+                                                              const std::vector<DryRunNode>& nodes,
+                                                              uint32_t num_candidates);
 
 }  // namespace podium::scheduler::preemption

@@ -73,7 +73,7 @@ TEST_F(DryRunTest, OneRequestCarriesEveryCandidateWithItsOrderedVictims) {
   EXPECT_EQ(out->candidates[1].node_name, "node-3");
   ASSERT_EQ(out->rejected.size(), 1u);
   EXPECT_EQ(out->rejected[0].first, "node-2");
-  EXPECT_EQ(out->rejected[0].second.Message(), "Insufficient cpu");
+  EXPECT_EQ(out->rejected[0].second->Message(), "Insufficient cpu");
 }
 
 TEST_F(DryRunTest, SeveralProcessesTakeTheUnionAndConfirmIt) {

@@ -46,18 +46,21 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
     const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
-    std::vector<std::pair<std::string, sdk::Status>>* unresolvable) {
+    std::vector<std::pair<std::string, SharedStatus>>* unresolvable) {
   std::vector<const sdk::NodeInfo*> potential;
   const bool pre_filter_failed = !diagnosis.pre_filter_message.empty();
   absl::flat_hash_set<std::string> unresolvable_nodes;
   for (const auto& [name, status] : diagnosis.node_statuses) {
-    if (status.code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name);
+    if (status->code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name);
   }
+  SharedStatus not_helpful;  // One status for every such node.
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
     if (pre_filter_failed || unresolvable_nodes.contains(node->name())) {
       if (unresolvable != nullptr) {
-        unresolvable->emplace_back(node->name(),
-                                   sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNotHelpful));
+        if (not_helpful == nullptr) {
+          not_helpful = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNotHelpful));
+        }
+        unresolvable->emplace_back(node->name(), not_helpful);
       }
       continue;
     }

@@ -115,17 +115,17 @@ TEST_F(EligibilityTest, UnresolvableNodesAreNeverCandidates) {
   node.mutable_meta()->set_name("node-3");
   cache_.AddOrUpdateNode(node);
   Diagnosis d;
-  d.node_statuses.emplace_back("node-1", sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"));
-  d.node_statuses.emplace_back("node-2", sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
-                                                     "node(s) didn't match Pod's node affinity/selector"));
-  std::vector<std::pair<std::string, sdk::Status>> unresolvable;
+  d.node_statuses.emplace_back("node-1", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
+  d.node_statuses.emplace_back("node-2", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                                                     "node(s) didn't match Pod's node affinity/selector")));
+  std::vector<std::pair<std::string, SharedStatus>> unresolvable;
   std::vector<const sdk::NodeInfo*> nodes = NodesWherePreemptionMightHelp(Snap(), d, &unresolvable);
   std::vector<std::string> names;
   for (const auto* n : nodes) names.push_back(n->name());
   EXPECT_THAT(names, ElementsAre("node-1", "node-3"));
   ASSERT_EQ(unresolvable.size(), 1u);
   EXPECT_EQ(unresolvable[0].first, "node-2");
-  EXPECT_EQ(unresolvable[0].second.Message(), "Preemption is not helpful for scheduling");
+  EXPECT_EQ(unresolvable[0].second->Message(), "Preemption is not helpful for scheduling");
 
   d.pre_filter_message = "pod has unbound immediate PersistentVolumeClaims";
   unresolvable.clear();

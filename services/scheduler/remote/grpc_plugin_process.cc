@@ -13,6 +13,15 @@ namespace podium::scheduler {
 namespace {
 
 constexpr size_t kLatencyWindow = 4096;
+// Plugin protocol versions this scheduler speaks (Open offers the range; the
+// process answers the one it picked). 2 adds CycleResponse.status_table, which
+// the framework decodes whichever version a process speaks.
+constexpr uint32_t kOldestPluginProtocol = 1;
+constexpr uint32_t kPluginProtocol = 2;
+
+bool SpeaksPluginProtocol(const v1::Registration& reg) {
+  return reg.protocol_version() >= kOldestPluginProtocol && reg.protocol_version() <= kPluginProtocol;
+}
 // Finished cycle ids wait for a request to ride on up to this many.
 constexpr size_t kMaxQueuedFinishedCycles = 256;
 
@@ -269,7 +278,8 @@ absl::Status GrpcPluginProcess::Connect() {
     v1::SchedulerToPlugin open;
     open_id_ = next_id_++;
     open.set_id(open_id_);
-    open.mutable_open()->set_protocol_version(1);
+    open.mutable_open()->set_protocol_version(kOldestPluginProtocol);
+    open.mutable_open()->set_max_protocol_version(kPluginProtocol);
     open.mutable_open()->set_scheduler_id(options_.scheduler_id);
     for (const auto& p : options_.plugins) *open.mutable_open()->add_plugins() = p;
     const absl::Time now = absl::Now();
@@ -294,7 +304,7 @@ absl::Status GrpcPluginProcess::Connect() {
                                                options_.address, "): ", last_error_));
   }
   const v1::Registration& reg = result->registration();
-  if (!reg.error().empty() || reg.protocol_version() != 1) {
+  if (!reg.error().empty() || !SpeaksPluginProtocol(reg)) {
     last_error_ = !reg.error().empty()
                       ? reg.error()
                       : absl::StrCat("unsupported protocol_version ", reg.protocol_version());
@@ -346,6 +356,11 @@ v1::Registration GrpcPluginProcess::registration() const {
 bool GrpcPluginProcess::MirrorsNominatedPods() const {
   absl::MutexLock lock(&mu_);
   return mirror_scope_.nominated_pods();
+}
+
+bool GrpcPluginProcess::RunsDryRunsInCycles() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 2;
 }
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,
@@ -527,7 +542,7 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
     return;
   }
   if (pending.kind == v1::SchedulerToPlugin::kOpen && message.registration().error().empty() &&
-      message.registration().protocol_version() == 1) {
+      SpeaksPluginProtocol(message.registration())) {
     // Now, not when Connect resumes: the process may speak first (a
     // PermitDecision) right after its registration, and is judged by it.
     registration_ = message.registration();

@@ -98,6 +98,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool ready() const override;
   v1::Registration registration() const override;
   bool MirrorsNominatedPods() const override;
+  bool RunsDryRunsInCycles() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;

@@ -171,7 +171,11 @@ class MirrorSyncTest : public testing::Test {
     PluginAnswer answer = process.Call(std::move(message), snapshot_.delta_seq()).get();
     if (!answer.ok()) return std::string(answer.status().message());
     if (answer->cycle().rejected_size() == 0) return "no rejection";
-    return answer->cycle().rejected(0).status().reasons(0);
+    const v1::CycleResponse& response = answer->cycle();
+    const v1::NodeStatus& first = response.rejected(0);
+    // The SDK speaks protocol version 2: statuses in the status table.
+    return first.status_index() == 0 ? first.status().reasons(0)
+                                     : response.status_table(first.status_index() - 1).reasons(0);
   }
 
   std::string dir_;
