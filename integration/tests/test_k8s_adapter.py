@@ -604,9 +604,13 @@ class K8sAdapterLeaderElectionTest(AdapterTestBase):
 
 class ScriptedScheduler:
     """The scheduler's side of Cluster.Sync, played by the test: records what
-    the adapter sends and sends the actions it is given after ListEnd."""
+    the adapter sends and sends the actions it is given after ListEnd and,
+    with `listed_pods`, once those pods have arrived too. ListEnd comes as
+    soon as the assigned pods are listed (the pending ones follow as their
+    pages arrive, so that the scheduler may start), so an action sent at
+    ListEnd may delete a pod before the adapter lists it."""
 
-    def __init__(self, address, actions):
+    def __init__(self, address, actions, listed_pods=()):
         import concurrent.futures
         import queue
         import grpc
@@ -623,10 +627,14 @@ class ScriptedScheduler:
                 listed = threading.Event()
 
                 def read():
+                    list_ended, missing = False, set(listed_pods)
                     try:
                         for m in requests:
                             outer.received.put(m)
-                            if m.HasField("list_end"):
+                            list_ended |= m.HasField("list_end")
+                            if m.HasField("events"):
+                                missing -= {e.pod.meta.name for e in m.events.events if e.HasField("pod")}
+                            if list_ended and not missing:
                                 listed.set()
                     except grpc.RpcError:
                         pass  # The stream ended with the test.
@@ -663,7 +671,7 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
         def ref(name, uid=""):
             return objects_pb2.ObjectRef(kind="Pod", namespace="default", name=name, uid=uid)
 
-        scheduler = ScriptedScheduler(address, pending)
+        scheduler = ScriptedScheduler(address, pending, listed_pods=[p["metadata"]["name"] for p in api_pods])
         try:
             # Actions are filled in before the adapter connects (they need uids).
             pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
