@@ -173,6 +173,39 @@ class SchedulerTest : public testing::Test {
   }
   std::atomic<int> unreserves_{0};
 
+  // Fit signs pods by their resources (batching on).
+  void SignByResources() {
+    v1::Registration registration;
+    v1::PluginRegistration* fit = registration.add_plugins();
+    fit->set_name("Fit");
+    fit->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+    ON_CALL(host_, registration()).WillByDefault(testing::Return(registration));
+  }
+  // A full cycle finds node-1..3 feasible, a re-evaluation every node it
+  // lists; the cycle requests are kept (CycleRequests()).
+  void FindEveryNodeFeasible() {
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
+      if (!req.has_cycle()) return Answered(StatusAnswer());
+      v1::PluginToScheduler a;
+      auto* c = a.mutable_cycle();
+      if (req.cycle().nodes().all_nodes()) {
+        for (const char* n : {"node-1", "node-2", "node-3"}) c->add_feasible(*cache_.NodeId(n));
+      } else {
+        for (uint32_t id : req.cycle().nodes().node_ids()) c->add_feasible(id);
+      }
+      c->set_nodes_evaluated(c->feasible_size());
+      absl::MutexLock lock(&requests_mu_);
+      cycle_requests_.push_back(req.cycle());
+      return Answered(a);
+    }));
+  }
+  std::vector<v1::CycleRequest> CycleRequests() {
+    absl::MutexLock lock(&requests_mu_);
+    return cycle_requests_;
+  }
+  absl::Mutex requests_mu_;
+  std::vector<v1::CycleRequest> cycle_requests_ ABSL_GUARDED_BY(requests_mu_);
+
   struct BuildOptions {
     bool with_permit = false;
     PostFilterPluginPtr post_filter;
@@ -302,33 +335,14 @@ TEST_F(SchedulerTest, BindsThenTheAdapterConfirmsTheAssumedPod) {
 }
 
 TEST_F(SchedulerTest, PodsOfOneSignatureReuseTheFirstPodsRankingAndAreCounted) {
-  v1::Registration registration;
-  v1::PluginRegistration* fit = registration.add_plugins();
-  fit->set_name("Fit");
-  fit->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
-  ON_CALL(host_, registration()).WillByDefault(testing::Return(registration));
+  SignByResources();
   Build(false);
   scheduler_->OnObjectEvent(NodeEvent("node-2"));
   scheduler_->OnObjectEvent(NodeEvent("node-3"));
-  absl::Mutex mu;
-  std::vector<v1::CycleRequest> requests;
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
-    if (!req.has_cycle()) return Answered(StatusAnswer());
-    v1::PluginToScheduler a;
-    auto* c = a.mutable_cycle();
-    if (req.cycle().nodes().all_nodes()) {
-      for (const char* n : {"node-1", "node-2", "node-3"}) c->add_feasible(*cache_.NodeId(n));
-    } else {
-      for (uint32_t id : req.cycle().nodes().node_ids()) c->add_feasible(id);
-    }
-    c->set_nodes_evaluated(c->feasible_size());
-    absl::MutexLock lock(&mu);
-    requests.push_back(req.cycle());
-    return Answered(a);
-  }));
+  FindEveryNodeFeasible();
   StartWithPods({"a", "b", "c"});
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(scheduler_->ScheduleNext());
-  absl::MutexLock lock(&mu);
+  const std::vector<v1::CycleRequest> requests = CycleRequests();
   ASSERT_EQ(requests.size(), 3u);
   EXPECT_TRUE(requests[0].nodes().all_nodes());
   for (int i = 1; i < 3; ++i) {
@@ -358,30 +372,11 @@ class NoVictimsPostFilter : public PostFilterPlugin {
 // the batches: the next hit re-evaluates node-3, or it would pick a node on a
 // verdict from before the change.
 TEST_F(SchedulerTest, ANodeChangeTakenInByAResizeCycleIsReevaluatedByTheNextBatchHit) {
-  v1::Registration registration;
-  v1::PluginRegistration* fit = registration.add_plugins();
-  fit->set_name("Fit");
-  fit->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
-  ON_CALL(host_, registration()).WillByDefault(testing::Return(registration));
+  SignByResources();
   Build(false, std::make_unique<NoVictimsPostFilter>());
   scheduler_->OnObjectEvent(NodeEvent("node-2"));
   scheduler_->OnObjectEvent(NodeEvent("node-3"));
-  absl::Mutex mu;
-  std::vector<v1::CycleRequest> requests;
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
-    if (!req.has_cycle()) return Answered(StatusAnswer());
-    v1::PluginToScheduler a;
-    auto* c = a.mutable_cycle();
-    if (req.cycle().nodes().all_nodes()) {
-      for (const char* n : {"node-1", "node-2", "node-3"}) c->add_feasible(*cache_.NodeId(n));
-    } else {
-      for (uint32_t id : req.cycle().nodes().node_ids()) c->add_feasible(id);
-    }
-    c->set_nodes_evaluated(c->feasible_size());
-    absl::MutexLock lock(&mu);
-    requests.push_back(req.cycle());
-    return Answered(a);
-  }));
+  FindEveryNodeFeasible();
   StartWithPods({"a", "b"});
   ASSERT_TRUE(scheduler_->ScheduleNext());  // a: the full cycle that ranks the nodes.
   ASSERT_EQ(scheduler_->batch_stats().by_outcome.at("miss_new"), 1u);
@@ -397,7 +392,7 @@ TEST_F(SchedulerTest, ANodeChangeTakenInByAResizeCycleIsReevaluatedByTheNextBatc
 
   ASSERT_TRUE(scheduler_->ScheduleNext());  // b, from a's ranking.
   EXPECT_EQ(scheduler_->batch_stats().hits, 1u);
-  absl::MutexLock lock(&mu);
+  const std::vector<v1::CycleRequest> requests = CycleRequests();
   ASSERT_EQ(requests.size(), 2u);
   const std::vector<uint32_t> ids(requests[1].nodes().node_ids().begin(), requests[1].nodes().node_ids().end());
   EXPECT_THAT(ids, testing::Contains(*cache_.NodeId("node-3")))

@@ -76,23 +76,12 @@ struct SharedCounts {
   }
 };
 
-bool SameSelector(const sdk::LabelSelector& a, const sdk::LabelSelector& b) {
-  if (a.MatchesNothing() != b.MatchesNothing()) return false;
-  const auto& ra = a.requirements();
-  const auto& rb = b.requirements();
-  if (ra.size() != rb.size()) return false;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    if (ra[i].key != rb[i].key || ra[i].op != rb[i].op || ra[i].values != rb[i].values) return false;
-  }
-  return true;
-}
-
 // Terms that match the same pods in the same domains (requirements compared
 // in order: equal terms written in another order are merely kept apart).
 bool SameTerm(const sdk::AffinityTerm& a, const sdk::AffinityTerm& b) {
   return a.topology_key == b.topology_key && a.namespaces == b.namespaces &&
-         SameSelector(a.selector, b.selector) &&
-         SameSelector(a.namespace_selector, b.namespace_selector);
+         a.selector.SameAs(b.selector) &&
+         a.namespace_selector.SameAs(b.namespace_selector);
 }
 
 // Affinity: an existing pod counts for the incoming pod's terms only when it

@@ -7,17 +7,6 @@
 namespace podium::plugins {
 namespace {
 
-bool SameSelector(const sdk::LabelSelector& a, const sdk::LabelSelector& b) {
-  if (a.MatchesNothing() != b.MatchesNothing()) return false;
-  const auto& ra = a.requirements();
-  const auto& rb = b.requirements();
-  if (ra.size() != rb.size()) return false;
-  for (size_t i = 0; i < ra.size(); ++i) {
-    if (ra[i].key != rb[i].key || ra[i].op != rb[i].op || ra[i].values != rb[i].values) return false;
-  }
-  return true;
-}
-
 // countPodsMatchSelector for one pod; `selector_known` when the label index
 // visited it for the selector's only requirement.
 bool Counts(const sdk::PodInfo& p, const sdk::LabelSelector& selector, const std::string& ns,
@@ -114,7 +103,7 @@ std::shared_ptr<const PodsPerNode> KeptSpreadCounts::Matching(const sdk::LabelSe
                                                              const std::string& ns,
                                                              const sdk::Snapshot& snapshot) {
   for (Selection& s : selected_) {
-    if (s.ns == ns && SameSelector(s.selector, selector)) {
+    if (s.ns == ns && s.selector.SameAs(selector)) {
       s.last_used = syncs_;
       return s.pods;
     }

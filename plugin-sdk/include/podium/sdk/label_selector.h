@@ -58,6 +58,18 @@ class LabelSelector {
   bool MatchesNothing() const { return nothing_; }
   bool MatchesEverything() const { return !nothing_ && requirements_.empty(); }
   const std::vector<Requirement>& requirements() const { return requirements_; }
+  // Requirements compared in order: equal selectors written in another order
+  // are merely not recognised as equal (what a plugin keying counts on a
+  // selector can afford).
+  bool SameAs(const LabelSelector& other) const {
+    if (nothing_ != other.nothing_ || requirements_.size() != other.requirements_.size()) return false;
+    for (size_t i = 0; i < requirements_.size(); ++i) {
+      const Requirement& a = requirements_[i];
+      const Requirement& b = other.requirements_[i];
+      if (a.key != b.key || a.op != b.op || a.values != b.values) return false;
+    }
+    return true;
+  }
 
  private:
   bool nothing_ = false;
