@@ -278,6 +278,20 @@ v1::PluginToScheduler TableAnswer(std::vector<std::pair<std::string, std::string
   return answer;
 }
 
+// A table answer for node 3 (`rejected`) with nodes 1 and 2 feasible and
+// scored by Spread: the bad-table cases differ only in the table.
+v1::PluginToScheduler TableAnswerWithNodes12Feasible(std::vector<std::pair<std::string, std::string>> table,
+                                                     std::vector<std::pair<uint32_t, uint32_t>> rejected) {
+  v1::PluginToScheduler a = TableAnswer(std::move(table), std::move(rejected));
+  a.mutable_cycle()->add_feasible(1);
+  a.mutable_cycle()->add_feasible(2);
+  auto* s = a.mutable_cycle()->add_scores();
+  s->set_plugin("Spread");
+  s->add_scores(1);
+  s->add_scores(2);
+  return a;
+}
+
 struct NodeVerdict {
   std::string node;
   sdk::Code code;
@@ -450,37 +464,13 @@ INSTANTIATE_TEST_SUITE_P(
                     BadAnswerCase{"TooFewScores", CycleAnswer({1, 2}, {{"Spread", {50}}})},
                     BadAnswerCase{"UnrequestedPlugin", CycleAnswer({1, 2}, {{"Other", {1, 2}}})},
                     BadAnswerCase{"StatusIndexOutsideTable",
-                                  [] {
-                                    v1::PluginToScheduler a = TableAnswer({{"Fit", "full"}}, {{3, 2}});
-                                    a.mutable_cycle()->add_feasible(1);
-                                    a.mutable_cycle()->add_feasible(2);
-                                    auto* s = a.mutable_cycle()->add_scores();
-                                    s->set_plugin("Spread");
-                                    s->add_scores(1);
-                                    s->add_scores(2);
-                                    return a;
-                                  }()},
+                                  TableAnswerWithNodes12Feasible({{"Fit", "full"}}, {{3, 2}})},
                     BadAnswerCase{"TableEntryOfAnUnrequestedPlugin",
-                                  [] {
-                                    v1::PluginToScheduler a = TableAnswer({{"Other", "full"}}, {{3, 1}});
-                                    a.mutable_cycle()->add_feasible(1);
-                                    a.mutable_cycle()->add_feasible(2);
-                                    auto* s = a.mutable_cycle()->add_scores();
-                                    s->set_plugin("Spread");
-                                    s->add_scores(1);
-                                    s->add_scores(2);
-                                    return a;
-                                  }()},
+                                  TableAnswerWithNodes12Feasible({{"Other", "full"}}, {{3, 1}})},
                     BadAnswerCase{"TableEntryThatIsNoRejection",
                                   [] {
-                                    v1::PluginToScheduler a = TableAnswer({{"Fit", "ok"}}, {{3, 1}});
+                                    v1::PluginToScheduler a = TableAnswerWithNodes12Feasible({{"Fit", "ok"}}, {{3, 1}});
                                     a.mutable_cycle()->mutable_status_table(0)->set_code(v1::Status::SUCCESS);
-                                    a.mutable_cycle()->add_feasible(1);
-                                    a.mutable_cycle()->add_feasible(2);
-                                    auto* s = a.mutable_cycle()->add_scores();
-                                    s->set_plugin("Spread");
-                                    s->add_scores(1);
-                                    s->add_scores(2);
                                     return a;
                                   }()}),
     [](const auto& info) { return info.param.name; });
@@ -699,56 +689,41 @@ TEST(FrameworkFanOut, ABatchsAgreedNodesCostOneRoundTrip) {
 }
 
 // The diagnosis keeps, per node, the rejection of the first process in plugin
-// order, with its code (UnschedulableAndUnresolvable stays so for preemption).
+// order, with its code (UnschedulableAndUnresolvable stays so for preemption),
+// whether the second process sends its rejections inline or through a status
+// table.
 TEST(FrameworkFanOut, NoNodeFitsKeepsEachNodesFirstRejection) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
-  FakeSnapshot snapshot(3);
-  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {}), 1);
-  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
-    return Answered(CycleAnswer({2, 3}, {}, {{1, "Insufficient cpu"}}));
-  }));
-  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
-    v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "denied"}, {2, "denied"}, {3, "denied"}});
-    for (auto& r : *a.mutable_cycle()->mutable_rejected()) {
-      r.mutable_status()->set_plugin("Deny");
-      r.mutable_status()->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+  for (const bool table : {false, true}) {
+    SCOPED_TRACE(table ? "status table" : "inline statuses");
+    MockPluginProcess host("host");
+    MockPluginProcess extra("extra");
+    FakeSnapshot snapshot(3);
+    Framework fw(SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {}), 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
+      return Answered(CycleAnswer({2, 3}, {}, {{1, "Insufficient cpu"}}));
+    }));
+    EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([table](v1::SchedulerToPlugin, auto) {
+      if (table) {
+        v1::PluginToScheduler a = TableAnswer({{"Deny", "denied"}}, {{1, 1}, {2, 1}, {3, 1}});
+        a.mutable_cycle()->mutable_status_table(0)->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+        return Answered(a);
+      }
+      v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "denied"}, {2, "denied"}, {3, "denied"}});
+      for (auto& r : *a.mutable_cycle()->mutable_rejected()) {
+        r.mutable_status()->set_plugin("Deny");
+        r.mutable_status()->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+      }
+      return Answered(a);
+    }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+    EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
+    EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
+    for (const auto& [node, status] : r.diagnosis.node_statuses) {
+      EXPECT_EQ(status->code(), node == "node-1" ? sdk::Code::kUnschedulable
+                                                : sdk::Code::kUnschedulableAndUnresolvable)
+          << node;
     }
-    return Answered(a);
-  }));
-  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
-  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
-  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
-  EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
-  for (const auto& [node, status] : r.diagnosis.node_statuses) {
-    EXPECT_EQ(status->code(), node == "node-1" ? sdk::Code::kUnschedulable
-                                              : sdk::Code::kUnschedulableAndUnresolvable)
-        << node;
-  }
-}
-
-// The same merge when a process sends its rejections through a status table.
-TEST(FrameworkFanOut, RejectionsFromAStatusTableMergeAsStatusesPerNode) {
-  MockPluginProcess host("host");
-  MockPluginProcess extra("extra");
-  FakeSnapshot snapshot(3);
-  Framework fw(SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {}), 1);
-  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
-    return Answered(CycleAnswer({2, 3}, {}, {{1, "Insufficient cpu"}}));
-  }));
-  EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([](v1::SchedulerToPlugin, auto) {
-    v1::PluginToScheduler a = TableAnswer({{"Deny", "denied"}}, {{1, 1}, {2, 1}, {3, 1}});
-    a.mutable_cycle()->mutable_status_table(0)->set_code(v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
-    return Answered(a);
-  }));
-  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
-  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
-  EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: 1 Insufficient cpu, 2 denied.");
-  EXPECT_THAT(r.diagnosis.unschedulable_plugins, testing::UnorderedElementsAre("Fit", "Deny"));
-  for (const auto& [node, status] : r.diagnosis.node_statuses) {
-    EXPECT_EQ(status->code(), node == "node-1" ? sdk::Code::kUnschedulable
-                                               : sdk::Code::kUnschedulableAndUnresolvable)
-        << node;
   }
 }
 
