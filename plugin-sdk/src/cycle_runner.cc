@@ -11,14 +11,21 @@
 
 namespace podium::sdk::internal {
 
-void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
-                 v1::Status* out) {
+namespace {
+// The code a status travels with: `recode` may turn it into ERROR.
+v1::Status::Code WireCode(const Status& status, Recode recode) {
   Code code = status.code();
   if (recode == Recode::kError ||
       (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
     code = Code::kError;
   }
-  out->set_code(static_cast<v1::Status::Code>(static_cast<int>(code)));
+  return static_cast<v1::Status::Code>(static_cast<int>(code));
+}
+}  // namespace
+
+void WriteStatus(const Status& status, const std::string& plugin, Recode recode,
+                 v1::Status* out) {
+  out->set_code(WireCode(status, recode));
   for (const std::string& reason : status.reasons()) out->add_reasons(reason);
   out->set_plugin(plugin);
 }
@@ -48,12 +55,7 @@ void RejectionWriter::Add(uint32_t node_id, const Status& status, const std::str
     WriteStatus(status, plugin, recode, rejected.mutable_status());
     return;
   }
-  Code code = status.code();
-  if (recode == Recode::kError ||
-      (recode == Recode::kFilter && !status.IsSuccess() && !status.IsRejected())) {
-    code = Code::kError;
-  }
-  const auto wire_code = static_cast<v1::Status::Code>(static_cast<int>(code));
+  const v1::Status::Code wire_code = WireCode(status, recode);
   const int size = out_.status_table_size();
   int match = -1;
   if (last_ >= 0 && last_ < size && SameStatus(out_.status_table(last_), wire_code, status, plugin)) {
