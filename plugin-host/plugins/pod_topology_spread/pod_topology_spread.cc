@@ -12,7 +12,6 @@
 #include "plugins/helper/cycle_state.h"
 #include "plugins/helper/events.h"
 #include "plugins/helper/node_selector.h"
-#include "plugins/helper/status.h"
 #include "plugins/helper/str.h"
 #include "plugins/helper/taints.h"
 #include "plugins/pod_topology_spread/kept_counts.h"
@@ -452,10 +451,10 @@ sdk::Status PodTopologySpread::Filter(sdk::CycleState& state, const sdk::PodInfo
     const DomainCounts& counts = s->counts[i];
     const int32_t d = counts.Of(node);
     if (d == TopologyDomains::kMissing) {
-      return Rejection(sdk::Code::kUnschedulableAndUnresolvable, kReasonNodeLabelNotMatch);
+      return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, std::string(kReasonNodeLabelNotMatch));
     }
     if (counts.Count(d) + s->self_match[i] - s->MinMatch(i) > s->constraints[i].max_skew) {
-      return Rejection(sdk::Code::kUnschedulable, kReasonConstraintsNotMatch);
+      return sdk::Status(sdk::Code::kUnschedulable, std::string(kReasonConstraintsNotMatch));
     }
   }
   return sdk::Status::Success();
