@@ -182,27 +182,27 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       PluginAnswer answer =
           given != nullptr ? PluginAnswer(v1::PluginToScheduler()) : calls[p].get();
       absl::Status error = answer.status();
-      absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
-      if (given != nullptr) {
-        valid = Validate(shape, *given);
-        if (!valid.ok()) {
-          error = valid.status();
+      // The answer to check: the one that rode in the cycle, or this call's.
+      const v1::PreemptionDryRunResponse* response = given;
+      if (response == nullptr && error.ok()) {
+        if (answer->kind_case() == v1::PluginToScheduler::kError) {
+          error = absl::InternalError(answer->error());
+        } else if (answer->kind_case() != v1::PluginToScheduler::kPreemptionDryRun) {
+          error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
           process.CountInvalidAnswer();
-          PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", process.name()},
-                     {"request", "cycle.preemption_dry_run"}, {"err", error.message()});
+        } else {
+          response = &answer->preemption_dry_run();
         }
-      } else if (error.ok() && answer->kind_case() == v1::PluginToScheduler::kError) {
-        error = absl::InternalError(answer->error());
-      } else if (error.ok() && answer->kind_case() != v1::PluginToScheduler::kPreemptionDryRun) {
-        error = absl::InvalidArgumentError("answer to a preemption dry run is of another kind");
-        process.CountInvalidAnswer();
-      } else if (error.ok()) {
-        valid = Validate(shape, answer->preemption_dry_run());
+      }
+      absl::StatusOr<absl::flat_hash_map<uint32_t, NodeAnswer>> valid;
+      if (response != nullptr) {
+        valid = Validate(shape, *response);
         if (!valid.ok()) {
           error = valid.status();
           process.CountInvalidAnswer();
           PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", process.name()},
-                     {"request", "preemption_dry_run"}, {"err", error.message()});
+                     {"request", given != nullptr ? "cycle.preemption_dry_run" : "preemption_dry_run"},
+                     {"err", error.message()});
         }
       }
       if (!error.ok()) {
