@@ -94,29 +94,19 @@ void AdapterMetrics::ObserveRequest(std::string_view method, std::string_view ta
                                     absl::Duration latency) {
   std::string resource = ResourceOf(target);
   std::string code = Code(status);
-  RequestMetrics m;
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, added] = by_request_.try_emplace(absl::StrCat(code, " ", Abs(method), " ", resource));
-    if (added) {
-      it->second = {&requests_.Add({{"code", code}, {"method", std::string(method)}, {"resource", resource}}),
-                    &request_duration_.Add({{"verb", std::string(method)}, {"resource", resource}}, LatencyBuckets())};
-    }
-    m = it->second;
-  }
+  const RequestMetrics m = Child(by_request_, absl::StrCat(code, " ", Abs(method), " ", resource), [&] {
+    return RequestMetrics{
+        &requests_.Add({{"code", code}, {"method", std::string(method)}, {"resource", resource}}),
+        &request_duration_.Add({{"verb", std::string(method)}, {"resource", resource}}, LatencyBuckets())};
+  });
   m.count->Increment();
   m.duration->Observe(absl::ToDoubleSeconds(latency));
 }
 
 void AdapterMetrics::ObserveRateLimiterWait(std::string_view method, absl::Duration wait) {
-  prometheus::Histogram* h;
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, added] = by_wait_.try_emplace(std::string(method));
-    if (added) it->second = &rate_limiter_duration_.Add({{"verb", std::string(method)}}, LatencyBuckets());
-    h = it->second;
-  }
-  h->Observe(absl::ToDoubleSeconds(wait));
+  Child(by_wait_, std::string(method), [&] {
+    return &rate_limiter_duration_.Add({{"verb", std::string(method)}}, LatencyBuckets());
+  })->Observe(absl::ToDoubleSeconds(wait));
 }
 
 void AdapterMetrics::CountRetry(std::string_view method, std::string_view target, int status) {
@@ -134,25 +124,14 @@ void AdapterMetrics::CountSkippedObject(std::string_view kind) {
 }
 
 void AdapterMetrics::SetActionQueueDepth(std::string_view lane, size_t depth) {
-  prometheus::Gauge* g;
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, added] = by_lane_.try_emplace(std::string(lane));
-    if (added) it->second = &queue_depth_.Add({{"lane", std::string(lane)}});
-    g = it->second;
-  }
-  g->Set(static_cast<double>(depth));
+  Child(by_lane_, std::string(lane), [&] { return &queue_depth_.Add({{"lane", std::string(lane)}}); })
+      ->Set(static_cast<double>(depth));
 }
 
 void AdapterMetrics::CountAction(std::string_view action, std::string_view result) {
-  prometheus::Counter* c;
-  {
-    absl::MutexLock lock(&mu_);
-    auto [it, added] = by_action_.try_emplace(absl::StrCat(Abs(action), " ", Abs(result)));
-    if (added) it->second = &actions_.Add({{"action", std::string(action)}, {"result", std::string(result)}});
-    c = it->second;
-  }
-  c->Increment();
+  Child(by_action_, absl::StrCat(Abs(action), " ", Abs(result)), [&] {
+    return &actions_.Add({{"action", std::string(action)}, {"result", std::string(result)}});
+  })->Increment();
 }
 
 void AdapterMetrics::SetLeader(std::string_view lease, bool leading) {

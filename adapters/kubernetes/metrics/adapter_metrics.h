@@ -47,7 +47,7 @@ class AdapterMetrics {
   // An object of `kind` the translation refused (skipped).
   void CountSkippedObject(std::string_view kind);
 
-  // Actions waiting for a slot in flight, per lane ("actions", "events").
+  // Actions waiting for a worker, per lane ("actions", "events").
   void SetActionQueueDepth(std::string_view lane, size_t depth);
   // An action's outcome: action "bind", "delete", "patch_status", "event";
   // result an ActionResult code name ("OK", "CONFLICT", ...), or for events
@@ -75,6 +75,14 @@ class AdapterMetrics {
     prometheus::Counter* count;
     prometheus::Histogram* duration;
   };
+  // The child cached under `key`, made by `make` the first time.
+  template <typename V, typename Make>
+  V Child(absl::flat_hash_map<std::string, V>& cache, std::string key, Make make) {
+    absl::MutexLock lock(&mu_);
+    auto [it, added] = cache.try_emplace(std::move(key));
+    if (added) it->second = make();
+    return it->second;
+  }
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, RequestMetrics> by_request_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, prometheus::Histogram*> by_wait_ ABSL_GUARDED_BY(mu_);
