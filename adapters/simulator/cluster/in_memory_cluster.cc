@@ -76,6 +76,23 @@ Held Admitted(const v1::Pod& pod) {
               pod.allocated().memory_bytes() + pod.overhead().memory_bytes()};
 }
 
+// A bound pod whose Deferred resize the scheduler has not answered (neither
+// applied after evictions nor PodResizePreemption=False).
+bool ResizeUnanswered(const v1::Pod& pod) {
+  if (pod.resize_status() != "Deferred") return false;
+  for (const auto& c : pod.conditions()) {
+    if (c.type() == "PodResizePreemption" && c.status() == "False") return false;
+  }
+  return true;
+}
+
+// Pending or resizing, if the pod is ours (Summarize's classification).
+bool MaybeUnsettled(const PodRecord& r) {
+  if (r.deleted) return false;
+  if (!r.pod.node_name().empty()) return ResizeUnanswered(r.pod);
+  return !r.unschedulable && !r.scheduling_error && r.pod.scheduling_gates_size() == 0 && !r.held;
+}
+
 }  // namespace
 
 InMemoryCluster::InMemoryCluster(Clock clock) : clock_(std::move(clock)) { last_change_ = clock_(); }
@@ -110,6 +127,7 @@ v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
   std::string key = Key(rec.pod.meta().namespace_(), rec.pod.meta().name());
   live_pods_[key] = pods_.size();
   pods_.push_back(std::move(rec));
+  Reindex(pods_.back());
   return e;
 }
 
@@ -163,6 +181,7 @@ ActionOutcome InMemoryCluster::Bind(uint64_t id, const v1::BindPod& bind) {
   rec->bound = clock_();
   rec->unschedulable = false;
   rec->scheduling_error = false;
+  Reindex(*rec);
   out = Result(id, v1::ActionResult::OK);
   out.events.push_back(Upsert(rec->pod));
   RefreshPdbs(&out.events);
@@ -190,6 +209,7 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
   Touch(rec->pod.mutable_meta());
   rec->deleted = true;
   rec->delete_reason = del.reason();
+  Reindex(*rec);
   live_pods_.erase(key);
   terminating_.erase(key);
   out = Result(id, v1::ActionResult::OK);
@@ -231,6 +251,7 @@ void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::ve
     rec.resize_applied = true;
     --deferred_resizes_;
     Touch(rec.pod.mutable_meta());
+    Reindex(rec);
     events->push_back(Upsert(rec.pod));
   }
 }
@@ -259,6 +280,7 @@ std::vector<v1::ObjectEvent> InMemoryCluster::FinalizeTerminating(absl::Time now
     PodRecord& rec = pods_[live->second];
     Touch(rec.pod.mutable_meta());
     rec.deleted = true;
+    Reindex(rec);
     live_pods_.erase(live);
     it = terminating_.erase(it);
     v1::ObjectEvent e;
@@ -387,6 +409,7 @@ ActionOutcome InMemoryCluster::Patch(uint64_t id, const v1::PatchPodStatus& patc
   if (patch.has_nominated_node_name()) rec->pod.set_nominated_node_name(patch.nominated_node_name());
   Touch(rec->pod.mutable_meta());
   RefreshUnschedulable(rec);
+  Reindex(*rec);
   out = Result(id, v1::ActionResult::OK);
   out.events.push_back(Upsert(rec->pod));
   return out;
@@ -401,6 +424,12 @@ ActionOutcome InMemoryCluster::Record(uint64_t id, const v1::RecordEvent& event)
     }
   }
   return Result(id, v1::ActionResult::OK);
+}
+
+void InMemoryCluster::Reindex(const PodRecord& rec) {
+  const size_t index = static_cast<size_t>(&rec - pods_.data());
+  if (MaybeUnsettled(rec)) unsettled_.insert(index);
+  else unsettled_.erase(index);
 }
 
 void InMemoryCluster::RefreshUnschedulable(PodRecord* rec) {
@@ -464,13 +493,7 @@ InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(co
     ++p.pods;
     if (!r.pod.node_name().empty()) {
       ++p.bound;
-      if (r.pod.resize_status() == "Deferred" && is_ours(r.pod)) {
-        bool answered = false;
-        for (const auto& c : r.pod.conditions()) {
-          answered |= c.type() == "PodResizePreemption" && c.status() == "False";
-        }
-        if (!answered) ++p.resizing;
-      }
+      if (ResizeUnanswered(r.pod) && is_ours(r.pod)) ++p.resizing;
     } else if (r.unschedulable) ++p.unschedulable;
     else if (r.scheduling_error) ++p.errors;
     else if (r.pod.scheduling_gates_size() > 0) ++p.gated;
@@ -479,6 +502,14 @@ InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(co
     else ++p.pending;
   }
   return p;
+}
+
+bool InMemoryCluster::Settled(const std::function<bool(const v1::Pod&)>& is_ours) const {
+  absl::MutexLock lock(&mu_);
+  for (size_t index : unsettled_) {
+    if (is_ours(pods_[index].pod)) return false;
+  }
+  return true;
 }
 
 size_t InMemoryCluster::NodeCount() const {

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,11 @@ class InMemoryCluster {
     bool settled() const { return pending == 0 && resizing == 0; }
   };
   Progress Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const;
+  // Summarize(is_ours).settled(), without walking every pod: the run loop asks
+  // every 5 ms, and the walk over 11 000 pods was a tenth of podium-sim's CPU
+  // on basic-5000. Looks only at the pods that could be pending or resizing
+  // (kept as they change), and stops at the first one that is ours.
+  bool Settled(const std::function<bool(const v1::Pod&)>& is_ours) const;
   size_t NodeCount() const;
   // Bumped on every change; with LastChange it tells when the cluster settled.
   uint64_t Generation() const;
@@ -123,6 +129,8 @@ class InMemoryCluster {
   PodRecord* Lookup(uint64_t id, const v1::ObjectRef& ref, ActionOutcome* failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Touch(v1::ObjectMeta* meta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RefreshUnschedulable(PodRecord* rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Files the pod in unsettled_ or takes it out, after any change to it.
+  void Reindex(const PodRecord& rec) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recomputes every PDB's status; appends UPSERTs for those that changed.
   void RefreshPdbs(std::vector<v1::ObjectEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PodDisruptionBudget WithStatus(v1::PodDisruptionBudget pdb) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -132,6 +140,10 @@ class InMemoryCluster {
   std::map<std::string, v1::Node> nodes_ ABSL_GUARDED_BY(mu_);
   std::vector<PodRecord> pods_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> live_pods_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> pods_ index.
+  // pods_ indexes of the live pods that are pending or resizing unless they
+  // are another scheduler's: unbound and neither unschedulable, failed, gated
+  // nor held; or bound with a Deferred resize the scheduler has not answered.
+  std::set<size_t> unsettled_ ABSL_GUARDED_BY(mu_);
   // Pods added with a Deferred resize not applied yet (deleted ones included:
   // an upper bound). Zero: ApplyDeferredResizes has nothing to look for, and
   // a delete no longer walks every live pod under the lock.

@@ -170,6 +170,85 @@ TEST_F(InMemoryClusterTest, SchedulerErrorIsAnErrorNotUnschedulable) {
   EXPECT_TRUE(progress.settled());
 }
 
+// Settled() keeps its own index of the pods that could be pending or
+// resizing; it must say what a walk over every pod (Summarize) says, through
+// each change an action or the loop makes.
+TEST_F(InMemoryClusterTest, SettledAgreesWithSummarizeThroughEveryChange) {
+  auto ours = [](const v1::Pod& p) { return p.scheduler_name() != "other"; };
+  auto check = [&](bool want, const std::string& step) {
+    EXPECT_EQ(cluster_.Summarize(ours).settled(), want) << step;
+    EXPECT_EQ(cluster_.Settled(ours), want) << step;
+  };
+  auto condition = [](uint64_t id, const std::string& name, const std::string& type, const std::string& reason) {
+    v1::Action a;
+    a.set_id(id);
+    auto* pp = a.mutable_patch_pod_status();
+    *pp->mutable_pod() = Ref(name, "uid-" + name);
+    auto* c = pp->add_conditions();
+    c->set_type(type);
+    c->set_status("False");
+    c->set_reason(reason);
+    return a;
+  };
+  auto remove = [](uint64_t id, const std::string& name) {
+    v1::Action a;
+    a.set_id(id);
+    *a.mutable_delete_pod()->mutable_pod() = Ref(name, "uid-" + name);
+    return a;
+  };
+  check(true, "empty cluster");
+  v1::Pod other = MakePod("other", "uid-other");
+  other.set_scheduler_name("other");
+  cluster_.CreatePod(other);
+  v1::Pod gated = MakePod("gated", "uid-gated");
+  gated.add_scheduling_gates("example.com/wait");
+  cluster_.CreatePod(gated);
+  check(true, "only another scheduler's pod and a gated pod");
+
+  cluster_.CreatePod(MakePod("a", "uid-a"));
+  cluster_.CreatePod(MakePod("b", "uid-b"));
+  cluster_.CreatePod(MakePod("c", "uid-c"));
+  cluster_.CreatePod(MakePod("d", "uid-d"));
+  check(false, "four pending pods");
+  ASSERT_EQ(cluster_.Execute(BindAction(1, "a", "uid-a", "n1")).result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(cluster_.Execute(condition(2, "b", "PodScheduled", "Unschedulable")).result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(cluster_.Execute(condition(3, "c", "PodScheduled", "SchedulerError")).result.code(), v1::ActionResult::OK);
+  check(false, "d still pending");
+  ASSERT_EQ(cluster_.Execute(condition(4, "d", "PodScheduled", "SchedulingGated")).result.code(), v1::ActionResult::OK);
+  check(true, "bound, unschedulable, failed, held");
+  // A failed bind changes nothing; a Ready condition leaves b unschedulable.
+  EXPECT_EQ(cluster_.Execute(BindAction(5, "a", "uid-a", "n2")).result.code(), v1::ActionResult::CONFLICT);
+  ASSERT_EQ(cluster_.Execute(condition(6, "b", "Ready", "")).result.code(), v1::ActionResult::OK);
+  check(true, "after a conflict and an unrelated condition");
+
+  // A bound pod with a Deferred resize is unsettled until the scheduler
+  // answers it (PodResizePreemption=False) or it goes.
+  v1::Pod big = MakePod("big", "uid-big");
+  big.set_node_name("n1");
+  big.set_resize_status("Deferred");
+  cluster_.CreatePod(big);
+  check(false, "an unanswered resize");
+  ASSERT_EQ(cluster_.Execute(condition(7, "big", "PodResizePreemption", "")).result.code(), v1::ActionResult::OK);
+  check(true, "the resize answered");
+  v1::Pod big2 = MakePod("big2", "uid-big2");
+  big2.set_node_name("n1");
+  big2.set_resize_status("Deferred");
+  cluster_.CreatePod(big2);
+  check(false, "a second unanswered resize");
+  ASSERT_EQ(cluster_.Execute(remove(8, "big2")).result.code(), v1::ActionResult::OK);
+  check(true, "the resizing pod deleted");
+
+  // A pending pod deleted, then one created again under its name.
+  cluster_.CreatePod(MakePod("e", "uid-e"));
+  check(false, "e pending");
+  ASSERT_EQ(cluster_.Execute(remove(9, "e")).result.code(), v1::ActionResult::OK);
+  check(true, "e deleted");
+  cluster_.CreatePod(MakePod("e", "uid-e"));
+  check(false, "e created again");
+  ASSERT_EQ(cluster_.Execute(BindAction(10, "e", "uid-e", "n1")).result.code(), v1::ActionResult::OK);
+  check(true, "e bound");
+}
+
 TEST_F(InMemoryClusterTest, RecordEventIsKept) {
   v1::Action ev;
   ev.set_id(3);

@@ -348,9 +348,8 @@ class Simulation {
         return Fail(absl::StrCat("the scheduler ended the Sync stream: ", status.ToString()));
       }
       if (auto gone = cluster_.FinalizeTerminating(now); !gone.empty()) client_->SendEvents(std::move(gone));
-      auto progress = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); });
-      const bool quiet = progress.settled() && executor_->InFlight() == 0 && client_->idle() &&
-                         cluster_.Terminating() == 0;
+      const bool quiet = executor_->InFlight() == 0 && client_->idle() && cluster_.Terminating() == 0 &&
+                         cluster_.Settled([this](const v1::Pod& p) { return IsOurs(p); });
       if (!later_.empty() && !creating && quiet) {
         creating = true;
         create_start = measure_start_ = now;
@@ -381,9 +380,10 @@ class Simulation {
       }
       const bool all_created = later_.empty() || created == later_.size();
       if (!reported && all_created && quiet && now - cluster_.LastChange() >= options_.settle) {
-        const bool errors = progress.errors > 0;
+        const size_t failed = cluster_.Summarize([this](const v1::Pod& p) { return IsOurs(p); }).errors;
+        const bool errors = failed > 0;
         int code = Finish(errors ? "scheduling_errors" : "completed", errors ? kExitSchedulingErrors : kExitOk);
-        if (errors) std::cerr << "podium-sim: " << progress.errors << " pods failed scheduling with an error\n";
+        if (errors) std::cerr << "podium-sim: " << failed << " pods failed scheduling with an error\n";
         if (!options_.serve) return code;
         reported = true;
         std::cerr << "podium-sim: serving the cluster at " << target << " until SIGINT/SIGTERM\n";
