@@ -37,7 +37,11 @@ bool ClusterSyncClient::HasRoomOrEnded() const {
 }
 
 bool ClusterSyncClient::WriterHasWork() const {
-  return !queue_.empty() || !results_.empty() || closing_ || read_done_;
+  if (read_done_ || write_failed_) return true;
+  // The other thread's write goes first, and what actions queue is written by
+  // the reader after them (but a full queue now: the handler may wait for room).
+  if (writing_ || (dispatching_ && queue_.size() < options_.queue_capacity)) return false;
+  return !queue_.empty() || !results_.empty() || closing_;
 }
 
 bool ClusterSyncClient::Enqueue(Outbound item) {
@@ -72,11 +76,67 @@ void ClusterSyncClient::ReadLoop() {
       absl::MutexLock lock(&mu_);
       hello_ = msg.hello();
     } else if (msg.has_actions()) {
+      if (options_.write_after_actions) {
+        absl::MutexLock lock(&mu_);
+        dispatching_ = true;
+      }
       for (auto& a : *msg.mutable_actions()->mutable_actions()) on_action_(std::move(a));
+      if (options_.write_after_actions) {
+        absl::MutexLock lock(&mu_);
+        dispatching_ = false;
+        WriteQueuedOnReader();
+      }
     }
   }
   absl::MutexLock lock(&mu_);
   read_done_ = true;
+}
+
+void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg) {
+  if (!results_.empty()) {
+    auto* results = msg->mutable_results();
+    size_t bytes = 0;
+    while (!results_.empty() && static_cast<size_t>(results->results_size()) < options_.batch_size) {
+      const size_t size = results_.front().ByteSizeLong();
+      if (results->results_size() > 0 && bytes + size > options_.batch_bytes) break;
+      bytes += size;
+      *results->add_results() = std::move(results_.front());
+      results_.pop_front();
+    }
+  } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
+    // By count and by bytes: 500 objects with large annotations exceed
+    // the scheduler's message size limit (RESOURCE_EXHAUSTED).
+    auto* events = msg->mutable_events();
+    size_t bytes = 0;
+    while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
+           static_cast<size_t>(events->events_size()) < options_.batch_size) {
+      const size_t size = std::get<v1::ObjectEvent>(queue_.front()).ByteSizeLong();
+      if (events->events_size() > 0 && bytes + size > options_.batch_bytes) break;
+      bytes += size;
+      *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
+      queue_.pop_front();
+    }
+  } else {
+    const Outbound& front = queue_.front();
+    if (auto* h = std::get_if<v1::AdapterHello>(&front)) *msg->mutable_hello() = *h;
+    if (std::holds_alternative<v1::ListBegin>(front)) msg->mutable_list_begin();
+    if (std::holds_alternative<v1::ListEnd>(front)) msg->mutable_list_end();
+    queue_.pop_front();
+  }
+}
+
+void ClusterSyncClient::WriteQueuedOnReader() {
+  // Closing: the writer thread sends the rest, then half-closes.
+  while (!writing_ && !closing_ && !read_done_ && !write_failed_ && (!queue_.empty() || !results_.empty())) {
+    v1::ClusterMessage msg;
+    TakeNext(&msg);
+    writing_ = true;
+    mu_.Unlock();
+    const bool ok = stream_->Write(msg);
+    mu_.Lock();
+    writing_ = false;
+    if (!ok) write_failed_ = true;  // The stream is broken; Read will fail too.
+  }
 }
 
 void ClusterSyncClient::WriteLoop() {
@@ -85,49 +145,25 @@ void ClusterSyncClient::WriteLoop() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(this, &ClusterSyncClient::WriterHasWork));
-      if (read_done_) break;
+      if (read_done_ || write_failed_) break;
       if (queue_.empty() && results_.empty()) {  // Closing, and everything was sent.
+        writing_ = true;  // The reader does not write once closing_ is set either.
         mu_.Unlock();
         stream_->WritesDone();
         mu_.Lock();
+        writing_ = false;
         break;
       }
-      if (!results_.empty()) {
-        auto* results = msg.mutable_results();
-        size_t bytes = 0;
-        while (!results_.empty() && static_cast<size_t>(results->results_size()) < options_.batch_size) {
-          const size_t size = results_.front().ByteSizeLong();
-          if (results->results_size() > 0 && bytes + size > options_.batch_bytes) break;
-          bytes += size;
-          *results->add_results() = std::move(results_.front());
-          results_.pop_front();
-        }
-      } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
-        // By count and by bytes: 500 objects with large annotations exceed
-        // the scheduler's message size limit (RESOURCE_EXHAUSTED).
-        auto* events = msg.mutable_events();
-        size_t bytes = 0;
-        while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
-               static_cast<size_t>(events->events_size()) < options_.batch_size) {
-          const size_t size = std::get<v1::ObjectEvent>(queue_.front()).ByteSizeLong();
-          if (events->events_size() > 0 && bytes + size > options_.batch_bytes) break;
-          bytes += size;
-          *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
-          queue_.pop_front();
-        }
-      } else {
-        const Outbound& front = queue_.front();
-        if (auto* h = std::get_if<v1::AdapterHello>(&front)) *msg.mutable_hello() = *h;
-        if (std::holds_alternative<v1::ListBegin>(front)) msg.mutable_list_begin();
-        if (std::holds_alternative<v1::ListEnd>(front)) msg.mutable_list_end();
-        queue_.pop_front();
-      }
+      TakeNext(&msg);
       writing_ = true;
     }
     bool ok = stream_->Write(msg);
     absl::MutexLock lock(&mu_);
     writing_ = false;
-    if (!ok) break;  // The stream is broken; Read will fail too.
+    if (!ok) {  // The stream is broken; Read will fail too.
+      write_failed_ = true;
+      break;
+    }
   }
   {
     absl::MutexLock lock(&mu_);

@@ -24,7 +24,8 @@ namespace podium::adapter {
 // then events and action results. A sync stream with two threads: the reader
 // hands actions to ActionHandler (the executor), the writer drains a bounded
 // queue, coalescing consecutive events (or results) into one message, so one
-// write is in flight at a time. Lock order: mu_ only.
+// write is in flight at a time (with write_after_actions the reader thread
+// may be the one writing). Lock order: mu_ only.
 class ClusterSyncClient {
  public:
   struct Options {
@@ -33,6 +34,13 @@ class ClusterSyncClient {
     size_t batch_size = 500;                    // Events or results per message, at most...
     size_t batch_bytes = 1 << 20;               // ...and at most this many bytes (one item may exceed it).
     size_t queue_capacity = 1 << 17;            // Queued events and results.
+    // For an ActionHandler that runs each action to completion on the reader
+    // thread and never waits on the writer (podium-sim): what it queues while
+    // one message's actions run is written by the reader thread once they all
+    // ran (unless a write is in flight: the writer thread then goes on), not
+    // by the writer thread woken for each. The Kubernetes adapter hands its
+    // actions to API workers and leaves this off.
+    bool write_after_actions = false;
   };
   using ActionHandler = std::function<void(v1::Action&&)>;
 
@@ -66,6 +74,10 @@ class ClusterSyncClient {
   using Outbound = std::variant<v1::AdapterHello, v1::ListBegin, v1::ObjectEvent, v1::ListEnd>;
 
   bool Enqueue(Outbound item);
+  // Moves the next message to write out of the queues (results first).
+  void TakeNext(v1::ClusterMessage* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The reader thread's writes after an Actions message (write_after_actions).
+  void WriteQueuedOnReader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadLoop();
   void WriteLoop();
   bool HasRoomOrEnded() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -87,7 +99,10 @@ class ClusterSyncClient {
   // independently of the watch, so a result must not wait behind a burst of
   // object events (it did: bind p99 60 ms on basic-5000).
   std::deque<v1::ActionResult> results_ ABSL_GUARDED_BY(mu_);
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;  // By either thread: one write (or WritesDone) at a time.
+  // The reader thread is running one message's actions (write_after_actions).
+  bool dispatching_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
   bool ended_ ABSL_GUARDED_BY(mu_) = false;

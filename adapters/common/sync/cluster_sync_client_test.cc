@@ -124,6 +124,105 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
   EXPECT_EQ(result.results().results(0).code(), v1::ActionResult::OK);
 }
 
+// Sends two binds in one Actions message, then, once their outcomes are in,
+// ends the stream after the adapter half-closes; records what came after the list.
+class TwoBindScheduler final : public v1::Cluster::Service {
+ public:
+  grpc::Status Sync(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SchedulerMessage, v1::ClusterMessage>* stream) override {
+    v1::ClusterMessage m;
+    while (stream->Read(&m)) {
+      if (m.has_list_end()) break;
+    }
+    v1::SchedulerMessage actions;
+    for (const char* name : {"a", "b"}) {
+      v1::Action* bind = actions.mutable_actions()->add_actions();
+      bind->set_id(name[0] == 'a' ? 1 : 2);
+      bind->mutable_bind()->mutable_pod()->set_namespace_("default");
+      bind->mutable_bind()->mutable_pod()->set_name(name);
+      bind->mutable_bind()->set_node_name("n1");
+    }
+    stream->Write(actions);
+    int events = 0, results = 0;
+    while (stream->Read(&m)) {
+      absl::MutexLock lock(&mu_);
+      after_.push_back(m);
+      events += m.events().events_size();
+      results += m.results().results_size();
+      if (events == 3 && results == 2) got_all_.Notify();
+    }
+    return grpc::Status::OK;
+  }
+  absl::Notification got_all_;
+  absl::Mutex mu_;
+  std::vector<v1::ClusterMessage> after_ ABSL_GUARDED_BY(mu_);
+};
+
+// write_after_actions: the outcomes of one Actions message leave together
+// once all its actions ran, results first, written by the reader thread (the
+// writer thread is not woken per outcome); events queued by another thread
+// still go out through the writer thread.
+TEST(ClusterSyncClientTest, WriteAfterActionsSendsAMessagesOutcomesTogether) {
+  TwoBindScheduler scheduler;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&scheduler);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(port, 0);
+
+  auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
+  ClusterSyncClient* client_ptr = nullptr;
+  ClusterSyncClient::Options options;
+  options.write_after_actions = true;
+  ClusterSyncClient client(channel, options, [&](v1::Action&& a) {
+    v1::ObjectEvent bound;
+    bound.set_type(v1::ObjectEvent::UPSERT);
+    *bound.mutable_pod() = MakePod(a.bind().pod().name());
+    bound.mutable_pod()->set_node_name(a.bind().node_name());
+    v1::ActionResult result;
+    result.set_action_id(a.id());
+    result.set_code(v1::ActionResult::OK);
+    EXPECT_TRUE(client_ptr->SendEvents({bound}));
+    EXPECT_TRUE(client_ptr->SendResult(result));
+    // Room for a woken writer thread to send the first outcome alone (what
+    // happens without write_after_actions); no outcome waits on this.
+    if (a.id() == 1) absl::SleepFor(absl::Milliseconds(20));
+  });
+  client_ptr = &client;
+  std::vector<v1::ObjectEvent> list(2);
+  for (int i = 0; i < 2; ++i) {
+    list[i].set_type(v1::ObjectEvent::UPSERT);
+    *list[i].mutable_pod() = MakePod(i == 0 ? "a" : "b");
+  }
+  client.Start(std::move(list));
+  // Until both outcomes went out; then one event from this thread.
+  for (;;) {
+    {
+      absl::MutexLock lock(&scheduler.mu_);
+      if (scheduler.after_.size() >= 2) break;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  v1::ObjectEvent later;
+  later.set_type(v1::ObjectEvent::UPSERT);
+  *later.mutable_pod() = MakePod("c");
+  EXPECT_TRUE(client.SendEvents({later}));
+  ASSERT_TRUE(scheduler.got_all_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_TRUE(client.Close(absl::Seconds(10)).ok());
+  server->Shutdown();
+
+  absl::MutexLock lock(&scheduler.mu_);
+  ASSERT_EQ(scheduler.after_.size(), 3u);
+  ASSERT_EQ(scheduler.after_[0].results().results_size(), 2);
+  EXPECT_EQ(scheduler.after_[0].results().results(0).action_id(), 1u);
+  EXPECT_EQ(scheduler.after_[0].results().results(1).action_id(), 2u);
+  ASSERT_EQ(scheduler.after_[1].events().events_size(), 2);
+  EXPECT_EQ(scheduler.after_[1].events().events(0).pod().meta().name(), "a");
+  EXPECT_EQ(scheduler.after_[1].events().events(1).pod().meta().name(), "b");
+  ASSERT_EQ(scheduler.after_[2].events().events_size(), 1);
+  EXPECT_EQ(scheduler.after_[2].events().events(0).pod().meta().name(), "c");
+}
+
 // A scheduler that records the list and keeps the stream until the adapter closes it.
 class ListRecorder final : public v1::Cluster::Service {
  public:

@@ -519,8 +519,13 @@ class Simulation {
   }
 
   std::shared_ptr<ClusterSyncClient> NewClient(const std::shared_ptr<grpc::Channel>& channel) {
-    return std::make_shared<ClusterSyncClient>(channel, ClusterSyncClient::Options{.scheduler_names = options_.scheduler_names},
-                                               [this](v1::Action&& a) { executor_->Submit(std::move(a)); });
+    // Without --api-latency the executor runs each action on the stream's
+    // reader thread, which then writes the outcomes itself.
+    return std::make_shared<ClusterSyncClient>(
+        channel,
+        ClusterSyncClient::Options{.scheduler_names = options_.scheduler_names,
+                                   .write_after_actions = options_.api_latency <= absl::ZeroDuration()},
+        [this](v1::Action&& a) { executor_->Submit(std::move(a)); });
   }
   std::shared_ptr<ClusterSyncClient> Client() {
     absl::MutexLock lock(&client_mu_);
