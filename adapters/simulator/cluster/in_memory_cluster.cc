@@ -482,6 +482,11 @@ std::vector<PodRecord> InMemoryCluster::Pods() const {
   return pods_;
 }
 
+void InMemoryCluster::ForEachPod(const std::function<void(const PodRecord&)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  for (const PodRecord& rec : pods_) visit(rec);
+}
+
 InMemoryCluster::Progress InMemoryCluster::Summarize(const std::function<bool(const v1::Pod&)>& is_ours) const {
   absl::MutexLock lock(&mu_);
   Progress p;

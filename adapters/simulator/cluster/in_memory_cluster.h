@@ -86,6 +86,9 @@ class InMemoryCluster {
   // A pod's state, or nullopt if it never existed.
   std::optional<PodRecord> GetPod(const std::string& ns, const std::string& name) const;
   std::vector<PodRecord> Pods() const;  // Creation order, deleted ones included.
+  // The same pods without copying them, under the cluster's lock (`visit`
+  // must not call back into the cluster).
+  void ForEachPod(const std::function<void(const PodRecord&)>& visit) const;
   // The cluster as a list would show it now, as UPSERTs: nodes, PodGroups,
   // live pods (creation order), PodDisruptionBudgets (a reconnecting adapter's
   // relist).

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "cluster/action_executor.h"
 
@@ -247,6 +248,25 @@ TEST_F(InMemoryClusterTest, SettledAgreesWithSummarizeThroughEveryChange) {
   check(false, "e created again");
   ASSERT_EQ(cluster_.Execute(BindAction(10, "e", "uid-e", "n1")).result.code(), v1::ActionResult::OK);
   check(true, "e bound");
+}
+
+TEST_F(InMemoryClusterTest, ForEachPodVisitsWhatPodsReturnsInCreationOrder) {
+  cluster_.CreatePod(MakePod("b", "uid-b"));
+  cluster_.CreatePod(MakePod("a", "uid-a"));
+  v1::Action del;
+  del.set_id(1);
+  *del.mutable_delete_pod()->mutable_pod() = Ref("b", "uid-b");
+  ASSERT_EQ(cluster_.Execute(del).result.code(), v1::ActionResult::OK);
+  ASSERT_EQ(cluster_.Execute(BindAction(2, "a", "uid-a", "n1")).result.code(), v1::ActionResult::OK);
+  std::vector<std::string> visited;
+  cluster_.ForEachPod([&](const PodRecord& r) {
+    visited.push_back(absl::StrCat(r.pod.meta().name(), r.deleted ? " deleted" : "", " ", r.pod.node_name()));
+  });
+  std::vector<std::string> copied;
+  for (const PodRecord& r : cluster_.Pods())
+    copied.push_back(absl::StrCat(r.pod.meta().name(), r.deleted ? " deleted" : "", " ", r.pod.node_name()));
+  EXPECT_THAT(visited, ::testing::ElementsAre("b deleted ", "a n1"));
+  EXPECT_EQ(visited, copied);
 }
 
 TEST_F(InMemoryClusterTest, RecordEventIsKept) {

@@ -391,11 +391,11 @@ class Simulation {
       if (!reported && now - start > options_.timeout) {
         Finish("timeout", kExitTimeout);
         std::vector<std::string> pending;
-        for (const auto& r : cluster_.Pods()) {
+        cluster_.ForEachPod([&](const PodRecord& r) {
           if (!r.deleted && r.pod.node_name().empty() && !r.unschedulable && !r.scheduling_error &&
               !r.held && r.pod.scheduling_gates_size() == 0 && IsOurs(r.pod))
             pending.push_back(PodKey(r.pod));
-        }
+        });
         std::string names = absl::StrJoin(pending.begin(), pending.begin() + std::min<size_t>(pending.size(), 20), ", ");
         if (pending.size() > 20) absl::StrAppend(&names, ", ... (", pending.size() - 20, " more)");
         return Fail(absl::StrCat("timed out after ", absl::FormatDuration(options_.timeout), " with ", pending.size(),
@@ -423,13 +423,15 @@ class Simulation {
     r.nodes = cluster_.NodeCount();
     std::vector<double> e2e;
     absl::Time last_bound = measure_start_;
-    for (const PodRecord& rec : cluster_.Pods()) {
+    // Visited in place: copying 11 000 records (twice) was 5 % of podium-sim's
+    // CPU on basic-5000.
+    cluster_.ForEachPod([&](const PodRecord& rec) {
       const v1::Pod& p = rec.pod;
       const std::string key = PodKey(p);
       if (rec.deleted) {
         ++r.deleted;
         r.deleted_pods.push_back(absl::StrCat(key, ": ", rec.delete_reason.empty() ? "deleted" : rec.delete_reason));
-        continue;
+        return;
       }
       ++r.pods;
       if (rec.resize_requested) {
@@ -465,17 +467,17 @@ class Simulation {
         ++r.pending;
         r.pending_pods.push_back(key);
       }
-    }
+    });
     {
       std::vector<std::pair<std::string, std::pair<std::string, int>>> groups;
       for (const v1::PodGroup& g : cluster_.PodGroups())
         groups.push_back({g.meta().namespace_(), {g.meta().name(), g.min_member()}});
       std::vector<GangMember> members;
-      for (const PodRecord& rec : cluster_.Pods()) {
-        if (rec.deleted || rec.pod.pod_group().empty()) continue;
+      cluster_.ForEachPod([&](const PodRecord& rec) {
+        if (rec.deleted || rec.pod.pod_group().empty()) return;
         members.push_back({rec.pod.meta().namespace_(), rec.pod.pod_group(), !rec.pod.node_name().empty(),
                            rec.unschedulable, rec.failed_message});
-      }
+      });
       SummarizeGangs(groups, members, &r);
     }
     r.measured_pods = measured_.size();
