@@ -126,8 +126,13 @@ void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg) {
 }
 
 void ClusterSyncClient::WriteQueuedOnReader() {
-  // Closing: the writer thread sends the rest, then half-closes.
-  while (!writing_ && !closing_ && !read_done_ && !write_failed_ && (!queue_.empty() || !results_.empty())) {
+  // Two messages: the actions' results, then their events. More is a burst
+  // queued by another thread (podium-sim creating 10 000 pods): the writer
+  // thread takes it, woken when this unlocks, so that the reader goes back to
+  // the actions. Closing: the writer thread sends the rest, then half-closes.
+  for (int written = 0; written < 2 && !writing_ && !closing_ && !read_done_ && !write_failed_ &&
+                        (!queue_.empty() || !results_.empty());
+       ++written) {
     v1::ClusterMessage msg;
     TakeNext(&msg);
     writing_ = true;

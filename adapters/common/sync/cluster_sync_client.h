@@ -38,7 +38,8 @@ class ClusterSyncClient {
     // thread and never waits on the writer (podium-sim): what it queues while
     // one message's actions run is written by the reader thread once they all
     // ran (unless a write is in flight: the writer thread then goes on), not
-    // by the writer thread woken for each. The Kubernetes adapter hands its
+    // by the writer thread woken for each; at most two messages (results,
+    // events), the rest by the writer thread. The Kubernetes adapter hands its
     // actions to API workers and leaves this off.
     bool write_after_actions = false;
   };
