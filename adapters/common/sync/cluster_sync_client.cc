@@ -49,6 +49,7 @@ bool ClusterSyncClient::Enqueue(Outbound item) {
   mu_.Await(absl::Condition(this, &ClusterSyncClient::HasRoomOrEnded));
   if (ended_ || read_done_ || closing_) return false;
   queue_.push_back(std::move(item));
+  if (dispatching_) ++dispatch_queued_;
   return true;
 }
 
@@ -79,6 +80,7 @@ void ClusterSyncClient::ReadLoop() {
       if (options_.write_after_actions) {
         absl::MutexLock lock(&mu_);
         dispatching_ = true;
+        dispatch_queued_ = 0;
       }
       for (auto& a : *msg.mutable_actions()->mutable_actions()) on_action_(std::move(a));
       if (options_.write_after_actions) {
@@ -126,13 +128,14 @@ void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg) {
 }
 
 void ClusterSyncClient::WriteQueuedOnReader() {
-  // Two messages: the actions' results, then their events. More is a burst
-  // queued by another thread (podium-sim creating 10 000 pods): the writer
-  // thread takes it, woken when this unlocks, so that the reader goes back to
-  // the actions. Closing: the writer thread sends the rest, then half-closes.
-  for (int written = 0; written < 2 && !writing_ && !closing_ && !read_done_ && !write_failed_ &&
-                        (!queue_.empty() || !results_.empty());
-       ++written) {
+  // The actions' results, then their events if nothing queued before them is
+  // still waiting: a burst queued by another thread (podium-sim creating
+  // 10 000 pods) is the writer thread's, woken when this unlocks, so that the
+  // reader goes back to the actions instead of waiting for flow control.
+  // Closing: the writer thread sends the rest, then half-closes.
+  for (int written = 0; written < 2; ++written) {
+    if (writing_ || closing_ || read_done_ || write_failed_) return;
+    if (results_.empty() && (queue_.empty() || queue_.size() > dispatch_queued_)) return;
     v1::ClusterMessage msg;
     TakeNext(&msg);
     writing_ = true;

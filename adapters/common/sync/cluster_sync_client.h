@@ -38,8 +38,8 @@ class ClusterSyncClient {
     // thread and never waits on the writer (podium-sim): what it queues while
     // one message's actions run is written by the reader thread once they all
     // ran (unless a write is in flight: the writer thread then goes on), not
-    // by the writer thread woken for each; at most two messages (results,
-    // events), the rest by the writer thread. The Kubernetes adapter hands its
+    // by the writer thread woken for each: their results, then their events
+    // unless older events are still queued (a burst is the writer thread's). The Kubernetes adapter hands its
     // actions to API workers and leaves this off.
     bool write_after_actions = false;
   };
@@ -103,6 +103,7 @@ class ClusterSyncClient {
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // By either thread: one write (or WritesDone) at a time.
   // The reader thread is running one message's actions (write_after_actions).
   bool dispatching_ ABSL_GUARDED_BY(mu_) = false;
+  size_t dispatch_queued_ ABSL_GUARDED_BY(mu_) = 0;  // Events and others queued while dispatching_.
   bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool read_done_ ABSL_GUARDED_BY(mu_) = false;
