@@ -28,11 +28,11 @@ int64_t Cpu(const v1::Pod& pod) {
   return cpu;
 }
 
-v1::Status Rejection(const std::string& reason) {
+v1::Status Rejection(const std::string& reason, const std::string& plugin = "Fit") {
   v1::Status s;
   s.set_code(v1::Status::UNSCHEDULABLE);
   s.add_reasons(reason);
-  s.set_plugin("Fit");
+  s.set_plugin(plugin);
   return s;
 }
 
@@ -41,11 +41,19 @@ v1::Status Rejection(const std::string& reason) {
 // nominations: it reads the nominator), scores LeastAllocated, and answers
 // dry runs as the SDK does (remove every potential victim, then reprieve in
 // the order given; kube-scheduler's stop rule on num_candidates). It counts
-// the nodes it was asked to dry-run.
+// the nodes it was asked to dry-run. As "Parity" (a second filter process)
+// it rejects the nodes with an odd id and lets the others through, with no
+// victim needed.
 class FitProcess : public PluginProcess {
  public:
-  FitProcess(const Snapshot& snapshot, const Nominator& nominator, bool dry_runs_in_cycles)
-      : snapshot_(snapshot), nominator_(nominator), dry_runs_in_cycles_(dry_runs_in_cycles) {}
+  FitProcess(const Snapshot& snapshot, const Nominator& nominator, bool dry_runs_in_cycles,
+             bool parity = false)
+      : name_(parity ? "parity" : "host"),
+        plugin_(parity ? "Parity" : "Fit"),
+        snapshot_(snapshot),
+        nominator_(nominator),
+        dry_runs_in_cycles_(dry_runs_in_cycles),
+        parity_(parity) {}
 
   const std::string& name() const override { return name_; }
   FailurePolicy failure_policy() const override { return FailurePolicy::kFail; }
@@ -53,8 +61,9 @@ class FitProcess : public PluginProcess {
   v1::Registration registration() const override {
     v1::Registration r;
     v1::PluginRegistration* p = r.add_plugins();
-    p->set_name("Fit");
-    p->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+    p->set_name(plugin_);
+    if (!parity_) p->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+    p->mutable_signature();  // Parity reads nothing of the pod.
     return r;
   }
   bool MirrorsNominatedPods() const override { return true; }
@@ -87,10 +96,10 @@ class FitProcess : public PluginProcess {
       if (req.num_feasible_to_find() > 0 && feasible.size() >= req.num_feasible_to_find()) break;
       ++evaluated;
       ++nodes_filtered;
-      if (Free(req.pod(), *node) < want) {
+      if (parity_ ? node->id() % 2 == 1 : Free(req.pod(), *node) < want) {
         v1::NodeStatus* s = out.add_rejected();
         s->set_node_id(node->id());
-        *s->mutable_status() = Rejection("Insufficient cpu");
+        *s->mutable_status() = parity_ ? Rejection("odd node", "Parity") : Rejection("Insufficient cpu");
       } else {
         feasible.push_back(node);
         out.add_feasible(node->id());
@@ -102,7 +111,7 @@ class FitProcess : public PluginProcess {
       s->set_plugin(plugin);
       for (const sdk::NodeInfo* node : feasible) {
         const int64_t alloc = node->allocatable().milli_cpu;
-        s->add_scores((alloc - node->requested().milli_cpu - want) * 100 / alloc);
+        s->add_scores(parity_ ? 50 : (alloc - node->requested().milli_cpu - want) * 100 / alloc);
       }
     }
     if (feasible.empty() && req.has_preemption_dry_run()) {
@@ -133,6 +142,15 @@ class FitProcess : public PluginProcess {
       const sdk::NodeInfo* node = snapshot_.GetById(c.node_id());
       v1::NodeVictims* n = out.add_nodes();
       n->set_node_id(c.node_id());
+      if (parity_) {
+        if (node->id() % 2 == 1) {
+          *n->mutable_status() = Rejection("odd node", "Parity");
+        } else if (r.no_reprieve()) {
+          for (const auto& uid : c.potential_victims()) n->add_victims(uid);
+        }
+        ++non_violating;
+        continue;
+      }
       std::vector<std::pair<std::string, int64_t>> potential;
       int64_t free = Free(pod, *node);
       for (const auto& uid : c.potential_victims()) {
@@ -158,10 +176,12 @@ class FitProcess : public PluginProcess {
     }
   }
 
-  const std::string name_ = "host";
+  const std::string name_;
+  const std::string plugin_;
   const Snapshot& snapshot_;
   const Nominator& nominator_;
   const bool dry_runs_in_cycles_;
+  const bool parity_;
 };
 
 class Sink : public ActionSink {
@@ -206,12 +226,20 @@ std::ostream& operator<<(std::ostream& os, const Step& s) {
 // DefaultPreemption, batching on or off.
 class World {
  public:
-  World(bool caches, bool dry_runs_in_cycles, int min_candidates)
-      : host_(snapshot_, nominator_, dry_runs_in_cycles), batching_({}, clock_, nullptr, /*seed=*/7) {
+  // `parity`: a second filter process (several processes: fan-out cycles,
+  // dry runs confirmed with each).
+  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false)
+      : host_(snapshot_, nominator_, dry_runs_in_cycles),
+        parity_(snapshot_, nominator_, false, /*parity=*/true),
+        batching_({}, clock_, nullptr, /*seed=*/7) {
     ProfileSpec spec;
     spec.plugins[v1::FILTER].push_back({"Fit", 0});
     spec.plugins[v1::SCORE].push_back({"Fit", 1});
     spec.processes["Fit"] = &host_;
+    if (parity) {
+      spec.plugins[v1::FILTER].push_back({"Parity", 0});
+      spec.processes["Parity"] = &parity_;
+    }
     spec.nominated_pods = [this](const v1::Pod& pod, const sdk::Snapshot& snap,
                                  google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
       nominator_.AddToRequest(pod, snap, out);
@@ -329,6 +357,7 @@ class World {
   PreemptionController controller_{handler_, nominator_};
   Sink sink_;
   FitProcess host_;
+  FitProcess parity_;
   batching::OpportunisticBatching batching_;
   std::unique_ptr<Framework> fw_;
   uint64_t cycle_ = 0;
@@ -423,6 +452,20 @@ TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithDryRunsInCycles) {
   for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
   EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
   EXPECT_GT(on.host_.dry_runs_in_cycle, 0);
+  EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTwoFilterProcesses) {
+  // Odd nodes are rejected by a second process: cycles fan out to both, and
+  // each dry run's union of victims is confirmed with both.
+  World on(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/true);
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/true);
+  const std::vector<Step> with = RunScript(on);
+  const std::vector<Step> without = RunScript(off);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
+  EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.victims.empty(); }));
+  EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
   EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
 }
 
