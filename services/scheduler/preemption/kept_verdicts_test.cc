@@ -121,6 +121,8 @@ class FitProcess : public PluginProcess {
     return Answered(std::move(answer));
   }
 
+  // The node names of each dry-run request, in order.
+  std::vector<std::set<std::string>> dry_run_requests;
   int cycles = 0;
   int nodes_filtered = 0;
   int nodes_dry_run = 0;
@@ -136,6 +138,8 @@ class FitProcess : public PluginProcess {
   void DryRun(const v1::PreemptionDryRunRequest& r, const v1::Pod& pod, v1::PreemptionDryRunResponse& out) {
     const int64_t want = Cpu(pod);
     uint32_t non_violating = 0, violating = 0;
+    std::set<std::string>& asked = dry_run_requests.emplace_back();
+    for (const auto& c : r.candidates()) asked.insert(snapshot_.GetById(c.node_id())->name());
     for (const auto& c : r.candidates()) {
       if (r.num_candidates() > 0 && non_violating > 0 && non_violating + violating >= r.num_candidates()) break;
       ++nodes_dry_run;
@@ -467,6 +471,75 @@ TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTwoFilterProcesses) {
   EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.victims.empty(); }));
   EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
   EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, EachChangeReasksTheDryRunOfExactlyItsNode) {
+  // Every node is walked (100 candidates wanted of 12), no dry run rides in
+  // cycles: each PostFilter's requests show which outcomes were not kept.
+  World w(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/100);
+  int next = 0;
+  std::vector<Step> steps;
+  // Schedules a preemptor; returns the nodes its PostFilter dry-ran.
+  auto preempt = [&] {
+    const size_t before = w.host_.dry_run_requests.size();
+    steps.push_back(w.Schedule(World::Pod(absl::StrCat("preemptor-", next++), 1000, 2000)));
+    std::set<std::string> asked;
+    for (size_t i = before; i < w.host_.dry_run_requests.size(); ++i) {
+      asked.insert(w.host_.dry_run_requests[i].begin(), w.host_.dry_run_requests[i].end());
+    }
+    return asked;
+  };
+  auto all = [] {
+    std::set<std::string> out;
+    for (int n = 0; n < 12; ++n) out.insert(World::NodeName(n));
+    return out;
+  };
+  // The profile's first pod is not kept; the second's failure is, and its
+  // PostFilter asks (and keeps) every node.
+  EXPECT_EQ(preempt(), all());
+  EXPECT_EQ(preempt(), all());
+  ASSERT_EQ(w.stats().by_outcome["miss_new"], 2u);
+  // Its nomination: only that node is asked again (victims still there).
+  const std::string first = steps.back().nominated;
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(preempt(), std::set<std::string>{first});
+  EXPECT_EQ(w.stats().by_outcome["hit_unschedulable"], 1u);
+  const std::string second = steps.back().nominated;
+  // A pod deleted by someone else on node-4 (not yet nominated to).
+  ASSERT_NE(second, "node-4");
+  ASSERT_NE(first, "node-4");
+  w.Delete(absl::StrCat("uid-low-4-", 0));
+  EXPECT_EQ(preempt(), (std::set<std::string>{second, "node-4"}));
+  const std::string third = steps.back().nominated;
+  // The first preemptor's nomination cleared.
+  w.controller_.ClearNomination(World::Pod("preemptor-1", 1000, 2000));
+  EXPECT_EQ(preempt(), (std::set<std::string>{third, first}));
+  const std::string fourth = steps.back().nominated;
+  // A node update that leaves it full: that node.
+  const std::string grown = fourth == "node-9" ? "node-10" : "node-9";
+  w.cache_.AddOrUpdateNode(World::Node(grown == "node-9" ? 9 : 10, 4500));
+  EXPECT_EQ(preempt(), (std::set<std::string>{fourth, grown}));
+  // A higher-priority pod nominated to node-11: counted by these pods there.
+  const std::string fifth = steps.back().nominated;
+  v1::Pod vip = World::Pod("vip", 2000, 100);
+  w.nominator_.Nominate(sdk::PodInfo::Create(vip), "node-11");
+  EXPECT_EQ(preempt(), (std::set<std::string>{fifth, "node-11"}));
+  // A lower-priority one is not: only the last preemptor's node.
+  const std::string sixth = steps.back().nominated;
+  w.nominator_.Nominate(sdk::PodInfo::Create(World::Pod("low-nominee", 10, 100)), "node-8");
+  EXPECT_EQ(preempt(), std::set<std::string>{sixth});
+  // A PDB: every node again.
+  v1::PodDisruptionBudget pdb;
+  pdb.mutable_meta()->set_uid("uid-pdb");
+  pdb.mutable_meta()->set_namespace_("default");
+  pdb.mutable_meta()->set_name("pdb");
+  (*pdb.mutable_selector()->mutable_match_labels())["app"] = "low-2";
+  ASSERT_TRUE(w.cache_.AddOrUpdatePdb(pdb).ok());
+  const std::set<std::string> after_pdb = preempt();
+  EXPECT_EQ(w.stats().by_outcome["miss_invalidated"], 1u);
+  for (const Step& s : steps) EXPECT_TRUE(s.bound.empty()) << s;
+  // Every node that still has a victim to offer.
+  EXPECT_GE(after_pdb.size(), 10u);
 }
 
 }  // namespace
