@@ -255,7 +255,7 @@ CycleRunner::FilterOutcome CycleRunner::RunFilters(const PluginList& filters, Cy
 // kube-scheduler's RunFilterPluginsWithNominatedPods: the node must fit with
 // the nominated pods of higher or equal priority on it (they will take their
 // place), and without them (pod affinity may need them absent).
-void CycleRunner::CountNominatedPods(const PodInfo& pod) {
+void CycleRunner::CountNominatedPods(const PodInfo& pod, const std::vector<const NodeInfo*>* only) {
   counted_nominated_.clear();
   auto add = [&](const NodeInfo& node, const std::vector<PodInfoPtr>& nominated) {
     std::vector<const PodInfoPtr*>* counted = nullptr;
@@ -268,7 +268,15 @@ void CycleRunner::CountNominatedPods(const PodInfo& pod) {
       counted->push_back(&other);
     }
   };
-  if (mirrored_nominations_) {
+  if (mirrored_nominations_ && only != nullptr && only->size() < mirror_.NumNominatedPods()) {
+    // A request for a few nodes (a nominated node, a batch's or a kept
+    // failure's changed nodes) among many nominations (a burst of
+    // preemptors): only its nodes' nominations.
+    for (const NodeInfo* node : *only) {
+      if (counted_nominated_.contains(node->id())) continue;  // Listed twice.
+      if (const std::vector<PodInfoPtr>* nominated = mirror_.NominatedPodsOn(node->name())) add(*node, *nominated);
+    }
+  } else if (mirrored_nominations_) {
     mirror_.ForEachNominatedNode([&](const std::string& name, const std::vector<PodInfoPtr>& nominated) {
       if (const NodeInfo* node = mirror_.Get(name)) add(*node, nominated);
     });
@@ -382,7 +390,7 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     for (v1::MirroredPod& nominated : *request.mutable_nominated_pods()) {
       nominated_[nominated.node_id()].push_back(TakePod(nominated.mutable_pod()));
     }
-    CountNominatedPods(*pod);
+    CountNominatedPods(*pod, all_nodes ? nullptr : &nodes);
   }
   const size_t n = nodes.size();
   const size_t start = all_nodes && n > 0 ? node_set.start_index() % n : 0;

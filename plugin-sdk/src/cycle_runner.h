@@ -188,7 +188,8 @@ class CycleRunner {
   // order: worked out once per cycle from the few nodes with nominations,
   // not once per node evaluated.
   absl::flat_hash_map<uint32_t, std::vector<const PodInfoPtr*>> counted_nominated_;
-  void CountNominatedPods(const PodInfo& pod);
+  // `only`: the request's nodes when it lists them (null: every node).
+  void CountNominatedPods(const PodInfo& pod, const std::vector<const NodeInfo*>* only);
   // Per position of the rotation, for parallel filtering.
   enum class NodeVerdict : uint8_t { kUnevaluated, kPass, kNarrowedOut, kRejected };
   std::vector<NodeVerdict> verdicts_;

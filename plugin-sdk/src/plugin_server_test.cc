@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -730,6 +731,40 @@ TEST_F(PluginServerTest, MirroredNominatedPodsCountOnTheirNodes) {
   cleared.mutable_delta()->add_nominated_pod_removals(preemptor.meta().uid());
   cycle = stream->Call(cleared).cycle();
   EXPECT_THAT(cycle.feasible(), ElementsAre(1, 2, 3, 4, 5, 6));
+}
+
+TEST_F(PluginServerTest, MirroredNominatedPodsCountOnTheNodesOfANarrowedRequest) {
+  // A request listing fewer nodes than there are nominations (a nominated
+  // node's cycle, a batch's changed nodes) looks only at its nodes'
+  // nominations, with the same verdicts.
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Capacity", "{\"maxPods\": 1}"}}).error(), "");
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  for (int n : {2, 3, 4, 5}) {
+    v1::Pod nominee = MakePod(absl::StrCat("nominee-", n), n == 5 ? 1 : 100);  // n5's: lower priority.
+    nominee.set_nominated_node_name(absl::StrCat("n", n));
+    *request.mutable_delta()->add_nominated_pod_upserts() = nominee;
+  }
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1, 5, 6));
+
+  auto narrowed = [&](uint64_t id, std::vector<uint32_t> nodes) {
+    v1::SchedulerToPlugin m = CycleMessage(id, id, MakePod("q", 10), {"Capacity"}, {"Capacity"}, {});
+    m.mutable_cycle()->mutable_nodes()->clear_all_nodes();
+    for (uint32_t n : nodes) m.mutable_cycle()->mutable_nodes()->add_node_ids(n);
+    return stream->Call(m).cycle();
+  };
+  cycle = narrowed(3, {3});
+  EXPECT_EQ(cycle.feasible_size(), 0);
+  ASSERT_EQ(cycle.rejected_size(), 1);
+  EXPECT_EQ(cycle.rejected(0).node_id(), 3u);
+  cycle = narrowed(4, {5});  // The lower-priority nominee is not counted.
+  EXPECT_THAT(cycle.feasible(), ElementsAre(5));
+  cycle = narrowed(5, {1, 4});
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1));
+  ASSERT_EQ(cycle.rejected_size(), 1);
+  EXPECT_EQ(cycle.rejected(0).node_id(), 4u);
 }
 
 TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {

@@ -187,6 +187,7 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
 }
 
 void Scheduler::RefreshSnapshot() {
+  batching_.SnapshotUpdating();
   cache_.UpdateSnapshot(snapshot_);
   batching_.SnapshotUpdated(snapshot_);
 }

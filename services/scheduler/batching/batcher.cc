@@ -12,8 +12,10 @@
 namespace podium::scheduler::batching {
 namespace {
 
+bool IsHit(BatchOutcome o) { return o == BatchOutcome::kHit || o == BatchOutcome::kHitUnschedulable; }
+
 bool IsMiss(BatchOutcome o) {
-  return o != BatchOutcome::kHit && o != BatchOutcome::kUnsignable && o != BatchOutcome::kDisabled;
+  return !IsHit(o) && o != BatchOutcome::kUnsignable && o != BatchOutcome::kDisabled;
 }
 
 // Labels, taints and images of the node, and the pods on it with affinity
@@ -47,6 +49,8 @@ std::string_view BatchOutcomeName(BatchOutcome outcome) {
     case BatchOutcome::kMissInvalidated: return "miss_invalidated";
     case BatchOutcome::kMissEmpty: return "miss_empty";
     case BatchOutcome::kMissRefused: return "miss_refused";
+    case BatchOutcome::kMissFeasible: return "miss_feasible";
+    case BatchOutcome::kHitUnschedulable: return "hit_unschedulable";
     case BatchOutcome::kUnsignable: return "unsignable";
     case BatchOutcome::kDisabled: return "disabled";
   }
@@ -55,7 +59,7 @@ std::string_view BatchOutcomeName(BatchOutcome outcome) {
 
 OpportunisticBatching::OpportunisticBatching(Options options, Clock& clock,
                                              prometheus::Registry* registry, uint64_t seed)
-    : options_(options), clock_(clock), rng_(seed) {
+    : options_(options), clock_(clock), rng_(seed), failures_(options.max_age, clock) {
   if (registry != nullptr) {
     pods_family_ = &prometheus::BuildCounter()
                         .Name("podium_batch_pods_total")
@@ -74,6 +78,7 @@ OpportunisticBatching::~OpportunisticBatching() = default;
 void OpportunisticBatching::SetEnabled(const Framework* fw, bool enabled) { enabled_[fw] = enabled; }
 
 void OpportunisticBatching::FlushAll() {
+  failures_.InvalidateAll();
   for (auto& [fw, profile] : profiles_) {
     for (Batch& batch : profile.batches) {
       batch.invalidated = true;
@@ -85,6 +90,17 @@ void OpportunisticBatching::FlushAll() {
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
+}
+
+void OpportunisticBatching::SnapshotUpdating() {
+  for (auto& [fw, profile] : profiles_) profile.nominations_before_snapshot = fw->NominationsGeneration();
+}
+
+bool OpportunisticBatching::NominationsAsSnapshot(const Framework& fw) const {
+  const std::optional<uint64_t> now = fw.NominationsGeneration();
+  if (!now) return true;  // No nominator: nothing changes behind the snapshot's back.
+  auto it = profiles_.find(&fw);
+  return it != profiles_.end() && it->second.nominations_before_snapshot == now;
 }
 
 void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
@@ -116,6 +132,7 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
     FlushAll();
     return;
   }
+  failures_.NodesChanged(snapshot.last_update_changed());
   for (auto& [fw, profile] : profiles_) {
     for (Batch& batch : profile.batches) {
       if (batch.invalidated) continue;
@@ -146,6 +163,7 @@ OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw)
     profile.setup_generation = generation;
     profile.batches.clear();
     profile.by_key.clear();
+    failures_.ForgetProfile(&fw);
   }
   auto e = enabled_.find(&fw);
   profile.enabled = e == enabled_.end() || e->second;
@@ -336,7 +354,34 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
   }
   BatchOutcome outcome = BatchOutcome::kMissNew;
-  if (auto it = profile.by_key.find(sig.key); it != profile.by_key.end()) {
+  if (failures_.Has(&fw, sig.key)) {
+    // The signature's last full cycle found no node (kept_failures.h).
+    absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
+    const bool as_snapshot = NominationsAsSnapshot(fw);
+    ScheduleResult result;
+    const uint64_t before = cycle_id;
+    bool ran_cycle = false;
+    const KeptFailures::Outcome kept = failures_.Serve(fw, sig.key, pod, snapshot, state_seq, cycle_id,
+                                                       std::move(nominated), result, ran_cycle);
+    if (kept == KeptFailures::Outcome::kServed) {
+      // A nomination changed between the snapshot and the fingerprints: the
+      // pod's verdicts are exact (a node whose nominations changed is
+      // re-evaluated), but what is kept would not match the fingerprints.
+      if (!as_snapshot) failures_.Forget(&fw, sig.key);
+      // The narrowed cycle did not end it: PostFilter will, if there is one.
+      if (!fw.HasPostFilterPlugins()) fw.EndCycle(cycle_id);
+      Count(fw, last_outcome_ = BatchOutcome::kHitUnschedulable);
+      return result;
+    }
+    if (ran_cycle) {
+      fw.EndCycle(before);
+      cycle_id = next_cycle_id();
+    }
+    outcome = kept == KeptFailures::Outcome::kStale      ? BatchOutcome::kMissStale
+              : kept == KeptFailures::Outcome::kFeasible ? BatchOutcome::kMissFeasible
+              : kept == KeptFailures::Outcome::kRefused  ? BatchOutcome::kMissRefused
+                                                         : BatchOutcome::kMissInvalidated;
+  } else if (auto it = profile.by_key.find(sig.key); it != profile.by_key.end()) {
     BatchList::iterator batch = it->second;
     profile.batches.splice(profile.batches.begin(), profile.batches, batch);  // Most recent first.
     ScheduleResult result;
@@ -357,8 +402,8 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   }
   Count(fw, last_outcome_ = outcome);
   // The fingerprints cost a walk over every nomination: taken only for a
-  // cycle that placed its pod (a failed one, e.g. every preemptor's first,
-  // remembers nothing), after it, and kept only when no nomination changed
+  // cycle whose result is kept (one that placed its pod on one of several
+  // nodes, or found none), after it, and kept only when no nomination changed
   // while it ran. Without a generation hook, before the cycle as it saw them.
   const std::optional<uint64_t> generation = fw.NominationsGeneration();
   absl::flat_hash_map<uint32_t, uint64_t> nominated;
@@ -374,6 +419,14 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
       unchanged = fw.NominationsGeneration() == generation;  // Changed meanwhile: not reusable.
     }
     if (unchanged) Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+  } else if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+    // Fits no node: kept with the nominations it saw (as for a ranking: only
+    // when none changed while the cycle ran).
+    // Kept with the nominations the cycle saw: none changed since the snapshot.
+    if (generation) nominated = NominatedFingerprints(fw, pod, snapshot);
+    if (NominationsAsSnapshot(fw)) {
+      failures_.Remember(fw, sig.key, result, snapshot, std::move(nominated));
+    }
   }
   result.ranking = {};
   return result;
@@ -382,7 +435,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
 void OpportunisticBatching::Count(const Framework& fw, BatchOutcome outcome, const std::string* reason) {
   {
     absl::MutexLock lock(&stats_mu_);
-    if (outcome == BatchOutcome::kHit) ++stats_.hits;
+    if (IsHit(outcome)) ++stats_.hits;
     if (IsMiss(outcome)) ++stats_.misses;
     if (outcome == BatchOutcome::kUnsignable) {
       ++stats_.unsignable;

@@ -36,6 +36,11 @@
 //    nodes other than their own); the profile's plugins or processes changed;
 //  - empty: no node of the ranking is feasible any more;
 //  - refused: the re-evaluation failed (PreFilter rejected the pod, or an error).
+//
+// A full cycle that finds no node is kept too (kept_failures.h), under the
+// same rules: the next pod of the signature re-evaluates only the changed
+// nodes and, when none passes, gets the full cycle's diagnosis
+// (hit_unschedulable); when one passes, a full cycle (miss_feasible).
 // Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
 #pragma once
 
@@ -43,6 +48,7 @@
 #include <functional>
 #include <list>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -51,6 +57,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "batching/kept_failures.h"
 #include "batching/signature.h"
 #include "cache/snapshot.h"
 #include "framework/framework.h"
@@ -74,6 +81,8 @@ enum class BatchOutcome {
   kMissInvalidated,
   kMissEmpty,
   kMissRefused,
+  kMissFeasible,     // Its signature's kept failure (kept_failures.h) has a feasible node now.
+  kHitUnschedulable, // Served from its signature's kept failure: fits no node, as before.
   kUnsignable,
   kDisabled,         // The profile turned batching off.
 };
@@ -102,6 +111,11 @@ class OpportunisticBatching {
                         uint64_t seed = std::random_device{}());
   ~OpportunisticBatching();
 
+  // Right before every Cache::UpdateSnapshot of the scheduling snapshot: the
+  // nominations' generation, so that a kept failure is kept only with
+  // fingerprints of the nominations its cycle saw (plugin processes see them
+  // through the snapshot's delta log).
+  void SnapshotUpdating();
   // After every Cache::UpdateSnapshot of the scheduling snapshot: what changed
   // marks or invalidates the rankings.
   void SnapshotUpdated(const Snapshot& snapshot);
@@ -117,6 +131,8 @@ class OpportunisticBatching {
                              const std::function<uint64_t()>& next_cycle_id);
 
   BatchStats stats() const;
+  // Kept failures, over every profile (tests).
+  size_t num_kept_failures() const { return failures_.size(); }
   // The outcome of the last SchedulePod (tests).
   BatchOutcome last_outcome() const { return last_outcome_; }
 
@@ -143,11 +159,14 @@ class OpportunisticBatching {
     uint64_t setup_generation = ~uint64_t{0};
     Signer signer = Signer::Unsignable("not derived yet");
     bool enabled = true;
+    std::optional<uint64_t> nominations_before_snapshot;  // SnapshotUpdating's.
     BatchList batches;
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };
 
   Profile& ProfileFor(Framework& fw);
+  // No nomination changed since SnapshotUpdating (true without a nominator).
+  bool NominationsAsSnapshot(const Framework& fw) const;
   void Drop(Profile& profile, BatchList::iterator it);
   void FlushAll();
   // Builds a ranking from a full cycle's result (scheduled, with two or more feasible nodes).
@@ -169,6 +188,7 @@ class OpportunisticBatching {
   std::vector<uint32_t> ties_;  // TryBatch's scratch: nodes tied for the best total.
   absl::flat_hash_map<const Framework*, Profile> profiles_;
   absl::flat_hash_map<const Framework*, bool> enabled_;
+  KeptFailures failures_;
   // What each node looked like at the last update: a change of these
   // invalidates every ranking (they move verdicts of other nodes).
   absl::flat_hash_map<uint32_t, uint64_t> node_fingerprints_;

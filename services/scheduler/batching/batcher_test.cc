@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "cache/cache.h"
 #include "framework/mock_plugin_process.h"
 #include "gtest/gtest.h"
@@ -210,6 +211,7 @@ class Harness {
 
   // Schedules and assumes the pod; returns its node ("" when it fits nowhere).
   std::string Schedule(const v1::Pod& pod, bool batched = true) {
+    batching_.SnapshotUpdating();
     cache_.UpdateSnapshot(snapshot_);
     batching_.SnapshotUpdated(snapshot_);
     uint64_t id = ++cycle_;
@@ -218,6 +220,7 @@ class Harness {
     ScheduleResult r = batched ? batching_.SchedulePod(fw_, pod, snapshot_, snapshot_.delta_seq(), id,
                                                        [this] { return ++cycle_; })
                                : fw_.SchedulePod(pod, snapshot_, snapshot_.delta_seq(), id);
+    last_diagnosis_ = r.diagnosis;
     if (r.outcome != ScheduleResult::Outcome::kScheduled) return "";
     v1::Pod assumed = pod;
     assumed.set_node_name(r.node_name);
@@ -245,7 +248,17 @@ class Harness {
   uint64_t nomination_generation_ = 0;
   bool change_nominations_during_cycle_ = false;
   uint64_t cycle_ = 0;
+  Diagnosis last_diagnosis_;  // Of the last Schedule.
 };
+
+// A diagnosis as the user sees it: the message and, per node, the status.
+std::map<std::string, std::string> NodeReasons(const Diagnosis& d) {
+  std::map<std::string, std::string> out;
+  for (const auto& [node, status] : d.node_statuses) {
+    out[node] = absl::StrCat(std::string(sdk::CodeName(status->code())), ":", status->plugin(), ":", status->Message());
+  }
+  return out;
+}
 
 TEST(BatcherTest, APodWithTheSameSignatureReEvaluatesOnlyThePreviousPodsNode) {
   Harness h;
@@ -351,19 +364,147 @@ TEST(BatcherTest, ANewNominationReEvaluatesTheNominatedNode) {
   EXPECT_GT(h.nomination_key_calls_, 0);
 }
 
-TEST(BatcherTest, ACycleThatPlacesNothingTakesNoNominationFingerprints) {
+TEST(BatcherTest, ACycleThatPlacesItsPodOnOneNodeTakesNoNominationFingerprints) {
   Harness h;
   h.AddNodes(3, 1000);
+  h.cache_.AddOrUpdateNode(MakeNode("node-big", 4000));
   h.nominated_["node-1"] = MakePod("nominee", 500, /*priority=*/100);
-  // Fits nowhere (a preemptor's first cycle): nothing to remember, so the
-  // nominations are not walked.
-  EXPECT_EQ(h.Schedule(MakePod("big", 2000, /*priority=*/100)), "");
+  // One feasible node: nothing to remember, so the nominations are not walked.
+  EXPECT_EQ(h.Schedule(MakePod("big", 2000, /*priority=*/100)), "node-big");
   EXPECT_EQ(h.nomination_key_calls_, 0);
-  // One that is placed is fingerprinted, and the next of its kind reuses the ranking.
+  // One that is placed among several is fingerprinted, and the next of its kind reuses the ranking.
   EXPECT_NE(h.Schedule(MakePod("a", 100)), "");
   EXPECT_GT(h.nomination_key_calls_, 0);
   h.Schedule(MakePod("b", 100));
   EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+}
+
+TEST(BatcherTest, AFailingCycleIsKeptAndTheNextPodGetsItsDiagnosisFromTheChangedNodesOnly) {
+  Harness h;
+  h.AddNodes(6, 1000);
+  h.nominated_["node-1"] = MakePod("nominee", 500, /*priority=*/100);
+  // The profile's first pod: what the nominations were before its snapshot
+  // is unknown, so its failure is not kept.
+  EXPECT_EQ(h.Schedule(MakePod("big-00", 2000, /*priority=*/100)), "");
+  EXPECT_EQ(h.batching_.num_kept_failures(), 0u);
+  EXPECT_EQ(h.Schedule(MakePod("big-0", 2000, /*priority=*/100)), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+  EXPECT_EQ(h.batching_.num_kept_failures(), 1u);
+  ASSERT_NE(h.last_diagnosis_.kept_dry_runs, nullptr);
+
+  // Nothing changed: no node is asked (the request still runs PreFilter), and
+  // the diagnosis is the one a full cycle gives.
+  EXPECT_EQ(h.Schedule(MakePod("big-1", 2000, /*priority=*/100)), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_FALSE(h.process_.requests.back().nodes().all_nodes());
+  EXPECT_EQ(h.process_.requests.back().nodes().node_ids_size(), 0);
+  const Diagnosis kept = h.last_diagnosis_;
+  EXPECT_NE(kept.kept_dry_runs, nullptr);
+  EXPECT_EQ(h.Schedule(MakePod("big-2", 2000, /*priority=*/100), /*batched=*/false), "");
+  const Diagnosis full = h.last_diagnosis_;
+  EXPECT_EQ(kept.Message(), full.Message());
+  EXPECT_EQ(kept.num_all_nodes, full.num_all_nodes);
+  EXPECT_EQ(kept.unschedulable_plugins, full.unschedulable_plugins);
+  EXPECT_EQ(NodeReasons(kept), NodeReasons(full));
+  EXPECT_EQ(kept.node_statuses.size(), 6u);
+}
+
+TEST(BatcherTest, EachChangeToAKeptFailureReasksExactlyItsNode) {
+  Harness h;
+  h.AddNodes(6, 1000);
+  const v1::Pod big = MakePod("big", 2000, /*priority=*/100);
+  auto next = [&, i = 0]() mutable {
+    v1::Pod p = big;
+    p.mutable_meta()->set_uid(absl::StrCat("uid-big-", ++i));
+    p.mutable_meta()->set_name(absl::StrCat("big-", i));
+    return p;
+  };
+  auto requested = [&h] {
+    const std::vector<uint32_t> ids = h.LastRequestedNodes();
+    return std::set<uint32_t>(ids.begin(), ids.end());
+  };
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  EXPECT_EQ(h.Schedule(next()), "");  // Kept from here on (not the profile's first pod's).
+  EXPECT_EQ(h.batching_.num_kept_failures(), 1u);
+
+  // A pod bound on node-2.
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod([] {
+                       v1::Pod p = MakePod("small", 100);
+                       p.set_node_name("node-2");
+                       return p;
+                     }()).ok());
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  EXPECT_EQ(requested(), std::set<uint32_t>{h.NodeId("node-2")});
+
+  // That pod deleted (a victim gone).
+  ASSERT_TRUE(h.cache_.RemovePod("uid-small").ok());
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  EXPECT_EQ(requested(), std::set<uint32_t>{h.NodeId("node-2")});
+
+  // A nomination to node-4 (a pod of the same priority), then cleared.
+  h.nominated_["node-4"] = MakePod("nominee", 500, /*priority=*/100);
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  EXPECT_EQ(requested(), std::set<uint32_t>{h.NodeId("node-4")});
+  h.nominated_.clear();
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(requested(), std::set<uint32_t>{h.NodeId("node-4")});
+  // A nomination of lower priority is not counted for these pods: no node asked.
+  h.nominated_["node-3"] = MakePod("lower", 500, /*priority=*/1);
+  EXPECT_EQ(h.Schedule(next()), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  EXPECT_EQ(requested(), std::set<uint32_t>{});
+
+  // An allocatable update that makes node-5 feasible: dropped, a full cycle places the pod.
+  h.cache_.AddOrUpdateNode(MakeNode("node-5", 4000));
+  EXPECT_EQ(h.Schedule(next()), "node-5");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissFeasible);
+  EXPECT_EQ(h.batching_.num_kept_failures(), 0u);
+}
+
+TEST(BatcherTest, AKeptFailureIsDroppedByWhatMovesOtherNodesVerdictsAndByAge) {
+  Harness h;
+  h.AddNodes(4, 1000);
+  const v1::Pod big = MakePod("big", 2000, /*priority=*/100);
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.num_kept_failures(), 1u);
+  // A PodDisruptionBudget changed.
+  v1::PodDisruptionBudget pdb;
+  pdb.mutable_meta()->set_uid("uid-pdb");
+  pdb.mutable_meta()->set_namespace_("default");
+  pdb.mutable_meta()->set_name("pdb");
+  ASSERT_TRUE(h.cache_.AddOrUpdatePdb(pdb).ok());
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  EXPECT_TRUE(h.process_.requests.back().nodes().all_nodes());
+  // A node's labels changed.
+  v1::Node relabelled = MakeNode("node-1", 1000);
+  (*relabelled.mutable_meta()->mutable_labels())["zone"] = "b";
+  h.cache_.AddOrUpdateNode(relabelled);
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  // A node added.
+  h.cache_.AddOrUpdateNode(MakeNode("node-new", 1000));
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissInvalidated);
+  EXPECT_EQ(h.last_diagnosis_.node_statuses.size(), 5u);
+  // Older than max_age.
+  h.clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissStale);
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  // A nomination that changed while the cycle ran: served, not kept.
+  h.change_nominations_during_cycle_ = true;
+  EXPECT_EQ(h.Schedule(big), "");
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
+  EXPECT_EQ(h.batching_.num_kept_failures(), 0u);
 }
 
 TEST(BatcherTest, ANominationChangedDuringTheCycleKeepsItsRankingFromBeingReused) {

@@ -530,10 +530,14 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     // preemptor. Only with a lone filter process that counts nominations
     // itself, as the dry run would be sent to it alone.
     bool dry_run_attached = false;
-    if (last_cycle_found_none_ && setup.num_filter_processes == 1 && only_node == nullptr && !scoped &&
-        !post_filters_.empty() && plan.process->RunsDryRunsInCycles() &&
-        plan.process->MirrorsNominatedPods()) {
-      if (auto predicted = post_filters_.front()->PredictDryRun(pod, cycle_id)) {
+    if (setup.num_filter_processes == 1 && only_node == nullptr && !post_filters_.empty() &&
+        plan.process->RunsDryRunsInCycles() && plan.process->MirrorsNominatedPods() &&
+        (scoped ? scope.predict_dry_run : last_cycle_found_none_)) {
+      // A narrowed cycle (batching/ re-evaluating a kept failure's changed
+      // nodes) carries the dry run of those nodes.
+      auto predicted = scoped ? post_filters_.front()->PredictDryRunOn(pod, cycle_id, *scope.node_ids)
+                              : post_filters_.front()->PredictDryRun(pod, cycle_id);
+      if (predicted) {
         *request.mutable_preemption_dry_run() = std::move(*predicted);
         dry_run_attached = true;
       }

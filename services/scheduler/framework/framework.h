@@ -90,6 +90,24 @@ class RejectionStatuses {
   std::vector<SharedStatus> table_;
 };
 
+// What PostFilter (preemption's dry run) found on one node for the pods of
+// one signature: a candidate's victims, or why the node is not one.
+struct KeptDryRun {
+  SharedStatus rejection;  // Not a candidate, and why; null for a candidate.
+  std::vector<sdk::PodInfoPtr> victims;  // A candidate's, in reprieve order.
+  int64_t num_pdb_violations = 0;
+};
+
+// The dry runs kept for a signature whose pods fit no node (batching/'s kept
+// failures). An entry holds while its node stays clean: batching/ erases the
+// entry of every node that changed (the batcher's dirty rules) before it hands
+// the set to a pod's cycle, and drops the whole set with the failure it
+// belongs to; PostFilter clears it when the PodDisruptionBudgets changed.
+struct KeptDryRuns {
+  absl::flat_hash_map<uint32_t, KeptDryRun> nodes;  // By node id.
+  uint64_t pdbs_fingerprint = 0;  // Of the PDBs the entries were found with (PostFilter's).
+};
+
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
@@ -102,6 +120,10 @@ struct Diagnosis {
   // The answer to the dry run PostFilterPlugin::PredictDryRun asked to ride
   // in the cycle request, when the process ran it (null otherwise).
   std::shared_ptr<const v1::PreemptionDryRunResponse> dry_run_answer;
+  // The signature's kept dry runs, when batching/ keeps its failure (null
+  // otherwise): PostFilter reads the clean nodes' outcomes from it, asks the
+  // plugin processes only for the others, and adds what it learns.
+  std::shared_ptr<KeptDryRuns> kept_dry_runs;
   // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
   std::string Message() const;
 };
@@ -126,6 +148,11 @@ struct CycleScope {
   // Find every feasible node (from the rotating start), not only
   // percentageOfNodesToScore's share: a ranking that serves many pods.
   bool examine_all = false;
+  // With node_ids and a lone filter process that runs dry runs in cycles: the
+  // request carries PostFilter's dry run of those nodes
+  // (PostFilterPlugin::PredictDryRunOn), run only if none passes; its answer
+  // reaches PostFilter as Diagnosis::dry_run_answer.
+  bool predict_dry_run = false;
 };
 
 struct ScheduleResult {
@@ -166,6 +193,12 @@ class PostFilterPlugin {
   // PostFilter as Diagnosis::dry_run_answer.
   virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
                                                                    uint64_t cycle_id) {
+    return std::nullopt;
+  }
+  // The dry run of exactly `node_ids` (every one evaluated, no stop rule)
+  // for a cycle narrowed to them (CycleScope::predict_dry_run), or nullopt.
+  virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
+                                                                     const std::vector<uint32_t>& node_ids) {
     return std::nullopt;
   }
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "logging/logger.h"
 #include "preemption/dry_run.h"
@@ -230,20 +231,11 @@ std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
                                                      const absl::flat_hash_set<std::string>& assumed,
                                                      std::vector<const sdk::NodeInfo*>* without_victims) const {
   const uint32_t n = static_cast<uint32_t>(potential.size());
-  const std::string& uid = pod.meta().uid();
   std::vector<DryRunNode> chunk;
   chunk.reserve(std::min(chunk_size, n - k));
   for (; k < end && chunk.size() < chunk_size; ++k) {
     const sdk::NodeInfo* node = potential[(offset + k) % n];
-    std::vector<sdk::PodInfoPtr> lower;
-    for (const sdk::PodInfoPtr& p : node->pods()) {
-      // An assumed pod is a victim while it waits at Permit (it is then
-      // rejected there); once past Permit its binding is under way: left be.
-      if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != uid &&
-          (assumed.empty() || !assumed.contains(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
-        lower.push_back(p);
-      }
-    }
+    std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
     if (lower.empty()) {
       if (without_victims != nullptr) without_victims->push_back(node);
       continue;
@@ -251,6 +243,194 @@ std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
     chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
   }
   return chunk;
+}
+
+std::vector<sdk::PodInfoPtr> DefaultPreemption::LowerPriorityPods(
+    const v1::Pod& pod, const sdk::NodeInfo& node, const absl::flat_hash_set<std::string>& assumed) const {
+  std::vector<sdk::PodInfoPtr> lower;
+  for (const sdk::PodInfoPtr& p : node.pods()) {
+    // An assumed pod is a victim while it waits at Permit (it is then
+    // rejected there); once past Permit its binding is under way: left be.
+    if (PodPriority(*p->pod) < PodPriority(pod) && p->uid() != pod.meta().uid() &&
+        (assumed.empty() || !assumed.contains(p->uid()) || controller_.WaitingAtPermit(p->uid()))) {
+      lower.push_back(p);
+    }
+  }
+  return lower;
+}
+
+std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
+    const v1::Pod& pod, uint64_t cycle_id, const std::vector<uint32_t>& node_ids) {
+  dirty_prediction_.reset();
+  const std::string& uid = pod.meta().uid();
+  // As PredictDryRun: only for a pod PostFilter would take to a dry run.
+  if (node_ids.empty() || !pod.node_name().empty() || !pod.nominated_node_name().empty() ||
+      controller_.InFlight(uid) || !controller_.nominator().NominatedNode(uid).empty() ||
+      !PodEligibleToPreemptOthers(pod, snapshot_, "", nullptr).empty()) {
+    return std::nullopt;
+  }
+  const Pdbs pdbs = cache_.ListPdbs();
+  const absl::flat_hash_set<std::string> assumed = cache_.AssumedUids();
+  std::vector<DryRunNode> chunk;
+  for (uint32_t id : node_ids) {
+    const sdk::NodeInfo* node = snapshot_.GetById(id);
+    if (node == nullptr) continue;
+    std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
+    if (!lower.empty()) chunk.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+  }
+  if (chunk.empty()) return std::nullopt;
+  std::optional<v1::PreemptionDryRunRequest> request =
+      FirstDryRunRequest(framework_.spec(), cycle_id, chunk, /*num_candidates=*/0);
+  if (!request) return std::nullopt;
+  Prediction prediction{uid, cycle_id, 0, 0, {}};
+  prediction.nodes.reserve(chunk.size());
+  for (const DryRunNode& c : chunk) {
+    Prediction::Node& node = prediction.nodes.emplace_back();
+    node.id = c.node->id();
+    node.num_pdb_violating = c.potential.num_pdb_violating;
+    for (const sdk::PodInfoPtr& v : c.potential.pods) node.victims.push_back(v->uid());
+  }
+  dirty_prediction_ = std::move(prediction);
+  return request;
+}
+
+absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& diagnosis, KeptDryRuns& kept,
+                                         const std::vector<const sdk::NodeInfo*>& potential, uint32_t offset,
+                                         uint32_t num_candidates, const Pdbs& pdbs,
+                                         const absl::flat_hash_set<std::string>& assumed,
+                                         const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated_pods,
+                                         const ProfileSpec& spec, const Prediction* answered, Diagnosis& failure,
+                                         std::vector<Candidate>& candidates) {
+  // Victim order and PDB violations follow the PDBs: kept outcomes found
+  // with others are forgotten.
+  uint64_t pdbs_fingerprint = pdbs.size();
+  for (const auto& pdb : pdbs) {
+    pdbs_fingerprint = absl::HashOf(pdbs_fingerprint, pdb.get(), pdb->meta().uid(), pdb->meta().resource_version());
+  }
+  if (kept.pdbs_fingerprint != pdbs_fingerprint) {
+    kept.nodes.clear();
+    kept.pdbs_fingerprint = pdbs_fingerprint;
+  }
+  // A node holding an assumed pod is neither read from nor kept: whether
+  // that pod waits at Permit changes without the node changing.
+  auto keepable = [&assumed](const sdk::NodeInfo& node) {
+    if (assumed.empty()) return true;
+    for (const sdk::PodInfoPtr& p : node.pods()) {
+      if (assumed.contains(p->uid())) return false;
+    }
+    return true;
+  };
+  // Outcomes found in this walk, kept or not.
+  absl::flat_hash_map<uint32_t, KeptDryRun> fresh;
+  auto ask = [&](const std::vector<DryRunNode>& nodes,
+                 const v1::PreemptionDryRunResponse* given) -> absl::Status {
+    // Every node evaluated (no stop rule): the rule is applied over the walk below.
+    absl::StatusOr<DryRunOutcome> part = RunDryRuns(spec, pod, diagnosis.cycle_id, snapshot_.delta_seq(), nodes,
+                                                    nominated_pods, /*num_candidates=*/0, nullptr, given);
+    if (!part.ok()) return part.status();
+    absl::flat_hash_map<std::string_view, const sdk::NodeInfo*> by_name;
+    for (const DryRunNode& n : nodes) by_name.emplace(n.node->name(), n.node);
+    auto put = [&](const std::string& name, KeptDryRun outcome) {
+      auto it = by_name.find(name);
+      if (it == by_name.end()) return;
+      if (keepable(*it->second)) kept.nodes[it->second->id()] = outcome;
+      fresh[it->second->id()] = std::move(outcome);
+    };
+    for (Candidate& c : part->candidates) put(c.node_name, KeptDryRun{nullptr, std::move(c.victims), c.num_pdb_violations});
+    for (auto& [name, status] : part->rejected) put(name, KeptDryRun{std::move(status), {}, 0});
+    return absl::OkStatus();
+  };
+  // The answer that rode in the cycle, for the nodes it was made for, if
+  // they are still what was predicted.
+  if (answered != nullptr && diagnosis.dry_run_answer != nullptr) {
+    std::vector<DryRunNode> chunk;
+    for (const Prediction::Node& p : answered->nodes) {
+      const sdk::NodeInfo* node = snapshot_.GetById(p.id);
+      std::vector<sdk::PodInfoPtr> lower;
+      if (node != nullptr) lower = LowerPriorityPods(pod, *node, assumed);
+      if (lower.empty()) {
+        chunk.clear();
+        break;
+      }
+      DryRunNode c{node, OrderPotentialVictims(std::move(lower), pdbs)};
+      if (c.potential.num_pdb_violating != p.num_pdb_violating ||
+          !std::equal(c.potential.pods.begin(), c.potential.pods.end(), p.victims.begin(), p.victims.end(),
+                      [](const sdk::PodInfoPtr& v, const std::string& u) { return v->uid() == u; })) {
+        chunk.clear();
+        break;
+      }
+      chunk.push_back(std::move(c));
+    }
+    if (!chunk.empty()) {
+      if (absl::Status s = ask(chunk, diagnosis.dry_run_answer.get()); !s.ok()) return s;
+    }
+  }
+  auto outcome_of = [&](const sdk::NodeInfo& node, bool keep) -> const KeptDryRun* {
+    if (auto f = fresh.find(node.id()); f != fresh.end()) return &f->second;
+    if (!keep) return nullptr;
+    auto k = kept.nodes.find(node.id());
+    return k == kept.nodes.end() ? nullptr : &k->second;
+  };
+
+  const uint32_t n = static_cast<uint32_t>(potential.size());
+  const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;
+  DryRunCounts found;
+  SharedStatus no_victims;
+  struct Slot {
+    const sdk::NodeInfo* node;
+    bool keep;
+    bool no_victims;
+  };
+  std::vector<Slot> segment;
+  std::vector<DryRunNode> unknown;
+  uint32_t k = 0;
+  while (k < n && !found.Enough(num_candidates)) {
+    // The next run of nodes: up to chunk_size of them to ask, and no further
+    // than the stop rule could hold if every one asked were a candidate.
+    segment.clear();
+    unknown.clear();
+    DryRunCounts optimistic = found;
+    for (; k < n && unknown.size() < chunk_size && !optimistic.Enough(num_candidates); ++k) {
+      const sdk::NodeInfo* node = potential[(offset + k) % n];
+      const bool keep = keepable(*node);
+      if (const KeptDryRun* known = outcome_of(*node, keep)) {
+        segment.push_back(Slot{node, keep, false});
+        if (known->rejection == nullptr) (known->num_pdb_violations == 0 ? optimistic.non_violating : optimistic.violating)++;
+        continue;
+      }
+      std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
+      segment.push_back(Slot{node, keep, lower.empty()});
+      if (lower.empty()) continue;
+      unknown.push_back(DryRunNode{node, OrderPotentialVictims(std::move(lower), pdbs)});
+      ++optimistic.non_violating;
+    }
+    if (!unknown.empty()) {
+      if (absl::Status s = ask(unknown, nullptr); !s.ok()) return s;
+    }
+    // kube-scheduler's stop rule over the nodes in order.
+    for (const Slot& slot : segment) {
+      if (found.Enough(num_candidates)) break;
+      if (slot.no_victims) {
+        if (no_victims == nullptr) {
+          no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
+        }
+        failure.node_statuses.emplace_back(slot.node->name(), no_victims);
+        continue;
+      }
+      const KeptDryRun* outcome = outcome_of(*slot.node, slot.keep);
+      if (outcome == nullptr) continue;  // Not evaluated (a process that failed under Ignore).
+      if (outcome->rejection != nullptr) {
+        failure.node_statuses.emplace_back(slot.node->name(), outcome->rejection);
+        continue;
+      }
+      Candidate& c = candidates.emplace_back();
+      c.node_name = slot.node->name();
+      c.victims = outcome->victims;
+      c.num_pdb_violations = outcome->num_pdb_violations;
+      (c.num_pdb_violations == 0 ? found.non_violating : found.violating)++;
+    }
+  }
+  return absl::OkStatus();
 }
 
 std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(const v1::Pod& pod,
@@ -344,6 +524,11 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
                      prediction->num_potential != n || n != snapshot_.NumNodes())) {
     prediction.reset();
   }
+  std::optional<Prediction> dirty_prediction = std::move(dirty_prediction_);
+  dirty_prediction_.reset();
+  if (dirty_prediction && (dirty_prediction->pod_uid != uid || dirty_prediction->cycle_id != diagnosis.cycle_id)) {
+    dirty_prediction.reset();
+  }
   const uint32_t offset = prediction ? prediction->offset
                                      : std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
   const uint32_t num_candidates =
@@ -370,6 +555,17 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   uint32_t k = 0;
   std::vector<const sdk::NodeInfo*> without_victims;
   bool first_chunk = true;
+  if (diagnosis.kept_dry_runs != nullptr && !resize) {
+    // The signature's kept dry runs: the same walk, asking only for the nodes
+    // whose outcome is not kept.
+    const Prediction* answered = dirty_prediction ? &*dirty_prediction : prediction ? &*prediction : nullptr;
+    if (absl::Status s = WalkKept(pod, diagnosis, *diagnosis.kept_dry_runs, potential, offset, num_candidates, pdbs,
+                                  assumed, nominated_pods, spec, answered, failure, dry.candidates);
+        !s.ok()) {
+      return {{}, sdk::Status(sdk::Code::kError, absl::StrCat("preemption: ", s.message()))};
+    }
+    k = n;
+  }
   while (k < n && !found.Enough(num_candidates)) {
     without_victims.clear();
     std::vector<DryRunNode> chunk =

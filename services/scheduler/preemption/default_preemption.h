@@ -169,6 +169,12 @@ class DefaultPreemption final : public PostFilterPlugin {
   // the cycle, only when its own first chunk is this one.
   std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
                                                            uint64_t cycle_id) override;
+  // The dry run of the given nodes (those with lower-priority pods), every
+  // one evaluated: what a kept failure's narrowed cycle carries for the nodes
+  // that changed (batching/kept_failures.h), so that PostFilter finds their
+  // outcomes with the kept ones of the clean nodes.
+  std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
+                                                             const std::vector<uint32_t>& node_ids) override;
 
  private:
   using Pdbs = std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>;
@@ -183,6 +189,11 @@ class DefaultPreemption final : public PostFilterPlugin {
                                            const Pdbs& pdbs,
                                            const absl::flat_hash_set<std::string>& assumed,
                                            std::vector<const sdk::NodeInfo*>* without_victims) const;
+
+  // The pods on `node` that `pod` may preempt: lower priority, and not assumed
+  // unless waiting at Permit.
+  std::vector<sdk::PodInfoPtr> LowerPriorityPods(const v1::Pod& pod, const sdk::NodeInfo& node,
+                                                 const absl::flat_hash_set<std::string>& assumed) const;
 
   struct Prediction {
     std::string pod_uid;
@@ -199,6 +210,20 @@ class DefaultPreemption final : public PostFilterPlugin {
     std::vector<Node> nodes;
   };
   std::optional<Prediction> prediction_;
+  std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (offset unused).
+
+  // The candidates, walking `potential` from `offset` in kube-scheduler's
+  // order until its stop rule holds, with the signature's kept dry runs: a
+  // clean node's kept outcome is taken, the others are asked (one request per
+  // process for each run of them) and kept. `answered`: the prediction whose
+  // answer rode in this cycle (Diagnosis::dry_run_answer), if any.
+  absl::Status WalkKept(const v1::Pod& pod, const Diagnosis& diagnosis, KeptDryRuns& kept,
+                        const std::vector<const sdk::NodeInfo*>& potential, uint32_t offset,
+                        uint32_t num_candidates, const Pdbs& pdbs,
+                        const absl::flat_hash_set<std::string>& assumed,
+                        const google::protobuf::RepeatedPtrField<v1::MirroredPod>& nominated_pods,
+                        const ProfileSpec& spec, const Prediction* answered, Diagnosis& failure,
+                        std::vector<Candidate>& candidates);
 
   const Options options_;
   const Framework& framework_;

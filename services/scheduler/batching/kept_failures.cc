@@ -1,0 +1,161 @@
+#include "batching/kept_failures.h"
+
+#include <algorithm>
+
+namespace podium::scheduler::batching {
+namespace {
+
+// Bounds the failures kept per profile (as Options::max_batches_per_profile
+// bounds the rankings).
+constexpr size_t kMaxFailuresPerProfile = 64;
+
+}  // namespace
+
+void KeptFailures::NodesChanged(const std::vector<uint32_t>& ids) {
+  if (ids.empty()) return;
+  for (auto& [fw, failures] : profiles_) {
+    for (auto& [key, failure] : failures) {
+      if (!failure.invalidated) failure.dirty.insert(ids.begin(), ids.end());
+    }
+  }
+}
+
+void KeptFailures::InvalidateAll() {
+  for (auto& [fw, failures] : profiles_) {
+    for (auto& [key, failure] : failures) {
+      failure.invalidated = true;
+      failure.dirty.clear();
+    }
+  }
+}
+
+void KeptFailures::Forget(const Framework* fw, const std::string& key) {
+  auto p = profiles_.find(fw);
+  if (p != profiles_.end()) p->second.erase(key);
+}
+
+size_t KeptFailures::size() const {
+  size_t n = 0;
+  for (const auto& [fw, failures] : profiles_) n += failures.size();
+  return n;
+}
+
+KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key, const v1::Pod& pod,
+                                          const Snapshot& snapshot, uint64_t state_seq, uint64_t cycle_id,
+                                          absl::flat_hash_map<uint32_t, uint64_t> nominated,
+                                          ScheduleResult& result, bool& ran_cycle) {
+  ran_cycle = false;
+  auto p = profiles_.find(&fw);
+  if (p == profiles_.end()) return Outcome::kNone;
+  auto it = p->second.find(key);
+  if (it == p->second.end()) return Outcome::kNone;
+  Failure& failure = it->second;
+  const size_t num_nodes = snapshot.NumNodes();
+  if (failure.invalidated || failure.statuses.size() != num_nodes) {
+    p->second.erase(it);
+    return Outcome::kInvalidated;
+  }
+  // Re-evaluating most nodes would cost a full cycle anyway.
+  if (clock_.Now() - failure.created > max_age_ ||
+      failure.dirty.size() > std::max<size_t>(num_nodes / 2, 64)) {
+    p->second.erase(it);
+    return Outcome::kStale;
+  }
+  // Nodes whose nominated pods (as this pod counts them) changed.
+  for (const auto& [node, fp] : nominated) {
+    auto f = failure.nominated.find(node);
+    if (f == failure.nominated.end() || f->second != fp) failure.dirty.insert(node);
+  }
+  for (const auto& [node, fp] : failure.nominated) {
+    if (!nominated.contains(node)) failure.dirty.insert(node);
+  }
+  std::vector<uint32_t> nodes;
+  nodes.reserve(failure.dirty.size());
+  for (uint32_t id : failure.dirty) {
+    if (!failure.statuses.contains(id)) continue;  // Not a node of this snapshot.
+    nodes.push_back(id);
+    failure.dry_runs->nodes.erase(id);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  // Even with no node to re-evaluate, the pod's cycle runs PreFilter in its
+  // processes: PostFilter's dry runs read the cycle's state.
+  ScheduleResult narrowed = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                                           CycleScope{.node_ids = &nodes, .predict_dry_run = true});
+  ran_cycle = true;
+  if (narrowed.outcome != ScheduleResult::Outcome::kScheduled) {
+    p->second.erase(it);
+    return Outcome::kRefused;
+  }
+  if (!narrowed.node_name.empty() || narrowed.feasible_nodes > 0) {
+    p->second.erase(it);
+    return Outcome::kFeasible;
+  }
+  const Diagnosis& fresh = narrowed.diagnosis;
+  if (!fresh.pre_filter_message.empty() || !fresh.pending_plugins.empty() ||
+      fresh.node_statuses.size() != nodes.size()) {
+    p->second.erase(it);
+    return Outcome::kRefused;
+  }
+  for (const auto& [name, status] : fresh.node_statuses) {
+    const sdk::NodeInfo* node = snapshot.Get(name);
+    if (node == nullptr || !failure.statuses.contains(node->id())) {
+      p->second.erase(it);
+      return Outcome::kRefused;
+    }
+    failure.statuses[node->id()] = status;
+  }
+  failure.dirty.clear();
+  failure.nominated = std::move(nominated);
+
+  // The diagnosis a full cycle would have given.
+  result = ScheduleResult{};
+  result.outcome = ScheduleResult::Outcome::kUnschedulable;
+  result.evaluated_nodes = static_cast<uint32_t>(num_nodes);
+  Diagnosis& d = result.diagnosis;
+  d.num_all_nodes = static_cast<uint32_t>(num_nodes);
+  d.cycle_id = cycle_id;
+  d.node_statuses.reserve(num_nodes);
+  const sdk::Status* last = nullptr;
+  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+    const SharedStatus& status = failure.statuses.at(node->id());
+    if (status.get() != last) d.unschedulable_plugins.insert(status->plugin());  // Mostly one shared status.
+    last = status.get();
+    d.node_statuses.emplace_back(node->name(), status);
+  }
+  d.dry_run_answer = std::move(narrowed.diagnosis.dry_run_answer);
+  d.kept_dry_runs = failure.dry_runs;
+  return Outcome::kServed;
+}
+
+void KeptFailures::Remember(const Framework& fw, const std::string& key, ScheduleResult& result,
+                            const Snapshot& snapshot, absl::flat_hash_map<uint32_t, uint64_t> nominated) {
+  const Diagnosis& d = result.diagnosis;
+  Failures& failures = profiles_[&fw];
+  failures.erase(key);
+  if (result.outcome != ScheduleResult::Outcome::kUnschedulable || !d.pre_filter_message.empty() ||
+      !d.pending_plugins.empty() || d.num_all_nodes != snapshot.NumNodes() ||
+      d.node_statuses.size() != snapshot.NumNodes()) {
+    return;
+  }
+  Failure failure;
+  failure.statuses.reserve(d.node_statuses.size());
+  for (const auto& [name, status] : d.node_statuses) {
+    const sdk::NodeInfo* node = snapshot.Get(name);
+    if (node == nullptr || !failure.statuses.emplace(node->id(), status).second) return;
+  }
+  if (failure.statuses.size() != snapshot.NumNodes()) return;
+  failure.nominated = std::move(nominated);
+  failure.dry_runs = std::make_shared<KeptDryRuns>();
+  failure.created = clock_.Now();
+  if (failures.size() >= kMaxFailuresPerProfile) {
+    auto oldest = failures.begin();
+    for (auto f = failures.begin(); f != failures.end(); ++f) {
+      if (f->second.created < oldest->second.created) oldest = f;
+    }
+    failures.erase(oldest);
+  }
+  result.diagnosis.kept_dry_runs = failure.dry_runs;
+  failures.emplace(key, std::move(failure));
+}
+
+}  // namespace podium::scheduler::batching

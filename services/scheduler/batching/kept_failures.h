@@ -1,0 +1,95 @@
+// Kept failures: the batcher's rankings for pods that fit no node. A full
+// cycle of a signable pod that finds no feasible node examined every node (no
+// feasible node means no early stop, whatever percentageOfNodesToScore says),
+// so its rejection status per node is the whole verdict. It is kept for the
+// signature, with the nominated pods' fingerprints it saw; the next pod of the
+// signature re-evaluates only the nodes that changed since, under the
+// batcher's rules (batcher.h: nodes touched by cluster events, nodes whose
+// nominated pods changed as that pod counts them; invalidated by what moves
+// verdicts on other nodes; stale after max_age or when more than half of the
+// nodes changed). Still none feasible: the pod gets the Diagnosis a full cycle
+// would give (every node's status, UnschedulableAndUnresolvable kept) and goes
+// on to PostFilter. One feasible: the failure is dropped and the pod takes the
+// normal path (a full cycle).
+//
+// A kept failure also holds the signature's kept dry runs (KeptDryRuns,
+// framework.h), which PostFilter fills: the changed nodes' entries are erased
+// before a pod's cycle, and the narrowed cycle carries the dry run of those
+// nodes (CycleScope::predict_dry_run), so PostFilter usually asks nothing more.
+//
+// Not thread-safe: the scheduling thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "cache/snapshot.h"
+#include "framework/framework.h"
+#include "queue/clock.h"
+
+namespace podium::scheduler::batching {
+
+class KeptFailures {
+ public:
+  enum class Outcome {
+    kServed,       // The pod fits nowhere: result holds the full cycle's diagnosis.
+    kNone,         // No failure kept for the signature.
+    kInvalidated,  // Dropped: a change that moves verdicts on other nodes.
+    kStale,        // Dropped: too old, or too many nodes changed.
+    kFeasible,     // Dropped: a changed node passes now.
+    kRefused,      // Dropped: the narrowed cycle failed otherwise (PreFilter, an error).
+  };
+
+  KeptFailures(absl::Duration max_age, Clock& clock) : max_age_(max_age), clock_(clock) {}
+
+  // Nodes whose verdicts may have changed (Snapshot::last_update_changed).
+  void NodesChanged(const std::vector<uint32_t>& ids);
+  // Verdicts on other nodes may have changed: every kept failure is dropped
+  // at its next use.
+  void InvalidateAll();
+  // The profile's plugins or processes changed.
+  void ForgetProfile(const Framework* fw) { profiles_.erase(fw); }
+  void Forget(const Framework* fw, const std::string& key);
+  bool Has(const Framework* fw, const std::string& key) const {
+    auto p = profiles_.find(fw);
+    return p != profiles_.end() && p->second.contains(key);
+  }
+
+  // Serves `pod` from its signature's kept failure: re-evaluates the changed
+  // nodes (`nominated`: the pod's nominated pods' fingerprints per node, as
+  // OpportunisticBatching takes them). `ran_cycle`: a narrowed cycle ran under
+  // cycle_id (to be ended by the caller unless kServed).
+  Outcome Serve(Framework& fw, const std::string& key, const v1::Pod& pod, const Snapshot& snapshot,
+                uint64_t state_seq, uint64_t cycle_id, absl::flat_hash_map<uint32_t, uint64_t> nominated,
+                ScheduleResult& result, bool& ran_cycle);
+
+  // Keeps a full cycle's failure when it is a per-node verdict (every node
+  // rejected, no PreFilter rejection) and hands the kept dry runs to its
+  // diagnosis. `nominated` as for Serve, taken when the cycle started.
+  void Remember(const Framework& fw, const std::string& key, ScheduleResult& result, const Snapshot& snapshot,
+                absl::flat_hash_map<uint32_t, uint64_t> nominated);
+
+  size_t size() const;
+
+ private:
+  struct Failure {
+    absl::flat_hash_map<uint32_t, SharedStatus> statuses;  // Every node's, by id.
+    absl::flat_hash_set<uint32_t> dirty;
+    absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
+    std::shared_ptr<KeptDryRuns> dry_runs;
+    absl::Time created;
+    bool invalidated = false;
+  };
+  using Failures = absl::flat_hash_map<std::string, Failure>;  // By signature.
+
+  const absl::Duration max_age_;
+  Clock& clock_;
+  absl::flat_hash_map<const Framework*, Failures> profiles_;
+};
+
+}  // namespace podium::scheduler::batching

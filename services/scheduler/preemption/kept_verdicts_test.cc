@@ -1,0 +1,546 @@
+// Kept failures and kept dry runs (batching/kept_failures.h, DefaultPreemption
+// ::WalkKept) must not change a decision: the same preemptors, in the same
+// order, on the same cluster with the same changes between them (a node
+// update, a victim deleted, a nomination cleared, PDBs added and changed),
+// are scheduled once with the caches on and once with them off (batching off
+// for the profile), and every step must end the same: the same node or the
+// same nominated node and victims, and the same FailedScheduling message.
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "batching/batcher.h"
+#include "framework/mock_plugin_process.h"
+#include "gtest/gtest.h"
+#include "preemption/default_preemption.h"
+#include "queue/fake_clock.h"
+
+namespace podium::scheduler::preemption {
+namespace {
+
+int64_t Cpu(const v1::Pod& pod) {
+  int64_t cpu = 0;
+  for (const auto& c : pod.containers()) cpu += c.requests().milli_cpu();
+  return cpu;
+}
+
+v1::Status Rejection(const std::string& reason, const std::string& plugin = "Fit") {
+  v1::Status s;
+  s.set_code(v1::Status::UNSCHEDULABLE);
+  s.add_reasons(reason);
+  s.set_plugin(plugin);
+  return s;
+}
+
+// A plugin process that really runs a CPU fit on the scheduler's snapshot,
+// counting nominated pods of equal or higher priority (it "mirrors"
+// nominations: it reads the nominator), scores LeastAllocated, and answers
+// dry runs as the SDK does (remove every potential victim, then reprieve in
+// the order given; kube-scheduler's stop rule on num_candidates). It counts
+// the nodes it was asked to dry-run. As "Parity" (a second filter process)
+// it rejects the nodes with an odd id and lets the others through, with no
+// victim needed.
+class FitProcess : public PluginProcess {
+ public:
+  FitProcess(const Snapshot& snapshot, const Nominator& nominator, bool dry_runs_in_cycles,
+             bool parity = false)
+      : name_(parity ? "parity" : "host"),
+        plugin_(parity ? "Parity" : "Fit"),
+        snapshot_(snapshot),
+        nominator_(nominator),
+        dry_runs_in_cycles_(dry_runs_in_cycles),
+        parity_(parity) {}
+
+  const std::string& name() const override { return name_; }
+  FailurePolicy failure_policy() const override { return FailurePolicy::kFail; }
+  bool ready() const override { return true; }
+  v1::Registration registration() const override {
+    v1::Registration r;
+    v1::PluginRegistration* p = r.add_plugins();
+    p->set_name(plugin_);
+    if (!parity_) p->mutable_signature()->add_parts(v1::POD_PART_RESOURCES);
+    p->mutable_signature();  // Parity reads nothing of the pod.
+    return r;
+  }
+  bool MirrorsNominatedPods() const override { return true; }
+  bool RunsDryRunsInCycles() const override { return dry_runs_in_cycles_; }
+  absl::Duration timeout() const override { return absl::Seconds(1); }
+  void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
+  void CountIgnoredFailure() override {}
+
+  std::future<PluginAnswer> Call(v1::SchedulerToPlugin message, std::optional<uint64_t>) override {
+    v1::PluginToScheduler answer;
+    if (message.has_preemption_dry_run()) {
+      const v1::PreemptionDryRunRequest& r = message.preemption_dry_run();
+      DryRun(r, r.pod(), *answer.mutable_preemption_dry_run());
+      return Answered(std::move(answer));
+    }
+    const v1::CycleRequest& req = message.cycle();
+    ++cycles;
+    std::vector<const sdk::NodeInfo*> nodes;
+    if (req.nodes().all_nodes()) {
+      const auto& all = snapshot_.Nodes();
+      for (size_t k = 0; k < all.size(); ++k) nodes.push_back(all[(req.nodes().start_index() + k) % all.size()]);
+    } else {
+      for (uint32_t id : req.nodes().node_ids()) nodes.push_back(snapshot_.GetById(id));
+    }
+    v1::CycleResponse& out = *answer.mutable_cycle();
+    const int64_t want = Cpu(req.pod());
+    std::vector<const sdk::NodeInfo*> feasible;
+    uint32_t evaluated = 0;
+    for (const sdk::NodeInfo* node : nodes) {
+      if (req.num_feasible_to_find() > 0 && feasible.size() >= req.num_feasible_to_find()) break;
+      ++evaluated;
+      ++nodes_filtered;
+      if (parity_ ? node->id() % 2 == 1 : Free(req.pod(), *node) < want) {
+        v1::NodeStatus* s = out.add_rejected();
+        s->set_node_id(node->id());
+        *s->mutable_status() = parity_ ? Rejection("odd node", "Parity") : Rejection("Insufficient cpu");
+      } else {
+        feasible.push_back(node);
+        out.add_feasible(node->id());
+      }
+    }
+    out.set_nodes_evaluated(evaluated);
+    for (const auto& plugin : req.score_plugins()) {
+      v1::PluginScores* s = out.add_scores();
+      s->set_plugin(plugin);
+      for (const sdk::NodeInfo* node : feasible) {
+        const int64_t alloc = node->allocatable().milli_cpu;
+        s->add_scores(parity_ ? 50 : (alloc - node->requested().milli_cpu - want) * 100 / alloc);
+      }
+    }
+    if (feasible.empty() && req.has_preemption_dry_run()) {
+      ++dry_runs_in_cycle;
+      DryRun(req.preemption_dry_run(), req.pod(), *out.mutable_preemption_dry_run());
+    }
+    return Answered(std::move(answer));
+  }
+
+  // The node names of each dry-run request, in order.
+  std::vector<std::set<std::string>> dry_run_requests;
+  int cycles = 0;
+  int nodes_filtered = 0;
+  int nodes_dry_run = 0;
+  int dry_runs_in_cycle = 0;
+
+ private:
+  int64_t Free(const v1::Pod& pod, const sdk::NodeInfo& node) const {
+    int64_t nominated = 0;
+    for (const sdk::PodInfoPtr& p : nominator_.NominatedPodsFor(pod, node.name())) nominated += Cpu(*p->pod);
+    return node.allocatable().milli_cpu - node.requested().milli_cpu - nominated;
+  }
+
+  void DryRun(const v1::PreemptionDryRunRequest& r, const v1::Pod& pod, v1::PreemptionDryRunResponse& out) {
+    const int64_t want = Cpu(pod);
+    uint32_t non_violating = 0, violating = 0;
+    std::set<std::string>& asked = dry_run_requests.emplace_back();
+    for (const auto& c : r.candidates()) asked.insert(snapshot_.GetById(c.node_id())->name());
+    for (const auto& c : r.candidates()) {
+      if (r.num_candidates() > 0 && non_violating > 0 && non_violating + violating >= r.num_candidates()) break;
+      ++nodes_dry_run;
+      const sdk::NodeInfo* node = snapshot_.GetById(c.node_id());
+      v1::NodeVictims* n = out.add_nodes();
+      n->set_node_id(c.node_id());
+      if (parity_) {
+        if (node->id() % 2 == 1) {
+          *n->mutable_status() = Rejection("odd node", "Parity");
+        } else if (r.no_reprieve()) {
+          for (const auto& uid : c.potential_victims()) n->add_victims(uid);
+        }
+        ++non_violating;
+        continue;
+      }
+      std::vector<std::pair<std::string, int64_t>> potential;
+      int64_t free = Free(pod, *node);
+      for (const auto& uid : c.potential_victims()) {
+        for (const sdk::PodInfoPtr& p : node->pods()) {
+          if (p->uid() == uid) potential.emplace_back(uid, Cpu(*p->pod));
+        }
+      }
+      for (const auto& [uid, cpu] : potential) free += cpu;
+      if (free < want) {
+        *n->mutable_status() = Rejection("Insufficient cpu");
+        continue;
+      }
+      uint32_t violations = 0;
+      for (size_t v = 0; v < potential.size(); ++v) {
+        if (!r.no_reprieve() && free - potential[v].second >= want) {
+          free -= potential[v].second;  // Reprieved.
+          continue;
+        }
+        n->add_victims(potential[v].first);
+        if (v < c.num_pdb_violating()) ++violations;
+      }
+      (violations == 0 ? non_violating : violating)++;
+    }
+  }
+
+  const std::string name_;
+  const std::string plugin_;
+  const Snapshot& snapshot_;
+  const Nominator& nominator_;
+  const bool dry_runs_in_cycles_;
+  const bool parity_;
+};
+
+class Sink : public ActionSink {
+ public:
+  // Every action succeeds at once (a victim's delete follows its DisruptionTarget patch).
+  void Send(v1::Action action, ResultCallback on_result) override {
+    actions.push_back(std::move(action));
+    v1::ActionResult ok;
+    ok.set_action_id(actions.size());
+    ok.set_code(v1::ActionResult::OK);
+    if (on_result) on_result(ok);
+  }
+  std::vector<v1::Action> actions;
+};
+
+class Handler : public ClusterEventHandler {
+ public:
+  void OnListBegin() override {}
+  void OnObjectEvent(const v1::ObjectEvent&) override {}
+  void OnListEnd() override {}
+  void OnAdapterDisconnected() override {}
+};
+
+// What a user sees of one preemptor's attempt.
+struct Step {
+  std::string bound;       // Placed without preemption.
+  std::string nominated;   // Preempted for.
+  std::vector<std::string> victims;
+  std::string message;     // FailedScheduling, preemption's part included.
+  bool operator==(const Step& o) const {
+    return bound == o.bound && nominated == o.nominated && victims == o.victims && message == o.message;
+  }
+};
+
+std::ostream& operator<<(std::ostream& os, const Step& s) {
+  os << "{bound=" << s.bound << " nominated=" << s.nominated << " victims=";
+  for (const auto& v : s.victims) os << v << ",";
+  return os << " message=\"" << s.message << "\"}";
+}
+
+// One scheduler: cache, snapshot, nominator, the profile with
+// DefaultPreemption, batching on or off.
+class World {
+ public:
+  // `parity`: a second filter process (several processes: fan-out cycles,
+  // dry runs confirmed with each).
+  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false)
+      : host_(snapshot_, nominator_, dry_runs_in_cycles),
+        parity_(snapshot_, nominator_, false, /*parity=*/true),
+        batching_({}, clock_, nullptr, /*seed=*/7) {
+    ProfileSpec spec;
+    spec.plugins[v1::FILTER].push_back({"Fit", 0});
+    spec.plugins[v1::SCORE].push_back({"Fit", 1});
+    spec.processes["Fit"] = &host_;
+    if (parity) {
+      spec.plugins[v1::FILTER].push_back({"Parity", 0});
+      spec.processes["Parity"] = &parity_;
+    }
+    spec.nominated_pods = [this](const v1::Pod& pod, const sdk::Snapshot& snap,
+                                 google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) {
+      nominator_.AddToRequest(pod, snap, out);
+    };
+    spec.nominated_pod_keys = [this](const v1::Pod& pod, const sdk::Snapshot& snap, const auto& visit) {
+      nominator_.ForEachKey(pod, snap, visit);
+    };
+    spec.nominations_generation = [this] { return nominator_.generation(); };
+    fw_ = std::make_unique<Framework>(std::move(spec), /*seed=*/3);
+    fw_->AddPostFilterPlugin(std::make_unique<DefaultPreemption>(
+        DefaultPreemption::Options{.min_candidate_nodes_percentage = 0,
+                                   .min_candidate_nodes_absolute = min_candidates,
+                                   .seed = 11},
+        *fw_, snapshot_, cache_, controller_));
+    batching_.SetEnabled(fw_.get(), caches);
+    controller_.SetActionSink(&sink_);
+    controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
+    // 12 nodes of 4 CPU, each full with four priority-100 pods of 1 CPU,
+    // each created at its own time (kube-scheduler's last tie-break).
+    for (int n = 0; n < 12; ++n) {
+      cache_.AddOrUpdateNode(Node(n, 4000));
+      for (int p = 0; p < 4; ++p) {
+        v1::Pod low = Pod(absl::StrCat("low-", n, "-", p), 100, 1000);
+        low.set_node_name(NodeName(n));
+        (*low.mutable_meta()->mutable_labels())["app"] = absl::StrCat("low-", n % 3);
+        low.mutable_meta()->set_creation_timestamp_us(1'000'000 + (n * 7 + p * 13) % 48 * 1000);
+        EXPECT_TRUE(cache_.AddOrUpdatePod(low).ok());
+      }
+    }
+  }
+
+  static std::string NodeName(int n) { return absl::StrCat("node-", n); }
+  static v1::Node Node(int n, int64_t cpu) {
+    v1::Node node;
+    node.mutable_meta()->set_name(NodeName(n));
+    node.mutable_meta()->set_uid("uid-" + NodeName(n));
+    node.mutable_allocatable()->set_milli_cpu(cpu);
+    node.mutable_allocatable()->set_pods(110);
+    return node;
+  }
+  static v1::Pod Pod(const std::string& name, int32_t priority, int64_t cpu) {
+    v1::Pod pod;
+    pod.mutable_meta()->set_uid("uid-" + name);
+    pod.mutable_meta()->set_namespace_("default");
+    pod.mutable_meta()->set_name(name);
+    pod.mutable_meta()->set_resource_version("1");
+    pod.set_priority(priority);
+    pod.add_containers()->mutable_requests()->set_milli_cpu(cpu);
+    return pod;
+  }
+
+  // One attempt of `pod`, as the scheduling loop runs it. A preemption's
+  // victims stay until Delete (they terminate), the preemptor stays
+  // nominated until Bind.
+  Step Schedule(const v1::Pod& pod) {
+    batching_.SnapshotUpdating();
+    cache_.UpdateSnapshot(snapshot_);
+    batching_.SnapshotUpdated(snapshot_);
+    uint64_t id = ++cycle_;
+    ScheduleResult r = batching_.SchedulePod(*fw_, pod, snapshot_, snapshot_.delta_seq(), id,
+                                             [this] { return ++cycle_; });
+    Step step;
+    if (r.outcome == ScheduleResult::Outcome::kScheduled) {
+      step.bound = r.node_name;
+      v1::Pod bound = pod;
+      bound.set_node_name(r.node_name);
+      EXPECT_TRUE(cache_.AddOrUpdatePod(bound).ok());
+      fw_->EndCycle(id);
+      return step;
+    }
+    EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+    auto [post, status] = fw_->RunPostFilter(pod, r.diagnosis);
+    r.diagnosis.post_filter_message = status.Message();
+    step.message = r.diagnosis.Message();
+    step.nominated = post.nominated_node_name;
+    const size_t before = sink_.actions.size();
+    if (post.after_requeue) post.after_requeue();
+    for (size_t i = before; i < sink_.actions.size(); ++i) {
+      if (sink_.actions[i].has_delete_pod()) step.victims.push_back(sink_.actions[i].delete_pod().pod().uid());
+    }
+    std::sort(step.victims.begin(), step.victims.end());
+    return step;
+  }
+
+  // The pod's deletion, as the adapter reports it.
+  void Delete(const std::string& uid) {
+    sdk::PodInfoPtr gone = cache_.GetPod(uid);
+    ASSERT_NE(gone, nullptr) << uid;
+    ASSERT_TRUE(cache_.RemovePod(uid).ok());
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::DELETE);
+    *e.mutable_pod() = *gone->pod;
+    controller_.OnObjectEvent(e);
+  }
+
+  // The nominated preemptor bound on its node (its nomination ends).
+  void Bind(const v1::Pod& pod, const std::string& node) {
+    v1::Pod bound = pod;
+    bound.set_node_name(node);
+    bound.mutable_meta()->set_resource_version("2");
+    ASSERT_TRUE(cache_.AddOrUpdatePod(bound).ok());
+    v1::ObjectEvent e;
+    e.set_type(v1::ObjectEvent::UPSERT);
+    *e.mutable_pod() = bound;
+    controller_.OnObjectEvent(e);
+  }
+
+  batching::BatchStats stats() const { return batching_.stats(); }
+
+  FakeClock clock_;
+  Cache cache_;
+  Snapshot snapshot_;
+  Nominator nominator_{&cache_};
+  Handler handler_;
+  PreemptionController controller_{handler_, nominator_};
+  Sink sink_;
+  FitProcess host_;
+  FitProcess parity_;
+  batching::OpportunisticBatching batching_;
+  std::unique_ptr<Framework> fw_;
+  uint64_t cycle_ = 0;
+};
+
+// The same script in a world: preemptors one after another, with cluster
+// changes between some of them; returns every step.
+std::vector<Step> RunScript(World& w) {
+  std::vector<Step> steps;
+  // The last preemptor: nominated, its victims still there; one step later
+  // they are gone and it is bound.
+  std::optional<std::pair<v1::Pod, Step>> waiting;
+  for (int i = 0; i < 30; ++i) {
+    switch (i) {
+      case 5:  // A node grows: the next preemptor fits there without preempting.
+        w.cache_.AddOrUpdateNode(World::Node(7, 8000));
+        break;
+      case 8:  // A victim-to-be deleted by someone else: node-5 needs one victim now.
+        w.Delete("uid-low-5-1");
+        break;
+      case 11:  // The waiting preemptor's nomination cleared (it will not bind).
+        if (waiting) {
+          w.controller_.ClearNomination(waiting->first);
+          for (const std::string& uid : waiting->second.victims) w.Delete(uid);
+          waiting.reset();
+        }
+        break;
+      case 14: {  // A PDB that protects every app=low-1 pod.
+        v1::PodDisruptionBudget pdb;
+        pdb.mutable_meta()->set_uid("uid-pdb");
+        pdb.mutable_meta()->set_namespace_("default");
+        pdb.mutable_meta()->set_name("pdb");
+        pdb.mutable_meta()->set_resource_version("1");
+        (*pdb.mutable_selector()->mutable_match_labels())["app"] = "low-1";
+        pdb.set_disruptions_allowed(0);
+        EXPECT_TRUE(w.cache_.AddOrUpdatePdb(pdb).ok());
+        break;
+      }
+      case 19: {  // The PDB allows disruptions now.
+        v1::PodDisruptionBudget pdb = *w.cache_.ListPdbs().front();
+        pdb.mutable_meta()->set_resource_version("2");
+        pdb.set_disruptions_allowed(10);
+        EXPECT_TRUE(w.cache_.AddOrUpdatePdb(pdb).ok());
+        break;
+      }
+      default:
+        break;
+    }
+    const v1::Pod pod = World::Pod(absl::StrCat("preemptor-", i), 1000, 2000);
+    Step step = w.Schedule(pod);
+    if (waiting) {
+      for (const std::string& uid : waiting->second.victims) w.Delete(uid);
+      w.Bind(waiting->first, waiting->second.nominated);
+    }
+    waiting.reset();
+    if (!step.nominated.empty()) waiting.emplace(pod, step);
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTheStopRule) {
+  // Three candidates are enough: the walk from the random offset stops
+  // early, so kept and fresh outcomes meet in the stop rule. No dry run
+  // rides in cycles: both worlds draw one offset per PostFilter.
+  World on(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3);
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3);
+  const std::vector<Step> with = RunScript(on);
+  const std::vector<Step> without = RunScript(off);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
+  // The script covers what it claims: preemptions, a placement without one,
+  // and preemptors that fit nowhere at the end.
+  EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.victims.empty(); }));
+  EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.bound.empty(); }));
+  EXPECT_TRUE(with.back().nominated.empty() && with.back().bound.empty());
+  // And the caches were used: kept failures served, fewer nodes filtered and dry-run.
+  EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
+  EXPECT_LT(on.host_.nodes_filtered, off.host_.nodes_filtered);
+  EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithDryRunsInCycles) {
+  // Every node is a candidate to look at (100 >= 12), so the offset does not
+  // change the decision; the changed nodes' dry runs ride in the narrowed
+  // cycles with the caches on, the first chunk's in the full cycles without.
+  World on(/*caches=*/true, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
+  const std::vector<Step> with = RunScript(on);
+  const std::vector<Step> without = RunScript(off);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
+  EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
+  EXPECT_GT(on.host_.dry_runs_in_cycle, 0);
+  EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTwoFilterProcesses) {
+  // Odd nodes are rejected by a second process: cycles fan out to both, and
+  // each dry run's union of victims is confirmed with both.
+  World on(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/true);
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/true);
+  const std::vector<Step> with = RunScript(on);
+  const std::vector<Step> without = RunScript(off);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
+  EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.victims.empty(); }));
+  EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
+  EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, EachChangeReasksTheDryRunOfExactlyItsNode) {
+  // Every node is walked (100 candidates wanted of 12), no dry run rides in
+  // cycles: each PostFilter's requests show which outcomes were not kept.
+  World w(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/100);
+  int next = 0;
+  std::vector<Step> steps;
+  // Schedules a preemptor; returns the nodes its PostFilter dry-ran.
+  auto preempt = [&] {
+    const size_t before = w.host_.dry_run_requests.size();
+    steps.push_back(w.Schedule(World::Pod(absl::StrCat("preemptor-", next++), 1000, 2000)));
+    std::set<std::string> asked;
+    for (size_t i = before; i < w.host_.dry_run_requests.size(); ++i) {
+      asked.insert(w.host_.dry_run_requests[i].begin(), w.host_.dry_run_requests[i].end());
+    }
+    return asked;
+  };
+  auto all = [] {
+    std::set<std::string> out;
+    for (int n = 0; n < 12; ++n) out.insert(World::NodeName(n));
+    return out;
+  };
+  // The profile's first pod is not kept; the second's failure is, and its
+  // PostFilter asks (and keeps) every node.
+  EXPECT_EQ(preempt(), all());
+  EXPECT_EQ(preempt(), all());
+  ASSERT_EQ(w.stats().by_outcome["miss_new"], 2u);
+  // Its nomination: only that node is asked again (victims still there).
+  const std::string first = steps.back().nominated;
+  ASSERT_FALSE(first.empty());
+  EXPECT_EQ(preempt(), std::set<std::string>{first});
+  EXPECT_EQ(w.stats().by_outcome["hit_unschedulable"], 1u);
+  const std::string second = steps.back().nominated;
+  // A pod deleted by someone else on node-4 (not yet nominated to).
+  ASSERT_NE(second, "node-4");
+  ASSERT_NE(first, "node-4");
+  w.Delete(absl::StrCat("uid-low-4-", 0));
+  EXPECT_EQ(preempt(), (std::set<std::string>{second, "node-4"}));
+  const std::string third = steps.back().nominated;
+  // The first preemptor's nomination cleared.
+  w.controller_.ClearNomination(World::Pod("preemptor-1", 1000, 2000));
+  EXPECT_EQ(preempt(), (std::set<std::string>{third, first}));
+  const std::string fourth = steps.back().nominated;
+  // A node update that leaves it full: that node.
+  const std::string grown = fourth == "node-9" ? "node-10" : "node-9";
+  w.cache_.AddOrUpdateNode(World::Node(grown == "node-9" ? 9 : 10, 4500));
+  EXPECT_EQ(preempt(), (std::set<std::string>{fourth, grown}));
+  // A higher-priority pod nominated to node-11: counted by these pods there.
+  const std::string fifth = steps.back().nominated;
+  v1::Pod vip = World::Pod("vip", 2000, 100);
+  w.nominator_.Nominate(sdk::PodInfo::Create(vip), "node-11");
+  EXPECT_EQ(preempt(), (std::set<std::string>{fifth, "node-11"}));
+  // A lower-priority one is not: only the last preemptor's node.
+  const std::string sixth = steps.back().nominated;
+  w.nominator_.Nominate(sdk::PodInfo::Create(World::Pod("low-nominee", 10, 100)), "node-8");
+  EXPECT_EQ(preempt(), std::set<std::string>{sixth});
+  // A PDB: every node again.
+  v1::PodDisruptionBudget pdb;
+  pdb.mutable_meta()->set_uid("uid-pdb");
+  pdb.mutable_meta()->set_namespace_("default");
+  pdb.mutable_meta()->set_name("pdb");
+  (*pdb.mutable_selector()->mutable_match_labels())["app"] = "low-2";
+  ASSERT_TRUE(w.cache_.AddOrUpdatePdb(pdb).ok());
+  const std::set<std::string> after_pdb = preempt();
+  EXPECT_EQ(w.stats().by_outcome["miss_invalidated"], 1u);
+  for (const Step& s : steps) EXPECT_TRUE(s.bound.empty()) << s;
+  // Every node that still has a victim to offer.
+  EXPECT_GE(after_pdb.size(), 10u);
+}
+
+}  // namespace
+}  // namespace podium::scheduler::preemption
