@@ -34,6 +34,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 # nodes, init pods, measured pods; "smoke" is the test of the bench itself.
 SHAPES = {"basic-500": (500, 500, 1000), "basic-5000": (5000, 1000, 10000), "smoke": (20, 20, 200)}
+# Issue 8's start-up shape: nodes, pods already running on them, pending pods
+# (100 000 pods in all), every object in the API before Podium starts.
+# Measured: time from starting the three processes (plugin host, scheduler,
+# adapter, as the sidecar set starts them) to the first bind.
+STARTUP_SHAPES = {"startup-5000": (5000, 95000, 5000), "startup-smoke": (20, 200, 20)}
 
 
 def node(i):
@@ -43,10 +48,14 @@ def node(i):
             "status": {"capacity": res, "allocatable": res}}
 
 
-def pod(ns, name):
-    return {"kind": "Pod", "metadata": {"name": name, "namespace": ns},
-            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
-                                     "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+def pod(ns, name, node_name=None):
+    p = {"kind": "Pod", "metadata": {"name": name, "namespace": ns},
+         "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.9",
+                                  "resources": {"requests": {"cpu": "100m", "memory": "500Mi"}}}]}}
+    if node_name is not None:
+        p["spec"]["nodeName"] = node_name
+        p["status"] = {"phase": "Running"}
+    return p
 
 
 class Bench:
@@ -143,6 +152,12 @@ class Bench:
         self.url = f"http://{m.group(1)}:{m.group(2)}"
         self.call("POST", "/control/objects", {"objects": [node(i) for i in range(nodes)] +
                                                [pod("sched-setup", f"pod-init-{i}") for i in range(init_pods)]})
+        self.start_podium()
+        self.wait_bound(init_pods, timeout)
+        return self.measure(init_pods, measured, nodes, workload, timeout)
+
+    def start_podium(self):
+        """Plugin host, scheduler and adapter, as the sidecar set runs them; returns once each logged ready."""
         host = f"unix://{self.dir}/host.sock"
         self.spawn("plugin-host", [f"{self.build}/plugin-host/podium-plugin-host", "--listen", host], r"listening on")
         sched = f"unix://{self.dir}/scheduler.sock"
@@ -155,7 +170,35 @@ class Bench:
                     "contexts:\n- name: f\n  context: {cluster: f}\n")
         self.spawn("adapter", [f"{self.build}/adapters/kubernetes/podium-k8s-adapter", "--kubeconfig", kubeconfig,
                                "--scheduler", sched, "--kube-api-qps", "0"], r"API server")
-        self.wait_bound(init_pods, timeout)
+
+    def run_startup(self, workload, timeout):
+        nodes, running, pending = STARTUP_SHAPES[workload]
+        server = [f"{self.build}/integration/podium-bench-apiserver", "--port", "0"]
+        m = self.spawn("fake-apiserver", server, r"listening on ([\d.]+):(\d+)")
+        self.url = f"http://{m.group(1)}:{m.group(2)}"
+        self.call("POST", "/control/objects", {"objects": [node(i) for i in range(nodes)]})
+        for i in range(0, running, 5000):
+            self.call("POST", "/control/objects", {"objects": [
+                pod("sched-running", f"pod-running-{j}", f"scheduler-perf-node-{j % nodes}")
+                for j in range(i, min(running, i + 5000))]})
+        self.call("POST", "/control/objects", {"objects": [pod("sched-test", f"pod-{i}") for i in range(pending)]})
+        start = time.monotonic()
+        self.start_podium()
+        ready = time.monotonic()
+        self.wait_bound(1, timeout)
+        first = time.monotonic()
+        self.wait_bound(pending, timeout)
+        done = time.monotonic()
+        stats = self.call("GET", "/control/stats")
+        return {"workload": f"adapter-{workload}", "nodes": nodes, "running_pods": running,
+                "pending_pods": pending, "pods": pending, "measured_pods": pending,
+                "seconds": round(done - ready, 3), "pods_per_second": round(pending / (done - ready), 1),
+                "seconds_to_first_bind": round(first - start, 3),
+                "seconds_to_processes_ready": round(ready - start, 3),
+                "seconds_to_all_bound": round(done - start, 3),
+                "double_binds": stats.get("double_binds", 0), "requests": stats["requests"]}
+
+    def measure(self, init_pods, measured, nodes, workload, timeout):
         before = self.call("GET", "/control/stats?brief=1")["requests"]
         cpu_before = self.cpu_seconds()
         switches_before = self.context_switches()
@@ -187,14 +230,15 @@ class Bench:
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--build", required=True)
-    p.add_argument("--workload", default="basic-500", choices=sorted(SHAPES))
+    p.add_argument("--workload", default="basic-500", choices=sorted(SHAPES) + sorted(STARTUP_SHAPES))
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--apiserver", default="cpp", choices=["cpp", "python"])
     args = p.parse_args()
     workdir = tempfile.mkdtemp(prefix="podium-bench-")
     bench = Bench(os.path.abspath(args.build), workdir, args.apiserver)
     try:
-        print(json.dumps(bench.run(args.workload, args.timeout)))
+        run = bench.run_startup if args.workload in STARTUP_SHAPES else bench.run
+        print(json.dumps(run(args.workload, args.timeout)))
     finally:
         bench.stop()
         shutil.rmtree(workdir, ignore_errors=True)
