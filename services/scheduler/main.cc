@@ -398,6 +398,11 @@ int Run(std::vector<std::string> overrides) {
   AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
   admin.RequireIdentityForChanges(true);  // Without access control configured: refused.
   absl::Time last_pool_gauges = absl::InfinitePast();  // Housekeeping thread only.
+  // kube-scheduler's assume drops the pod's nomination: it counts on its node
+  // as assumed from now on, and must not count there twice until its bind
+  // event arrives (on preempt-500 the last preemptors, sharing a node, saw
+  // it full and were left unschedulable).
+  scheduler.SetAssumedHook([&nominator](const std::string& uid) { (void)nominator.Clear(uid); });
   scheduler.SetHousekeepingHook([&] {
     // Gauges that list the pool or count the cache: once a second, not on
     // every 100 ms pass.

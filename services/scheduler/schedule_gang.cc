@@ -105,6 +105,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
                           std::nullopt});
         continue;
       }
+      if (assumed_hook_) assumed_hook_(m->uid());
       sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
       if (!reserve.IsSuccess()) {
         fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);

@@ -114,6 +114,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
                   absl::StrCat("assuming the pod: ", s.message()), {}, nullptr);
     return;
   }
+  if (assumed_hook_) assumed_hook_(uid);
   sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
   if (!reserve.IsSuccess()) {
     fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);

@@ -136,6 +136,11 @@ class Scheduler final : public ClusterEventHandler {
   bool RejectWaitingPod(std::string_view uid, const std::string& plugin, const std::string& message,
                         std::function<void()> released = nullptr);
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
+  // Called on the scheduling thread right after a pod is assumed on a node
+  // (kube-scheduler's assume: the pod's nomination goes, since it now counts
+  // on its node as assumed; a failed binding does not bring it back). Set
+  // before Run.
+  void SetAssumedHook(std::function<void(const std::string& uid)> hook) { assumed_hook_ = std::move(hook); }
 
  private:
   // schedule_one.cc
@@ -227,6 +232,7 @@ class Scheduler final : public ClusterEventHandler {
   WaitingPods waiting_;
   gang::MemberRegistry gang_members_;
   std::function<void()> housekeeping_hook_;
+  std::function<void(const std::string& uid)> assumed_hook_;
 
   // Scheduling thread only (or the ScheduleNext caller).
   uint64_t cycle_id_ = 0;

@@ -20,6 +20,18 @@ void Nominator::Mirror(const std::string& uid, const Nomination* n) {
 void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
   absl::MutexLock lock(&mu_);
   std::string uid = pod->uid();
+  // An assumed pod counts on its node already: an event that still carries
+  // its nominatedNodeName (the patch's, arriving after the assume) must not
+  // count it a second time there (kube-scheduler skips updates of assumed
+  // pods). Checked under mu_, so an assume racing with this event clears
+  // after it (Scheduler's assumed hook -> Clear).
+  if (mirror_log_ != nullptr && mirror_log_->IsAssumed(uid)) {
+    if (auto it = by_uid_.find(uid); it != by_uid_.end()) {
+      Mirror(it->first, nullptr);
+      by_uid_.erase(it);
+    }
+    return;
+  }
   Nomination& n = by_uid_[uid];
   n = Nomination{std::move(pod), std::move(node)};
   Mirror(uid, &n);
