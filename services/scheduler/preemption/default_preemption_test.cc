@@ -380,6 +380,53 @@ TEST_F(HeldPreemptorTest, AVictimGoneBeforeThePreemptionStartsIsNotWaitedFor) {
   EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
 }
 
+// Two preemptors chose the same victim (the second one's cycle ran before it
+// saw the first one's eviction): both wait for its deletion, which releases
+// both; only the first one evicts it (preempt-500 left the first one held
+// forever when the second one's claim replaced its own).
+TEST_F(HeldPreemptorTest, TwoPreemptionsOfTheSameVictimAreBothReleasedByItsDeletion) {
+  const v1::Pod second = MakePod("second", 100, 2000);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
+  controller_.Execute(second, "node-1", victims, {});
+  // As the adapter answers: the first delete removes the victim, any later
+  // one finds nothing.
+  for (size_t i : sink_.Of(v1::Action::kPatchPodStatus)) sink_.Reply(i, v1::ActionResult::OK);
+  const std::vector<size_t> deletes = sink_.Of(v1::Action::kDeletePod);
+  for (size_t i = 0; i < deletes.size(); ++i) {
+    sink_.Reply(deletes[i], i == 0 ? v1::ActionResult::OK : v1::ActionResult::NOT_FOUND);
+  }
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
+                                                      ::testing::StartsWith("hold uid-second"),
+                                                      "release uid-preemptor to activeQ",
+                                                      "release uid-second to activeQ"));
+  EXPECT_EQ(controller_.NumInFlight(), 0u);
+  // One eviction: a patch and a delete, from the first preemption only.
+  EXPECT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+  EXPECT_EQ(deletes.size(), 1u);
+}
+
+// The shared victim's eviction fails: the preemption waiting for it without
+// having sent anything fails too, instead of waiting forever.
+TEST_F(HeldPreemptorTest, AFailedEvictionFailsEveryPreemptionWaitingForThatVictim) {
+  const v1::Pod second = MakePod("second", 100, 2000);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
+  controller_.Execute(second, "node-1", victims, {});
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
+  EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
+                                                      ::testing::StartsWith("hold uid-second"),
+                                                      "release uid-preemptor to backoff",
+                                                      "release uid-second to backoff"));
+  EXPECT_EQ(controller_.NumInFlight(), 0u);
+}
+
 TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNominationIsCleared) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());
@@ -596,6 +643,39 @@ TEST(PreemptionOptionsTest, OnByDefaultDisabledByConfigArgsChecked) {
   args.plugin_args["DefaultPreemption"] = boost::json::object{{"minCandidates", 1}};
   EXPECT_EQ(PreemptionOptionsFor(args, 1).status().message(),
             "profiles[1].pluginConfig[DefaultPreemption].args.minCandidates: unknown field");
+}
+
+
+// kube-scheduler's assume drops a pod's nomination and ignores updates of
+// assumed pods: an assumed pod counts on its node once. Before, the event of
+// the nomination patch, arriving after the assume, nominated it again, and a
+// pod of equal priority saw the node full twice over (preempt-500's last
+// preemptors, sharing a node, ended unschedulable).
+TEST(NominatorTest, AnAssumedPodIsNotNominatedAgainByALateEvent) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  Nominator nominator(&cache);
+  v1::Pod preemptor = MakePod("preemptor", 1000, 2000);
+  preemptor.set_nominated_node_name("node-1");
+  nominator.OnPodEvent(preemptor, /*deleted=*/false);
+  ASSERT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
+  v1::Pod other = MakePod("other", 1000, 2000);
+  ASSERT_EQ(nominator.NominatedPodsFor(other, "node-1").size(), 1u);
+
+  // The scheduler assumes it (its assumed hook clears the nomination) ...
+  v1::Pod assumed = preemptor;
+  assumed.set_node_name("node-1");
+  ASSERT_TRUE(cache.AssumePod(sdk::PodInfo::Create(assumed), "node-1").ok());
+  (void)nominator.Clear("uid-preemptor");
+  // ... and then the nomination patch's event arrives, still unassigned.
+  nominator.OnPodEvent(preemptor, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "");
+  EXPECT_TRUE(nominator.NominatedPodsFor(other, "node-1").empty());
+
+  // Forgotten (its binding failed), a later event nominates it again.
+  ASSERT_TRUE(cache.ForgetPod("uid-preemptor").ok());
+  nominator.OnPodEvent(preemptor, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
 }
 
 }  // namespace
