@@ -313,15 +313,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(framework_.spec(), cycle_id, chunk, /*num_candidates=*/0);
   if (!request) return std::nullopt;
-  Prediction prediction{uid, cycle_id, 0, 0, {}};
-  prediction.nodes.reserve(chunk.size());
-  for (const DryRunNode& c : chunk) {
-    Prediction::Node& node = prediction.nodes.emplace_back();
-    node.id = c.node->id();
-    node.num_pdb_violating = c.potential.num_pdb_violating;
-    for (const sdk::PodInfoPtr& v : c.potential.pods) node.victims.push_back(v->uid());
-  }
-  dirty_prediction_ = std::move(prediction);
+  dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
   return request;
 }
 
@@ -496,7 +488,14 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(framework_.spec(), cycle_id, chunk, num_candidates);
   if (!request) return std::nullopt;
-  Prediction prediction{uid, cycle_id, n, offset, {}};
+  prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
+  return request;
+}
+
+DefaultPreemption::Prediction DefaultPreemption::PredictionOf(const std::string& uid, uint64_t cycle_id,
+                                                              uint32_t num_potential, uint32_t offset,
+                                                              const std::vector<DryRunNode>& chunk) {
+  Prediction prediction{uid, cycle_id, num_potential, offset, {}};
   prediction.nodes.reserve(chunk.size());
   for (const DryRunNode& c : chunk) {
     Prediction::Node& node = prediction.nodes.emplace_back();
@@ -504,8 +503,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
     node.num_pdb_violating = c.potential.num_pdb_violating;
     for (const sdk::PodInfoPtr& v : c.potential.pods) node.victims.push_back(v->uid());
   }
-  prediction_ = std::move(prediction);
-  return request;
+  return prediction;
 }
 
 std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1::Pod& pod,

@@ -216,6 +216,9 @@ class DefaultPreemption final : public PostFilterPlugin {
     };
     std::vector<Node> nodes;
   };
+  // The prediction a first chunk's dry-run request stands for.
+  static Prediction PredictionOf(const std::string& uid, uint64_t cycle_id, uint32_t num_potential,
+                                 uint32_t offset, const std::vector<DryRunNode>& chunk);
   std::optional<Prediction> prediction_;
   std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (offset unused).
 
