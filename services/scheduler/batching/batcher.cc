@@ -78,11 +78,14 @@ void OpportunisticBatching::FlushAll() {
     for (Batch& batch : profile.batches) {
       batch.invalidated = true;
       batch.dirty.clear();
+      batch.what_if.clear();
+      batch.own_changed.clear();
     }
   }
 }
 
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
+  if (&*it == last_served_) last_served_ = nullptr;
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
 }
@@ -120,7 +123,18 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
     for (Batch& batch : profile.batches) {
       if (batch.invalidated) continue;
       for (uint32_t id : snapshot.last_update_changed()) {
-        if (batch.window.contains(id)) batch.dirty.insert(id);
+        if (!batch.window.contains(id)) continue;
+        if (auto w = batch.what_if.find(id); w != batch.what_if.end()) {
+          // Changed only by pods of ours (and confirmations that change
+          // nothing): the node's what-if verdict stands in for a request.
+          if (snapshot.NodeChangeGeneration(id) == w->second.change_generation) {
+            if (w->second.assumed != w->second.applied) batch.own_changed.insert(id);
+            continue;
+          }
+          batch.what_if.erase(w);
+          batch.own_changed.erase(id);
+        }
+        batch.dirty.insert(id);
       }
     }
   }
@@ -143,7 +157,9 @@ OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw)
       }
     }
     profile.signer = Signer::ForProfile(spec, registrations);
+    profile.what_if_copies = spec.what_if_copies;
     profile.setup_generation = generation;
+    last_served_ = nullptr;
     profile.batches.clear();
     profile.by_key.clear();
   }
@@ -198,6 +214,29 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
     batch.window.insert(ranking.feasible[k]);
     batch.ranked.emplace(ranking.feasible[k], std::move(e));
   }
+  // What-if verdicts, when the cycle's process answered them for every score plugin.
+  const uint32_t copies = ranking.what_if_copies;
+  bool what_if = copies > 0 && ranking.what_if.size() == ranking.feasible.size() * copies;
+  std::vector<const std::vector<int64_t>*> what_if_scores;
+  for (size_t p = 0; what_if && p < batch.plugins.size(); ++p) {
+    auto it = ranking.what_if_scores.find(batch.plugins[p]);
+    what_if = it != ranking.what_if_scores.end() && it->second.size() == ranking.what_if.size();
+    what_if_scores.push_back(what_if ? &it->second : nullptr);
+  }
+  if (what_if) {
+    batch.what_if.reserve(ranking.feasible.size());
+    const size_t num_plugins = batch.plugins.size();
+    for (size_t k = 0; k < ranking.feasible.size(); ++k) {
+      WhatIfNode w;
+      w.verdicts.assign(ranking.what_if.begin() + k * copies, ranking.what_if.begin() + (k + 1) * copies);
+      w.scores.resize(copies * num_plugins);
+      for (uint32_t j = 0; j < copies; ++j) {
+        for (size_t p = 0; p < num_plugins; ++p) w.scores[j * num_plugins + p] = (*what_if_scores[p])[k * copies + j];
+      }
+      w.change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k]);
+      batch.what_if.emplace(ranking.feasible[k], std::move(w));
+    }
+  }
   batch.nominated = std::move(nominated);
   batch.capacity = ranking.feasible.size();
   batch.served = 1;  // The pod of the full cycle.
@@ -230,24 +269,50 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   for (const auto& [node, fp] : batch.nominated) {
     if (!nominated.contains(node) && batch.window.contains(node)) batch.dirty.insert(node);
   }
+  // A node re-evaluated by request has no what-if verdict any more.
+  for (uint32_t node : batch.dirty) {
+    batch.what_if.erase(node);
+    batch.own_changed.erase(node);
+  }
+  // Nodes changed only by pods of ours take their what-if verdict j; one
+  // without a verdict (UNKNOWN, or more pods than copies) is re-evaluated.
+  std::vector<uint32_t> own;
+  own.reserve(batch.own_changed.size());
+  for (uint32_t node : batch.own_changed) {
+    auto w = batch.what_if.find(node);
+    if (w == batch.what_if.end()) continue;
+    const uint32_t j = w->second.assumed;
+    if (j == 0 || j > w->second.verdicts.size() ||
+        w->second.verdicts[j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
+      batch.what_if.erase(w);
+      batch.dirty.insert(node);
+      continue;
+    }
+    own.push_back(node);
+  }
+  batch.own_changed.clear();
   std::vector<uint32_t> nodes(batch.dirty.begin(), batch.dirty.end());
   std::sort(nodes.begin(), nodes.end());
   // Even with nothing to re-evaluate, the pod's cycle runs PreFilter in its
-  // processes (Reserve and Permit of the cycle may read its state).
-  ScheduleResult scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                                         CycleScope{.node_ids = &nodes, .want_ranking = true});
-  ran_cycle = true;
-  if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
-  const Ranking& fresh = scoped.ranking;
-  absl::flat_hash_map<uint32_t, size_t> fresh_index;
-  for (size_t k = 0; k < fresh.feasible.size(); ++k) fresh_index[fresh.feasible[k]] = k;
+  // processes when a plugin there runs for it after the cycle (Reserve and
+  // Permit may read its state); otherwise no request at all.
+  ScheduleResult scoped;
+  const bool request = !nodes.empty() || !fw.DecidableWithoutRequest(pod);
+  if (request) {
+    scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                            CycleScope{.node_ids = &nodes, .want_ranking = true});
+    ran_cycle = true;
+    if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
+  }
   bool any_normalizing = false;
   for (bool b : batch.normalizing) any_normalizing |= b;
-  for (uint32_t node : nodes) {
-    auto f = fresh_index.find(node);
+  // One node's fresh verdict into the ranking: feasible with `score(p)` for
+  // the plugins whose scores are per node, or not. False: the ranking cannot
+  // absorb it (a normalizing plugin's scale would move).
+  auto update = [&](uint32_t node, bool feasible, auto&& score) {
     auto r = batch.ranked.find(node);
-    if (f == fresh_index.end()) {
-      if (r == batch.ranked.end()) continue;  // Was and stays infeasible.
+    if (!feasible) {
+      if (r == batch.ranked.end()) return true;  // Was and stays infeasible.
       // Leaves the ranking: a normalizing plugin's extreme would shift the scale.
       for (size_t p = 0; p < batch.plugins.size(); ++p) {
         if (!batch.normalizing[p]) continue;
@@ -256,27 +321,45 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
           lo = std::min(lo, e.scores[p]);
           hi = std::max(hi, e.scores[p]);
         }
-        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) {
-          return BatchOutcome::kMissInvalidated;
-        }
+        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) return false;
       }
       batch.ranked.erase(r);
-      continue;
+      return true;
     }
     if (r == batch.ranked.end()) {
       // Joins the ranking: its normalized scores are unknown.
-      if (any_normalizing) return BatchOutcome::kMissInvalidated;
+      if (any_normalizing) return false;
       r = batch.ranked.emplace(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0}).first;
     }
     Entry& e = r->second;
     e.total = 0;
     for (size_t p = 0; p < batch.plugins.size(); ++p) {
-      if (!batch.normalizing[p]) {
-        auto s = fresh.scores.find(batch.plugins[p]);
-        e.scores[p] = s != fresh.scores.end() && f->second < s->second.size() ? s->second[f->second] : 0;
-      }
+      if (!batch.normalizing[p]) e.scores[p] = score(p);
       e.total += e.scores[p] * profile.signer.Weight(batch.plugins[p]);
     }
+    return true;
+  };
+  if (request) {
+    const Ranking& fresh = scoped.ranking;
+    absl::flat_hash_map<uint32_t, size_t> fresh_index;
+    for (size_t k = 0; k < fresh.feasible.size(); ++k) fresh_index[fresh.feasible[k]] = k;
+    for (uint32_t node : nodes) {
+      auto f = fresh_index.find(node);
+      const bool ok = update(node, f != fresh_index.end(), [&](size_t p) -> int64_t {
+        auto s = fresh.scores.find(batch.plugins[p]);
+        return s != fresh.scores.end() && f->second < s->second.size() ? s->second[f->second] : 0;
+      });
+      if (!ok) return BatchOutcome::kMissInvalidated;
+    }
+  }
+  const size_t num_plugins = batch.plugins.size();
+  for (uint32_t node : own) {
+    WhatIfNode& w = batch.what_if.at(node);
+    const uint32_t j = w.assumed;
+    const bool ok = update(node, w.verdicts[j - 1] == v1::WhatIfVerdicts::FEASIBLE,
+                           [&](size_t p) { return w.scores[(j - 1) * num_plugins + p]; });
+    if (!ok) return BatchOutcome::kMissInvalidated;
+    w.applied = j;
   }
   batch.dirty.clear();
   batch.nominated = std::move(nominated);
@@ -298,14 +381,25 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   const sdk::NodeInfo* chosen = snapshot.GetById(best);
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;
-  result = std::move(scoped);
-  result.ranking = {};
+  if (request) {
+    result = std::move(scoped);
+    result.ranking = {};
+  } else {
+    result = ScheduleResult{};
+    result.diagnosis.num_all_nodes = static_cast<uint32_t>(snapshot.NumNodes());
+    result.diagnosis.cycle_id = cycle_id;
+    fw.DecidedWithoutRequest(state_seq, cycle_id);
+  }
   result.outcome = ScheduleResult::Outcome::kScheduled;
   result.node_name = chosen->name();
   result.feasible_nodes = static_cast<uint32_t>(batch.ranked.size());
+  last_served_ = &batch;
+  last_served_node_ = best;
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.nodes_reevaluated += nodes.size();
+    stats_.what_if_verdicts += own.size();
+    if (!request) ++stats_.hits_without_request;
   }
   return BatchOutcome::kHit;
 }
@@ -314,6 +408,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
                                                   const Snapshot& snapshot, uint64_t state_seq,
                                                   uint64_t& cycle_id,
                                                   const std::function<uint64_t()>& next_cycle_id) {
+  last_served_ = nullptr;
   Profile& profile = ProfileFor(fw);
   if (!profile.enabled) {
     Count(fw, last_outcome_ = BatchOutcome::kDisabled);
@@ -365,7 +460,8 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   if (!generation) nominated = NominatedFingerprints(fw, pod, snapshot);
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                     CycleScope{.want_ranking = true, .examine_all = true});
+                     CycleScope{.want_ranking = true, .examine_all = true,
+                                .what_if_copies = profile.what_if_copies});
   // One feasible node: nothing to reuse (and no scores were asked for).
   if (result.outcome == ScheduleResult::Outcome::kScheduled && result.ranking.feasible.size() >= 2) {
     bool unchanged = true;
@@ -373,10 +469,34 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
       nominated = NominatedFingerprints(fw, pod, snapshot);
       unchanged = fw.NominationsGeneration() == generation;  // Changed meanwhile: not reusable.
     }
-    if (unchanged) Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+    if (unchanged) {
+      Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+      if (const sdk::NodeInfo* chosen = snapshot.Get(result.node_name)) {
+        last_served_ = &profile.batches.front();
+        last_served_node_ = chosen->id();
+      }
+    }
   }
   result.ranking = {};
   return result;
+}
+
+void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t after) {
+  Batch* batch = last_served_;
+  last_served_ = nullptr;
+  if (batch == nullptr || node_id != last_served_node_) return;
+  auto w = batch->what_if.find(node_id);
+  if (w == batch->what_if.end()) return;
+  // Something else changed the node since the batch last knew it, or it
+  // holds more of our pods than the verdicts cover: an ordinary dirty node
+  // from now on (the coming snapshot update marks it).
+  if (before != w->second.change_generation || w->second.assumed >= w->second.verdicts.size()) {
+    batch->what_if.erase(w);
+    batch->own_changed.erase(node_id);
+    return;
+  }
+  ++w->second.assumed;
+  w->second.change_generation = after;
 }
 
 void OpportunisticBatching::Count(const Framework& fw, BatchOutcome outcome, const std::string* reason) {

@@ -36,6 +36,25 @@
 //    nodes other than their own); the profile's plugins or processes changed;
 //  - empty: no node of the ranking is feasible any more;
 //  - refused: the re-evaluation failed (PreFilter rejected the pod, or an error).
+//
+// What-if verdicts (plugin protocol version 3). The full cycle also asks, for
+// every feasible node, what Filter and Score would say with j = 1 ..
+// ProfileSpec::what_if_copies (PodiumConfiguration profiles[].whatIfCopies,
+// default 2) more copies of the pod there. A node whose only
+// change since is j such pods of this batch assumed there (followed by the
+// cache's change generation of the node: each assume of ours is recorded
+// with the generation before and after it, and a bind confirmation that
+// changes nothing a plugin sees keeps the generation) takes verdict j
+// instead of being re-evaluated. Anything else touching the node (another
+// pod, a cluster event, a nomination, a forgotten assume, more than
+// what_if_copies pods of ours) makes it an ordinary dirty node, re-evaluated
+// by a request, for the rest of the batch. When no node needs a request and
+// no remote plugin runs for the pod after the cycle (Reserve, Permit,
+// binding: Framework::DecidableWithoutRequest), the pod is decided with no
+// plugin round trip. The copies are the request's pod under uids of their
+// own: the batch's later pods carry the same signature, so their parts that
+// the signing plugins read are the copies'. Only a full cycle served by one
+// process that speaks protocol 3 gets verdicts; otherwise hits re-evaluate.
 // Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
 #pragma once
 
@@ -86,6 +105,8 @@ struct BatchStats {
   absl::flat_hash_map<std::string, uint64_t> by_outcome;           // BatchOutcomeName -> pods.
   absl::flat_hash_map<std::string, uint64_t> unsignable_reasons;   // reason -> pods.
   uint64_t nodes_reevaluated = 0;  // Over every hit.
+  uint64_t what_if_verdicts = 0;   // Nodes of hits that took a what-if verdict instead.
+  uint64_t hits_without_request = 0;  // Hits decided with no plugin request.
 };
 
 class OpportunisticBatching {
@@ -116,6 +137,11 @@ class OpportunisticBatching {
                              uint64_t state_seq, uint64_t& cycle_id,
                              const std::function<uint64_t()>& next_cycle_id);
 
+  // The pod of the last SchedulePod was assumed on node `node_id`, moving
+  // its change generation (Snapshot::NodeChangeGeneration) from `before` to
+  // `after` (Cache::AssumedAt). Follows the batch's own pods for what-if.
+  void Assumed(uint32_t node_id, uint64_t before, uint64_t after);
+
   BatchStats stats() const;
   // The outcome of the last SchedulePod (tests).
   BatchOutcome last_outcome() const { return last_outcome_; }
@@ -125,6 +151,15 @@ class OpportunisticBatching {
     std::vector<int64_t> scores;  // Aligned with Batch::plugins.
     int64_t total = 0;
   };
+  // A node's what-if verdicts from the full cycle, kept while its only
+  // change since is pods of this batch assumed there.
+  struct WhatIfNode {
+    std::vector<v1::WhatIfVerdicts::Verdict> verdicts;  // [j - 1].
+    std::vector<int64_t> scores;  // [(j - 1) * plugins + p], aligned with Batch::plugins.
+    uint64_t change_generation = 0;  // The node's, with `assumed` pods of ours on it.
+    uint32_t assumed = 0;  // Pods of this batch assumed there since the full cycle.
+    uint32_t applied = 0;  // The j whose verdict the ranking holds.
+  };
   struct Batch {
     std::string key;
     absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
@@ -132,6 +167,9 @@ class OpportunisticBatching {
     std::vector<std::string> plugins;
     std::vector<bool> normalizing;  // Aligned with plugins.
     absl::flat_hash_set<uint32_t> dirty;
+    absl::flat_hash_map<uint32_t, WhatIfNode> what_if;
+    // Nodes with pods of ours assumed whose verdict the ranking does not hold yet.
+    absl::flat_hash_set<uint32_t> own_changed;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
     size_t capacity = 0;
     size_t served = 0;
@@ -143,6 +181,7 @@ class OpportunisticBatching {
     uint64_t setup_generation = ~uint64_t{0};
     Signer signer = Signer::Unsignable("not derived yet");
     bool enabled = true;
+    uint32_t what_if_copies = 0;
     BatchList batches;
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };
@@ -175,6 +214,10 @@ class OpportunisticBatching {
   uint64_t membership_generation_ = ~uint64_t{0};
   uint64_t objects_generation_ = ~uint64_t{0};
   BatchOutcome last_outcome_ = BatchOutcome::kDisabled;
+  // The batch and node of the pod the last SchedulePod placed from a ranking
+  // (a hit, or the full cycle that made the ranking): Assumed follows it.
+  Batch* last_served_ = nullptr;
+  uint32_t last_served_node_ = 0;
 
   prometheus::Family<prometheus::Counter>* pods_family_ = nullptr;
   prometheus::Family<prometheus::Counter>* unsignable_family_ = nullptr;
