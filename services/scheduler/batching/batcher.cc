@@ -12,6 +12,11 @@
 namespace podium::scheduler::batching {
 namespace {
 
+// Full cycles of a signature whose verdicts did not pay that skip them before
+// one asks again; signatures remembered per profile.
+constexpr uint32_t kWhatIfRetry = 8;
+constexpr size_t kMaxWhatIfHistory = 4096;
+
 bool IsMiss(BatchOutcome o) {
   return o != BatchOutcome::kHit && o != BatchOutcome::kUnsignable && o != BatchOutcome::kDisabled;
 }
@@ -80,12 +85,19 @@ void OpportunisticBatching::FlushAll() {
       batch.dirty.clear();
       batch.what_if.clear();
       batch.own_changed.clear();
+      batch.asked_what_if = false;  // Says nothing about the signature.
     }
   }
 }
 
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
   if (&*it == last_served_) last_served_ = nullptr;
+  if (it->asked_what_if && it->hits > 0) {
+    if (profile.what_if_pays.size() >= kMaxWhatIfHistory) profile.what_if_pays.clear();
+    Profile::WhatIfPays& pays = profile.what_if_pays[it->key];
+    pays.pays = it->hits_without_request * 2 >= it->hits;
+    pays.skipped = 0;
+  }
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
 }
@@ -224,17 +236,18 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
     what_if_scores.push_back(what_if ? &it->second : nullptr);
   }
   if (what_if) {
-    batch.what_if.reserve(ranking.feasible.size());
     const size_t num_plugins = batch.plugins.size();
+    batch.what_if_copies = copies;
+    batch.what_if_verdicts = ranking.what_if;
+    batch.what_if_scores.resize(ranking.what_if.size() * num_plugins);
+    for (size_t e = 0; e < ranking.what_if.size(); ++e) {
+      for (size_t p = 0; p < num_plugins; ++p) batch.what_if_scores[e * num_plugins + p] = (*what_if_scores[p])[e];
+    }
+    batch.what_if.reserve(ranking.feasible.size());
     for (size_t k = 0; k < ranking.feasible.size(); ++k) {
-      WhatIfNode w;
-      w.verdicts.assign(ranking.what_if.begin() + k * copies, ranking.what_if.begin() + (k + 1) * copies);
-      w.scores.resize(copies * num_plugins);
-      for (uint32_t j = 0; j < copies; ++j) {
-        for (size_t p = 0; p < num_plugins; ++p) w.scores[j * num_plugins + p] = (*what_if_scores[p])[k * copies + j];
-      }
-      w.change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k]);
-      batch.what_if.emplace(ranking.feasible[k], std::move(w));
+      batch.what_if.emplace(ranking.feasible[k],
+                            WhatIfNode{.index = static_cast<uint32_t>(k),
+                                       .change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k])});
     }
   }
   batch.nominated = std::move(nominated);
@@ -282,8 +295,8 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
     auto w = batch.what_if.find(node);
     if (w == batch.what_if.end()) continue;
     const uint32_t j = w->second.assumed;
-    if (j == 0 || j > w->second.verdicts.size() ||
-        w->second.verdicts[j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
+    if (j == 0 || j > batch.what_if_copies ||
+        batch.what_if_verdicts[w->second.index * batch.what_if_copies + j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
       batch.what_if.erase(w);
       batch.dirty.insert(node);
       continue;
@@ -356,8 +369,9 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   for (uint32_t node : own) {
     WhatIfNode& w = batch.what_if.at(node);
     const uint32_t j = w.assumed;
-    const bool ok = update(node, w.verdicts[j - 1] == v1::WhatIfVerdicts::FEASIBLE,
-                           [&](size_t p) { return w.scores[(j - 1) * num_plugins + p]; });
+    const size_t entry = w.index * batch.what_if_copies + j - 1;
+    const bool ok = update(node, batch.what_if_verdicts[entry] == v1::WhatIfVerdicts::FEASIBLE,
+                           [&](size_t p) { return batch.what_if_scores[entry * num_plugins + p]; });
     if (!ok) return BatchOutcome::kMissInvalidated;
     w.applied = j;
   }
@@ -381,6 +395,8 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   const sdk::NodeInfo* chosen = snapshot.GetById(best);
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;
+  ++batch.hits;
+  if (!request) ++batch.hits_without_request;
   if (request) {
     result = std::move(scoped);
     result.ranking = {};
@@ -458,10 +474,15 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   const std::optional<uint64_t> generation = fw.NominationsGeneration();
   absl::flat_hash_map<uint32_t, uint64_t> nominated;
   if (!generation) nominated = NominatedFingerprints(fw, pod, snapshot);
+  uint32_t copies = profile.what_if_copies;
+  if (auto pays = profile.what_if_pays.find(sig.key); copies > 0 && pays != profile.what_if_pays.end() &&
+                                                      !pays->second.pays) {
+    if (++pays->second.skipped < kWhatIfRetry) copies = 0;
+    else pays->second.skipped = 0;
+  }
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                     CycleScope{.want_ranking = true, .examine_all = true,
-                                .what_if_copies = profile.what_if_copies});
+                     CycleScope{.want_ranking = true, .examine_all = true, .what_if_copies = copies});
   // One feasible node: nothing to reuse (and no scores were asked for).
   if (result.outcome == ScheduleResult::Outcome::kScheduled && result.ranking.feasible.size() >= 2) {
     bool unchanged = true;
@@ -471,6 +492,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     }
     if (unchanged) {
       Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+      profile.batches.front().asked_what_if = profile.batches.front().what_if_copies > 0;
       if (const sdk::NodeInfo* chosen = snapshot.Get(result.node_name)) {
         last_served_ = &profile.batches.front();
         last_served_node_ = chosen->id();
@@ -490,7 +512,7 @@ void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t 
   // Something else changed the node since the batch last knew it, or it
   // holds more of our pods than the verdicts cover: an ordinary dirty node
   // from now on (the coming snapshot update marks it).
-  if (before != w->second.change_generation || w->second.assumed >= w->second.verdicts.size()) {
+  if (before != w->second.change_generation || w->second.assumed >= batch->what_if_copies) {
     batch->what_if.erase(w);
     batch->own_changed.erase(node_id);
     return;

@@ -53,8 +53,11 @@
 // binding: Framework::DecidableWithoutRequest), the pod is decided with no
 // plugin round trip. The copies are the request's pod under uids of their
 // own: the batch's later pods carry the same signature, so their parts that
-// the signing plugins read are the copies'. Only a full cycle served by one
-// process that speaks protocol 3 gets verdicts; otherwise hits re-evaluate.
+// the signing plugins read are the copies'. Verdicts come only from processes
+// that speak protocol 3: one process serving the profile's filter and score
+// plugins, or every process of a fan-out (each a filtering one), merged as
+// the cycle merges (infeasible anywhere is infeasible, unknown anywhere is
+// unknown, scores per plugin from its process); otherwise hits re-evaluate.
 // Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
 #pragma once
 
@@ -154,8 +157,7 @@ class OpportunisticBatching {
   // A node's what-if verdicts from the full cycle, kept while its only
   // change since is pods of this batch assumed there.
   struct WhatIfNode {
-    std::vector<v1::WhatIfVerdicts::Verdict> verdicts;  // [j - 1].
-    std::vector<int64_t> scores;  // [(j - 1) * plugins + p], aligned with Batch::plugins.
+    uint32_t index = 0;  // Its position in the full cycle's feasible nodes.
     uint64_t change_generation = 0;  // The node's, with `assumed` pods of ours on it.
     uint32_t assumed = 0;  // Pods of this batch assumed there since the full cycle.
     uint32_t applied = 0;  // The j whose verdict the ranking holds.
@@ -168,6 +170,16 @@ class OpportunisticBatching {
     std::vector<bool> normalizing;  // Aligned with plugins.
     absl::flat_hash_set<uint32_t> dirty;
     absl::flat_hash_map<uint32_t, WhatIfNode> what_if;
+    uint32_t what_if_copies = 0;
+    // Node at index i with j copies: verdict [i * copies + j - 1], score of
+    // plugin p [(i * copies + j - 1) * plugins + p] (aligned with plugins).
+    std::vector<v1::WhatIfVerdicts::Verdict> what_if_verdicts;
+    std::vector<int64_t> what_if_scores;
+    // Whether its full cycle asked for verdicts, and the hits served without
+    // any request: whether asking pays for this signature (Profile::what_if_pays).
+    bool asked_what_if = false;
+    uint64_t hits = 0;
+    uint64_t hits_without_request = 0;
     // Nodes with pods of ours assumed whose verdict the ranking does not hold yet.
     absl::flat_hash_set<uint32_t> own_changed;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
@@ -182,6 +194,15 @@ class OpportunisticBatching {
     Signer signer = Signer::Unsignable("not derived yet");
     bool enabled = true;
     uint32_t what_if_copies = 0;
+    // Per signature, whether its last batch that asked for what-if verdicts
+    // served most hits without a request: when not (batches broken by other
+    // signatures' pods, as in basic-5000-mixed), later full cycles skip the
+    // verdicts (the full cycle's cost) and ask again every kWhatIfRetry-th time.
+    struct WhatIfPays {
+      bool pays = true;
+      uint32_t skipped = 0;
+    };
+    absl::flat_hash_map<std::string, WhatIfPays> what_if_pays;
     BatchList batches;
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };

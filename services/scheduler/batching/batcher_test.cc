@@ -782,10 +782,27 @@ TEST(BatcherTest, AWhatIfVerdictThatTheNodeIsFullRemovesItFromTheRanking) {
   EXPECT_EQ(h.batching_.stats().hits_without_request, 2u);
 }
 
-TEST(BatcherTest, SeveralProcessesKeepTheRoundTrip) {
-  // What-if is asked only of a process that filters and scores the whole
-  // profile: with two, hits re-evaluate by request as before.
+TEST(BatcherTest, SeveralProcessesMergeTheirWhatIfVerdicts) {
+  // Each process judges its own plugins; a node infeasible in either is out,
+  // scores add up. The hit asks neither process.
   Harness h(true, false, /*two_processes=*/true, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  for (const FakeProcess* p : {&h.process_, &h.extra_}) {
+    ASSERT_FALSE(p->requests.empty()) << p->name();
+    EXPECT_EQ(p->requests.front().what_if_copies(), 2u) << p->name();
+  }
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_TRUE(h.extra_.requests.empty());
+  EXPECT_EQ(h.NodeId(second) % 2, 0u);
+  EXPECT_EQ(h.batching_.stats().hits_without_request, 1u);
+}
+
+TEST(BatcherTest, AProcessThatDoesNotAnswerWhatIfKeepsTheRoundTrip) {
+  Harness h(true, false, /*two_processes=*/true, /*what_if=*/true);
+  h.extra_.what_if = false;  // Speaks protocol version 2.
   h.AddNodes(10, 1000);
   const std::string first = h.Schedule(MakePod("a", 100));
   for (const FakeProcess* p : {&h.process_, &h.extra_}) {
@@ -795,6 +812,40 @@ TEST(BatcherTest, SeveralProcessesKeepTheRoundTrip) {
   EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
   EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId(first)});
   EXPECT_FALSE(h.extra_.requests.empty());
+}
+
+TEST(BatcherTest, WithTwoProcessesWhatIfOnOrOffPlacesTheSameDistribution) {
+  uint64_t with_requests = 0, without_requests = 0;
+  const RunResult with = RunWorkload(true, 300, 4000, 700, {100}, /*two_processes=*/true, true, &with_requests);
+  const RunResult without = RunWorkload(true, 300, 4000, 700, {100}, /*two_processes=*/true, false, &without_requests);
+  EXPECT_EQ(with.distribution, without.distribution);
+  EXPECT_EQ(std::count(with.distribution.begin(), with.distribution.end(), 0), 150);
+  EXPECT_GE(without_requests, 1400u);  // Both processes, every pod.
+  EXPECT_LT(with_requests, 30u);
+}
+
+TEST(BatcherTest, ASignatureWhoseVerdictsDidNotPayStopsAskingForAWhile) {
+  // Two signatures interleaved: each hit of one finds the other's last node
+  // changed, so it needs a request anyway; the verdicts saved nothing.
+  for (bool interleaved : {false, true}) {
+    Harness h(true, false, false, /*what_if=*/true);
+    h.AddNodes(10, 8000);
+    std::vector<uint32_t> asked;  // what_if_copies of "a"'s full cycles.
+    for (int i = 0; i < 60; ++i) {
+      h.Schedule(MakePod("a" + std::to_string(i), 100));
+      if (h.process_.requests.size() == 1 && h.process_.requests[0].nodes().all_nodes()) {
+        asked.push_back(h.process_.requests[0].what_if_copies());
+      }
+      if (interleaved) h.Schedule(MakePod("b" + std::to_string(i), 300));
+    }
+    // A ranking of 10 nodes serves 10 pods: 6 full cycles.
+    ASSERT_EQ(asked.size(), 6u) << interleaved;
+    if (interleaved) {
+      EXPECT_EQ(asked, (std::vector<uint32_t>{2, 0, 0, 0, 0, 0}));
+    } else {
+      EXPECT_EQ(asked, std::vector<uint32_t>(6, 2));
+    }
+  }
 }
 
 TEST(BatcherTest, ARemoteReservePluginKeepsARequestForItsCycleState) {

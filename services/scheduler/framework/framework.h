@@ -359,6 +359,12 @@ class Framework {
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
                            uint64_t state_seq, uint64_t cycle_id, uint32_t start,
                            uint32_t to_find, const CycleScope& scope, ScheduleResult result);
+  // The round-0 what-if verdicts of every filtering process, merged for the
+  // final feasible nodes into `ranking` (left without them when any process's
+  // are missing).
+  static void MergeWhatIf(const std::vector<uint32_t>& feasible,
+                          const std::vector<std::optional<v1::CycleResponse>>& answers,
+                          const std::vector<bool>& ignored, uint32_t copies, Ranking& ranking);
   // A score request in flight: one process's PreScore/Score plugins over `feasible`.
   struct ScoreCall {
     const ProcessPlan* plan;
