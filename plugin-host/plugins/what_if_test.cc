@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -116,6 +117,7 @@ v1::StateDelta Cluster() {
   image.set_size_bytes(int64_t{400} << 20);
   nodes.push_back(cached);
   nodes.push_back(Node("busy", 8000));
+  nodes.push_back(Node("guarded", 8000));
   for (size_t i = 0; i < nodes.size(); ++i) {
     v1::MirroredNode& upsert = *delta.add_node_upserts();
     upsert.set_id(static_cast<uint32_t>(i + 1));
@@ -126,7 +128,41 @@ v1::StateDelta Cluster() {
   resident.set_node_id(6);
   *resident.mutable_pod() = Pod("resident", 500, int64_t{5} << 30);
   resident.mutable_pod()->set_node_name("busy");
+  // "tainted" holds a pod that prefers not to share its node with app=web
+  // (InterPodAffinity scores); "guarded" one that requires it (web fits
+  // nowhere there, and InterPodAffinity's PreFilter state counts it, so the
+  // copies go through its AddPod).
+  for (const auto& [node_id, node_name, required] :
+       {std::tuple<uint32_t, const char*, bool>{4, "tainted", false}, {7, "guarded", true}}) {
+    v1::MirroredPod& loner = *delta.add_pod_upserts();
+    loner.set_node_id(node_id);
+    *loner.mutable_pod() = Pod(absl::StrCat("loner-", node_name), 100, int64_t{64} << 20);
+    loner.mutable_pod()->set_node_name(node_name);
+    (*loner.mutable_pod()->mutable_meta()->mutable_labels())["app"] = "loner";
+    v1::PodAffinityTerm term;
+    (*term.mutable_label_selector()->mutable_match_labels())["app"] = "web";
+    term.set_topology_key("kubernetes.io/hostname");
+    v1::PodAffinity& anti = *loner.mutable_pod()->mutable_affinity()->mutable_pod_anti_affinity();
+    if (required) {
+      *anti.add_required() = term;
+    } else {
+      v1::WeightedPodAffinityTerm& weighted = *anti.add_preferred();
+      weighted.set_weight(50);
+      *weighted.mutable_term() = term;
+    }
+  }
   return delta;
+}
+
+// A preemptor nominated to "plain" (id 1): 5 000m of its 8 000m count for
+// pods of lower priority.
+v1::MirroredPod Nominee() {
+  v1::MirroredPod nominee;
+  nominee.set_node_id(1);
+  *nominee.mutable_pod() = Pod("nominee", 5000, int64_t{1} << 30);
+  nominee.mutable_pod()->set_priority(10);
+  nominee.mutable_pod()->set_nominated_node_name("plain");
+  return nominee;
 }
 
 class WhatIfTest : public ::testing::Test {
@@ -172,6 +208,7 @@ class WhatIfTest : public ::testing::Test {
     for (const auto& p : filter_) cycle.add_filter_plugins(p);
     for (const auto& p : pre_score_) cycle.add_pre_score_plugins(p);
     for (const auto& p : score_) cycle.add_score_plugins(p);
+    *cycle.add_nominated_pods() = Nominee();
     return message;
   }
 
@@ -249,12 +286,16 @@ class WhatIfTest : public ::testing::Test {
 
 TEST_F(WhatIfTest, VerdictsEqualAReevaluationWithThePodsAssumed) {
   const auto verdicts = CheckAgainstReevaluation(Pod("web", 1500, int64_t{1} << 30), 2);
-  // Every node passes with the pod alone; "tight" (id 2, 4000m) holds the pod
-  // and one copy of 1500m, not two.
+  // Every node but "guarded" passes with the pod alone; "tight" (id 2,
+  // 4000m) holds the pod and one copy of 1500m, not two; nor does "plain"
+  // (id 1) with the nominee's 5000m; "ssd" (id 3) holds both.
   ASSERT_EQ(verdicts.size(), 12u);
+  EXPECT_FALSE(verdicts.contains({7, 1}));
   EXPECT_EQ(verdicts.at({2, 1}), Verdict::FEASIBLE);
   EXPECT_EQ(verdicts.at({2, 2}), Verdict::INFEASIBLE);
-  EXPECT_EQ(verdicts.at({1, 2}), Verdict::FEASIBLE);
+  EXPECT_EQ(verdicts.at({1, 1}), Verdict::FEASIBLE);
+  EXPECT_EQ(verdicts.at({1, 2}), Verdict::INFEASIBLE);
+  EXPECT_EQ(verdicts.at({3, 2}), Verdict::FEASIBLE);
 }
 
 TEST_F(WhatIfTest, AHostPortCopyMakesEveryNodeInfeasible) {
@@ -283,7 +324,7 @@ TEST_F(WhatIfTest, NotAnsweredOnAStreamOfAnOlderProtocol) {
   cycle.mutable_cycle()->set_what_if_copies(2);
   *cycle.mutable_delta() = Cluster();
   const v1::CycleResponse answer = old.Call(cycle).cycle();
-  EXPECT_EQ(answer.feasible_size(), 6);
+  EXPECT_EQ(answer.feasible_size(), 7);
   EXPECT_FALSE(answer.has_what_if());
 }
 
