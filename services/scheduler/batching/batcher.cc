@@ -90,6 +90,22 @@ void OpportunisticBatching::FlushAll() {
   }
 }
 
+void OpportunisticBatching::Rank(Batch& batch, uint32_t node, Entry& entry) {
+  std::vector<uint32_t>& group = batch.by_total[entry.total];
+  entry.slot = static_cast<uint32_t>(group.size());
+  group.push_back(node);
+}
+
+void OpportunisticBatching::Unrank(Batch& batch, const Entry& entry) {
+  auto group = batch.by_total.find(entry.total);
+  std::vector<uint32_t>& nodes = group->second;
+  const uint32_t moved = nodes.back();
+  nodes[entry.slot] = moved;
+  batch.ranked.at(moved).slot = entry.slot;
+  nodes.pop_back();
+  if (nodes.empty()) batch.by_total.erase(group);
+}
+
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
   if (&*it == last_served_) last_served_ = nullptr;
   if (it->asked_what_if && it->hits > 0) {
@@ -224,7 +240,7 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
       e.total += e.scores[p] * weights[p];
     }
     batch.window.insert(ranking.feasible[k]);
-    batch.ranked.emplace(ranking.feasible[k], std::move(e));
+    Rank(batch, ranking.feasible[k], batch.ranked.emplace(ranking.feasible[k], std::move(e)).first->second);
   }
   // What-if verdicts, when the cycle's process answered them for every score plugin.
   const uint32_t copies = ranking.what_if_copies;
@@ -336,6 +352,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
         }
         if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) return false;
       }
+      Unrank(batch, r->second);
       batch.ranked.erase(r);
       return true;
     }
@@ -343,6 +360,8 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
       // Joins the ranking: its normalized scores are unknown.
       if (any_normalizing) return false;
       r = batch.ranked.emplace(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0}).first;
+    } else {
+      Unrank(batch, r->second);
     }
     Entry& e = r->second;
     e.total = 0;
@@ -350,6 +369,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
       if (!batch.normalizing[p]) e.scores[p] = score(p);
       e.total += e.scores[p] * profile.signer.Weight(batch.plugins[p]);
     }
+    Rank(batch, node, e);
     return true;
   };
   if (request) {
@@ -378,20 +398,10 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   batch.dirty.clear();
   batch.nominated = std::move(nominated);
   if (batch.ranked.empty()) return BatchOutcome::kMissEmpty;
-  // The best total; ties at random, as the framework's selectHost. One draw
-  // per pod: a draw per tie cost more than the rest of the scan on basic-5000.
-  int64_t best_total = -1;
-  ties_.clear();
-  for (const auto& [id, e] : batch.ranked) {
-    if (e.total > best_total) {
-      best_total = e.total;
-      ties_.clear();
-    }
-    if (e.total == best_total) ties_.push_back(id);
-  }
+  // The best total; ties at random, as the framework's selectHost.
+  const std::vector<uint32_t>& ties = batch.by_total.begin()->second;
   const uint32_t best =
-      ties_.size() == 1 ? ties_[0]
-                        : ties_[std::uniform_int_distribution<size_t>(0, ties_.size() - 1)(rng_)];
+      ties.size() == 1 ? ties[0] : ties[std::uniform_int_distribution<size_t>(0, ties.size() - 1)(rng_)];
   const sdk::NodeInfo* chosen = snapshot.GetById(best);
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;

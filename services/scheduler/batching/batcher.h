@@ -64,6 +64,7 @@
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -153,6 +154,7 @@ class OpportunisticBatching {
   struct Entry {
     std::vector<int64_t> scores;  // Aligned with Batch::plugins.
     int64_t total = 0;
+    uint32_t slot = 0;  // Its index in Batch::by_total[total].
   };
   // A node's what-if verdicts from the full cycle, kept while its only
   // change since is pods of this batch assumed there.
@@ -166,6 +168,10 @@ class OpportunisticBatching {
     std::string key;
     absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
     absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
+    // The ranked nodes grouped by total, best first: a hit picks at random
+    // in the first group instead of scanning every node (on basic-5000 the
+    // scan was a tenth of the scheduler's CPU).
+    std::map<int64_t, std::vector<uint32_t>, std::greater<int64_t>> by_total;
     std::vector<std::string> plugins;
     std::vector<bool> normalizing;  // Aligned with plugins.
     absl::flat_hash_set<uint32_t> dirty;
@@ -207,6 +213,9 @@ class OpportunisticBatching {
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };
 
+  // Keep Batch::by_total in step with a ranked entry's total.
+  static void Rank(Batch& batch, uint32_t node, Entry& entry);
+  static void Unrank(Batch& batch, const Entry& entry);
   Profile& ProfileFor(Framework& fw);
   void Drop(Profile& profile, BatchList::iterator it);
   void FlushAll();
@@ -226,7 +235,6 @@ class OpportunisticBatching {
   const Options options_;
   Clock& clock_;
   std::mt19937_64 rng_;
-  std::vector<uint32_t> ties_;  // TryBatch's scratch: nodes tied for the best total.
   absl::flat_hash_map<const Framework*, Profile> profiles_;
   absl::flat_hash_map<const Framework*, bool> enabled_;
   // What each node looked like at the last update: a change of these
