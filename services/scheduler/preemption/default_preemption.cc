@@ -58,6 +58,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   const std::string uid = preemptor.meta().uid();
   // Held first: a victim seen gone from here on releases it.
   if (queue_.hold) queue_.hold(uid, kWaitingForPreemption);
+  absl::flat_hash_set<std::string> evicted_by_other;
   {
     absl::MutexLock lock(&mu_);
     Preemption& p = in_flight_[uid];
@@ -65,7 +66,13 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     p.resize = !preemptor.node_name().empty();
     for (const auto& v : victims) {
       p.victims.insert(v->uid());
-      victim_of_[v->uid()] = uid;
+      // Two preemptions can choose the same victim (the second one's cycle
+      // ran before it saw the first one's nomination or eviction): both
+      // wait for its deletion, and only the first one evicts it.
+      std::vector<std::string>& waiting = victim_of_[v->uid()];
+      if (std::find(waiting.begin(), waiting.end(), uid) != waiting.end()) continue;
+      if (!waiting.empty()) evicted_by_other.insert(v->uid());
+      waiting.push_back(uid);
     }
     preemptors_[uid] = preemptor;
   }
@@ -92,6 +99,9 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     // before the adapter reconnected): no second delete, no second event; its
     // deletion is awaited like any other's (kube-scheduler skips it too).
     if (pod.meta().deletion_timestamp_us() != 0) continue;
+    // Being evicted by another preemption still in flight: the same, seen
+    // from here (its delete is on its way, no DeletionTimestamp seen yet).
+    if (evicted_by_other.contains(victim_uid)) continue;
     v1::Action event;
     auto* e = event.mutable_record_event();
     *e->mutable_regarding() = Ref(pod);
@@ -121,10 +131,10 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
         absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
     Send(std::move(patch), [this, uid, victim_uid, del = std::move(del)](const v1::ActionResult& r) mutable {
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
-      if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, r);
+      if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
       Send(std::move(del), [this, uid, victim_uid](const v1::ActionResult& r) {
         if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
-        if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, r);
+        if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
         // Done when its deletion is seen (a grace period may hold it a while).
       });
     });
@@ -133,23 +143,25 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
 }
 
 void PreemptionController::VictimGone(const std::string& victim_uid) {
-  std::string activate;
+  std::vector<std::string> done;
   {
     absl::MutexLock lock(&mu_);
     auto v = victim_of_.find(victim_uid);
     if (v == victim_of_.end()) return;
-    const std::string preemptor = v->second;
+    const std::vector<std::string> waiting = std::move(v->second);
     victim_of_.erase(v);
-    auto it = in_flight_.find(preemptor);
-    if (it == in_flight_.end()) return;
-    it->second.victims.erase(victim_uid);
-    if (!it->second.victims.empty()) return;
-    in_flight_.erase(it);
-    preemptors_.erase(preemptor);
-    activate = preemptor;
+    for (const std::string& preemptor : waiting) {
+      auto it = in_flight_.find(preemptor);
+      if (it == in_flight_.end()) continue;
+      it->second.victims.erase(victim_uid);
+      if (!it->second.victims.empty()) continue;
+      in_flight_.erase(it);
+      preemptors_.erase(preemptor);
+      done.push_back(preemptor);
+    }
   }
   // Every victim is gone: the preemptor is tried again now, not after backoff.
-  Release(activate, /*to_active=*/true);
+  for (const std::string& uid : done) Release(uid, /*to_active=*/true);
 }
 
 void PreemptionController::Release(const std::string& uid, bool to_active) {
@@ -157,24 +169,45 @@ void PreemptionController::Release(const std::string& uid, bool to_active) {
   if (to_active && activate_) activate_({uid});  // Not held (e.g. a resize's pod): straight to activeQ.
 }
 
-void PreemptionController::ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result) {
-  v1::Pod preemptor;
+void PreemptionController::Forget(absl::flat_hash_map<std::string, Preemption>::iterator it) {
+  for (const auto& v : it->second.victims) {
+    auto w = victim_of_.find(v);
+    if (w == victim_of_.end()) continue;
+    w->second.erase(std::remove(w->second.begin(), w->second.end(), it->first), w->second.end());
+    if (w->second.empty()) victim_of_.erase(w);
+  }
+  preemptors_.erase(it->first);
+  in_flight_.erase(it);
+}
+
+void PreemptionController::ActionFailed(const std::string& preemptor_uid, const std::string& victim_uid,
+                                        const v1::ActionResult& result) {
+  std::vector<v1::Pod> failed;
   {
     absl::MutexLock lock(&mu_);
-    auto it = in_flight_.find(preemptor_uid);
-    if (it == in_flight_.end()) return;  // Already failed (or done).
-    for (const auto& v : it->second.victims) victim_of_.erase(v);
-    in_flight_.erase(it);
-    auto p = preemptors_.find(preemptor_uid);
-    if (p == preemptors_.end()) return;
-    preemptor = std::move(p->second);
-    preemptors_.erase(p);
+    // The preemption that sent the action, and any other waiting for the
+    // same victim (it sent nothing for it and would wait forever).
+    std::vector<std::string> uids = {preemptor_uid};
+    if (auto w = victim_of_.find(victim_uid); w != victim_of_.end()) {
+      for (const std::string& other : w->second) {
+        if (other != preemptor_uid) uids.push_back(other);
+      }
+    }
+    for (const std::string& uid : uids) {
+      auto it = in_flight_.find(uid);
+      if (it == in_flight_.end()) continue;  // Already failed (or done).
+      auto p = preemptors_.find(uid);
+      if (p != preemptors_.end()) failed.push_back(std::move(p->second));
+      Forget(it);
+    }
   }
-  PODIUM_LOG(Warning, "Preemption failed", {"pod", Key(preemptor)},
-             {"result", v1::ActionResult::Code_Name(result.code())}, {"err", result.message()});
-  ClearNomination(preemptor);
-  // Back where a failed attempt goes: backoffQ, then another try.
-  Release(preemptor_uid, /*to_active=*/false);
+  for (const v1::Pod& preemptor : failed) {
+    PODIUM_LOG(Warning, "Preemption failed", {"pod", Key(preemptor)},
+               {"result", v1::ActionResult::Code_Name(result.code())}, {"err", result.message()});
+    ClearNomination(preemptor);
+    // Back where a failed attempt goes: backoffQ, then another try.
+    Release(preemptor.meta().uid(), /*to_active=*/false);
+  }
 }
 
 void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
@@ -199,9 +232,7 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
       auto it = in_flight_.find(pod.meta().uid());
       if (it != in_flight_.end() &&
           (deleted || !it->second.resize || pod.resize_status() != kResizeDeferred)) {
-        for (const auto& v : it->second.victims) victim_of_.erase(v);
-        in_flight_.erase(it);
-        preemptors_.erase(pod.meta().uid());
+        Forget(it);
         ended = true;
       }
     }

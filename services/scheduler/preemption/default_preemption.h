@@ -128,7 +128,12 @@ class PreemptionController final : public ClusterEventHandler {
     bool resize = false;  // For a bound pod's deferred resize (KEP-5836).
   };
   void Send(v1::Action action, ActionSink::ResultCallback on_result);
-  void ActionFailed(const std::string& preemptor_uid, const v1::ActionResult& result);
+  // An action for `victim_uid` failed: the preemption that sent it fails,
+  // and so does any other waiting for that victim.
+  void ActionFailed(const std::string& preemptor_uid, const std::string& victim_uid,
+                    const v1::ActionResult& result);
+  // Drops an in-flight preemption and its claims on its victims.
+  void Forget(absl::flat_hash_map<std::string, Preemption>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the preemptor's hold (QueueControl), or activates it without one.
   void Release(const std::string& uid, bool to_active);
 
@@ -142,7 +147,9 @@ class PreemptionController final : public ClusterEventHandler {
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Preemption> in_flight_ ABSL_GUARDED_BY(mu_);  // preemptor uid ->
-  absl::flat_hash_map<std::string, std::string> victim_of_ ABSL_GUARDED_BY(mu_);  // victim uid -> preemptor uid
+  // victim uid -> the preemptors waiting for its deletion, the one that
+  // evicts it first.
+  absl::flat_hash_map<std::string, std::vector<std::string>> victim_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, v1::Pod> preemptors_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -380,6 +380,53 @@ TEST_F(HeldPreemptorTest, AVictimGoneBeforeThePreemptionStartsIsNotWaitedFor) {
   EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
 }
 
+// Two preemptors chose the same victim (the second one's cycle ran before it
+// saw the first one's eviction): both wait for its deletion, which releases
+// both; only the first one evicts it (preempt-500 left the first one held
+// forever when the second one's claim replaced its own).
+TEST_F(HeldPreemptorTest, TwoPreemptionsOfTheSameVictimAreBothReleasedByItsDeletion) {
+  const v1::Pod second = MakePod("second", 100, 2000);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
+  controller_.Execute(second, "node-1", victims, {});
+  // As the adapter answers: the first delete removes the victim, any later
+  // one finds nothing.
+  for (size_t i : sink_.Of(v1::Action::kPatchPodStatus)) sink_.Reply(i, v1::ActionResult::OK);
+  const std::vector<size_t> deletes = sink_.Of(v1::Action::kDeletePod);
+  for (size_t i = 0; i < deletes.size(); ++i) {
+    sink_.Reply(deletes[i], i == 0 ? v1::ActionResult::OK : v1::ActionResult::NOT_FOUND);
+  }
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
+                                                      ::testing::StartsWith("hold uid-second"),
+                                                      "release uid-preemptor to activeQ",
+                                                      "release uid-second to activeQ"));
+  EXPECT_EQ(controller_.NumInFlight(), 0u);
+  // One eviction: a patch and a delete, from the first preemption only.
+  EXPECT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);
+  EXPECT_EQ(deletes.size(), 1u);
+}
+
+// The shared victim's eviction fails: the preemption waiting for it without
+// having sent anything fails too, instead of waiting forever.
+TEST_F(HeldPreemptorTest, AFailedEvictionFailsEveryPreemptionWaitingForThatVictim) {
+  const v1::Pod second = MakePod("second", 100, 2000);
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
+  controller_.Execute(second, "node-1", victims, {});
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
+  EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
+                                                      ::testing::StartsWith("hold uid-second"),
+                                                      "release uid-preemptor to backoff",
+                                                      "release uid-second to backoff"));
+  EXPECT_EQ(controller_.NumInFlight(), 0u);
+}
+
 TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNominationIsCleared) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());
