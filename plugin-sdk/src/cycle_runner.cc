@@ -332,6 +332,11 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     }
   }
   const std::vector<const NodeInfo*>& nodes = all_nodes ? mirror_.Nodes() : request_nodes_;
+  const uint32_t what_if_copies = what_if_ ? request.what_if_copies() : 0;
+  if (what_if_copies > kMaxWhatIfCopies) {
+    return absl::InvalidArgumentError(absl::StrCat("cycle.what_if_copies: ", what_if_copies,
+                                                   " exceeds ", kMaxWhatIfCopies));
+  }
 
   PodInfoPtr pod = TakePod(request.mutable_pod());
   last_cycle_pod_ = pod;
@@ -541,7 +546,93 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     wire.Reserve(static_cast<int>(num_feasible));
     for (const NodeScore& score : node_scores) wire.AddAlreadyReserved(score.score);
   }
+  if (what_if_copies > 0 && num_feasible > 0) {
+    timer.Enter(PhaseTimer::kNone);  // Not an extension point of this pod's cycle.
+    ActiveExtensions(pre_filters, state, extensions_);
+    RunWhatIf(what_if_copies, pre_scores, scores, state, pod, out);
+  }
   return absl::OkStatus();
+}
+
+void CycleRunner::RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,
+                            const CycleState& state, const PodInfoPtr& pod, v1::CycleResponse& out) {
+  using Verdict = v1::WhatIfVerdicts;
+  const size_t n = feasible_.size();
+  const int entries = static_cast<int>(n * copies);
+  v1::WhatIfVerdicts& what_if = *out.mutable_what_if();
+  what_if.set_copies(copies);
+  what_if.mutable_verdicts()->Resize(entries, Verdict::UNKNOWN);
+  std::vector<google::protobuf::RepeatedField<int64_t>*> wire(scores.size());
+  for (size_t p = 0; p < scores.size(); ++p) {
+    v1::PluginScores& plugin_scores = *what_if.add_scores();
+    plugin_scores.set_plugin(scores[p]->name);
+    plugin_scores.mutable_scores()->Resize(entries, 0);
+    wire[p] = plugin_scores.mutable_scores();
+  }
+  // The copies: the pod under uids of its own (a node keys its pods by uid).
+  std::vector<PodInfoPtr> pod_copies;
+  pod_copies.reserve(copies);
+  for (uint32_t j = 1; j <= copies; ++j) {
+    v1::Pod copy = *pod->pod;
+    copy.mutable_meta()->set_uid(absl::StrCat(pod->uid(), "/what-if-", j));
+    pod_copies.push_back(PodInfo::Create(std::move(copy)));
+  }
+  std::vector<const NodeInfo*> one_node(1);
+  std::vector<NodeScore> one_score(1);
+  for (size_t i = 0; i < n; ++i) {
+    NodeInfo node = *feasible_[i];
+    one_node[0] = &node;
+    // One clone per node: the copies' AddPod accumulate in it, j after j.
+    std::unique_ptr<CycleState> st = state.Clone();
+    for (uint32_t j = 1; j <= copies; ++j) {
+      const int entry = static_cast<int>(i * copies + (j - 1));
+      node.AddPod(pod_copies[j - 1]);
+      bool failed = false;
+      for (const ExtensionRef& ext : extensions_) {
+        if (!ext.extensions->AddPod(*st, *pod, *pod_copies[j - 1], node).IsSuccess()) failed = true;
+      }
+      if (failed) break;  // This and larger j stay UNKNOWN.
+      const FilterOutcome filtered = counted_nominated_.empty()
+                                         ? RunFilters(active_filters_, *st, *pod, node)
+                                         : RunFiltersWithNominatedPods(*st, *pod, node);
+      if (!filtered.status.IsSuccess()) {
+        if (!filtered.status.IsRejected()) break;  // ERROR: UNKNOWN from here on.
+        what_if.set_verdicts(entry, Verdict::INFEASIBLE);
+        continue;
+      }
+      // PreScore, Score and NormalizeScore on this node alone, as a cycle
+      // that re-evaluates only this node would run them.
+      st->skip_score_plugins().clear();
+      bool scored = true;
+      for (PluginInstance* plugin : pre_scores) {
+        Status status = plugin->pre_score->PreScore(*st, *pod, one_node);
+        if (status.IsSkip()) {
+          st->skip_score_plugins().insert(plugin->name);
+        } else if (!status.IsSuccess()) {
+          scored = false;
+          break;
+        }
+      }
+      for (size_t p = 0; scored && p < scores.size(); ++p) {
+        if (st->skip_score_plugins().contains(scores[p]->name)) continue;
+        auto [score, status] = scores[p]->score->Score(*st, *pod, node);
+        one_score[0] = NodeScore{&node, score};
+        if (status.IsSuccess() && scores[p]->score->HasNormalizeScore()) {
+          status = scores[p]->score->NormalizeScore(*st, *pod, one_score);
+        }
+        if (!status.IsSuccess()) {
+          scored = false;
+          break;
+        }
+        wire[p]->Set(entry, one_score[0].score);
+      }
+      if (!scored) {
+        for (size_t p = 0; p < scores.size(); ++p) wire[p]->Set(entry, 0);
+        break;
+      }
+      what_if.set_verdicts(entry, Verdict::FEASIBLE);
+    }
+  }
 }
 
 absl::Status CycleRunner::RunDryRunFilter(const PluginList& filters,

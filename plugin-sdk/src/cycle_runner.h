@@ -122,6 +122,10 @@ class CycleRunner {
   // Whether rejections go through CycleResponse.status_table (the stream
   // speaks protocol version 2).
   void set_status_table(bool on) { status_table_ = on; }
+  // Whether CycleRequest.what_if_copies is answered (protocol version 3).
+  void set_what_if(bool on) { what_if_ = on; }
+  // The most copies a what-if request may ask for.
+  static constexpr uint32_t kMaxWhatIfCopies = 8;
   size_t NumCycleStates() const { return cycle_states_.size(); }
 
  private:
@@ -153,11 +157,16 @@ class CycleRunner {
                       const std::vector<std::string>& narrowing_plugins,
                       const std::string& narrowed_by, v1::CycleResponse& out);
   bool UseParallel(size_t items) const;
+  // CycleRequest.what_if_copies for every node of feasible_, after the
+  // cycle's own scores (state is the cycle's, only cloned from).
+  void RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,
+                 const CycleState& state, const PodInfoPtr& pod, v1::CycleResponse& out);
 
   const Mirror& mirror_;
   const size_t max_cycle_states_;
   Parallelizer* const parallelizer_;
   bool status_table_ = false;
+  bool what_if_ = false;
   PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;

@@ -35,6 +35,7 @@ absl::StatusOr<ProfileSpec> ResolveProfile(const ProfileConfig& profile, size_t 
   spec.scheduler_name = profile.scheduler_name;
   spec.percentage_of_nodes_to_score = profile.percentage_of_nodes_to_score.value_or(default_percentage);
   spec.opportunistic_batching = profile.opportunistic_batching;
+  spec.what_if_copies = profile.what_if_copies;
   auto implements = [&](const std::string& name, v1::ExtensionPoint point) {
     if (BuiltinImplements(name, point)) return true;
     auto it = served.find(name);

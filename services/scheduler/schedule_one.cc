@@ -109,11 +109,14 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   v1::Pod assumed_pod = pod;
   assumed_pod.set_node_name(result.node_name);
   sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
-  if (absl::Status s = cache_.AssumePod(assumed, result.node_name); !s.ok()) {
+  Cache::AssumedAt assumed_at;
+  if (absl::Status s = cache_.AssumePod(assumed, result.node_name, &assumed_at); !s.ok()) {
     AttemptFailed(qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kError,
                   absl::StrCat("assuming the pod: ", s.message()), {}, nullptr);
     return;
   }
+  batching_.Assumed(assumed_at.node_id, assumed_at.change_generation_before,
+                    assumed_at.change_generation_after);
   if (assumed_hook_) assumed_hook_(uid);
   sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
   if (!reserve.IsSuccess()) {

@@ -14,6 +14,11 @@ namespace {
 
 bool IsHit(BatchOutcome o) { return o == BatchOutcome::kHit || o == BatchOutcome::kHitUnschedulable; }
 
+// Full cycles of a signature whose verdicts did not pay that skip them before
+// one asks again; signatures remembered per profile.
+constexpr uint32_t kWhatIfRetry = 8;
+constexpr size_t kMaxWhatIfHistory = 4096;
+
 bool IsMiss(BatchOutcome o) {
   return !IsHit(o) && o != BatchOutcome::kUnsignable && o != BatchOutcome::kDisabled;
 }
@@ -83,11 +88,37 @@ void OpportunisticBatching::FlushAll() {
     for (Batch& batch : profile.batches) {
       batch.invalidated = true;
       batch.dirty.clear();
+      batch.what_if.clear();
+      batch.own_changed.clear();
+      batch.asked_what_if = false;  // Says nothing about the signature.
     }
   }
 }
 
+void OpportunisticBatching::Rank(Batch& batch, uint32_t node, Entry& entry) {
+  std::vector<uint32_t>& group = batch.by_total[entry.total];
+  entry.slot = static_cast<uint32_t>(group.size());
+  group.push_back(node);
+}
+
+void OpportunisticBatching::Unrank(Batch& batch, const Entry& entry) {
+  auto group = batch.by_total.find(entry.total);
+  std::vector<uint32_t>& nodes = group->second;
+  const uint32_t moved = nodes.back();
+  nodes[entry.slot] = moved;
+  batch.ranked.at(moved).slot = entry.slot;
+  nodes.pop_back();
+  if (nodes.empty()) batch.by_total.erase(group);
+}
+
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
+  if (&*it == last_served_) last_served_ = nullptr;
+  if (it->asked_what_if && it->hits > 0) {
+    if (profile.what_if_pays.size() >= kMaxWhatIfHistory) profile.what_if_pays.clear();
+    Profile::WhatIfPays& pays = profile.what_if_pays[it->key];
+    pays.pays = it->hits_without_request * 2 >= it->hits;
+    pays.skipped = 0;
+  }
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
 }
@@ -137,7 +168,18 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
     for (Batch& batch : profile.batches) {
       if (batch.invalidated) continue;
       for (uint32_t id : snapshot.last_update_changed()) {
-        if (batch.window.contains(id)) batch.dirty.insert(id);
+        if (!batch.window.contains(id)) continue;
+        if (auto w = batch.what_if.find(id); w != batch.what_if.end()) {
+          // Changed only by pods of ours (and confirmations that change
+          // nothing): the node's what-if verdict stands in for a request.
+          if (snapshot.NodeChangeGeneration(id) == w->second.change_generation) {
+            if (w->second.assumed != w->second.applied) batch.own_changed.insert(id);
+            continue;
+          }
+          batch.what_if.erase(w);
+          batch.own_changed.erase(id);
+        }
+        batch.dirty.insert(id);
       }
     }
   }
@@ -160,7 +202,9 @@ OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw)
       }
     }
     profile.signer = Signer::ForProfile(spec, registrations);
+    profile.what_if_copies = spec.what_if_copies;
     profile.setup_generation = generation;
+    last_served_ = nullptr;
     profile.batches.clear();
     profile.by_key.clear();
     failures_.ForgetProfile(&fw);
@@ -214,7 +258,31 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
       e.total += e.scores[p] * weights[p];
     }
     batch.window.insert(ranking.feasible[k]);
-    batch.ranked.emplace(ranking.feasible[k], std::move(e));
+    Rank(batch, ranking.feasible[k], batch.ranked.emplace(ranking.feasible[k], std::move(e)).first->second);
+  }
+  // What-if verdicts, when the cycle's process answered them for every score plugin.
+  const uint32_t copies = ranking.what_if_copies;
+  bool what_if = copies > 0 && ranking.what_if.size() == ranking.feasible.size() * copies;
+  std::vector<const std::vector<int64_t>*> what_if_scores;
+  for (size_t p = 0; what_if && p < batch.plugins.size(); ++p) {
+    auto it = ranking.what_if_scores.find(batch.plugins[p]);
+    what_if = it != ranking.what_if_scores.end() && it->second.size() == ranking.what_if.size();
+    what_if_scores.push_back(what_if ? &it->second : nullptr);
+  }
+  if (what_if) {
+    const size_t num_plugins = batch.plugins.size();
+    batch.what_if_copies = copies;
+    batch.what_if_verdicts = ranking.what_if;
+    batch.what_if_scores.resize(ranking.what_if.size() * num_plugins);
+    for (size_t e = 0; e < ranking.what_if.size(); ++e) {
+      for (size_t p = 0; p < num_plugins; ++p) batch.what_if_scores[e * num_plugins + p] = (*what_if_scores[p])[e];
+    }
+    batch.what_if.reserve(ranking.feasible.size());
+    for (size_t k = 0; k < ranking.feasible.size(); ++k) {
+      batch.what_if.emplace(ranking.feasible[k],
+                            WhatIfNode{.index = static_cast<uint32_t>(k),
+                                       .change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k])});
+    }
   }
   batch.nominated = std::move(nominated);
   batch.capacity = ranking.feasible.size();
@@ -248,24 +316,50 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   for (const auto& [node, fp] : batch.nominated) {
     if (!nominated.contains(node) && batch.window.contains(node)) batch.dirty.insert(node);
   }
+  // A node re-evaluated by request has no what-if verdict any more.
+  for (uint32_t node : batch.dirty) {
+    batch.what_if.erase(node);
+    batch.own_changed.erase(node);
+  }
+  // Nodes changed only by pods of ours take their what-if verdict j; one
+  // without a verdict (UNKNOWN, or more pods than copies) is re-evaluated.
+  std::vector<uint32_t> own;
+  own.reserve(batch.own_changed.size());
+  for (uint32_t node : batch.own_changed) {
+    auto w = batch.what_if.find(node);
+    if (w == batch.what_if.end()) continue;
+    const uint32_t j = w->second.assumed;
+    if (j == 0 || j > batch.what_if_copies ||
+        batch.what_if_verdicts[w->second.index * batch.what_if_copies + j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
+      batch.what_if.erase(w);
+      batch.dirty.insert(node);
+      continue;
+    }
+    own.push_back(node);
+  }
+  batch.own_changed.clear();
   std::vector<uint32_t> nodes(batch.dirty.begin(), batch.dirty.end());
   std::sort(nodes.begin(), nodes.end());
   // Even with nothing to re-evaluate, the pod's cycle runs PreFilter in its
-  // processes (Reserve and Permit of the cycle may read its state).
-  ScheduleResult scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                                         CycleScope{.node_ids = &nodes, .want_ranking = true});
-  ran_cycle = true;
-  if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
-  const Ranking& fresh = scoped.ranking;
-  absl::flat_hash_map<uint32_t, size_t> fresh_index;
-  for (size_t k = 0; k < fresh.feasible.size(); ++k) fresh_index[fresh.feasible[k]] = k;
+  // processes when a plugin there runs for it after the cycle (Reserve and
+  // Permit may read its state); otherwise no request at all.
+  ScheduleResult scoped;
+  const bool request = !nodes.empty() || !fw.DecidableWithoutRequest(pod);
+  if (request) {
+    scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                            CycleScope{.node_ids = &nodes, .want_ranking = true});
+    ran_cycle = true;
+    if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
+  }
   bool any_normalizing = false;
   for (bool b : batch.normalizing) any_normalizing |= b;
-  for (uint32_t node : nodes) {
-    auto f = fresh_index.find(node);
+  // One node's fresh verdict into the ranking: feasible with `score(p)` for
+  // the plugins whose scores are per node, or not. False: the ranking cannot
+  // absorb it (a normalizing plugin's scale would move).
+  auto update = [&](uint32_t node, bool feasible, auto&& score) {
     auto r = batch.ranked.find(node);
-    if (f == fresh_index.end()) {
-      if (r == batch.ranked.end()) continue;  // Was and stays infeasible.
+    if (!feasible) {
+      if (r == batch.ranked.end()) return true;  // Was and stays infeasible.
       // Leaves the ranking: a normalizing plugin's extreme would shift the scale.
       for (size_t p = 0; p < batch.plugins.size(); ++p) {
         if (!batch.normalizing[p]) continue;
@@ -274,56 +368,82 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
           lo = std::min(lo, e.scores[p]);
           hi = std::max(hi, e.scores[p]);
         }
-        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) {
-          return BatchOutcome::kMissInvalidated;
-        }
+        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) return false;
       }
+      Unrank(batch, r->second);
       batch.ranked.erase(r);
-      continue;
+      return true;
     }
     if (r == batch.ranked.end()) {
       // Joins the ranking: its normalized scores are unknown.
-      if (any_normalizing) return BatchOutcome::kMissInvalidated;
+      if (any_normalizing) return false;
       r = batch.ranked.emplace(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0}).first;
+    } else {
+      Unrank(batch, r->second);
     }
     Entry& e = r->second;
     e.total = 0;
     for (size_t p = 0; p < batch.plugins.size(); ++p) {
-      if (!batch.normalizing[p]) {
-        auto s = fresh.scores.find(batch.plugins[p]);
-        e.scores[p] = s != fresh.scores.end() && f->second < s->second.size() ? s->second[f->second] : 0;
-      }
+      if (!batch.normalizing[p]) e.scores[p] = score(p);
       e.total += e.scores[p] * profile.signer.Weight(batch.plugins[p]);
     }
+    Rank(batch, node, e);
+    return true;
+  };
+  if (request) {
+    const Ranking& fresh = scoped.ranking;
+    absl::flat_hash_map<uint32_t, size_t> fresh_index;
+    for (size_t k = 0; k < fresh.feasible.size(); ++k) fresh_index[fresh.feasible[k]] = k;
+    for (uint32_t node : nodes) {
+      auto f = fresh_index.find(node);
+      const bool ok = update(node, f != fresh_index.end(), [&](size_t p) -> int64_t {
+        auto s = fresh.scores.find(batch.plugins[p]);
+        return s != fresh.scores.end() && f->second < s->second.size() ? s->second[f->second] : 0;
+      });
+      if (!ok) return BatchOutcome::kMissInvalidated;
+    }
+  }
+  const size_t num_plugins = batch.plugins.size();
+  for (uint32_t node : own) {
+    WhatIfNode& w = batch.what_if.at(node);
+    const uint32_t j = w.assumed;
+    const size_t entry = w.index * batch.what_if_copies + j - 1;
+    const bool ok = update(node, batch.what_if_verdicts[entry] == v1::WhatIfVerdicts::FEASIBLE,
+                           [&](size_t p) { return batch.what_if_scores[entry * num_plugins + p]; });
+    if (!ok) return BatchOutcome::kMissInvalidated;
+    w.applied = j;
   }
   batch.dirty.clear();
   batch.nominated = std::move(nominated);
   if (batch.ranked.empty()) return BatchOutcome::kMissEmpty;
-  // The best total; ties at random, as the framework's selectHost. One draw
-  // per pod: a draw per tie cost more than the rest of the scan on basic-5000.
-  int64_t best_total = -1;
-  ties_.clear();
-  for (const auto& [id, e] : batch.ranked) {
-    if (e.total > best_total) {
-      best_total = e.total;
-      ties_.clear();
-    }
-    if (e.total == best_total) ties_.push_back(id);
-  }
+  // The best total; ties at random, as the framework's selectHost.
+  const std::vector<uint32_t>& ties = batch.by_total.begin()->second;
   const uint32_t best =
-      ties_.size() == 1 ? ties_[0]
-                        : ties_[std::uniform_int_distribution<size_t>(0, ties_.size() - 1)(rng_)];
+      ties.size() == 1 ? ties[0] : ties[std::uniform_int_distribution<size_t>(0, ties.size() - 1)(rng_)];
   const sdk::NodeInfo* chosen = snapshot.GetById(best);
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;
-  result = std::move(scoped);
-  result.ranking = {};
+  ++batch.hits;
+  if (!request) ++batch.hits_without_request;
+  if (request) {
+    result = std::move(scoped);
+    result.ranking = {};
+  } else {
+    result = ScheduleResult{};
+    result.diagnosis.num_all_nodes = static_cast<uint32_t>(snapshot.NumNodes());
+    result.diagnosis.cycle_id = cycle_id;
+    fw.DecidedWithoutRequest(state_seq, cycle_id);
+  }
   result.outcome = ScheduleResult::Outcome::kScheduled;
   result.node_name = chosen->name();
   result.feasible_nodes = static_cast<uint32_t>(batch.ranked.size());
+  last_served_ = &batch;
+  last_served_node_ = best;
   {
     absl::MutexLock lock(&stats_mu_);
     stats_.nodes_reevaluated += nodes.size();
+    stats_.what_if_verdicts += own.size();
+    if (!request) ++stats_.hits_without_request;
   }
   return BatchOutcome::kHit;
 }
@@ -332,6 +452,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
                                                   const Snapshot& snapshot, uint64_t state_seq,
                                                   uint64_t& cycle_id,
                                                   const std::function<uint64_t()>& next_cycle_id) {
+  last_served_ = nullptr;
   Profile& profile = ProfileFor(fw);
   if (!profile.enabled) {
     Count(fw, last_outcome_ = BatchOutcome::kDisabled);
@@ -408,9 +529,15 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   const std::optional<uint64_t> generation = fw.NominationsGeneration();
   absl::flat_hash_map<uint32_t, uint64_t> nominated;
   if (!generation) nominated = NominatedFingerprints(fw, pod, snapshot);
+  uint32_t copies = profile.what_if_copies;
+  if (auto pays = profile.what_if_pays.find(sig.key); copies > 0 && pays != profile.what_if_pays.end() &&
+                                                      !pays->second.pays) {
+    if (++pays->second.skipped < kWhatIfRetry) copies = 0;
+    else pays->second.skipped = 0;
+  }
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                     CycleScope{.want_ranking = true, .examine_all = true});
+                     CycleScope{.want_ranking = true, .examine_all = true, .what_if_copies = copies});
   // One feasible node: nothing to reuse (and no scores were asked for).
   if (result.outcome == ScheduleResult::Outcome::kScheduled && result.ranking.feasible.size() >= 2) {
     bool unchanged = true;
@@ -418,11 +545,17 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
       nominated = NominatedFingerprints(fw, pod, snapshot);
       unchanged = fw.NominationsGeneration() == generation;  // Changed meanwhile: not reusable.
     }
-    if (unchanged) Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+    if (unchanged) {
+      Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
+      profile.batches.front().asked_what_if = profile.batches.front().what_if_copies > 0;
+      if (const sdk::NodeInfo* chosen = snapshot.Get(result.node_name)) {
+        last_served_ = &profile.batches.front();
+        last_served_node_ = chosen->id();
+      }
+    }
   } else if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
-    // Fits no node: kept with the nominations it saw (as for a ranking: only
-    // when none changed while the cycle ran).
-    // Kept with the nominations the cycle saw: none changed since the snapshot.
+    // Fits no node: kept with the nominations the cycle saw, only when none
+    // changed since the snapshot (as for a ranking).
     if (generation) nominated = NominatedFingerprints(fw, pod, snapshot);
     if (NominationsAsSnapshot(fw)) {
       failures_.Remember(fw, sig.key, result, snapshot, std::move(nominated));
@@ -430,6 +563,24 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   }
   result.ranking = {};
   return result;
+}
+
+void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t after) {
+  Batch* batch = last_served_;
+  last_served_ = nullptr;
+  if (batch == nullptr || node_id != last_served_node_) return;
+  auto w = batch->what_if.find(node_id);
+  if (w == batch->what_if.end()) return;
+  // Something else changed the node since the batch last knew it, or it
+  // holds more of our pods than the verdicts cover: an ordinary dirty node
+  // from now on (the coming snapshot update marks it).
+  if (before != w->second.change_generation || w->second.assumed >= batch->what_if_copies) {
+    batch->what_if.erase(w);
+    batch->own_changed.erase(node_id);
+    return;
+  }
+  ++w->second.assumed;
+  w->second.change_generation = after;
 }
 
 void OpportunisticBatching::Count(const Framework& fw, BatchOutcome outcome, const std::string* reason) {

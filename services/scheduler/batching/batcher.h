@@ -41,12 +41,34 @@
 // same rules: the next pod of the signature re-evaluates only the changed
 // nodes and, when none passes, gets the full cycle's diagnosis
 // (hit_unschedulable); when one passes, a full cycle (miss_feasible).
+// What-if verdicts (plugin protocol version 3). The full cycle also asks, for
+// every feasible node, what Filter and Score would say with j = 1 ..
+// ProfileSpec::what_if_copies (PodiumConfiguration profiles[].whatIfCopies,
+// default 2) more copies of the pod there. A node whose only
+// change since is j such pods of this batch assumed there (followed by the
+// cache's change generation of the node: each assume of ours is recorded
+// with the generation before and after it, and a bind confirmation that
+// changes nothing a plugin sees keeps the generation) takes verdict j
+// instead of being re-evaluated. Anything else touching the node (another
+// pod, a cluster event, a nomination, a forgotten assume, more than
+// what_if_copies pods of ours) makes it an ordinary dirty node, re-evaluated
+// by a request, for the rest of the batch. When no node needs a request and
+// no remote plugin runs for the pod after the cycle (Reserve, Permit,
+// binding: Framework::DecidableWithoutRequest), the pod is decided with no
+// plugin round trip. The copies are the request's pod under uids of their
+// own: the batch's later pods carry the same signature, so their parts that
+// the signing plugins read are the copies'. Verdicts come only from processes
+// that speak protocol 3: one process serving the profile's filter and score
+// plugins, or every process of a fan-out (each a filtering one), merged as
+// the cycle merges (infeasible anywhere is infeasible, unknown anywhere is
+// unknown, scores per plugin from its process); otherwise hits re-evaluate.
 // Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -95,6 +117,8 @@ struct BatchStats {
   absl::flat_hash_map<std::string, uint64_t> by_outcome;           // BatchOutcomeName -> pods.
   absl::flat_hash_map<std::string, uint64_t> unsignable_reasons;   // reason -> pods.
   uint64_t nodes_reevaluated = 0;  // Over every hit.
+  uint64_t what_if_verdicts = 0;   // Nodes of hits that took a what-if verdict instead.
+  uint64_t hits_without_request = 0;  // Hits decided with no plugin request.
 };
 
 class OpportunisticBatching {
@@ -130,6 +154,11 @@ class OpportunisticBatching {
                              uint64_t state_seq, uint64_t& cycle_id,
                              const std::function<uint64_t()>& next_cycle_id);
 
+  // The pod of the last SchedulePod was assumed on node `node_id`, moving
+  // its change generation (Snapshot::NodeChangeGeneration) from `before` to
+  // `after` (Cache::AssumedAt). Follows the batch's own pods for what-if.
+  void Assumed(uint32_t node_id, uint64_t before, uint64_t after);
+
   BatchStats stats() const;
   // Kept failures, over every profile (tests).
   size_t num_kept_failures() const { return failures_.size(); }
@@ -140,14 +169,40 @@ class OpportunisticBatching {
   struct Entry {
     std::vector<int64_t> scores;  // Aligned with Batch::plugins.
     int64_t total = 0;
+    uint32_t slot = 0;  // Its index in Batch::by_total[total].
+  };
+  // A node's what-if verdicts from the full cycle, kept while its only
+  // change since is pods of this batch assumed there.
+  struct WhatIfNode {
+    uint32_t index = 0;  // Its position in the full cycle's feasible nodes.
+    uint64_t change_generation = 0;  // The node's, with `assumed` pods of ours on it.
+    uint32_t assumed = 0;  // Pods of this batch assumed there since the full cycle.
+    uint32_t applied = 0;  // The j whose verdict the ranking holds.
   };
   struct Batch {
     std::string key;
     absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
     absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
+    // The ranked nodes grouped by total, best first: a hit picks at random
+    // in the first group instead of scanning every node (on basic-5000 the
+    // scan was a tenth of the scheduler's CPU).
+    std::map<int64_t, std::vector<uint32_t>, std::greater<int64_t>> by_total;
     std::vector<std::string> plugins;
     std::vector<bool> normalizing;  // Aligned with plugins.
     absl::flat_hash_set<uint32_t> dirty;
+    absl::flat_hash_map<uint32_t, WhatIfNode> what_if;
+    uint32_t what_if_copies = 0;
+    // Node at index i with j copies: verdict [i * copies + j - 1], score of
+    // plugin p [(i * copies + j - 1) * plugins + p] (aligned with plugins).
+    std::vector<v1::WhatIfVerdicts::Verdict> what_if_verdicts;
+    std::vector<int64_t> what_if_scores;
+    // Whether its full cycle asked for verdicts, and the hits served without
+    // any request: whether asking pays for this signature (Profile::what_if_pays).
+    bool asked_what_if = false;
+    uint64_t hits = 0;
+    uint64_t hits_without_request = 0;
+    // Nodes with pods of ours assumed whose verdict the ranking does not hold yet.
+    absl::flat_hash_set<uint32_t> own_changed;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
     size_t capacity = 0;
     size_t served = 0;
@@ -160,10 +215,23 @@ class OpportunisticBatching {
     Signer signer = Signer::Unsignable("not derived yet");
     bool enabled = true;
     std::optional<uint64_t> nominations_before_snapshot;  // SnapshotUpdating's.
+    uint32_t what_if_copies = 0;
+    // Per signature, whether its last batch that asked for what-if verdicts
+    // served most hits without a request: when not (batches broken by other
+    // signatures' pods, as in basic-5000-mixed), later full cycles skip the
+    // verdicts (the full cycle's cost) and ask again every kWhatIfRetry-th time.
+    struct WhatIfPays {
+      bool pays = true;
+      uint32_t skipped = 0;
+    };
+    absl::flat_hash_map<std::string, WhatIfPays> what_if_pays;
     BatchList batches;
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };
 
+  // Keep Batch::by_total in step with a ranked entry's total.
+  static void Rank(Batch& batch, uint32_t node, Entry& entry);
+  static void Unrank(Batch& batch, const Entry& entry);
   Profile& ProfileFor(Framework& fw);
   // No nomination changed since SnapshotUpdating (true without a nominator).
   bool NominationsAsSnapshot(const Framework& fw) const;
@@ -185,7 +253,6 @@ class OpportunisticBatching {
   const Options options_;
   Clock& clock_;
   std::mt19937_64 rng_;
-  std::vector<uint32_t> ties_;  // TryBatch's scratch: nodes tied for the best total.
   absl::flat_hash_map<const Framework*, Profile> profiles_;
   absl::flat_hash_map<const Framework*, bool> enabled_;
   KeptFailures failures_;
@@ -195,6 +262,10 @@ class OpportunisticBatching {
   uint64_t membership_generation_ = ~uint64_t{0};
   uint64_t objects_generation_ = ~uint64_t{0};
   BatchOutcome last_outcome_ = BatchOutcome::kDisabled;
+  // The batch and node of the pod the last SchedulePod placed from a ranking
+  // (a hit, or the full cycle that made the ranking): Assumed follows it.
+  Batch* last_served_ = nullptr;
+  uint32_t last_served_node_ = 0;
 
   prometheus::Family<prometheus::Counter>* pods_family_ = nullptr;
   prometheus::Family<prometheus::Counter>* unsignable_family_ = nullptr;

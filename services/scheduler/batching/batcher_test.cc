@@ -48,6 +48,7 @@ class FakeProcess : public PluginProcess {
     return r;
   }
   absl::Duration timeout() const override { return absl::Seconds(1); }
+  bool AnswersWhatIf() const override { return what_if; }
   void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
   void CountIgnoredFailure() override {}
   void FinishCycle(uint64_t cycle_id) override { finished.push_back(cycle_id); }
@@ -95,6 +96,42 @@ class FakeProcess : public PluginProcess {
       }
     }
     out.set_nodes_evaluated(evaluated);
+    // What-if: each feasible node with j more pods of this one's CPU, judged
+    // and scored alone (a one-node normalization), as a request naming only
+    // that node would be once they are assumed there.
+    if (req.what_if_copies() > 0) {
+      EXPECT_TRUE(what_if) << "what-if asked of a process that does not answer it";
+      const uint32_t copies = req.what_if_copies();
+      v1::WhatIfVerdicts& w = *out.mutable_what_if();
+      w.set_copies(copies);
+      std::map<std::string, v1::PluginScores*> wire;
+      for (const auto& plugin : req.score_plugins()) {
+        wire[plugin] = w.add_scores();
+        wire[plugin]->set_plugin(plugin);
+      }
+      for (const sdk::NodeInfo* node : feasible) {
+        for (uint32_t j = 1; j <= copies; ++j) {
+          const int64_t requested = node->requested().milli_cpu + static_cast<int64_t>(j) * want;
+          const int64_t free = node->allocatable().milli_cpu - requested - nominated_cpu[node->id()];
+          const bool fits = (!fit || free >= want) && (!even || node->id() % 2 == 0);
+          w.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
+          for (auto& [plugin, scores] : wire) {
+            int64_t score = 0;
+            const int64_t alloc = node->allocatable().milli_cpu;
+            if (!fits) {
+              score = 0;
+            } else if (plugin == "Fit") {
+              score = alloc == 0 ? 0 : (alloc - requested - want) * 100 / alloc;
+            } else if (plugin == "Even") {
+              score = 50;
+            } else {
+              score = node->node().taints_size() == 0 ? 100 : 0;
+            }
+            scores->add_scores(score);
+          }
+        }
+      }
+    }
     for (const auto& plugin : req.score_plugins()) {
       v1::PluginScores* s = out.add_scores();
       s->set_plugin(plugin);
@@ -116,6 +153,7 @@ class FakeProcess : public PluginProcess {
 
   std::vector<v1::CycleRequest> requests;
   std::vector<uint64_t> finished;
+  bool what_if = false;  // Speaks protocol version 3.
 
  private:
   const Snapshot& snapshot_;
@@ -154,14 +192,24 @@ class Harness {
  public:
   // `two_processes`: the "Even" filter and score plugin in a second process,
   // so cycles fan out (framework/fan_out.cc).
-  explicit Harness(bool sign = true, bool normalizing = false, bool two_processes = false)
+  // `what_if`: the processes answer what-if verdicts, and the profile asks
+  // for `copies` of them.
+  explicit Harness(bool sign = true, bool normalizing = false, bool two_processes = false,
+                   bool what_if = false, uint32_t copies = 2, bool remote_reserve = false)
       : process_(snapshot_, sign),
         extra_(snapshot_, sign, "extra", {"Even"}),
-        fw_(Spec(normalizing, two_processes)),
-        batching_({}, clock_, nullptr, /*seed=*/7) {}
+        fw_(Spec(normalizing, two_processes, copies, remote_reserve), /*seed=*/11),
+        batching_({}, clock_, nullptr, /*seed=*/7) {
+    process_.what_if = what_if;
+    extra_.what_if = what_if;
+  }
 
-  ProfileSpec Spec(bool normalizing, bool two_processes) {
+  ProfileSpec Spec(bool normalizing, bool two_processes, uint32_t copies, bool remote_reserve) {
     ProfileSpec spec;
+    spec.what_if_copies = copies;
+    if (remote_reserve) {
+      spec.plugins[v1::RESERVE].push_back({"Fit", 0});
+    }
     spec.plugins[v1::FILTER].push_back({"Fit", 0});
     spec.plugins[v1::SCORE].push_back({"Fit", 1});
     spec.processes["Fit"] = &process_;
@@ -224,7 +272,9 @@ class Harness {
     if (r.outcome != ScheduleResult::Outcome::kScheduled) return "";
     v1::Pod assumed = pod;
     assumed.set_node_name(r.node_name);
-    EXPECT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(std::move(assumed)), r.node_name).ok());
+    Cache::AssumedAt at;
+    EXPECT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(std::move(assumed)), r.node_name, &at).ok());
+    if (batched) batching_.Assumed(at.node_id, at.change_generation_before, at.change_generation_after);
     return r.node_name;
   }
 
@@ -597,13 +647,14 @@ struct RunResult {
 };
 
 RunResult RunWorkload(bool batched, int nodes, int64_t node_cpu, int pods, const std::vector<int64_t>& sizes,
-                      bool two_processes = false) {
-  Harness h(/*sign=*/true, /*normalizing=*/false, two_processes);
+                      bool two_processes = false, bool what_if = false, uint64_t* requests = nullptr) {
+  Harness h(/*sign=*/true, /*normalizing=*/false, two_processes, what_if);
   h.AddNodes(nodes, node_cpu);
   std::map<std::string, int> per_node;
   RunResult out;
   for (int i = 0; i < pods; ++i) {
     const std::string node = h.Schedule(MakePod("p" + std::to_string(i), sizes[i % sizes.size()]), batched);
+    if (requests != nullptr) *requests += h.process_.requests.size() + h.extra_.requests.size();
     if (node.empty()) {
       ++out.unscheduled;
     } else {
@@ -697,6 +748,258 @@ TEST(BatcherTest, GangMembersAndNominatedPodsKeepFullCycles) {
   EXPECT_EQ(stats.unsignable_reasons.at("the pod belongs to a pod group (gang members are not batched)"), 2u);
   EXPECT_EQ(stats.unsignable_reasons.at("the pod has a nominated node"), 1u);
   EXPECT_EQ(stats.hits + stats.misses, 0u);
+}
+
+// ---- What-if verdicts (plugin protocol version 3) ----
+
+TEST(BatcherTest, WhatIfHitsOnTheirOwnNodesMakeNoRequest) {
+  Harness h(/*sign=*/true, /*normalizing=*/false, /*two_processes=*/false, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.process_.requests[0].what_if_copies(), 2u);  // The profile's default.
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_TRUE(h.process_.requests.empty());  // "a"'s node took its verdict for one copy.
+  EXPECT_NE(second, first);
+  const BatchStats stats = h.batching_.stats();
+  EXPECT_EQ(stats.hits_without_request, 1u);
+  EXPECT_EQ(stats.what_if_verdicts, 1u);
+  EXPECT_EQ(stats.nodes_reevaluated, 0u);
+}
+
+TEST(BatcherTest, WhatIfHitsTakeABestNodeOfAFullCycle) {
+  // Before each pod, a full cycle over every node gives the true ranking; the
+  // pod, served from what-if verdicts, must land on one of its best nodes
+  // (ties at random), as a round-trip hit does. Two 400m pods fill a 1000m
+  // node, so verdicts turn nodes infeasible; taints make "Taints" normalize.
+  for (bool normalizing : {false, true}) {
+    Harness with(/*sign=*/true, normalizing, false, /*what_if=*/true);
+    Harness without(/*sign=*/true, normalizing, false, /*what_if=*/false);
+    for (Harness* h : {&with, &without}) {
+      for (int i = 0; i < 10; ++i) {
+        h->cache_.AddOrUpdateNode(MakeNode("node-" + std::to_string(i), 1000, /*taints=*/i % 3));
+      }
+    }
+    std::map<std::string, int> with_per_node, without_per_node;
+    for (int i = 0; i < 25; ++i) {
+      const v1::Pod pod = MakePod("p" + std::to_string(i), 400);
+      with.cache_.UpdateSnapshot(with.snapshot_);
+      with.batching_.SnapshotUpdated(with.snapshot_);
+      const ScheduleResult full = with.fw_.SchedulePod(pod, with.snapshot_, with.snapshot_.delta_seq(), ++with.cycle_,
+                                                       CycleScope{.want_ranking = true, .examine_all = true});
+      std::set<std::string> best;
+      int64_t best_total = -1;
+      for (size_t k = 0; k < full.ranking.feasible.size(); ++k) {
+        int64_t total = 0;
+        for (const auto& [plugin, scores] : full.ranking.scores) total += scores[k];
+        const std::string name = with.snapshot_.GetById(full.ranking.feasible[k])->name();
+        if (total > best_total) best.clear();
+        if (total >= best_total) {
+          best_total = total;
+          best.insert(name);
+        }
+      }
+      const std::string a = with.Schedule(pod);
+      if (best.empty()) {
+        EXPECT_EQ(a, "") << "pod " << i;
+      } else {
+        EXPECT_TRUE(best.contains(a)) << "pod " << i << " went to " << a << (normalizing ? " (normalizing)" : "");
+      }
+      const std::string b = without.Schedule(pod);
+      if (!a.empty()) ++with_per_node[a];
+      if (!b.empty()) ++without_per_node[b];
+    }
+    EXPECT_EQ(Distribution(with_per_node, 10), Distribution(without_per_node, 10));
+    EXPECT_EQ(Distribution(with_per_node, 10), std::vector<int>(10, 2));
+    EXPECT_GT(with.batching_.stats().hits_without_request, 0u);
+    EXPECT_EQ(without.batching_.stats().hits_without_request, 0u);
+  }
+}
+
+TEST(BatcherTest, WhatIfOnOrOffPlacesTheSameDistributionWithFarFewerRequests) {
+  uint64_t with_requests = 0, without_requests = 0;
+  const RunResult with = RunWorkload(true, 300, 4000, 700, {100}, false, /*what_if=*/true, &with_requests);
+  const RunResult without = RunWorkload(true, 300, 4000, 700, {100}, false, /*what_if=*/false, &without_requests);
+  EXPECT_EQ(with.distribution, without.distribution);
+  EXPECT_EQ(with.distribution.front(), 2);
+  EXPECT_EQ(with.distribution.back(), 3);
+  EXPECT_EQ(without_requests, 700u);  // One per pod.
+  EXPECT_LT(with_requests, 10u);      // The full cycles only.
+}
+
+TEST(BatcherTest, AForeignChangeOnTheNodeMakesTheHitAskAgain) {
+  Harness h(true, false, false, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  // Another pod lands on the same node (an event): its what-if verdict no
+  // longer describes it.
+  v1::Pod other = MakePod("other", 50);
+  other.set_node_name(first);
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId(first)});
+  EXPECT_EQ(h.batching_.stats().what_if_verdicts, 0u);
+}
+
+TEST(BatcherTest, AnotherSignaturesPodOnTheNodeMakesTheHitAskAgain) {
+  Harness h(true, false, false, /*what_if=*/true);
+  h.AddNodes(3, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  // Another signature's full cycle places its pod; then a pod of "a"'s.
+  const std::string other = h.Schedule(MakePod("x", 300));
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  std::set<uint32_t> want = {h.NodeId(other)};
+  if (other == first) {
+    EXPECT_EQ(h.batching_.stats().what_if_verdicts, 0u);
+  }
+  const std::vector<uint32_t> requested = h.LastRequestedNodes();
+  EXPECT_EQ(std::set<uint32_t>(requested.begin(), requested.end()).count(h.NodeId(other)), 1u);
+}
+
+TEST(BatcherTest, TheBindConfirmationOfOurPodIsNoChange) {
+  Harness h(true, false, false, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  // The adapter confirms the binding: a new resourceVersion, PodScheduled=True.
+  v1::Pod bound = MakePod("a", 100);
+  bound.set_node_name(first);
+  bound.mutable_meta()->set_resource_version("42");
+  v1::PodCondition* scheduled = bound.add_conditions();
+  scheduled->set_type("PodScheduled");
+  scheduled->set_status("True");
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(bound).ok());
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_EQ(h.batching_.stats().what_if_verdicts, 1u);
+}
+
+TEST(BatcherTest, AConfirmationThatChangesThePodMakesTheHitAskAgain) {
+  Harness h(true, false, false, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  v1::Pod bound = MakePod("a", 300);  // Its requests changed on the way.
+  bound.set_node_name(first);
+  bound.mutable_meta()->set_resource_version("42");
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(bound).ok());
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId(first)});
+}
+
+TEST(BatcherTest, MorePodsOnANodeThanCopiesMakeTheHitAskAgain) {
+  // One big node that stays the best: every pod of the ranking goes there.
+  for (uint32_t copies : {1u, 2u}) {
+    Harness h(true, false, false, /*what_if=*/true, copies);
+    h.cache_.AddOrUpdateNode(MakeNode("big", 8000));
+    h.cache_.AddOrUpdateNode(MakeNode("small-0", 1000));
+    h.cache_.AddOrUpdateNode(MakeNode("small-1", 1000));
+    ASSERT_EQ(h.Schedule(MakePod("a", 100)), "big");
+    EXPECT_EQ(h.process_.requests.back().what_if_copies(), copies);
+    ASSERT_EQ(h.Schedule(MakePod("b", 100)), "big");  // j = 1.
+    EXPECT_TRUE(h.process_.requests.empty());
+    ASSERT_EQ(h.Schedule(MakePod("c", 100)), "big");  // j = 2.
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+    if (copies == 1) {
+      EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId("big")});
+    } else {
+      EXPECT_TRUE(h.process_.requests.empty());
+    }
+  }
+}
+
+TEST(BatcherTest, AWhatIfVerdictThatTheNodeIsFullRemovesItFromTheRanking) {
+  // 250m pods on 500m nodes: the pod and one copy fit, then the node is full.
+  Harness h(true, false, false, /*what_if=*/true);
+  h.cache_.AddOrUpdateNode(MakeNode("a", 500));
+  h.cache_.AddOrUpdateNode(MakeNode("b", 500));
+  h.cache_.AddOrUpdateNode(MakeNode("c", 500));
+  std::map<std::string, int> per_node;
+  for (int i = 0; i < 3; ++i) ++per_node[h.Schedule(MakePod("p" + std::to_string(i), 250))];
+  EXPECT_EQ(per_node.size(), 3u);  // One each: a filled node is never chosen again.
+  EXPECT_EQ(h.batching_.stats().hits_without_request, 2u);
+}
+
+TEST(BatcherTest, SeveralProcessesMergeTheirWhatIfVerdicts) {
+  // Each process judges its own plugins; a node infeasible in either is out,
+  // scores add up. The hit asks neither process.
+  Harness h(true, false, /*two_processes=*/true, /*what_if=*/true);
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  for (const FakeProcess* p : {&h.process_, &h.extra_}) {
+    ASSERT_FALSE(p->requests.empty()) << p->name();
+    EXPECT_EQ(p->requests.front().what_if_copies(), 2u) << p->name();
+  }
+  const std::string second = h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_TRUE(h.extra_.requests.empty());
+  EXPECT_EQ(h.NodeId(second) % 2, 0u);
+  EXPECT_EQ(h.batching_.stats().hits_without_request, 1u);
+}
+
+TEST(BatcherTest, AProcessThatDoesNotAnswerWhatIfKeepsTheRoundTrip) {
+  Harness h(true, false, /*two_processes=*/true, /*what_if=*/true);
+  h.extra_.what_if = false;  // Speaks protocol version 2.
+  h.AddNodes(10, 1000);
+  const std::string first = h.Schedule(MakePod("a", 100));
+  for (const FakeProcess* p : {&h.process_, &h.extra_}) {
+    for (const v1::CycleRequest& r : p->requests) EXPECT_EQ(r.what_if_copies(), 0u) << p->name();
+  }
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId(first)});
+  EXPECT_FALSE(h.extra_.requests.empty());
+}
+
+TEST(BatcherTest, WithTwoProcessesWhatIfOnOrOffPlacesTheSameDistribution) {
+  uint64_t with_requests = 0, without_requests = 0;
+  const RunResult with = RunWorkload(true, 300, 4000, 700, {100}, /*two_processes=*/true, true, &with_requests);
+  const RunResult without = RunWorkload(true, 300, 4000, 700, {100}, /*two_processes=*/true, false, &without_requests);
+  EXPECT_EQ(with.distribution, without.distribution);
+  EXPECT_EQ(std::count(with.distribution.begin(), with.distribution.end(), 0), 150);
+  EXPECT_GE(without_requests, 1400u);  // Both processes, every pod.
+  EXPECT_LT(with_requests, 30u);
+}
+
+TEST(BatcherTest, ASignatureWhoseVerdictsDidNotPayStopsAskingForAWhile) {
+  // Two signatures interleaved: each hit of one finds the other's last node
+  // changed, so it needs a request anyway; the verdicts saved nothing.
+  for (bool interleaved : {false, true}) {
+    Harness h(true, false, false, /*what_if=*/true);
+    h.AddNodes(10, 8000);
+    std::vector<uint32_t> asked;  // what_if_copies of "a"'s full cycles.
+    for (int i = 0; i < 60; ++i) {
+      h.Schedule(MakePod("a" + std::to_string(i), 100));
+      if (h.process_.requests.size() == 1 && h.process_.requests[0].nodes().all_nodes()) {
+        asked.push_back(h.process_.requests[0].what_if_copies());
+      }
+      if (interleaved) h.Schedule(MakePod("b" + std::to_string(i), 300));
+    }
+    // A ranking of 10 nodes serves 10 pods: 6 full cycles.
+    ASSERT_EQ(asked.size(), 6u) << interleaved;
+    if (interleaved) {
+      EXPECT_EQ(asked, (std::vector<uint32_t>{2, 0, 0, 0, 0, 0}));
+    } else {
+      EXPECT_EQ(asked, std::vector<uint32_t>(6, 2));
+    }
+  }
+}
+
+TEST(BatcherTest, ARemoteReservePluginKeepsARequestForItsCycleState) {
+  Harness h(true, false, false, /*what_if=*/true, /*copies=*/2, /*remote_reserve=*/true);
+  h.AddNodes(10, 1000);
+  h.Schedule(MakePod("a", 100));
+  h.Schedule(MakePod("b", 100));
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  // The verdict stands in for the node, but PreFilter still runs in the process.
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.process_.requests[0].nodes().node_ids_size(), 0);
+  EXPECT_EQ(h.batching_.stats().what_if_verdicts, 1u);
+  EXPECT_EQ(h.batching_.stats().hits_without_request, 0u);
 }
 
 }  // namespace

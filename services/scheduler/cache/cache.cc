@@ -6,6 +6,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace podium::scheduler {
 
@@ -16,6 +17,9 @@ struct Cache::NodeItem {
   std::optional<sdk::NodeInfo> info;  // Present nodes only.
   absl::flat_hash_set<std::string> pod_uids;
   uint64_t generation = 0;
+  // The generation of the last change that was more than a confirmation of
+  // an assumed pod (Snapshot::NodeChangeGeneration).
+  uint64_t change_generation = 0;
   NodeItem* prev = nullptr;
   NodeItem* next = nullptr;
   bool linked = false;
@@ -25,6 +29,15 @@ namespace {
 
 // Abseil here is built with its own string_view type.
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// The bound pod is the assumed one as any plugin sees it: only the marks the
+// binding itself leaves differ (resourceVersion, the PodScheduled condition).
+bool SameButBinding(const v1::Pod& assumed, const v1::Pod& bound) {
+  google::protobuf::util::MessageDifferencer differencer;
+  differencer.IgnoreField(v1::ObjectMeta::descriptor()->FindFieldByName("resource_version"));
+  differencer.IgnoreField(v1::Pod::descriptor()->FindFieldByName("conditions"));
+  return differencer.Compare(assumed, bound);
+}
 
 }  // namespace
 
@@ -97,6 +110,7 @@ Cache::NodeItem* Cache::GetOrCreateItem(const std::string& name) {
 
 void Cache::Touch(NodeItem* item) {
   item->generation = ++generation_;
+  item->change_generation = item->generation;
   if (head_ == item) return;
   Unlink(item);
   item->next = head_;
@@ -369,12 +383,22 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
   }
   absl::MutexLock lock(&mu_);
   MirrorPod before;
+  // A confirmation that changes nothing a plugin sees keeps the node's
+  // change generation (batching's what-if verdicts stay good).
+  std::optional<uint64_t> keep_change_generation;
   if (auto it = pods_.find(uid); it != pods_.end()) {
     before = Visible(it->second);
+    if (it->second.assumed && it->second.node_name == p.node_name() &&
+        SameButBinding(*it->second.info->pod, p)) {
+      if (auto node = nodes_.find(it->second.node_name); node != nodes_.end()) {
+        keep_change_generation = node->second->change_generation;
+      }
+    }
     DetachPod(uid);
   }
   std::string node_name = p.node_name();
   AttachPod(uid, PodEntry{std::move(pod), std::move(node_name), false});
+  if (keep_change_generation) nodes_.at(p.node_name())->change_generation = *keep_change_generation;
   LogPod(uid, std::move(before), Visible(pods_.at(uid)));
   return absl::OkStatus();
 }
@@ -392,7 +416,8 @@ absl::Status Cache::RemovePod(std::string_view uid_view) {
   return absl::OkStatus();
 }
 
-absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_name) {
+absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_name,
+                             AssumedAt* at) {
   if (pod == nullptr || pod->pod == nullptr) return absl::InvalidArgumentError("null pod");
   const std::string& uid = pod->uid();
   absl::MutexLock lock(&mu_);
@@ -407,7 +432,10 @@ absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_
   assumed_pod->set_node_name(std::string(node_name));
   auto info = std::make_shared<sdk::PodInfo>(*pod);
   info->pod = std::move(assumed_pod);
+  NodeItem* item = node_it->second.get();
+  const uint64_t change_before = item->change_generation;
   AttachPod(uid, PodEntry{std::move(info), std::string(node_name), true});
+  if (at != nullptr) *at = AssumedAt{item->id, change_before, item->change_generation};
   LogPod(uid, {}, Visible(pods_.at(uid)));
   return absl::OkStatus();
 }
@@ -523,6 +551,7 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
       *it->second = *item->info;  // In place: pointers into the snapshot stay valid.
     }
     snapshot.last_update_changed_.push_back(item->id);
+    snapshot.change_generations_[item->id] = item->change_generation;
     ++copied;
   }
   if (last_removal_generation_ > snapshot.generation_) {
@@ -530,6 +559,7 @@ void Cache::UpdateSnapshot(Snapshot& snapshot) const {
       if (nodes_by_id_.contains(it->first)) {
         ++it;
       } else {
+        snapshot.change_generations_.erase(it->first);
         it = snapshot.by_id_.erase(it);
         membership_changed = true;
       }

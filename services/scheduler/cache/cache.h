@@ -60,7 +60,10 @@ class Cache {
 
   // An assigned pod (node_name set) was added or updated. If the pod was
   // assumed, this confirms it (kube's "added after assume"), on the node the
-  // pod names. InvalidArgument without node_name or uid.
+  // pod names. InvalidArgument without node_name or uid. A confirmation on the
+  // assumed node of a pod equal to the assumed one but for its
+  // resourceVersion and conditions (the binding's own marks) leaves the
+  // node's change generation where it was.
   absl::Status AddOrUpdatePod(v1::Pod pod);
   absl::Status AddOrUpdatePod(sdk::PodInfoPtr pod);
   // Removes a bound or assumed pod. NotFound when unknown.
@@ -68,8 +71,15 @@ class Cache {
 
   // Reserves the pod on the node before binding. The cached pod is a copy with
   // node_name set. AlreadyExists if the pod is in the cache, NotFound if the
-  // node is unknown.
-  absl::Status AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_name);
+  // node is unknown. `at` (may be null) gets the node's change generations
+  // around the assume (Snapshot::NodeChangeGeneration).
+  struct AssumedAt {
+    uint32_t node_id = 0;
+    uint64_t change_generation_before = 0;
+    uint64_t change_generation_after = 0;
+  };
+  absl::Status AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_name,
+                         AssumedAt* at = nullptr);
   // Drops an assumed pod (binding failed). FailedPrecondition if the pod is
   // cached but not assumed, NotFound if unknown.
   absl::Status ForgetPod(std::string_view uid);

@@ -125,6 +125,50 @@ TEST(CacheTest, AssumeConfirmForget) {
   EXPECT_EQ(cache.ForgetPod("p3").code(), absl::StatusCode::kNotFound);
 }
 
+TEST(CacheTest, AConfirmationThatChangesNothingKeepsTheNodesChangeGeneration) {
+  Cache cache;
+  const uint32_t n1 = cache.AddOrUpdateNode(MakeNode("n1"));
+  Snapshot snapshot;
+  cache.UpdateSnapshot(snapshot);
+  const uint64_t added = snapshot.NodeChangeGeneration(n1);
+  EXPECT_GT(added, 0u);
+  Cache::AssumedAt at;
+  ASSERT_TRUE(cache.AssumePod(PendingPod("p1", 500), "n1", &at).ok());
+  EXPECT_EQ(at.node_id, n1);
+  EXPECT_EQ(at.change_generation_before, added);
+  EXPECT_GT(at.change_generation_after, added);
+  cache.UpdateSnapshot(snapshot);
+  EXPECT_EQ(snapshot.NodeChangeGeneration(n1), at.change_generation_after);
+  // The binding's marks: a new resourceVersion and PodScheduled=True. The node
+  // is copied again (it changed for the mirror) but not for any plugin.
+  v1::Pod bound = MakePod("p1", "n1", 500);
+  bound.mutable_meta()->set_resource_version("7");
+  v1::PodCondition* scheduled = bound.add_conditions();
+  scheduled->set_type("PodScheduled");
+  scheduled->set_status("True");
+  ASSERT_TRUE(cache.AddOrUpdatePod(bound).ok());
+  cache.UpdateSnapshot(snapshot);
+  EXPECT_EQ(snapshot.last_update_changed(), std::vector<uint32_t>{n1});
+  EXPECT_EQ(snapshot.NodeChangeGeneration(n1), at.change_generation_after);
+  // Any other update of the pod moves it.
+  bound.mutable_meta()->set_resource_version("8");
+  (*bound.mutable_meta()->mutable_labels())["tier"] = "web";
+  ASSERT_TRUE(cache.AddOrUpdatePod(bound).ok());
+  cache.UpdateSnapshot(snapshot);
+  EXPECT_GT(snapshot.NodeChangeGeneration(n1), at.change_generation_after);
+}
+
+TEST(CacheTest, AConfirmationWithOtherRequestsMovesTheNodesChangeGeneration) {
+  Cache cache;
+  const uint32_t n1 = cache.AddOrUpdateNode(MakeNode("n1"));
+  Cache::AssumedAt at;
+  ASSERT_TRUE(cache.AssumePod(PendingPod("p1", 500), "n1", &at).ok());
+  ASSERT_TRUE(cache.AddOrUpdatePod(MakePod("p1", "n1", 700)).ok());
+  Snapshot snapshot;
+  cache.UpdateSnapshot(snapshot);
+  EXPECT_GT(snapshot.NodeChangeGeneration(n1), at.change_generation_after);
+}
+
 TEST(CacheTest, AssumedPodConfirmedOnAnotherNodeMoves) {
   Cache cache;
   cache.AddOrUpdateNode(MakeNode("n1"));

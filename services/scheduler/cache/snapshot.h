@@ -51,6 +51,13 @@ class Snapshot final : public sdk::Snapshot {
   // scheduling results (batching/) must look at again.
   const std::vector<uint32_t>& last_update_changed() const { return last_update_changed_; }
   uint64_t membership_generation() const { return membership_generation_; }
+  // The cache generation of the node's last change that was more than the
+  // confirmation of an assumed pod (Cache::AddOrUpdatePod): equal values
+  // mean the node is, to any plugin, as it was (0 for an unknown id).
+  uint64_t NodeChangeGeneration(uint32_t id) const {
+    auto it = change_generations_.find(id);
+    return it == change_generations_.end() ? 0 : it->second;
+  }
   // Bumped when PDBs or pod groups changed.
   uint64_t objects_generation() const { return objects_generation_; }
 
@@ -74,6 +81,7 @@ class Snapshot final : public sdk::Snapshot {
   uint64_t delta_seq_ = 0;
   size_t last_update_copied_ = 0;
   std::vector<uint32_t> last_update_changed_;
+  absl::flat_hash_map<uint32_t, uint64_t> change_generations_;
   uint64_t membership_generation_ = 0;
 };
 

@@ -461,7 +461,7 @@ absl::Status ParsePodiumDocument(const YAML::Node& doc, SchedulerConfig& config)
       const std::string path = Index("profiles", i);
       const YAML::Node p = profiles[i];
       if (absl::Status s = ExpectMap(p, path); !s.ok()) return s;
-      if (absl::Status s = CheckKeys(p, path, {"schedulerName", "opportunisticBatching"}); !s.ok()) {
+      if (absl::Status s = CheckKeys(p, path, {"schedulerName", "opportunisticBatching", "whatIfCopies"}); !s.ok()) {
         return s;
       }
       std::string name(kDefaultSchedulerName);
@@ -478,6 +478,15 @@ absl::Status ParsePodiumDocument(const YAML::Node& doc, SchedulerConfig& config)
       }
       if (!config.batching_by_profile.emplace(name, batching).second) {
         return Error(Join(path, "schedulerName"), absl::StrCat("profile ", Quote(name), " is listed twice"));
+      }
+      if (const YAML::Node n = p["whatIfCopies"]; n && !n.IsNull()) {
+        absl::StatusOr<int64_t> v = GetInt(n, Join(path, "whatIfCopies"));
+        if (!v.ok()) return v.status();
+        if (*v < 0 || *v > kMaxWhatIfCopies) {
+          return Error(Join(path, "whatIfCopies"),
+                       absl::StrCat("must be between 0 and ", kMaxWhatIfCopies, ", got ", *v));
+        }
+        config.what_if_copies_by_profile[name] = static_cast<uint32_t>(*v);
       }
     }
   }
@@ -796,6 +805,10 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
                                             " that the KubeSchedulerConfiguration does not have"));
     }
     it->opportunistic_batching = batching;
+    if (auto copies = config.what_if_copies_by_profile.find(name);
+        copies != config.what_if_copies_by_profile.end()) {
+      it->what_if_copies = copies->second;
+    }
   }
   if (absl::Status s = ValidatePluginNames(config, raw); !s.ok()) return s;
   if (absl::Status s = RefuseUnhonouredPoints(raw); !s.ok()) return s;

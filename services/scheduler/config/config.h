@@ -56,7 +56,14 @@ struct ProfileConfig {
   // Scheduling signatures and opportunistic batching (services/scheduler/
   // batching); PodiumConfiguration profiles[].opportunisticBatching.
   bool opportunistic_batching = true;
+  // What-if verdicts a signature's full cycle asks per feasible node (1 ..
+  // this many more copies of the pod; 0: none); PodiumConfiguration
+  // profiles[].whatIfCopies.
+  uint32_t what_if_copies = 2;
 };
+
+// The most what-if copies a profile may ask for (the C++ SDK's bound too).
+inline constexpr int64_t kMaxWhatIfCopies = 8;
 
 enum class FailurePolicy { kFail, kIgnore };
 
@@ -78,6 +85,7 @@ struct SchedulerConfig {
   // PodiumConfiguration profiles[]: schedulerName -> opportunisticBatching,
   // applied to `profiles` once both documents are read.
   std::map<std::string, bool> batching_by_profile;
+  std::map<std::string, uint32_t> what_if_copies_by_profile;  // profiles[].whatIfCopies.
 
   // The endpoint serving `plugin`, or null (built-ins and unknown names).
   const PluginEndpointConfig* EndpointFor(std::string_view plugin) const;

@@ -370,6 +370,32 @@ TEST(ConfigTest, OpportunisticBatchingIsOnByDefaultAndOffPerProfile) {
   }
 }
 
+TEST(ConfigTest, WhatIfCopiesAreTwoByDefaultAndSetPerProfile) {
+  const std::string endpoints = "pluginEndpoints:\n- name: host\n  address: unix:///tmp/h.sock\n" +
+                                std::string(kHostPlugins);
+  absl::StatusOr<SchedulerConfig> c = ParseConfig(
+      std::string(kKubeHeader) + "profiles:\n- schedulerName: a\n- schedulerName: b\n---\n" + kPodiumHeader +
+      endpoints + "profiles:\n- schedulerName: b\n  whatIfCopies: 0\n");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->profiles.size(), 2u);
+  EXPECT_EQ(c->profiles[0].what_if_copies, 2u);
+  EXPECT_EQ(c->profiles[1].what_if_copies, 0u);
+  EXPECT_TRUE(c->profiles[1].opportunistic_batching);
+  EXPECT_EQ(DefaultConfig().profiles[0].what_if_copies, 2u);
+  const struct {
+    std::string yaml, error;
+  } bad[] = {
+      {"profiles:\n- whatIfCopies: 9\n", "profiles[0].whatIfCopies: must be between 0 and 8, got 9"},
+      {"profiles:\n- whatIfCopies: -1\n", "profiles[0].whatIfCopies: must be between 0 and 8, got -1"},
+      {"profiles:\n- whatIfCopies: two\n", "profiles[0].whatIfCopies"},
+  };
+  for (const auto& b : bad) {
+    absl::StatusOr<SchedulerConfig> config = ParseConfig(std::string(kPodiumHeader) + endpoints + b.yaml);
+    ASSERT_FALSE(config.ok()) << b.yaml;
+    EXPECT_THAT(std::string(config.status().message()), HasSubstr(b.error)) << b.yaml;
+  }
+}
+
 TEST(ConfigTest, EmptyProfilesListGivesDefaultProfile) {
   absl::StatusOr<SchedulerConfig> c = ParseConfig(std::string(kKubeHeader) + "profiles: []\n");
   ASSERT_TRUE(c.ok()) << c.status();

@@ -47,6 +47,11 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     for (uint32_t k = 0; k < num_nodes; ++k) listed_position.emplace((*listed)[k], k);
   }
   const size_t num_filter = setup.num_filter_processes;
+  // What-if verdicts: asked in round 0 of a full cycle when every process of
+  // the profile filters (so each judges every node there) and answers them;
+  // merged below as the cycle merges, or not used at all.
+  bool what_if = scope.what_if_copies > 0 && listed == nullptr && setup.plans.size() == num_filter;
+  for (size_t p = 0; what_if && p < num_filter; ++p) what_if = setup.plans[p].process->AnswersWhatIf();
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
     result.outcome = ScheduleResult::Outcome::kError;
@@ -145,6 +150,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
                                                             candidates[p].end());
       }
       request.set_num_feasible_to_find(need);
+      if (round == 0 && what_if) request.set_what_if_copies(scope.what_if_copies);
       v1::CycleRequest shape = request;
       *request.mutable_pod() = pod;
       if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
@@ -292,11 +298,62 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
   }
   SelectHost(setup, feasible, scores, snapshot, result);
   if (scope.want_ranking) {
+    if (what_if) MergeWhatIf(feasible, first_answers, ignored, scope.what_if_copies, result.ranking);
     result.ranking.feasible = std::move(feasible);
     result.ranking.scores = std::move(scores);
     result.ranking.start_index = start;
   }
   return result;
+}
+
+void Framework::MergeWhatIf(const std::vector<uint32_t>& feasible,
+                            const std::vector<std::optional<v1::CycleResponse>>& answers,
+                            const std::vector<bool>& ignored, uint32_t copies, Ranking& ranking) {
+  using V = v1::WhatIfVerdicts;
+  // Every process's verdicts, or none: a process that was ignored, or whose
+  // round-0 answer has no verdicts or did not find a final node feasible,
+  // leaves the ranking without what-if.
+  std::vector<absl::flat_hash_map<uint32_t, int>> index(answers.size());
+  for (size_t p = 0; p < answers.size(); ++p) {
+    if (ignored[p] || !answers[p] || !answers[p]->has_what_if() || answers[p]->what_if().copies() != copies) return;
+    for (int i = 0; i < answers[p]->feasible_size(); ++i) index[p].emplace(answers[p]->feasible(i), i);
+  }
+  const size_t entries = feasible.size() * copies;
+  std::vector<V::Verdict> merged(entries, V::FEASIBLE);
+  absl::flat_hash_map<std::string, std::vector<int64_t>> scores;
+  for (size_t p = 0; p < answers.size(); ++p) {
+    const v1::WhatIfVerdicts& w = answers[p]->what_if();
+    for (const auto& s : w.scores()) scores[s.plugin()].assign(entries, 0);
+    for (size_t i = 0; i < feasible.size(); ++i) {
+      auto at = index[p].find(feasible[i]);
+      if (at == index[p].end()) return;
+      for (uint32_t j = 0; j < copies; ++j) {
+        const V::Verdict v = static_cast<V::Verdict>(w.verdicts(at->second * static_cast<int>(copies) + j));
+        V::Verdict& m = merged[i * copies + j];
+        // Infeasible anywhere is infeasible; else unknown anywhere is unknown.
+        if (v == V::INFEASIBLE || m == V::INFEASIBLE) {
+          m = V::INFEASIBLE;
+        } else if (v == V::UNKNOWN) {
+          m = V::UNKNOWN;
+        }
+      }
+    }
+  }
+  for (size_t p = 0; p < answers.size(); ++p) {
+    const v1::WhatIfVerdicts& w = answers[p]->what_if();
+    for (const auto& s : w.scores()) {
+      std::vector<int64_t>& out = scores[s.plugin()];
+      for (size_t i = 0; i < feasible.size(); ++i) {
+        const int at = index[p].at(feasible[i]);
+        for (uint32_t j = 0; j < copies; ++j) {
+          if (merged[i * copies + j] == V::FEASIBLE) out[i * copies + j] = s.scores(at * static_cast<int>(copies) + j);
+        }
+      }
+    }
+  }
+  ranking.what_if_copies = copies;
+  ranking.what_if = std::move(merged);
+  ranking.what_if_scores = std::move(scores);
 }
 
 }  // namespace podium::scheduler

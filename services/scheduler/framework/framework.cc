@@ -203,6 +203,14 @@ bool Framework::HasRemotePlugins(const Setup& setup, v1::ExtensionPoint point) {
   return false;
 }
 
+bool Framework::DecidableWithoutRequest(const v1::Pod& pod) const {
+  const std::shared_ptr<const Setup> setup = CurrentSetup();
+  for (v1::ExtensionPoint point : {v1::RESERVE, v1::PERMIT, v1::PRE_BIND, v1::BIND, v1::POST_BIND}) {
+    if (!RemoteRunsFor(*setup, point, /*reverse=*/false, pod).empty()) return false;
+  }
+  return true;
+}
+
 uint32_t Framework::NextStartIndex(uint32_t num_nodes) const {
   return num_nodes == 0 ? 0 : next_start_node_index_ % num_nodes;
 }
@@ -290,6 +298,56 @@ absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::C
         return absl::InvalidArgumentError(absl::StrCat("plugin \"", scores.plugin(), "\" returned score ",
                                                        s, ", outside [", sdk::kMinNodeScore, ", ",
                                                        sdk::kMaxNodeScore, "]"));
+      }
+    }
+  }
+  if (answer.has_what_if()) return ValidateWhatIf(request, answer);
+  return absl::OkStatus();
+}
+
+absl::Status Framework::ValidateWhatIf(const v1::CycleRequest& request, const v1::CycleResponse& answer) {
+  const v1::WhatIfVerdicts& what_if = answer.what_if();
+  if (request.what_if_copies() == 0) {
+    return absl::InvalidArgumentError("what_if answered, but the request asked for none");
+  }
+  if (what_if.copies() != request.what_if_copies()) {
+    return absl::InvalidArgumentError(absl::StrCat("what_if.copies ", what_if.copies(), " is not the ",
+                                                   request.what_if_copies(), " asked for"));
+  }
+  const size_t entries = static_cast<size_t>(answer.feasible_size()) * what_if.copies();
+  if (static_cast<size_t>(what_if.verdicts_size()) != entries) {
+    return absl::InvalidArgumentError(absl::StrCat("what_if.verdicts has ", what_if.verdicts_size(),
+                                                   " entries for ", answer.feasible_size(),
+                                                   " feasible nodes times ", what_if.copies(), " copies"));
+  }
+  for (int i = 0; i < what_if.verdicts_size(); ++i) {
+    if (!v1::WhatIfVerdicts::Verdict_IsValid(what_if.verdicts(i))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("what_if.verdicts[", i, "] is not a verdict (", what_if.verdicts(i), ")"));
+    }
+  }
+  absl::flat_hash_set<std::string> score_plugins(request.score_plugins().begin(),
+                                                 request.score_plugins().end());
+  absl::flat_hash_set<std::string> seen;
+  for (const auto& scores : what_if.scores()) {
+    if (!score_plugins.contains(scores.plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat("what_if.scores from plugin \"", scores.plugin(),
+                                                     "\" that the request did not name"));
+    }
+    if (!seen.insert(scores.plugin()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("what_if.scores: plugin \"", scores.plugin(), "\" scored twice"));
+    }
+    if (static_cast<size_t>(scores.scores_size()) != entries) {
+      return absl::InvalidArgumentError(absl::StrCat("what_if.scores: plugin \"", scores.plugin(),
+                                                     "\" returned ", scores.scores_size(), " scores for ",
+                                                     entries, " entries"));
+    }
+    for (int64_t s : scores.scores()) {
+      if (s < sdk::kMinNodeScore || s > sdk::kMaxNodeScore) {
+        return absl::InvalidArgumentError(absl::StrCat("what_if.scores: plugin \"", scores.plugin(),
+                                                       "\" returned score ", s, ", outside [",
+                                                       sdk::kMinNodeScore, ", ", sdk::kMaxNodeScore, "]"));
       }
     }
   }
@@ -520,6 +578,12 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     // The last process's rejections matter only when nothing passes (then
     // they explain the pod); an earlier process's always may.
     request.set_rejections_only_when_none_feasible(last);
+    // What-if verdicts, for a batch's ranking: only where this one request
+    // filters and scores the pod for the whole profile.
+    if (scope.what_if_copies > 0 && setup.plans.size() == 1 && combined && all_nodes && !scoped &&
+        only_node == nullptr && plan.process->AnswersWhatIf()) {
+      request.set_what_if_copies(scope.what_if_copies);
+    }
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
@@ -602,6 +666,17 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     all_nodes = false;
     for (const auto& s : cycle.scores()) {
       scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+    }
+    if (scope.want_ranking && cycle.has_what_if() && cycle.what_if().copies() > 0) {
+      const v1::WhatIfVerdicts& what_if = cycle.what_if();
+      result.ranking.what_if_copies = what_if.copies();
+      result.ranking.what_if.reserve(what_if.verdicts_size());
+      for (int v : what_if.verdicts()) {
+        result.ranking.what_if.push_back(static_cast<v1::WhatIfVerdicts::Verdict>(v));
+      }
+      for (const auto& s : what_if.scores()) {
+        result.ranking.what_if_scores[s.plugin()].assign(s.scores().begin(), s.scores().end());
+      }
     }
   }
   if (all_nodes && !scoped) {

@@ -36,6 +36,8 @@ struct ProfileSpec {
   int percentage_of_nodes_to_score = 0;  // 0 = adaptive.
   // Signatures and opportunistic batching (batching/) for this profile's pods.
   bool opportunistic_batching = true;
+  // What-if verdicts per feasible node in a signature's full cycle (batching/).
+  uint32_t what_if_copies = 2;
   std::map<v1::ExtensionPoint, std::vector<PluginRef>> plugins;
   // plugin name -> the process serving it; built-ins are absent.
   absl::flat_hash_map<std::string, PluginProcess*> processes;
@@ -134,6 +136,12 @@ struct Ranking {
   std::vector<uint32_t> feasible;  // Node ids, in evaluation order.
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;  // plugin -> scores.
   uint32_t start_index = 0;  // Where the rotation started (all-nodes cycles).
+  // What-if verdicts (CycleScope::what_if_copies), when the process answered
+  // them: feasible[i] with j more copies of the pod is entry
+  // i * what_if_copies + j - 1. Empty otherwise.
+  uint32_t what_if_copies = 0;
+  std::vector<v1::WhatIfVerdicts::Verdict> what_if;
+  absl::flat_hash_map<std::string, std::vector<int64_t>> what_if_scores;  // plugin -> aligned with what_if.
 };
 
 // Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
@@ -153,6 +161,11 @@ struct CycleScope {
   // (PostFilterPlugin::PredictDryRunOn), run only if none passes; its answer
   // reaches PostFilter as Diagnosis::dry_run_answer.
   bool predict_dry_run = false;
+  // Ask for what-if verdicts with 1 .. what_if_copies more copies of the pod
+  // on each feasible node (Ranking::what_if). Honoured only for a full cycle
+  // whose filter and score plugins are all served by one process that speaks
+  // protocol version 3.
+  uint32_t what_if_copies = 0;
 };
 
 struct ScheduleResult {
@@ -236,6 +249,17 @@ class Framework {
                              uint64_t state_seq, uint64_t cycle_id, const CycleScope& scope = {});
   // Ends a cycle whose pod will not go on to Reserve (batching/ dropped it).
   void EndCycle(uint64_t cycle_id) const { FinishCycle(*CurrentSetup(), cycle_id); }
+  // Whether a cycle of `pod` may be decided with no request to any plugin
+  // process (batching/'s what-if verdicts): no remote plugin runs for it after
+  // the cycle (Reserve, Unreserve, Permit, PreBind, Bind, PostBind), so none
+  // can miss the cycle state its PreFilter would have left.
+  bool DecidableWithoutRequest(const v1::Pod& pod) const;
+  // A cycle decided that way: Reserve and Permit bring mirrors to state_seq,
+  // as after SchedulePod.
+  void DecidedWithoutRequest(uint64_t state_seq, uint64_t cycle_id) {
+    last_state_seq_ = state_seq;
+    last_cycle_id_ = cycle_id;
+  }
   // Bumped by Reconfigure: what was derived from spec() and the processes'
   // registrations must be derived again.
   uint64_t setup_generation() const {
@@ -355,6 +379,8 @@ class Framework {
   absl::Status ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
                                    const v1::CycleResponse& answer, const sdk::Snapshot& snapshot,
                                    bool expect_scores_for_request_nodes) const;
+  // CycleResponse.what_if against CycleRequest.what_if_copies.
+  static absl::Status ValidateWhatIf(const v1::CycleRequest& request, const v1::CycleResponse& answer);
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,
@@ -366,6 +392,12 @@ class Framework {
   ScheduleResult RunFanOut(const Setup& setup, const v1::Pod& pod, const sdk::Snapshot& snapshot,
                            uint64_t state_seq, uint64_t cycle_id, uint32_t start,
                            uint32_t to_find, const CycleScope& scope, ScheduleResult result);
+  // The round-0 what-if verdicts of every filtering process, merged for the
+  // final feasible nodes into `ranking` (left without them when any process's
+  // are missing).
+  static void MergeWhatIf(const std::vector<uint32_t>& feasible,
+                          const std::vector<std::optional<v1::CycleResponse>>& answers,
+                          const std::vector<bool>& ignored, uint32_t copies, Ranking& ranking);
   // A score request in flight: one process's PreScore/Score plugins over `feasible`.
   struct ScoreCall {
     const ProcessPlan* plan;

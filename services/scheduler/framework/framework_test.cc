@@ -360,6 +360,83 @@ TEST(Framework, AStatusIndexOutsideTheTableFailsTheCycleNamingEndpointAndField) 
   EXPECT_EQ(host.invalid_answers, 1);
 }
 
+// What-if verdicts (protocol version 3): asked of a lone process that
+// answers them, kept in the ranking, and checked like any answer.
+v1::PluginToScheduler WhatIfAnswer(std::vector<v1::WhatIfVerdicts::Verdict> verdicts,
+                                   std::vector<int64_t> scores, uint32_t copies = 2,
+                                   std::string plugin = "Spread") {
+  v1::PluginToScheduler answer = CycleAnswer({2, 4}, {{"Spread", {10, 90}}});
+  v1::WhatIfVerdicts& w = *answer.mutable_cycle()->mutable_what_if();
+  w.set_copies(copies);
+  for (auto v : verdicts) w.add_verdicts(v);
+  v1::PluginScores& s = *w.add_scores();
+  s.set_plugin(plugin);
+  for (int64_t v : scores) s.add_scores(v);
+  return answer;
+}
+
+TEST(Framework, WhatIfIsAskedOfAProcessThatAnswersItAndKeptInTheRanking) {
+  using V = v1::WhatIfVerdicts;
+  for (bool answers : {true, false}) {
+    MockPluginProcess host("host");
+    host.answers_what_if = answers;
+    FakeSnapshot snapshot(5);
+    Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 2}}), 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([answers](v1::SchedulerToPlugin req, auto) {
+      EXPECT_EQ(req.cycle().what_if_copies(), answers ? 2u : 0u);
+      if (!answers) return Answered(CycleAnswer({2, 4}, {{"Spread", {10, 90}}}));
+      return Answered(WhatIfAnswer({V::FEASIBLE, V::INFEASIBLE, V::FEASIBLE, V::UNKNOWN}, {7, 0, 60, 0}));
+    }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1,
+                                      CycleScope{.want_ranking = true, .examine_all = true, .what_if_copies = 2});
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+    if (!answers) {
+      EXPECT_EQ(r.ranking.what_if_copies, 0u);
+      EXPECT_TRUE(r.ranking.what_if.empty());
+      continue;
+    }
+    EXPECT_EQ(r.ranking.what_if_copies, 2u);
+    EXPECT_THAT(r.ranking.what_if, testing::ElementsAre(V::FEASIBLE, V::INFEASIBLE, V::FEASIBLE, V::UNKNOWN));
+    EXPECT_THAT(r.ranking.what_if_scores.at("Spread"), testing::ElementsAre(7, 0, 60, 0));
+  }
+}
+
+TEST(Framework, BadWhatIfAnswersFailTheCycleNamingTheField) {
+  using V = v1::WhatIfVerdicts;
+  const std::vector<std::pair<v1::PluginToScheduler, std::string>> cases = {
+      {WhatIfAnswer({V::FEASIBLE, V::FEASIBLE, V::FEASIBLE}, {1, 2, 3}),
+       "what_if.verdicts has 3 entries for 2 feasible nodes times 2 copies"},
+      {WhatIfAnswer({V::FEASIBLE}, {1}, /*copies=*/1), "what_if.copies 1 is not the 2 asked for"},
+      {WhatIfAnswer({V::FEASIBLE, V::FEASIBLE, V::FEASIBLE, static_cast<V::Verdict>(7)}, {1, 2, 3, 4}),
+       "what_if.verdicts[3] is not a verdict (7)"},
+      {WhatIfAnswer({V::FEASIBLE, V::FEASIBLE, V::FEASIBLE, V::FEASIBLE}, {1, 2, 3, 101}),
+       "what_if.scores: plugin \"Spread\" returned score 101, outside [0, 100]"},
+      {WhatIfAnswer({V::FEASIBLE, V::FEASIBLE, V::FEASIBLE, V::FEASIBLE}, {1, 2, 3, 4}, 2, "Other"),
+       "what_if.scores from plugin \"Other\" that the request did not name"},
+  };
+  for (const auto& [answer, message] : cases) {
+    MockPluginProcess host("host");
+    host.answers_what_if = true;
+    FakeSnapshot snapshot(5);
+    Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 2}}), 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&answer](auto, auto) { return Answered(answer); }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1,
+                                      CycleScope{.want_ranking = true, .examine_all = true, .what_if_copies = 2});
+    EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError) << message;
+    EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr(message));
+    EXPECT_EQ(host.invalid_answers, 1) << message;
+  }
+  // Verdicts nobody asked for are refused too.
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(5);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 2}}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](auto, auto) {
+    return Answered(WhatIfAnswer({V::FEASIBLE, V::FEASIBLE, V::FEASIBLE, V::FEASIBLE}, {1, 2, 3, 4}));
+  }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("what_if answered, but the request asked for none"));
+}
+
 // A PostFilter that predicts a dry run and records what reached it.
 class PredictingPostFilter final : public PostFilterPlugin {
  public:

@@ -22,12 +22,14 @@ class MockPluginProcess : public PluginProcess {
   MOCK_METHOD(void, FinishCycle, (uint64_t cycle_id), (override));
   bool MirrorsNominatedPods() const override { return mirrors_nominated_pods; }
   bool RunsDryRunsInCycles() const override { return runs_dry_runs_in_cycles; }
+  bool AnswersWhatIf() const override { return answers_what_if; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }
 
   bool mirrors_nominated_pods = false;
   bool runs_dry_runs_in_cycles = false;
+  bool answers_what_if = false;
   int invalid_answers = 0;
   int ignored_failures = 0;
 

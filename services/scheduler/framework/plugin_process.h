@@ -52,6 +52,9 @@ class PluginProcess {
   // The process runs the preemption dry run that rides in a cycle request
   // (CycleRequest.preemption_dry_run: protocol version 2).
   virtual bool RunsDryRunsInCycles() const { return false; }
+  // The process answers what-if verdicts (CycleRequest.what_if_copies:
+  // protocol version 3).
+  virtual bool AnswersWhatIf() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

@@ -13,7 +13,8 @@
 // it) ends in PostFilter with kube-scheduler's "not eligible" message and sends
 // nothing. When every victim's deletion has been seen (or its delete answered
 // NotFound: already gone), the preemptor goes straight to activeQ; the event
-// did it, never a timer. Any other failure clears the nomination and leaves the
+// did it, never a timer. A victim two preemptions chose is evicted once and
+// its deletion releases both. Any other failure clears the nomination and leaves the
 // preemptor where the failed attempt put it (backoffQ or the pool).
 #pragma once
 

@@ -15,9 +15,9 @@ namespace {
 constexpr size_t kLatencyWindow = 4096;
 // Plugin protocol versions this scheduler speaks (Open offers the range; the
 // process answers the one it picked). 2 adds CycleResponse.status_table, which
-// the framework decodes whichever version a process speaks.
+// the framework decodes whichever version a process speaks; 3 what-if verdicts.
 constexpr uint32_t kOldestPluginProtocol = 1;
-constexpr uint32_t kPluginProtocol = 2;
+constexpr uint32_t kPluginProtocol = 3;
 
 bool SpeaksPluginProtocol(const v1::Registration& reg) {
   return reg.protocol_version() >= kOldestPluginProtocol && reg.protocol_version() <= kPluginProtocol;
@@ -361,6 +361,11 @@ bool GrpcPluginProcess::MirrorsNominatedPods() const {
 bool GrpcPluginProcess::RunsDryRunsInCycles() const {
   absl::MutexLock lock(&mu_);
   return registration_.protocol_version() >= 2;
+}
+
+bool GrpcPluginProcess::AnswersWhatIf() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 3;
 }
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,

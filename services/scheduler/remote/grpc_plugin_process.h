@@ -99,6 +99,7 @@ class GrpcPluginProcess : public PluginProcess {
   v1::Registration registration() const override;
   bool MirrorsNominatedPods() const override;
   bool RunsDryRunsInCycles() const override;
+  bool AnswersWhatIf() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;
