@@ -302,20 +302,15 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   ran_cycle = false;
   if (batch.invalidated) return BatchOutcome::kMissInvalidated;
   if (batch.served >= batch.capacity) return BatchOutcome::kMissExhausted;
-  // Re-evaluating most of the ranking would cost a full cycle anyway.
   if (clock_.Now() - batch.created > options_.max_age ||
-      batch.dirty.size() > std::max<size_t>(batch.window.size() / 2, 64)) {
+      TooManyChanged(batch.dirty.size(), batch.window.size())) {
     return BatchOutcome::kMissStale;
   }
   // Nodes whose nominated pods (as this pod counts them) changed are evaluated again.
   absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
-  for (const auto& [node, fp] : nominated) {
-    auto it = batch.nominated.find(node);
-    if ((it == batch.nominated.end() || it->second != fp) && batch.window.contains(node)) batch.dirty.insert(node);
-  }
-  for (const auto& [node, fp] : batch.nominated) {
-    if (!nominated.contains(node) && batch.window.contains(node)) batch.dirty.insert(node);
-  }
+  ForEachChangedNomination(batch.nominated, nominated, [&](uint32_t node) {
+    if (batch.window.contains(node)) batch.dirty.insert(node);
+  });
   // A node re-evaluated by request has no what-if verdict any more.
   for (uint32_t node : batch.dirty) {
     batch.what_if.erase(node);

@@ -55,20 +55,13 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     p->second.erase(it);
     return Outcome::kInvalidated;
   }
-  // Re-evaluating most nodes would cost a full cycle anyway.
   if (clock_.Now() - failure.created > max_age_ ||
-      failure.dirty.size() > std::max<size_t>(num_nodes / 2, 64)) {
+      TooManyChanged(failure.dirty.size(), num_nodes)) {
     p->second.erase(it);
     return Outcome::kStale;
   }
   // Nodes whose nominated pods (as this pod counts them) changed.
-  for (const auto& [node, fp] : nominated) {
-    auto f = failure.nominated.find(node);
-    if (f == failure.nominated.end() || f->second != fp) failure.dirty.insert(node);
-  }
-  for (const auto& [node, fp] : failure.nominated) {
-    if (!nominated.contains(node)) failure.dirty.insert(node);
-  }
+  ForEachChangedNomination(failure.nominated, nominated, [&](uint32_t node) { failure.dirty.insert(node); });
   std::vector<uint32_t> nodes;
   nodes.reserve(failure.dirty.size());
   for (uint32_t id : failure.dirty) {

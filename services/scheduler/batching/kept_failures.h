@@ -20,6 +20,8 @@
 // Not thread-safe: the scheduling thread owns it.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -33,6 +35,28 @@
 #include "queue/clock.h"
 
 namespace podium::scheduler::batching {
+
+// The rules a kept ranking and a kept failure share.
+//
+// Re-evaluating more than half of the examined nodes (at least 64) would cost
+// about a full cycle: the kept result is stale then.
+inline bool TooManyChanged(size_t dirty, size_t examined) {
+  return dirty > std::max<size_t>(examined / 2, 64);
+}
+
+// Calls mark(node) for every node whose nominated pods' fingerprint (as the
+// pod counts them) differs between `before` and `now`: added, changed or gone.
+template <typename Mark>
+void ForEachChangedNomination(const absl::flat_hash_map<uint32_t, uint64_t>& before,
+                              const absl::flat_hash_map<uint32_t, uint64_t>& now, Mark mark) {
+  for (const auto& [node, fp] : now) {
+    auto it = before.find(node);
+    if (it == before.end() || it->second != fp) mark(node);
+  }
+  for (const auto& [node, fp] : before) {
+    if (!now.contains(node)) mark(node);
+  }
+}
 
 class KeptFailures {
  public:
