@@ -120,11 +120,20 @@ void Scheduler::SendBind(BindingPod pod) {
   v1::Action action;
   *action.mutable_bind()->mutable_pod() = PodRef(p);
   action.mutable_bind()->set_node_name(pod.node);
+  {
+    // Released by the result below, whatever it is (SchedulingLoop waits for a slot).
+    absl::MutexLock lock(&mu_);
+    ++binds_in_flight_;
+  }
   SendAction(std::move(action), [this, pod](const v1::ActionResult& result) mutable {
     // An action result callback: bookkeeping only; Unreserve goes to the pool.
     const v1::Pod& p = *pod.pod->pod_info->pod;
     Framework* fw = pod.framework;
     if (result.code() != v1::ActionResult::OK) {
+      {
+        absl::MutexLock lock(&mu_);
+        --binds_in_flight_;
+      }
       PostBindingFailed(std::move(pod),
                         sdk::Status(sdk::Code::kError, absl::StrCat("binding rejected: ",
                                                                     v1::ActionResult::Code_Name(result.code()),
@@ -139,6 +148,7 @@ void Scheduler::SendBind(BindingPod pod) {
       const bool assumed = cache_.IsAssumed(p.meta().uid());
       absl::MutexLock lock(&mu_);
       if (assumed) bind_confirmed_[p.meta().uid()] = now + options_.assumed_pod_ttl;
+      --binds_in_flight_;
     }
     queue_.Done(p.meta().uid());
     const SchedulerMetrics::ProfileSeries& series = series_.at(fw);

@@ -48,6 +48,9 @@ ABSL_FLAG(std::string, plugin_endpoint, "",
           "NAME=ADDRESS: override the address of a configured plugin endpoint (repeatable)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:10259",
           "host:port for GET /metrics; empty disables it");
+ABSL_FLAG(int, max_binds_in_flight, 32,
+          "Binds sent to the adapter and not yet confirmed beyond which no further pod is popped from "
+          "activeQ (bounds the attempt latency; 0: unbounded)");
 ABSL_FLAG(int, plugin_wait_seconds, 30,
           "How long to wait at start for each plugin endpoint's handshake");
 // Access control and TLS (kube-apiserver's flag names where it has one).
@@ -152,6 +155,11 @@ int Run(std::vector<std::string> overrides) {
   logging::SetDefault(&logger);
   if (!verbosity_known) {
     return console.Fail(absl::StrCat("--v: ", verbosity, " is not in [0, ", AdminService::kMaxLogVerbosity, "]"));
+  }
+  const int max_binds_in_flight = absl::GetFlag(FLAGS_max_binds_in_flight);
+  if (max_binds_in_flight < 0) {
+    return console.Fail(
+        absl::StrCat("--max-binds-in-flight: ", max_binds_in_flight, " is negative (0 means unbounded)"));
   }
 
   // Configuration: everything read here, nothing read later.
@@ -333,7 +341,9 @@ int Run(std::vector<std::string> overrides) {
   SchedulingQueue queue(queue_options);
   queue.SetEventRegistry(events);
 
-  Scheduler scheduler(Scheduler::Options{}, cache, snapshot, queue, std::move(profiles), metrics,
+  Scheduler::Options scheduler_options;
+  scheduler_options.max_binds_in_flight = static_cast<size_t>(max_binds_in_flight);
+  Scheduler scheduler(scheduler_options, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
   scheduler_ptr.store(&scheduler, std::memory_order_release);
   preemption_controller.SetScheduler(scheduler);

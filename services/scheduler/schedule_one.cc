@@ -13,14 +13,24 @@ namespace podium::scheduler {
 
 bool Scheduler::MaySchedule() const { return synced_ && adapter_connected_ && !paused_; }
 
+bool Scheduler::BindSlotFree() const {
+  return options_.max_binds_in_flight == 0 || binds_in_flight_ < options_.max_binds_in_flight;
+}
+
 void Scheduler::SchedulingLoop() {
   auto may_schedule_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return s->stopped_ || s->MaySchedule();
   };
+  // Before the pop, also a free bind slot: the wait ends when a bind's result
+  // comes back (a failure too: a disconnect fails every pending action), or
+  // on Stop. Only this thread waits; the result callbacks only count.
+  auto may_pop_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return s->stopped_ || (s->MaySchedule() && s->BindSlotFree());
+  };
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(may_schedule_or_stopped, this));
+      mu_.Await(absl::Condition(may_pop_or_stopped, this));
       if (stopped_) return;
     }
     std::optional<QueuedPodInfo> popped = queue_.Pop();
@@ -39,7 +49,7 @@ void Scheduler::SchedulingLoop() {
 bool Scheduler::ScheduleNext() {
   {
     absl::MutexLock lock(&mu_);
-    if (!MaySchedule()) return false;
+    if (!MaySchedule() || !BindSlotFree()) return false;
   }
   std::optional<QueuedPodInfo> popped = queue_.TryPop();
   if (!popped) return false;

@@ -82,6 +82,11 @@ bool Scheduler::adapter_connected() const {
   return adapter_connected_;
 }
 
+size_t Scheduler::binds_in_flight() const {
+  absl::MutexLock lock(&mu_);
+  return binds_in_flight_;
+}
+
 void Scheduler::Count(uint64_t SchedulerCounters::*counter, const char* kind) {
   {
     absl::MutexLock lock(&mu_);

@@ -61,6 +61,13 @@ class Scheduler final : public ClusterEventHandler {
     // kube-scheduler's durationToExpireAssumedPod: an assumed pod whose bind
     // the adapter confirmed but whose bound update never came is forgotten.
     absl::Duration assumed_pod_ttl = absl::Minutes(15);
+    // Binds sent to the adapter and not yet confirmed (or failed) beyond
+    // which the scheduling thread pops no pod: the pods stay in activeQ, where
+    // a later higher-priority pod can still overtake them, instead of waiting
+    // behind thousands of binds (attempt latency = binds in flight /
+    // throughput). 0: no bound. Binds a Bind plugin makes, and pods at
+    // Permit or PreBind, are not counted.
+    size_t max_binds_in_flight = 32;
     // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
     bool run_scheduling_thread = true;
     bool run_housekeeping_thread = true;
@@ -112,6 +119,8 @@ class Scheduler final : public ClusterEventHandler {
   // False from OnAdapterDisconnected until the next complete list: no pod is
   // popped meanwhile.
   bool adapter_connected() const;
+  // Binds sent to the adapter whose result has not come back.
+  size_t binds_in_flight() const;
   DecisionBroadcaster& decisions() { return decisions_; }
   // The last failed attempt of a pending pod, by namespace/name.
   std::optional<PodDiagnosis> LastDiagnosis(std::string_view ns, std::string_view name) const;
@@ -146,6 +155,8 @@ class Scheduler final : public ClusterEventHandler {
   // schedule_one.cc
   void SchedulingLoop();
   bool MaySchedule() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Fewer binds in flight than options_.max_binds_in_flight.
+  bool BindSlotFree() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void ScheduleOne(QueuedPodInfoPtr pod);
   // Permit, then the binding cycle (or the wait at Permit) for a pod assumed
   // on `node` with Reserve done.
@@ -259,6 +270,9 @@ class Scheduler final : public ClusterEventHandler {
   // Deferred resizes whose preemption found no victim set: node -> pod uids.
   absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> failed_resizes_ ABSL_GUARDED_BY(mu_);
   SchedulerCounters counters_ ABSL_GUARDED_BY(mu_);
+  // Bind actions sent to the adapter whose result (success or failure) has
+  // not come back: SendBind counts, its result callback releases.
+  size_t binds_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 
   // Serialises Housekeeping (its thread and tests).
   absl::Mutex housekeeping_mu_;

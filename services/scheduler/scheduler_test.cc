@@ -261,9 +261,10 @@ class SchedulerTest : public testing::Test {
     }
     queue_->SetEventRegistry(std::move(registry));
     Scheduler::Options so;
-    so.run_scheduling_thread = false;
+    so.run_scheduling_thread = run_scheduling_thread_;
     so.run_housekeeping_thread = false;
     so.diagnoses = diagnosis_options_;
+    so.max_binds_in_flight = max_binds_in_flight_;
     scheduler_ = std::make_unique<Scheduler>(so, cache_, snapshot_, *queue_, std::move(profiles), metrics_,
                                              clock_);
     scheduler_->SetActionSink(&sink_);
@@ -312,6 +313,8 @@ class SchedulerTest : public testing::Test {
   SchedulerMetrics metrics_{std::make_shared<prometheus::Registry>()};
   FakeSink sink_;
   DiagnosisStore::Options diagnosis_options_;
+  size_t max_binds_in_flight_ = Scheduler::Options{}.max_binds_in_flight;
+  bool run_scheduling_thread_ = false;
   std::unique_ptr<RemoteQueueingHintEvaluator> hints_;
   std::unique_ptr<SchedulingQueue> queue_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -878,6 +881,104 @@ TEST_F(SchedulerTest, NoPodIsPoppedWhileTheAdapterIsAway) {
   EXPECT_TRUE(scheduler_->adapter_connected());
   EXPECT_TRUE(scheduler_->ScheduleNext());
   EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+}
+
+// ------------------------------------------------ binds in flight (issue 9)
+
+TEST_F(SchedulerTest, NoPodIsPoppedWhileMaxBindsAwaitTheirResult) {
+  max_binds_in_flight_ = 2;
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPods({"a", "b", "c", "d"});
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 2u);
+  // Two binds unconfirmed: the other pods stay in activeQ.
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  EXPECT_EQ(queue_->PendingPods().active, 2u);
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
+
+  // A confirmed bind frees a slot: one more pod, then it waits again.
+  sink_.Reply(*sink_.Find(v1::Action::kBind), v1::ActionResult::OK);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  EXPECT_EQ(queue_->PendingPods().active, 1u);
+
+  // A failed bind frees its slot as well (and its pod is requeued).
+  const size_t second = *sink_.Find(v1::Action::kBind, *sink_.Find(v1::Action::kBind) + 1);
+  sink_.Reply(second, v1::ActionResult::CONFLICT);
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 4u);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 2u);
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+}
+
+TEST_F(SchedulerTest, BindsFailedByADisconnectFreeTheirSlots) {
+  max_binds_in_flight_ = 1;
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPods({"a", "b"});
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  // The adapter goes away; the service fails every action awaiting a result.
+  scheduler_->OnAdapterDisconnected();
+  sink_.Reply(*sink_.Find(v1::Action::kBind), v1::ActionResult::UNAVAILABLE);
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(scheduler_->binds_in_flight(), 0u);
+  EXPECT_FALSE(cache_.IsAssumed("uid-a"));
+  // Back with a complete list: the slot is free, scheduling resumes.
+  scheduler_->OnListBegin();
+  scheduler_->OnObjectEvent(NodeEvent("node-1"));
+  scheduler_->OnObjectEvent(PodEvent("a"));
+  scheduler_->OnObjectEvent(PodEvent("b"));
+  scheduler_->OnListEnd();
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
+}
+
+TEST_F(SchedulerTest, APodWaitingAtPermitTakesNoBindSlot) {
+  max_binds_in_flight_ = 1;
+  Build(true);
+  ExpectGangWaits(60000);
+  StartWithPods({"a", "b"});
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-a"));
+  EXPECT_EQ(scheduler_->binds_in_flight(), 0u);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-b"));
+  // Both allowed: both binds go out (the bound never holds a Permit decision back).
+  for (const char* uid : {"uid-a", "uid-b"}) {
+    v1::PermitDecision allow;
+    allow.set_pod_uid(uid);
+    allow.set_plugin("Gang");
+    allow.set_allow(true);
+    scheduler_->OnPermitDecision(allow);
+  }
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 2u);
+  sink_.Reply(*sink_.Find(v1::Action::kBind), v1::ActionResult::OK);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
+}
+
+TEST_F(SchedulerTest, StopEndsTheSchedulingThreadsWaitForABindSlot) {
+  max_binds_in_flight_ = 1;
+  run_scheduling_thread_ = true;
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPods({"a", "b"});
+  // The thread binds one pod, then waits for its result.
+  while (sink_.Count(v1::Action::kBind) == 0) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
+  // Stop returns (it joins the scheduling thread) with the wait unfulfilled.
+  scheduler_->Stop();
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);
+  EXPECT_EQ(queue_->PendingPods().active, 1u);
 }
 
 // ------------------------------------------------ defects 7 and 12: Permit bounds
