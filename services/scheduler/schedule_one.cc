@@ -14,7 +14,15 @@ namespace podium::scheduler {
 bool Scheduler::MaySchedule() const { return synced_ && adapter_connected_ && !paused_; }
 
 bool Scheduler::BindSlotFree() const {
-  return options_.max_binds_in_flight == 0 || binds_in_flight_ < options_.max_binds_in_flight;
+  const size_t max = options_.max_binds_in_flight;
+  if (max == 0) return true;
+  return binds_draining_ ? binds_in_flight_ <= max / 2 : binds_in_flight_ < max;
+}
+
+void Scheduler::NoteBindsInFlight() {
+  if (options_.max_binds_in_flight != 0 && binds_in_flight_ >= options_.max_binds_in_flight) {
+    binds_draining_ = true;
+  }
 }
 
 void Scheduler::SchedulingLoop() {
@@ -30,8 +38,10 @@ void Scheduler::SchedulingLoop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
+      NoteBindsInFlight();
       mu_.Await(absl::Condition(may_pop_or_stopped, this));
       if (stopped_) return;
+      binds_draining_ = false;
     }
     std::optional<QueuedPodInfo> popped = queue_.Pop();
     if (!popped) return;
@@ -49,7 +59,9 @@ void Scheduler::SchedulingLoop() {
 bool Scheduler::ScheduleNext() {
   {
     absl::MutexLock lock(&mu_);
+    NoteBindsInFlight();
     if (!MaySchedule() || !BindSlotFree()) return false;
+    binds_draining_ = false;
   }
   std::optional<QueuedPodInfo> popped = queue_.TryPop();
   if (!popped) return false;

@@ -61,13 +61,15 @@ class Scheduler final : public ClusterEventHandler {
     // kube-scheduler's durationToExpireAssumedPod: an assumed pod whose bind
     // the adapter confirmed but whose bound update never came is forgotten.
     absl::Duration assumed_pod_ttl = absl::Minutes(15);
-    // Binds sent to the adapter and not yet confirmed (or failed) beyond
-    // which the scheduling thread pops no pod: the pods stay in activeQ, where
-    // a later higher-priority pod can still overtake them, instead of waiting
-    // behind thousands of binds (attempt latency = binds in flight /
-    // throughput). 0: no bound. Binds a Bind plugin makes, and pods at
-    // Permit or PreBind, are not counted.
-    size_t max_binds_in_flight = 32;
+    // Binds sent to the adapter and not yet confirmed (or failed) at which
+    // the scheduling thread stops popping pods until half of them came back:
+    // the pods stay in activeQ, where a later higher-priority pod can still
+    // overtake them, instead of waiting behind thousands of binds (attempt
+    // latency = binds in flight / throughput). Resuming at half, not at the
+    // first free slot, wakes the thread once per N/2 results rather than once
+    // per result. 0: no bound. Binds a Bind plugin makes, and pods at Permit
+    // or PreBind, are not counted.
+    size_t max_binds_in_flight = 64;
     // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
     bool run_scheduling_thread = true;
     bool run_housekeeping_thread = true;
@@ -155,8 +157,10 @@ class Scheduler final : public ClusterEventHandler {
   // schedule_one.cc
   void SchedulingLoop();
   bool MaySchedule() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
-  // Fewer binds in flight than options_.max_binds_in_flight.
+  // Below max_binds_in_flight, or, once it was reached, back to half of it.
   bool BindSlotFree() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Notes that the bound was reached (the next pop waits for half of it).
+  void NoteBindsInFlight() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ScheduleOne(QueuedPodInfoPtr pod);
   // Permit, then the binding cycle (or the wait at Permit) for a pod assumed
   // on `node` with Reserve done.
@@ -273,6 +277,8 @@ class Scheduler final : public ClusterEventHandler {
   // Bind actions sent to the adapter whose result (success or failure) has
   // not come back: SendBind counts, its result callback releases.
   size_t binds_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The bound was reached and the binds in flight have not yet fallen to half.
+  bool binds_draining_ ABSL_GUARDED_BY(mu_) = false;
 
   // Serialises Housekeeping (its thread and tests).
   absl::Mutex housekeeping_mu_;

@@ -885,36 +885,36 @@ TEST_F(SchedulerTest, NoPodIsPoppedWhileTheAdapterIsAway) {
 
 // ------------------------------------------------ binds in flight (issue 9)
 
-TEST_F(SchedulerTest, NoPodIsPoppedWhileMaxBindsAwaitTheirResult) {
-  max_binds_in_flight_ = 2;
+TEST_F(SchedulerTest, NoPodIsPoppedWhileMaxBindsAwaitTheirResultUntilHalfCameBack) {
+  max_binds_in_flight_ = 4;
   Build(false);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
-  StartWithPods({"a", "b", "c", "d"});
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
-  EXPECT_EQ(scheduler_->binds_in_flight(), 2u);
-  // Two binds unconfirmed: the other pods stay in activeQ.
-  EXPECT_FALSE(scheduler_->ScheduleNext());
-  EXPECT_EQ(queue_->PendingPods().active, 2u);
-  EXPECT_EQ(sink_.Count(v1::Action::kBind), 2u);
-
-  // A confirmed bind frees a slot: one more pod, then it waits again.
-  sink_.Reply(*sink_.Find(v1::Action::kBind), v1::ActionResult::OK);
-  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
-  EXPECT_FALSE(scheduler_->ScheduleNext());
-  EXPECT_EQ(queue_->PendingPods().active, 1u);
-
-  // A failed bind frees its slot as well (and its pod is requeued).
-  const size_t second = *sink_.Find(v1::Action::kBind, *sink_.Find(v1::Action::kBind) + 1);
-  sink_.Reply(second, v1::ActionResult::CONFLICT);
-  scheduler_->WaitForBackgroundWork();
-  EXPECT_EQ(scheduler_->binds_in_flight(), 1u);
-  ASSERT_TRUE(scheduler_->ScheduleNext());
+  StartWithPods({"a", "b", "c", "d", "e", "f", "g"});
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 4u);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 4u);
+  // Four binds unconfirmed: the other pods stay in activeQ.
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  EXPECT_EQ(queue_->PendingPods().active, 3u);
+
+  std::vector<size_t> binds;
+  for (std::optional<size_t> b = sink_.Find(v1::Action::kBind); b; b = sink_.Find(v1::Action::kBind, *b + 1)) {
+    binds.push_back(*b);
+  }
+  ASSERT_EQ(binds.size(), 4u);
+  // A confirmed bind frees a slot, but popping resumes at half (2).
+  sink_.Reply(binds[0], v1::ActionResult::OK);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 3u);
+  EXPECT_FALSE(scheduler_->ScheduleNext());
+  // A failed bind frees its slot as well (its pod is requeued).
+  sink_.Reply(binds[1], v1::ActionResult::CONFLICT);
+  scheduler_->WaitForBackgroundWork();
   EXPECT_EQ(scheduler_->binds_in_flight(), 2u);
+  // Half came back: pods are popped again up to the bound.
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 6u);
+  EXPECT_EQ(scheduler_->binds_in_flight(), 4u);
   EXPECT_FALSE(scheduler_->ScheduleNext());
 }
 
