@@ -125,8 +125,9 @@ void Scheduler::SendBind(BindingPod pod) {
     absl::MutexLock lock(&mu_);
     ++binds_in_flight_;
   }
-  SendAction(std::move(action), [this, pod](const v1::ActionResult& result) mutable {
-    // An action result callback: bookkeeping only; Unreserve goes to the pool.
+  SendAction(std::move(action), [this, pod](const v1::ActionResult& result, absl::Time received) mutable {
+    // An action result callback, possibly on the thread that read the result
+    // off the stream: bookkeeping only; Unreserve goes to the pool.
     const v1::Pod& p = *pod.pod->pod_info->pod;
     Framework* fw = pod.framework;
     if (result.code() != v1::ActionResult::OK) {
@@ -141,22 +142,24 @@ void Scheduler::SendBind(BindingPod pod) {
                         false);
       return;
     }
-    const absl::Time now = clock_.Now();
     {
       // The bound pod update normally follows; if it never does, the
       // assumption expires (housekeeping).
       const bool assumed = cache_.IsAssumed(p.meta().uid());
       absl::MutexLock lock(&mu_);
-      if (assumed) bind_confirmed_[p.meta().uid()] = now + options_.assumed_pod_ttl;
+      if (assumed) bind_confirmed_[p.meta().uid()] = clock_.Now() + options_.assumed_pod_ttl;
       --binds_in_flight_;
     }
     queue_.Done(p.meta().uid());
+    // The attempt ends when the bind's result arrived (kube-scheduler: when
+    // its Bind call returned), not when this callback got to run.
+    const absl::Duration attempt = received - pod.start;
     const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
     series.attempts_scheduled->Increment();
-    series.attempt_scheduled->Observe(absl::ToDoubleSeconds(now - pod.start));
-    metrics_.ObservePodScheduled(pod.pod->attempts,
-                                 absl::ToDoubleSeconds(now - pod.pod->initial_attempt_timestamp.value_or(pod.start)));
-    PublishDecision(p, SchedulingDecision::Result::kScheduled, pod.node, "", now - pod.start, fw->name());
+    series.attempt_scheduled->Observe(absl::ToDoubleSeconds(attempt));
+    metrics_.ObservePodScheduled(
+        pod.pod->attempts, absl::ToDoubleSeconds(received - pod.pod->initial_attempt_timestamp.value_or(pod.start)));
+    PublishDecision(p, SchedulingDecision::Result::kScheduled, pod.node, "", attempt, fw->name());
     PODIUM_VLOG(2, "Successfully bound pod to node", {"pod", PodKey(p)}, {"node", pod.node},
                 {"cycle", pod.cycle_id});
     v1::Action event;

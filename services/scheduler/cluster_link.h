@@ -5,6 +5,7 @@
 
 #include <functional>
 
+#include "absl/time/time.h"
 #include "podium/v1/cluster.pb.h"
 
 namespace podium::scheduler {
@@ -23,11 +24,17 @@ class ClusterEventHandler {
 // Where the scheduler's actions go.
 class ActionSink {
  public:
-  using ResultCallback = std::function<void(const v1::ActionResult&)>;
+  // `received`: when the result was read off the adapter's stream (for a
+  // failure decided here: when it was decided), before any hand-off. A bind's
+  // scheduling attempt ends there, as kube-scheduler's ends when its Bind API
+  // call returns.
+  using ResultCallback = std::function<void(const v1::ActionResult& result, absl::Time received)>;
   virtual ~ActionSink() = default;
   // on_result runs exactly once: the adapter's result, or UNAVAILABLE when no
   // adapter is connected, the stream breaks or the result does not come in time.
-  // It runs on one of the service's threads and must not block.
+  // It may run on the thread that read the result off the stream, so it must
+  // do bookkeeping only: never block, never call a plugin, never take a lock
+  // that is held across one.
   virtual void Send(v1::Action action, ResultCallback on_result) = 0;
 };
 

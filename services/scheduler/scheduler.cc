@@ -153,11 +153,11 @@ void Scheduler::SendAction(v1::Action action, ActionSink::ResultCallback on_resu
       v1::ActionResult result;
       result.set_code(v1::ActionResult::UNAVAILABLE);
       result.set_message("no adapter sink");
-      on_result(result);
+      on_result(result, clock_.Now());
     }
     return;
   }
-  if (!on_result) on_result = [](const v1::ActionResult&) {};
+  if (!on_result) on_result = [](const v1::ActionResult&, absl::Time) {};
   sink->Send(std::move(action), std::move(on_result));
 }
 

@@ -25,6 +25,7 @@ using ::testing::NiceMock;
 // Records actions; results are given by the test.
 class FakeSink : public ActionSink {
  public:
+  explicit FakeSink(const Clock& clock) : clock_(clock) {}
   void Send(v1::Action action, ResultCallback on_result) override {
     absl::MutexLock lock(&mu_);
     action.set_id(next_id_++);
@@ -48,7 +49,8 @@ class FakeSink : public ActionSink {
     absl::MutexLock lock(&mu_);
     return actions_[i].first;
   }
-  void Reply(size_t i, v1::ActionResult::Code code) {
+  // The result of action i, read off the stream at `received` (default: now).
+  void Reply(size_t i, v1::ActionResult::Code code, std::optional<absl::Time> received = std::nullopt) {
     ResultCallback cb;
     v1::ActionResult result;
     {
@@ -57,10 +59,11 @@ class FakeSink : public ActionSink {
       result.set_action_id(actions_[i].first.id());
     }
     result.set_code(code);
-    cb(result);
+    cb(result, received.value_or(clock_.Now()));
   }
 
  private:
+  const Clock& clock_;
   absl::Mutex mu_;
   uint64_t next_id_ = 1;
   std::vector<std::pair<v1::Action, ResultCallback>> actions_ ABSL_GUARDED_BY(mu_);
@@ -311,7 +314,7 @@ class SchedulerTest : public testing::Test {
   Cache cache_;
   Snapshot snapshot_;
   SchedulerMetrics metrics_{std::make_shared<prometheus::Registry>()};
-  FakeSink sink_;
+  FakeSink sink_{clock_};
   DiagnosisStore::Options diagnosis_options_;
   size_t max_binds_in_flight_ = Scheduler::Options{}.max_binds_in_flight;
   bool run_scheduling_thread_ = false;
@@ -335,6 +338,44 @@ TEST_F(SchedulerTest, BindsThenTheAdapterConfirmsTheAssumedPod) {
   scheduler_->OnObjectEvent(PodEvent("web", "node-1"));
   EXPECT_FALSE(cache_.IsAssumed("uid-web"));
   EXPECT_EQ(cache_.NumPods(), 1u);
+}
+
+// kube-scheduler observes the attempt when its Bind call returned; here that
+// is when the bind's result was read off the adapter's stream, not when the
+// callback got to run.
+TEST_F(SchedulerTest, AnAttemptEndsWhenItsBindResultArrivedNotWhenTheCallbackRan) {
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  auto watch = scheduler_->decisions().Subscribe(nullptr);
+  ASSERT_TRUE(watch.ok());
+  StartWithPod("web");
+  const absl::Time popped = clock_.Now();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  auto bind = sink_.Find(v1::Action::kBind);
+  ASSERT_TRUE(bind);
+  clock_.Advance(absl::Milliseconds(3));
+  const absl::Time arrived = clock_.Now();
+  clock_.Advance(absl::Milliseconds(40));  // A slow hand-off before the callback.
+  sink_.Reply(*bind, v1::ActionResult::OK, arrived);
+  auto decision = watch->queue->Pop();
+  ASSERT_TRUE(decision);
+  EXPECT_EQ(decision->result, SchedulingDecision::Result::kScheduled);
+  EXPECT_EQ(decision->attempt, arrived - popped);
+  uint64_t count = 0;
+  double sum = 0;
+  for (const auto& family : metrics_.registry()->Collect()) {
+    if (family.name != "scheduler_scheduling_attempt_duration_seconds") continue;
+    for (const auto& m : family.metric) {
+      for (const auto& label : m.label) {
+        if (label.name == "result" && label.value == "scheduled") {
+          count += m.histogram.sample_count;
+          sum += m.histogram.sample_sum;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(count, 1u);
+  EXPECT_DOUBLE_EQ(sum, 0.003);
 }
 
 TEST_F(SchedulerTest, PodsOfOneSignatureReuseTheFirstPodsRankingAndAreCounted) {

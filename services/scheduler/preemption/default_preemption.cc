@@ -31,7 +31,7 @@ sdk::Status Unschedulable(std::string message) {
 
 void PreemptionController::Send(v1::Action action, ActionSink::ResultCallback on_result) {
   if (sink_ == nullptr) return;
-  if (!on_result) on_result = [](const v1::ActionResult&) {};
+  if (!on_result) on_result = [](const v1::ActionResult&, absl::Time) {};
   sink_->Send(std::move(action), std::move(on_result));
 }
 
@@ -130,10 +130,10 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     *del.mutable_delete_pod()->mutable_pod() = Ref(pod);
     del.mutable_delete_pod()->set_reason(
         absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
-    Send(std::move(patch), [this, uid, victim_uid, del = std::move(del)](const v1::ActionResult& r) mutable {
+    Send(std::move(patch), [this, uid, victim_uid, del = std::move(del)](const v1::ActionResult& r, absl::Time) mutable {
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
-      Send(std::move(del), [this, uid, victim_uid](const v1::ActionResult& r) {
+      Send(std::move(del), [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
         if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
         if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
         // Done when its deletion is seen (a grace period may hold it a while).

@@ -30,7 +30,7 @@ class FakeSink : public ActionSink {
     v1::ActionResult r;
     r.set_action_id(actions[i].id());
     r.set_code(code);
-    callbacks[i](r);
+    callbacks[i](r, absl::Now());
   }
   std::vector<size_t> Of(v1::Action::KindCase kind) const {
     std::vector<size_t> out;

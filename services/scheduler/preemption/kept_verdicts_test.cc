@@ -196,7 +196,7 @@ class Sink : public ActionSink {
     v1::ActionResult ok;
     ok.set_action_id(actions.size());
     ok.set_code(v1::ActionResult::OK);
-    if (on_result) on_result(ok);
+    if (on_result) on_result(ok, absl::Now());
   }
   std::vector<v1::Action> actions;
 };

@@ -1,5 +1,6 @@
 // Cluster.Sync: the adapter's stream. Reactions do bookkeeping only; events
-// are validated and handed, in order, to the scheduler on the event thread.
+// are validated and handed, in order, to the scheduler on the event thread;
+// action results go to their callbacks on the reading reaction itself.
 #pragma once
 
 #include <deque>
@@ -25,7 +26,7 @@ class SchedulerMetrics;
 // over. Everything it buffers is bounded: the adapter's outbox and the actions
 // awaiting a result (a new action beyond the bound fails at once with
 // UNAVAILABLE, so a bind is forgotten and requeued, never silently lost), and
-// incoming events and results (reading pauses until the threads catch up).
+// incoming events (reading pauses until the event thread catches up).
 class ClusterService final : public v1::Cluster::CallbackService, public ActionSink {
  public:
   static constexpr uint32_t kProtocolVersion = 1;
@@ -34,7 +35,6 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
     std::vector<std::string> scheduler_names;
     absl::Duration action_timeout = absl::Seconds(30);
     size_t max_buffered_messages = 64;  // Reading pauses above this.
-    size_t max_buffered_results = 4096;  // Reading pauses above this.
     // Actions sent and awaiting a result, and actions queued for writing: a
     // new action beyond either bound fails with UNAVAILABLE (counted).
     size_t max_pending_actions = 10000;
@@ -71,6 +71,10 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
     ResultCallback on_result;
     absl::Time deadline;
   };
+  struct Completion {
+    ResultCallback on_result;
+    v1::ActionResult result;
+  };
   struct Work {
     SyncReactor* reactor = nullptr;  // Identity only; never dereferenced here.
     v1::ClusterMessage message;
@@ -78,7 +82,6 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   };
 
   void EventLoop();
-  void ResultLoop();
   void Handle(Work& work);
   // The first message of a stream: OK makes `reactor` the live stream.
   grpc::Status AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first)
@@ -89,7 +92,10 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   void FailActions(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailLocked(uint64_t id, ResultCallback on_result, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Complete(uint64_t id, const v1::ActionResult& result);
+  // Moves the callbacks of the actions `results` answer out of pending_
+  // (results for no pending action are counted and dropped).
+  void TakeCompletedLocked(v1::ActionResults& results, std::vector<Completion>* completed)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   ClusterEventHandler& handler_;
@@ -104,9 +110,6 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   size_t unaccepted_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
-  // Action results skip the object events: a bind's result needs no ordering
-  // with them and must not wait behind a burst of pod creations.
-  std::deque<v1::ActionResult> results_ ABSL_GUARDED_BY(mu_);
   uint64_t next_action_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, PendingAction> pending_ ABSL_GUARDED_BY(mu_);
   // Results to deliver on the event thread (failures decided under mu_).
@@ -116,7 +119,6 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   uint64_t refused_actions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_results_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread event_thread_;
-  std::thread result_thread_;
 };
 
 }  // namespace podium::scheduler

@@ -46,7 +46,7 @@ struct ResultWaiter {
   absl::Notification done;
   v1::ActionResult result;
   ActionSink::ResultCallback Callback() {
-    return [this](const v1::ActionResult& r) {
+    return [this](const v1::ActionResult& r, absl::Time) {
       result = r;
       done.Notify();
     };
@@ -259,6 +259,63 @@ TEST_F(ClusterServiceTest, ResultsForUnknownActionsAreCounted) {
   ASSERT_TRUE(s.rw->Write(results));
   ASSERT_TRUE(known.Wait());
   EXPECT_EQ(service_->stats().unknown_results, 2u);
+}
+
+// Results go to their callbacks as they are read, in stream order, each with
+// the time its message arrived; a callback may send the next action (the
+// scheduler's bind callback sends the Scheduled event).
+TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMaySendActions) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  std::vector<absl::Time> received;
+  absl::Notification sent;
+  auto record = [&](const std::string& name, bool send) {
+    return [&, name, send](const v1::ActionResult& r, absl::Time at) {
+      {
+        absl::MutexLock lock(&mu);
+        order.push_back(name);
+        received.push_back(at);
+        EXPECT_LE(at, absl::Now()) << name;
+      }
+      if (send) {
+        service_->Send(Bind("follow-up"), nullptr);
+        sent.Notify();
+      }
+    };
+  };
+  service_->Send(Bind("web-1"), record("web-1", false));
+  service_->Send(Bind("web-2"), record("web-2", true));
+  service_->Send(Bind("web-3"), record("web-3", false));
+  std::vector<uint64_t> ids;
+  while (ids.size() < 3) {
+    v1::SchedulerMessage m;
+    ASSERT_TRUE(s.rw->Read(&m));
+    for (const auto& a : m.actions().actions()) ids.push_back(a.id());
+  }
+  v1::ClusterMessage results;
+  for (int i : {2, 0, 1}) {  // The adapter's order, not the sending order.
+    auto* r = results.mutable_results()->add_results();
+    r->set_action_id(ids[i]);
+    r->set_code(v1::ActionResult::OK);
+  }
+  const absl::Time before_write = absl::Now();
+  ASSERT_TRUE(s.rw->Write(results));
+  ASSERT_TRUE(sent.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  v1::SchedulerMessage follow_up;
+  ASSERT_TRUE(s.rw->Read(&follow_up));
+  ASSERT_EQ(follow_up.actions().actions_size(), 1);
+  EXPECT_EQ(follow_up.actions().actions(0).bind().pod().name(), "follow-up");
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"web-3", "web-1", "web-2"}));
+  ASSERT_EQ(received.size(), 3u);
+  EXPECT_GE(received[0], before_write);
+  // One message: one arrival, whatever the callbacks before cost.
+  EXPECT_EQ(received[1], received[0]);
+  EXPECT_EQ(received[2], received[0]);
+  EXPECT_EQ(service_->stats().pending_actions, 1u);  // The follow-up.
 }
 
 TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
