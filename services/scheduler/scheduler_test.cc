@@ -27,10 +27,13 @@ class FakeSink : public ActionSink {
  public:
   explicit FakeSink(const Clock& clock) : clock_(clock) {}
   void Send(v1::Action action, ResultCallback on_result) override {
+    if (on_send) on_send(action);
     absl::MutexLock lock(&mu_);
     action.set_id(next_id_++);
     actions_.push_back({action, std::move(on_result)});
   }
+  // Runs on the sending thread before the action is recorded (set before use).
+  std::function<void(const v1::Action&)> on_send;
   // The index of the first action of the kind at or after `from`.
   std::optional<size_t> Find(v1::Action::KindCase kind, size_t from = 0) {
     absl::MutexLock lock(&mu_);
@@ -704,6 +707,53 @@ TEST_F(SchedulerTest, APluginRejectDoesNotWaitForUnreserveOnTheCallersThread) {
   EXPECT_EQ(unreserves_.load(), 1);
   EXPECT_FALSE(cache_.IsAssumed("uid-member"));
   EXPECT_TRUE(QueueOf("member").has_value());
+}
+
+// No remote PreBind or Bind plugin and Permit allows at once: the scheduling
+// thread queues the Bind action itself, after Reserve and Permit, as
+// kube-scheduler's binding cycle runs Reserve, Permit, PreBind, Bind in order.
+TEST_F(SchedulerTest, ABindWithNoRemotePreBindOrBindPluginIsSentByTheSchedulingThreadAfterReserveAndPermit) {
+  Build(true);
+  absl::Mutex mu;
+  std::vector<std::string> order;
+  std::optional<std::thread::id> bind_sender;
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    if (req.has_cycle()) return Answered(CycleAnswer(true));
+    {
+      absl::MutexLock lock(&mu);
+      if (req.has_reserve()) order.push_back("reserve");
+      if (req.has_permit()) order.push_back("permit");
+      if (req.has_unreserve()) order.push_back("unreserve");
+    }
+    v1::PluginToScheduler a;
+    if (req.has_permit()) {
+      a.mutable_permit()->add_results()->set_plugin("Gang");
+      return Answered(a);
+    }
+    return Answered(StatusAnswer());
+  }));
+  sink_.on_send = [&](const v1::Action& action) {
+    if (!action.has_bind()) return;
+    absl::MutexLock lock(&mu);
+    order.push_back("bind");
+    bind_sender = std::this_thread::get_id();
+  };
+  StartWithPod("web");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(order, (std::vector<std::string>{"reserve", "permit", "bind"}));
+    EXPECT_EQ(bind_sender, std::this_thread::get_id());
+  }
+  // Its failure is still released on the binding pool: Unreserve, forget, requeue.
+  sink_.Reply(*sink_.Find(v1::Action::kBind), v1::ActionResult::CONFLICT);
+  scheduler_->WaitForBackgroundWork();
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(order, (std::vector<std::string>{"reserve", "permit", "bind", "unreserve"}));
+  }
+  EXPECT_FALSE(cache_.IsAssumed("uid-web"));
+  EXPECT_EQ(QueueOf("web"), QueueKind::kBackoff);
 }
 
 TEST_F(SchedulerTest, AFailedBindResultDoesNotWaitForUnreserveOnTheResultThread) {
