@@ -1,5 +1,7 @@
 #include "preemption/nominator.h"
 
+#include <vector>
+
 namespace podium::scheduler::preemption {
 namespace {
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
@@ -28,22 +30,45 @@ void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
   if (mirror_log_ != nullptr && mirror_log_->IsAssumed(uid)) {
     if (auto it = by_uid_.find(uid); it != by_uid_.end()) {
       Mirror(it->first, nullptr);
-      by_uid_.erase(it);
+      Erase(it);
     }
     return;
   }
-  Nomination& n = by_uid_[uid];
-  n = Nomination{std::move(pod), std::move(node)};
-  Mirror(uid, &n);
+  Entry& e = Set(uid, std::move(pod), std::move(node));
+  Mirror(e.first, &e.second);
+}
+
+void Nominator::Unlink(const Entry& e) {
+  auto on_node = by_node_.find(e.second.node);
+  if (on_node == by_node_.end()) return;
+  std::erase_if(on_node->second, [&e](const OnNode& o) { return o.entry == &e; });
+  if (on_node->second.empty()) by_node_.erase(on_node);
+}
+
+Nominator::Entry& Nominator::Set(const std::string& uid, sdk::PodInfoPtr pod, std::string node) {
+  auto [it, added] = by_uid_.try_emplace(uid);
+  Entry& e = *it;
+  if (!added) Unlink(e);
+  e.second.pod = std::move(pod);
+  e.second.node = std::move(node);
+  const v1::Pod& p = *e.second.pod->pod;
+  by_node_[e.second.node].push_back(
+      OnNode{&e, p.priority(), NominationKey(e.first, p.meta().resource_version())});
+  return e;
+}
+
+void Nominator::Erase(absl::node_hash_map<std::string, Nomination>::iterator it) {
+  Unlink(*it);
+  by_uid_.erase(it);
 }
 
 std::string Nominator::Clear(std::string_view uid) {
   absl::MutexLock lock(&mu_);
   auto it = by_uid_.find(AV(uid));
   if (it == by_uid_.end()) return "";
-  std::string node = std::move(it->second.node);
+  std::string node = it->second.node;
   Mirror(it->first, nullptr);
-  by_uid_.erase(it);
+  Erase(it);
   return node;
 }
 
@@ -64,8 +89,8 @@ void Nominator::OnPodEvent(const v1::Pod& pod, bool deleted) {
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(pod.meta().uid());
     if (it != by_uid_.end()) {
-      it->second.pod = sdk::PodInfo::Create(pod);
-      Mirror(it->first, &it->second);
+      Entry& e = Set(it->first, sdk::PodInfo::Create(pod), it->second.node);
+      Mirror(e.first, &e.second);
     }
     return;
   }
@@ -76,10 +101,18 @@ std::vector<sdk::PodInfoPtr> Nominator::NominatedPodsFor(const v1::Pod& pod,
                                                          std::string_view node_name) const {
   std::vector<sdk::PodInfoPtr> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [uid, n] : by_uid_) {
-    if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
-    if (!node_name.empty() && n.node != node_name) continue;
-    out.push_back(n.pod);
+  if (node_name.empty()) {
+    for (const auto& [uid, n] : by_uid_) {
+      if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
+      out.push_back(n.pod);
+    }
+    return out;
+  }
+  auto on_node = by_node_.find(AV(node_name));
+  if (on_node == by_node_.end()) return out;
+  for (const OnNode& o : on_node->second) {
+    if (o.priority < pod.priority() || o.entry->first == pod.meta().uid()) continue;
+    out.push_back(o.entry->second.pod);
   }
   return out;
 }
@@ -88,10 +121,10 @@ std::vector<sdk::PodInfoPtr> Nominator::LowerPriorityNominated(const v1::Pod& po
                                                                std::string_view node_name) const {
   std::vector<sdk::PodInfoPtr> out;
   absl::MutexLock lock(&mu_);
-  for (const auto& [uid, n] : by_uid_) {
-    if (uid != pod.meta().uid() && n.node == node_name && n.pod->pod->priority() < pod.priority()) {
-      out.push_back(n.pod);
-    }
+  auto on_node = by_node_.find(AV(node_name));
+  if (on_node == by_node_.end()) return out;
+  for (const OnNode& o : on_node->second) {
+    if (o.priority < pod.priority() && o.entry->first != pod.meta().uid()) out.push_back(o.entry->second.pod);
   }
   return out;
 }
@@ -111,14 +144,24 @@ void Nominator::AddToRequest(const v1::Pod& pod, const sdk::Snapshot& snapshot,
 }
 
 void Nominator::ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                           const std::function<void(uint32_t node_id, std::string_view uid,
-                                                    std::string_view resource_version)>& visit) const {
+                           const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const {
+  const int32_t priority = pod.priority();
   absl::MutexLock lock(&mu_);
-  for (const auto& [uid, n] : by_uid_) {
-    if (uid == pod.meta().uid() || n.pod->pod->priority() < pod.priority()) continue;
-    const sdk::NodeInfo* node = snapshot.Get(n.node);
-    if (node == nullptr) continue;
-    visit(node->id(), uid, n.pod->pod->meta().resource_version());
+  const auto self = by_uid_.find(pod.meta().uid());
+  const Entry* const own = self == by_uid_.end() ? nullptr : &*self;
+  // Node by node, from the keys kept with the nominations: one snapshot
+  // lookup and one visit per node, no pod read.
+  for (const auto& [node_name, entries] : by_node_) {
+    uint64_t sum = 0;
+    bool counted = false;
+    for (const OnNode& o : entries) {
+      if (o.priority < priority || o.entry == own) continue;
+      sum += o.key;
+      counted = true;
+    }
+    if (!counted) continue;
+    const sdk::NodeInfo* node = snapshot.Get(node_name);
+    if (node != nullptr) visit(node->id(), sum);
   }
 }
 
