@@ -731,10 +731,12 @@ TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
                                           {id2, key("d", "1")}}));
 
   // b moves to node-2; a is updated in place (the scheduler's own
-  // nomination, the event without nominatedNodeName); d is cleared.
+  // nomination, the event without nominatedNodeName, a new label); d is
+  // cleared.
   nominator.OnPodEvent(nominated("b", 1000, "node-2", "2"), /*deleted=*/false);
   v1::Pod a2 = a;
   a2.mutable_meta()->set_resource_version("3");
+  (*a2.mutable_meta()->mutable_labels())["tier"] = "front";
   a2.clear_nominated_node_name();
   nominator.OnPodEvent(a2, /*deleted=*/false);
   EXPECT_EQ(nominator.NominatedNode("uid-a"), "node-1");
@@ -759,6 +761,70 @@ TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
   EXPECT_TRUE(nominator.LowerPriorityNominated(MakePod("top", 2000, 1000), "node-1").empty());
   EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id2, key("b", "2")}}));
   EXPECT_EQ(nominator.size(), 2u);
+}
+
+
+// The event of the scheduler's own nomination patch brings the nominated pod
+// back with a new resourceVersion, the PodScheduled condition and
+// status.nominatedNodeName: it counts the same on its node, so nothing
+// changes (no generation bump, no new key for batching's fingerprints, no
+// mirror delta). Before, each such event bumped the generation on the event
+// thread and dropped the kept failure of a cycle it overlapped. A change that
+// counts (the requests) or another node still does.
+TEST(NominatorTest, ItsOwnStatusPatchLeavesANominationAsItIs) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  cache.AddOrUpdateNode(MakeNode("node-2", 4000));
+  Snapshot snapshot;
+  cache.UpdateSnapshot(snapshot);
+  Nominator nominator(&cache);
+  auto sums = [&] {
+    std::map<uint32_t, uint64_t> out;
+    nominator.ForEachKey(MakePod("asking", 1, 100), snapshot,
+                         [&](uint32_t node, uint64_t sum) { out[node] += sum; });
+    return out;
+  };
+  v1::Pod preemptor = MakePod("preemptor", 1000, 2000);
+  preemptor.mutable_meta()->set_resource_version("7");
+  // PostFilter's nomination, from the pod as the cycle saw it.
+  nominator.Nominate(sdk::PodInfo::Create(preemptor), "node-1");
+  const uint64_t generation = nominator.generation();
+  const auto before = sums();
+
+  v1::Pod patched = preemptor;
+  patched.mutable_meta()->set_resource_version("8");
+  patched.set_nominated_node_name("node-1");
+  auto* c = patched.add_conditions();
+  c->set_type("PodScheduled");
+  c->set_status("False");
+  c->set_reason("Unschedulable");
+  nominator.OnPodEvent(patched, /*deleted=*/false);
+  EXPECT_EQ(nominator.generation(), generation);
+  EXPECT_EQ(sums(), before);
+  // The same without status.nominatedNodeName (an event that raced the patch).
+  patched.clear_nominated_node_name();
+  patched.mutable_meta()->set_resource_version("9");
+  nominator.OnPodEvent(patched, /*deleted=*/false);
+  EXPECT_EQ(nominator.generation(), generation);
+  EXPECT_EQ(sums(), before);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
+
+  // Its requests changed: it counts differently on the same node.
+  v1::Pod resized = patched;
+  resized.mutable_meta()->set_resource_version("10");
+  resized.mutable_containers(0)->mutable_requests()->set_milli_cpu(3000);
+  nominator.OnPodEvent(resized, /*deleted=*/false);
+  EXPECT_GT(nominator.generation(), generation);
+  EXPECT_NE(sums(), before);
+  ASSERT_EQ(nominator.NominatedPodsFor(MakePod("asking", 1, 100), "node-1").size(), 1u);
+  EXPECT_EQ(nominator.NominatedPodsFor(MakePod("asking", 1, 100), "node-1")[0]->pod->containers(0).requests().milli_cpu(),
+            3000);
+  // Another node: moved.
+  const uint64_t resized_generation = nominator.generation();
+  resized.set_nominated_node_name("node-2");
+  nominator.OnPodEvent(resized, /*deleted=*/false);
+  EXPECT_GT(nominator.generation(), resized_generation);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-2");
 }
 
 }  // namespace

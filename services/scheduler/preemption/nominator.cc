@@ -2,9 +2,30 @@
 
 #include <vector>
 
+#include "google/protobuf/util/message_differencer.h"
+
 namespace podium::scheduler::preemption {
 namespace {
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Whether two versions of a nominated pod count the same on their node: equal
+// but for what the pod's own status patches change (resourceVersion, the
+// PodScheduled condition, status.nominatedNodeName). Plugins count a
+// nominated pod by its spec and metadata, as kube-scheduler's filters do.
+bool CountsTheSame(const v1::Pod& a, const v1::Pod& b) {
+  if (a.meta().uid() != b.meta().uid() || a.priority() != b.priority() ||
+      a.containers_size() != b.containers_size()) {
+    return false;
+  }
+  v1::Pod x = a;
+  v1::Pod y = b;
+  for (v1::Pod* p : {&x, &y}) {
+    p->mutable_meta()->clear_resource_version();
+    p->clear_conditions();
+    p->clear_nominated_node_name();
+  }
+  return google::protobuf::util::MessageDifferencer::Equals(x, y);
+}
 }  // namespace
 
 void Nominator::Mirror(const std::string& uid, const Nomination* n) {
@@ -32,6 +53,17 @@ void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
       Mirror(it->first, nullptr);
       Erase(it);
     }
+    return;
+  }
+  // The event of the scheduler's own nomination patch (or a condition patch)
+  // brings the same pod to the same node: nothing changes as it counts, so
+  // no new key, no mirror delta, no generation bump. Before, every
+  // preemptor's patch event bumped the generation on the event thread, and a
+  // kept failure whose cycle it overlapped was dropped: the next preemptor
+  // then paid a full cycle and separate dry runs (preempt-500: 17 to 139 of
+  // 1 000 first attempts, by timing).
+  if (auto it = by_uid_.find(uid); it != by_uid_.end() && it->second.node == node &&
+                                   CountsTheSame(*it->second.pod->pod, *pod->pod)) {
     return;
   }
   Entry& e = Set(uid, std::move(pod), std::move(node));
@@ -88,7 +120,7 @@ void Nominator::OnPodEvent(const v1::Pod& pod, bool deleted) {
     // Keep the pod up to date (priority, requests) under its nomination.
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(pod.meta().uid());
-    if (it != by_uid_.end()) {
+    if (it != by_uid_.end() && !CountsTheSame(*it->second.pod->pod, pod)) {
       Entry& e = Set(it->first, sdk::PodInfo::Create(pod), it->second.node);
       Mirror(e.first, &e.second);
     }

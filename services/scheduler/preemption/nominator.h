@@ -35,6 +35,9 @@ class Nominator {
   explicit Nominator(Cache* mirror_log) : mirror_log_(mirror_log) {}
 
   // Nominates the pending pod to the node (replacing an earlier nomination).
+  // A pod already nominated there that counts the same (it differs only in
+  // resourceVersion, conditions or status.nominatedNodeName: its own status
+  // patches) is left as it is: no change, no generation bump.
   void Nominate(sdk::PodInfoPtr pod, std::string node);
   // Clears the pod's nomination; returns the node it had ("" when none).
   std::string Clear(std::string_view uid);
@@ -43,8 +46,9 @@ class Nominator {
 
   // What a cluster event says about nominations: a pending pod carrying
   // status.nominatedNodeName is nominated there (a pending pod without it keeps
-  // the scheduler's own nomination until the patch is seen), a bound, finished
-  // or deleted pod is no longer nominated.
+  // the scheduler's own nomination until the patch is seen, updated when it
+  // counts differently), a bound, finished or deleted pod is no longer
+  // nominated.
   void OnPodEvent(const v1::Pod& pod, bool deleted);
 
   // Nominated pods on `node_name` (every node when empty) with priority at
