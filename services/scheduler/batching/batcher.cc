@@ -220,13 +220,13 @@ absl::flat_hash_map<uint32_t, uint64_t> OpportunisticBatching::NominatedFingerpr
   // the nominator keeps them in. The key hook avoids copying every nominated
   // pod for every pod (preempt-500 spent a third of the scheduling thread there).
   absl::flat_hash_map<uint32_t, uint64_t> out;
-  auto add = [&out](uint32_t node, std::string_view uid, std::string_view resource_version) {
-    out[node] += absl::HashOf(uid, resource_version);
-  };
+  // The hook sums per node (the nominator keeps each pod's key), so a walk
+  // costs a node, not a nominated pod (preempt-500: ~6 % of the scheduler).
+  auto add = [&out](uint32_t node, uint64_t key_sum) { out[node] += key_sum; };
   if (fw.ForEachNominatedPodKey(pod, snapshot, add)) return out;
   google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated;
   fw.AddNominatedPods(pod, snapshot, &nominated);
-  for (const auto& m : nominated) add(m.node_id(), m.pod().meta().uid(), m.pod().meta().resource_version());
+  for (const auto& m : nominated) add(m.node_id(), NominationKey(m.pod().meta().uid(), m.pod().meta().resource_version()));
   return out;
 }
 

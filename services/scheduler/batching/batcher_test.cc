@@ -240,7 +240,7 @@ class Harness {
         if (nominee.meta().uid() == pod.meta().uid() || nominee.priority() < pod.priority()) continue;
         const sdk::NodeInfo* info = snap.Get(node);
         if (info == nullptr) continue;
-        visit(info->id(), nominee.meta().uid(), nominee.meta().resource_version());
+        visit(info->id(), NominationKey(nominee.meta().uid(), nominee.meta().resource_version()));
       }
     };
     // As main wires it: the nominator's generation. With

@@ -15,6 +15,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/hash/hash.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "framework/extension_point_recorder.h"
@@ -28,6 +29,12 @@ namespace podium::scheduler {
 inline constexpr char kPrioritySort[] = "PrioritySort";
 inline constexpr char kSchedulingGates[] = "SchedulingGates";
 inline constexpr char kDefaultBinder[] = "DefaultBinder";
+
+// A nominated pod's key as batching fingerprints nominations (summed per
+// node): its uid and resourceVersion, so any change to the pod changes it.
+inline uint64_t NominationKey(std::string_view uid, std::string_view resource_version) {
+  return absl::HashOf(uid, resource_version);
+}
 
 // A profile with its plugins resolved per extension point (multiPoint already
 // expanded with what each plugin registered).
@@ -52,11 +59,12 @@ struct ProfileSpec {
   std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                      google::protobuf::RepeatedPtrField<v1::MirroredPod>* out)>
       nominated_pods;
-  // The same nominated pods as keys (node id, uid, resourceVersion), without
-  // copying them: what opportunistic batching fingerprints per node.
+  // The same nominated pods as per-node sums of their NominationKey, without
+  // copying them: what opportunistic batching fingerprints per node. A node
+  // may be visited more than once (the sums add up); one without a counted
+  // nomination is not visited.
   std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                     const std::function<void(uint32_t node_id, std::string_view uid,
-                                              std::string_view resource_version)>& visit)>
+                     const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit)>
       nominated_pod_keys;
   // Changes whenever a nomination does (Nominator::generation): batching reads
   // it around a cycle to take the fingerprints only for a cycle that placed
@@ -272,12 +280,11 @@ class Framework {
     std::shared_ptr<const Setup> setup = CurrentSetup();
     if (setup->spec.nominated_pods) setup->spec.nominated_pods(pod, snapshot, out);
   }
-  // Visits the keys of the nominated pods AddNominatedPods would add; false
-  // when the profile has no key hook (then AddNominatedPods is the way).
-  bool ForEachNominatedPodKey(
-      const v1::Pod& pod, const sdk::Snapshot& snapshot,
-      const std::function<void(uint32_t node_id, std::string_view uid, std::string_view resource_version)>& visit)
-      const {
+  // Visits, per node, the sum of the NominationKey of the nominated pods
+  // AddNominatedPods would add there; false when the profile has no key hook
+  // (then AddNominatedPods is the way).
+  bool ForEachNominatedPodKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
+                              const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const {
     std::shared_ptr<const Setup> setup = CurrentSetup();
     if (!setup->spec.nominated_pod_keys) return false;
     setup->spec.nominated_pod_keys(pod, snapshot, visit);

@@ -3,6 +3,9 @@
 // seen through a fake adapter (ActionSink) whose results the test gives.
 #include "preemption/default_preemption.h"
 
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -676,6 +679,152 @@ TEST(NominatorTest, AnAssumedPodIsNotNominatedAgainByALateEvent) {
   ASSERT_TRUE(cache.ForgetPod("uid-preemptor").ok());
   nominator.OnPodEvent(preemptor, /*deleted=*/false);
   EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
+}
+
+
+// The per-node sums batching fingerprints nominations with (ForEachKey) and
+// the per-node lists (LowerPriorityNominated, NominatedPodsFor) follow every
+// change: a nomination added, moved to another node, updated in place (a new
+// resourceVersion), cleared; the pod asking is never counted, nor a pod of
+// lower priority. The sums are kept with the nominations instead of read from
+// each pod on every walk (preempt-500 walked every nomination per cycle).
+TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  cache.AddOrUpdateNode(MakeNode("node-2", 4000));
+  Snapshot snapshot;
+  cache.UpdateSnapshot(snapshot);
+  const uint32_t id1 = snapshot.Get("node-1")->id();
+  const uint32_t id2 = snapshot.Get("node-2")->id();
+  Nominator nominator;
+  auto nominated = [](const std::string& name, int32_t priority, const std::string& node, const std::string& rv) {
+    v1::Pod pod = MakePod(name, priority, 1000);
+    pod.mutable_meta()->set_resource_version(rv);
+    pod.set_nominated_node_name(node);
+    return pod;
+  };
+  auto key = [](const std::string& name, const std::string& rv) { return NominationKey("uid-" + name, rv); };
+  auto sums = [&](const v1::Pod& asking) {
+    std::map<uint32_t, uint64_t> out;
+    int visits = 0;
+    nominator.ForEachKey(asking, snapshot, [&](uint32_t node, uint64_t sum) {
+      out[node] += sum;
+      ++visits;
+    });
+    EXPECT_EQ(visits, static_cast<int>(out.size())) << "one visit per node";
+    return out;
+  };
+  v1::Pod a = nominated("a", 1000, "node-1", "1");
+  v1::Pod b = nominated("b", 1000, "node-1", "1");
+  v1::Pod low = nominated("low", 10, "node-1", "1");
+  v1::Pod d = nominated("d", 1000, "node-2", "1");
+  v1::Pod gone = nominated("gone", 1000, "node-9", "1");  // A node the snapshot lacks.
+  for (const v1::Pod* p : {&a, &b, &low, &d, &gone}) nominator.OnPodEvent(*p, /*deleted=*/false);
+  const v1::Pod asking = MakePod("asking", 500, 1000);
+  EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id1, key("a", "1") + key("b", "1")}, {id2, key("d", "1")}}));
+  // The pod itself is not counted; a higher-priority pod counts nothing here.
+  EXPECT_EQ(sums(a), (std::map<uint32_t, uint64_t>{{id1, key("b", "1")}, {id2, key("d", "1")}}));
+  EXPECT_TRUE(sums(MakePod("top", 2000, 1000)).empty());
+  // Lower priority pods count for a pod at their priority or below.
+  EXPECT_EQ(sums(MakePod("lowest", 1, 1000)),
+            (std::map<uint32_t, uint64_t>{{id1, key("a", "1") + key("b", "1") + key("low", "1")},
+                                          {id2, key("d", "1")}}));
+
+  // b moves to node-2; a is updated in place (the scheduler's own
+  // nomination, the event without nominatedNodeName, a new label); d is
+  // cleared.
+  nominator.OnPodEvent(nominated("b", 1000, "node-2", "2"), /*deleted=*/false);
+  v1::Pod a2 = a;
+  a2.mutable_meta()->set_resource_version("3");
+  (*a2.mutable_meta()->mutable_labels())["tier"] = "front";
+  a2.clear_nominated_node_name();
+  nominator.OnPodEvent(a2, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-a"), "node-1");
+  nominator.OnPodEvent(d, /*deleted=*/true);
+  EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id1, key("a", "3")}, {id2, key("b", "2")}}));
+
+  // The per-node lists moved with them.
+  auto uids = [](const std::vector<sdk::PodInfoPtr>& pods) {
+    std::vector<std::string> out;
+    for (const auto& p : pods) out.push_back(p->uid());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  EXPECT_THAT(uids(nominator.NominatedPodsFor(asking, "node-1")), ElementsAre("uid-a"));
+  EXPECT_THAT(uids(nominator.NominatedPodsFor(asking, "node-2")), ElementsAre("uid-b"));
+  EXPECT_THAT(uids(nominator.NominatedPodsFor(asking, "")), ElementsAre("uid-a", "uid-b", "uid-gone"));
+  EXPECT_THAT(uids(nominator.LowerPriorityNominated(MakePod("top", 2000, 1000), "node-1")),
+              ElementsAre("uid-a", "uid-low"));
+  EXPECT_THAT(uids(nominator.LowerPriorityNominated(MakePod("top", 2000, 1000), "node-2")), ElementsAre("uid-b"));
+  (void)nominator.Clear("uid-a");
+  (void)nominator.Clear("uid-low");
+  EXPECT_TRUE(nominator.LowerPriorityNominated(MakePod("top", 2000, 1000), "node-1").empty());
+  EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id2, key("b", "2")}}));
+  EXPECT_EQ(nominator.size(), 2u);
+}
+
+
+// The event of the scheduler's own nomination patch brings the nominated pod
+// back with a new resourceVersion, the PodScheduled condition and
+// status.nominatedNodeName: it counts the same on its node, so nothing
+// changes (no generation bump, no new key for batching's fingerprints, no
+// mirror delta). Before, each such event bumped the generation on the event
+// thread and dropped the kept failure of a cycle it overlapped. A change that
+// counts (the requests) or another node still does.
+TEST(NominatorTest, ItsOwnStatusPatchLeavesANominationAsItIs) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  cache.AddOrUpdateNode(MakeNode("node-2", 4000));
+  Snapshot snapshot;
+  cache.UpdateSnapshot(snapshot);
+  Nominator nominator(&cache);
+  auto sums = [&] {
+    std::map<uint32_t, uint64_t> out;
+    nominator.ForEachKey(MakePod("asking", 1, 100), snapshot,
+                         [&](uint32_t node, uint64_t sum) { out[node] += sum; });
+    return out;
+  };
+  v1::Pod preemptor = MakePod("preemptor", 1000, 2000);
+  preemptor.mutable_meta()->set_resource_version("7");
+  // PostFilter's nomination, from the pod as the cycle saw it.
+  nominator.Nominate(sdk::PodInfo::Create(preemptor), "node-1");
+  const uint64_t generation = nominator.generation();
+  const auto before = sums();
+
+  v1::Pod patched = preemptor;
+  patched.mutable_meta()->set_resource_version("8");
+  patched.set_nominated_node_name("node-1");
+  auto* c = patched.add_conditions();
+  c->set_type("PodScheduled");
+  c->set_status("False");
+  c->set_reason("Unschedulable");
+  nominator.OnPodEvent(patched, /*deleted=*/false);
+  EXPECT_EQ(nominator.generation(), generation);
+  EXPECT_EQ(sums(), before);
+  // The same without status.nominatedNodeName (an event that raced the patch).
+  patched.clear_nominated_node_name();
+  patched.mutable_meta()->set_resource_version("9");
+  nominator.OnPodEvent(patched, /*deleted=*/false);
+  EXPECT_EQ(nominator.generation(), generation);
+  EXPECT_EQ(sums(), before);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
+
+  // Its requests changed: it counts differently on the same node.
+  v1::Pod resized = patched;
+  resized.mutable_meta()->set_resource_version("10");
+  resized.mutable_containers(0)->mutable_requests()->set_milli_cpu(3000);
+  nominator.OnPodEvent(resized, /*deleted=*/false);
+  EXPECT_GT(nominator.generation(), generation);
+  EXPECT_NE(sums(), before);
+  ASSERT_EQ(nominator.NominatedPodsFor(MakePod("asking", 1, 100), "node-1").size(), 1u);
+  EXPECT_EQ(nominator.NominatedPodsFor(MakePod("asking", 1, 100), "node-1")[0]->pod->containers(0).requests().milli_cpu(),
+            3000);
+  // Another node: moved.
+  const uint64_t resized_generation = nominator.generation();
+  resized.set_nominated_node_name("node-2");
+  nominator.OnPodEvent(resized, /*deleted=*/false);
+  EXPECT_GT(nominator.generation(), resized_generation);
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-2");
 }
 
 }  // namespace

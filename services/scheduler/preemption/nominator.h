@@ -13,9 +13,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
+#include "framework/framework.h"
 #include "podium/sdk/framework.h"
 #include "podium/v1/plugin.pb.h"
 
@@ -33,6 +35,9 @@ class Nominator {
   explicit Nominator(Cache* mirror_log) : mirror_log_(mirror_log) {}
 
   // Nominates the pending pod to the node (replacing an earlier nomination).
+  // A pod already nominated there that counts the same (it differs only in
+  // resourceVersion, conditions or status.nominatedNodeName: its own status
+  // patches) is left as it is: no change, no generation bump.
   void Nominate(sdk::PodInfoPtr pod, std::string node);
   // Clears the pod's nomination; returns the node it had ("" when none).
   std::string Clear(std::string_view uid);
@@ -41,8 +46,9 @@ class Nominator {
 
   // What a cluster event says about nominations: a pending pod carrying
   // status.nominatedNodeName is nominated there (a pending pod without it keeps
-  // the scheduler's own nomination until the patch is seen), a bound, finished
-  // or deleted pod is no longer nominated.
+  // the scheduler's own nomination until the patch is seen, updated when it
+  // counts differently), a bound, finished or deleted pod is no longer
+  // nominated.
   void OnPodEvent(const v1::Pod& pod, bool deleted);
 
   // Nominated pods on `node_name` (every node when empty) with priority at
@@ -54,11 +60,12 @@ class Nominator {
   // The same for every node the snapshot has, as the contract carries them.
   void AddToRequest(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                     google::protobuf::RepeatedPtrField<v1::MirroredPod>* out) const;
-  // The keys of what AddToRequest adds (node id, uid, resourceVersion), without
-  // copying the pods. `visit` runs under the nominator's lock: keep it cheap.
+  // Per node, the sum of the NominationKey (framework.h) of what AddToRequest
+  // adds there, without copying the pods: one call per node with a counted
+  // nomination. The keys are kept with the nominations, so the walk reads no
+  // pod. `visit` runs under the nominator's lock: keep it cheap.
   void ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
-                  const std::function<void(uint32_t node_id, std::string_view uid,
-                                           std::string_view resource_version)>& visit) const;
+                  const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const;
   size_t size() const;
   // Bumped by every change to a nomination (added, moved, updated, cleared):
   // equal before and after a computation means no nomination changed meanwhile.
@@ -69,12 +76,30 @@ class Nominator {
     sdk::PodInfoPtr pod;
     std::string node;
   };
+  using Entry = std::pair<const std::string, Nomination>;  // uid -> nomination
+  // A nomination as its node's list holds it: what ForEachKey reads.
+  struct OnNode {
+    const Entry* entry;
+    int32_t priority;
+    uint64_t key;  // NominationKey(uid, resourceVersion)
+  };
   // Reports the pod's nomination (or its absence) to the mirror log.
   void Mirror(const std::string& uid, const Nomination* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the uid's nomination (added or moved), keeping by_node_ in step.
+  Entry& Set(const std::string& uid, sdk::PodInfoPtr pod, std::string node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the entry off its node's list.
+  void Unlink(const Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the entry from by_uid_ and by_node_.
+  void Erase(absl::node_hash_map<std::string, Nomination>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Cache* const mirror_log_ = nullptr;
   mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Nomination> by_uid_ ABSL_GUARDED_BY(mu_);
+  // Node-based: by_node_ points into it.
+  absl::node_hash_map<std::string, Nomination> by_uid_ ABSL_GUARDED_BY(mu_);
+  // Node name -> its nominations. A cycle's walk (ForEachKey, once per
+  // preemptor and per kept ranking) resolves each node once instead of once
+  // per nomination, and a node's nominations are found without a walk.
+  absl::flat_hash_map<std::string, std::vector<OnNode>> by_node_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
 };
 

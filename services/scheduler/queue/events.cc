@@ -1,5 +1,9 @@
 #include "queue/events.h"
 
+#include <string>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "podium/sdk/framework.h"
 #include "podium/sdk/label_selector.h"
@@ -17,6 +21,22 @@ bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
     if (!MessageDifferencer::Equals(a[i], b[i])) return false;
   }
   return true;
+}
+
+// Deterministic bytes (map entries sorted): equal exactly when the messages
+// are, as Pod holds no floating-point field. Generated code instead of
+// MessageDifferencer's reflection: each assigned pod's update event (a
+// preemption victim's DisruptionTarget patch, a bind's confirmation) passes
+// here on the event thread.
+std::string Canonical(const v1::Pod& pod) {
+  std::string out;
+  {
+    google::protobuf::io::StringOutputStream stream(&out);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    pod.SerializePartialToCodedStream(&coded);
+  }
+  return out;
 }
 
 // Some resource request went down and none went up.
@@ -75,7 +95,7 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
     p->clear_conditions();
     p->clear_phase();
   }
-  return MessageDifferencer::Equals(a, b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
+  return Canonical(a) == Canonical(b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
 }
 
 std::string ClusterEventLabel(const v1::ClusterEvent& event) {

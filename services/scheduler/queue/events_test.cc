@@ -1,5 +1,7 @@
 #include "queue/events.h"
 
+#include <string>
+
 #include "gtest/gtest.h"
 
 namespace podium::scheduler {
@@ -71,6 +73,20 @@ TEST(EventsTest, PodUpdateActions) {
   p = base;
   p.set_priority_class_name("other");
   EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+
+  // Maps compare by content, whatever order their entries were added in; a
+  // status-only patch (a victim's DisruptionTarget condition) is no update.
+  v1::Pod x = base;
+  v1::Pod y = base;
+  for (int i = 0; i < 20; ++i) (*x.mutable_meta()->mutable_annotations())["k" + std::to_string(i)] = "v";
+  for (int i = 19; i >= 0; --i) (*y.mutable_meta()->mutable_annotations())["k" + std::to_string(i)] = "v";
+  auto* condition = y.add_conditions();
+  condition->set_type("DisruptionTarget");
+  condition->set_status("True");
+  y.mutable_meta()->set_resource_version("3");
+  EXPECT_EQ(PodUpdateActions(x, y), 0u);
+  (*y.mutable_meta()->mutable_annotations())["k7"] = "w";
+  EXPECT_EQ(PodUpdateActions(x, y), static_cast<uint32_t>(v1::UPDATE));
 }
 
 }  // namespace
