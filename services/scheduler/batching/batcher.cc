@@ -753,10 +753,15 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
 }
 
 void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t after) {
-  if (lookahead_ && !lookahead_->assumed && lookahead_->p_node == node_id) {
-    lookahead_->assumed = true;
-    lookahead_->before = before;
-    lookahead_->after = after;
+  // The first assume after the hit that took the lookahead is that hit's pod's.
+  if (lookahead_ && !lookahead_->assumed) {
+    if (lookahead_->p_node == node_id) {
+      lookahead_->assumed = true;
+      lookahead_->before = before;
+      lookahead_->after = after;
+    } else {
+      lookahead_.reset();
+    }
   }
   Batch* batch = last_served_;
   last_served_ = nullptr;

@@ -179,6 +179,10 @@ class OpportunisticBatching {
 
   // A profile's batching switch (config: opportunisticBatching). On by default.
   void SetEnabled(const Framework* fw, bool enabled);
+  bool Enabled(const Framework* fw) const {
+    auto e = enabled_.find(fw);
+    return e == enabled_.end() || e->second;
+  }
 
   // Framework::SchedulePod, served from the pod's signature's ranking when it
   // can be. `cycle_id` may be replaced by `next_cycle_id()` when a
