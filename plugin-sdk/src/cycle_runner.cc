@@ -551,7 +551,138 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
     ActiveExtensions(pre_filters, state, extensions_);
     RunWhatIf(what_if_copies, pre_scores, scores, state, pod, out);
   }
+  // Nominated pods would count in the lookahead pod's filters: not answered
+  // (the scheduler sends none then; a mirror's nominations may be newer).
+  if (lookahead_ && request.has_lookahead() && request.nominated_pods_size() == 0 &&
+      mirror_.NumNominatedPods() == 0) {
+    timer.Enter(PhaseTimer::kNone);  // Not an extension point of this pod's cycle.
+    RunLookahead(pre_filters, filters, pre_scores, scores, *request.mutable_lookahead(), pod, out);
+  }
   return absl::OkStatus();
+}
+
+void CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& filters,
+                               const PluginList& pre_scores, const PluginList& scores,
+                               v1::Lookahead& lookahead, const PodInfoPtr& pod, v1::CycleResponse& out) {
+  using Verdict = v1::WhatIfVerdicts;
+  const int num_now = lookahead.node_ids_size();
+  const int total = num_now + lookahead.after_node_ids_size();
+  std::vector<const NodeInfo*> nodes;
+  nodes.reserve(total);
+  for (uint32_t id : lookahead.node_ids()) nodes.push_back(mirror_.GetById(id));
+  for (uint32_t id : lookahead.after_node_ids()) nodes.push_back(mirror_.GetById(id));
+  // A node the mirror does not hold: the scheduler's state is ahead of this
+  // request's; leave the lookahead unanswered (the pod gets its own request).
+  for (const NodeInfo* node : nodes) {
+    if (node == nullptr) return;
+  }
+  PodInfoPtr next = TakePod(lookahead.mutable_pod());
+  // The lookahead pod's state lives only in this request.
+  CycleState state;
+  v1::LookaheadVerdicts& answer = *out.mutable_lookahead();
+  std::optional<absl::flat_hash_set<std::string>> allowed;
+  for (PluginInstance* plugin : pre_filters) {
+    auto [result, status] = plugin->pre_filter->PreFilter(state, *next, mirror_);
+    if (status.IsSkip()) {
+      state.skip_filter_plugins().insert(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      WriteStatus(status, plugin->name, Recode::kFilter, answer.mutable_pre_filter_status());
+      return;
+    }
+    if (!result.node_names.has_value()) continue;
+    if (!allowed.has_value()) {
+      allowed = std::move(result.node_names);
+    } else {
+      absl::erase_if(*allowed, [&](const std::string& name) { return !result.node_names->contains(name); });
+    }
+  }
+  ActiveFilters(filters, state, active_filters_);
+  ActiveExtensions(pre_filters, state, extensions_);
+  answer.mutable_verdicts()->Resize(total, Verdict::UNKNOWN);
+  std::vector<google::protobuf::RepeatedField<int64_t>*> wire(scores.size());
+  for (size_t p = 0; p < scores.size(); ++p) {
+    v1::PluginScores& plugin_scores = *answer.add_scores();
+    plugin_scores.set_plugin(scores[p]->name);
+    plugin_scores.mutable_scores()->Resize(total, 0);
+    wire[p] = plugin_scores.mutable_scores();
+  }
+  auto filter = [&](CycleState& st, const NodeInfo& node, int entry) {
+    if (allowed.has_value() && !allowed->contains(node.name())) {
+      answer.set_verdicts(entry, Verdict::INFEASIBLE);
+      return false;
+    }
+    const FilterOutcome outcome = RunFilters(active_filters_, st, *next, node);
+    if (outcome.status.IsSuccess()) return true;
+    // An ERROR leaves the node UNKNOWN: the scheduler then asks.
+    if (outcome.status.IsRejected()) answer.set_verdicts(entry, Verdict::INFEASIBLE);
+    return false;
+  };
+  // PreScore, Score and NormalizeScore over `feasible` (entries `entries`)
+  // as a cycle narrowed to them would run them; false on any failure.
+  std::vector<NodeScore> node_scores;
+  auto score = [&](CycleState& st, const std::vector<const NodeInfo*>& feasible,
+                   const std::vector<int>& entries) {
+    st.skip_score_plugins().clear();
+    for (PluginInstance* plugin : pre_scores) {
+      Status status = plugin->pre_score->PreScore(st, *next, feasible);
+      if (status.IsSkip()) {
+        st.skip_score_plugins().insert(plugin->name);
+      } else if (!status.IsSuccess()) {
+        return false;
+      }
+    }
+    for (size_t p = 0; p < scores.size(); ++p) {
+      if (st.skip_score_plugins().contains(scores[p]->name)) continue;
+      node_scores.resize(feasible.size());
+      for (size_t i = 0; i < feasible.size(); ++i) {
+        auto [s, status] = scores[p]->score->Score(st, *next, *feasible[i]);
+        if (!status.IsSuccess()) return false;
+        node_scores[i] = NodeScore{feasible[i], s};
+      }
+      if (scores[p]->score->HasNormalizeScore() &&
+          !scores[p]->score->NormalizeScore(st, *next, node_scores).IsSuccess()) {
+        return false;
+      }
+      for (size_t i = 0; i < feasible.size(); ++i) wire[p]->Set(entries[i], node_scores[i].score);
+    }
+    for (int entry : entries) answer.set_verdicts(entry, Verdict::FEASIBLE);
+    return true;
+  };
+  // The nodes as they are now: one narrowed cycle.
+  std::vector<const NodeInfo*> feasible;
+  std::vector<int> entries;
+  for (int k = 0; k < num_now; ++k) {
+    if (filter(state, *nodes[k], k)) {
+      feasible.push_back(nodes[k]);
+      entries.push_back(k);
+    }
+  }
+  if (!feasible.empty() && !score(state, feasible, entries)) {
+    for (int entry : entries) answer.set_verdicts(entry, Verdict::UNKNOWN);
+    for (size_t p = 0; p < scores.size(); ++p) {
+      for (int entry : entries) wire[p]->Set(entry, 0);
+    }
+  }
+  // Each node with this request's pod added, alone.
+  std::vector<const NodeInfo*> one_node(1);
+  std::vector<int> one_entry(1);
+  for (int k = num_now; k < total; ++k) {
+    NodeInfo node = *nodes[k];
+    node.AddPod(pod);
+    std::unique_ptr<CycleState> st = state.Clone();
+    bool added = true;
+    for (const ExtensionRef& ext : extensions_) {
+      if (!ext.extensions->AddPod(*st, *next, *pod, node).IsSuccess()) added = false;
+    }
+    if (!added || !filter(*st, node, k)) continue;
+    one_node[0] = &node;
+    one_entry[0] = k;
+    if (!score(*st, one_node, one_entry)) {
+      for (size_t p = 0; p < scores.size(); ++p) wire[p]->Set(k, 0);
+    }
+  }
 }
 
 void CycleRunner::RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,

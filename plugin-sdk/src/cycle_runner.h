@@ -124,6 +124,8 @@ class CycleRunner {
   void set_status_table(bool on) { status_table_ = on; }
   // Whether CycleRequest.what_if_copies is answered (protocol version 3).
   void set_what_if(bool on) { what_if_ = on; }
+  // Whether CycleRequest.lookahead is answered (protocol version 4).
+  void set_lookahead(bool on) { lookahead_ = on; }
   // The most copies a what-if request may ask for.
   static constexpr uint32_t kMaxWhatIfCopies = 8;
   size_t NumCycleStates() const { return cycle_states_.size(); }
@@ -162,11 +164,17 @@ class CycleRunner {
   void RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,
                  const CycleState& state, const PodInfoPtr& pod, v1::CycleResponse& out);
 
+  // CycleRequest.lookahead, after the cycle of `pod` (the request's).
+  void RunLookahead(const PluginList& pre_filters, const PluginList& filters,
+                    const PluginList& pre_scores, const PluginList& scores, v1::Lookahead& lookahead,
+                    const PodInfoPtr& pod, v1::CycleResponse& out);
+
   const Mirror& mirror_;
   const size_t max_cycle_states_;
   Parallelizer* const parallelizer_;
   bool status_table_ = false;
   bool what_if_ = false;
+  bool lookahead_ = false;
   PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;

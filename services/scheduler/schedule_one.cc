@@ -97,8 +97,12 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   RefreshSnapshot();
 
   // The pod's signature's ranking when it can serve, else the full cycle.
+  // The pod likely popped next: a batch hit's request may carry its verdicts
+  // (batcher.h "Lookahead verdicts"); only of the same profile.
+  sdk::PodInfoPtr next = batching_.Enabled(fw) ? queue_.PeekActive() : nullptr;
+  if (next != nullptr && (!next->pod->node_name().empty() || FrameworkFor(*next->pod) != fw)) next = nullptr;
   ScheduleResult result = batching_.SchedulePod(*fw, pod, snapshot_, snapshot_.delta_seq(), cycle_id,
-                                                [this] { return ++cycle_id_; });
+                                                [this] { return ++cycle_id_; }, std::move(next));
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));

@@ -237,6 +237,7 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
   if (auto old = profile.by_key.find(key); old != profile.by_key.end()) Drop(profile, old->second);
   Batch batch;
   batch.key = key;
+  batch.serial = ++next_serial_;
   const auto& nodes = snapshot.Nodes();
   const size_t n = nodes.size();
   const size_t evaluated = std::min<size_t>(result.evaluated_nodes, n);
@@ -295,10 +296,104 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
   }
 }
 
+bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, const Batch& batch,
+                                             const sdk::PodInfoPtr& next, const Snapshot& snapshot,
+                                             const absl::flat_hash_set<uint32_t>& updated,
+                                             std::optional<uint32_t> star, LookaheadRequest& request,
+                                             Lookahead& kept) {
+  const v1::Pod& q = *next->pod;
+  if (!q.pod_group().empty() || !q.nominated_node_name().empty()) return false;
+  const PodSignature sig = profile.signer.Sign(q);
+  if (!sig.signable || sig.key == batch.key || failures_.Has(&fw, sig.key)) return false;
+  auto it = profile.by_key.find(sig.key);
+  if (it == profile.by_key.end()) return false;
+  const Batch& next_batch = *it->second;
+  // As TryBatch would find it: usable, and decidable without a request.
+  if (next_batch.invalidated || next_batch.served >= next_batch.capacity ||
+      clock_.Now() - next_batch.created > options_.max_age ||
+      TooManyChanged(next_batch.dirty.size(), next_batch.window.size()) || !fw.DecidableWithoutRequest(q)) {
+    return false;
+  }
+  // D_q: its dirty nodes, and own-changed nodes without a usable what-if verdict.
+  std::vector<uint32_t> now(next_batch.dirty.begin(), next_batch.dirty.end());
+  for (uint32_t node : next_batch.own_changed) {
+    if (next_batch.dirty.contains(node)) continue;
+    auto w = next_batch.what_if.find(node);
+    if (w == next_batch.what_if.end()) continue;
+    const uint32_t j = w->second.assumed;
+    if (j == 0 || j > next_batch.what_if_copies ||
+        next_batch.what_if_verdicts[w->second.index * next_batch.what_if_copies + j - 1] ==
+            v1::WhatIfVerdicts::UNKNOWN) {
+      now.push_back(node);
+    }
+  }
+  std::sort(now.begin(), now.end());
+  // C_p within q's window.
+  std::vector<uint32_t> after;
+  after.reserve(updated.size() + 1);
+  for (uint32_t node : updated) {
+    if (next_batch.window.contains(node)) after.push_back(node);
+  }
+  if (star && next_batch.window.contains(*star) && !updated.contains(*star)) after.push_back(*star);
+  std::sort(after.begin(), after.end());
+  if (now.empty() && after.empty()) return false;  // q needs no request anyway.
+  kept.pod = next;
+  kept.fw = &fw;
+  kept.batch_serial = next_batch.serial;
+  kept.generations.reserve(now.size() + after.size());
+  for (uint32_t node : now) kept.generations[node] = snapshot.NodeChangeGeneration(node);
+  for (uint32_t node : after) kept.generations[node] = snapshot.NodeChangeGeneration(node);
+  request.pod = &q;
+  request.node_ids = now;
+  request.after_node_ids = after;
+  kept.now_nodes = std::move(now);
+  kept.after_nodes = std::move(after);
+  return true;
+}
+
+bool OpportunisticBatching::LookaheadHolds(const Lookahead& lookahead, const Batch& batch,
+                                           const std::vector<uint32_t>& nodes, const Snapshot& snapshot,
+                                           std::vector<size_t>& entries) const {
+  if (lookahead.batch_serial != batch.serial || lookahead.answer.pre_filter_rejected) return false;
+  // The dirty nodes must be D_q plus p's node (when q's batch looks at it).
+  const bool p_node_counts = batch.window.contains(lookahead.p_node);
+  size_t expected = lookahead.now_nodes.size();
+  if (p_node_counts && !std::binary_search(lookahead.now_nodes.begin(), lookahead.now_nodes.end(), lookahead.p_node)) {
+    ++expected;
+  }
+  if (nodes.size() != expected) return false;
+  entries.clear();
+  entries.reserve(nodes.size());
+  for (uint32_t node : nodes) {
+    auto recorded = lookahead.generations.find(node);
+    if (recorded == lookahead.generations.end()) return false;
+    const uint64_t now = snapshot.NodeChangeGeneration(node);
+    if (node == lookahead.p_node) {
+      // Moved by p's assume and nothing else.
+      if (recorded->second != lookahead.before || now != lookahead.after) return false;
+      auto a = std::lower_bound(lookahead.after_nodes.begin(), lookahead.after_nodes.end(), node);
+      if (a == lookahead.after_nodes.end() || *a != node) return false;
+      entries.push_back(lookahead.now_nodes.size() + (a - lookahead.after_nodes.begin()));
+    } else {
+      if (recorded->second != now) return false;
+      auto d = std::lower_bound(lookahead.now_nodes.begin(), lookahead.now_nodes.end(), node);
+      if (d == lookahead.now_nodes.end() || *d != node) return false;
+      entries.push_back(d - lookahead.now_nodes.begin());
+    }
+    if (lookahead.answer.verdicts[entries.back()] == v1::WhatIfVerdicts::UNKNOWN) return false;
+  }
+  // Every per-node plugin of the ranking scored.
+  for (size_t p = 0; p < batch.plugins.size(); ++p) {
+    if (!batch.normalizing[p] && !lookahead.answer.scores.contains(batch.plugins[p])) return false;
+  }
+  return true;
+}
+
 BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Batch& batch,
                                              const v1::Pod& pod, const Snapshot& snapshot,
                                              uint64_t state_seq, uint64_t cycle_id,
-                                             ScheduleResult& result, bool& ran_cycle) {
+                                             ScheduleResult& result, bool& ran_cycle,
+                                             const Lookahead* lookahead, const sdk::PodInfoPtr& next) {
   ran_cycle = false;
   if (batch.invalidated) return BatchOutcome::kMissInvalidated;
   if (batch.served >= batch.capacity) return BatchOutcome::kMissExhausted;
@@ -335,16 +430,74 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   batch.own_changed.clear();
   std::vector<uint32_t> nodes(batch.dirty.begin(), batch.dirty.end());
   std::sort(nodes.begin(), nodes.end());
+  // The lookahead the previous pod's request brought for this one stands in
+  // for the request when nothing but that pod's assume changed since.
+  std::vector<size_t> lookahead_entries;
+  const bool from_lookahead = lookahead != nullptr && !nodes.empty() &&
+                              LookaheadHolds(*lookahead, batch, nodes, snapshot, lookahead_entries) &&
+                              fw.DecidableWithoutRequest(pod);
+  // The pick's first step (batcher.h "Lookahead verdicts"): N*, uniformly
+  // among the best group's nodes that this hit does not update.
+  absl::flat_hash_set<uint32_t> updated(nodes.begin(), nodes.end());
+  updated.insert(own.begin(), own.end());
+  std::optional<uint32_t> star;
+  int64_t star_total = 0;
+  size_t star_group = 0;
+  {
+    absl::flat_hash_map<int64_t, size_t> updated_at;
+    for (uint32_t node : updated) {
+      if (auto r = batch.ranked.find(node); r != batch.ranked.end()) ++updated_at[r->second.total];
+    }
+    for (const auto& [total, group] : batch.by_total) {
+      auto u = updated_at.find(total);
+      const size_t in_updated = u == updated_at.end() ? 0 : u->second;
+      if (group.size() <= in_updated) continue;
+      star_total = total;
+      star_group = group.size() - in_updated;
+      if (in_updated == 0) {
+        star = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
+      } else if (star_group * 4 >= group.size()) {
+        // Mostly not updated: draw until one is not (a few draws).
+        uint32_t pick;
+        do {
+          pick = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
+        } while (updated.contains(pick));
+        star = pick;
+      } else {
+        std::vector<uint32_t> rest;
+        rest.reserve(star_group);
+        for (uint32_t node : group) {
+          if (!updated.contains(node)) rest.push_back(node);
+        }
+        star = rest[std::uniform_int_distribution<size_t>(0, rest.size() - 1)(rng_)];
+      }
+      break;
+    }
+  }
   // Even with nothing to re-evaluate, the pod's cycle runs PreFilter in its
   // processes when a plugin there runs for it after the cycle (Reserve and
   // Permit may read its state); otherwise no request at all.
   ScheduleResult scoped;
-  const bool request = !nodes.empty() || !fw.DecidableWithoutRequest(pod);
+  const bool request = !from_lookahead && (!nodes.empty() || !fw.DecidableWithoutRequest(pod));
+  std::optional<Lookahead> kept;
   if (request) {
+    LookaheadRequest lookahead_request;
+    Lookahead prepared;
+    const bool ask = next != nullptr && !nodes.empty() &&
+                     PrepareLookahead(fw, profile, batch, next, snapshot, updated, star, lookahead_request, prepared);
     scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                            CycleScope{.node_ids = &nodes, .want_ranking = true});
+                            CycleScope{.node_ids = &nodes, .want_ranking = true,
+                                       .lookahead = ask ? &lookahead_request : nullptr});
     ran_cycle = true;
+    if (scoped.lookahead_sent) {
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.lookaheads_sent;
+    }
     if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
+    if (ask && scoped.lookahead) {
+      prepared.answer = std::move(*scoped.lookahead);
+      kept = std::move(prepared);
+    }
   }
   bool any_normalizing = false;
   for (bool b : batch.normalizing) any_normalizing |= b;
@@ -397,6 +550,14 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
       });
       if (!ok) return BatchOutcome::kMissInvalidated;
     }
+  } else if (from_lookahead) {
+    const LookaheadAnswer& answer = lookahead->answer;
+    for (size_t k = 0; k < nodes.size(); ++k) {
+      const size_t entry = lookahead_entries[k];
+      const bool ok = update(nodes[k], answer.verdicts[entry] == v1::WhatIfVerdicts::FEASIBLE,
+                             [&](size_t p) { return answer.scores.at(batch.plugins[p])[entry]; });
+      if (!ok) return BatchOutcome::kMissInvalidated;
+    }
   }
   const size_t num_plugins = batch.plugins.size();
   for (uint32_t node : own) {
@@ -411,10 +572,26 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   batch.dirty.clear();
   batch.nominated = std::move(nominated);
   if (batch.ranked.empty()) return BatchOutcome::kMissEmpty;
-  // The best total; ties at random, as the framework's selectHost.
-  const std::vector<uint32_t>& ties = batch.by_total.begin()->second;
-  const uint32_t best =
-      ties.size() == 1 ? ties[0] : ties[std::uniform_int_distribution<size_t>(0, ties.size() - 1)(rng_)];
+  // The pick's second step: the best total M; ties at random, as the
+  // framework's selectHost, N* standing for the g not-updated nodes at M.
+  const int64_t best_total = batch.by_total.begin()->first;
+  std::vector<uint32_t> updated_at_best;
+  for (uint32_t node : updated) {
+    if (auto r = batch.ranked.find(node); r != batch.ranked.end() && r->second.total == best_total) {
+      updated_at_best.push_back(node);
+    }
+  }
+  std::sort(updated_at_best.begin(), updated_at_best.end());  // Same seed, same pick.
+  uint32_t best;
+  if (star && best_total == star_total) {
+    const size_t r =
+        std::uniform_int_distribution<size_t>(0, star_group + updated_at_best.size() - 1)(rng_);
+    best = r < star_group ? *star : updated_at_best[r - star_group];
+  } else if (!updated_at_best.empty()) {
+    best = updated_at_best[std::uniform_int_distribution<size_t>(0, updated_at_best.size() - 1)(rng_)];
+  } else {
+    return BatchOutcome::kMissInvalidated;  // Cannot be: the best node is N* or an updated one.
+  }
   const sdk::NodeInfo* chosen = snapshot.GetById(best);
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;
@@ -423,6 +600,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   if (request) {
     result = std::move(scoped);
     result.ranking = {};
+    result.lookahead.reset();
   } else {
     result = ScheduleResult{};
     result.diagnosis.num_all_nodes = static_cast<uint32_t>(snapshot.NumNodes());
@@ -434,11 +612,16 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   result.feasible_nodes = static_cast<uint32_t>(batch.ranked.size());
   last_served_ = &batch;
   last_served_node_ = best;
+  if (kept) {
+    kept->p_node = best;
+    lookahead_ = std::move(kept);
+  }
   {
     absl::MutexLock lock(&stats_mu_);
-    stats_.nodes_reevaluated += nodes.size();
+    stats_.nodes_reevaluated += request ? nodes.size() : 0;
     stats_.what_if_verdicts += own.size();
     if (!request) ++stats_.hits_without_request;
+    if (from_lookahead) ++stats_.lookahead_hits;
   }
   return BatchOutcome::kHit;
 }
@@ -446,8 +629,16 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
 ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& pod,
                                                   const Snapshot& snapshot, uint64_t state_seq,
                                                   uint64_t& cycle_id,
-                                                  const std::function<uint64_t()>& next_cycle_id) {
+                                                  const std::function<uint64_t()>& next_cycle_id,
+                                                  sdk::PodInfoPtr next) {
   last_served_ = nullptr;
+  // The lookahead the last hit's request brought holds only for the pod it
+  // was taken for, popped right after that hit's pod was assumed.
+  std::optional<Lookahead> lookahead = std::move(lookahead_);
+  lookahead_.reset();
+  if (lookahead && (lookahead->pod->pod.get() != &pod || lookahead->fw != &fw || !lookahead->assumed)) {
+    lookahead.reset();
+  }
   Profile& profile = ProfileFor(fw);
   if (!profile.enabled) {
     Count(fw, last_outcome_ = BatchOutcome::kDisabled);
@@ -503,7 +694,8 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     ScheduleResult result;
     const uint64_t before = cycle_id;
     bool ran_cycle = false;
-    outcome = TryBatch(fw, profile, *batch, pod, snapshot, state_seq, cycle_id, result, ran_cycle);
+    outcome = TryBatch(fw, profile, *batch, pod, snapshot, state_seq, cycle_id, result, ran_cycle,
+                       lookahead ? &*lookahead : nullptr, next);
     if (outcome == BatchOutcome::kHit) {
       Count(fw, last_outcome_ = outcome);
       return result;
@@ -561,6 +753,16 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
 }
 
 void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t after) {
+  // The first assume after the hit that took the lookahead is that hit's pod's.
+  if (lookahead_ && !lookahead_->assumed) {
+    if (lookahead_->p_node == node_id) {
+      lookahead_->assumed = true;
+      lookahead_->before = before;
+      lookahead_->after = after;
+    } else {
+      lookahead_.reset();
+    }
+  }
   Batch* batch = last_served_;
   last_served_ = nullptr;
   if (batch == nullptr || node_id != last_served_node_) return;

@@ -62,6 +62,37 @@
 // plugins, or every process of a fan-out (each a filtering one), merged as
 // the cycle merges (infeasible anywhere is infeasible, unknown anywhere is
 // unknown, scores per plugin from its process); otherwise hits re-evaluate.
+//
+// Lookahead verdicts (plugin protocol version 4). With signatures
+// interleaved (basic-5000-mixed: 40 of them), a hit finds the nodes where
+// the other signatures' pods landed since its last pod dirty, and what-if
+// verdicts do not cover them: every hit made a request. So a hit's request
+// for pod p also asks for the verdicts of the pod q at activeQ's head (peeked,
+// not popped) when q will be a hit of another signature: on the nodes q's
+// hit would re-evaluate now (D_q: its batch's dirty nodes and own-changed
+// nodes without a usable what-if verdict), and on each node p can end on
+// (C_p) with p added there. C_p is small because p's pick is drawn in two
+// steps: before the request, N*, uniformly among the nodes of the best group
+// of the ranking that the hit does not update; after it, the best total M:
+// when M is N*'s total, N* with probability g / (g + d) (g: the not-updated
+// nodes at M, N*'s group; d: the updated ones at M), else one of the d;
+// when M is higher, one of the updated nodes at M. That is a uniform choice
+// among the ties, as before, and p's node is one of the updated nodes or
+// N* (every hit picks this way). When q is popped next and the only change
+// in its batch since the request is p's assume (its dirty nodes are D_q and
+// p's node, each other node's change generation as at the request, p's
+// node moved by exactly p's assume), q takes the lookahead verdicts (D_q's as
+// they were, p's node's "with p") through the same update as a request's
+// and is decided with no request. Anything else (a cluster event, another
+// pod, a nomination, another pod popped, p's request failed or p not
+// assumed) drops the lookahead: q's hit is served as without it. Sent only
+// when one process serves the profile's filter and score plugins, speaks
+// version 4, and the request carries no nominated pods (the plugin also
+// leaves it unanswered while it mirrors any nomination): nominated pods'
+// accounting stays out of it. The lookahead pod's PreFilter state lives
+// only in that request (no cycle id: no remote plugin runs for q after its
+// cycle, Framework::DecidableWithoutRequest). Counted in
+// BatchStats::lookaheads_sent and lookahead_hits.
 // Not thread-safe: the scheduling thread owns it (stats() is thread-safe).
 #pragma once
 
@@ -119,6 +150,8 @@ struct BatchStats {
   uint64_t nodes_reevaluated = 0;  // Over every hit.
   uint64_t what_if_verdicts = 0;   // Nodes of hits that took a what-if verdict instead.
   uint64_t hits_without_request = 0;  // Hits decided with no plugin request.
+  uint64_t lookaheads_sent = 0;  // Requests that carried the next pod's lookahead.
+  uint64_t lookahead_hits = 0;   // Hits decided by a lookahead (also in hits_without_request).
 };
 
 class OpportunisticBatching {
@@ -146,13 +179,20 @@ class OpportunisticBatching {
 
   // A profile's batching switch (config: opportunisticBatching). On by default.
   void SetEnabled(const Framework* fw, bool enabled);
+  bool Enabled(const Framework* fw) const {
+    auto e = enabled_.find(fw);
+    return e == enabled_.end() || e->second;
+  }
 
   // Framework::SchedulePod, served from the pod's signature's ranking when it
   // can be. `cycle_id` may be replaced by `next_cycle_id()` when a
   // re-evaluation is dropped for a full cycle (the dropped cycle is ended).
+  // `next`: the pod at activeQ's head (not popped), when it belongs to the
+  // same profile: a hit's request may carry its lookahead.
   ScheduleResult SchedulePod(Framework& fw, const v1::Pod& pod, const Snapshot& snapshot,
                              uint64_t state_seq, uint64_t& cycle_id,
-                             const std::function<uint64_t()>& next_cycle_id);
+                             const std::function<uint64_t()>& next_cycle_id,
+                             sdk::PodInfoPtr next = nullptr);
 
   // The pod of the last SchedulePod was assumed on node `node_id`, moving
   // its change generation (Snapshot::NodeChangeGeneration) from `before` to
@@ -181,6 +221,7 @@ class OpportunisticBatching {
   };
   struct Batch {
     std::string key;
+    uint64_t serial = 0;  // Unique per batch: a lookahead names the batch it was taken for.
     absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
     absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
     // The ranked nodes grouped by total, best first: a hit picks at random
@@ -210,6 +251,20 @@ class OpportunisticBatching {
     bool invalidated = false;  // By a cluster change that moves other nodes' verdicts.
   };
   using BatchList = std::list<Batch>;  // Most recently used first.
+  // A lookahead answered in the last hit's request, for the pod expected next.
+  struct Lookahead {
+    sdk::PodInfoPtr pod;  // Held: its address identifies the pod when popped.
+    const Framework* fw = nullptr;
+    uint64_t batch_serial = 0;
+    std::vector<uint32_t> now_nodes;    // D_q, sorted.
+    std::vector<uint32_t> after_nodes;  // C_p within the batch's window, sorted.
+    absl::flat_hash_map<uint32_t, uint64_t> generations;  // Of both, at the request.
+    LookaheadAnswer answer;
+    uint32_t p_node = 0;  // The node the request's pod took.
+    bool assumed = false;  // Assumed there, from generation `before` to `after`.
+    uint64_t before = 0;
+    uint64_t after = 0;
+  };
   struct Profile {
     uint64_t setup_generation = ~uint64_t{0};
     Signer signer = Signer::Unsignable("not derived yet");
@@ -245,9 +300,21 @@ class OpportunisticBatching {
                                                                  const Snapshot& snapshot) const;
   // Serves the pod from `batch`, or says why not (result untouched then).
   // `ran_cycle`: a re-evaluation ran under cycle_id (to be ended on a miss).
+  // `lookahead`: the one taken for this pod, if any; `next`: the pod whose
+  // lookahead a request may carry.
   BatchOutcome TryBatch(Framework& fw, Profile& profile, Batch& batch, const v1::Pod& pod,
                         const Snapshot& snapshot, uint64_t state_seq, uint64_t cycle_id,
-                        ScheduleResult& result, bool& ran_cycle);
+                        ScheduleResult& result, bool& ran_cycle, const Lookahead* lookahead,
+                        const sdk::PodInfoPtr& next);
+  // The lookahead of `next` for a request of `batch`'s pod that updates
+  // `updated` and may end on `star`; false when `next` does not qualify.
+  bool PrepareLookahead(Framework& fw, Profile& profile, const Batch& batch, const sdk::PodInfoPtr& next,
+                        const Snapshot& snapshot, const absl::flat_hash_set<uint32_t>& updated,
+                        std::optional<uint32_t> star, LookaheadRequest& request, Lookahead& kept);
+  // Whether `lookahead` stands for a request re-evaluating `nodes` (sorted)
+  // of `batch`; `entries`: each node's entry in its answer.
+  bool LookaheadHolds(const Lookahead& lookahead, const Batch& batch, const std::vector<uint32_t>& nodes,
+                      const Snapshot& snapshot, std::vector<size_t>& entries) const;
   void Count(const Framework& fw, BatchOutcome outcome, const std::string* reason = nullptr);
 
   const Options options_;
@@ -266,6 +333,8 @@ class OpportunisticBatching {
   // (a hit, or the full cycle that made the ranking): Assumed follows it.
   Batch* last_served_ = nullptr;
   uint32_t last_served_node_ = 0;
+  uint64_t next_serial_ = 0;
+  std::optional<Lookahead> lookahead_;  // Taken by the last hit's request.
 
   prometheus::Family<prometheus::Counter>* pods_family_ = nullptr;
   prometheus::Family<prometheus::Counter>* unsignable_family_ = nullptr;

@@ -49,7 +49,11 @@ class FakeProcess : public PluginProcess {
   }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   bool AnswersWhatIf() const override { return what_if; }
-  void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
+  bool AnswersLookahead() const override { return lookahead; }
+  void CountInvalidAnswer() override {
+    if (!corrupt_lookahead) ADD_FAILURE() << "invalid answer";
+    ++invalid_answers;
+  }
   void CountIgnoredFailure() override {}
   void FinishCycle(uint64_t cycle_id) override { finished.push_back(cycle_id); }
 
@@ -132,6 +136,43 @@ class FakeProcess : public PluginProcess {
         }
       }
     }
+    // Lookahead (when no nominated pod counts): the next pod's verdicts on
+    // node_ids as they are and on after_node_ids with this pod added, each
+    // node judged and scored alone, as its own narrowed request would.
+    if (req.has_lookahead() && req.nominated_pods_size() == 0) {
+      EXPECT_TRUE(lookahead) << "lookahead asked of a process that does not answer it";
+      lookaheads.push_back(req.lookahead());
+      const int64_t next_cpu = PodCpu(req.lookahead().pod());
+      v1::LookaheadVerdicts& la = *out.mutable_lookahead();
+      std::map<std::string, v1::PluginScores*> wire;
+      for (const auto& plugin : req.score_plugins()) {
+        wire[plugin] = la.add_scores();
+        wire[plugin]->set_plugin(plugin);
+      }
+      auto judge = [&](uint32_t id, int64_t added) {
+        const sdk::NodeInfo* node = snapshot_.GetById(id);
+        const int64_t alloc = node->allocatable().milli_cpu;
+        const int64_t requested = node->requested().milli_cpu + added;
+        const bool fits = (!fit || alloc - requested >= next_cpu) && (!even || id % 2 == 0);
+        la.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
+        for (auto& [plugin, scores] : wire) {
+          int64_t score = 0;
+          if (!fits) {
+            score = 0;
+          } else if (plugin == "Fit") {
+            score = alloc == 0 ? 0 : (alloc - requested - next_cpu) * 100 / alloc;
+          } else if (plugin == "Even") {
+            score = 50;
+          } else {
+            score = node->node().taints_size() == 0 ? 100 : 0;
+          }
+          scores->add_scores(score);
+        }
+      };
+      for (uint32_t id : req.lookahead().node_ids()) judge(id, 0);
+      for (uint32_t id : req.lookahead().after_node_ids()) judge(id, want);
+      if (corrupt_lookahead) la.add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
+    }
     for (const auto& plugin : req.score_plugins()) {
       v1::PluginScores* s = out.add_scores();
       s->set_plugin(plugin);
@@ -154,6 +195,10 @@ class FakeProcess : public PluginProcess {
   std::vector<v1::CycleRequest> requests;
   std::vector<uint64_t> finished;
   bool what_if = false;  // Speaks protocol version 3.
+  bool lookahead = false;  // Speaks protocol version 4.
+  bool corrupt_lookahead = false;  // Answers one verdict too many.
+  std::vector<v1::Lookahead> lookaheads;  // Every lookahead asked.
+  int invalid_answers = 0;
 
  private:
   const Snapshot& snapshot_;
@@ -195,13 +240,16 @@ class Harness {
   // `what_if`: the processes answer what-if verdicts, and the profile asks
   // for `copies` of them.
   explicit Harness(bool sign = true, bool normalizing = false, bool two_processes = false,
-                   bool what_if = false, uint32_t copies = 2, bool remote_reserve = false)
+                   bool what_if = false, uint32_t copies = 2, bool remote_reserve = false,
+                   bool lookahead = false, uint64_t batching_seed = 7)
       : process_(snapshot_, sign),
         extra_(snapshot_, sign, "extra", {"Even"}),
         fw_(Spec(normalizing, two_processes, copies, remote_reserve), /*seed=*/11),
-        batching_({}, clock_, nullptr, /*seed=*/7) {
+        batching_({}, clock_, nullptr, batching_seed) {
     process_.what_if = what_if;
     extra_.what_if = what_if;
+    process_.lookahead = lookahead;
+    extra_.lookahead = lookahead;
   }
 
   ProfileSpec Spec(bool normalizing, bool two_processes, uint32_t copies, bool remote_reserve) {
@@ -258,7 +306,8 @@ class Harness {
   }
 
   // Schedules and assumes the pod; returns its node ("" when it fits nowhere).
-  std::string Schedule(const v1::Pod& pod, bool batched = true) {
+  // `next`: the pod at activeQ's head meanwhile (its lookahead may ride along).
+  std::string Schedule(const v1::Pod& pod, bool batched = true, sdk::PodInfoPtr next = nullptr) {
     batching_.SnapshotUpdating();
     cache_.UpdateSnapshot(snapshot_);
     batching_.SnapshotUpdated(snapshot_);
@@ -266,7 +315,7 @@ class Harness {
     process_.requests.clear();
     extra_.requests.clear();
     ScheduleResult r = batched ? batching_.SchedulePod(fw_, pod, snapshot_, snapshot_.delta_seq(), id,
-                                                       [this] { return ++cycle_; })
+                                                       [this] { return ++cycle_; }, std::move(next))
                                : fw_.SchedulePod(pod, snapshot_, snapshot_.delta_seq(), id);
     last_diagnosis_ = r.diagnosis;
     if (r.outcome != ScheduleResult::Outcome::kScheduled) return "";
@@ -276,6 +325,16 @@ class Harness {
     EXPECT_TRUE(cache_.AssumePod(sdk::PodInfo::Create(std::move(assumed)), r.node_name, &at).ok());
     if (batched) batching_.Assumed(at.node_id, at.change_generation_before, at.change_generation_after);
     return r.node_name;
+  }
+
+  // Pops `queue` in order, each pod scheduled with the following one at the
+  // head of the queue; the nodes, "" where a pod fits nowhere.
+  std::vector<std::string> ScheduleQueue(const std::vector<sdk::PodInfoPtr>& queue) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < queue.size(); ++i) {
+      out.push_back(Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr));
+    }
+    return out;
   }
 
   // The node ids the last cycle's request named (empty: all nodes).
@@ -1000,6 +1059,223 @@ TEST(BatcherTest, ARemoteReservePluginKeepsARequestForItsCycleState) {
   EXPECT_EQ(h.process_.requests[0].nodes().node_ids_size(), 0);
   EXPECT_EQ(h.batching_.stats().what_if_verdicts, 1u);
   EXPECT_EQ(h.batching_.stats().hits_without_request, 0u);
+}
+
+// Lookahead verdicts (batcher.h): two signatures interleaved.
+std::vector<sdk::PodInfoPtr> Interleaved(int pairs, int64_t a_cpu = 100, int64_t b_cpu = 200) {
+  std::vector<sdk::PodInfoPtr> queue;
+  for (int i = 0; i < pairs; ++i) {
+    queue.push_back(sdk::PodInfo::Create(MakePod("a" + std::to_string(i), a_cpu)));
+    queue.push_back(sdk::PodInfo::Create(MakePod("b" + std::to_string(i), b_cpu)));
+  }
+  return queue;
+}
+
+TEST(BatcherTest, ALookaheadDecidesTheNextPodWithoutARequest) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.AddNodes(20, 1000);
+  const auto queue = Interleaved(2);
+  // a0 and b0: full cycles. a1: a hit re-evaluating b0's node, carrying b1's lookahead.
+  h.Schedule(*queue[0]->pod, true, queue[1]);
+  h.Schedule(*queue[1]->pod, true, queue[2]);
+  const std::string a1 = h.Schedule(*queue[2]->pod, true, queue[3]);
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  ASSERT_TRUE(h.process_.requests.back().has_lookahead());
+  EXPECT_EQ(h.process_.requests.back().lookahead().pod().meta().name(), "b1");
+  // Where a1 went is one of the nodes b1's verdicts were asked "with a1" for.
+  const auto& after = h.process_.requests.back().lookahead().after_node_ids();
+  EXPECT_NE(std::find(after.begin(), after.end(), h.NodeId(a1)), after.end());
+  // b1: a1's node is its only change; the lookahead stands in: no request.
+  const std::string b1 = h.Schedule(*queue[3]->pod, true);
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_FALSE(b1.empty());
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_EQ(h.batching_.stats().lookaheads_sent, 1u);
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 1u);
+  EXPECT_EQ(h.batching_.stats().hits_without_request, 1u);
+}
+
+TEST(BatcherTest, ALookaheadIsDroppedWhenAnythingElseChangedOrAnotherPodComesFirst) {
+  enum class Between { kNodeUpdate, kAnotherPod, kNomination, kOtherPodPopped };
+  for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kNomination, Between::kOtherPodPopped}) {
+    SCOPED_TRACE(static_cast<int>(between));
+    Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+    h.AddNodes(20, 1000);
+    const auto queue = Interleaved(2);
+    h.Schedule(*queue[0]->pod, true, queue[1]);
+    const std::string b0 = h.Schedule(*queue[1]->pod, true, queue[2]);
+    const std::string a1 = h.Schedule(*queue[2]->pod, true, queue[3]);
+    ASSERT_EQ(h.process_.lookaheads.size(), 1u);
+    // A node b1's batch looks at, other than a1's and b0's.
+    std::string elsewhere;
+    for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
+      const std::string name = "node-" + std::to_string(i);
+      if (name != a1 && name != b0) elsewhere = name;
+    }
+    switch (between) {
+      case Between::kNodeUpdate:
+        h.cache_.AddOrUpdateNode(MakeNode(elsewhere, 2000));
+        break;
+      case Between::kAnotherPod: {
+        v1::Pod other = MakePod("other", 50);
+        other.set_node_name(elsewhere);
+        ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+        break;
+      }
+      case Between::kNomination:
+        h.nominated_[elsewhere] = MakePod("nominee", 300, 10);
+        ++h.nomination_generation_;
+        break;
+      case Between::kOtherPodPopped:
+        h.Schedule(MakePod("c", 300), true);  // Another signature's full cycle.
+        break;
+    }
+    h.Schedule(*queue[3]->pod, true);
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+    EXPECT_EQ(h.process_.requests.size(), 1u) << "b1 asks as without the lookahead";
+    EXPECT_EQ(h.batching_.stats().lookahead_hits, 0u);
+  }
+}
+
+TEST(BatcherTest, ALookaheadIsDroppedWhenItsPodWasNotAssumed) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.AddNodes(20, 1000);
+  const auto queue = Interleaved(2);
+  const std::string a0 = h.Schedule(*queue[0]->pod, true, queue[1]);
+  const std::string b0 = h.Schedule(*queue[1]->pod, true, queue[2]);
+  // A pod on a third node: both batches re-evaluate it.
+  std::string elsewhere;
+  for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
+    const std::string name = "node-" + std::to_string(i);
+    if (name != a0 && name != b0) elsewhere = name;
+  }
+  v1::Pod other = MakePod("other", 50);
+  other.set_node_name(elsewhere);
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+  // a1's cycle, without its assume (as when the assume or Reserve failed).
+  h.batching_.SnapshotUpdating();
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  h.batching_.SnapshotUpdated(h.snapshot_);
+  uint64_t id = ++h.cycle_;
+  h.process_.requests.clear();
+  ScheduleResult r = h.batching_.SchedulePod(h.fw_, *queue[2]->pod, h.snapshot_, h.snapshot_.delta_seq(), id,
+                                             [&h] { return ++h.cycle_; }, queue[3]);
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
+  ASSERT_EQ(h.process_.lookaheads.size(), 1u);
+  h.Schedule(*queue[3]->pod, true);
+  EXPECT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 0u);
+}
+
+TEST(BatcherTest, AnInvalidLookaheadAnswerCostsOnlyItself) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.AddNodes(20, 1000);
+  h.process_.corrupt_lookahead = true;
+  const auto queue = Interleaved(2);
+  h.Schedule(*queue[0]->pod, true, queue[1]);
+  h.Schedule(*queue[1]->pod, true, queue[2]);
+  h.batching_.SnapshotUpdating();
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  h.batching_.SnapshotUpdated(h.snapshot_);
+  uint64_t id = ++h.cycle_;
+  // The request of a1, as the framework validates it: a1 is placed, the
+  // lookahead is dropped with an error naming the field and the endpoint.
+  std::vector<uint32_t> nodes = {h.NodeId("node-0")};
+  LookaheadRequest lookahead{
+      .pod = queue[3]->pod.get(), .node_ids = {h.NodeId("node-1")}, .after_node_ids = {h.NodeId("node-0")}};
+  ScheduleResult direct = h.fw_.SchedulePod(*queue[2]->pod, h.snapshot_, h.snapshot_.delta_seq(), id,
+                                            CycleScope{.node_ids = &nodes, .want_ranking = true,
+                                                       .lookahead = &lookahead});
+  EXPECT_EQ(direct.outcome, ScheduleResult::Outcome::kScheduled);
+  EXPECT_TRUE(direct.lookahead_sent);
+  EXPECT_FALSE(direct.lookahead.has_value());
+  EXPECT_EQ(direct.lookahead_error.message(),
+            "plugin endpoint host: lookahead.verdicts has 3 entries for the 2 nodes asked for");
+  EXPECT_EQ(h.process_.invalid_answers, 1);
+  h.fw_.EndCycle(id);
+  // Through the batcher: a1 placed, b1 asks on its own.
+  const std::string a1 = h.Schedule(*queue[2]->pod, true, queue[3]);
+  EXPECT_FALSE(a1.empty());
+  h.Schedule(*queue[3]->pod, true);
+  EXPECT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 0u);
+}
+
+TEST(BatcherTest, AHitPicksUniformlyAmongTiesWithThePreDrawnNode) {
+  // Four equal nodes. a0 takes node X; a foreign pod of no CPU lands on two
+  // others (Y, Z): they are re-evaluated and tie with the fourth, W, which
+  // is not (N*'s group, g = 1, d = 2). The pick must be uniform over W, Y, Z.
+  std::map<std::string, int> picked;  // "W", "Y", "Z" -> trials.
+  const int trials = 600;
+  for (int t = 0; t < trials; ++t) {
+    Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true, /*batching_seed=*/1000 + t);
+    h.AddNodes(4, 1000);
+    const std::string x = h.Schedule(MakePod("a0", 100));
+    std::vector<std::string> others;
+    for (int i = 0; i < 4; ++i) {
+      if ("node-" + std::to_string(i) != x) others.push_back("node-" + std::to_string(i));
+    }
+    for (int k = 0; k < 2; ++k) {
+      v1::Pod zero = MakePod("zero-" + std::to_string(k), 0);
+      zero.set_node_name(others[k]);
+      ASSERT_TRUE(h.cache_.AddOrUpdatePod(zero).ok());
+    }
+    const std::string chosen = h.Schedule(MakePod("a1", 100));
+    ASSERT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+    ASSERT_EQ(h.LastRequestedNodes().size(), 2u);
+    ++picked[chosen == others[0] ? "Y" : chosen == others[1] ? "Z" : chosen == others[2] ? "W" : "X"];
+  }
+  EXPECT_EQ(picked["X"], 0);
+  // Each 200 expected; 4.2 standard deviations (11.5 each) either side.
+  for (const char* node : {"W", "Y", "Z"}) {
+    EXPECT_GT(picked[node], 150) << node;
+    EXPECT_LT(picked[node], 250) << node;
+  }
+}
+
+// A mixed-like workload: several signatures interleaved, batched with and
+// without lookahead verdicts.
+RunResult RunMixed(bool lookahead, uint64_t* requests, uint64_t* lookahead_hits) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, lookahead);
+  const int nodes = 300;
+  h.AddNodes(nodes, 4000);
+  const std::vector<int64_t> sizes = {100, 150, 200, 250, 300};
+  std::vector<sdk::PodInfoPtr> queue;
+  for (int i = 0; i < 1000; ++i) {
+    queue.push_back(sdk::PodInfo::Create(MakePod("p" + std::to_string(i), sizes[i % sizes.size()])));
+  }
+  std::map<std::string, int> per_node;
+  RunResult out;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const std::string node = h.Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr);
+    *requests += h.process_.requests.size();
+    if (node.empty()) {
+      ++out.unscheduled;
+    } else {
+      ++per_node[node];
+    }
+  }
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  for (const sdk::NodeInfo* n : h.snapshot_.Nodes()) {
+    EXPECT_LE(n->requested().milli_cpu, n->allocatable().milli_cpu) << n->name();
+  }
+  out.distribution = Distribution(per_node, nodes);
+  out.hits = h.batching_.stats().hits;
+  *lookahead_hits = h.batching_.stats().lookahead_hits;
+  return out;
+}
+
+TEST(BatcherTest, AMixedWorkloadWithOrWithoutLookaheadPlacesTheSameDistribution) {
+  uint64_t with_requests = 0, without_requests = 0, with_hits = 0, without_hits = 0;
+  const RunResult with = RunMixed(true, &with_requests, &with_hits);
+  const RunResult without = RunMixed(false, &without_requests, &without_hits);
+  EXPECT_EQ(with.unscheduled, 0);
+  EXPECT_EQ(without.unscheduled, 0);
+  EXPECT_EQ(with.distribution, without.distribution);
+  EXPECT_EQ(without_hits, 0u);
+  EXPECT_GT(with_hits, 300u);
+  EXPECT_LT(with_requests * 10, without_requests * 7);
 }
 
 }  // namespace

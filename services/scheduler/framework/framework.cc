@@ -354,6 +354,63 @@ absl::Status Framework::ValidateWhatIf(const v1::CycleRequest& request, const v1
   return absl::OkStatus();
 }
 
+absl::Status Framework::TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                      LookaheadAnswer& out) {
+  const v1::LookaheadVerdicts& lookahead = answer.lookahead();
+  if (!request.has_lookahead()) return absl::InvalidArgumentError("lookahead answered, but the request asked for none");
+  const v1::Status::Code code = lookahead.pre_filter_status().code();
+  if (code != v1::Status::SUCCESS && code != v1::Status::SKIP) {
+    if (!IsRejection(code)) {
+      return absl::InvalidArgumentError(absl::StrCat("lookahead.pre_filter_status carries code ",
+                                                     v1::Status::Code_Name(code), ", not a rejection"));
+    }
+    if (lookahead.verdicts_size() > 0 || lookahead.scores_size() > 0) {
+      return absl::InvalidArgumentError("lookahead: verdicts or scores next to a PreFilter rejection");
+    }
+    out.pre_filter_rejected = true;
+    return absl::OkStatus();
+  }
+  const size_t entries =
+      static_cast<size_t>(request.lookahead().node_ids_size() + request.lookahead().after_node_ids_size());
+  if (static_cast<size_t>(lookahead.verdicts_size()) != entries) {
+    return absl::InvalidArgumentError(absl::StrCat("lookahead.verdicts has ", lookahead.verdicts_size(),
+                                                   " entries for the ", entries, " nodes asked for"));
+  }
+  out.verdicts.reserve(entries);
+  for (int i = 0; i < lookahead.verdicts_size(); ++i) {
+    if (!v1::WhatIfVerdicts::Verdict_IsValid(lookahead.verdicts(i))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lookahead.verdicts[", i, "] is not a verdict (", lookahead.verdicts(i), ")"));
+    }
+    out.verdicts.push_back(static_cast<v1::WhatIfVerdicts::Verdict>(lookahead.verdicts(i)));
+  }
+  absl::flat_hash_set<std::string> score_plugins(request.score_plugins().begin(), request.score_plugins().end());
+  for (const auto& scores : lookahead.scores()) {
+    if (!score_plugins.contains(scores.plugin())) {
+      return absl::InvalidArgumentError(absl::StrCat("lookahead.scores from plugin \"", scores.plugin(),
+                                                     "\" that the request did not name"));
+    }
+    if (static_cast<size_t>(scores.scores_size()) != entries) {
+      return absl::InvalidArgumentError(absl::StrCat("lookahead.scores: plugin \"", scores.plugin(),
+                                                     "\" returned ", scores.scores_size(), " scores for ",
+                                                     entries, " entries"));
+    }
+    for (int64_t s : scores.scores()) {
+      if (s < sdk::kMinNodeScore || s > sdk::kMaxNodeScore) {
+        return absl::InvalidArgumentError(absl::StrCat("lookahead.scores: plugin \"", scores.plugin(),
+                                                       "\" returned score ", s, ", outside [",
+                                                       sdk::kMinNodeScore, ", ", sdk::kMaxNodeScore, "]"));
+      }
+    }
+    auto [it, inserted] = out.scores.try_emplace(scores.plugin(), scores.scores().begin(), scores.scores().end());
+    if (!inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lookahead.scores: plugin \"", scores.plugin(), "\" scored twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 v1::SchedulerToPlugin Framework::NewCycleRequest(const ProcessPlan& plan, uint64_t cycle_id,
                                                 bool filter, bool score) const {
   v1::SchedulerToPlugin message;
@@ -584,10 +641,26 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         only_node == nullptr && plan.process->AnswersWhatIf()) {
       request.set_what_if_copies(scope.what_if_copies);
     }
+    // The next pod's lookahead verdicts (batching/): where this one request
+    // filters and scores for the whole profile, with no nominated pod in it.
+    const bool lookahead = scope.lookahead != nullptr && setup.plans.size() == 1 && combined && scoped &&
+                           plan.process->AnswersLookahead();
+    if (lookahead) {
+      v1::Lookahead& la = *request.mutable_lookahead();
+      la.mutable_node_ids()->Assign(scope.lookahead->node_ids.begin(), scope.lookahead->node_ids.end());
+      la.mutable_after_node_ids()->Assign(scope.lookahead->after_node_ids.begin(),
+                                          scope.lookahead->after_node_ids.end());
+    }
     const v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
       setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
+    }
+    if (lookahead && request.nominated_pods_size() == 0) {
+      *request.mutable_lookahead()->mutable_pod() = *scope.lookahead->pod;
+      result.lookahead_sent = true;
+    } else {
+      request.clear_lookahead();
     }
     // Preemption's first dry run rides along when the pod will likely fit
     // nowhere (the last full cycle found nothing): one round trip fewer per
@@ -620,6 +693,20 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         continue;  // As if its plugins had let every node through.
       }
       return fail(*plan.process, valid);
+    }
+    if (result.lookahead_sent && answer->cycle().has_lookahead()) {
+      // A bad lookahead costs only itself: the pod's own answer stands.
+      LookaheadAnswer taken;
+      absl::Status taken_ok = TakeLookahead(shape, answer->cycle(), taken);
+      if (taken_ok.ok()) {
+        result.lookahead = std::move(taken);
+      } else {
+        plan.process->CountInvalidAnswer();
+        result.lookahead_error = absl::Status(
+            taken_ok.code(), absl::StrCat("plugin endpoint ", plan.process->name(), ": ", taken_ok.message()));
+        PODIUM_LOG(Warning, "Dropped an invalid lookahead answer", {"endpoint", plan.process->name()},
+                   {"error", taken_ok.message()});
+      }
     }
     if (dry_run_attached && answer->cycle().feasible_size() == 0 &&
         answer->cycle().has_preemption_dry_run()) {

@@ -152,6 +152,24 @@ struct Ranking {
   absl::flat_hash_map<std::string, std::vector<int64_t>> what_if_scores;  // plugin -> aligned with what_if.
 };
 
+// The verdicts of the pod batching/ expects to decide next, asked in this
+// cycle's request (plugin protocol version 4, CycleRequest.lookahead): on
+// node_ids as they are, and on each of after_node_ids with this cycle's pod
+// added there.
+struct LookaheadRequest {
+  const v1::Pod* pod = nullptr;
+  std::vector<uint32_t> node_ids;
+  std::vector<uint32_t> after_node_ids;
+};
+
+// Its answer (CycleResponse.lookahead, validated): entry k is node_ids[k],
+// then after_node_ids[k - node_ids.size()].
+struct LookaheadAnswer {
+  bool pre_filter_rejected = false;  // The pod fits nowhere (then nothing else is set).
+  std::vector<v1::WhatIfVerdicts::Verdict> verdicts;
+  absl::flat_hash_map<std::string, std::vector<int64_t>> scores;  // plugin -> aligned with verdicts.
+};
+
 // Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
 struct CycleScope {
   // Evaluate exactly these nodes: no early stop, no rotation, and every node
@@ -174,6 +192,10 @@ struct CycleScope {
   // whose filter and score plugins are all served by one process that speaks
   // protocol version 3.
   uint32_t what_if_copies = 0;
+  // With node_ids: the lookahead to carry. Honoured only when one process
+  // serves every filter and score plugin of the profile, speaks protocol
+  // version 4, and the request carries no nominated pods.
+  const LookaheadRequest* lookahead = nullptr;
 };
 
 struct ScheduleResult {
@@ -185,6 +207,11 @@ struct ScheduleResult {
   uint32_t feasible_nodes = 0;
   Diagnosis diagnosis;      // kUnschedulable.
   absl::Status error;       // kError.
+  // CycleScope::lookahead: whether it was sent, and its answer (none when the
+  // process left it unanswered or the answer was invalid: lookahead_error).
+  bool lookahead_sent = false;
+  std::optional<LookaheadAnswer> lookahead;
+  absl::Status lookahead_error;
 };
 
 // PostFilter runs inside the scheduler when a pod fits no node, as
@@ -388,6 +415,9 @@ class Framework {
                                    bool expect_scores_for_request_nodes) const;
   // CycleResponse.what_if against CycleRequest.what_if_copies.
   static absl::Status ValidateWhatIf(const v1::CycleRequest& request, const v1::CycleResponse& answer);
+  // CycleResponse.lookahead against CycleRequest.lookahead, into `out`.
+  static absl::Status TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                    LookaheadAnswer& out);
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,

@@ -23,6 +23,7 @@ class MockPluginProcess : public PluginProcess {
   bool MirrorsNominatedPods() const override { return mirrors_nominated_pods; }
   bool RunsDryRunsInCycles() const override { return runs_dry_runs_in_cycles; }
   bool AnswersWhatIf() const override { return answers_what_if; }
+  bool AnswersLookahead() const override { return answers_lookahead; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }
@@ -30,6 +31,7 @@ class MockPluginProcess : public PluginProcess {
   bool mirrors_nominated_pods = false;
   bool runs_dry_runs_in_cycles = false;
   bool answers_what_if = false;
+  bool answers_lookahead = false;
   int invalid_answers = 0;
   int ignored_failures = 0;
 

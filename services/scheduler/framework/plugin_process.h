@@ -55,6 +55,9 @@ class PluginProcess {
   // The process answers what-if verdicts (CycleRequest.what_if_copies:
   // protocol version 3).
   virtual bool AnswersWhatIf() const { return false; }
+  // The process answers lookahead verdicts (CycleRequest.lookahead: protocol
+  // version 4).
+  virtual bool AnswersLookahead() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

@@ -514,6 +514,12 @@ std::optional<QueuedPodInfo> SchedulingQueue::TryPop() {
   return PopLocked();
 }
 
+sdk::PodInfoPtr SchedulingQueue::PeekActive() const {
+  absl::ReaderMutexLock lock(&mu_);
+  if (closed_ || active_q_.empty()) return nullptr;
+  return (*active_q_.begin())->info.pod_info;
+}
+
 std::optional<QueuedPodInfo> SchedulingQueue::PopWithTimeout(absl::Duration timeout) {
   mu_.LockWhenWithTimeout(absl::Condition(this, &SchedulingQueue::ReadyToPop), timeout);
   std::optional<QueuedPodInfo> info = PopLocked();

@@ -341,6 +341,10 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   b->set_misses(batch.misses);
   b->set_unsignable(batch.unsignable);
   b->set_nodes_reevaluated(batch.nodes_reevaluated);
+  b->set_what_if_verdicts(batch.what_if_verdicts);
+  b->set_hits_without_request(batch.hits_without_request);
+  b->set_lookaheads_sent(batch.lookaheads_sent);
+  b->set_lookahead_hits(batch.lookahead_hits);
   for (const auto& [result, n] : batch.by_outcome) (*b->mutable_pods_by_result())[result] = n;
   for (const auto& [reason, n] : batch.unsignable_reasons) (*b->mutable_unsignable_reasons())[reason] = n;
   if (response->paused()) {
