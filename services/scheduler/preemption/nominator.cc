@@ -2,26 +2,11 @@
 
 #include <vector>
 
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "queue/events.h"
 
 namespace podium::scheduler::preemption {
 namespace {
 absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.size()); }
-
-// Deterministic bytes (map entries sorted): equal exactly when the pods are,
-// as these messages hold no floating-point field; generated code rather than
-// MessageDifferencer's reflection, on the event thread.
-std::string Canonical(const v1::Pod& pod) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    pod.SerializePartialToCodedStream(&coded);
-  }
-  return out;
-}
 
 // Whether two versions of a nominated pod count the same on their node: equal
 // but for what the pod's own status patches change (resourceVersion, the
@@ -39,7 +24,7 @@ bool CountsTheSame(const v1::Pod& a, const v1::Pod& b) {
     p->clear_conditions();
     p->clear_nominated_node_name();
   }
-  return Canonical(x) == Canonical(y);
+  return SamePod(x, y);
 }
 }  // namespace
 

@@ -23,22 +23,6 @@ bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
   return true;
 }
 
-// Deterministic bytes (map entries sorted): equal exactly when the messages
-// are, as Pod holds no floating-point field. Generated code instead of
-// MessageDifferencer's reflection: each assigned pod's update event (a
-// preemption victim's DisruptionTarget patch, a bind's confirmation) passes
-// here on the event thread.
-std::string Canonical(const v1::Pod& pod) {
-  std::string out;
-  {
-    google::protobuf::io::StringOutputStream stream(&out);
-    google::protobuf::io::CodedOutputStream coded(&stream);
-    coded.SetSerializationDeterministic(true);
-    pod.SerializePartialToCodedStream(&coded);
-  }
-  return out;
-}
-
 // Some resource request went down and none went up.
 bool ScaledDown(const v1::Pod& old_pod, const v1::Pod& new_pod) {
   const sdk::Resource before = sdk::PodInfo::Create(old_pod)->requests;
@@ -95,7 +79,7 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
     p->clear_conditions();
     p->clear_phase();
   }
-  return Canonical(a) == Canonical(b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
+  return SamePod(a, b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
 }
 
 std::string ClusterEventLabel(const v1::ClusterEvent& event) {
@@ -125,6 +109,20 @@ std::string ClusterEventLabel(const v1::ClusterEvent& event) {
     case v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED: return "PodSchedulingGateEliminatedChange";
     default: return resource + "Update";
   }
+}
+
+bool SamePod(const v1::Pod& a, const v1::Pod& b) {
+  auto bytes = [](const v1::Pod& pod) {
+    std::string out;
+    {
+      google::protobuf::io::StringOutputStream stream(&out);
+      google::protobuf::io::CodedOutputStream coded(&stream);
+      coded.SetSerializationDeterministic(true);
+      pod.SerializePartialToCodedStream(&coded);
+    }
+    return out;
+  };
+  return bytes(a) == bytes(b);
 }
 
 }  // namespace podium::scheduler

@@ -25,4 +25,10 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod);
 // the one update it carries ("NodeUpdate" when it carries several).
 std::string ClusterEventLabel(const v1::ClusterEvent& event);
 
+// Whether two pods are equal field for field: deterministic bytes (map entries
+// sorted; Pod holds no floating-point field), generated code rather than
+// MessageDifferencer's reflection, for comparisons made per event on the
+// event thread.
+bool SamePod(const v1::Pod& a, const v1::Pod& b);
+
 }  // namespace podium::scheduler

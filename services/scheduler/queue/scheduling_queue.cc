@@ -7,7 +7,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/message_differencer.h"
 #include "queue/events.h"
 
 namespace podium::scheduler {
@@ -39,7 +38,7 @@ bool IsPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod) {
     copy.clear_allocated();
     return copy;
   };
-  return !google::protobuf::util::MessageDifferencer::Equals(strip(old_pod), strip(new_pod));
+  return !SamePod(strip(old_pod), strip(new_pod));
 }
 
 bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEvent& event) {
