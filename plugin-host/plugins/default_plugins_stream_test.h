@@ -212,6 +212,32 @@ class DefaultPluginsOverStream : public ::testing::Test {
     return message;
   }
 
+  // Another stream to the same server, offering protocol versions 1 ..
+  // `version` and opening NodeResourcesFit alone; the process must pick
+  // `version`.
+  std::unique_ptr<Stream> OpenFitOnlyStream(uint32_t version) {
+    auto stream = std::make_unique<Stream>(server_->address());
+    v1::SchedulerToPlugin open;
+    open.mutable_open()->set_protocol_version(1);
+    open.mutable_open()->set_max_protocol_version(version);
+    open.mutable_open()->set_scheduler_id("test");
+    open.mutable_open()->add_plugins()->set_name("NodeResourcesFit");
+    EXPECT_EQ(stream->Call(open).registration().protocol_version(), version);
+    return stream;
+  }
+  // A cycle of `pod` over every node for NodeResourcesFit alone, with the
+  // cluster (for a stream from OpenFitOnlyStream).
+  static v1::SchedulerToPlugin FitOnlyCycle(const v1::Pod& pod) {
+    v1::SchedulerToPlugin cycle;
+    cycle.mutable_cycle()->set_cycle_id(1);
+    *cycle.mutable_cycle()->mutable_pod() = pod;
+    cycle.mutable_cycle()->add_filter_plugins("NodeResourcesFit");
+    cycle.mutable_cycle()->add_score_plugins("NodeResourcesFit");
+    cycle.mutable_cycle()->mutable_nodes()->set_all_nodes(true);
+    *cycle.mutable_delta() = Cluster();
+    return cycle;
+  }
+
   std::unique_ptr<sdk::PluginServer> server_;
   std::unique_ptr<Stream> stream_;
   std::vector<std::string> pre_filter_, filter_, pre_score_, score_;

@@ -145,23 +145,11 @@ TEST_F(LookaheadTest, NotAnsweredWithNominatedPods) {
 }
 
 TEST_F(LookaheadTest, NotAnsweredOnAStreamOfAnOlderProtocol) {
-  Stream old(server_->address());
-  v1::SchedulerToPlugin open;
-  open.mutable_open()->set_protocol_version(1);
-  open.mutable_open()->set_max_protocol_version(3);
-  open.mutable_open()->set_scheduler_id("test");
-  open.mutable_open()->add_plugins()->set_name("NodeResourcesFit");
-  ASSERT_EQ(old.Call(open).registration().protocol_version(), 3u);
-  v1::SchedulerToPlugin cycle;
-  cycle.mutable_cycle()->set_cycle_id(1);
-  *cycle.mutable_cycle()->mutable_pod() = Pod("web", 1500, 1 << 20);
-  cycle.mutable_cycle()->add_filter_plugins("NodeResourcesFit");
-  cycle.mutable_cycle()->add_score_plugins("NodeResourcesFit");
-  cycle.mutable_cycle()->mutable_nodes()->set_all_nodes(true);
+  std::unique_ptr<Stream> old = OpenFitOnlyStream(3);
+  v1::SchedulerToPlugin cycle = FitOnlyCycle(Pod("web", 1500, 1 << 20));
   *cycle.mutable_cycle()->mutable_lookahead()->mutable_pod() = Other("api", 100, 1 << 20);
   cycle.mutable_cycle()->mutable_lookahead()->add_node_ids(1);
-  *cycle.mutable_delta() = Cluster();
-  const v1::CycleResponse answer = old.Call(cycle).cycle();
+  const v1::CycleResponse answer = old->Call(cycle).cycle();
   EXPECT_EQ(answer.feasible_size(), 7);
   EXPECT_FALSE(answer.has_lookahead());
 }

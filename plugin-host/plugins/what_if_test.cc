@@ -126,22 +126,10 @@ TEST_F(WhatIfTest, AHostPortCopyMakesEveryNodeInfeasible) {
 
 TEST_F(WhatIfTest, NotAnsweredOnAStreamOfAnOlderProtocol) {
   // A fresh stream that speaks version 2: the field is ignored.
-  Stream old(server_->address());
-  v1::SchedulerToPlugin open;
-  open.mutable_open()->set_protocol_version(1);
-  open.mutable_open()->set_max_protocol_version(2);
-  open.mutable_open()->set_scheduler_id("test");
-  open.mutable_open()->add_plugins()->set_name("NodeResourcesFit");
-  ASSERT_EQ(old.Call(open).registration().protocol_version(), 2u);
-  v1::SchedulerToPlugin cycle;
-  cycle.mutable_cycle()->set_cycle_id(1);
-  *cycle.mutable_cycle()->mutable_pod() = Pod("web", 1500, 1 << 20);
-  cycle.mutable_cycle()->add_filter_plugins("NodeResourcesFit");
-  cycle.mutable_cycle()->add_score_plugins("NodeResourcesFit");
-  cycle.mutable_cycle()->mutable_nodes()->set_all_nodes(true);
+  std::unique_ptr<Stream> old = OpenFitOnlyStream(2);
+  v1::SchedulerToPlugin cycle = FitOnlyCycle(Pod("web", 1500, 1 << 20));
   cycle.mutable_cycle()->set_what_if_copies(2);
-  *cycle.mutable_delta() = Cluster();
-  const v1::CycleResponse answer = old.Call(cycle).cycle();
+  const v1::CycleResponse answer = old->Call(cycle).cycle();
   EXPECT_EQ(answer.feasible_size(), 7);
   EXPECT_FALSE(answer.has_what_if());
 }

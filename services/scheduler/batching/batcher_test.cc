@@ -19,6 +19,19 @@ int64_t PodCpu(const v1::Pod& pod) {
   return cpu;
 }
 
+// The fake process's score of `plugin` for a pod of `want` milli-CPU on
+// `node` judged alone (a one-node normalization) with `requested` milli-CPU
+// already requested there: what-if and lookahead verdicts. 0 where it does
+// not fit.
+int64_t FakeScore(const std::string& plugin, bool fits, const sdk::NodeInfo& node, int64_t requested,
+                  int64_t want) {
+  const int64_t alloc = node.allocatable().milli_cpu;
+  if (!fits) return 0;
+  if (plugin == "Fit") return alloc == 0 ? 0 : (alloc - requested - want) * 100 / alloc;
+  if (plugin == "Even") return 50;
+  return node.node().taints_size() == 0 ? 100 : 0;
+}
+
 // A plugin process that really runs its plugins on the scheduler's snapshot:
 // "Fit" filters on free CPU (nominated pods counted) and scores
 // LeastAllocated, per node; "Taints" scores the number of taints reversed and
@@ -119,20 +132,7 @@ class FakeProcess : public PluginProcess {
           const int64_t free = node->allocatable().milli_cpu - requested - nominated_cpu[node->id()];
           const bool fits = (!fit || free >= want) && (!even || node->id() % 2 == 0);
           w.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
-          for (auto& [plugin, scores] : wire) {
-            int64_t score = 0;
-            const int64_t alloc = node->allocatable().milli_cpu;
-            if (!fits) {
-              score = 0;
-            } else if (plugin == "Fit") {
-              score = alloc == 0 ? 0 : (alloc - requested - want) * 100 / alloc;
-            } else if (plugin == "Even") {
-              score = 50;
-            } else {
-              score = node->node().taints_size() == 0 ? 100 : 0;
-            }
-            scores->add_scores(score);
-          }
+          for (auto& [plugin, scores] : wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, want));
         }
       }
     }
@@ -155,19 +155,7 @@ class FakeProcess : public PluginProcess {
         const int64_t requested = node->requested().milli_cpu + added;
         const bool fits = (!fit || alloc - requested >= next_cpu) && (!even || id % 2 == 0);
         la.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
-        for (auto& [plugin, scores] : wire) {
-          int64_t score = 0;
-          if (!fits) {
-            score = 0;
-          } else if (plugin == "Fit") {
-            score = alloc == 0 ? 0 : (alloc - requested - next_cpu) * 100 / alloc;
-          } else if (plugin == "Even") {
-            score = 50;
-          } else {
-            score = node->node().taints_size() == 0 ? 100 : 0;
-          }
-          scores->add_scores(score);
-        }
+        for (auto& [plugin, scores] : wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, next_cpu));
       };
       for (uint32_t id : req.lookahead().node_ids()) judge(id, 0);
       for (uint32_t id : req.lookahead().after_node_ids()) judge(id, want);
