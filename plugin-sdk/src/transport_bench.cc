@@ -6,6 +6,10 @@
 //   Inline:        callback reactor answers in OnReadDone, next read started
 //                  before the answer is built.
 //   Sync:          sync API, one thread per stream doing Read(); Write().
+//   Async:         async API, one completion queue driven by one thread of
+//                  its own: no callback threads handing the poller role back
+//                  and forth (async+health: the same with gRPC's default
+//                  health service, whose callback methods start them again).
 //   Sdk:           the SDK's PluginServer (requests without a kind: answered
 //                  with an error by the Session, no plugin runs).
 // To count the server's syscalls per request: run
@@ -154,6 +158,80 @@ class SyncService final : public v1::Plugin::Service {
   }
 };
 
+class AsyncServer {
+ public:
+  explicit AsyncServer(bool health) : health_(health) {}
+  int Serve(const std::string& address) {
+    grpc::EnableDefaultHealthCheckService(health_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    cq_ = builder.AddCompletionQueue();
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr) return 1;
+    Accept();
+    void* tag;
+    bool ok;
+    while (cq_->Next(&tag, &ok)) {
+      auto* stream = static_cast<Stream*>(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(tag) & ~uintptr_t{3}));
+      switch (reinterpret_cast<uintptr_t>(tag) & 3) {
+        case 0:  // Accepted.
+          Accept();
+          if (!ok) { delete stream; break; }
+          stream->rw.Read(&stream->requests[0], Tag(stream, 1));
+          break;
+        case 1: {  // Read.
+          if (!ok) {
+            stream->closing = true;
+            if (stream->writes.empty()) stream->rw.Finish(grpc::Status::OK, Tag(stream, 3));
+            break;
+          }
+          v1::SchedulerToPlugin& request = stream->requests[stream->current];
+          stream->current ^= 1;
+          stream->rw.Read(&stream->requests[stream->current], Tag(stream, 1));
+          v1::PluginToScheduler answer;
+          Answer(request, answer);
+          stream->writes.push_back(std::move(answer));
+          if (stream->writes.size() == 1) stream->rw.Write(stream->writes.front(), Tag(stream, 2));
+          break;
+        }
+        case 2:  // Written.
+          stream->writes.pop_front();
+          if (!stream->writes.empty()) {
+            stream->rw.Write(stream->writes.front(), Tag(stream, 2));
+          } else if (stream->closing) {
+            stream->rw.Finish(grpc::Status::OK, Tag(stream, 3));
+          }
+          break;
+        case 3:  // Finished.
+          delete stream;
+          break;
+      }
+    }
+    return 0;
+  }
+
+ private:
+  struct Stream {
+    grpc::ServerContext context;
+    grpc::ServerAsyncReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin> rw{&context};
+    v1::SchedulerToPlugin requests[2];
+    int current = 0;
+    bool closing = false;
+    std::deque<v1::PluginToScheduler> writes;  // Front is in flight.
+  };
+  static void* Tag(Stream* stream, uintptr_t op) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(stream) | op);
+  }
+  void Accept() {
+    auto* stream = new Stream;
+    service_.RequestRun(&stream->context, &stream->rw, cq_.get(), cq_.get(), Tag(stream, 0));
+  }
+  const bool health_;
+  v1::Plugin::AsyncService service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+};
+
 // The server runs in a child process, as the plugin host does, so that client
 // and server do not share gRPC's threads.
 //   podium_sdk_transport_bench --serve=<variant> --address=unix:/tmp/x.sock
@@ -252,8 +330,10 @@ int main(int argc, char** argv) {
   if (serve == "handoff") return podium::sdk::ServeVariant<podium::sdk::WorkerHandoffService>(address);
   if (serve == "inline") return podium::sdk::ServeVariant<podium::sdk::InlineService>(address);
   if (serve == "sdk") return podium::sdk::ServeSdk(address);
+  if (serve == "async") return podium::sdk::AsyncServer(false).Serve(address);
+  if (serve == "async+health") return podium::sdk::AsyncServer(true).Serve(address);
   if (serve == "sync") return podium::sdk::ServeVariant<podium::sdk::SyncService>(address);
-  for (const char* variant : {"handoff", "inline", "sync", "sdk"}) podium::sdk::Register(variant);
+  for (const char* variant : {"handoff", "inline", "sync", "async", "async+health", "sdk"}) podium::sdk::Register(variant);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
