@@ -1255,6 +1255,22 @@ HealthAnswer CallHealth(const std::string& address, const std::string& method, c
   return out;
 }
 
+// A port already taken: Start fails naming the address, and the server (its
+// completion queue never driven) is destroyed cleanly.
+TEST(PluginServerListenTest, APortInUseFailsStartNamingTheAddress) {
+  PluginServer first(ServeOptions{.address = "127.0.0.1:0", .process_name = "first", .plugins = TestPlugins()});
+  ASSERT_TRUE(first.Start().ok());
+  const std::string taken = first.address();
+  auto second = std::make_unique<PluginServer>(
+      ServeOptions{.address = taken, .process_name = "second", .plugins = TestPlugins()});
+  absl::Status s = second->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot listen on " + taken));
+  second.reset();
+  SchedulerStream stream(taken);  // The first one still serves.
+  EXPECT_EQ(stream.Open({{"Fit", ""}}).error(), "");
+}
+
 TEST(PluginServerHealthTest, CheckWatchAndUnknownMethods) {
   PluginServer server(ServeOptions{.address = "127.0.0.1:0", .process_name = "health", .plugins = TestPlugins()});
   ASSERT_TRUE(server.Start().ok());
