@@ -1,7 +1,12 @@
-// The Plugin.Run transport: a callback-API reactor per stream that handles a
-// message on the gRPC thread that read it when nothing else is pending, a
-// worker thread per stream for the backlog and for messages that may block,
-// and a bounded write queue with one write in flight.
+// The Plugin.Run transport on gRPC's async API: one completion queue, driven
+// by one thread of the server's own (the "driver"), which handles a message
+// where it read it when nothing else is pending; a worker thread per stream
+// for the backlog and for messages that may block; and a bounded write queue
+// with one write in flight. gRPC's callback API is not used: its two polling
+// threads hand the poller role to each other for every event (a wake-up and
+// a context switch per message); the driver polls alone. The health service
+// is served on the same queue for the same reason (gRPC's default one uses
+// the callback API, whose threads would poll the same sockets).
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -19,15 +24,18 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "grpc_support/reaction_order.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/wire_format_lite.h"
+#include "grpcpp/ext/health_check_service_server_builder_option.h"
+#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
 #include "podium/sdk/serve.h"
@@ -38,7 +46,7 @@ namespace podium::sdk {
 namespace internal {
 namespace {
 
-using Reactor = grpc::ServerBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler>;
+using ServerStream = grpc::ServerAsyncReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin>;
 
 // Messages received but not yet handled (the backlog of the worker).
 constexpr size_t kMaxInbox = 4096;
@@ -54,12 +62,12 @@ constexpr int kMaxPooledRequestObjects = 64;
 
 using RequestPtr = std::unique_ptr<v1::SchedulerToPlugin>;
 
-// Whether a message may be handled on the gRPC thread that read it. Plugins in
-// the scheduling cycle are CPU-bound and short, and the scheduler waits for the
-// answer, so a hop to another thread would only add wake-up latency. Open
+// Whether a message may be handled on the driver thread that read it. Plugins
+// in the scheduling cycle are CPU-bound and short, and the scheduler waits for
+// the answer, so a hop to another thread would only add wake-up latency. Open
 // (plugin factories), a reset delta (the whole mirror) and the binding cycle
 // (which may call the API server) can take long, so they go to the worker and
-// never hold up a gRPC thread.
+// never hold up the driver.
 bool HandleInline(const v1::SchedulerToPlugin& message) {
   switch (message.kind_case()) {
     case v1::SchedulerToPlugin::kOpen:
@@ -82,89 +90,54 @@ int PooledObjects(const v1::SchedulerToPlugin& message) {
          delta.namespace_removals_size();
 }
 
-// The state of one stream, shared by the reactor (gRPC threads), the worker
-// thread and plugin threads that speak first. Every reactor operation is
-// started under mu_ after checking that Finish has not been called and OnDone
-// has not run, so none can race with the end of the stream.
+// A completion the driver thread dispatches: every tag on the queue is one.
+class Completion {
+ public:
+  virtual void Complete(bool ok) = 0;
+
+ protected:
+  ~Completion() = default;
+};
+
+// Calls `(owner->*handler)(ok)` when its operation completes.
+template <typename Owner>
+class CompletionOf final : public Completion {
+ public:
+  CompletionOf(Owner* owner, void (Owner::*handler)(bool)) : owner_(owner), handler_(handler) {}
+  void Complete(bool ok) override { (owner_->*handler_)(ok); }
+
+ private:
+  Owner* const owner_;
+  void (Owner::*const handler_)(bool);
+};
+
+class PluginService;
+
+// The state of one stream, shared by the driver thread (which completes its
+// gRPC operations), the worker thread and plugin threads that speak first.
+// Every gRPC operation is started under mu_ after checking that the stream may
+// still start one (not finished, not stopped by the server's shutdown, not
+// done), so none can race with the end of the stream; the gRPC objects live
+// until every started operation has completed ("done").
 //
-// Messages are handled by whoever holds the `busy_` baton: the gRPC thread
-// that read the message when nothing is pending (the common case: no thread
-// hop), otherwise the worker, which drains the backlog in order. Only one
-// holder at a time, and a message is handled inline only when the backlog is
-// empty, so messages are handled one at a time and in stream order.
+// Messages are handled by whoever holds the `busy_` baton: the driver when
+// nothing is pending (the common case: no thread hop), otherwise the worker,
+// which drains the backlog in order. Only one holder at a time, and a message
+// is handled inline only when the backlog is empty, so messages are handled
+// one at a time and in stream order.
 class StreamState final : public ResponseSink {
  public:
-  explicit StreamState(Reactor* reactor) : reactor_(reactor) {}
+  explicit StreamState(PluginService* service) : service_(service) {
+    // Before the call is requested, as gRPC requires.
+    context_.AsyncNotifyWhenDone(&call_done_);
+  }
+
+  grpc::ServerContext* context() { return &context_; }
+  ServerStream* stream() { return &stream_; }
+  Completion* accepted_tag() { return &accepted_; }
 
   // Before the first read; the session outlives every use (see RunWorker).
   void SetSession(Session* session) { session_ = session; }
-
-  // Once the reactor and the session are set up, before gRPC can react.
-  void Constructed() { order_.Constructed(); }
-
-  void StartReading() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    StartReadLocked();
-  }
-
-  void OnReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
-    const auto reaction = order_.EnterReadDone();
-    RequestPtr message;
-    {
-      absl::MutexLock lock(&mu_);
-      if (!ok) {  // The scheduler closed its side, or the stream broke.
-        input_closed_ = true;
-        MaybeFinishLocked();
-        return;
-      }
-      if (finished_ || reactor_ == nullptr) return;
-      if (!busy_ && inbox_.empty() && HandleInline(*reading_)) {
-        busy_ = true;
-        message = std::move(reading_);
-      } else {
-        if (inbox_.size() >= kMaxInbox) {
-          FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                  absl::StrCat("plugin process backlog: ", inbox_.size(),
-                                               " messages not yet handled; the plugins are too "
-                                               "slow for the request rate")));
-          return;
-        }
-        inbox_.push_back(std::move(reading_));
-        if (!busy_) work_.Signal();
-      }
-      // The next message is read while this one is handled.
-      StartReadLocked();
-    }
-    if (message == nullptr) return;
-    session_->Handle(*message);
-    Recycle(std::move(message));
-    absl::MutexLock lock(&mu_);
-    busy_ = false;
-    // What arrived meanwhile is the worker's, which also waits for the baton
-    // before it stops.
-    if (!inbox_.empty() || stop_worker_) work_.Signal();
-    MaybeFinishLocked();
-  }
-
-  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
-    const auto reaction = order_.EnterWriteDone();
-    ResponsePtr written;
-    {
-      absl::MutexLock lock(&mu_);
-      writing_ = false;
-      written = std::move(in_flight_);
-      if (!ok) {
-        FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write to the scheduler failed"));
-        return;
-      }
-      StartNextWriteLocked();
-      MaybeFinishLocked();
-    }
-    // Emptied outside the lock, then kept for the next answer.
-    written->Reset();
-    absl::MutexLock lock(&mu_);
-    if (free_responses_.size() < kMaxFreeResponses) free_responses_.push_back(std::move(written));
-  }
 
   ResponsePtr NewResponse() override ABSL_LOCKS_EXCLUDED(mu_) {
     {
@@ -178,23 +151,9 @@ class StreamState final : public ResponseSink {
     return std::make_unique<Response>();
   }
 
-  void OnCancel() ABSL_LOCKS_EXCLUDED(mu_) {
-    const auto reaction = order_.EnterCancel();
-    absl::MutexLock lock(&mu_);
-    FailLocked(grpc::Status::CANCELLED);
-  }
-
-  void OnDone() ABSL_LOCKS_EXCLUDED(mu_) {
-    order_.EnterDone();
-    absl::MutexLock lock(&mu_);
-    reactor_ = nullptr;
-    stop_worker_ = true;
-    work_.Signal();
-  }
-
   bool Send(ResponsePtr message) override ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
-    if (finished_ || reactor_ == nullptr) return false;
+    if (finished_ || stopped_ || done_) return false;
     if (writes_.size() >= kMaxWriteQueue) {
       FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                               absl::StrCat("plugin process write queue full (", writes_.size(),
@@ -207,7 +166,7 @@ class StreamState final : public ResponseSink {
   }
 
   // The worker thread's loop: handles the backlog until the stream ends.
-  // Returns only once no gRPC thread is handling a message, so the caller may
+  // Returns only once the driver is not handling a message, so the caller may
   // destroy the session.
   void RunWorker() ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
@@ -226,7 +185,97 @@ class StreamState final : public ResponseSink {
     }
   }
 
+  // The server is shutting down and its queue is about to be: start no more
+  // operations. Those in flight complete (failed) while the driver drains.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    stop_worker_ = true;
+    work_.Signal();
+  }
+
  private:
+  // Completion handlers, on the driver thread.
+  void OnAccepted(bool ok);
+  void OnCallDone(bool ok);
+
+  void OnReadDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    RequestPtr message;
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      reading_pending_ = false;
+      if (!ok) {  // The scheduler closed its side, or the stream broke.
+        input_closed_ = true;
+        MaybeFinishLocked();
+      } else if (finished_ || stopped_) {
+        // Nothing more is handled or read.
+      } else if (!busy_ && inbox_.empty() && HandleInline(*reading_)) {
+        busy_ = true;
+        message = std::move(reading_);
+        // The next message is read while this one is handled.
+        StartReadLocked();
+      } else if (inbox_.size() >= kMaxInbox) {
+        FailLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                absl::StrCat("plugin process backlog: ", inbox_.size(),
+                                             " messages not yet handled; the plugins are too "
+                                             "slow for the request rate")));
+      } else {
+        inbox_.push_back(std::move(reading_));
+        if (!busy_) work_.Signal();
+        StartReadLocked();
+      }
+      done = CheckDoneLocked();
+    }
+    if (done) return Forget();
+    if (message == nullptr) return;
+    session_->Handle(*message);
+    Recycle(std::move(message));
+    absl::MutexLock lock(&mu_);
+    busy_ = false;
+    // What arrived meanwhile is the worker's, which also waits for the baton
+    // before it stops.
+    if (!inbox_.empty() || stop_worker_) work_.Signal();
+    MaybeFinishLocked();
+  }
+
+  void OnWriteDone(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    ResponsePtr written;
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      written = std::move(in_flight_);
+      if (!ok) {
+        FailLocked(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write to the scheduler failed"));
+      } else {
+        StartNextWriteLocked();
+        MaybeFinishLocked();
+      }
+      StartFinishLocked();  // A failure waited for this write.
+      done = CheckDoneLocked();
+    }
+    if (done) return Forget();
+    // Emptied outside the lock, then kept for the next answer.
+    written->Reset();
+    absl::MutexLock lock(&mu_);
+    if (free_responses_.size() < kMaxFreeResponses) free_responses_.push_back(std::move(written));
+  }
+
+  void OnFinishDone(bool /*ok*/) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      finish_pending_ = false;
+      finish_done_ = true;
+      done = CheckDoneLocked();
+    }
+    if (done) Forget();
+  }
+
+  // Removes the stream from the server's list; last thing a handler does.
+  void Forget();
+
   void StartReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (free_requests_.empty()) {
       reading_ = std::make_unique<v1::SchedulerToPlugin>();
@@ -234,8 +283,8 @@ class StreamState final : public ResponseSink {
       reading_ = std::move(free_requests_.back());
       free_requests_.pop_back();
     }
-    order_.BeforeStart(Op::kRead);
-    reactor_->StartRead(reading_.get());
+    reading_pending_ = true;
+    stream_.Read(reading_.get(), &read_done_);
   }
 
   // Keeps a handled request as a read buffer: its sub-objects are reused by
@@ -248,46 +297,77 @@ class StreamState final : public ResponseSink {
   }
 
   void StartNextWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || writes_.empty() || finished_ || reactor_ == nullptr) return;
+    if (writing_ || writes_.empty() || finished_ || stopped_ || done_) return;
     in_flight_ = std::move(writes_.front());
     writes_.pop_front();
     writing_ = true;
-    order_.BeforeStart(Op::kWrite);
-    reactor_->StartWrite(&in_flight_->message());
+    stream_.Write(in_flight_->message(), &write_done_);
   }
 
   // Finishes once the scheduler has closed its side and everything it sent
   // has been answered and written.
   void MaybeFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || reactor_ == nullptr) return;
+    if (finished_ || stopped_ || done_) return;
     if (!input_closed_ || busy_ || !inbox_.empty() || !writes_.empty() || writing_) return;
     finished_ = true;
+    status_ = grpc::Status::OK;
     stop_worker_ = true;
     work_.Signal();
-    order_.BeforeStart(Op::kFinish);
-    reactor_->Finish(grpc::Status::OK);
+    StartFinishLocked();
   }
 
   void FailLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (finished_ || reactor_ == nullptr) return;
+    if (finished_ || stopped_ || done_) return;
     finished_ = true;
+    status_ = status;
     stop_worker_ = true;
     inbox_.clear();
     writes_.clear();
     work_.Signal();
-    order_.BeforeStart(Op::kFinish);
-    reactor_->Finish(status);
+    StartFinishLocked();
   }
 
-  using Op = grpc_support::ReactionOrder::Op;
+  // Sends the status decided by MaybeFinishLocked or FailLocked, once no
+  // write is in flight (the async API allows one operation of each kind).
+  void StartFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!finished_ || finish_pending_ || finish_done_ || writing_ || stopped_) return;
+    finish_pending_ = true;
+    stream_.Finish(status_, &finish_done_tag_);
+  }
+
+  // Whether every operation has completed and none will start: the gRPC
+  // objects are no longer used, the worker stops.
+  bool CheckDoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (done_) return false;
+    if (reading_pending_ || writing_ || finish_pending_ || call_pending_) return false;
+    if (!finish_done_ && !stopped_) return false;
+    done_ = true;
+    stop_worker_ = true;
+    work_.Signal();
+    return true;
+  }
+
+  PluginService* const service_;
+  grpc::ServerContext context_;
+  ServerStream stream_{&context_};
+  CompletionOf<StreamState> accepted_{this, &StreamState::OnAccepted};
+  CompletionOf<StreamState> read_done_{this, &StreamState::OnReadDone};
+  CompletionOf<StreamState> write_done_{this, &StreamState::OnWriteDone};
+  CompletionOf<StreamState> finish_done_tag_{this, &StreamState::OnFinishDone};
+  CompletionOf<StreamState> call_done_{this, &StreamState::OnCallDone};
 
   // Used only by the holder of the busy_ baton.
   Session* session_ = nullptr;
-  grpc_support::ReactionOrder order_;
   absl::Mutex mu_;
   absl::CondVar work_;
-  Reactor* reactor_ ABSL_GUARDED_BY(mu_);  // Null once OnDone ran.
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish was called.
+  bool call_pending_ ABSL_GUARDED_BY(mu_) = false;  // The call-done tag will come.
+  bool reading_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // A status was decided.
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;  // The server's shutdown.
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // Every operation completed.
   bool input_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_worker_ ABSL_GUARDED_BY(mu_) = false;
   bool busy_ ABSL_GUARDED_BY(mu_) = false;  // A thread is handling a message.
@@ -296,13 +376,140 @@ class StreamState final : public ResponseSink {
   std::vector<RequestPtr> free_requests_ ABSL_GUARDED_BY(mu_);
   std::deque<ResponsePtr> writes_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  ResponsePtr in_flight_ ABSL_GUARDED_BY(mu_);  // Kept alive until OnWriteDone.
+  ResponsePtr in_flight_ ABSL_GUARDED_BY(mu_);  // Kept alive until its write completes.
   std::vector<ResponsePtr> free_responses_ ABSL_GUARDED_BY(mu_);
 };
 
-class RunReactor;
+// grpc.health.v1.Health on the driver's queue (and UNIMPLEMENTED for any other
+// unknown method): Check answers SERVING for the server as a whole (service
+// ""), NOT_FOUND for a named service, as gRPC's default health service does
+// when no service status was set; Watch sends the same status once (as
+// SERVICE_UNKNOWN for a named service) and keeps the stream open until the
+// client cancels or the server shuts down.
+class HealthCall final {
+ public:
+  explicit HealthCall(PluginService* service) : service_(service) {
+    context_.AsyncNotifyWhenDone(&call_done_);
+  }
+  grpc::GenericServerContext* context() { return &context_; }
+  grpc::GenericServerAsyncReaderWriter* stream() { return &stream_; }
+  Completion* accepted_tag() { return &accepted_; }
 
-class PluginService final : public v1::Plugin::CallbackService {
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+  }
+
+ private:
+  enum class Method { kCheck, kWatch, kOther };
+
+  void OnAccepted(bool ok);
+
+  void OnRead(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_ -= 1;
+      if (!stopped_) {
+        std::string service_name;
+        if (!ok || !ParseService(&service_name)) {
+          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "grpc.health.v1.HealthCheckRequest: cannot parse"));
+        } else if (method_ == Method::kCheck && !service_name.empty()) {
+          Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                              absl::StrCat("grpc.health.v1.HealthCheckRequest.service: ", service_name,
+                                           " is not known (only \"\", the whole server)")));
+        } else {
+          // HealthCheckResponse{status: SERVING (1) or SERVICE_UNKNOWN (3)}.
+          const char answer[] = {0x08, static_cast<char>(service_name.empty() ? 1 : 3)};
+          grpc::Slice slice(answer, sizeof answer);
+          answer_ = grpc::ByteBuffer(&slice, 1);
+          pending_ += 1;
+          if (method_ == Method::kCheck) {
+            stream_.WriteAndFinish(answer_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
+          } else {
+            stream_.Write(answer_, &finished_);
+          }
+        }
+      }
+      done = DoneLocked();
+    }
+    if (done) Forget();
+  }
+
+  void OnFinished(bool /*ok*/) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      pending_ -= 1;
+      done = DoneLocked();
+    }
+    if (done) Forget();
+  }
+
+  void OnCallDone(bool /*ok*/) ABSL_LOCKS_EXCLUDED(mu_) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call_pending_ = false;
+      done = DoneLocked();
+    }
+    if (done) Forget();
+  }
+
+  void Finish(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    pending_ += 1;
+    stream_.Finish(status, &finished_);
+  }
+
+  // HealthCheckRequest.service (field 1); other fields are skipped.
+  bool ParseService(std::string* service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<grpc::Slice> slices;
+    if (!request_.Dump(&slices).ok()) return false;
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                              static_cast<int>(bytes.size()));
+    using google::protobuf::internal::WireFormatLite;
+    while (uint32_t tag = in.ReadTag()) {
+      if (tag == WireFormatLite::MakeTag(1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
+        if (!WireFormatLite::ReadString(&in, service)) return false;
+      } else if (!WireFormatLite::SkipField(&in, tag)) {
+        return false;
+      }
+    }
+    return in.ConsumedEntireMessage();
+  }
+
+  bool DoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (pending_ > 0 || call_pending_ || forgotten_) return false;
+    forgotten_ = true;
+    return true;
+  }
+
+  void Forget();
+
+  PluginService* const service_;
+  grpc::GenericServerContext context_;
+  grpc::GenericServerAsyncReaderWriter stream_{&context_};
+  CompletionOf<HealthCall> accepted_{this, &HealthCall::OnAccepted};
+  CompletionOf<HealthCall> read_{this, &HealthCall::OnRead};
+  CompletionOf<HealthCall> finished_{this, &HealthCall::OnFinished};
+  CompletionOf<HealthCall> call_done_{this, &HealthCall::OnCallDone};
+  absl::Mutex mu_;
+  Method method_ ABSL_GUARDED_BY(mu_) = Method::kOther;
+  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // Operations started, not completed.
+  bool call_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ByteBuffer request_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer answer_ ABSL_GUARDED_BY(mu_);
+};
+
+// Owns the streams, their workers and the driver thread.
+class PluginService final {
  public:
   PluginService(const std::vector<PluginDefinition>& definitions, std::string process_name,
                 int parallelism)
@@ -310,13 +517,54 @@ class PluginService final : public v1::Plugin::CallbackService {
         process_name_(std::move(process_name)),
         parallelizer_(parallelism) {}
 
-  ~PluginService() override { JoinWorkers(/*all=*/true); }
+  ~PluginService() { JoinWorkers(/*all=*/true); }
 
-  Reactor* Run(grpc::CallbackServerContext* context) override;
+  void Register(grpc::ServerBuilder& builder) {
+    builder.RegisterService(&plugin_);
+    builder.RegisterAsyncGenericService(&generic_);
+    queue_ = builder.AddCompletionQueue(/*is_frequently_polled=*/true);
+  }
 
-  // Starts the stream's worker. It owns the Session and destroys it (and so
-  // the plugins) once the stream is over, off the gRPC threads.
-  void StartWorker(std::shared_ptr<StreamState> stream) ABSL_LOCKS_EXCLUDED(mu_) {
+  // After the server started: asks for the first calls and starts the driver.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    {
+      absl::MutexLock lock(&mu_);
+      AcceptStreamLocked();
+      AcceptGenericLocked();
+    }
+    driver_ = std::thread([this] {
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue_->Next(&tag, &ok)) static_cast<Completion*>(tag)->Complete(ok);
+    });
+  }
+
+  // After the server's Shutdown (which cancelled every call): lets the calls
+  // drain, then stops the driver and joins every worker.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::vector<std::shared_ptr<StreamState>> streams;
+    {
+      absl::MutexLock lock(&mu_);
+      stopped_ = true;
+      for (auto& [raw, stream] : streams_) streams.push_back(stream);
+      // Lock order: mu_, then a call's. A call is forgotten under mu_ only.
+      for (auto& [raw, call] : health_) call->Stop();
+    }
+    for (auto& stream : streams) stream->Stop();
+    queue_->Shutdown();
+    if (driver_.joinable()) driver_.join();
+    JoinWorkers(/*all=*/true);
+  }
+
+  // A stream the server accepted: its worker owns the Session and destroys it
+  // (and so the plugins) once the stream is over, off the driver.
+  void OnStreamAccepted(StreamState* raw) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<StreamState> stream;
+    {
+      absl::MutexLock lock(&mu_);
+      AcceptStreamLocked();
+      stream = streams_.at(raw);
+    }
     JoinWorkers(/*all=*/false);
     auto session = std::make_unique<Session>(definitions_, process_name_, stream, SessionLimits(),
                                              &parallelizer_);
@@ -333,8 +581,31 @@ class PluginService final : public v1::Plugin::CallbackService {
     workers_.push_back({std::move(thread), std::move(done)});
   }
 
-  // Joins finished workers, or every worker when `all` (after the server's
-  // Shutdown has ended every stream).
+  void OnGenericAccepted() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    AcceptGenericLocked();
+  }
+
+  // The stream's last operation completed. The worker may still hold it.
+  void Forget(StreamState* stream) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::shared_ptr<StreamState> last;  // Destroyed after the lock is released.
+    absl::MutexLock lock(&mu_);
+    auto it = streams_.find(stream);
+    last = std::move(it->second);
+    streams_.erase(it);
+  }
+
+  void Forget(HealthCall* call) ABSL_LOCKS_EXCLUDED(mu_) {
+    std::unique_ptr<HealthCall> gone;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = health_.find(call);
+      gone = std::move(it->second);
+      health_.erase(it);
+    }
+  }
+
+  // Joins finished workers, or every worker when `all`.
   void JoinWorkers(bool all) ABSL_LOCKS_EXCLUDED(mu_) {
     std::vector<std::thread> to_join;
     {
@@ -357,39 +628,101 @@ class PluginService final : public v1::Plugin::CallbackService {
     std::shared_ptr<std::atomic<bool>> done;
   };
 
+  void AcceptStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopped_) return;
+    auto stream = std::make_shared<StreamState>(this);
+    StreamState* raw = stream.get();
+    streams_.emplace(raw, std::move(stream));
+    plugin_.RequestRun(raw->context(), raw->stream(), queue_.get(), queue_.get(), raw->accepted_tag());
+  }
+
+  void AcceptGenericLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopped_) return;
+    auto call = std::make_unique<HealthCall>(this);
+    HealthCall* raw = call.get();
+    health_.emplace(raw, std::move(call));
+    generic_.RequestCall(raw->context(), raw->stream(), queue_.get(), queue_.get(), raw->accepted_tag());
+  }
+
   const std::vector<PluginDefinition>& definitions_;
   const std::string process_name_;
   // Shared by every stream's session; outlives them (the destructor joins
   // the stream workers first).
   Parallelizer parallelizer_;
+  v1::Plugin::AsyncService plugin_;
+  grpc::AsyncGenericService generic_;
+  std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  std::thread driver_;
   absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // Every call requested or open, until all its operations have completed.
+  absl::flat_hash_map<StreamState*, std::shared_ptr<StreamState>> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<HealthCall*, std::unique_ptr<HealthCall>> health_ ABSL_GUARDED_BY(mu_);
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
 
-// Forwards the stream's reactions to its StreamState; deleted only in OnDone.
-class RunReactor final : public Reactor {
- public:
-  explicit RunReactor(PluginService& service) : stream_(std::make_shared<StreamState>(this)) {
-    service.StartWorker(stream_);
-    stream_->Constructed();
-    stream_->StartReading();
+void StreamState::OnAccepted(bool ok) {
+  // The server is shutting down; the call never started (and gRPC sends no
+  // call-done tag for it).
+  if (!ok) return Forget();
+  {
+    absl::MutexLock lock(&mu_);
+    call_pending_ = true;
   }
-
-  void OnReadDone(bool ok) override { stream_->OnReadDone(ok); }
-  void OnWriteDone(bool ok) override { stream_->OnWriteDone(ok); }
-  void OnCancel() override { stream_->OnCancel(); }
-  void OnDone() override {
-    stream_->OnDone();
-    delete this;
+  service_->OnStreamAccepted(this);
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!stopped_) {
+      StartReadLocked();
+    } else {
+      done = CheckDoneLocked();
+    }
   }
-
- private:
-  const std::shared_ptr<StreamState> stream_;
-};
-
-Reactor* PluginService::Run(grpc::CallbackServerContext* context) {
-  return new RunReactor(*this);
+  if (done) Forget();
 }
+
+void StreamState::OnCallDone(bool /*ok*/) {
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    call_pending_ = false;
+    // Cancelled by the scheduler, a deadline or the server's shutdown.
+    if (context_.IsCancelled()) FailLocked(grpc::Status::CANCELLED);
+    done = CheckDoneLocked();
+  }
+  if (done) Forget();
+}
+
+void StreamState::Forget() { service_->Forget(this); }
+
+void HealthCall::OnAccepted(bool ok) {
+  if (!ok) return Forget();  // The server is shutting down; the call never started.
+  service_->OnGenericAccepted();
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    call_pending_ = true;
+    if (!stopped_) {
+      if (context_.method() == "/grpc.health.v1.Health/Check") {
+        method_ = Method::kCheck;
+      } else if (context_.method() == "/grpc.health.v1.Health/Watch") {
+        method_ = Method::kWatch;
+      }
+      if (method_ == Method::kOther) {
+        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                            absl::StrCat(context_.method(), ": not served by this plugin process")));
+      } else {
+        pending_ += 1;
+        stream_.Read(&request_, &read_);
+      }
+    }
+    done = DoneLocked();
+  }
+  if (done) Forget();
+}
+
+void HealthCall::Forget() { service_->Forget(this); }
 
 // "unix:///abs/path" or "unix:path" -> the path; empty for TCP addresses.
 std::string UnixSocketPath(const std::string& address) {
@@ -486,10 +819,12 @@ class PluginServer::Impl {
     absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds =
         internal::ServerCredentialsFor(options_, !socket_path_.empty());
     if (!creds.ok()) return creds.status();
-    grpc::EnableDefaultHealthCheckService(true);
     grpc::ServerBuilder builder;
+    // No default health service: it would bring back the callback API's
+    // polling threads. PluginService serves grpc.health.v1.Health itself.
+    builder.SetOption(std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
     builder.AddListeningPort(options_.address, *creds, &port_);
-    builder.RegisterService(service_.get());
+    service_->Register(builder);
     builder.SetMaxReceiveMessageSize(internal::kMaxMessageBytes);
     builder.SetMaxSendMessageSize(internal::kMaxMessageBytes);
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
@@ -500,6 +835,7 @@ class PluginServer::Impl {
       return absl::UnavailableError(absl::StrCat("cannot listen on ", options_.address));
     }
     if (!socket_path_.empty()) port_ = 0;
+    service_->Start();
     started_ = true;
     return absl::OkStatus();
   }
@@ -529,11 +865,11 @@ class PluginServer::Impl {
       done_.WaitForNotification();
       return;
     }
-    // Streams never end on their own: cancel them now. Their reactors finish
-    // on cancel, so this returns once every stream's OnDone has run.
+    // Streams never end on their own: cancel them now, then let the driver
+    // drain their operations and join the workers.
     server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
-    service_->JoinWorkers(/*all=*/true);
+    service_->Shutdown();
     if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
     done_.Notify();
   }

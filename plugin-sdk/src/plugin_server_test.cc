@@ -5,6 +5,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -1039,6 +1042,288 @@ TEST(PluginServerTlsTest, BadTlsSettingsFailStartNamingTheField) {
     EXPECT_EQ(server.port(), 0);
   }
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace podium::sdk
+
+namespace podium::sdk {
+namespace {
+
+// Filter holds every call until the test opens the gate; tells when the first
+// call has started. Its Handle is kept so that the test can speak as the
+// plugin from its own thread.
+struct Gate {
+  absl::Notification entered;
+  absl::Notification open;
+  std::atomic<bool> entered_once{false};
+  std::atomic<Handle*> handle{nullptr};
+};
+
+class GatePlugin final : public FilterPlugin {
+ public:
+  explicit GatePlugin(Gate& gate) : gate_(gate) {}
+  std::string_view Name() const override { return "Gate"; }
+  Status Filter(CycleState&, const PodInfo&, const NodeInfo&) override {
+    if (!gate_.entered_once.exchange(true)) gate_.entered.Notify();
+    gate_.open.WaitForNotification();
+    return Status::Success();
+  }
+
+ private:
+  Gate& gate_;
+};
+
+std::vector<PluginDefinition> GatedPlugins(Gate& gate) {
+  std::vector<PluginDefinition> plugins = TestPlugins();
+  plugins.push_back({"Gate", [&gate](const boost::json::object&, Handle& handle) -> absl::StatusOr<PluginPtr> {
+                       gate.handle = &handle;
+                       return std::make_unique<GatePlugin>(gate);
+                     }});
+  return plugins;
+}
+
+v1::SchedulerToPlugin OneNode() {
+  v1::SchedulerToPlugin message;  // id 0: no answer.
+  message.mutable_delta()->set_reset(true);
+  AddNode(message.mutable_delta(), 1, MakeNode("n1"));
+  return message;
+}
+
+v1::SchedulerToPlugin GatedCycle(uint64_t id) {
+  v1::SchedulerToPlugin message;
+  message.set_id(id);
+  message.mutable_cycle()->set_cycle_id(id);
+  *message.mutable_cycle()->mutable_pod() = MakePod("p" + std::to_string(id));
+  message.mutable_cycle()->add_filter_plugins("Gate");
+  message.mutable_cycle()->mutable_nodes()->set_all_nodes(true);
+  return message;
+}
+
+v1::SchedulerToPlugin PermitMessage(uint64_t id, v1::Pod pod) {
+  v1::SchedulerToPlugin message;
+  message.set_id(id);
+  message.mutable_permit()->set_cycle_id(id);
+  *message.mutable_permit()->mutable_pod() = std::move(pod);
+  message.mutable_permit()->set_node_name("n1");
+  message.mutable_permit()->add_plugins("Gang");
+  return message;
+}
+
+class GatedServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = std::make_unique<PluginServer>(ServeOptions{
+        .address = "127.0.0.1:0", .process_name = "gated", .plugins = GatedPlugins(gate_)});
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (!gate_.open.HasBeenNotified()) gate_.open.Notify();
+    server_->Shutdown();
+  }
+
+  Gate gate_;
+  std::unique_ptr<PluginServer> server_;
+};
+
+// A plugin thread speaks (PermitDecision) while the stream's request is being
+// handled: the decision is queued ahead of that request's answer and both are
+// delivered. (Written at once or, when gRPC's transport needs the driver's
+// poll, as soon as the handler returns: the answer is not read before both.)
+TEST_F(GatedServerTest, APluginSpeaksFromItsOwnThreadWhileARequestIsHandled) {
+  SchedulerStream stream(server_->address());
+  ASSERT_EQ(stream.Open({{"Gang", ""}, {"Gate", ""}}).error(), "");
+  ASSERT_TRUE(stream.Write(OneNode()));
+  ASSERT_EQ(stream.Call(PermitMessage(2, MakePod("a"))).permit().results(0).status().code(),
+            v1::Status::WAIT);
+  ASSERT_TRUE(stream.Write(GatedCycle(3)));
+  gate_.entered.WaitForNotification();
+  ASSERT_NE(gate_.handle.load(), nullptr);
+  EXPECT_TRUE(gate_.handle.load()->AllowWaitingPod("a", "Gang"));
+  gate_.open.Notify();
+  v1::PluginToScheduler decision = stream.Read();
+  EXPECT_EQ(decision.id(), 0u);
+  EXPECT_EQ(decision.permit_decision().pod_uid(), "a");
+  EXPECT_TRUE(decision.permit_decision().allow());
+  v1::PluginToScheduler answer = stream.Read();
+  EXPECT_EQ(answer.id(), 3u);
+  EXPECT_EQ(answer.cycle().feasible_size(), 1);
+}
+
+// The scheduler cancels a stream while its request is being handled: the late
+// answer is dropped, and the server goes on serving other streams.
+TEST_F(GatedServerTest, AStreamCancelledMidRequestLeavesTheServerServing) {
+  auto stub = v1::Plugin::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto cancelled = stub->Run(&context);
+  v1::SchedulerToPlugin open;
+  open.set_id(1);
+  open.mutable_open()->set_protocol_version(1);
+  open.mutable_open()->add_plugins()->set_name("Gate");
+  ASSERT_TRUE(cancelled->Write(open));
+  v1::PluginToScheduler registration;
+  ASSERT_TRUE(cancelled->Read(&registration));
+  EXPECT_EQ(registration.registration().error(), "");
+  ASSERT_TRUE(cancelled->Write(OneNode()));
+  ASSERT_TRUE(cancelled->Write(GatedCycle(2)));
+  gate_.entered.WaitForNotification();
+  context.TryCancel();
+  v1::PluginToScheduler ignored;
+  while (cancelled->Read(&ignored)) {
+  }
+  EXPECT_EQ(cancelled->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  gate_.open.Notify();
+
+  SchedulerStream next(server_->address());
+  ASSERT_EQ(next.Open({{"Fit", ""}}).error(), "");
+  ASSERT_TRUE(next.Write(OneNode()));
+  v1::SchedulerToPlugin cycle = GatedCycle(2);
+  cycle.mutable_cycle()->clear_filter_plugins();
+  cycle.mutable_cycle()->add_filter_plugins("Fit");
+  EXPECT_EQ(next.Call(cycle).cycle().feasible_size(), 1);
+}
+
+// Shutdown while a request is being handled: it waits for the handler, ends
+// the stream with an error and leaves nothing running.
+TEST_F(GatedServerTest, ShutdownWithARequestInFlightEndsTheStream) {
+  auto stub = v1::Plugin::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto stream = stub->Run(&context);
+  v1::SchedulerToPlugin open;
+  open.set_id(1);
+  open.mutable_open()->set_protocol_version(1);
+  open.mutable_open()->add_plugins()->set_name("Gate");
+  ASSERT_TRUE(stream->Write(open));
+  v1::PluginToScheduler answer;
+  ASSERT_TRUE(stream->Read(&answer));
+  ASSERT_TRUE(stream->Write(OneNode()));
+  ASSERT_TRUE(stream->Write(GatedCycle(2)));
+  ASSERT_TRUE(stream->Write(GatedCycle(3)));  // Waits in the backlog.
+  gate_.entered.WaitForNotification();
+  std::thread shutdown([this] { server_->Shutdown(); });
+  gate_.open.Notify();
+  shutdown.join();
+  // The server cancelled the stream: whatever was answered before, it ends
+  // with an error, not OK.
+  while (stream->Read(&answer)) {
+  }
+  EXPECT_FALSE(stream->Finish().ok());
+}
+
+// grpc.health.v1.Health through a generic call: `method`, request bytes ->
+// the status and the first answer (a Watch is cancelled after it).
+struct HealthAnswer {
+  grpc::Status status;
+  std::string first;
+};
+HealthAnswer CallHealth(const std::string& address, const std::string& method, const std::string& request) {
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto call = stub.PrepareCall(&context, method, &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  auto step = [&] {
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    return ok;
+  };
+  call->StartCall(reinterpret_cast<void*>(1));
+  step();
+  grpc::Slice slice(request);
+  call->Write(grpc::ByteBuffer(&slice, 1), reinterpret_cast<void*>(2));
+  step();
+  call->WritesDone(reinterpret_cast<void*>(3));
+  step();
+  HealthAnswer out;
+  grpc::ByteBuffer first;
+  call->Read(&first, reinterpret_cast<void*>(4));
+  if (step()) {
+    std::vector<grpc::Slice> slices;
+    EXPECT_TRUE(first.Dump(&slices).ok());
+    for (const grpc::Slice& s : slices) out.first.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    if (absl::EndsWith(method, "/Watch")) context.TryCancel();  // It never ends by itself.
+  }
+  call->Finish(&out.status, reinterpret_cast<void*>(5));
+  step();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  return out;
+}
+
+// A port already taken: Start fails naming the address, and the server (its
+// completion queue never driven) is destroyed cleanly.
+TEST(PluginServerListenTest, APortInUseFailsStartNamingTheAddress) {
+  PluginServer first(ServeOptions{.address = "127.0.0.1:0", .process_name = "first", .plugins = TestPlugins()});
+  ASSERT_TRUE(first.Start().ok());
+  const std::string taken = first.address();
+  auto second = std::make_unique<PluginServer>(
+      ServeOptions{.address = taken, .process_name = "second", .plugins = TestPlugins()});
+  absl::Status s = second->Start();
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cannot listen on " + taken));
+  second.reset();
+  SchedulerStream stream(taken);  // The first one still serves.
+  EXPECT_EQ(stream.Open({{"Fit", ""}}).error(), "");
+}
+
+TEST(PluginServerHealthTest, CheckWatchAndUnknownMethods) {
+  PluginServer server(ServeOptions{.address = "127.0.0.1:0", .process_name = "health", .plugins = TestPlugins()});
+  ASSERT_TRUE(server.Start().ok());
+  const std::string serving("\x08\x01", 2), unknown("\x08\x03", 2);
+  // HealthCheckRequest{service: "podium.v1.Plugin"}.
+  const std::string named = std::string("\x0a\x10", 2) + "podium.v1.Plugin";
+
+  HealthAnswer check = CallHealth(server.address(), "/grpc.health.v1.Health/Check", "");
+  EXPECT_TRUE(check.status.ok()) << check.status.error_message();
+  EXPECT_EQ(check.first, serving);
+
+  HealthAnswer check_named = CallHealth(server.address(), "/grpc.health.v1.Health/Check", named);
+  EXPECT_EQ(check_named.status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(check_named.status.error_message(), HasSubstr("podium.v1.Plugin"));
+
+  HealthAnswer bad = CallHealth(server.address(), "/grpc.health.v1.Health/Check", "\x0a\x05x");
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  HealthAnswer watch = CallHealth(server.address(), "/grpc.health.v1.Health/Watch", "");
+  EXPECT_EQ(watch.first, serving);
+  EXPECT_EQ(watch.status.error_code(), grpc::StatusCode::CANCELLED);
+  HealthAnswer watch_named = CallHealth(server.address(), "/grpc.health.v1.Health/Watch", named);
+  EXPECT_EQ(watch_named.first, unknown);
+
+  HealthAnswer other = CallHealth(server.address(), "/podium.v1.Nothing/Here", "");
+  EXPECT_EQ(other.status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+
+  // A Watch left open ends with the server's shutdown.
+  auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  auto call = stub.PrepareCall(&context, "/grpc.health.v1.Health/Watch", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::Slice empty("");
+  call->WriteLast(grpc::ByteBuffer(&empty, 1), grpc::WriteOptions(), reinterpret_cast<void*>(2));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  grpc::ByteBuffer first;
+  call->Read(&first, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_TRUE(ok);
+  server.Shutdown();
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  EXPECT_FALSE(status.ok());
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
 }
 
 }  // namespace

@@ -30,8 +30,9 @@ add_executable(podium_sdk_cycle_bench EXCLUDE_FROM_ALL ${CMAKE_CURRENT_LIST_DIR}
 target_link_libraries(podium_sdk_cycle_bench PRIVATE podium_sdk benchmark::benchmark)
 target_include_directories(podium_sdk_cycle_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 
-# Round trip of the Plugin.Run server shapes (worker hand-off, inline, sync)
-# without plugin work: the numbers behind plugin_server.cc's threading.
+# Round trip of the Plugin.Run server shapes (worker hand-off, inline, sync,
+# async) and client shapes (callback, async) without plugin work: the numbers
+# behind plugin_server.cc's threading.
 add_executable(podium_sdk_transport_bench EXCLUDE_FROM_ALL
   ${CMAKE_CURRENT_LIST_DIR}/transport_bench.cc)
 target_link_libraries(podium_sdk_transport_bench PRIVATE podium_sdk podium_proto gRPC::grpc++

@@ -2,8 +2,8 @@
 // the handshake, the plugin instances built from Open, the mirror kept from the
 // state deltas, the dispatch of each request (the phases of a CycleRequest run
 // in cycle_runner.h), the binding-cycle requests and the pods waiting at Permit. Messages are handled
-// one at a time, in stream order, never concurrently: on the gRPC thread that
-// read them or on the stream's worker (plugin_server.cc says which).
+// one at a time, in stream order, never concurrently: on the server's driver
+// thread that read them or on the stream's worker (plugin_server.cc says which).
 #pragma once
 
 #include <cstdint>

@@ -6,15 +6,24 @@
 //   Inline:        callback reactor answers in OnReadDone, next read started
 //                  before the answer is built.
 //   Sync:          sync API, one thread per stream doing Read(); Write().
+//   Async:         async API, one completion queue driven by one thread of
+//                  its own: no callback threads handing the poller role back
+//                  and forth (async+health: the same with gRPC's default
+//                  health service, whose callback methods start them again).
 //   Sdk:           the SDK's PluginServer (requests without a kind: answered
 //                  with an error by the Session, no plugin runs).
 // To count the server's syscalls per request: run
 //   strace -f -c podium_sdk_transport_bench --serve=sync --address=unix:/tmp/t.sock
 // and in another shell the client against it with a fixed number of requests:
-//   podium_sdk_transport_bench --connect=unix:/tmp/t.sock \
-//       --benchmark_filter='sync/iterations'
+//   podium_sdk_transport_bench --connect=unix:/tmp/t.sock --benchmark_filter='sync/iterations'
 // and divide by the 10000 requests.
+// BM_ClientShape compares the client's side against the SDK's server: the
+// callback API against one thread of our own on an async completion queue,
+// each with and without a callback service in the client's process (the
+// scheduler serves Cluster.Sync so). Its counters are the client process's
+// context switches and CPU per round trip.
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -154,6 +163,80 @@ class SyncService final : public v1::Plugin::Service {
   }
 };
 
+class AsyncServer {
+ public:
+  explicit AsyncServer(bool health) : health_(health) {}
+  int Serve(const std::string& address) {
+    grpc::EnableDefaultHealthCheckService(health_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, grpc::InsecureServerCredentials());
+    builder.RegisterService(&service_);
+    cq_ = builder.AddCompletionQueue();
+    std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+    if (server == nullptr) return 1;
+    Accept();
+    void* tag;
+    bool ok;
+    while (cq_->Next(&tag, &ok)) {
+      auto* stream = static_cast<Stream*>(reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(tag) & ~uintptr_t{3}));
+      switch (reinterpret_cast<uintptr_t>(tag) & 3) {
+        case 0:  // Accepted.
+          Accept();
+          if (!ok) { delete stream; break; }
+          stream->rw.Read(&stream->requests[0], Tag(stream, 1));
+          break;
+        case 1: {  // Read.
+          if (!ok) {
+            stream->closing = true;
+            if (stream->writes.empty()) stream->rw.Finish(grpc::Status::OK, Tag(stream, 3));
+            break;
+          }
+          v1::SchedulerToPlugin& request = stream->requests[stream->current];
+          stream->current ^= 1;
+          stream->rw.Read(&stream->requests[stream->current], Tag(stream, 1));
+          v1::PluginToScheduler answer;
+          Answer(request, answer);
+          stream->writes.push_back(std::move(answer));
+          if (stream->writes.size() == 1) stream->rw.Write(stream->writes.front(), Tag(stream, 2));
+          break;
+        }
+        case 2:  // Written.
+          stream->writes.pop_front();
+          if (!stream->writes.empty()) {
+            stream->rw.Write(stream->writes.front(), Tag(stream, 2));
+          } else if (stream->closing) {
+            stream->rw.Finish(grpc::Status::OK, Tag(stream, 3));
+          }
+          break;
+        case 3:  // Finished.
+          delete stream;
+          break;
+      }
+    }
+    return 0;
+  }
+
+ private:
+  struct Stream {
+    grpc::ServerContext context;
+    grpc::ServerAsyncReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin> rw{&context};
+    v1::SchedulerToPlugin requests[2];
+    int current = 0;
+    bool closing = false;
+    std::deque<v1::PluginToScheduler> writes;  // Front is in flight.
+  };
+  static void* Tag(Stream* stream, uintptr_t op) {
+    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(stream) | op);
+  }
+  void Accept() {
+    auto* stream = new Stream;
+    service_.RequestRun(&stream->context, &stream->rw, cq_.get(), cq_.get(), Tag(stream, 0));
+  }
+  const bool health_;
+  v1::Plugin::AsyncService service_;
+  std::unique_ptr<grpc::ServerCompletionQueue> cq_;
+};
+
 // The server runs in a child process, as the plugin host does, so that client
 // and server do not share gRPC's threads.
 //   podium_sdk_transport_bench --serve=<variant> --address=unix:/tmp/x.sock
@@ -227,6 +310,193 @@ void BM_EchoRoundtrip(benchmark::State& state, const char* variant) {
     unlink(address.substr(std::string_view("unix:").size()).c_str());
   }
 }
+// The client's side, as the scheduler's plugin client would be shaped: the
+// benchmark thread writes a request and waits for its answer, which a gRPC
+// thread reads (callback API) or a thread of our own driving one completion
+// queue reads (async API). With `callback_server`, the client process also
+// serves a callback service, as the scheduler serves Cluster.Sync: its
+// callback threads then poll the same epoll set as the client's.
+// client_cs_per_req and client_cpu_us_per_req are the client process's
+// context switches and CPU per round trip (every thread).
+class RoundTripper {
+ public:
+  virtual ~RoundTripper() = default;
+  virtual uint64_t RoundTrip(uint64_t id) = 0;
+};
+
+class CallbackClient final : public RoundTripper,
+                             public grpc::ClientBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler> {
+ public:
+  explicit CallbackClient(v1::Plugin::Stub& stub) {
+    stub.async()->Run(&context_, this);
+    StartRead(&answer_);
+    StartCall();
+  }
+  ~CallbackClient() override {
+    context_.TryCancel();
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+  }
+  uint64_t RoundTrip(uint64_t id) override {
+    request_.set_id(id);
+    absl::MutexLock lock(&mu_);
+    answered_ = false;
+    write_done_ = false;
+    StartWrite(&request_);
+    mu_.Await(absl::Condition(+[](CallbackClient* c) { return c->answered_ && c->write_done_; }, this));
+    return answer_id_;
+  }
+  void OnWriteDone(bool) override {
+    absl::MutexLock lock(&mu_);
+    write_done_ = true;
+  }
+  void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (!ok) return;
+    answer_id_ = answer_.id();
+    answered_ = true;
+    StartRead(&answer_);
+  }
+  void OnDone(const grpc::Status&) override {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  v1::SchedulerToPlugin request_;
+  v1::PluginToScheduler answer_;
+  absl::Mutex mu_;
+  bool answered_ = false, write_done_ = false, done_ = false;
+  uint64_t answer_id_ = 0;
+};
+
+class AsyncClient final : public RoundTripper {
+ public:
+  explicit AsyncClient(v1::Plugin::Stub& stub) {
+    stream_ = stub.PrepareAsyncRun(&context_, &queue_);
+    stream_->StartCall(Tag(kStart));
+    driver_ = std::thread([this] { Drive(); });
+  }
+  ~AsyncClient() override {
+    context_.TryCancel();
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&finished_));
+    }
+    queue_.Shutdown();
+    driver_.join();
+  }
+  uint64_t RoundTrip(uint64_t id) override {
+    request_.set_id(id);
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&started_));
+    answered_ = false;
+    write_done_ = false;
+    stream_->Write(request_, Tag(kWrite));
+    mu_.Await(absl::Condition(+[](AsyncClient* c) { return c->answered_ && c->write_done_; }, this));
+    return answer_id_;
+  }
+
+ private:
+  enum Op : uintptr_t { kStart = 1, kRead, kWrite, kFinish };
+  static void* Tag(Op op) { return reinterpret_cast<void*>(op); }
+  void Drive() {
+    void* tag = nullptr;
+    bool ok = false;
+    while (queue_.Next(&tag, &ok)) {
+      absl::MutexLock lock(&mu_);
+      switch (reinterpret_cast<uintptr_t>(tag)) {
+        case kStart:
+          started_ = true;
+          stream_->Read(&answer_, Tag(kRead));
+          break;
+        case kRead:
+          if (!ok) {
+            stream_->Finish(&status_, Tag(kFinish));
+            break;
+          }
+          answer_id_ = answer_.id();
+          answered_ = true;
+          stream_->Read(&answer_, Tag(kRead));
+          break;
+        case kWrite:
+          write_done_ = true;
+          break;
+        case kFinish:
+          finished_ = true;
+          break;
+      }
+    }
+  }
+  grpc::ClientContext context_;
+  grpc::CompletionQueue queue_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::SchedulerToPlugin, v1::PluginToScheduler>> stream_;
+  v1::SchedulerToPlugin request_;
+  v1::PluginToScheduler answer_;
+  grpc::Status status_;
+  absl::Mutex mu_;
+  bool started_ = false, answered_ = false, write_done_ = false, finished_ = false;
+  uint64_t answer_id_ = 0;
+  std::thread driver_;
+};
+
+struct ProcessCost {
+  double cs, cpu_us;
+  static ProcessCost Now() {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return {static_cast<double>(r.ru_nvcsw + r.ru_nivcsw),
+            (r.ru_utime.tv_sec + r.ru_stime.tv_sec) * 1e6 + r.ru_utime.tv_usec + r.ru_stime.tv_usec};
+  }
+};
+
+void BM_ClientShape(benchmark::State& state, bool async, bool callback_server) {
+  std::string address = absl::StrCat("unix:/tmp/podium_transport_bench.", getpid(), ".client.sock");
+  pid_t child = fork();
+  if (child == 0) {
+    execl(self_path.c_str(), self_path.c_str(), "--serve=sdk", absl::StrCat("--address=", address).c_str(),
+          nullptr);
+    _exit(127);
+  }
+  std::unique_ptr<InlineService> own_service;
+  std::unique_ptr<grpc::Server> own_server;
+  if (callback_server) {
+    own_service = std::make_unique<InlineService>();
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(absl::StrCat(address, ".own"), grpc::InsecureServerCredentials());
+    builder.RegisterService(own_service.get());
+    own_server = builder.BuildAndStart();
+  }
+  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) std::abort();
+  auto stub = v1::Plugin::NewStub(channel);
+  {
+    std::unique_ptr<RoundTripper> client;
+    if (async) {
+      client = std::make_unique<AsyncClient>(*stub);
+    } else {
+      client = std::make_unique<CallbackClient>(*stub);
+    }
+    uint64_t id = 0;
+    client->RoundTrip(++id);  // Connected and started.
+    const ProcessCost before = ProcessCost::Now();
+    for (auto _ : state) {
+      ++id;
+      if (client->RoundTrip(id) != id) std::abort();
+    }
+    const ProcessCost after = ProcessCost::Now();
+    const double n = static_cast<double>(state.iterations());
+    state.counters["client_cs_per_req"] = (after.cs - before.cs) / n;
+    state.counters["client_cpu_us_per_req"] = (after.cpu_us - before.cpu_us) / n;
+  }
+  if (own_server) own_server->Shutdown(std::chrono::system_clock::now());
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  unlink(address.substr(std::string_view("unix:").size()).c_str());
+  unlink(absl::StrCat(address.substr(std::string_view("unix:").size()), ".own").c_str());
+}
+
 void Register(const char* variant) {
   // The fixed-iteration run makes syscall counts per request easy to read.
   for (int iterations : {0, 10000}) {
@@ -252,8 +522,20 @@ int main(int argc, char** argv) {
   if (serve == "handoff") return podium::sdk::ServeVariant<podium::sdk::WorkerHandoffService>(address);
   if (serve == "inline") return podium::sdk::ServeVariant<podium::sdk::InlineService>(address);
   if (serve == "sdk") return podium::sdk::ServeSdk(address);
+  if (serve == "async") return podium::sdk::AsyncServer(false).Serve(address);
+  if (serve == "async+health") return podium::sdk::AsyncServer(true).Serve(address);
   if (serve == "sync") return podium::sdk::ServeVariant<podium::sdk::SyncService>(address);
-  for (const char* variant : {"handoff", "inline", "sync", "sdk"}) podium::sdk::Register(variant);
+  for (const char* variant : {"handoff", "inline", "sync", "async", "async+health", "sdk"}) podium::sdk::Register(variant);
+  for (bool async : {false, true}) {
+    for (bool callback_server : {false, true}) {
+      benchmark::RegisterBenchmark(absl::StrCat("BM_ClientShape/", async ? "async" : "callback",
+                                                callback_server ? "+callback_server" : "")
+                                       .c_str(),
+                                   podium::sdk::BM_ClientShape, async, callback_server)
+          ->UseRealTime()
+          ->Iterations(10000);
+    }
+  }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -9,10 +9,11 @@
 //
 // Every stream gets its own plugin instances (built from Open's args), its own
 // mirror of the cluster (kept from the scheduler's state deltas) and its own
-// cycle states. Plugin code runs on the stream's worker thread, one message at
-// a time, in the order the scheduler sent them; Handle::snapshot() may only be
-// read there, while AllowWaitingPod / RejectWaitingPod may be called from any
-// thread.
+// cycle states. Plugin code runs one message at a time, in the order the
+// scheduler sent them: on the server's driver thread (cycle requests) or on
+// the stream's worker thread (Open, reset deltas, binding phases, backlog);
+// Handle::snapshot() may only be read from those calls, while
+// AllowWaitingPod / RejectWaitingPod may be called from any thread.
 #pragma once
 
 #include <memory>
@@ -62,7 +63,8 @@ class PluginServer {
   PluginServer(const PluginServer&) = delete;
   PluginServer& operator=(const PluginServer&) = delete;
 
-  // Binds and starts serving (also enables the gRPC health service).
+  // Binds and starts serving, with grpc.health.v1.Health (Check and Watch:
+  // SERVING for the server as a whole, service "").
   absl::Status Start();
   // The bound TCP port after Start() (0 for unix sockets).
   int port() const;
