@@ -1116,14 +1116,36 @@ class GatedServerTest : public ::testing::Test {
     server_ = std::make_unique<PluginServer>(ServeOptions{
         .address = "127.0.0.1:0", .process_name = "gated", .plugins = GatedPlugins(gate_)});
     ASSERT_TRUE(server_->Start().ok());
+    stub_ = v1::Plugin::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   }
   void TearDown() override {
     if (!gate_.open.HasBeenNotified()) gate_.open.Notify();
     server_->Shutdown();
   }
 
+  // A raw stream (the test cancels it or shuts the server down under it)
+  // that opened Gate, then sent the one-node state and a gated cycle (id 2)
+  // (the test waits for gate_.entered before its Filter is known to run).
+  std::unique_ptr<grpc::ClientReaderWriter<v1::SchedulerToPlugin, v1::PluginToScheduler>> GateEntered(
+      grpc::ClientContext& context) {
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+    auto stream = stub_->Run(&context);
+    v1::SchedulerToPlugin open;
+    open.set_id(1);
+    open.mutable_open()->set_protocol_version(1);
+    open.mutable_open()->add_plugins()->set_name("Gate");
+    EXPECT_TRUE(stream->Write(open));
+    v1::PluginToScheduler registration;
+    EXPECT_TRUE(stream->Read(&registration));
+    EXPECT_EQ(registration.registration().error(), "");
+    EXPECT_TRUE(stream->Write(OneNode()));
+    EXPECT_TRUE(stream->Write(GatedCycle(2)));
+    return stream;
+  }
+
   Gate gate_;
   std::unique_ptr<PluginServer> server_;
+  std::unique_ptr<v1::Plugin::Stub> stub_;
 };
 
 // A plugin thread speaks (PermitDecision) while the stream's request is being
@@ -1153,20 +1175,8 @@ TEST_F(GatedServerTest, APluginSpeaksFromItsOwnThreadWhileARequestIsHandled) {
 // The scheduler cancels a stream while its request is being handled: the late
 // answer is dropped, and the server goes on serving other streams.
 TEST_F(GatedServerTest, AStreamCancelledMidRequestLeavesTheServerServing) {
-  auto stub = v1::Plugin::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  auto cancelled = stub->Run(&context);
-  v1::SchedulerToPlugin open;
-  open.set_id(1);
-  open.mutable_open()->set_protocol_version(1);
-  open.mutable_open()->add_plugins()->set_name("Gate");
-  ASSERT_TRUE(cancelled->Write(open));
-  v1::PluginToScheduler registration;
-  ASSERT_TRUE(cancelled->Read(&registration));
-  EXPECT_EQ(registration.registration().error(), "");
-  ASSERT_TRUE(cancelled->Write(OneNode()));
-  ASSERT_TRUE(cancelled->Write(GatedCycle(2)));
+  auto cancelled = GateEntered(context);
   gate_.entered.WaitForNotification();
   context.TryCancel();
   v1::PluginToScheduler ignored;
@@ -1187,19 +1197,9 @@ TEST_F(GatedServerTest, AStreamCancelledMidRequestLeavesTheServerServing) {
 // Shutdown while a request is being handled: it waits for the handler, ends
 // the stream with an error and leaves nothing running.
 TEST_F(GatedServerTest, ShutdownWithARequestInFlightEndsTheStream) {
-  auto stub = v1::Plugin::NewStub(grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  auto stream = stub->Run(&context);
-  v1::SchedulerToPlugin open;
-  open.set_id(1);
-  open.mutable_open()->set_protocol_version(1);
-  open.mutable_open()->add_plugins()->set_name("Gate");
-  ASSERT_TRUE(stream->Write(open));
+  auto stream = GateEntered(context);
   v1::PluginToScheduler answer;
-  ASSERT_TRUE(stream->Read(&answer));
-  ASSERT_TRUE(stream->Write(OneNode()));
-  ASSERT_TRUE(stream->Write(GatedCycle(2)));
   ASSERT_TRUE(stream->Write(GatedCycle(3)));  // Waits in the backlog.
   gate_.entered.WaitForNotification();
   std::thread shutdown([this] { server_->Shutdown(); });
