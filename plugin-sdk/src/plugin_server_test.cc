@@ -856,25 +856,27 @@ TEST_F(PluginServerTest, ADryRunInTheCycleRequestIsAnsweredWhenNoNodeFits) {
   EXPECT_FALSE(fits.has_preemption_dry_run());
 }
 
+// A Permit request of `pod` on n1 for the Gang plugin.
+v1::SchedulerToPlugin PermitMessage(uint64_t id, v1::Pod pod) {
+  v1::SchedulerToPlugin message;
+  message.set_id(id);
+  message.mutable_permit()->set_cycle_id(id);
+  *message.mutable_permit()->mutable_pod() = std::move(pod);
+  message.mutable_permit()->set_node_name("n1");
+  message.mutable_permit()->add_plugins("Gang");
+  return message;
+}
+
 TEST_F(PluginServerTest, PermitDecisionSentByAPlugin) {
   auto stream = Connect();
   ASSERT_EQ(stream->Open({{"Gang", ""}}).error(), "");
-  auto permit = [](uint64_t id, v1::Pod pod) {
-    v1::SchedulerToPlugin message;
-    message.set_id(id);
-    message.mutable_permit()->set_cycle_id(id);
-    *message.mutable_permit()->mutable_pod() = std::move(pod);
-    message.mutable_permit()->set_node_name("n1");
-    message.mutable_permit()->add_plugins("Gang");
-    return message;
-  };
-  v1::PermitResponse first = stream->Call(permit(2, MakePod("a"))).permit();
+  v1::PermitResponse first = stream->Call(PermitMessage(2, MakePod("a"))).permit();
   ASSERT_EQ(first.results_size(), 1);
   EXPECT_EQ(first.results(0).plugin(), "Gang");
   EXPECT_EQ(first.results(0).status().code(), v1::Status::WAIT);
   EXPECT_EQ(first.results(0).timeout_ms(), 5000);
 
-  ASSERT_TRUE(stream->Write(permit(3, MakePod("b", 0, {{"gang-last", "true"}}))));
+  ASSERT_TRUE(stream->Write(PermitMessage(3, MakePod("b", 0, {{"gang-last", "true"}}))));
   // The plugin speaks first while permitting b: allow a.
   v1::PluginToScheduler decision = stream->Read();
   EXPECT_EQ(decision.id(), 0u);
@@ -1097,16 +1099,6 @@ v1::SchedulerToPlugin GatedCycle(uint64_t id) {
   *message.mutable_cycle()->mutable_pod() = MakePod("p" + std::to_string(id));
   message.mutable_cycle()->add_filter_plugins("Gate");
   message.mutable_cycle()->mutable_nodes()->set_all_nodes(true);
-  return message;
-}
-
-v1::SchedulerToPlugin PermitMessage(uint64_t id, v1::Pod pod) {
-  v1::SchedulerToPlugin message;
-  message.set_id(id);
-  message.mutable_permit()->set_cycle_id(id);
-  *message.mutable_permit()->mutable_pod() = std::move(pod);
-  message.mutable_permit()->set_node_name("n1");
-  message.mutable_permit()->add_plugins("Gang");
   return message;
 }
 

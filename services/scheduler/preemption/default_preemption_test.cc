@@ -342,6 +342,16 @@ class HeldPreemptorTest : public DefaultPreemptionTest {
         }});
     controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
   }
+  // The preemptor's PostFilter chooses victim "low" on node-1; then a second
+  // preemption ("second"), whose cycle ran before it saw the first one's
+  // eviction, chooses the same victim.
+  void TwoPreemptionsOfTheSameVictim() {
+    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+    ASSERT_TRUE(status.IsSuccess());
+    result.after_requeue();
+    const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
+    controller_.Execute(MakePod("second", 100, 2000), "node-1", victims, {});
+  }
   std::vector<std::string> calls_;
 };
 
@@ -388,12 +398,7 @@ TEST_F(HeldPreemptorTest, AVictimGoneBeforeThePreemptionStartsIsNotWaitedFor) {
 // both; only the first one evicts it (preempt-500 left the first one held
 // forever when the second one's claim replaced its own).
 TEST_F(HeldPreemptorTest, TwoPreemptionsOfTheSameVictimAreBothReleasedByItsDeletion) {
-  const v1::Pod second = MakePod("second", 100, 2000);
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
-  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
-  controller_.Execute(second, "node-1", victims, {});
+  ASSERT_NO_FATAL_FAILURE(TwoPreemptionsOfTheSameVictim());
   // As the adapter answers: the first delete removes the victim, any later
   // one finds nothing.
   for (size_t i : sink_.Of(v1::Action::kPatchPodStatus)) sink_.Reply(i, v1::ActionResult::OK);
@@ -416,12 +421,7 @@ TEST_F(HeldPreemptorTest, TwoPreemptionsOfTheSameVictimAreBothReleasedByItsDelet
 // The shared victim's eviction fails: the preemption waiting for it without
 // having sent anything fails too, instead of waiting forever.
 TEST_F(HeldPreemptorTest, AFailedEvictionFailsEveryPreemptionWaitingForThatVictim) {
-  const v1::Pod second = MakePod("second", 100, 2000);
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
-  const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
-  controller_.Execute(second, "node-1", victims, {});
+  ASSERT_NO_FATAL_FAILURE(TwoPreemptionsOfTheSameVictim());
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
   EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
                                                       ::testing::StartsWith("hold uid-second"),
