@@ -1,0 +1,141 @@
+#pragma once
+
+// One thread that drives a gRPC completion queue for the async API, shared by
+// every stream of a process (server streams and client streams alike).
+//
+// Why one: gRPC's callback API runs callbacks on two "nexting" threads per
+// process, and with the epoll1 poller every event wakes one of them and hands
+// the poller role to the other (a futex wake and a context switch per message,
+// measured with perf sched). A process whose only thread waiting on a
+// completion queue is this one keeps the poller role on it: an event costs no
+// hand-off until our own code passes work to another thread.
+//
+// Every tag put on the queue is a Completion; the driver calls its Complete
+// with the operation's `ok`. Completions run one at a time, in the order the
+// queue returns them, on the driver thread: they must not block (no plugin
+// call, no lock held across one), only do bookkeeping, start the next
+// operation, or hand work to an executor.
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <utility>
+
+#include <grpcpp/alarm.h>
+#include <grpcpp/completion_queue.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
+namespace podium::grpc_support {
+
+// A tag on the driver's queue.
+class Completion {
+ public:
+  virtual void Complete(bool ok) = 0;
+
+ protected:
+  ~Completion() = default;
+};
+
+// Calls `(owner->*handler)(ok)` when its operation completes.
+template <typename Owner>
+class CompletionOf final : public Completion {
+ public:
+  CompletionOf(Owner* owner, void (Owner::*handler)(bool)) : owner_(owner), handler_(handler) {}
+  void Complete(bool ok) override { (owner_->*handler_)(ok); }
+
+ private:
+  Owner* const owner_;
+  void (Owner::*const handler_)(bool);
+};
+
+// Owns a completion queue and the one thread that drains it.
+//
+// With a ServerCompletionQueue (from ServerBuilder::AddCompletionQueue before
+// BuildAndStart) the same queue serves the server's async services and any
+// client calls of the process; the driver may start before the server is
+// built, so client streams (plugin handshakes) progress meanwhile.
+//
+// Stop: the owner first ends every call that uses the queue (server Shutdown,
+// client TryCancel), then Stop shuts the queue down; the thread returns once
+// every outstanding tag has been delivered (with ok = false for cancelled
+// operations), so no Completion runs after Stop returns.
+class AsyncDriver {
+ public:
+  // A client-only queue of its own.
+  AsyncDriver() : queue_(std::make_unique<grpc::CompletionQueue>()) {}
+  // A server queue: `server_queue()` is non-null.
+  explicit AsyncDriver(std::unique_ptr<grpc::ServerCompletionQueue> queue)
+      : server_queue_(queue.get()), queue_(std::move(queue)) {}
+  AsyncDriver(const AsyncDriver&) = delete;
+  AsyncDriver& operator=(const AsyncDriver&) = delete;
+  ~AsyncDriver() { Stop(); }
+
+  grpc::CompletionQueue* queue() const { return queue_.get(); }
+  grpc::ServerCompletionQueue* server_queue() const { return server_queue_; }
+
+  // Starts the thread; later calls do nothing.
+  void Start() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (started_ || stopped_) return;
+    started_ = true;
+    thread_ = std::thread([this] {
+      thread_id_.store(std::this_thread::get_id(), std::memory_order_release);
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue_->Next(&tag, &ok)) static_cast<Completion*>(tag)->Complete(ok);
+    });
+  }
+
+  // Shuts the queue down and joins the thread (see the class comment). Safe
+  // to call more than once; must not be called on the driver thread.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    std::thread thread;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopped_) return;
+      stopped_ = true;
+      thread = std::move(thread_);
+    }
+    queue_->Shutdown();
+    if (thread.joinable()) {
+      thread.join();
+    } else {
+      // Never started: drain what was queued so the queue can be destroyed.
+      void* tag = nullptr;
+      bool ok = false;
+      while (queue_->Next(&tag, &ok)) static_cast<Completion*>(tag)->Complete(ok);
+    }
+  }
+
+  bool OnDriverThread() const {
+    return thread_id_.load(std::memory_order_acquire) == std::this_thread::get_id();
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_ ABSL_GUARDED_BY(mu_);
+  std::atomic<std::thread::id> thread_id_{};
+  grpc::ServerCompletionQueue* const server_queue_ = nullptr;
+  const std::unique_ptr<grpc::CompletionQueue> queue_;
+};
+
+// Runs `Complete(true)` on the driver thread as soon as possible (or
+// `Complete(false)` if the queue shuts down first): a way for another thread
+// to hand the driver a step, e.g. to start an operation in stream order.
+// One pending Post per PostedStep at a time.
+class PostedStep {
+ public:
+  void Post(grpc::CompletionQueue* queue, Completion* tag) {
+    alarm_.Set(queue, gpr_inf_past(GPR_CLOCK_MONOTONIC), tag);
+  }
+  void Cancel() { alarm_.Cancel(); }
+
+ private:
+  grpc::Alarm alarm_;
+};
+
+}  // namespace podium::grpc_support
