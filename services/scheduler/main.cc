@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
+#include "grpc_support/async_driver.h"
 #include "cache/mirror_state_source.h"
 #include "cache/snapshot.h"
 #include "config/config.h"
@@ -208,6 +209,16 @@ int Run(std::vector<std::string> overrides) {
   }
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> plugin_credentials = ChannelCredentialsFor(plugin_tls);
   if (!plugin_credentials.ok()) return console.Fail(absl::StrCat("--plugin-tls-*: ", plugin_credentials.status().message()));
+
+  // The server's builder and the one thread that drives its completion
+  // queue, first: the queue is polled from here on (before the server is
+  // built), so client streams on it (the plugin endpoints' handshakes)
+  // progress while main waits for them.
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  grpc_support::AsyncDriver driver(builder.AddCompletionQueue(/*is_frequently_polled=*/true));
+  driver.Start();
 
   // Plugin endpoints: dial each and wait for its handshake.
   std::vector<std::unique_ptr<GrpcPluginProcess>> endpoints;
@@ -453,9 +464,6 @@ int Run(std::vector<std::string> overrides) {
     if (min_seq) cache.TrimDeltaLog(*min_seq);
   });
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   builder.SetMaxReceiveMessageSize(64 << 20);
@@ -463,13 +471,14 @@ int Run(std::vector<std::string> overrides) {
   // adapter is not refused as a second stream for long.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  builder.RegisterService(&cluster);
+  builder.RegisterService(cluster.service());
   builder.RegisterService(&admin);
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> listen_credentials = ListenCredentials(listen, console);
   if (!listen_credentials.ok()) return console.Fail(std::string(listen_credentials.status().message()));
   absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port, *listen_credentials);
   if (!started.ok()) return console.Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
+  cluster.Start(driver.server_queue());
   std::string bound = listen;
   if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
     bound = absl::StrCat(listen.substr(0, listen.size() - 1), port);
@@ -508,6 +517,9 @@ int Run(std::vector<std::string> overrides) {
                  {"reconnects", s.reconnects}});
     e->Shutdown();
   }
+  // Every call on the queue has ended: its last completions run, then the
+  // driver returns.
+  driver.Stop();
   if (listen.rfind("unix://", 0) == 0) std::remove(listen.substr(7).c_str());
   return 0;
 }

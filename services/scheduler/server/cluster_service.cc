@@ -3,7 +3,6 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
-#include "grpc_support/reaction_order.h"
 #include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "server/echo.h"
@@ -11,19 +10,24 @@
 
 namespace podium::scheduler {
 
-// One adapter stream. Deleted only in OnDone. Its state is guarded by the
-// service's mu_ (every method below runs with it held).
-class ClusterService::SyncReactor
-    : public grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage> {
+// One adapter stream on the async API. Every completion runs on the driver
+// thread; every operation is started under the service's mu_ (by the driver,
+// the event thread that resumes reading, a thread sending an action, or
+// Shutdown), and its state is guarded by mu_. It deletes itself on the driver
+// once every operation it started has completed ("done").
+class ClusterService::SyncCall {
  public:
-  explicit SyncReactor(ClusterService& service) : service_(service) { order_.Constructed(); }
+  explicit SyncCall(ClusterService& service) : service_(service) {
+    // Before the call is requested, as gRPC requires.
+    context_.AsyncNotifyWhenDone(&call_done_tag_);
+  }
+
+  void Request(v1::Cluster::AsyncService& async, grpc::ServerCompletionQueue* queue) {
+    async.RequestSync(&context_, &stream_, queue, queue, &accepted_tag_);
+  }
 
   // Reads the hello; nothing is sent before the stream is accepted.
-  void Begin() {
-    reading_ = true;
-    order_.BeforeStart(Op::kRead);
-    StartRead(&incoming_);
-  }
+  void Begin() { StartRead(); }
 
   void SendHello() {
     v1::SchedulerMessage hello;
@@ -54,121 +58,192 @@ class ClusterService::SyncReactor
   void MaybeResumeRead() {
     if (!reading_ && !finished_ && paused_) {
       paused_ = false;
-      reading_ = true;
-      order_.BeforeStart(Op::kRead);
-      StartRead(&incoming_);
+      StartRead();
     }
   }
 
+  // Decides the stream's status; it is sent once no write is in flight (the
+  // async API allows one write-side operation at a time).
   void FinishOnce(grpc::Status status) {
-    if (!finished_) {
-      finished_ = true;
-      order_.BeforeStart(Op::kFinish);
-      Finish(status);
-    }
-  }
-
-  void OnReadDone(bool ok) override {
-    const auto reaction = order_.EnterReadDone();
-    // Action results: a bind's result needs no ordering with object events
-    // and must not wait behind a burst of pod creations, nor behind a thread
-    // hand-off (a wake-up cost 0.2-0.4 ms on a loaded 2-core machine). Their
-    // callbacks do bookkeeping only (ActionSink), so they run right here, in
-    // stream order, before the next read; each learns when its result arrived.
-    const absl::Time received = absl::Now();
-    std::vector<Completion> completed;
-    absl::MutexLock lock(&service_.mu_);
-    reading_ = false;
-    if (!ok) {
-      FinishOnce(grpc::Status::OK);
-      return;
-    }
     if (finished_) return;
-    if (!accepted_) {
-      grpc::Status refused = service_.AcceptLocked(this, incoming_);
-      if (!refused.ok()) {
-        FinishOnce(std::move(refused));
-        return;
-      }
-      accepted_ = true;
-    } else if (incoming_.has_results()) {
-      service_.TakeCompletedLocked(*incoming_.mutable_results(), &completed);
-    } else if (incoming_.has_hello()) {
-      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a second hello on the stream"));
-      return;
-    } else {
-      service_.work_.push_back(Work{this, std::move(incoming_), false});
-    }
-    incoming_.Clear();
-    if (!completed.empty()) {
-      // Callbacks run without the lock (they send actions); no read is
-      // outstanding meanwhile, so incoming_ and the reading state stay ours.
-      service_.mu_.Unlock();
-      for (Completion& c : completed) {
-        if (c.on_result) c.on_result(c.result, received);
-      }
-      completed.clear();  // Their captures go before the lock is taken again.
-      service_.mu_.Lock();
-      if (finished_) return;
-    }
-    // Back-pressure: stop reading while the event thread is behind.
-    if (service_.ReadingShouldPauseLocked()) {
-      paused_ = true;
-    } else {
-      reading_ = true;
-      order_.BeforeStart(Op::kRead);
-      StartRead(&incoming_);
-    }
-  }
-
-  void OnWriteDone(bool ok) override {
-    const auto reaction = order_.EnterWriteDone();
-    absl::MutexLock lock(&service_.mu_);
-    writing_ = false;
-    if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
-    outbox_.pop_front();
-    if (!ok) {
-      FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      return;
-    }
-    MaybeWrite();
-  }
-
-  void OnDone() override {
-    order_.EnterDone();
-    service_.OnReactorDone(this);
-    delete this;
-  }
-
-  void OnCancel() override {
-    const auto reaction = order_.EnterCancel();
-    absl::MutexLock lock(&service_.mu_);
-    FinishOnce(grpc::Status::CANCELLED);
+    finished_ = true;
+    status_ = std::move(status);
+    StartFinish();
   }
 
  private:
-  using Op = grpc_support::ReactionOrder::Op;
+  void OnAccepted(bool ok) {
+    if (!ok) {  // The server is shutting down: the call never started (no call-done tag).
+      {
+        absl::MutexLock lock(&service_.mu_);
+        if (service_.requested_ == this) service_.requested_ = nullptr;
+      }
+      delete this;
+      return;
+    }
+    bool done = false;
+    {
+      absl::MutexLock lock(&service_.mu_);
+      call_pending_ = true;
+      service_.requested_ = nullptr;
+      service_.RequestStreamLocked();  // The next stream, while this one starts.
+      service_.OnStreamArrivedLocked(this);
+      done = DoneLocked();
+    }
+    if (done) delete this;
+  }
+
+  void OnReadDone(bool ok) {
+    // Action results: a bind's result needs no ordering with object events
+    // and must not wait behind a burst of pod creations, nor behind a thread
+    // hand-off (a wake-up cost 0.2-0.4 ms on a loaded 2-core machine). Their
+    // callbacks do bookkeeping only (ActionSink), so they run right here on the
+    // driver, in stream order, before the next read; each learns when its
+    // result arrived.
+    const absl::Time received = absl::Now();
+    std::vector<Answered> completed;
+    absl::Mutex& mu = service_.mu_;
+    mu.Lock();
+    reading_ = false;
+    if (!ok) {
+      FinishOnce(grpc::Status::OK);  // The adapter closed its side (or the stream broke).
+    } else if (!finished_) {
+      if (!accepted_) {
+        grpc::Status refused = service_.AcceptLocked(this, incoming_);
+        if (refused.ok()) {
+          accepted_ = true;
+        } else {
+          FinishOnce(std::move(refused));
+        }
+      } else if (incoming_.has_results()) {
+        service_.TakeCompletedLocked(*incoming_.mutable_results(), &completed);
+      } else if (incoming_.has_hello()) {
+        FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a second hello on the stream"));
+      } else if (!service_.shutdown_) {
+        service_.work_.push_back(Work{this, std::move(incoming_), false});
+      }
+      incoming_.Clear();
+      if (!completed.empty()) {
+        // Callbacks run without the lock (they send actions); no read is
+        // outstanding meanwhile, so incoming_ and the reading state stay ours,
+        // and only this thread deletes the call.
+        ++service_.running_callbacks_;
+        mu.Unlock();
+        for (Answered& c : completed) {
+          if (c.on_result) c.on_result(c.result, received);
+        }
+        completed.clear();  // Their captures go before the lock is taken again.
+        mu.Lock();
+        --service_.running_callbacks_;
+      }
+      if (!finished_) {
+        // Back-pressure: stop reading while the event thread is behind.
+        if (service_.ReadingShouldPauseLocked()) {
+          paused_ = true;
+        } else {
+          StartRead();
+        }
+      }
+    }
+    const bool done = DoneLocked();
+    mu.Unlock();
+    if (done) delete this;
+  }
+
+  void OnWriteDone(bool ok) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&service_.mu_);
+      writing_ = false;
+      if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
+      outbox_.pop_front();
+      if (!ok) {
+        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      } else if (finished_) {
+        StartFinish();  // It waited for this write.
+      } else {
+        MaybeWrite();
+      }
+      done = DoneLocked();
+    }
+    if (done) delete this;
+  }
+
+  void OnFinishDone(bool /*ok*/) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&service_.mu_);
+      finish_pending_ = false;
+      finish_done_ = true;
+      done = DoneLocked();
+    }
+    if (done) delete this;
+  }
+
+  // The call is over: finished, or cancelled by the adapter, a deadline or
+  // the server's shutdown (then the pending operations fail).
+  void OnCallDone(bool /*ok*/) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&service_.mu_);
+      call_pending_ = false;
+      if (context_.IsCancelled()) FinishOnce(grpc::Status::CANCELLED);
+      done = DoneLocked();
+    }
+    if (done) delete this;
+  }
+
+  void StartRead() {
+    reading_ = true;
+    stream_.Read(&incoming_, &read_tag_);
+  }
 
   void MaybeWrite() {
     if (!writing_ && !outbox_.empty() && !finished_) {
       writing_ = true;
-      order_.BeforeStart(Op::kWrite);
-      StartWrite(&outbox_.front());
+      stream_.Write(outbox_.front(), &write_tag_);
     }
   }
 
+  void StartFinish() {
+    if (!finished_ || finish_started_ || writing_) return;
+    finish_started_ = true;
+    finish_pending_ = true;
+    stream_.Finish(status_, &finish_tag_);
+  }
+
+  // Whether every operation has completed and none will start; then the
+  // service forgets the call and the caller deletes it.
+  bool DoneLocked() {
+    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_ || !finish_done_) return false;
+    done_ = true;
+    service_.ForgetCallLocked(this);
+    return true;
+  }
+
   ClusterService& service_;
-  // service_ is read before mu_ is taken; gRPC orders the reactions after the
-  // operations only through its own atomics, which TSan cannot see.
-  grpc_support::ReactionOrder order_;
+  grpc::ServerContext context_;
+  grpc::ServerAsyncReaderWriter<v1::SchedulerMessage, v1::ClusterMessage> stream_{&context_};
+  grpc_support::CompletionOf<SyncCall> accepted_tag_{this, &SyncCall::OnAccepted};
+  grpc_support::CompletionOf<SyncCall> read_tag_{this, &SyncCall::OnReadDone};
+  grpc_support::CompletionOf<SyncCall> write_tag_{this, &SyncCall::OnWriteDone};
+  grpc_support::CompletionOf<SyncCall> finish_tag_{this, &SyncCall::OnFinishDone};
+  grpc_support::CompletionOf<SyncCall> call_done_tag_{this, &SyncCall::OnCallDone};
+  // Guarded by service_.mu_.
   v1::ClusterMessage incoming_;
   std::deque<v1::SchedulerMessage> outbox_;
   size_t queued_actions_ = 0;
+  grpc::Status status_;
   bool accepted_ = false;
   bool writing_ = false;
   bool reading_ = false;
   bool paused_ = false;
-  bool finished_ = false;
+  bool finished_ = false;  // status_ decided.
+  bool finish_started_ = false;
+  bool finish_pending_ = false;
+  bool finish_done_ = false;
+  bool call_pending_ = false;  // The call-done tag will come.
+  bool done_ = false;
 };
 
 ClusterService::ClusterService(Options options, ClusterEventHandler& handler,
@@ -184,9 +259,15 @@ void ClusterService::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (shutdown_) return;
     shutdown_ = true;
-    for (auto& [reactor, accepted] : live_) {
-      reactor->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
+    for (auto& [call, accepted] : live_) {
+      call->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
     }
+    // Failed on the event thread before it returns; a result read from now
+    // on finds no pending action.
+    FailActions("scheduler shutting down");
+    // A result callback running on the driver completes before we return.
+    mu_.Await(absl::Condition(
+        +[](int* running) { return *running == 0; }, &running_callbacks_));
   }
   if (event_thread_.joinable()) event_thread_.join();
 }
@@ -202,6 +283,7 @@ ClusterService::Stats ClusterService::stats() const {
   s.adapter_connected = active_ != nullptr;
   if (active_ != nullptr) s.adapter = active_adapter_;
   s.pending_actions = pending_.size();
+  s.unaccepted_streams = unaccepted_;
   s.refused_streams = refused_streams_;
   s.taken_over_streams = taken_over_streams_;
   s.refused_actions = refused_actions_;
@@ -209,27 +291,38 @@ ClusterService::Stats ClusterService::stats() const {
   return s;
 }
 
-grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage>* ClusterService::Sync(
-    grpc::CallbackServerContext* context) {
-  auto* reactor = new SyncReactor(*this);
+void ClusterService::Start(grpc::ServerCompletionQueue* queue) {
   absl::MutexLock lock(&mu_);
-  live_[reactor] = false;
-  if (shutdown_) {
-    reactor->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
-    return reactor;
-  }
-  if (unaccepted_ >= options_.max_unaccepted_streams) {
-    ++refused_streams_;
-    reactor->FinishOnce(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                                     "too many Cluster.Sync streams waiting to send their hello"));
-    return reactor;
-  }
-  ++unaccepted_;
-  reactor->Begin();
-  return reactor;
+  queue_ = queue;
+  RequestStreamLocked();
 }
 
-grpc::Status ClusterService::AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first) {
+void ClusterService::RequestStreamLocked() {
+  // Also after Shutdown: a stream that comes meanwhile is refused, not left
+  // waiting until the server shuts down.
+  if (queue_ == nullptr || requested_ != nullptr) return;
+  requested_ = new SyncCall(*this);
+  requested_->Request(async_, queue_);
+}
+
+void ClusterService::OnStreamArrivedLocked(SyncCall* call) {
+  if (shutdown_) {
+    call->FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "scheduler shutting down"));
+    return;
+  }
+  if (unaccepted_ >= options_.max_unaccepted_streams) {
+    // Not in live_: it never counted as unaccepted.
+    ++refused_streams_;
+    call->FinishOnce(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                  "too many Cluster.Sync streams waiting to send their hello"));
+    return;
+  }
+  live_[call] = false;
+  ++unaccepted_;
+  call->Begin();
+}
+
+grpc::Status ClusterService::AcceptLocked(SyncCall* call, const v1::ClusterMessage& first) {
   auto refuse = [&](grpc::StatusCode code, std::string message) {
     ++refused_streams_;
     PODIUM_LOG(Warning, "Refused an adapter stream", {"err", message});
@@ -261,30 +354,29 @@ grpc::Status ClusterService::AcceptLocked(SyncReactor* reactor, const v1::Cluste
     FailActions("adapter stream taken over");
     work_.push_back(Work{active_, {}, true});
   }
-  live_[reactor] = true;
+  live_[call] = true;
   --unaccepted_;
-  active_ = reactor;
+  active_ = call;
   active_adapter_ = adapter;
-  work_.push_back(Work{reactor, first, false});  // Logged on the event thread.
-  reactor->SendHello();
+  work_.push_back(Work{call, first, false});  // Logged on the event thread.
+  call->SendHello();
   return grpc::Status::OK;
 }
 
-void ClusterService::OnReactorDone(SyncReactor* reactor) {
-  absl::MutexLock lock(&mu_);
-  if (auto it = live_.find(reactor); it != live_.end()) {
+void ClusterService::ForgetCallLocked(SyncCall* call) {
+  if (auto it = live_.find(call); it != live_.end()) {
     if (!it->second) --unaccepted_;
     live_.erase(it);
   }
-  if (active_ == reactor) {
+  if (active_ == call) {
     active_ = nullptr;
     active_adapter_.clear();
     FailActions("adapter disconnected");
-    work_.push_back(Work{reactor, {}, true});
+    work_.push_back(Work{call, {}, true});
   }
   // Drop queued work of this stream except the disconnect marker.
   for (auto& w : work_) {
-    if (w.reactor == reactor && !w.disconnected) w.message.Clear();
+    if (w.call == call && !w.disconnected) w.message.Clear();
   }
 }
 
@@ -330,7 +422,7 @@ void ClusterService::FailActions(const std::string& why) {
   pending_.clear();
 }
 
-void ClusterService::TakeCompletedLocked(v1::ActionResults& results, std::vector<Completion>* completed) {
+void ClusterService::TakeCompletedLocked(v1::ActionResults& results, std::vector<Answered>* completed) {
   completed->reserve(results.results_size());
   for (v1::ActionResult& result : *results.mutable_results()) {
     auto it = pending_.find(result.action_id());
@@ -338,7 +430,7 @@ void ClusterService::TakeCompletedLocked(v1::ActionResults& results, std::vector
       ++unknown_results_;
       continue;
     }
-    completed->push_back(Completion{std::move(it->second.on_result), std::move(result)});
+    completed->push_back(Answered{std::move(it->second.on_result), std::move(result)});
     pending_.erase(it);
   }
 }

@@ -1,6 +1,7 @@
-// Cluster.Sync: the adapter's stream. Reactions do bookkeeping only; events
-// are validated and handed, in order, to the scheduler on the event thread;
-// action results go to their callbacks on the reading reaction itself.
+// Cluster.Sync: the adapter's stream, on gRPC's async API. Its completions run
+// on the process's one AsyncDriver thread and do bookkeeping only; events are
+// validated and handed, in order, to the scheduler on the event thread; action
+// results go to their callbacks on the driver thread that read them.
 #pragma once
 
 #include <deque>
@@ -15,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "cluster_link.h"
+#include "grpc_support/async_driver.h"
 #include "podium/v1/cluster.grpc.pb.h"
 
 namespace podium::scheduler {
@@ -27,7 +29,13 @@ class SchedulerMetrics;
 // awaiting a result (a new action beyond the bound fails at once with
 // UNAVAILABLE, so a bind is forgotten and requeued, never silently lost), and
 // incoming events (reading pauses until the event thread catches up).
-class ClusterService final : public v1::Cluster::CallbackService, public ActionSink {
+//
+// Life cycle: register service() with the ServerBuilder, call Start with the
+// server's completion queue once the server is built (the queue's driver may
+// already run), and, at the end, Shutdown, then the server's Shutdown, then
+// stop the driver, and only then destroy the service (a stream's last
+// completions reference it).
+class ClusterService final : public ActionSink {
  public:
   static constexpr uint32_t kProtocolVersion = 1;
 
@@ -48,6 +56,7 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
     bool adapter_connected = false;
     std::string adapter;  // The live adapter's name, from its hello.
     size_t pending_actions = 0;
+    size_t unaccepted_streams = 0;  // Connected, hello not read yet.
     uint64_t refused_streams = 0;  // Second stream, bad hello, too many streams.
     uint64_t taken_over_streams = 0;
     uint64_t refused_actions = 0;  // Outbox full.
@@ -57,36 +66,47 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   ClusterService(Options options, ClusterEventHandler& handler, SchedulerMetrics* metrics);
   ~ClusterService() override;
 
-  grpc::ServerBidiReactor<v1::ClusterMessage, v1::SchedulerMessage>* Sync(
-      grpc::CallbackServerContext* context) override;
+  // What to register with the ServerBuilder.
+  grpc::Service* service() { return &async_; }
+  // After BuildAndStart: waits for streams on `queue` (a queue of that server,
+  // drained by an AsyncDriver).
+  void Start(grpc::ServerCompletionQueue* queue);
   void Send(v1::Action action, ResultCallback on_result) override;
 
   bool adapter_connected() const;
   Stats stats() const;
+  // Ends every stream (UNAVAILABLE) and fails every pending action
+  // (UNAVAILABLE); once it returns no ResultCallback runs any more and no
+  // event reaches the handler. Streams still complete on the driver until the
+  // server shuts down.
   void Shutdown();
 
  private:
-  class SyncReactor;
+  class SyncCall;
   struct PendingAction {
     ResultCallback on_result;
     absl::Time deadline;
   };
-  struct Completion {
+  struct Answered {
     ResultCallback on_result;
     v1::ActionResult result;
   };
   struct Work {
-    SyncReactor* reactor = nullptr;  // Identity only; never dereferenced here.
+    SyncCall* call = nullptr;  // Identity only; never dereferenced here.
     v1::ClusterMessage message;
     bool disconnected = false;
   };
 
   void EventLoop();
   void Handle(Work& work);
-  // The first message of a stream: OK makes `reactor` the live stream.
-  grpc::Status AcceptLocked(SyncReactor* reactor, const v1::ClusterMessage& first)
+  // The first message of a stream: OK makes `call` the live stream.
+  grpc::Status AcceptLocked(SyncCall* call, const v1::ClusterMessage& first)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnReactorDone(SyncReactor* reactor);
+  // A new stream arrived (on the driver): begins or refuses it.
+  void OnStreamArrivedLocked(SyncCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestStreamLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The stream's last operation completed; the caller deletes it next.
+  void ForgetCallLocked(SyncCall* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReadingShouldPauseLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeResumeReadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailActions(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -94,19 +114,24 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the callbacks of the actions `results` answer out of pending_
   // (results for no pending action are counted and dropped).
-  void TakeCompletedLocked(v1::ActionResults& results, std::vector<Completion>* completed)
+  void TakeCompletedLocked(v1::ActionResults& results, std::vector<Answered>* completed)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   ClusterEventHandler& handler_;
   SchedulerMetrics* metrics_;
 
+  v1::Cluster::AsyncService async_;
+
   // Lock order: mu_ only; callbacks run without it.
   mutable absl::Mutex mu_;
-  SyncReactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::ServerCompletionQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The call object waiting for the next stream (not in live_).
+  SyncCall* requested_ ABSL_GUARDED_BY(mu_) = nullptr;
+  SyncCall* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string active_adapter_ ABSL_GUARDED_BY(mu_);
   // Every stream not yet done (the live one and those awaiting their hello).
-  absl::flat_hash_map<SyncReactor*, bool> live_ ABSL_GUARDED_BY(mu_);  // -> accepted
+  absl::flat_hash_map<SyncCall*, bool> live_ ABSL_GUARDED_BY(mu_);  // -> accepted
   size_t unaccepted_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
@@ -118,6 +143,8 @@ class ClusterService final : public v1::Cluster::CallbackService, public ActionS
   uint64_t taken_over_streams_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_actions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_results_ ABSL_GUARDED_BY(mu_) = 0;
+  // Result callbacks running on the driver without mu_ (Shutdown waits).
+  int running_callbacks_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread event_thread_;
 };
 

@@ -35,6 +35,15 @@ class RecordingHandler : public ClusterEventHandler {
     absl::MutexLock lock(&mu_);
     return disconnects_;
   }
+  // Whether `n` disconnects were reported within 10 s (a bound on a hang,
+  // not a timing assertion).
+  bool WaitForDisconnects(int n) const {
+    absl::MutexLock lock(&mu_);
+    std::pair<const int*, int> arg(&disconnects_, n);
+    return mu_.AwaitWithTimeout(absl::Condition(
+                                    +[](std::pair<const int*, int>* p) { return *p->first >= p->second; }, &arg),
+                                absl::Seconds(10));
+  }
 
  private:
   mutable absl::Mutex mu_;
@@ -67,10 +76,13 @@ class ClusterServiceTest : public ::testing::Test {
     service_ = std::make_unique<ClusterService>(options, handler_, nullptr);
     path_ = TempSocketPath();
     grpc::ServerBuilder builder;
-    builder.RegisterService(service_.get());
+    builder.RegisterService(service_->service());
+    driver_ = std::make_unique<grpc_support::AsyncDriver>(builder.AddCompletionQueue(true));
+    driver_->Start();
     auto server = StartServer(builder, "unix://" + path_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
+    service_->Start(driver_->server_queue());
     channel_ = grpc::CreateChannel("unix://" + path_, grpc::InsecureChannelCredentials());
     stub_ = v1::Cluster::NewStub(channel_);
   }
@@ -78,6 +90,7 @@ class ClusterServiceTest : public ::testing::Test {
   void TearDown() override {
     service_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    driver_->Stop();  // Every call ended: the streams' last completions ran.
     server_.reset();
     ::unlink(path_.c_str());
     ::rmdir(path_.substr(0, path_.rfind('/')).c_str());
@@ -135,6 +148,7 @@ class ClusterServiceTest : public ::testing::Test {
   RecordingHandler handler_;
   std::unique_ptr<ClusterService> service_;
   std::string path_;
+  std::unique_ptr<grpc_support::AsyncDriver> driver_;
   std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Cluster::Stub> stub_;
@@ -334,6 +348,89 @@ TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
   // A new adapter is accepted once the old stream is gone.
   Stream again = Open("adapter-a");
   ExpectAccepted(again);
+}
+
+// The adapter cancels its stream while actions are queued for it and one
+// awaits its result: every action fails, the event thread hears of the
+// disconnect, and the next adapter is accepted.
+TEST_F(ClusterServiceTest, AStreamCancelledByTheAdapterMidFlightFailsItsActions) {
+  Start();
+  {
+    Stream s = Open("adapter-a");
+    ExpectAccepted(s);
+    std::vector<ResultWaiter*> waiters;
+    for (int i = 0; i < 200; ++i) {
+      waiters.push_back(&NewWaiter());
+      service_->Send(Bind("web-" + std::to_string(i)), waiters.back()->Callback());
+    }
+    ExpectAction(s);  // Some are on the wire, the rest queued or in flight.
+    s.ctx->TryCancel();
+    for (ResultWaiter* w : waiters) {
+      ASSERT_TRUE(w->Wait());
+      EXPECT_EQ(w->result.code(), v1::ActionResult::UNAVAILABLE) << w->result.ShortDebugString();
+    }
+    ASSERT_TRUE(handler_.WaitForDisconnects(1));
+  }
+  EXPECT_EQ(service_->stats().pending_actions, 0u);
+  Stream again = Open("adapter-b");
+  ExpectAccepted(again);
+  EXPECT_EQ(service_->stats().adapter, "adapter-b");
+}
+
+// Shutdown with an adapter connected and actions pending: the actions have
+// failed when it returns, and the adapter's stream ends with UNAVAILABLE.
+TEST_F(ClusterServiceTest, ShutdownFailsPendingActionsBeforeItReturnsAndEndsTheStream) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  ResultWaiter& sent = NewWaiter();
+  ResultWaiter& queued = NewWaiter();
+  service_->Send(Bind("web-1"), sent.Callback());
+  ExpectAction(s);
+  service_->Send(Bind("web-2"), queued.Callback());
+  service_->Shutdown();
+  ASSERT_TRUE(sent.done.HasBeenNotified());
+  ASSERT_TRUE(queued.done.HasBeenNotified());
+  EXPECT_EQ(sent.result.code(), v1::ActionResult::UNAVAILABLE);
+  EXPECT_THAT(sent.result.message(), HasSubstr("shutting down"));
+  EXPECT_EQ(queued.result.code(), v1::ActionResult::UNAVAILABLE);
+  v1::SchedulerMessage m;
+  while (s.rw->Read(&m)) {
+  }
+  const grpc::Status status = s.rw->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+  // A stream that comes after Shutdown is refused, not left waiting.
+  Stream late = Open("adapter-b");
+  EXPECT_EQ(Refusal(late).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// Streams without their hello are bounded; one refused for that does not
+// count as awaiting its hello (the count once went below zero, and every
+// later stream was refused as one too many).
+TEST_F(ClusterServiceTest, StreamsAwaitingTheirHelloAreBounded) {
+  ClusterService::Options options;
+  options.max_unaccepted_streams = 1;
+  Start(options);
+  Stream silent;
+  silent.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  silent.rw = stub_->Sync(silent.ctx.get());
+  for (int i = 0; i < 10000 && service_->stats().unaccepted_streams == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_EQ(service_->stats().unaccepted_streams, 1u);
+  Stream refused = Open("adapter-b");
+  const grpc::Status status = Refusal(refused);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(service_->stats().unaccepted_streams, 1u);
+
+  v1::ClusterMessage hello;
+  hello.mutable_hello()->set_protocol_version(1);
+  hello.mutable_hello()->set_adapter("adapter-a");
+  ASSERT_TRUE(silent.rw->Write(hello));
+  ExpectAccepted(silent);
+  EXPECT_EQ(service_->stats().unaccepted_streams, 0u);
+  Stream second = Open("adapter-c");
+  EXPECT_EQ(Refusal(second).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(service_->stats().refused_streams, 2u);
 }
 
 }  // namespace
