@@ -31,10 +31,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/wire_format_lite.h"
+#include "grpc_support/async_driver.h"
+#include "grpc_support/health_service.h"
 #include "grpcpp/ext/health_check_service_server_builder_option.h"
-#include "grpcpp/generic/async_generic_service.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_provider.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -90,26 +89,8 @@ int PooledObjects(const v1::SchedulerToPlugin& message) {
          delta.namespace_removals_size();
 }
 
-// A completion the driver thread dispatches: every tag on the queue is one.
-class Completion {
- public:
-  virtual void Complete(bool ok) = 0;
-
- protected:
-  ~Completion() = default;
-};
-
-// Calls `(owner->*handler)(ok)` when its operation completes.
-template <typename Owner>
-class CompletionOf final : public Completion {
- public:
-  CompletionOf(Owner* owner, void (Owner::*handler)(bool)) : owner_(owner), handler_(handler) {}
-  void Complete(bool ok) override { (owner_->*handler_)(ok); }
-
- private:
-  Owner* const owner_;
-  void (Owner::*const handler_)(bool);
-};
+using grpc_support::Completion;
+using grpc_support::CompletionOf;
 
 class PluginService;
 
@@ -380,134 +361,6 @@ class StreamState final : public ResponseSink {
   std::vector<ResponsePtr> free_responses_ ABSL_GUARDED_BY(mu_);
 };
 
-// grpc.health.v1.Health on the driver's queue (and UNIMPLEMENTED for any other
-// unknown method): Check answers SERVING for the server as a whole (service
-// ""), NOT_FOUND for a named service, as gRPC's default health service does
-// when no service status was set; Watch sends the same status once (as
-// SERVICE_UNKNOWN for a named service) and keeps the stream open until the
-// client cancels or the server shuts down.
-class HealthCall final {
- public:
-  explicit HealthCall(PluginService* service) : service_(service) {
-    context_.AsyncNotifyWhenDone(&call_done_);
-  }
-  grpc::GenericServerContext* context() { return &context_; }
-  grpc::GenericServerAsyncReaderWriter* stream() { return &stream_; }
-  Completion* accepted_tag() { return &accepted_; }
-
-  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    stopped_ = true;
-  }
-
- private:
-  enum class Method { kCheck, kWatch, kOther };
-
-  void OnAccepted(bool ok);
-
-  void OnRead(bool ok) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool done = false;
-    {
-      absl::MutexLock lock(&mu_);
-      pending_ -= 1;
-      if (!stopped_) {
-        std::string service_name;
-        if (!ok || !ParseService(&service_name)) {
-          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                              "grpc.health.v1.HealthCheckRequest: cannot parse"));
-        } else if (method_ == Method::kCheck && !service_name.empty()) {
-          Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                              absl::StrCat("grpc.health.v1.HealthCheckRequest.service: ", service_name,
-                                           " is not known (only \"\", the whole server)")));
-        } else {
-          // HealthCheckResponse{status: SERVING (1) or SERVICE_UNKNOWN (3)}.
-          const char answer[] = {0x08, static_cast<char>(service_name.empty() ? 1 : 3)};
-          grpc::Slice slice(answer, sizeof answer);
-          answer_ = grpc::ByteBuffer(&slice, 1);
-          pending_ += 1;
-          if (method_ == Method::kCheck) {
-            stream_.WriteAndFinish(answer_, grpc::WriteOptions(), grpc::Status::OK, &finished_);
-          } else {
-            stream_.Write(answer_, &finished_);
-          }
-        }
-      }
-      done = DoneLocked();
-    }
-    if (done) Forget();
-  }
-
-  void OnFinished(bool /*ok*/) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool done = false;
-    {
-      absl::MutexLock lock(&mu_);
-      pending_ -= 1;
-      done = DoneLocked();
-    }
-    if (done) Forget();
-  }
-
-  void OnCallDone(bool /*ok*/) ABSL_LOCKS_EXCLUDED(mu_) {
-    bool done = false;
-    {
-      absl::MutexLock lock(&mu_);
-      call_pending_ = false;
-      done = DoneLocked();
-    }
-    if (done) Forget();
-  }
-
-  void Finish(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    pending_ += 1;
-    stream_.Finish(status, &finished_);
-  }
-
-  // HealthCheckRequest.service (field 1); other fields are skipped.
-  bool ParseService(std::string* service) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    std::vector<grpc::Slice> slices;
-    if (!request_.Dump(&slices).ok()) return false;
-    std::string bytes;
-    for (const grpc::Slice& slice : slices) {
-      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
-    }
-    google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                              static_cast<int>(bytes.size()));
-    using google::protobuf::internal::WireFormatLite;
-    while (uint32_t tag = in.ReadTag()) {
-      if (tag == WireFormatLite::MakeTag(1, WireFormatLite::WIRETYPE_LENGTH_DELIMITED)) {
-        if (!WireFormatLite::ReadString(&in, service)) return false;
-      } else if (!WireFormatLite::SkipField(&in, tag)) {
-        return false;
-      }
-    }
-    return in.ConsumedEntireMessage();
-  }
-
-  bool DoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (pending_ > 0 || call_pending_ || forgotten_) return false;
-    forgotten_ = true;
-    return true;
-  }
-
-  void Forget();
-
-  PluginService* const service_;
-  grpc::GenericServerContext context_;
-  grpc::GenericServerAsyncReaderWriter stream_{&context_};
-  CompletionOf<HealthCall> accepted_{this, &HealthCall::OnAccepted};
-  CompletionOf<HealthCall> read_{this, &HealthCall::OnRead};
-  CompletionOf<HealthCall> finished_{this, &HealthCall::OnFinished};
-  CompletionOf<HealthCall> call_done_{this, &HealthCall::OnCallDone};
-  absl::Mutex mu_;
-  Method method_ ABSL_GUARDED_BY(mu_) = Method::kOther;
-  int pending_ ABSL_GUARDED_BY(mu_) = 0;  // Operations started, not completed.
-  bool call_pending_ ABSL_GUARDED_BY(mu_) = false;
-  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;
-  grpc::ByteBuffer request_ ABSL_GUARDED_BY(mu_);
-  grpc::ByteBuffer answer_ ABSL_GUARDED_BY(mu_);
-};
-
 // Owns the streams, their workers and the driver thread.
 class PluginService final {
  public:
@@ -515,13 +368,14 @@ class PluginService final {
                 int parallelism)
       : definitions_(definitions),
         process_name_(std::move(process_name)),
-        parallelizer_(parallelism) {}
+        parallelizer_(parallelism),
+        health_("this plugin process") {}
 
   ~PluginService() { JoinWorkers(/*all=*/true); }
 
   void Register(grpc::ServerBuilder& builder) {
     builder.RegisterService(&plugin_);
-    builder.RegisterAsyncGenericService(&generic_);
+    health_.Register(builder);
     queue_ = builder.AddCompletionQueue(/*is_frequently_polled=*/true);
   }
 
@@ -530,8 +384,8 @@ class PluginService final {
     {
       absl::MutexLock lock(&mu_);
       AcceptStreamLocked();
-      AcceptGenericLocked();
     }
+    health_.Start(queue_.get());
     driver_ = std::thread([this] {
       void* tag = nullptr;
       bool ok = false;
@@ -547,9 +401,8 @@ class PluginService final {
       absl::MutexLock lock(&mu_);
       stopped_ = true;
       for (auto& [raw, stream] : streams_) streams.push_back(stream);
-      // Lock order: mu_, then a call's. A call is forgotten under mu_ only.
-      for (auto& [raw, call] : health_) call->Stop();
     }
+    health_.Stop();
     for (auto& stream : streams) stream->Stop();
     queue_->Shutdown();
     if (driver_.joinable()) driver_.join();
@@ -581,11 +434,6 @@ class PluginService final {
     workers_.push_back({std::move(thread), std::move(done)});
   }
 
-  void OnGenericAccepted() ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
-    AcceptGenericLocked();
-  }
-
   // The stream's last operation completed. The worker may still hold it.
   void Forget(StreamState* stream) ABSL_LOCKS_EXCLUDED(mu_) {
     std::shared_ptr<StreamState> last;  // Destroyed after the lock is released.
@@ -593,16 +441,6 @@ class PluginService final {
     auto it = streams_.find(stream);
     last = std::move(it->second);
     streams_.erase(it);
-  }
-
-  void Forget(HealthCall* call) ABSL_LOCKS_EXCLUDED(mu_) {
-    std::unique_ptr<HealthCall> gone;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = health_.find(call);
-      gone = std::move(it->second);
-      health_.erase(it);
-    }
   }
 
   // Joins finished workers, or every worker when `all`.
@@ -636,28 +474,20 @@ class PluginService final {
     plugin_.RequestRun(raw->context(), raw->stream(), queue_.get(), queue_.get(), raw->accepted_tag());
   }
 
-  void AcceptGenericLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (stopped_) return;
-    auto call = std::make_unique<HealthCall>(this);
-    HealthCall* raw = call.get();
-    health_.emplace(raw, std::move(call));
-    generic_.RequestCall(raw->context(), raw->stream(), queue_.get(), queue_.get(), raw->accepted_tag());
-  }
-
   const std::vector<PluginDefinition>& definitions_;
   const std::string process_name_;
   // Shared by every stream's session; outlives them (the destructor joins
   // the stream workers first).
   Parallelizer parallelizer_;
   v1::Plugin::AsyncService plugin_;
-  grpc::AsyncGenericService generic_;
+  // grpc.health.v1.Health (and UNIMPLEMENTED for unknown methods) on queue_.
+  grpc_support::HealthService health_;
   std::unique_ptr<grpc::ServerCompletionQueue> queue_;
   std::thread driver_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Every call requested or open, until all its operations have completed.
   absl::flat_hash_map<StreamState*, std::shared_ptr<StreamState>> streams_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<HealthCall*, std::unique_ptr<HealthCall>> health_ ABSL_GUARDED_BY(mu_);
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -695,34 +525,6 @@ void StreamState::OnCallDone(bool /*ok*/) {
 }
 
 void StreamState::Forget() { service_->Forget(this); }
-
-void HealthCall::OnAccepted(bool ok) {
-  if (!ok) return Forget();  // The server is shutting down; the call never started.
-  service_->OnGenericAccepted();
-  bool done = false;
-  {
-    absl::MutexLock lock(&mu_);
-    call_pending_ = true;
-    if (!stopped_) {
-      if (context_.method() == "/grpc.health.v1.Health/Check") {
-        method_ = Method::kCheck;
-      } else if (context_.method() == "/grpc.health.v1.Health/Watch") {
-        method_ = Method::kWatch;
-      }
-      if (method_ == Method::kOther) {
-        Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                            absl::StrCat(context_.method(), ": not served by this plugin process")));
-      } else {
-        pending_ += 1;
-        stream_.Read(&request_, &read_);
-      }
-    }
-    done = DoneLocked();
-  }
-  if (done) Forget();
-}
-
-void HealthCall::Forget() { service_->Forget(this); }
 
 // "unix:///abs/path" or "unix:path" -> the path; empty for TCP addresses.
 std::string UnixSocketPath(const std::string& address) {

@@ -19,6 +19,7 @@
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
 #include "grpc_support/async_driver.h"
+#include "grpc_support/health_service.h"
 #include "cache/mirror_state_source.h"
 #include "cache/snapshot.h"
 #include "config/config.h"
@@ -26,7 +27,6 @@
 #include "framework/queueing_hints.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "preemption/default_preemption.h"
@@ -214,9 +214,13 @@ int Run(std::vector<std::string> overrides) {
   // queue, first: the queue is polled from here on (before the server is
   // built), so client streams on it (the plugin endpoints' handshakes)
   // progress while main waits for them.
-  grpc::EnableDefaultHealthCheckService(true);
+  // gRPC's default health service is not used (it would bring back the
+  // callback API's polling threads): `health` serves grpc.health.v1.Health on
+  // the driver's queue.
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc_support::HealthService health("podium-scheduler");  // Outlives the driver.
   grpc::ServerBuilder builder;
+  health.Register(builder);
   grpc_support::AsyncDriver driver(builder.AddCompletionQueue(/*is_frequently_polled=*/true));
   driver.Start();
 
@@ -479,6 +483,7 @@ int Run(std::vector<std::string> overrides) {
   if (!started.ok()) return console.Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
   cluster.Start(driver.server_queue());
+  health.Start(driver.server_queue());
   std::string bound = listen;
   if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
     bound = absl::StrCat(listen.substr(0, listen.size() - 1), port);
@@ -501,6 +506,7 @@ int Run(std::vector<std::string> overrides) {
   scheduler.Stop();
   cluster.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  health.Stop();
   for (auto& e : endpoints) {
     const PluginProcessStats s = e->stats();
     console.Say(logging::Severity::kInfo,
