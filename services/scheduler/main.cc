@@ -476,13 +476,14 @@ int Run(std::vector<std::string> overrides) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   builder.RegisterService(cluster.service());
-  builder.RegisterService(&admin);
+  builder.RegisterService(admin.service());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> listen_credentials = ListenCredentials(listen, console);
   if (!listen_credentials.ok()) return console.Fail(std::string(listen_credentials.status().message()));
   absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port, *listen_credentials);
   if (!started.ok()) return console.Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
   cluster.Start(driver.server_queue());
+  admin.Start(driver.server_queue());
   health.Start(driver.server_queue());
   std::string bound = listen;
   if (listen.rfind("unix:", 0) != 0 && listen.size() > 2 && listen.substr(listen.size() - 2) == ":0") {
@@ -506,6 +507,10 @@ int Run(std::vector<std::string> overrides) {
   scheduler.Stop();
   cluster.Shutdown();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  // Every call is cancelled: the services start no more operations, so the
+  // driver can shut the queue down once the endpoints have ended theirs.
+  cluster.StopCalls();
+  admin.Stop();
   health.Stop();
   for (auto& e : endpoints) {
     const PluginProcessStats s = e->stats();

@@ -8,7 +8,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "cache/cache.h"
-#include "grpc_support/reaction_order.h"
+#include "grpc_support/async_driver.h"
 #include "queue/scheduling_queue.h"
 #include "remote/grpc_plugin_process.h"
 #include "scheduler.h"
@@ -18,12 +18,6 @@
 
 namespace podium::scheduler {
 namespace {
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* ctx, grpc::Status status = grpc::Status::OK) {
-  auto* reactor = ctx->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
 
 v1::QueueName ToQueueName(QueueKind kind) {
   switch (kind) {
@@ -109,21 +103,21 @@ std::optional<size_t> ParsePageToken(const std::string& token) {
 
 }  // namespace
 
-grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::ListQueuedPods(grpc::ServerContext* ctx,
                                                        const v1::ListQueuedPodsRequest* request,
                                                        v1::ListQueuedPodsResponse* response) {
   int32_t page_size = request->page_size() > 0 ? request->page_size() : request->limit();
   if (request->page_size() < 0 || request->limit() < 0) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                  "page_size: must not be negative"));
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                  "page_size: must not be negative");
   }
   if (page_size == 0) page_size = kDefaultPageSize;
   page_size = std::min(page_size, kMaxPageSize);
   const std::optional<size_t> offset = ParsePageToken(request->page_token());
   if (!offset) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   absl::StrCat("page_token: \"", Echo(request->page_token()),
-                                               "\" is not a token this scheduler issued")));
+                                               "\" is not a token this scheduler issued"));
   }
   // Pods waiting at Permit are in flight in the queue: listed once, after
   // the queue's pods, with what they wait on. The copy is taken first, under
@@ -156,10 +150,10 @@ grpc::ServerUnaryReactor* AdminService::ListQueuedPods(grpc::CallbackServerConte
     response->set_next_page_token(absl::StrCat(kPageTokenPrefix, *offset + listed));
   }
   response->set_adapter_connected(cluster_ != nullptr && cluster_->adapter_connected());
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::ExplainPod(grpc::ServerContext* ctx,
                                                    const v1::ExplainPodRequest* request,
                                                    v1::ExplainPodResponse* response) {
   // A pod waiting at Permit passed Filter in its current attempt: what it
@@ -170,7 +164,7 @@ grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* 
     FillWaitingPod(w, response->mutable_pod());
     response->set_attempts(w.pod->attempts);
     response->set_nominated_node_name(w.pod->pod().nominated_node_name());
-    return Done(ctx);
+    return grpc::Status::OK;
   }
   std::optional<PodDiagnosis> last = scheduler_.LastDiagnosis(request->namespace_(), request->name());
   std::optional<QueuedPodSummary> queued;
@@ -194,12 +188,12 @@ grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* 
   if (!last) {
     if (queued) {
       response->set_message(queued->message);
-      return Done(ctx);
+      return grpc::Status::OK;
     }
-    return Done(ctx, grpc::Status(grpc::StatusCode::NOT_FOUND,
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
                                   absl::StrCat("pod ", Echo(request->namespace_()), "/",
                                                Echo(request->name()),
-                                               " is not pending and has no recorded attempt")));
+                                               " is not pending and has no recorded attempt"));
   }
   if (last->error) response->set_last_error(last->message);
   // An attempt that broke is reported as an error, not as "unschedulable".
@@ -210,10 +204,10 @@ grpc::ServerUnaryReactor* AdminService::ExplainPod(grpc::CallbackServerContext* 
     status.ToProto(verdict->mutable_status());
   }
   response->set_nominated_node_name(last->nominated_node_name);
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::DumpCache(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::DumpCache(grpc::ServerContext* ctx,
                                                   const v1::DumpCacheRequest* request,
                                                   v1::DumpCacheResponse* response) {
   const Cache::Dumped dump = cache_.Dump(request->include_pods());
@@ -228,10 +222,10 @@ grpc::ServerUnaryReactor* AdminService::DumpCache(grpc::CallbackServerContext* c
     for (const auto& pod : n.pods) ToObjectRef(*pod->pod, node->add_pods());
     for (const auto& pod : n.assumed_pods) ToObjectRef(*pod->pod, node->add_assumed_pods());
   }
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::ListPlugins(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::ListPlugins(grpc::ServerContext* ctx,
                                                     const v1::ListPluginsRequest*,
                                                     v1::ListPluginsResponse* response) {
   for (GrpcPluginProcess* endpoint : endpoints_) {
@@ -256,10 +250,10 @@ grpc::ServerUnaryReactor* AdminService::ListPlugins(grpc::CallbackServerContext*
     info->set_latency_p99_ms(stats.latency_p99_ms);
     info->set_reconnects(stats.reconnects);
   }
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-std::optional<grpc::Status> AdminService::RefuseAnonymousChange(grpc::CallbackServerContext* ctx,
+std::optional<grpc::Status> AdminService::RefuseAnonymousChange(grpc::ServerContext* ctx,
                                                                 std::string_view method) const {
   if (!require_identity_) return std::nullopt;
   const auto auth = ctx->auth_context();
@@ -270,40 +264,38 @@ std::optional<grpc::Status> AdminService::RefuseAnonymousChange(grpc::CallbackSe
                                            "--token-auth-file or --client-ca-file)"));
 }
 
-grpc::ServerUnaryReactor* AdminService::SetSchedulingPaused(
-    grpc::CallbackServerContext* ctx, const v1::SetSchedulingPausedRequest* request,
+grpc::Status AdminService::SetSchedulingPaused(grpc::ServerContext* ctx, const v1::SetSchedulingPausedRequest* request,
     v1::SetSchedulingPausedResponse* response) {
-  if (auto refused = RefuseAnonymousChange(ctx, "SetSchedulingPaused")) return Done(ctx, *refused);
+  if (auto refused = RefuseAnonymousChange(ctx, "SetSchedulingPaused")) return *refused;
   scheduler_.SetPaused(request->paused());
   response->set_paused(scheduler_.paused());
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::SetLogVerbosity(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::SetLogVerbosity(grpc::ServerContext* ctx,
                                                         const v1::SetLogVerbosityRequest* request,
                                                         v1::SetLogVerbosityResponse* response) {
-  if (auto refused = RefuseAnonymousChange(ctx, "SetLogVerbosity")) return Done(ctx, *refused);
+  if (auto refused = RefuseAnonymousChange(ctx, "SetLogVerbosity")) return *refused;
   if (request->verbosity() < 0 || request->verbosity() > kMaxLogVerbosity) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   absl::StrCat("verbosity: ", request->verbosity(), " is not in [0, ",
-                                               kMaxLogVerbosity, "]")));
+                                               kMaxLogVerbosity, "]"));
   }
   const int previous = logger_.SetVerbosity(request->verbosity());
   response->set_previous(previous);
   response->set_verbosity(request->verbosity());
   logger_.Log(logging::Severity::kInfo, 0, "Log verbosity changed",
               {{"previous", previous}, {"verbosity", request->verbosity()}});
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
-    grpc::CallbackServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
+grpc::Status AdminService::MovePodsToActiveQueue(grpc::ServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
     v1::MovePodsToActiveQueueResponse* response) {
-  if (auto refused = RefuseAnonymousChange(ctx, "MovePodsToActiveQueue")) return Done(ctx, *refused);
+  if (auto refused = RefuseAnonymousChange(ctx, "MovePodsToActiveQueue")) return *refused;
   if (request->pods_size() > kMaxPodsPerMove) {
-    return Done(ctx, grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                                   absl::StrCat("pods: ", request->pods_size(), " pods, at most ",
-                                               kMaxPodsPerMove, " per call")));
+                                               kMaxPodsPerMove, " per call"));
   }
   if (request->pods_size() == 0) {
     response->set_moved(static_cast<int32_t>(queue_.MoveAllToActiveQueue()));
@@ -318,10 +310,10 @@ grpc::ServerUnaryReactor* AdminService::MovePodsToActiveQueue(
     }
     response->set_moved(static_cast<int32_t>(queue_.Activate(uids)));
   }
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
-grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* ctx,
+grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx,
                                                   const v1::GetStatusRequest*,
                                                   v1::SchedulerStatus* response) {
   response->set_paused(scheduler_.paused());
@@ -354,7 +346,7 @@ grpc::ServerUnaryReactor* AdminService::GetStatus(grpc::CallbackServerContext* c
   } else if (!scheduler_.adapter_connected()) {
     response->set_scheduling_held_because("waiting for the adapter's complete list");
   }
-  return Done(ctx);
+  return grpc::Status::OK;
 }
 
 namespace {
@@ -379,88 +371,250 @@ v1::SchedulingDecision ToProto(const SchedulingDecision& d) {
   return out;
 }
 
-// Streams decisions from the subscriber's bounded queue in the broadcaster
-// (a slow reader loses the oldest, counted there). One write in flight.
-// Lock order: broadcaster -> mu_ -> the DecisionQueue.
-class DecisionWriter final : public grpc::ServerWriteReactor<v1::SchedulingDecision> {
+// One unary call of `Request` -> `Response`: asks gRPC for the call, runs the
+// handler on the driver thread when it arrives (asking for the next one
+// first), sends the answer, and deletes itself when the answer's completion
+// (or the failed request, at shutdown) comes back.
+template <typename Request, typename Response>
+class UnaryCall final {
  public:
-  explicit DecisionWriter(DecisionBroadcaster& broadcaster) : broadcaster_(broadcaster) {
+  using Requester = void (*)(v1::Admin::AsyncService&, grpc::ServerContext*, Request*,
+                             grpc::ServerAsyncResponseWriter<Response>*, grpc::ServerCompletionQueue*, void*);
+  using Handler = grpc::Status (AdminService::*)(grpc::ServerContext*, const Request*, Response*);
+
+  static void Listen(AdminService& admin, v1::Admin::AsyncService& async, grpc::ServerCompletionQueue* queue,
+                     Requester request, Handler handler) {
+    auto* call = new UnaryCall(admin, async, queue, request, handler);
+    if (!admin.StartOperation(
+            [&] { request(async, &call->context_, &call->request_, &call->writer_, queue, &call->accepted_); })) {
+      delete call;
+    }
+  }
+
+ private:
+  UnaryCall(AdminService& admin, v1::Admin::AsyncService& async, grpc::ServerCompletionQueue* queue,
+            Requester request, Handler handler)
+      : admin_(admin), async_(async), queue_(queue), requester_(request), handler_(handler) {}
+
+  void OnAccepted(bool ok) {
+    if (!ok) {  // The server is shutting down: the call never started.
+      delete this;
+      return;
+    }
+    Listen(admin_, async_, queue_, requester_, handler_);
+    const grpc::Status status = (admin_.*handler_)(&context_, &request_, &response_);
+    const bool answered = admin_.StartOperation([&] {
+      if (status.ok()) {
+        writer_.Finish(response_, status, &finished_);
+      } else {
+        writer_.FinishWithError(status, &finished_);
+      }
+    });
+    if (!answered) delete this;  // Stopped: nothing pending on this call.
+  }
+
+  void OnFinished(bool /*ok*/) { delete this; }
+
+  AdminService& admin_;
+  v1::Admin::AsyncService& async_;
+  grpc::ServerCompletionQueue* const queue_;
+  const Requester requester_;
+  const Handler handler_;
+  grpc::ServerContext context_;
+  Request request_;
+  Response response_;
+  grpc::ServerAsyncResponseWriter<Response> writer_{&context_};
+  grpc_support::CompletionOf<UnaryCall> accepted_{this, &UnaryCall::OnAccepted};
+  grpc_support::CompletionOf<UnaryCall> finished_{this, &UnaryCall::OnFinished};
+};
+
+// WatchDecisions: streams decisions from the subscriber's bounded queue in
+// the broadcaster (a slow reader loses the oldest, counted there). One write
+// in flight, started by the driver or by the thread that publishes a
+// decision, under mu_. Deletes itself on the driver once every operation
+// completed, after unsubscribing. Lock order: broadcaster -> mu_ -> the
+// DecisionQueue.
+class DecisionWriter final {
+ public:
+  static void Listen(AdminService& admin, DecisionBroadcaster& broadcaster, v1::Admin::AsyncService& async,
+                     grpc::ServerCompletionQueue* queue) {
+    auto* call = new DecisionWriter(admin, broadcaster, async, queue);
+    if (!admin.StartOperation([&] {
+          async.RequestWatchDecisions(&call->context_, &call->request_, &call->writer_, queue, queue,
+                                      &call->accepted_);
+        })) {
+      delete call;
+    }
+  }
+
+ private:
+  DecisionWriter(AdminService& admin, DecisionBroadcaster& broadcaster, v1::Admin::AsyncService& async,
+                 grpc::ServerCompletionQueue* queue)
+      : admin_(admin), broadcaster_(broadcaster), async_(async), queue_(queue) {
+    // Before the call is requested, as gRPC requires.
+    context_.AsyncNotifyWhenDone(&call_done_);
+  }
+
+  void OnAccepted(bool ok) {
+    if (!ok) {  // The server is shutting down: the call never started (no call-done tag).
+      delete this;
+      return;
+    }
+    Listen(admin_, broadcaster_, async_, queue_);
+    {
+      absl::MutexLock lock(&mu_);
+      call_pending_ = true;
+    }
     auto subscription = broadcaster_.Subscribe([this] {
       absl::MutexLock lock(&mu_);
       MaybeWrite();
     });
-    if (!subscription.ok()) {
+    bool done = false;
+    {
       absl::MutexLock lock(&mu_);
-      FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(subscription.status().message())));
-      return;
+      if (subscription.ok()) {
+        id_ = subscription->id;
+        decisions_ = subscription->queue;
+        MaybeWrite();
+      } else {
+        FinishLocked(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(subscription.status().message())));
+      }
+      done = DoneLocked();
     }
-    absl::MutexLock lock(&mu_);
-    id_ = subscription->id;
-    queue_ = subscription->queue;
-    order_.Constructed();
-    MaybeWrite();
+    if (done) Forget();
   }
 
-  void OnWriteDone(bool ok) override {
-    const auto reaction = order_.EnterWriteDone();
-    absl::MutexLock lock(&mu_);
-    writing_ = false;
-    if (!ok) {
-      FinishLocked(grpc::Status::CANCELLED);
-      return;
+  void OnWriteDone(bool ok) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        FinishLocked(grpc::Status::CANCELLED);
+      } else if (finished_) {
+        StartFinishLocked();  // It waited for this write.
+      } else {
+        MaybeWrite();
+      }
+      done = DoneLocked();
     }
-    MaybeWrite();
+    if (done) Forget();
   }
 
-  void OnCancel() override {
-    const auto reaction = order_.EnterCancel();
-    absl::MutexLock lock(&mu_);
-    FinishLocked(grpc::Status::CANCELLED);
+  void OnFinished(bool /*ok*/) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      finish_pending_ = false;
+      done = DoneLocked();
+    }
+    if (done) Forget();
   }
 
-  void OnDone() override {
-    order_.EnterDone();
-    if (id_ != 0) broadcaster_.Unsubscribe(id_);
-    delete this;
+  // The watcher went away (cancelled, deadline) or the call ended.
+  void OnCallDone(bool /*ok*/) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      call_pending_ = false;
+      if (context_.IsCancelled()) FinishLocked(grpc::Status::CANCELLED);
+      done = DoneLocked();
+    }
+    if (done) Forget();
   }
 
- private:
   void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (writing_ || finished_ || queue_ == nullptr) return;
-    std::optional<SchedulingDecision> next = queue_->Pop();
+    if (writing_ || finished_ || decisions_ == nullptr) return;
+    std::optional<SchedulingDecision> next = decisions_->Pop();
     if (!next) return;
     current_ = ToProto(*next);
-    writing_ = true;
-    order_.BeforeStart(Op::kWrite);
-    StartWrite(&current_);
+    writing_ = admin_.StartOperation([&] { writer_.Write(current_, &written_); });
   }
 
   void FinishLocked(grpc::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (!finished_) {
-      finished_ = true;
-      order_.BeforeStart(Op::kFinish);
-      Finish(status);
-    }
+    if (finished_) return;
+    finished_ = true;
+    status_ = std::move(status);
+    StartFinishLocked();
   }
 
-  using Op = grpc_support::ReactionOrder::Op;
+  // The async API allows one write-side operation at a time.
+  void StartFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!finished_ || finish_started_ || writing_) return;
+    finish_pending_ = admin_.StartOperation([&] { writer_.Finish(status_, &finished_tag_); });
+    finish_started_ = true;  // Or given up: stopped.
+  }
 
+  // Every operation completed and none will start (the status was sent, or
+  // the service stopped).
+  bool DoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (done_ || writing_ || finish_pending_ || call_pending_) return false;
+    if (!finish_started_ && !admin_.stopped()) return false;
+    done_ = true;
+    return true;
+  }
+
+  // Once Unsubscribe returns no notification runs (they run under the
+  // broadcaster's lock), so the writer can go.
+  void Forget() ABSL_LOCKS_EXCLUDED(mu_) {
+    uint64_t id = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      id = id_;
+    }
+    if (id != 0) broadcaster_.Unsubscribe(id);
+    delete this;
+  }
+
+  AdminService& admin_;
   DecisionBroadcaster& broadcaster_;
-  // id_ is read in OnDone without mu_.
-  grpc_support::ReactionOrder order_;
-  uint64_t id_ = 0;
+  v1::Admin::AsyncService& async_;
+  grpc::ServerCompletionQueue* const queue_;
+  grpc::ServerContext context_;
+  v1::WatchDecisionsRequest request_;
+  grpc::ServerAsyncWriter<v1::SchedulingDecision> writer_{&context_};
+  grpc_support::CompletionOf<DecisionWriter> accepted_{this, &DecisionWriter::OnAccepted};
+  grpc_support::CompletionOf<DecisionWriter> written_{this, &DecisionWriter::OnWriteDone};
+  grpc_support::CompletionOf<DecisionWriter> finished_tag_{this, &DecisionWriter::OnFinished};
+  grpc_support::CompletionOf<DecisionWriter> call_done_{this, &DecisionWriter::OnCallDone};
   absl::Mutex mu_;
-  std::shared_ptr<DecisionQueue> queue_ ABSL_GUARDED_BY(mu_);
+  uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::shared_ptr<DecisionQueue> decisions_ ABSL_GUARDED_BY(mu_);
   v1::SchedulingDecision current_ ABSL_GUARDED_BY(mu_);
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
-  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;  // status_ decided.
+  bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
+  bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool call_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::SchedulingDecision>* AdminService::WatchDecisions(
-    grpc::CallbackServerContext*, const v1::WatchDecisionsRequest*) {
-  return new DecisionWriter(scheduler_.decisions());
+void AdminService::Start(grpc::ServerCompletionQueue* queue) {
+#define PODIUM_ADMIN_UNARY(M, Req, Resp)                                                                     \
+  UnaryCall<v1::Req, v1::Resp>::Listen(                                                                \
+      *this, async_, queue,                                                                            \
+      +[](v1::Admin::AsyncService& async, grpc::ServerContext* context, v1::Req* request,              \
+          grpc::ServerAsyncResponseWriter<v1::Resp>* writer, grpc::ServerCompletionQueue* cq,          \
+          void* tag) { async.Request##M(context, request, writer, cq, cq, tag); },                     \
+      &AdminService::M)
+  PODIUM_ADMIN_UNARY(ListQueuedPods, ListQueuedPodsRequest, ListQueuedPodsResponse);
+  PODIUM_ADMIN_UNARY(ExplainPod, ExplainPodRequest, ExplainPodResponse);
+  PODIUM_ADMIN_UNARY(DumpCache, DumpCacheRequest, DumpCacheResponse);
+  PODIUM_ADMIN_UNARY(ListPlugins, ListPluginsRequest, ListPluginsResponse);
+  PODIUM_ADMIN_UNARY(SetSchedulingPaused, SetSchedulingPausedRequest, SetSchedulingPausedResponse);
+  PODIUM_ADMIN_UNARY(MovePodsToActiveQueue, MovePodsToActiveQueueRequest, MovePodsToActiveQueueResponse);
+  PODIUM_ADMIN_UNARY(GetStatus, GetStatusRequest, SchedulerStatus);
+  PODIUM_ADMIN_UNARY(SetLogVerbosity, SetLogVerbosityRequest, SetLogVerbosityResponse);
+#undef PODIUM_ADMIN_UNARY
+  DecisionWriter::Listen(*this, scheduler_.decisions(), async_, queue);
+}
+
+void AdminService::Stop() {
+  absl::MutexLock lock(&calls_mu_);
+  calls_stopped_ = true;
 }
 
 }  // namespace podium::scheduler

@@ -6,8 +6,14 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "logging/logger.h"
 #include "podium/v1/admin.grpc.pb.h"
+
+namespace grpc {
+class ServerCompletionQueue;
+}
 
 namespace podium::scheduler {
 
@@ -19,7 +25,14 @@ class ClusterService;
 
 // Translates between the Admin protos and the queue's, cache's and
 // scheduler's plain types. Input it repeats in an error is cut to 256 bytes.
-class AdminService final : public v1::Admin::CallbackService {
+//
+// Served on gRPC's async API: register service() with the ServerBuilder, call
+// Start with the server's completion queue (drained by the process's
+// AsyncDriver) once the server is built; the methods run on the driver thread
+// and only read or set the scheduler's state under its own locks (never a
+// plugin call). The service must outlive the driver's drain (the server's
+// Shutdown ends every call; the driver delivers their last completions).
+class AdminService final {
  public:
   static constexpr int32_t kDefaultPageSize = 500;
   static constexpr int32_t kMaxPageSize = 5000;
@@ -47,32 +60,47 @@ class AdminService final : public v1::Admin::CallbackService {
   // UNAUTHENTICATED instead of being open to whoever reaches the socket.
   void RequireIdentityForChanges(bool require) { require_identity_ = require; }
 
-  grpc::ServerUnaryReactor* ListQueuedPods(grpc::CallbackServerContext* ctx,
-                                           const v1::ListQueuedPodsRequest* request,
-                                           v1::ListQueuedPodsResponse* response) override;
-  grpc::ServerUnaryReactor* ExplainPod(grpc::CallbackServerContext* ctx,
-                                       const v1::ExplainPodRequest* request,
-                                       v1::ExplainPodResponse* response) override;
-  grpc::ServerUnaryReactor* DumpCache(grpc::CallbackServerContext* ctx,
-                                      const v1::DumpCacheRequest* request,
-                                      v1::DumpCacheResponse* response) override;
-  grpc::ServerUnaryReactor* ListPlugins(grpc::CallbackServerContext* ctx,
-                                        const v1::ListPluginsRequest* request,
-                                        v1::ListPluginsResponse* response) override;
-  grpc::ServerUnaryReactor* SetSchedulingPaused(grpc::CallbackServerContext* ctx,
-                                                const v1::SetSchedulingPausedRequest* request,
-                                                v1::SetSchedulingPausedResponse* response) override;
-  grpc::ServerUnaryReactor* MovePodsToActiveQueue(grpc::CallbackServerContext* ctx,
-                                                  const v1::MovePodsToActiveQueueRequest* request,
-                                                  v1::MovePodsToActiveQueueResponse* response) override;
-  grpc::ServerWriteReactor<v1::SchedulingDecision>* WatchDecisions(
-      grpc::CallbackServerContext* ctx, const v1::WatchDecisionsRequest* request) override;
-  grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* ctx,
-                                      const v1::GetStatusRequest* request,
-                                      v1::SchedulerStatus* response) override;
-  grpc::ServerUnaryReactor* SetLogVerbosity(grpc::CallbackServerContext* ctx,
-                                            const v1::SetLogVerbosityRequest* request,
-                                            v1::SetLogVerbosityResponse* response) override;
+  grpc::Service* service() { return &async_; }
+  // After BuildAndStart: waits for calls of every method on `queue`.
+  void Start(grpc::ServerCompletionQueue* queue);
+  // After the server's Shutdown, before the driver shuts the queue down:
+  // starts no more gRPC operations; each call is deleted on the driver with
+  // its last one.
+  void Stop() ABSL_LOCKS_EXCLUDED(calls_mu_);
+
+  bool stopped() const ABSL_LOCKS_EXCLUDED(calls_mu_) {
+    absl::MutexLock lock(&calls_mu_);
+    return calls_stopped_;
+  }
+  // Runs `start` (which starts a gRPC operation) unless Stop was called;
+  // returns whether it ran. For the calls in admin_service.cc.
+  template <typename Start>
+  bool StartOperation(Start&& start) ABSL_LOCKS_EXCLUDED(calls_mu_) {
+    absl::MutexLock lock(&calls_mu_);
+    if (calls_stopped_) return false;
+    start();
+    return true;
+  }
+
+  // The unary methods (also called directly by tests). WatchDecisions, the
+  // server stream, is served by a writer of its own (admin_service.cc).
+
+  grpc::Status ListQueuedPods(grpc::ServerContext* ctx, const v1::ListQueuedPodsRequest* request,
+                                           v1::ListQueuedPodsResponse* response);
+  grpc::Status ExplainPod(grpc::ServerContext* ctx, const v1::ExplainPodRequest* request,
+                                       v1::ExplainPodResponse* response);
+  grpc::Status DumpCache(grpc::ServerContext* ctx, const v1::DumpCacheRequest* request,
+                                      v1::DumpCacheResponse* response);
+  grpc::Status ListPlugins(grpc::ServerContext* ctx, const v1::ListPluginsRequest* request,
+                                        v1::ListPluginsResponse* response);
+  grpc::Status SetSchedulingPaused(grpc::ServerContext* ctx, const v1::SetSchedulingPausedRequest* request,
+                                                v1::SetSchedulingPausedResponse* response);
+  grpc::Status MovePodsToActiveQueue(grpc::ServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
+                                                  v1::MovePodsToActiveQueueResponse* response);
+  grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* request,
+                                      v1::SchedulerStatus* response);
+  grpc::Status SetLogVerbosity(grpc::ServerContext* ctx, const v1::SetLogVerbosityRequest* request,
+                                            v1::SetLogVerbosityResponse* response);
 
  private:
   Scheduler& scheduler_;
@@ -82,8 +110,11 @@ class AdminService final : public v1::Admin::CallbackService {
   const ClusterService* cluster_;
   logging::Logger& logger_;
   bool require_identity_ = false;
+  v1::Admin::AsyncService async_;
+  mutable absl::Mutex calls_mu_;
+  bool calls_stopped_ ABSL_GUARDED_BY(calls_mu_) = false;
   // The refusal for a mutating call without an identity; nullopt: go ahead.
-  std::optional<grpc::Status> RefuseAnonymousChange(grpc::CallbackServerContext* ctx,
+  std::optional<grpc::Status> RefuseAnonymousChange(grpc::ServerContext* ctx,
                                                     std::string_view method) const;
 };
 

@@ -8,7 +8,9 @@
 
 #include "cache/cache.h"
 #include "cache/snapshot.h"
+#include "decision_broadcaster.h"
 #include "gmock/gmock.h"
+#include "grpc_support/async_driver.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "logging/capturing_sink.h"
@@ -58,15 +60,20 @@ class AdminServiceTest : public ::testing::Test {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(admin_.get());
+    builder.RegisterService(admin_->service());
+    driver_ = std::make_unique<grpc_support::AsyncDriver>(builder.AddCompletionQueue(true));
+    driver_->Start();
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
+    admin_->Start(driver_->server_queue());
     stub_ = v1::Admin::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                                    grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    admin_->Stop();
+    driver_->Stop();
     cluster_->Shutdown();
     scheduler_->Stop();
   }
@@ -99,6 +106,7 @@ class AdminServiceTest : public ::testing::Test {
   NullHandler handler_;
   std::unique_ptr<ClusterService> cluster_;
   std::unique_ptr<AdminService> admin_;
+  std::unique_ptr<grpc_support::AsyncDriver> driver_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Admin::Stub> stub_;
 };
@@ -320,6 +328,77 @@ TEST_F(AdminServiceTest, GetStatusSaysWhySchedulingIsHeld) {
 
 // Raising the verbosity through the Admin API makes the scheduler's V(4)
 // lines appear; lowering it hides them again. Asserted on the logger's sink.
+SchedulingDecision Decision(const std::string& name) {
+  SchedulingDecision d;
+  d.pod_namespace = "default";
+  d.pod_name = name;
+  d.result = SchedulingDecision::Result::kScheduled;
+  d.node_name = "node-1";
+  return d;
+}
+
+// Waits (bounded, 10 s) until the broadcaster has `n` subscribers.
+bool WaitForSubscribers(DecisionBroadcaster& b, size_t n) {
+  for (int i = 0; i < 10000; ++i) {
+    if (b.num_subscribers() == n) return true;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return b.num_subscribers() == n;
+}
+
+// A watcher that goes away is unsubscribed; the next one gets only what is
+// published after it came.
+TEST_F(AdminServiceTest, WatchDecisionsStreamsAndForgetsAWatcherThatDisconnects) {
+  DecisionBroadcaster& decisions = scheduler_->decisions();
+  {
+    auto ctx = Ctx();
+    auto reader = stub_->WatchDecisions(ctx.get(), v1::WatchDecisionsRequest{});
+    ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+    decisions.Publish(Decision("web-1"));
+    decisions.Publish(Decision("web-2"));
+    v1::SchedulingDecision d;
+    ASSERT_TRUE(reader->Read(&d));
+    EXPECT_EQ(d.pod().name(), "web-1");
+    EXPECT_EQ(d.result(), v1::SchedulingDecision::SCHEDULED);
+    ASSERT_TRUE(reader->Read(&d));
+    EXPECT_EQ(d.pod().name(), "web-2");
+    ctx->TryCancel();
+    while (reader->Read(&d)) {
+    }
+    EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ASSERT_TRUE(WaitForSubscribers(decisions, 0));
+  decisions.Publish(Decision("nobody-watches"));
+
+  auto ctx = Ctx();
+  auto reader = stub_->WatchDecisions(ctx.get(), v1::WatchDecisionsRequest{});
+  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+  decisions.Publish(Decision("web-3"));
+  v1::SchedulingDecision d;
+  ASSERT_TRUE(reader->Read(&d));
+  EXPECT_EQ(d.pod().name(), "web-3");
+  ctx->TryCancel();
+}
+
+// A watcher still open when the server shuts down: its stream ends, and once
+// the driver has drained the queue the writer is gone (unsubscribed).
+TEST_F(AdminServiceTest, AWatcherOpenAtShutdownEndsAndIsUnsubscribed) {
+  DecisionBroadcaster& decisions = scheduler_->decisions();
+  auto ctx = Ctx();
+  auto reader = stub_->WatchDecisions(ctx.get(), v1::WatchDecisionsRequest{});
+  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+  decisions.Publish(Decision("web-1"));
+  v1::SchedulingDecision d;
+  ASSERT_TRUE(reader->Read(&d));
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  admin_->Stop();
+  driver_->Stop();
+  EXPECT_EQ(decisions.num_subscribers(), 0u);
+  while (reader->Read(&d)) {
+  }
+  EXPECT_FALSE(reader->Finish().ok());
+}
+
 TEST(AdminLogVerbosityTest, RaisingVerbosityShowsV4LinesAndLoweringHidesThem) {
   logging::CapturingSink sink;
   logging::Logger logger("podium-scheduler", &sink, /*verbosity=*/0);
@@ -344,9 +423,12 @@ TEST(AdminLogVerbosityTest, RaisingVerbosityShowsV4LinesAndLoweringHidesThem) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&admin);
+  builder.RegisterService(admin.service());
+  grpc_support::AsyncDriver driver(builder.AddCompletionQueue(true));
+  driver.Start();
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   ASSERT_NE(server, nullptr);
+  admin.Start(driver.server_queue());
   auto stub = v1::Admin::NewStub(
       grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   auto ctx = [] {
@@ -403,6 +485,8 @@ TEST(AdminLogVerbosityTest, RaisingVerbosityShowsV4LinesAndLoweringHidesThem) {
   EXPECT_EQ(status.log_verbosity(), 2);
 
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  admin.Stop();
+  driver.Stop();
   scheduler.Stop();
 }
 

@@ -194,28 +194,31 @@ class ClusterService::SyncCall {
   }
 
   void StartRead() {
+    if (service_.calls_stopped_) return;
     reading_ = true;
     stream_.Read(&incoming_, &read_tag_);
   }
 
   void MaybeWrite() {
-    if (!writing_ && !outbox_.empty() && !finished_) {
+    if (!writing_ && !outbox_.empty() && !finished_ && !service_.calls_stopped_) {
       writing_ = true;
       stream_.Write(outbox_.front(), &write_tag_);
     }
   }
 
   void StartFinish() {
-    if (!finished_ || finish_started_ || writing_) return;
+    if (!finished_ || finish_started_ || writing_ || service_.calls_stopped_) return;
     finish_started_ = true;
     finish_pending_ = true;
     stream_.Finish(status_, &finish_tag_);
   }
 
-  // Whether every operation has completed and none will start; then the
-  // service forgets the call and the caller deletes it.
+  // Whether every operation has completed and none will start (the status
+  // was sent, or StopCalls); then the service forgets the call and the
+  // caller deletes it.
   bool DoneLocked() {
-    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_ || !finish_done_) return false;
+    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_) return false;
+    if (!finish_done_ && !service_.calls_stopped_) return false;
     done_ = true;
     service_.ForgetCallLocked(this);
     return true;
@@ -272,6 +275,11 @@ void ClusterService::Shutdown() {
   if (event_thread_.joinable()) event_thread_.join();
 }
 
+void ClusterService::StopCalls() {
+  absl::MutexLock lock(&mu_);
+  calls_stopped_ = true;
+}
+
 bool ClusterService::adapter_connected() const {
   absl::MutexLock lock(&mu_);
   return active_ != nullptr;
@@ -300,7 +308,7 @@ void ClusterService::Start(grpc::ServerCompletionQueue* queue) {
 void ClusterService::RequestStreamLocked() {
   // Also after Shutdown: a stream that comes meanwhile is refused, not left
   // waiting until the server shuts down.
-  if (queue_ == nullptr || requested_ != nullptr) return;
+  if (queue_ == nullptr || requested_ != nullptr || calls_stopped_) return;
   requested_ = new SyncCall(*this);
   requested_->Request(async_, queue_);
 }

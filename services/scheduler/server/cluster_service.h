@@ -33,8 +33,8 @@ class SchedulerMetrics;
 // Life cycle: register service() with the ServerBuilder, call Start with the
 // server's completion queue once the server is built (the queue's driver may
 // already run), and, at the end, Shutdown, then the server's Shutdown, then
-// stop the driver, and only then destroy the service (a stream's last
-// completions reference it).
+// StopCalls, then stop the driver, and only then destroy the service (a
+// stream's last completions reference it).
 class ClusterService final : public ActionSink {
  public:
   static constexpr uint32_t kProtocolVersion = 1;
@@ -80,6 +80,11 @@ class ClusterService final : public ActionSink {
   // event reaches the handler. Streams still complete on the driver until the
   // server shuts down.
   void Shutdown();
+  // After the server's Shutdown, before the driver shuts the queue down:
+  // starts no more gRPC operations (gRPC aborts on an operation started on a
+  // queue that is shut down). Operations in flight complete, and each stream
+  // is deleted on the driver with its last one.
+  void StopCalls();
 
  private:
   class SyncCall;
@@ -134,6 +139,7 @@ class ClusterService final : public ActionSink {
   absl::flat_hash_map<SyncCall*, bool> live_ ABSL_GUARDED_BY(mu_);  // -> accepted
   size_t unaccepted_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  bool calls_stopped_ ABSL_GUARDED_BY(mu_) = false;  // StopCalls.
   std::deque<Work> work_ ABSL_GUARDED_BY(mu_);
   uint64_t next_action_id_ ABSL_GUARDED_BY(mu_) = 1;
   absl::flat_hash_map<uint64_t, PendingAction> pending_ ABSL_GUARDED_BY(mu_);

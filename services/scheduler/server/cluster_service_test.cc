@@ -90,6 +90,7 @@ class ClusterServiceTest : public ::testing::Test {
   void TearDown() override {
     service_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    service_->StopCalls();
     driver_->Stop();  // Every call ended: the streams' last completions ran.
     server_.reset();
     ::unlink(path_.c_str());
