@@ -83,7 +83,8 @@ class AsyncDriver {
     if (started_ || stopped_) return;
     started_ = true;
     thread_ = std::thread([this] {
-      // Named for profiles and /proc/PID/task/*/comm (at most 15 characters).
+      // Named so that profiles and per-thread counts tell it from the
+      // callback API's "nexting_thread"s.
       pthread_setname_np(pthread_self(), "grpc-driver");
       thread_id_.store(std::this_thread::get_id(), std::memory_order_release);
       void* tag = nullptr;
