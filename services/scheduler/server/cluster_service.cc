@@ -292,6 +292,7 @@ ClusterService::Stats ClusterService::stats() const {
   if (active_ != nullptr) s.adapter = active_adapter_;
   s.pending_actions = pending_.size();
   s.unaccepted_streams = unaccepted_;
+  s.buffered_messages = work_.size();
   s.refused_streams = refused_streams_;
   s.taken_over_streams = taken_over_streams_;
   s.refused_actions = refused_actions_;

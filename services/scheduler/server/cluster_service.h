@@ -57,6 +57,7 @@ class ClusterService final : public ActionSink {
     std::string adapter;  // The live adapter's name, from its hello.
     size_t pending_actions = 0;
     size_t unaccepted_streams = 0;  // Connected, hello not read yet.
+    size_t buffered_messages = 0;  // Read, not yet taken by the event thread.
     uint64_t refused_streams = 0;  // Second stream, bad hello, too many streams.
     uint64_t taken_over_streams = 0;
     uint64_t refused_actions = 0;  // Outbox full.

@@ -69,11 +69,39 @@ std::string TempSocketPath() {
   return std::string(dir) + "/scheduler.sock";
 }
 
+// Counts list_begin messages; the first one blocks the event thread until
+// Open (when gated).
+class GatedHandler : public RecordingHandler {
+ public:
+  void OnListBegin() override {
+    bool first = false;
+    {
+      absl::MutexLock lock(&mu_);
+      first = list_begins_ == 0;
+    }
+    if (first) gate_.WaitForNotification();
+    absl::MutexLock lock(&mu_);
+    ++list_begins_;
+  }
+  int list_begins() const {
+    absl::MutexLock lock(&mu_);
+    return list_begins_;
+  }
+  void Open() {
+    if (!gate_.HasBeenNotified()) gate_.Notify();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  int list_begins_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Notification gate_;
+};
+
 class ClusterServiceTest : public ::testing::Test {
  protected:
-  void Start(ClusterService::Options options = {}) {
+  void Start(ClusterService::Options options = {}, ClusterEventHandler* handler = nullptr) {
     options.scheduler_names = {"default-scheduler"};
-    service_ = std::make_unique<ClusterService>(options, handler_, nullptr);
+    service_ = std::make_unique<ClusterService>(options, handler != nullptr ? *handler : handler_, nullptr);
     path_ = TempSocketPath();
     grpc::ServerBuilder builder;
     builder.RegisterService(service_->service());
@@ -88,6 +116,7 @@ class ClusterServiceTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    gated_.Open();  // A test that failed early must not leave the event thread waiting.
     service_->Shutdown();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     service_->StopCalls();
@@ -147,6 +176,7 @@ class ClusterServiceTest : public ::testing::Test {
   ResultWaiter& NewWaiter() { return waiters_.emplace_back(); }
   std::deque<ResultWaiter> waiters_;
   RecordingHandler handler_;
+  GatedHandler gated_;  // For the tests that stop the event thread.
   std::unique_ptr<ClusterService> service_;
   std::string path_;
   std::unique_ptr<grpc_support::AsyncDriver> driver_;
@@ -432,6 +462,47 @@ TEST_F(ClusterServiceTest, StreamsAwaitingTheirHelloAreBounded) {
   Stream second = Open("adapter-c");
   EXPECT_EQ(Refusal(second).error_code(), grpc::StatusCode::ALREADY_EXISTS);
   EXPECT_EQ(service_->stats().refused_streams, 2u);
+}
+
+// Back-pressure: with the event thread stuck, reading stops once
+// max_buffered_messages are buffered, so a result sent after them stays
+// unread (its action pending); once the event thread caught up, reading
+// resumes (started from the event thread) and the result is delivered.
+TEST_F(ClusterServiceTest, ReadingPausesAboveTheBufferedBoundUntilTheEventThreadCatchesUp) {
+  GatedHandler& gated = gated_;
+  ClusterService::Options options;
+  options.max_buffered_messages = 4;
+  Start(options, &gated);
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  ResultWaiter& bind = NewWaiter();
+  int handled_at_result = -1;
+  service_->Send(Bind("web-1"), [&](const v1::ActionResult& r, absl::Time at) {
+    handled_at_result = gated.list_begins();
+    bind.Callback()(r, at);
+  });
+  const uint64_t id = ExpectAction(s);
+  v1::ClusterMessage begin;
+  begin.mutable_list_begin();
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(s.rw->Write(begin));  // The first blocks the event thread.
+  v1::ClusterMessage results;
+  auto* r = results.mutable_results()->add_results();
+  r->set_action_id(id);
+  r->set_code(v1::ActionResult::OK);
+  ASSERT_TRUE(s.rw->Write(results));
+  // Reading pauses at 4 buffered; the event thread may have taken the first
+  // before or after that, so 3 or 4 stay buffered, and the result is unread.
+  for (int i = 0; i < 10000 && service_->stats().buffered_messages < 3; ++i) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_GE(service_->stats().buffered_messages, 3u);
+  EXPECT_EQ(service_->stats().pending_actions, 1u);
+  EXPECT_FALSE(bind.done.HasBeenNotified());
+  gated.Open();
+  ASSERT_TRUE(bind.Wait());
+  EXPECT_EQ(bind.result.code(), v1::ActionResult::OK);
+  // Read only after the event thread emptied the buffer (it resumes below a
+  // quarter of the bound): at least the first four list_begins were taken,
+  // three of them handled (without the pause: none, the first one blocks).
+  EXPECT_GE(handled_at_result, 3);
 }
 
 }  // namespace
