@@ -63,6 +63,14 @@ class CompletionOf final : public Completion {
 // client TryCancel), then Stop shuts the queue down; the thread returns once
 // every outstanding tag has been delivered (with ok = false for cancelled
 // operations), so no Completion runs after Stop returns.
+//
+// Ending the calls is not enough by itself: a cancelled call's completions
+// still run, and one that starts an operation (a Finish after a failed
+// write, a next RequestCall) once the queue is shut down makes gRPC abort
+// (`grpc_cq_begin_op` assertion). So before Stop every user of the queue also
+// stops starting operations (podium-scheduler: ClusterService::StopCalls,
+// AdminService::Stop, HealthService::Stop after the server's Shutdown), and
+// its call objects go with their last completion.
 class AsyncDriver {
  public:
   // A client-only queue of its own.
