@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -380,7 +381,11 @@ class CallbackClient final : public RoundTripper,
 // the driver too).
 class AsyncClient final : public RoundTripper {
  public:
-  AsyncClient(v1::Plugin::Stub& stub, grpc_support::AsyncDriver* shared) {
+  // `spin`: how long the waiting thread polls for the answer before it
+  // sleeps (0: it sleeps at once, as a future's get() does).
+  AsyncClient(v1::Plugin::Stub& stub, grpc_support::AsyncDriver* shared,
+              absl::Duration spin = absl::ZeroDuration())
+      : spin_(spin) {
     if (shared == nullptr) own_driver_ = std::make_unique<grpc_support::AsyncDriver>();
     grpc_support::AsyncDriver* driver = shared != nullptr ? shared : own_driver_.get();
     stream_ = stub.PrepareAsyncRun(&context_, driver->queue());
@@ -401,7 +406,17 @@ class AsyncClient final : public RoundTripper {
     mu_.Await(absl::Condition(&started_));
     answered_ = false;
     write_done_ = false;
+    answered_flag_.store(false, std::memory_order_relaxed);
     stream_->Write(request_, &write_tag_);
+    if (spin_ > absl::ZeroDuration()) {
+      // Not waiting on mu_ while the driver reads the answer: it finds no
+      // waiter to wake.
+      mu_.Unlock();
+      const absl::Time until = absl::Now() + spin_;
+      while (!answered_flag_.load(std::memory_order_acquire) && absl::Now() < until) {
+      }
+      mu_.Lock();
+    }
     mu_.Await(absl::Condition(+[](AsyncClient* c) { return c->answered_ && c->write_done_; }, this));
     return answer_id_;
   }
@@ -420,6 +435,7 @@ class AsyncClient final : public RoundTripper {
     }
     answer_id_ = answer_.id();
     answered_ = true;
+    answered_flag_.store(true, std::memory_order_release);
     stream_->Read(&answer_, &read_tag_);
   }
   void OnWritten(bool) {
@@ -445,6 +461,8 @@ class AsyncClient final : public RoundTripper {
   absl::Mutex mu_;
   bool started_ = false, answered_ = false, write_done_ = false, finished_ = false;
   uint64_t answer_id_ = 0;
+  const absl::Duration spin_;
+  std::atomic<bool> answered_flag_{false};
 };
 
 struct ProcessCost {
@@ -463,7 +481,8 @@ struct ProcessCost {
 // polls for both).
 enum class ClientProcessServer { kNone, kCallback, kAsyncSharedDriver };
 
-void BM_ClientShape(benchmark::State& state, bool async, ClientProcessServer server) {
+void BM_ClientShape(benchmark::State& state, bool async, ClientProcessServer server,
+                    absl::Duration spin) {
   std::string address = absl::StrCat("unix:/tmp/podium_transport_bench.", getpid(), ".client.sock");
   pid_t child = fork();
   if (child == 0) {
@@ -495,7 +514,7 @@ void BM_ClientShape(benchmark::State& state, bool async, ClientProcessServer ser
   {
     std::unique_ptr<RoundTripper> client;
     if (async) {
-      client = std::make_unique<AsyncClient>(*stub, shared_driver.get());
+      client = std::make_unique<AsyncClient>(*stub, shared_driver.get(), spin);
     } else {
       client = std::make_unique<CallbackClient>(*stub);
     }
@@ -559,10 +578,20 @@ int main(int argc, char** argv) {
                                                                       : "+async_server_same_driver";
       benchmark::RegisterBenchmark(
           absl::StrCat("BM_ClientShape/", async ? "async" : "callback", suffix).c_str(),
-          podium::sdk::BM_ClientShape, async, server)
+          podium::sdk::BM_ClientShape, async, server, absl::ZeroDuration())
           ->UseRealTime()
           ->Iterations(10000);
     }
+  }
+  // Whether the waiting thread could skip its wake-up by polling for the
+  // answer a while before it sleeps (the end-state shape).
+  for (int spin_us : {100, 300}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_ClientShape/async+async_server_same_driver+spin", spin_us, "us").c_str(),
+        podium::sdk::BM_ClientShape, true, ClientProcessServer::kAsyncSharedDriver,
+        absl::Microseconds(spin_us))
+        ->UseRealTime()
+        ->Iterations(10000);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
