@@ -475,6 +475,58 @@ TEST(GrpcPluginProcessWritesTest, WritesQueueBehindAProcessThatDoesNotRead) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
+// The write queue is bounded: behind a process that does not read, at most
+// max_in_flight requests wait (HTTP/2 flow control lets only the first few
+// MiB through), and a call beyond that fails at once instead of queueing; the
+// ones accepted are all answered once the process reads again.
+TEST(GrpcPluginProcessWritesTest, ABoundedWriteQueueRefusesCallsBeyondIt) {
+  StallingPlugin plugin;
+  FakeState state;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&plugin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  PluginEndpointOptions options;
+  options.name = "stalling";
+  options.address = "127.0.0.1:" + std::to_string(port);
+  options.timeout = Scaled(absl::Seconds(60));
+  options.max_in_flight = 4;
+  GrpcPluginProcess process(options, state, nullptr);
+  ASSERT_TRUE(process.Start().ok());
+  // 32 MiB in all: more than any flow-control window lets through unread.
+  constexpr int kRequests = 32;
+  const std::string payload(1 << 20, 'x');
+  std::vector<std::future<PluginAnswer>> accepted;
+  int refused = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::SchedulerToPlugin request;
+    request.mutable_cycle()->set_profile(payload);
+    std::future<PluginAnswer> answer = process.Call(std::move(request), std::nullopt);
+    if (answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      const PluginAnswer a = answer.get();
+      EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+      EXPECT_NE(a.status().message().find("plugin endpoint stalling: too many requests in flight"),
+                std::string::npos)
+          << a.status();
+      ++refused;
+    } else {
+      accepted.push_back(std::move(answer));
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_GE(accepted.size(), static_cast<size_t>(options.max_in_flight));
+  plugin.resume.Notify();
+  for (auto& answer : accepted) {
+    const PluginAnswer a = answer.get();
+    ASSERT_TRUE(a.ok()) << a.status();
+  }
+  EXPECT_EQ(process.stats().errors, static_cast<uint64_t>(refused));
+  process.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
 // Two endpoints on one driver (as podium-scheduler shares the server's): both
 // are answered on the driver's thread; shutting one down leaves the other
 // working on the same queue.
