@@ -35,8 +35,8 @@ target_include_directories(podium_sdk_cycle_bench PRIVATE ${CMAKE_CURRENT_LIST_D
 # behind plugin_server.cc's threading.
 add_executable(podium_sdk_transport_bench EXCLUDE_FROM_ALL
   ${CMAKE_CURRENT_LIST_DIR}/transport_bench.cc)
-target_link_libraries(podium_sdk_transport_bench PRIVATE podium_sdk podium_proto gRPC::grpc++
-  absl::strings absl::synchronization benchmark::benchmark)
+target_link_libraries(podium_sdk_transport_bench PRIVATE podium_sdk podium_proto podium_grpc_support
+  gRPC::grpc++ absl::strings absl::synchronization benchmark::benchmark)
 
 podium_test(podium_sdk_session_test
   SRCS src/session_test.cc

@@ -18,15 +18,18 @@
 //   podium_sdk_transport_bench --connect=unix:/tmp/t.sock --benchmark_filter='sync/iterations'
 // and divide by the 10000 requests.
 // BM_ClientShape compares the client's side against the SDK's server: the
-// callback API against one thread of our own on an async completion queue,
-// each with and without a callback service in the client's process (the
-// scheduler serves Cluster.Sync so). Its counters are the client process's
-// context switches and CPU per round trip.
+// callback API against one thread of our own on an async completion queue
+// (an AsyncDriver, as GrpcPluginProcess), each with and without a callback
+// service in the client's process (the scheduler serves Admin so, and served
+// Cluster.Sync so), and the async client sharing its driver with an async
+// service (the scheduler once nothing in it uses the callback API). Its
+// counters are the client process's context switches and CPU per round trip.
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -36,6 +39,7 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
+#include "grpc_support/async_driver.h"
 #include "grpcpp/grpcpp.h"
 #include "podium/sdk/framework.h"
 #include "podium/sdk/serve.h"
@@ -371,12 +375,22 @@ class CallbackClient final : public RoundTripper,
   uint64_t answer_id_ = 0;
 };
 
+// The async client as GrpcPluginProcess is shaped: its completions run on an
+// AsyncDriver, either one of its own or one it shares with the process's
+// server (podium-scheduler's shape once Cluster.Sync, health and Admin are on
+// the driver too).
 class AsyncClient final : public RoundTripper {
  public:
-  explicit AsyncClient(v1::Plugin::Stub& stub) {
-    stream_ = stub.PrepareAsyncRun(&context_, &queue_);
-    stream_->StartCall(Tag(kStart));
-    driver_ = std::thread([this] { Drive(); });
+  // `spin`: how long the waiting thread polls for the answer before it
+  // sleeps (0: it sleeps at once, as a future's get() does).
+  AsyncClient(v1::Plugin::Stub& stub, grpc_support::AsyncDriver* shared,
+              absl::Duration spin = absl::ZeroDuration())
+      : spin_(spin) {
+    if (shared == nullptr) own_driver_ = std::make_unique<grpc_support::AsyncDriver>();
+    grpc_support::AsyncDriver* driver = shared != nullptr ? shared : own_driver_.get();
+    stream_ = stub.PrepareAsyncRun(&context_, driver->queue());
+    stream_->StartCall(&started_tag_);
+    driver->Start();
   }
   ~AsyncClient() override {
     context_.TryCancel();
@@ -384,8 +398,7 @@ class AsyncClient final : public RoundTripper {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(&finished_));
     }
-    queue_.Shutdown();
-    driver_.join();
+    if (own_driver_ != nullptr) own_driver_->Stop();
   }
   uint64_t RoundTrip(uint64_t id) override {
     request_.set_id(id);
@@ -393,52 +406,63 @@ class AsyncClient final : public RoundTripper {
     mu_.Await(absl::Condition(&started_));
     answered_ = false;
     write_done_ = false;
-    stream_->Write(request_, Tag(kWrite));
+    answered_flag_.store(false, std::memory_order_relaxed);
+    stream_->Write(request_, &write_tag_);
+    if (spin_ > absl::ZeroDuration()) {
+      // Not waiting on mu_ while the driver reads the answer: it finds no
+      // waiter to wake.
+      mu_.Unlock();
+      const absl::Time until = absl::Now() + spin_;
+      while (!answered_flag_.load(std::memory_order_acquire) && absl::Now() < until) {
+      }
+      mu_.Lock();
+    }
     mu_.Await(absl::Condition(+[](AsyncClient* c) { return c->answered_ && c->write_done_; }, this));
     return answer_id_;
   }
 
  private:
-  enum Op : uintptr_t { kStart = 1, kRead, kWrite, kFinish };
-  static void* Tag(Op op) { return reinterpret_cast<void*>(op); }
-  void Drive() {
-    void* tag = nullptr;
-    bool ok = false;
-    while (queue_.Next(&tag, &ok)) {
-      absl::MutexLock lock(&mu_);
-      switch (reinterpret_cast<uintptr_t>(tag)) {
-        case kStart:
-          started_ = true;
-          stream_->Read(&answer_, Tag(kRead));
-          break;
-        case kRead:
-          if (!ok) {
-            stream_->Finish(&status_, Tag(kFinish));
-            break;
-          }
-          answer_id_ = answer_.id();
-          answered_ = true;
-          stream_->Read(&answer_, Tag(kRead));
-          break;
-        case kWrite:
-          write_done_ = true;
-          break;
-        case kFinish:
-          finished_ = true;
-          break;
-      }
-    }
+  void OnStarted(bool) {
+    absl::MutexLock lock(&mu_);
+    started_ = true;
+    stream_->Read(&answer_, &read_tag_);
   }
+  void OnRead(bool ok) {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {
+      stream_->Finish(&status_, &finish_tag_);
+      return;
+    }
+    answer_id_ = answer_.id();
+    answered_ = true;
+    answered_flag_.store(true, std::memory_order_release);
+    stream_->Read(&answer_, &read_tag_);
+  }
+  void OnWritten(bool) {
+    absl::MutexLock lock(&mu_);
+    write_done_ = true;
+  }
+  void OnFinished(bool) {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+  }
+
+  using Tag = grpc_support::CompletionOf<AsyncClient>;
+  std::unique_ptr<grpc_support::AsyncDriver> own_driver_;
   grpc::ClientContext context_;
-  grpc::CompletionQueue queue_;
   std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::SchedulerToPlugin, v1::PluginToScheduler>> stream_;
+  Tag started_tag_{this, &AsyncClient::OnStarted};
+  Tag read_tag_{this, &AsyncClient::OnRead};
+  Tag write_tag_{this, &AsyncClient::OnWritten};
+  Tag finish_tag_{this, &AsyncClient::OnFinished};
   v1::SchedulerToPlugin request_;
   v1::PluginToScheduler answer_;
   grpc::Status status_;
   absl::Mutex mu_;
   bool started_ = false, answered_ = false, write_done_ = false, finished_ = false;
   uint64_t answer_id_ = 0;
-  std::thread driver_;
+  const absl::Duration spin_;
+  std::atomic<bool> answered_flag_{false};
 };
 
 struct ProcessCost {
@@ -451,7 +475,14 @@ struct ProcessCost {
   }
 };
 
-void BM_ClientShape(benchmark::State& state, bool async, bool callback_server) {
+// What else the client's process serves: nothing; a callback service (the
+// callback API's polling threads then poll the same epoll set as the
+// client's); an async service on the client's own driver queue (one thread
+// polls for both).
+enum class ClientProcessServer { kNone, kCallback, kAsyncSharedDriver };
+
+void BM_ClientShape(benchmark::State& state, bool async, ClientProcessServer server,
+                    absl::Duration spin) {
   std::string address = absl::StrCat("unix:/tmp/podium_transport_bench.", getpid(), ".client.sock");
   pid_t child = fork();
   if (child == 0) {
@@ -460,13 +491,22 @@ void BM_ClientShape(benchmark::State& state, bool async, bool callback_server) {
     _exit(127);
   }
   std::unique_ptr<InlineService> own_service;
+  std::unique_ptr<v1::Plugin::AsyncService> own_async_service;
+  std::unique_ptr<grpc_support::AsyncDriver> shared_driver;
   std::unique_ptr<grpc::Server> own_server;
-  if (callback_server) {
-    own_service = std::make_unique<InlineService>();
+  if (server != ClientProcessServer::kNone) {
     grpc::ServerBuilder builder;
     builder.AddListeningPort(absl::StrCat(address, ".own"), grpc::InsecureServerCredentials());
-    builder.RegisterService(own_service.get());
+    if (server == ClientProcessServer::kCallback) {
+      own_service = std::make_unique<InlineService>();
+      builder.RegisterService(own_service.get());
+    } else {
+      own_async_service = std::make_unique<v1::Plugin::AsyncService>();
+      builder.RegisterService(own_async_service.get());
+      shared_driver = std::make_unique<grpc_support::AsyncDriver>(builder.AddCompletionQueue());
+    }
     own_server = builder.BuildAndStart();
+    if (shared_driver != nullptr) shared_driver->Start();
   }
   auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   if (!channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) std::abort();
@@ -474,7 +514,7 @@ void BM_ClientShape(benchmark::State& state, bool async, bool callback_server) {
   {
     std::unique_ptr<RoundTripper> client;
     if (async) {
-      client = std::make_unique<AsyncClient>(*stub);
+      client = std::make_unique<AsyncClient>(*stub, shared_driver.get(), spin);
     } else {
       client = std::make_unique<CallbackClient>(*stub);
     }
@@ -491,6 +531,7 @@ void BM_ClientShape(benchmark::State& state, bool async, bool callback_server) {
     state.counters["client_cpu_us_per_req"] = (after.cpu_us - before.cpu_us) / n;
   }
   if (own_server) own_server->Shutdown(std::chrono::system_clock::now());
+  if (shared_driver) shared_driver->Stop();
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   unlink(address.substr(std::string_view("unix:").size()).c_str());
@@ -526,15 +567,31 @@ int main(int argc, char** argv) {
   if (serve == "async+health") return podium::sdk::AsyncServer(true).Serve(address);
   if (serve == "sync") return podium::sdk::ServeVariant<podium::sdk::SyncService>(address);
   for (const char* variant : {"handoff", "inline", "sync", "async", "async+health", "sdk"}) podium::sdk::Register(variant);
+  using podium::sdk::ClientProcessServer;
   for (bool async : {false, true}) {
-    for (bool callback_server : {false, true}) {
-      benchmark::RegisterBenchmark(absl::StrCat("BM_ClientShape/", async ? "async" : "callback",
-                                                callback_server ? "+callback_server" : "")
-                                       .c_str(),
-                                   podium::sdk::BM_ClientShape, async, callback_server)
+    for (ClientProcessServer server : {ClientProcessServer::kNone, ClientProcessServer::kCallback,
+                                       ClientProcessServer::kAsyncSharedDriver}) {
+      // The callback client cannot share a driver.
+      if (!async && server == ClientProcessServer::kAsyncSharedDriver) continue;
+      const char* suffix = server == ClientProcessServer::kNone       ? ""
+                           : server == ClientProcessServer::kCallback ? "+callback_server"
+                                                                      : "+async_server_same_driver";
+      benchmark::RegisterBenchmark(
+          absl::StrCat("BM_ClientShape/", async ? "async" : "callback", suffix).c_str(),
+          podium::sdk::BM_ClientShape, async, server, absl::ZeroDuration())
           ->UseRealTime()
           ->Iterations(10000);
     }
+  }
+  // Whether the waiting thread could skip its wake-up by polling for the
+  // answer a while before it sleeps (the end-state shape).
+  for (int spin_us : {100, 300}) {
+    benchmark::RegisterBenchmark(
+        absl::StrCat("BM_ClientShape/async+async_server_same_driver+spin", spin_us, "us").c_str(),
+        podium::sdk::BM_ClientShape, true, ClientProcessServer::kAsyncSharedDriver,
+        absl::Microseconds(spin_us))
+        ->UseRealTime()
+        ->Iterations(10000);
   }
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "grpc_support/reaction_order.h"
 #include "grpcpp/grpcpp.h"
 #include "logging/logger.h"
 
@@ -143,38 +142,41 @@ void RestrictToScope(const v1::MirrorScope& scope, v1::StateDelta& delta) {
   }
 }
 
-// The reactor of one Run stream. It is deleted only in OnDone; its write queue
-// and closing flag are guarded by the owner's mu_.
-class GrpcPluginProcess::Stream
-    : public grpc::ClientBidiReactor<v1::SchedulerToPlugin, v1::PluginToScheduler> {
+// One Run stream on the driver's completion queue (gRPC's async API: one
+// operation of each kind at a time). Its state is guarded by the owner's mu_,
+// so that writes are started straight from the thread that sends (the
+// scheduling thread does not wait for the driver) and in the order Send queued
+// them. Completions run on the driver thread; the stream deletes itself there
+// once every operation it started has completed and the call has finished.
+//
+// Life: StartCall -> (ok) Read, Read, ... and Write, one at a time, from the
+// queue -> a failed Read (the process closed the stream, died, or we
+// cancelled it with Close) -> Finish -> deleted when no Write is in flight.
+class GrpcPluginProcess::Stream {
  public:
-  Stream(GrpcPluginProcess& owner, v1::Plugin::Stub& stub) : owner_(owner) {
+  Stream(GrpcPluginProcess& owner, v1::Plugin::Stub& stub, grpc::CompletionQueue* queue)
+      : owner_(owner) {
     // An endpoint that is not listening yet (a plugin sidecar still starting)
     // is waited for, up to the handshake deadline, rather than failing at once.
     context_.set_wait_for_ready(true);
-    stub.async()->Run(&context_, this);
+    call_ = stub.PrepareAsyncRun(&context_, queue);
   }
 
+  // Requires owner_.mu_.
   void Begin() {
-    order_.BeforeStart(Op::kRead);
-    StartRead(&incoming_);
-    order_.Constructed();
-    StartCall();
+    starting_ = true;
+    call_->StartCall(&started_);
   }
 
   // Requires owner_.mu_. Returns false when the stream is closing or full.
   bool Enqueue(v1::SchedulerToPlugin&& message) {
     if (closing_ || writes_.size() >= owner_.options_.max_in_flight) return false;
     writes_.push_back(std::move(message));
-    if (!writing_) {
-      writing_ = true;
-      order_.BeforeStart(Op::kWrite);
-      StartWrite(&writes_.front());
-    }
+    StartNextWrite();
     return true;
   }
 
-  // Requires owner_.mu_.
+  // Requires owner_.mu_. Cancels the call: every operation completes, failed.
   void Close() {
     if (!closing_) {
       closing_ = true;
@@ -182,55 +184,115 @@ class GrpcPluginProcess::Stream
     }
   }
 
-  void OnWriteDone(bool ok) override {
-    const auto reaction = order_.EnterWriteDone();
-    absl::MutexLock lock(&owner_.mu_);
-    writes_.pop_front();
-    if (ok && !closing_ && !writes_.empty()) {
-      order_.BeforeStart(Op::kWrite);
-      StartWrite(&writes_.front());
-    } else {
-      writing_ = false;
-    }
+ private:
+  // Requires owner_.mu_.
+  void StartNextWrite() {
+    if (writing_ || !started_ok_ || closing_ || writes_.empty()) return;
+    writing_ = true;
+    call_->Write(writes_.front(), &write_done_);
   }
 
-  void OnReadDone(bool ok) override {
-    const auto reaction = order_.EnterReadDone();
-    if (!ok) {
-      owner_.OnStreamBroken(this, "stream closed by the plugin process");
-      return;
+  void OnStarted(bool ok) {
+    {
+      absl::MutexLock lock(&owner_.mu_);
+      starting_ = false;
+      if (ok) {
+        started_ok_ = true;
+        reading_ = true;
+        call_->Read(&incoming_, &read_done_);
+        StartNextWrite();
+        return;
+      }
     }
+    // The call never started (cancelled while waiting for the endpoint).
+    OnInputClosed();
+  }
+
+  void OnReadDone(bool ok) {
+    if (!ok) return OnInputClosed();
     owner_.OnMessage(this, std::move(incoming_));
     incoming_.Clear();
-    order_.BeforeStart(Op::kRead);
-    StartRead(&incoming_);
+    absl::MutexLock lock(&owner_.mu_);
+    call_->Read(&incoming_, &read_done_);
   }
 
-  void OnDone(const grpc::Status& status) override {
-    order_.EnterDone();
-    if (!status.ok()) {
-      owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status.error_message()));
+  // Nothing more will be read: ask for the call's status.
+  void OnInputClosed() {
+    owner_.OnStreamBroken(this, "stream closed by the plugin process");
+    absl::MutexLock lock(&owner_.mu_);
+    reading_ = false;
+    finishing_ = true;
+    call_->Finish(&status_, &finished_);
+  }
+
+  void OnWriteDone(bool ok) {
+    bool done;
+    {
+      absl::MutexLock lock(&owner_.mu_);
+      writing_ = false;
+      writes_.pop_front();
+      if (ok) StartNextWrite();
+      done = DoneLocked();
     }
+    if (done) Destroy();
+  }
+
+  void OnFinished(bool /*ok*/) {
+    if (!status_.ok()) {
+      owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status_.error_message()));
+    }
+    bool done;
+    {
+      absl::MutexLock lock(&owner_.mu_);
+      finishing_ = false;
+      call_finished_ = true;
+      done = DoneLocked();
+    }
+    if (done) Destroy();
+  }
+
+  // Requires owner_.mu_. Every operation completed and none can start: after
+  // Finish, Enqueue refuses (OnStreamBroken closed us, or we are not the
+  // owner's stream any more and nobody enqueues).
+  bool DoneLocked() const {
+    return call_finished_ && !starting_ && !reading_ && !writing_ && !finishing_;
+  }
+
+  // On the driver thread, after the last completion.
+  void Destroy() {
     owner_.OnStreamDone(this);
-    // Delete while the owner (and so its channel) is still alive: this
+    // Deleted while the owner (and so its channel) is alive: this
     // ClientContext holds a channel reference, and the channel must not die
-    // on this gRPC thread (found by ASan).
+    // on the driver thread.
     GrpcPluginProcess& owner = owner_;
     delete this;
     absl::MutexLock lock(&owner.mu_);
     --owner.live_streams_;
   }
 
- private:
-  using Op = grpc_support::ReactionOrder::Op;
+  using Tag = grpc_support::CompletionOf<Stream>;
 
   GrpcPluginProcess& owner_;
-  grpc_support::ReactionOrder order_;
   grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientAsyncReaderWriter<v1::SchedulerToPlugin, v1::PluginToScheduler>> call_;
+  Tag started_{this, &Stream::OnStarted};
+  Tag read_done_{this, &Stream::OnReadDone};
+  Tag write_done_{this, &Stream::OnWriteDone};
+  Tag finished_{this, &Stream::OnFinished};
+  // Driver thread only: the buffer of the one Read in flight, and the status
+  // Finish fills in.
   v1::PluginToScheduler incoming_;
-  std::deque<v1::SchedulerToPlugin> writes_;
+  grpc::Status status_;
+  // Guarded by owner_.mu_: which operations are in flight, and the queue of
+  // writes (its front is the one in flight, kept alive until it completes).
+  bool starting_ = false;
+  bool started_ok_ = false;
+  bool reading_ = false;
   bool writing_ = false;
+  bool finishing_ = false;
+  bool call_finished_ = false;
   bool closing_ = false;
+  std::deque<v1::SchedulerToPlugin> writes_;
 };
 
 GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource& state,
@@ -250,6 +312,9 @@ GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource&
       options_.address,
       options_.channel_credentials ? options_.channel_credentials : grpc::InsecureChannelCredentials(), args);
   stub_ = v1::Plugin::NewStub(channel_);
+  if (options_.driver == nullptr) own_driver_ = std::make_unique<grpc_support::AsyncDriver>();
+  driver_ = options_.driver != nullptr ? options_.driver : own_driver_.get();
+  driver_->Start();
   latencies_ms_.reserve(kLatencyWindow);
   circuit_backoff_ = options_.circuit_open_initial;
   deadline_thread_ = std::thread([this] { DeadlineLoop(); });
@@ -272,7 +337,7 @@ absl::Status GrpcPluginProcess::Connect() {
     broken_ = false;
     ++stream_generation_;
     finished_cycles_.clear();
-    stream_ = new Stream(*this, *stub_);
+    stream_ = new Stream(*this, *stub_, driver_->queue());
     ++live_streams_;
     stream_->Begin();
     v1::SchedulerToPlugin open;
@@ -334,13 +399,17 @@ void GrpcPluginProcess::Shutdown() {
   }
   if (reconnect_thread_.joinable()) reconnect_thread_.join();
   if (deadline_thread_.joinable()) deadline_thread_.join();
-  // Wait for OnDone so that the reactor never outlives us.
-  absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return self->stream_ == nullptr && self->live_streams_ == 0;
-      },
-      this));
+  // Wait until the stream has deleted itself, so that nothing of ours runs
+  // on the driver after we return.
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](GrpcPluginProcess* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+          return self->stream_ == nullptr && self->live_streams_ == 0;
+        },
+        this));
+  }
+  if (own_driver_ != nullptr) own_driver_->Stop();
 }
 
 bool GrpcPluginProcess::ready() const {

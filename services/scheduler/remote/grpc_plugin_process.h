@@ -1,4 +1,5 @@
-// PluginProcess over one Plugin.Run stream (gRPC callback API).
+// PluginProcess over one Plugin.Run stream (gRPC's async API, on a
+// grpc_support::AsyncDriver's completion queue).
 #pragma once
 
 #include <deque>
@@ -16,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "framework/plugin_process.h"
+#include "grpc_support/async_driver.h"
 #include "podium/v1/plugin.grpc.pb.h"
 
 namespace podium::scheduler {
@@ -48,7 +50,7 @@ struct PluginEndpointOptions {
   // Called (on the reconnect thread) each time the endpoint connects again
   // after Start: its registration may be new (a sidecar that came up late).
   std::function<void()> on_reconnected;
-  // Called on the stream's reader thread for every answered request, with the
+  // Called on the driver thread for every answered request, with the
   // request kind ("cycle", "queueing_hint", ... as in SchedulerToPlugin) and
   // its round trip (podium_plugin_endpoint_request_duration_seconds). Must
   // not block.
@@ -56,6 +58,13 @@ struct PluginEndpointOptions {
   uint32_t circuit_breaker_timeouts = 3;
   absl::Duration circuit_open_initial = absl::Seconds(1);
   absl::Duration circuit_open_max = absl::Seconds(30);
+  // The driver whose completion queue the stream uses, and on whose thread
+  // answers are read (on_answered, the PermitDecision handler): in
+  // podium-scheduler the one the server's services use too, so that a single
+  // thread in the process waits on gRPC. It must outlive the process's
+  // Shutdown; it is started if it was not. Null: the process makes and owns
+  // one (tests, tools).
+  grpc_support::AsyncDriver* driver = nullptr;
 };
 
 // Counters of one endpoint, for the admin API and metrics.
@@ -150,6 +159,10 @@ class GrpcPluginProcess : public PluginProcess {
   const PermitDecisionHandler on_permit_decision_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Plugin::Stub> stub_;
+  // options_.driver, or one of our own (stopped in Shutdown once our stream
+  // is gone).
+  std::unique_ptr<grpc_support::AsyncDriver> own_driver_;
+  grpc_support::AsyncDriver* driver_ = nullptr;
 
   // Lock order: delta_mu_ before mu_.
   absl::Mutex delta_mu_;
@@ -159,8 +172,9 @@ class GrpcPluginProcess : public PluginProcess {
 
   mutable absl::Mutex mu_;
   Stream* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // Reactors created and not yet deleted; Shutdown waits for 0 so that the
-  // last channel reference is never dropped on a gRPC callback thread.
+  // Streams created and not yet deleted; Shutdown waits for 0 so that no
+  // completion of ours runs after it returns and the last channel reference
+  // is never dropped on the driver thread.
   int live_streams_ ABSL_GUARDED_BY(mu_) = 0;
   bool ready_ ABSL_GUARDED_BY(mu_) = false;
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

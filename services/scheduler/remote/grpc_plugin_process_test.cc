@@ -2,6 +2,9 @@
 
 #include <unistd.h>
 
+#include <future>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <functional>
@@ -23,7 +26,9 @@ using test_support::Scaled;
 // A plugin process written in the test: answers Open, then behaves as told.
 class FakePlugin final : public v1::Plugin::Service {
  public:
-  enum class Mode { kEcho, kWrongKind, kSilent };
+  // kCrash: the handler ends the stream with an error instead of answering,
+  // as a plugin process that dies mid-request leaves it.
+  enum class Mode { kEcho, kWrongKind, kSilent, kCrash };
   std::atomic<Mode> mode{Mode::kEcho};
   std::atomic<int> opens{0};
   std::atomic<bool> last_delta_reset{false};
@@ -91,6 +96,7 @@ class FakePlugin final : public v1::Plugin::Service {
         case Mode::kEcho: out.mutable_cycle()->set_nodes_evaluated(7); break;
         case Mode::kWrongKind: out.mutable_permit(); break;
         case Mode::kSilent: continue;
+        case Mode::kCrash: return grpc::Status(grpc::StatusCode::UNAVAILABLE, "plugin process died");
       }
       stream->Write(out);
     }
@@ -347,6 +353,233 @@ TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
   EXPECT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
   // Only the 3 timed-out requests, 2 probes and the last call reached the plugin.
   EXPECT_EQ(plugin_.requests, 6);
+}
+
+// The plugin process dies with two requests on the stream: both fail as
+// unavailable at once (not at their deadline), and the endpoint reconnects by
+// itself, resetting the mirror of the new process.
+TEST_F(GrpcPluginProcessTest, PluginProcessDyingMidRequestFailsEveryRequestInFlight) {
+  GrpcPluginProcess& p = Start(Scaled(absl::Seconds(60)));
+  ASSERT_TRUE(p.Call(Cycle(), 5).get().ok());
+  plugin_.mode = FakePlugin::Mode::kCrash;
+  std::future<PluginAnswer> first = p.Call(Cycle(), 6);
+  std::future<PluginAnswer> second = p.Call(Cycle(), 7);
+  const PluginAnswer a = first.get();
+  const PluginAnswer b = second.get();
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_NE(a.status().message().find("plugin endpoint host"), std::string::npos) << a.status();
+  EXPECT_EQ(p.stats().timeouts, 0u);
+  plugin_.mode = FakePlugin::Mode::kEcho;
+  const absl::Time ready_by = absl::Now() + Scaled(absl::Seconds(5));
+  while (p.stats().reconnects == 0 && absl::Now() < ready_by) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(p.stats().reconnects, 1u);
+  const PluginAnswer after = p.Call(Cycle(), 8).get();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(plugin_.opens, 2);
+  EXPECT_TRUE(plugin_.last_delta_reset);
+}
+
+// Shutdown with requests in flight answers every one of them (cancelled), and
+// the endpoint takes no request after it.
+TEST_F(GrpcPluginProcessTest, ShutdownFailsTheRequestsInFlight) {
+  plugin_.mode = FakePlugin::Mode::kSilent;
+  GrpcPluginProcess& p = Start(Scaled(absl::Seconds(60)));
+  std::vector<std::future<PluginAnswer>> in_flight;
+  for (int i = 0; i < 16; ++i) in_flight.push_back(p.Call(Cycle(), std::nullopt));
+  p.Shutdown();
+  for (auto& answer : in_flight) {
+    EXPECT_EQ(answer.get().status().code(), absl::StatusCode::kCancelled);
+  }
+  EXPECT_FALSE(p.ready());
+  EXPECT_EQ(p.Call(Cycle(), std::nullopt).get().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(p.stats().timeouts, 0u);
+}
+
+// A plugin process that has not read for a while (it answered Open, then
+// stalls): the sender is never held up by the stream's flow control, the
+// requests wait in the write queue (one write in flight at a time), and
+// once the process reads again every one arrives, in the order sent, and is
+// answered.
+class StallingPlugin final : public v1::Plugin::Service {
+ public:
+  absl::Notification resume;
+  absl::Mutex mu;
+  std::vector<uint64_t> received ABSL_GUARDED_BY(mu);
+
+  grpc::Status Run(grpc::ServerContext*,
+                   grpc::ServerReaderWriter<v1::PluginToScheduler, v1::SchedulerToPlugin>* stream) override {
+    v1::SchedulerToPlugin in;
+    while (stream->Read(&in)) {
+      v1::PluginToScheduler out;
+      out.set_id(in.id());
+      if (in.has_open()) {
+        out.mutable_registration()->set_protocol_version(1);
+        stream->Write(out);
+        resume.WaitForNotification();
+        continue;
+      }
+      {
+        absl::MutexLock lock(&mu);
+        received.push_back(in.id());
+      }
+      out.mutable_cycle()->set_nodes_evaluated(in.cycle().profile().size());
+      stream->Write(out);
+    }
+    return grpc::Status::OK;
+  }
+};
+
+TEST(GrpcPluginProcessWritesTest, WritesQueueBehindAProcessThatDoesNotRead) {
+  StallingPlugin plugin;
+  FakeState state;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&plugin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  PluginEndpointOptions options;
+  options.name = "stalling";
+  options.address = "127.0.0.1:" + std::to_string(port);
+  options.timeout = Scaled(absl::Seconds(60));
+  GrpcPluginProcess process(options, state, nullptr);
+  ASSERT_TRUE(process.Start().ok());
+  // 64 requests of 256 KiB: far beyond what HTTP/2 flow control lets through
+  // to a reader that does not read, so most wait in the write queue.
+  constexpr int kRequests = 64;
+  const std::string payload(256 << 10, 'x');
+  std::vector<std::future<PluginAnswer>> answers;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::SchedulerToPlugin request;
+    request.mutable_cycle()->set_profile(payload);
+    answers.push_back(process.Call(std::move(request), std::nullopt));
+  }
+  // Every Call returned while the process reads nothing; none is answered yet.
+  for (auto& answer : answers) {
+    EXPECT_NE(answer.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  }
+  plugin.resume.Notify();
+  for (auto& answer : answers) {
+    const PluginAnswer a = answer.get();
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->cycle().nodes_evaluated(), payload.size());
+  }
+  {
+    absl::MutexLock lock(&plugin.mu);
+    ASSERT_EQ(plugin.received.size(), static_cast<size_t>(kRequests));
+    EXPECT_TRUE(std::is_sorted(plugin.received.begin(), plugin.received.end()));
+  }
+  EXPECT_EQ(process.stats().errors, 0u);
+  process.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+// The write queue is bounded: behind a process that does not read, at most
+// max_in_flight requests wait (HTTP/2 flow control lets only the first few
+// MiB through), and a call beyond that fails at once instead of queueing; the
+// ones accepted are all answered once the process reads again.
+TEST(GrpcPluginProcessWritesTest, ABoundedWriteQueueRefusesCallsBeyondIt) {
+  StallingPlugin plugin;
+  FakeState state;
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&plugin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  PluginEndpointOptions options;
+  options.name = "stalling";
+  options.address = "127.0.0.1:" + std::to_string(port);
+  options.timeout = Scaled(absl::Seconds(60));
+  options.max_in_flight = 4;
+  GrpcPluginProcess process(options, state, nullptr);
+  ASSERT_TRUE(process.Start().ok());
+  // 32 MiB in all: more than any flow-control window lets through unread.
+  constexpr int kRequests = 32;
+  const std::string payload(1 << 20, 'x');
+  std::vector<std::future<PluginAnswer>> accepted;
+  int refused = 0;
+  for (int i = 0; i < kRequests; ++i) {
+    v1::SchedulerToPlugin request;
+    request.mutable_cycle()->set_profile(payload);
+    std::future<PluginAnswer> answer = process.Call(std::move(request), std::nullopt);
+    if (answer.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
+      const PluginAnswer a = answer.get();
+      EXPECT_EQ(a.status().code(), absl::StatusCode::kResourceExhausted) << a.status();
+      EXPECT_NE(a.status().message().find("plugin endpoint stalling: too many requests in flight"),
+                std::string::npos)
+          << a.status();
+      ++refused;
+    } else {
+      accepted.push_back(std::move(answer));
+    }
+  }
+  EXPECT_GE(refused, 1);
+  EXPECT_GE(accepted.size(), static_cast<size_t>(options.max_in_flight));
+  plugin.resume.Notify();
+  for (auto& answer : accepted) {
+    const PluginAnswer a = answer.get();
+    ASSERT_TRUE(a.ok()) << a.status();
+  }
+  EXPECT_EQ(process.stats().errors, static_cast<uint64_t>(refused));
+  process.Shutdown();
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+// Two endpoints on one driver (as podium-scheduler shares the server's): both
+// are answered on the driver's thread; shutting one down leaves the other
+// working on the same queue.
+TEST(GrpcPluginProcessDriverTest, TwoEndpointsShareOneDriver) {
+  FakePlugin plugins[2];
+  std::unique_ptr<grpc::Server> servers[2];
+  int ports[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &ports[i]);
+    builder.RegisterService(&plugins[i]);
+    servers[i] = builder.BuildAndStart();
+    ASSERT_NE(servers[i], nullptr);
+  }
+  grpc_support::AsyncDriver driver;
+  FakeState state;
+  std::atomic<int> answered_on_driver{0};
+  std::atomic<int> answered_elsewhere{0};
+  std::unique_ptr<GrpcPluginProcess> processes[2];
+  for (int i = 0; i < 2; ++i) {
+    PluginEndpointOptions options;
+    options.name = "shared-" + std::to_string(i);
+    options.address = "127.0.0.1:" + std::to_string(ports[i]);
+    options.timeout = Scaled(absl::Seconds(30));
+    options.driver = &driver;
+    options.plugins.emplace_back().set_name("Fit");
+    options.on_answered = [&](std::string_view, absl::Duration) {
+      ++(driver.OnDriverThread() ? answered_on_driver : answered_elsewhere);
+    };
+    processes[i] = std::make_unique<GrpcPluginProcess>(options, state, nullptr);
+    ASSERT_TRUE(processes[i]->Start().ok());
+  }
+  // Interleaved, both endpoints with requests in flight at once.
+  std::vector<std::future<PluginAnswer>> answers;
+  for (int round = 0; round < 8; ++round) {
+    for (auto& process : processes) answers.push_back(process->Call(CycleRequestMessage(), round + 1));
+  }
+  for (auto& answer : answers) {
+    const PluginAnswer a = answer.get();
+    ASSERT_TRUE(a.ok()) << a.status();
+    EXPECT_EQ(a->cycle().nodes_evaluated(), 7u);
+  }
+  processes[0]->Shutdown();
+  const PluginAnswer still = processes[1]->Call(CycleRequestMessage(), 9).get();
+  ASSERT_TRUE(still.ok()) << still.status();
+  EXPECT_EQ(plugins[0].opens, 1);
+  EXPECT_EQ(plugins[1].opens, 1);
+  // 2 handshakes and 17 requests, every one read on the driver's thread.
+  EXPECT_EQ(answered_on_driver, 19);
+  EXPECT_EQ(answered_elsewhere, 0);
+  processes[1]->Shutdown();
+  driver.Stop();
+  for (auto& server : servers) server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 TEST_F(GrpcPluginProcessTest, UnreachableEndpointFailsToStartWithItsName) {
