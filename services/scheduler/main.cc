@@ -236,6 +236,8 @@ int Run(std::vector<std::string> overrides) {
     options.failure_policy = ep.failure_policy;
     options.timeout = ep.timeout;
     options.handshake_timeout = absl::Seconds(absl::GetFlag(FLAGS_plugin_wait_seconds));
+    // The plugin streams share the server's queue and its one thread.
+    options.driver = &driver;
     metrics.AddPluginEndpoint(ep.name);
     options.on_answered = [&metrics, name = ep.name](std::string_view request, absl::Duration round_trip) {
       metrics.ObservePluginRequest(name, request, round_trip);
