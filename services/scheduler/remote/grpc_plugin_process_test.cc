@@ -430,19 +430,40 @@ class StallingPlugin final : public v1::Plugin::Service {
   }
 };
 
-TEST(GrpcPluginProcessWritesTest, WritesQueueBehindAProcessThatDoesNotRead) {
+// A plugin process that reads nothing until `plugin.resume` is notified.
+class GrpcPluginProcessWritesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(&plugin);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+  }
+  void TearDown() override {
+    // A test that stopped early must not leave the handler blocked.
+    if (!plugin.resume.HasBeenNotified()) plugin.resume.Notify();
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  }
+
+  PluginEndpointOptions Options() const {
+    PluginEndpointOptions options;
+    options.name = "stalling";
+    options.address = "127.0.0.1:" + std::to_string(port_);
+    options.timeout = Scaled(absl::Seconds(60));
+    return options;
+  }
+
   StallingPlugin plugin;
   FakeState state;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&plugin);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  PluginEndpointOptions options;
-  options.name = "stalling";
-  options.address = "127.0.0.1:" + std::to_string(port);
-  options.timeout = Scaled(absl::Seconds(60));
+
+ private:
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+TEST_F(GrpcPluginProcessWritesTest, WritesQueueBehindAProcessThatDoesNotRead) {
+  PluginEndpointOptions options = Options();
   GrpcPluginProcess process(options, state, nullptr);
   ASSERT_TRUE(process.Start().ok());
   // 64 requests of 256 KiB: far beyond what HTTP/2 flow control lets through
@@ -472,26 +493,14 @@ TEST(GrpcPluginProcessWritesTest, WritesQueueBehindAProcessThatDoesNotRead) {
   }
   EXPECT_EQ(process.stats().errors, 0u);
   process.Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 // The write queue is bounded: behind a process that does not read, at most
 // max_in_flight requests wait (HTTP/2 flow control lets only the first few
 // MiB through), and a call beyond that fails at once instead of queueing; the
 // ones accepted are all answered once the process reads again.
-TEST(GrpcPluginProcessWritesTest, ABoundedWriteQueueRefusesCallsBeyondIt) {
-  StallingPlugin plugin;
-  FakeState state;
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&plugin);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  PluginEndpointOptions options;
-  options.name = "stalling";
-  options.address = "127.0.0.1:" + std::to_string(port);
-  options.timeout = Scaled(absl::Seconds(60));
+TEST_F(GrpcPluginProcessWritesTest, ABoundedWriteQueueRefusesCallsBeyondIt) {
+  PluginEndpointOptions options = Options();
   options.max_in_flight = 4;
   GrpcPluginProcess process(options, state, nullptr);
   ASSERT_TRUE(process.Start().ok());
@@ -524,7 +533,6 @@ TEST(GrpcPluginProcessWritesTest, ABoundedWriteQueueRefusesCallsBeyondIt) {
   }
   EXPECT_EQ(process.stats().errors, static_cast<uint64_t>(refused));
   process.Shutdown();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }
 
 // Two endpoints on one driver (as podium-scheduler shares the server's): both

@@ -86,21 +86,21 @@ class AdminService final {
   // server stream, is served by a writer of its own (admin_service.cc).
 
   grpc::Status ListQueuedPods(grpc::ServerContext* ctx, const v1::ListQueuedPodsRequest* request,
-                                           v1::ListQueuedPodsResponse* response);
+                              v1::ListQueuedPodsResponse* response);
   grpc::Status ExplainPod(grpc::ServerContext* ctx, const v1::ExplainPodRequest* request,
-                                       v1::ExplainPodResponse* response);
+                          v1::ExplainPodResponse* response);
   grpc::Status DumpCache(grpc::ServerContext* ctx, const v1::DumpCacheRequest* request,
-                                      v1::DumpCacheResponse* response);
+                         v1::DumpCacheResponse* response);
   grpc::Status ListPlugins(grpc::ServerContext* ctx, const v1::ListPluginsRequest* request,
-                                        v1::ListPluginsResponse* response);
+                           v1::ListPluginsResponse* response);
   grpc::Status SetSchedulingPaused(grpc::ServerContext* ctx, const v1::SetSchedulingPausedRequest* request,
-                                                v1::SetSchedulingPausedResponse* response);
+                                   v1::SetSchedulingPausedResponse* response);
   grpc::Status MovePodsToActiveQueue(grpc::ServerContext* ctx, const v1::MovePodsToActiveQueueRequest* request,
-                                                  v1::MovePodsToActiveQueueResponse* response);
+                                     v1::MovePodsToActiveQueueResponse* response);
   grpc::Status GetStatus(grpc::ServerContext* ctx, const v1::GetStatusRequest* request,
-                                      v1::SchedulerStatus* response);
+                         v1::SchedulerStatus* response);
   grpc::Status SetLogVerbosity(grpc::ServerContext* ctx, const v1::SetLogVerbosityRequest* request,
-                                            v1::SetLogVerbosityResponse* response);
+                               v1::SetLogVerbosityResponse* response);
 
  private:
   Scheduler& scheduler_;
