@@ -6,7 +6,7 @@
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/util/message_differencer.h"
+#include "queue/events.h"
 
 namespace podium::scheduler {
 
@@ -32,11 +32,15 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 
 // The bound pod is the assumed one as any plugin sees it: only the marks the
 // binding itself leaves differ (resourceVersion, the PodScheduled condition).
+// Compared on every bound-pod event: generated code (SamePodBut), not
+// MessageDifferencer's reflection (5.7 % of the scheduler's samples on
+// basic-5000 in round 12).
 bool SameButBinding(const v1::Pod& assumed, const v1::Pod& bound) {
-  google::protobuf::util::MessageDifferencer differencer;
-  differencer.IgnoreField(v1::ObjectMeta::descriptor()->FindFieldByName("resource_version"));
-  differencer.IgnoreField(v1::Pod::descriptor()->FindFieldByName("conditions"));
-  return differencer.Compare(assumed, bound);
+  if (assumed.meta().uid() != bound.meta().uid()) return false;
+  return SamePodBut(assumed, bound, [](v1::Pod& p) {
+    p.mutable_meta()->clear_resource_version();
+    p.clear_conditions();
+  });
 }
 
 }  // namespace

@@ -17,14 +17,11 @@ bool CountsTheSame(const v1::Pod& a, const v1::Pod& b) {
       a.containers_size() != b.containers_size()) {
     return false;
   }
-  v1::Pod x = a;
-  v1::Pod y = b;
-  for (v1::Pod* p : {&x, &y}) {
-    p->mutable_meta()->clear_resource_version();
-    p->clear_conditions();
-    p->clear_nominated_node_name();
-  }
-  return SamePod(x, y);
+  return SamePodBut(a, b, [](v1::Pod& p) {
+    p.mutable_meta()->clear_resource_version();
+    p.clear_conditions();
+    p.clear_nominated_node_name();
+  });
 }
 }  // namespace
 

@@ -31,4 +31,15 @@ std::string ClusterEventLabel(const v1::ClusterEvent& event);
 // event thread.
 bool SamePod(const v1::Pod& a, const v1::Pod& b);
 
+// Whether two pods are equal but for the fields `strip` clears (it is given
+// a copy of each).
+template <typename Strip>
+bool SamePodBut(const v1::Pod& a, const v1::Pod& b, Strip strip) {
+  v1::Pod x = a;
+  v1::Pod y = b;
+  strip(x);
+  strip(y);
+  return SamePod(x, y);
+}
+
 }  // namespace podium::scheduler

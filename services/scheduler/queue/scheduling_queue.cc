@@ -28,17 +28,14 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 
 // kube's isPodUpdated: a change beyond status and resourceVersion.
 bool IsPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod) {
-  auto strip = [](const v1::Pod& pod) {
-    v1::Pod copy = pod;
-    copy.mutable_meta()->clear_resource_version();
-    copy.clear_phase();
-    copy.clear_nominated_node_name();
-    copy.clear_conditions();
-    copy.clear_resize_status();
-    copy.clear_allocated();
-    return copy;
-  };
-  return !SamePod(strip(old_pod), strip(new_pod));
+  return !SamePodBut(old_pod, new_pod, [](v1::Pod& p) {
+    p.mutable_meta()->clear_resource_version();
+    p.clear_phase();
+    p.clear_nominated_node_name();
+    p.clear_conditions();
+    p.clear_resize_status();
+    p.clear_allocated();
+  });
 }
 
 bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEvent& event) {
