@@ -126,13 +126,18 @@ v1::SchedulerToPlugin CycleRequestMessage() {
   return m;
 }
 
+// A plugin process serving `service` on a loopback port of its own.
+std::unique_ptr<grpc::Server> StartPluginServer(grpc::Service* service, int* port) {
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
+  builder.RegisterService(service);
+  return builder.BuildAndStart();
+}
+
 class GrpcPluginProcessTest : public testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&plugin_);
-    server_ = builder.BuildAndStart();
+    server_ = StartPluginServer(&plugin_, &port_);
     ASSERT_NE(server_, nullptr);
   }
   void TearDown() override {
@@ -434,10 +439,7 @@ class StallingPlugin final : public v1::Plugin::Service {
 class GrpcPluginProcessWritesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
-    builder.RegisterService(&plugin);
-    server_ = builder.BuildAndStart();
+    server_ = StartPluginServer(&plugin, &port_);
     ASSERT_NE(server_, nullptr);
   }
   void TearDown() override {
