@@ -163,7 +163,9 @@ class Bench:
         sched = f"unix://{self.dir}/scheduler.sock"
         self.spawn("scheduler", [f"{self.build}/services/scheduler/podium-scheduler", "--config",
                                  f"{REPO}/deploy/config/scheduler.yaml", "--listen", sched, "--metrics-address=",
-                                 "--plugin-endpoint", f"host={host}"], r"listening on")
+                                 "--plugin-endpoint", f"host={host}",
+                                 # As deploy/kubernetes/deployment.yaml runs it (binds wait on the API server).
+                                 "--max-binds-in-flight=0"], r"listening on")
         kubeconfig = os.path.join(self.dir, "kubeconfig")
         with open(kubeconfig, "w") as f:
             f.write(f"current-context: f\nclusters:\n- name: f\n  cluster: {{server: \"{self.url}\"}}\n"
