@@ -376,7 +376,7 @@ class PluginService final {
   void Register(grpc::ServerBuilder& builder) {
     builder.RegisterService(&plugin_);
     health_.Register(builder);
-    queue_ = builder.AddCompletionQueue(/*is_frequently_polled=*/true);
+    driver_ = std::make_unique<grpc_support::AsyncDriver>(builder.AddCompletionQueue(/*is_frequently_polled=*/true));
   }
 
   // After the server started: asks for the first calls and starts the driver.
@@ -385,12 +385,8 @@ class PluginService final {
       absl::MutexLock lock(&mu_);
       AcceptStreamLocked();
     }
-    health_.Start(queue_.get());
-    driver_ = std::thread([this] {
-      void* tag = nullptr;
-      bool ok = false;
-      while (queue_->Next(&tag, &ok)) static_cast<Completion*>(tag)->Complete(ok);
-    });
+    health_.Start(driver_->server_queue());
+    driver_->Start();
   }
 
   // After the server's Shutdown (which cancelled every call): lets the calls
@@ -404,8 +400,7 @@ class PluginService final {
     }
     health_.Stop();
     for (auto& stream : streams) stream->Stop();
-    queue_->Shutdown();
-    if (driver_.joinable()) driver_.join();
+    driver_->Stop();
     JoinWorkers(/*all=*/true);
   }
 
@@ -471,7 +466,8 @@ class PluginService final {
     auto stream = std::make_shared<StreamState>(this);
     StreamState* raw = stream.get();
     streams_.emplace(raw, std::move(stream));
-    plugin_.RequestRun(raw->context(), raw->stream(), queue_.get(), queue_.get(), raw->accepted_tag());
+    grpc::ServerCompletionQueue* queue = driver_->server_queue();
+    plugin_.RequestRun(raw->context(), raw->stream(), queue, queue, raw->accepted_tag());
   }
 
   const std::vector<PluginDefinition>& definitions_;
@@ -480,10 +476,11 @@ class PluginService final {
   // the stream workers first).
   Parallelizer parallelizer_;
   v1::Plugin::AsyncService plugin_;
-  // grpc.health.v1.Health (and UNIMPLEMENTED for unknown methods) on queue_.
+  // grpc.health.v1.Health (and UNIMPLEMENTED for unknown methods) on the
+  // driver's queue.
   grpc_support::HealthService health_;
-  std::unique_ptr<grpc::ServerCompletionQueue> queue_;
-  std::thread driver_;
+  // The one thread that drains the server's queue (made in Register).
+  std::unique_ptr<grpc_support::AsyncDriver> driver_;
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   // Every call requested or open, until all its operations have completed.

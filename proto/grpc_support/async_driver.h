@@ -23,7 +23,6 @@
 #include <thread>
 #include <utility>
 
-#include <grpcpp/alarm.h>
 #include <grpcpp/completion_queue.h>
 
 #include "absl/base/thread_annotations.h"
@@ -134,21 +133,6 @@ class AsyncDriver {
   std::atomic<std::thread::id> thread_id_{};
   grpc::ServerCompletionQueue* const server_queue_ = nullptr;
   const std::unique_ptr<grpc::CompletionQueue> queue_;
-};
-
-// Runs `Complete(true)` on the driver thread as soon as possible (or
-// `Complete(false)` if the queue shuts down first): a way for another thread
-// to hand the driver a step, e.g. to start an operation in stream order.
-// One pending Post per PostedStep at a time.
-class PostedStep {
- public:
-  void Post(grpc::CompletionQueue* queue, Completion* tag) {
-    alarm_.Set(queue, gpr_inf_past(GPR_CLOCK_MONOTONIC), tag);
-  }
-  void Cancel() { alarm_.Cancel(); }
-
- private:
-  grpc::Alarm alarm_;
 };
 
 }  // namespace podium::grpc_support
