@@ -16,7 +16,9 @@ bool IsHit(BatchOutcome o) { return o == BatchOutcome::kHit || o == BatchOutcome
 
 // Full cycles of a signature whose verdicts did not pay that skip them before
 // one asks again; signatures remembered per profile.
-constexpr uint32_t kWhatIfRetry = 8;
+// Hits a probing batch serves before it decides whether its signature's
+// verdicts would pay (Options::probe_what_if).
+constexpr uint64_t kWhatIfProbeHits = 4;
 constexpr size_t kMaxWhatIfHistory = 4096;
 
 bool IsMiss(BatchOutcome o) {
@@ -55,6 +57,7 @@ std::string_view BatchOutcomeName(BatchOutcome outcome) {
     case BatchOutcome::kMissEmpty: return "miss_empty";
     case BatchOutcome::kMissRefused: return "miss_refused";
     case BatchOutcome::kMissFeasible: return "miss_feasible";
+    case BatchOutcome::kMissWhatIf: return "miss_what_if";
     case BatchOutcome::kHitUnschedulable: return "hit_unschedulable";
     case BatchOutcome::kUnsignable: return "unsignable";
     case BatchOutcome::kDisabled: return "disabled";
@@ -90,7 +93,7 @@ void OpportunisticBatching::FlushAll() {
       batch.dirty.clear();
       batch.what_if.clear();
       batch.own_changed.clear();
-      batch.asked_what_if = false;  // Says nothing about the signature.
+      batch.flushed = true;  // Its hits say nothing about the signature.
     }
   }
 }
@@ -113,14 +116,19 @@ void OpportunisticBatching::Unrank(Batch& batch, const Entry& entry) {
 
 void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
   if (&*it == last_served_) last_served_ = nullptr;
-  if (it->asked_what_if && it->hits > 0) {
-    if (profile.what_if_pays.size() >= kMaxWhatIfHistory) profile.what_if_pays.clear();
-    Profile::WhatIfPays& pays = profile.what_if_pays[it->key];
-    pays.pays = it->hits_without_request * 2 >= it->hits;
-    pays.skipped = 0;
+  if (!it->flushed && it->tracked_copies > 0 && it->hits > 0) {
+    // What its verdicts decided, or (not asked) what they would have.
+    RecordWhatIfPays(profile, it->key, (it->asked_what_if ? it->what_if_hits : it->would_hits) * 2 >= it->hits);
   }
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
+}
+
+void OpportunisticBatching::RecordWhatIfPays(Profile& profile, const std::string& key, bool pays) {
+  if (profile.what_if_pays.size() >= kMaxWhatIfHistory && !profile.what_if_pays.contains(key)) {
+    profile.what_if_pays.clear();
+  }
+  profile.what_if_pays[key] = pays;
 }
 
 void OpportunisticBatching::SnapshotUpdating() {
@@ -273,11 +281,18 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
   if (what_if) {
     const size_t num_plugins = batch.plugins.size();
     batch.what_if_copies = copies;
+    batch.tracked_copies = copies;
     batch.what_if_verdicts = ranking.what_if;
     batch.what_if_scores.resize(ranking.what_if.size() * num_plugins);
     for (size_t e = 0; e < ranking.what_if.size(); ++e) {
       for (size_t p = 0; p < num_plugins; ++p) batch.what_if_scores[e * num_plugins + p] = (*what_if_scores[p])[e];
     }
+  } else {
+    // Not asked (or not answered): the nodes are followed all the same, to
+    // count the hits verdicts would have decided (Batch::would_hits).
+    batch.tracked_copies = profile.what_if_copies;
+  }
+  if (batch.tracked_copies > 0) {
     batch.what_if.reserve(ranking.feasible.size());
     for (size_t k = 0; k < ranking.feasible.size(); ++k) {
       batch.what_if.emplace(ranking.feasible[k],
@@ -401,6 +416,15 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
       TooManyChanged(batch.dirty.size(), batch.window.size())) {
     return BatchOutcome::kMissStale;
   }
+  // A probing batch (Options::probe_what_if) of a signature not judged yet:
+  // after a few hits, whether verdicts would have decided most of them. If
+  // so, the ranking is refreshed by a full cycle that asks for them.
+  if (options_.probe_what_if && !batch.asked_what_if && batch.tracked_copies > 0 &&
+      batch.hits >= kWhatIfProbeHits && !profile.what_if_pays.contains(batch.key)) {
+    const bool pays = batch.would_hits * 2 >= batch.hits;
+    RecordWhatIfPays(profile, batch.key, pays);
+    if (pays) return BatchOutcome::kMissWhatIf;
+  }
   // Nodes whose nominated pods (as this pod counts them) changed are evaluated again.
   absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
   ForEachChangedNomination(batch.nominated, nominated, [&](uint32_t node) {
@@ -413,12 +437,22 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   }
   // Nodes changed only by pods of ours take their what-if verdict j; one
   // without a verdict (UNKNOWN, or more pods than copies) is re-evaluated.
+  // Not asked for verdicts: such a node is re-evaluated too, and counted as
+  // one a verdict would have stood in for.
+  const bool foreign_changes = !batch.dirty.empty();
+  size_t would_be_own = 0;
   std::vector<uint32_t> own;
   own.reserve(batch.own_changed.size());
   for (uint32_t node : batch.own_changed) {
     auto w = batch.what_if.find(node);
     if (w == batch.what_if.end()) continue;
     const uint32_t j = w->second.assumed;
+    if (j >= 1 && j <= batch.tracked_copies && !batch.asked_what_if) {
+      ++would_be_own;
+      w->second.applied = j;
+      batch.dirty.insert(node);
+      continue;
+    }
     if (j == 0 || j > batch.what_if_copies ||
         batch.what_if_verdicts[w->second.index * batch.what_if_copies + j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
       batch.what_if.erase(w);
@@ -596,7 +630,12 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   if (chosen == nullptr) return BatchOutcome::kMissInvalidated;
   ++batch.served;
   ++batch.hits;
-  if (!request) ++batch.hits_without_request;
+  // Decided by the verdicts alone: no request, and no lookahead standing in for one.
+  if (!request && !from_lookahead) ++batch.what_if_hits;
+  // Would have been, had they been asked for.
+  if (!foreign_changes && would_be_own > 0 && !from_lookahead && fw.DecidableWithoutRequest(pod)) {
+    ++batch.would_hits;
+  }
   if (request) {
     result = std::move(scoped);
     result.ranking = {};
@@ -716,11 +755,13 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   const std::optional<uint64_t> generation = fw.NominationsGeneration();
   absl::flat_hash_map<uint32_t, uint64_t> nominated;
   if (!generation) nominated = NominatedFingerprints(fw, pod, snapshot);
+  // Verdicts are asked for when the signature's last batch said they pay;
+  // for a signature not judged yet, not when probing (its batch judges).
   uint32_t copies = profile.what_if_copies;
-  if (auto pays = profile.what_if_pays.find(sig.key); copies > 0 && pays != profile.what_if_pays.end() &&
-                                                      !pays->second.pays) {
-    if (++pays->second.skipped < kWhatIfRetry) copies = 0;
-    else pays->second.skipped = 0;
+  if (auto pays = profile.what_if_pays.find(sig.key); pays != profile.what_if_pays.end()) {
+    if (!pays->second) copies = 0;
+  } else if (options_.probe_what_if) {
+    copies = 0;
   }
   ScheduleResult result =
       fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
@@ -771,7 +812,7 @@ void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t 
   // Something else changed the node since the batch last knew it, or it
   // holds more of our pods than the verdicts cover: an ordinary dirty node
   // from now on (the coming snapshot update marks it).
-  if (before != w->second.change_generation || w->second.assumed >= batch->what_if_copies) {
+  if (before != w->second.change_generation || w->second.assumed >= batch->tracked_copies) {
     batch->what_if.erase(w);
     batch->own_changed.erase(node_id);
     return;

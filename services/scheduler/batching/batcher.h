@@ -35,13 +35,16 @@
 //    PodDisruptionBudgets or PodGroups changed (these change verdicts on
 //    nodes other than their own); the profile's plugins or processes changed;
 //  - empty: no node of the ranking is feasible any more;
-//  - refused: the re-evaluation failed (PreFilter rejected the pod, or an error).
+//  - refused: the re-evaluation failed (PreFilter rejected the pod, or an error);
+//  - what_if: a probing batch found that what-if verdicts (below) would
+//    decide most of its hits: the full cycle asks for them.
 //
 // A full cycle that finds no node is kept too (kept_failures.h), under the
 // same rules: the next pod of the signature re-evaluates only the changed
 // nodes and, when none passes, gets the full cycle's diagnosis
 // (hit_unschedulable); when one passes, a full cycle (miss_feasible).
-// What-if verdicts (plugin protocol version 3). The full cycle also asks, for
+// What-if verdicts (plugin protocol version 3). The full cycle of a
+// signature they pay for (Options::probe_what_if) also asks, for
 // every feasible node, what Filter and Score would say with j = 1 ..
 // ProfileSpec::what_if_copies (PodiumConfiguration profiles[].whatIfCopies,
 // default 2) more copies of the pod there. A node whose only
@@ -135,6 +138,7 @@ enum class BatchOutcome {
   kMissEmpty,
   kMissRefused,
   kMissFeasible,     // Its signature's kept failure (kept_failures.h) has a feasible node now.
+  kMissWhatIf,       // Its signature's probing batch found that what-if verdicts would pay: refreshed to ask.
   kHitUnschedulable, // Served from its signature's kept failure: fits no node, as before.
   kUnsignable,
   kDisabled,         // The profile turned batching off.
@@ -161,6 +165,14 @@ class OpportunisticBatching {
     size_t max_batches_per_profile = 64;
     // Bounds the label set of podium_batch_unsignable_pods_total.
     size_t max_unsignable_reasons = 64;
+    // What-if verdicts are asked for a signature only once a batch of it
+    // showed they pay: its first full cycle asks for none, and its batch
+    // counts the hits verdicts would have decided (Batch::would_hits); after
+    // kWhatIfProbeHits hits, if they are at least half, the signature is
+    // judged to pay and the ranking is refreshed by a full cycle that asks
+    // (miss_what_if); if not, it is judged not to. Off (tests): the first
+    // full cycle asks.
+    bool probe_what_if = true;
   };
 
   // `registry` may be null (no metrics).
@@ -237,11 +249,19 @@ class OpportunisticBatching {
     // plugin p [(i * copies + j - 1) * plugins + p] (aligned with plugins).
     std::vector<v1::WhatIfVerdicts::Verdict> what_if_verdicts;
     std::vector<int64_t> what_if_scores;
-    // Whether its full cycle asked for verdicts, and the hits served without
-    // any request: whether asking pays for this signature (Profile::what_if_pays).
+    // Whether its full cycle asked for verdicts (and got them), and the hits
+    // the verdicts decided (no request, no lookahead); not asked, the hits
+    // they would have decided (nothing but our own pods changed the nodes the
+    // request re-evaluated, within tracked_copies each, and no lookahead
+    // stood in): whether asking pays for this signature (Profile::what_if_pays).
     bool asked_what_if = false;
     uint64_t hits = 0;
-    uint64_t hits_without_request = 0;
+    uint64_t what_if_hits = 0;
+    uint64_t would_hits = 0;
+    // Pods of ours per node that `what_if` follows: what_if_copies when
+    // asked, the profile's copies when not (0: nodes are not followed).
+    uint32_t tracked_copies = 0;
+    bool flushed = false;  // By FlushAll: its hits judge nothing.
     // Nodes with pods of ours assumed whose verdict the ranking does not hold yet.
     absl::flat_hash_set<uint32_t> own_changed;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
@@ -271,15 +291,15 @@ class OpportunisticBatching {
     bool enabled = true;
     std::optional<uint64_t> nominations_before_snapshot;  // SnapshotUpdating's.
     uint32_t what_if_copies = 0;
-    // Per signature, whether its last batch that asked for what-if verdicts
-    // served most hits without a request: when not (batches broken by other
-    // signatures' pods, as in basic-5000-mixed), later full cycles skip the
-    // verdicts (the full cycle's cost) and ask again every kWhatIfRetry-th time.
-    struct WhatIfPays {
-      bool pays = true;
-      uint32_t skipped = 0;
-    };
-    absl::flat_hash_map<std::string, WhatIfPays> what_if_pays;
+    // Per signature, whether what-if verdicts pay: whether its last batch
+    // served at least half its hits by them, or (not asked) would have
+    // (Batch::would_hits). When not (batches broken by other signatures'
+    // pods, as in basic-5000-mixed), full cycles skip them: a full cycle
+    // with verdicts evaluates every feasible node copies + 1 times (on
+    // basic-5000-mixed a fifth of the plugin host's CPU). Lookahead hits do
+    // not count either way: they make no request without verdicts too.
+    // Absent: not judged yet (Options::probe_what_if).
+    absl::flat_hash_map<std::string, bool> what_if_pays;
     BatchList batches;
     absl::flat_hash_map<std::string, BatchList::iterator> by_key;
   };
@@ -291,6 +311,7 @@ class OpportunisticBatching {
   // No nomination changed since SnapshotUpdating (true without a nominator).
   bool NominationsAsSnapshot(const Framework& fw) const;
   void Drop(Profile& profile, BatchList::iterator it);
+  static void RecordWhatIfPays(Profile& profile, const std::string& key, bool pays);
   void FlushAll();
   // Builds a ranking from a full cycle's result (scheduled, with two or more feasible nodes).
   void Remember(Profile& profile, const std::string& key, const Framework& fw,

@@ -226,14 +226,15 @@ class Harness {
   // `two_processes`: the "Even" filter and score plugin in a second process,
   // so cycles fan out (framework/fan_out.cc).
   // `what_if`: the processes answer what-if verdicts, and the profile asks
-  // for `copies` of them.
+  // for `copies` of them (from a signature's first full cycle, unless
+  // `probe_what_if`: Options::probe_what_if).
   explicit Harness(bool sign = true, bool normalizing = false, bool two_processes = false,
                    bool what_if = false, uint32_t copies = 2, bool remote_reserve = false,
-                   bool lookahead = false, uint64_t batching_seed = 7)
+                   bool lookahead = false, uint64_t batching_seed = 7, bool probe_what_if = false)
       : process_(snapshot_, sign),
         extra_(snapshot_, sign, "extra", {"Even"}),
         fw_(Spec(normalizing, two_processes, copies, remote_reserve), /*seed=*/11),
-        batching_({}, clock_, nullptr, batching_seed) {
+        batching_(OpportunisticBatching::Options{.probe_what_if = probe_what_if}, clock_, nullptr, batching_seed) {
     process_.what_if = what_if;
     extra_.what_if = what_if;
     process_.lookahead = lookahead;
@@ -1014,24 +1015,39 @@ TEST(BatcherTest, WithTwoProcessesWhatIfOnOrOffPlacesTheSameDistribution) {
 
 TEST(BatcherTest, ASignatureWhoseVerdictsDidNotPayStopsAskingForAWhile) {
   // Two signatures interleaved: each hit of one finds the other's last node
-  // changed, so it needs a request anyway; the verdicts saved nothing.
-  for (bool interleaved : {false, true}) {
-    Harness h(true, false, false, /*what_if=*/true);
-    h.AddNodes(10, 8000);
-    std::vector<uint32_t> asked;  // what_if_copies of "a"'s full cycles.
-    for (int i = 0; i < 60; ++i) {
-      h.Schedule(MakePod("a" + std::to_string(i), 100));
-      if (h.process_.requests.size() == 1 && h.process_.requests[0].nodes().all_nodes()) {
-        asked.push_back(h.process_.requests[0].what_if_copies());
+  // changed, so it needs a request anyway, or (lookahead) the previous
+  // pod's request decides it: "a"'s hits make the requests that carry the
+  // lookaheads of "b"'s, which then make none. Either way the verdicts
+  // decided nothing.
+  for (bool lookahead : {false, true}) {
+    for (bool interleaved : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "lookahead " << lookahead << " interleaved " << interleaved);
+      Harness h(true, false, false, /*what_if=*/true, 2, false, lookahead);
+      h.AddNodes(10, 8000);
+      std::vector<sdk::PodInfoPtr> queue;
+      for (int i = 0; i < 60; ++i) {
+        queue.push_back(sdk::PodInfo::Create(MakePod("a" + std::to_string(i), 100)));
+        if (interleaved) queue.push_back(sdk::PodInfo::Create(MakePod("b" + std::to_string(i), 300)));
       }
-      if (interleaved) h.Schedule(MakePod("b" + std::to_string(i), 300));
-    }
-    // A ranking of 10 nodes serves 10 pods: 6 full cycles.
-    ASSERT_EQ(asked.size(), 6u) << interleaved;
-    if (interleaved) {
-      EXPECT_EQ(asked, (std::vector<uint32_t>{2, 0, 0, 0, 0, 0}));
-    } else {
-      EXPECT_EQ(asked, std::vector<uint32_t>(6, 2));
+      std::map<char, std::vector<uint32_t>> asked;  // what_if_copies of each signature's full cycles.
+      for (size_t i = 0; i < queue.size(); ++i) {
+        h.Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr);
+        if (h.process_.requests.size() == 1 && h.process_.requests[0].nodes().all_nodes()) {
+          asked[queue[i]->pod->meta().name()[0]].push_back(h.process_.requests[0].what_if_copies());
+        }
+      }
+      // A ranking of 10 nodes serves 10 pods: 6 full cycles.
+      ASSERT_EQ(asked['a'].size(), 6u);
+      if (!interleaved) {
+        EXPECT_EQ(asked['a'], std::vector<uint32_t>(6, 2));
+        continue;
+      }
+      if (lookahead) {
+        EXPECT_GT(h.batching_.stats().lookahead_hits, 40u);
+      }
+      for (char sig : {'a', 'b'}) {
+        EXPECT_EQ(asked[sig], (std::vector<uint32_t>{2, 0, 0, 0, 0, 0})) << sig;
+      }
     }
   }
 }
@@ -1057,6 +1073,80 @@ std::vector<sdk::PodInfoPtr> Interleaved(int pairs, int64_t a_cpu = 100, int64_t
     queue.push_back(sdk::PodInfo::Create(MakePod("b" + std::to_string(i), b_cpu)));
   }
   return queue;
+}
+
+// Options::probe_what_if: a signature's first full cycle asks for no
+// verdicts; its batch finds out whether they would pay.
+struct Probed {
+  std::vector<uint32_t> asked;  // what_if_copies of each full cycle, in order...
+  std::vector<char> asked_by;   // ...and the first letter of its pod's name.
+  std::vector<BatchOutcome> outcomes;
+  std::vector<size_t> requests;  // Per pod.
+};
+Probed RunProbed(Harness& h, const std::vector<sdk::PodInfoPtr>& queue) {
+  Probed out;
+  for (size_t i = 0; i < queue.size(); ++i) {
+    h.Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr);
+    out.outcomes.push_back(h.batching_.last_outcome());
+    out.requests.push_back(h.process_.requests.size());
+    if (h.process_.requests.size() == 1 && h.process_.requests[0].nodes().all_nodes()) {
+      out.asked.push_back(h.process_.requests[0].what_if_copies());
+      out.asked_by.push_back(queue[i]->pod->meta().name()[0]);
+    }
+  }
+  return out;
+}
+
+TEST(BatcherTest, AProbingBatchWhoseHitsVerdictsWouldDecideRefreshesToAskForThem) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, false, 7, /*probe_what_if=*/true);
+  h.AddNodes(20, 8000);
+  std::vector<sdk::PodInfoPtr> queue;
+  for (int i = 0; i < 12; ++i) queue.push_back(sdk::PodInfo::Create(MakePod("a" + std::to_string(i), 100)));
+  const Probed p = RunProbed(h, queue);
+  // a0: a full cycle without verdicts; a1..a4: hits, each re-evaluating the
+  // node the previous pod took (what a verdict would have decided); a5:
+  // judged, refreshed by a full cycle that asks; a6..: hits without a request.
+  EXPECT_EQ(p.asked, (std::vector<uint32_t>{0, 2}));
+  EXPECT_EQ(p.outcomes[0], BatchOutcome::kMissNew);
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_EQ(p.outcomes[i], BatchOutcome::kHit) << i;
+    EXPECT_EQ(p.requests[i], 1u) << i;
+  }
+  EXPECT_EQ(p.outcomes[5], BatchOutcome::kMissWhatIf);
+  for (size_t i = 6; i < queue.size(); ++i) {
+    EXPECT_EQ(p.outcomes[i], BatchOutcome::kHit) << i;
+    EXPECT_EQ(p.requests[i], 0u) << i;
+  }
+}
+
+TEST(BatcherTest, ProbingSignaturesThatAnotherSignatureInterleavesNeverAskForVerdicts) {
+  for (bool lookahead : {false, true}) {
+    SCOPED_TRACE(lookahead);
+    Harness h(true, false, false, /*what_if=*/true, 2, false, lookahead, 7, /*probe_what_if=*/true);
+    h.AddNodes(10, 8000);
+    const Probed p = RunProbed(h, Interleaved(60, 100, 300));
+    // 12 full cycles (a ranking of 10 nodes serves 10 pods), none asking.
+    EXPECT_EQ(p.asked, std::vector<uint32_t>(12, 0));
+    EXPECT_EQ(std::count(p.outcomes.begin(), p.outcomes.end(), BatchOutcome::kMissWhatIf), 0);
+  }
+}
+
+TEST(BatcherTest, ASignatureJudgedNotToPayIsJudgedAgainByWhatItsNextBatchWouldHaveSaved) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, false, 7, /*probe_what_if=*/true);
+  h.AddNodes(10, 8000);
+  // Interleaved first: "a" is judged not to pay; then "a" alone: its next
+  // batch (no verdicts) would have decided its hits, so the one after asks.
+  std::vector<sdk::PodInfoPtr> queue = Interleaved(10, 100, 300);
+  for (int i = 10; i < 40; ++i) queue.push_back(sdk::PodInfo::Create(MakePod("a" + std::to_string(i), 100)));
+  const Probed p = RunProbed(h, queue);
+  std::vector<uint32_t> a_asked;
+  for (size_t k = 0; k < p.asked.size(); ++k) {
+    if (p.asked_by[k] == 'a') a_asked.push_back(p.asked[k]);
+  }
+  ASSERT_GE(a_asked.size(), 3u);
+  EXPECT_EQ(a_asked.front(), 0u);
+  EXPECT_EQ(a_asked.back(), 2u);
+  EXPECT_EQ(std::count(p.outcomes.begin(), p.outcomes.end(), BatchOutcome::kMissWhatIf), 0);
 }
 
 TEST(BatcherTest, ALookaheadDecidesTheNextPodWithoutARequest) {
