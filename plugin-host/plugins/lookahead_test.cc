@@ -114,6 +114,8 @@ v1::Pod Other(const std::string& name, int64_t milli_cpu, int64_t memory, int32_
 
 TEST_F(LookaheadTest, VerdictsEqualTheNextPodsOwnRequest) {
   // p 1500m, q 3000m: "tight" (id 2, 4000m) holds either alone, not both.
+  // No PreFilter extension is active for q: the "after" nodes share one copy
+  // of the state (cycle_runner.cc StateForEachNode).
   const v1::Pod p = Pod("web", 1500, int64_t{1} << 30);
   const v1::Pod q = Other("api", 3000, int64_t{2} << 30);
   const auto verdicts = Check(p, q, {1, 2, 3}, {4, 5, 6, 7}, {1, 2, 3, 4, 5, 6, 7});
@@ -131,6 +133,23 @@ TEST_F(LookaheadTest, SameLabelsAndAHostPort) {
   ASSERT_EQ(verdicts.verdicts_size(), 7);
   EXPECT_EQ(verdicts.verdicts(3), Verdict::INFEASIBLE);
   for (int k = 4; k < 7; ++k) EXPECT_EQ(verdicts.verdicts(k), Verdict::INFEASIBLE) << k;
+}
+
+TEST_F(LookaheadTest, ASpreadConstraintCountsPOnEachNodeAlone) {
+  // q spreads over hostnames (maxSkew 1, app=web): PodTopologySpread's
+  // PreFilter extension counts p on each "after" node, and each node's
+  // verdict must count p there only. Counted on every node evaluated before
+  // it too, the last one ("cached") would see no node below 1 and admit q.
+  const v1::Pod p = Pod("web", 500, int64_t{1} << 28);
+  v1::Pod q = Pod("web-2", 500, int64_t{1} << 28);
+  v1::TopologySpreadConstraint& spread = *q.add_topology_spread_constraints();
+  spread.set_max_skew(1);
+  spread.set_topology_key("kubernetes.io/hostname");
+  spread.set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
+  (*spread.mutable_label_selector()->mutable_match_labels())["app"] = "web";
+  const auto verdicts = Check(p, q, {1, 2}, {3, 4}, {6, 7, 1, 2, 3, 4, 5});
+  ASSERT_EQ(verdicts.verdicts_size(), 9);
+  EXPECT_EQ(verdicts.verdicts(8), Verdict::INFEASIBLE);  // "cached" with p: skew 2.
 }
 
 TEST_F(LookaheadTest, NotAnsweredWithNominatedPods) {
