@@ -113,7 +113,7 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     const SharedStatus& status = failure.statuses.at(node->id());
     if (status.get() != last) d.unschedulable_plugins.insert(status->plugin());  // Mostly one shared status.
     last = status.get();
-    d.node_statuses.emplace_back(node->name(), status);
+    d.node_statuses.emplace_back(NodeName(*node), status);
   }
   d.dry_run_answer = std::move(narrowed.diagnosis.dry_run_answer);
   d.kept_dry_runs = failure.dry_runs;

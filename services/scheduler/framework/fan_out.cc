@@ -253,7 +253,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     for (auto& [id, entry] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
         result.diagnosis.unschedulable_plugins.insert(entry.second->plugin());
-        result.diagnosis.node_statuses.emplace_back(node->name(), std::move(entry.second));
+        result.diagnosis.node_statuses.emplace_back(NodeName(*node), std::move(entry.second));
       }
     }
     if (listed != nullptr) result.outcome = ScheduleResult::Outcome::kScheduled;  // Nothing passed; not a verdict.

@@ -791,7 +791,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     for (auto& [id, status] : rejected) {
       if (const sdk::NodeInfo* node = snapshot.GetById(id)) {
         result.diagnosis.unschedulable_plugins.insert(status->plugin());
-        result.diagnosis.node_statuses.emplace_back(node->name(), std::move(status));
+        result.diagnosis.node_statuses.emplace_back(NodeName(*node), std::move(status));
       }
     }
     if (scoped) result.outcome = ScheduleResult::Outcome::kScheduled;  // Nothing passed; not a verdict.

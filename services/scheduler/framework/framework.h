@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <ostream>
 #include <optional>
 #include <random>
 #include <string>
@@ -118,11 +119,37 @@ struct KeptDryRuns {
   uint64_t pdbs_fingerprint = 0;  // Of the PDBs the entries were found with (PostFilter's).
 };
 
+// A node's name in a Diagnosis. Made from the snapshot's node, it shares that
+// node's name (a reference count): a failed cycle names every node, and a
+// string copy and free per node and attempt was a tenth of preempt-500's
+// scheduling thread (the kept failure's 500 names, per preemptor).
+class NodeName {
+ public:
+  NodeName() = default;
+  explicit NodeName(const sdk::NodeInfo& node) : name_(node.shared_node(), &node.name()) {}
+  NodeName(std::string name) : name_(std::make_shared<const std::string>(std::move(name))) {}  // NOLINT
+  NodeName(const char* name) : NodeName(std::string(name)) {}  // NOLINT
+  const std::string& str() const {
+    static const std::string kEmpty;
+    return name_ != nullptr ? *name_ : kEmpty;
+  }
+  operator const std::string&() const { return str(); }  // NOLINT
+  operator std::string_view() const { return str(); }     // NOLINT
+  friend bool operator==(const NodeName& a, std::string_view b) { return a.str() == b; }
+  friend bool operator==(const NodeName& a, const char* b) { return a.str() == b; }
+  friend bool operator==(const NodeName& a, const std::string& b) { return a.str() == b; }
+  friend bool operator==(const NodeName& a, const NodeName& b) { return a.str() == b.str(); }
+  friend std::ostream& operator<<(std::ostream& out, const NodeName& n) { return out << n.str(); }
+
+ private:
+  std::shared_ptr<const std::string> name_;
+};
+
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
   uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
-  std::vector<std::pair<std::string, SharedStatus>> node_statuses;  // node name -> status
+  std::vector<std::pair<NodeName, SharedStatus>> node_statuses;  // node name -> status
   std::string pre_filter_message;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;

@@ -437,13 +437,13 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
         if (no_victims == nullptr) {
           no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
         }
-        failure.node_statuses.emplace_back(slot.node->name(), no_victims);
+        failure.node_statuses.emplace_back(NodeName(*slot.node), no_victims);
         continue;
       }
       const KeptDryRun* outcome = outcome_of(*slot.node, slot.keep);
       if (outcome == nullptr) continue;  // Not evaluated (a process that failed under Ignore).
       if (outcome->rejection != nullptr) {
-        failure.node_statuses.emplace_back(slot.node->name(), outcome->rejection);
+        failure.node_statuses.emplace_back(NodeName(*slot.node), outcome->rejection);
         continue;
       }
       Candidate& c = candidates.emplace_back();
@@ -603,7 +603,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
       if (no_victims == nullptr) {
         no_victims = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNoVictims));
       }
-      failure.node_statuses.emplace_back(node->name(), no_victims);
+      failure.node_statuses.emplace_back(NodeName(*node), no_victims);
     }
     if (chunk.empty()) continue;
     // The answer that rode in the cycle, for exactly this chunk.

@@ -248,7 +248,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
       chosen.insert(it->second.victims.begin(), it->second.victims.end());
     }
     if (rejection) {
-      outcome.rejected.emplace_back(nodes[i].node->name(), MakeSharedStatus(std::move(*rejection)));
+      outcome.rejected.emplace_back(NodeName(*nodes[i].node), MakeSharedStatus(std::move(*rejection)));
       continue;
     }
     if (!evaluated) continue;
@@ -270,7 +270,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
         if (it == answer->end() || !it->second.status.IsSuccess()) {
           fits[i] = false;
           outcome.rejected.emplace_back(
-              nodes[i].node->name(),
+              NodeName(*nodes[i].node),
               MakeSharedStatus(it == answer->end() ? sdk::Status(sdk::Code::kUnschedulable, kNoVictims)
                                                    : it->second.status));
           break;
@@ -285,7 +285,7 @@ absl::StatusOr<DryRunOutcome> RunDryRuns(
     if (!fits[i]) continue;
     if (victims[i].empty()) {
       outcome.rejected.emplace_back(
-          nodes[i].node->name(),
+          NodeName(*nodes[i].node),
           MakeSharedStatus(sdk::Status(sdk::Code::kError,
                                        absl::StrCat("expected at least one victim pod on node \"",
                                                     nodes[i].node->name(), "\""))));

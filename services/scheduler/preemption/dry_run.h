@@ -28,7 +28,7 @@ struct DryRunNode {
 struct DryRunOutcome {
   std::vector<Candidate> candidates;  // In the order of the nodes given.
   // Why the other evaluated nodes are not candidates.
-  std::vector<std::pair<std::string, SharedStatus>> rejected;
+  std::vector<std::pair<NodeName, SharedStatus>> rejected;
 };
 
 // Candidates found so far, for kube-scheduler's stop rule (dryRunPreemption):

@@ -46,12 +46,12 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
     const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
-    std::vector<std::pair<std::string, SharedStatus>>* unresolvable) {
+    std::vector<std::pair<NodeName, SharedStatus>>* unresolvable) {
   std::vector<const sdk::NodeInfo*> potential;
   const bool pre_filter_failed = !diagnosis.pre_filter_message.empty();
   absl::flat_hash_set<std::string> unresolvable_nodes;
   for (const auto& [name, status] : diagnosis.node_statuses) {
-    if (status->code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name);
+    if (status->code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name.str());
   }
   SharedStatus not_helpful;  // One status for every such node.
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
@@ -60,7 +60,7 @@ std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
         if (not_helpful == nullptr) {
           not_helpful = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNotHelpful));
         }
-        unresolvable->emplace_back(node->name(), not_helpful);
+        unresolvable->emplace_back(NodeName(*node), not_helpful);
       }
       continue;
     }

@@ -60,7 +60,7 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 // pod failed at PreFilter, no node can help.
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
     const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
-    std::vector<std::pair<std::string, SharedStatus>>* unresolvable);
+    std::vector<std::pair<NodeName, SharedStatus>>* unresolvable);
 
 // GetOffsetAndNumCandidates' count: 10% of the potential nodes, at least 100,
 // at most all of them.

@@ -157,6 +157,8 @@ class NodeInfo {
 
   uint32_t id() const { return id_; }
   const v1::Node& node() const { return *node_; }
+  // The node object itself, shared (what the mirror or snapshot holds).
+  const std::shared_ptr<const v1::Node>& shared_node() const { return node_; }
   const std::string& name() const { return node_->meta().name(); }
   void SetNode(std::shared_ptr<const v1::Node> node);
 
