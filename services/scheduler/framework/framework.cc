@@ -74,8 +74,21 @@ std::string Diagnosis::Message() const {
   const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message);
   if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".", post);
   // Nodes sharing a status are counted together, then its reasons once.
+  // Runs of one status (a kept failure shares one status among most nodes)
+  // are counted before the map: one lookup per run, not per node.
   absl::flat_hash_map<const sdk::Status*, int> per_status;
-  for (const auto& [node, status] : node_statuses) per_status[status.get()]++;
+  const sdk::Status* run = nullptr;
+  int run_length = 0;
+  for (const auto& [node, status] : node_statuses) {
+    if (status.get() == run) {
+      ++run_length;
+      continue;
+    }
+    if (run_length > 0) per_status[run] += run_length;
+    run = status.get();
+    run_length = 1;
+  }
+  if (run_length > 0) per_status[run] += run_length;
   std::map<std::string, int> histogram;
   for (const auto& [status, nodes] : per_status) {
     for (const auto& reason : status->reasons()) histogram[reason] += nodes;
