@@ -14,11 +14,10 @@ namespace {
 
 bool IsHit(BatchOutcome o) { return o == BatchOutcome::kHit || o == BatchOutcome::kHitUnschedulable; }
 
-// Full cycles of a signature whose verdicts did not pay that skip them before
-// one asks again; signatures remembered per profile.
 // Hits a probing batch serves before it decides whether its signature's
 // verdicts would pay (Options::probe_what_if).
 constexpr uint64_t kWhatIfProbeHits = 4;
+// Signatures whose what-if judgment is remembered, per profile.
 constexpr size_t kMaxWhatIfHistory = 4096;
 
 bool IsMiss(BatchOutcome o) {
