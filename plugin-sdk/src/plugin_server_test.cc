@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,13 +16,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
-#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "gtest/gtest.h"
 #include "podium/sdk/framework.h"
 #include "podium/sdk/serve.h"
 #include "podium/v1/plugin.grpc.pb.h"
+#include "test_support/generic_stream_call.h"
 
 namespace podium::sdk {
 namespace {
@@ -974,26 +973,12 @@ TEST(PluginServerUnixTest, ServesOnAUnixSocketWithHealthAndRemovesItOnShutdown) 
   {
     SchedulerStream stream("unix://" + path);
     EXPECT_EQ(stream.Open({}).plugins_size(), 6);  // No plugins named: all of them.
-    auto channel = grpc::CreateChannel("unix://" + path, grpc::InsecureChannelCredentials());
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    grpc::Slice empty("");
-    grpc::ByteBuffer request(&empty, 1), response;
     // grpc.health.v1.Health/Check with an empty HealthCheckRequest.
-    grpc::GenericStub generic(channel);
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    grpc::Status status;
-    generic.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
-                      &response, [&](grpc::Status s) {
-                        std::lock_guard<std::mutex> lock(mu);
-                        status = s;
-                        done = true;
-                        cv.notify_all();
-                      });
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return done; });
+    test_support::GenericStreamCall check("unix://" + path, "/grpc.health.v1.Health/Check", std::chrono::seconds(10));
+    ASSERT_TRUE(check.started());
+    ASSERT_TRUE(check.WriteLast(""));
+    EXPECT_TRUE(check.Read().has_value());
+    const grpc::Status status = check.Finish();
     EXPECT_TRUE(status.ok()) << status.error_message();
   }
   // Shutdown with a stream still open ends it.
@@ -1211,39 +1196,16 @@ struct HealthAnswer {
   std::string first;
 };
 HealthAnswer CallHealth(const std::string& address, const std::string& method, const std::string& request) {
-  auto channel = grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  auto call = stub.PrepareCall(&context, method, &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  auto step = [&] {
-    EXPECT_TRUE(cq.Next(&tag, &ok));
-    return ok;
-  };
-  call->StartCall(reinterpret_cast<void*>(1));
-  step();
-  grpc::Slice slice(request);
-  call->Write(grpc::ByteBuffer(&slice, 1), reinterpret_cast<void*>(2));
-  step();
-  call->WritesDone(reinterpret_cast<void*>(3));
-  step();
+  test_support::GenericStreamCall call(address, method);
+  EXPECT_TRUE(call.started());
+  EXPECT_TRUE(call.Write(request));
+  EXPECT_TRUE(call.WritesDone());
   HealthAnswer out;
-  grpc::ByteBuffer first;
-  call->Read(&first, reinterpret_cast<void*>(4));
-  if (step()) {
-    std::vector<grpc::Slice> slices;
-    EXPECT_TRUE(first.Dump(&slices).ok());
-    for (const grpc::Slice& s : slices) out.first.append(reinterpret_cast<const char*>(s.begin()), s.size());
-    if (absl::EndsWith(method, "/Watch")) context.TryCancel();  // It never ends by itself.
+  if (std::optional<std::string> first = call.Read()) {
+    out.first = *first;
+    if (absl::EndsWith(method, "/Watch")) call.Cancel();  // It never ends by itself.
   }
-  call->Finish(&out.status, reinterpret_cast<void*>(5));
-  step();
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  out.status = call.Finish();
   return out;
 }
 
@@ -1283,31 +1245,12 @@ TEST(PluginServerHealthTest, ServesHealthForTheProcessAndEndsAWatchOnShutdown) {
   EXPECT_THAT(check_named.status.error_message(), HasSubstr("podium.v1.Plugin"));
 
   // A Watch left open ends with the server's shutdown.
-  auto channel = grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials());
-  grpc::GenericStub stub(channel);
-  grpc::CompletionQueue cq;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  auto call = stub.PrepareCall(&context, "/grpc.health.v1.Health/Watch", &cq);
-  void* tag = nullptr;
-  bool ok = false;
-  call->StartCall(reinterpret_cast<void*>(1));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  grpc::Slice empty("");
-  call->WriteLast(grpc::ByteBuffer(&empty, 1), grpc::WriteOptions(), reinterpret_cast<void*>(2));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  grpc::ByteBuffer first;
-  call->Read(&first, reinterpret_cast<void*>(3));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_TRUE(ok);
+  test_support::GenericStreamCall watch(server.address(), "/grpc.health.v1.Health/Watch");
+  ASSERT_TRUE(watch.started());
+  ASSERT_TRUE(watch.WriteLast(""));
+  ASSERT_EQ(watch.Read().value_or("(ended)"), serving);
   server.Shutdown();
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(4));
-  ASSERT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_FALSE(status.ok());
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  EXPECT_FALSE(watch.Finish().ok());
 }
 
 }  // namespace

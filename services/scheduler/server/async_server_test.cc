@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/listener.h"
+#include "test_support/generic_stream_call.h"
 
 namespace podium::scheduler {
 namespace {
@@ -152,64 +153,23 @@ TEST(AsyncServerTest, HealthCheckAnswersForTheServerAndRefusesNamedServices) {
 // cancels it or the server shuts down; the driver then stops (no call left).
 TEST(AsyncServerTest, HealthWatchSendsTheStatusAndEndsWithCancelOrShutdown) {
   HealthServer server("podium-scheduler");
-  grpc::GenericStub stub(grpc::CreateChannel(server.address(), grpc::InsecureChannelCredentials()));
-  auto watch = [&](const std::string& request, grpc::ClientContext& context, grpc::CompletionQueue& cq,
-                   std::string* first) {
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-    auto call = stub.PrepareCall(&context, "/grpc.health.v1.Health/Watch", &cq);
-    void* tag = nullptr;
-    bool ok = false;
-    call->StartCall(reinterpret_cast<void*>(1));
-    EXPECT_TRUE(cq.Next(&tag, &ok) && ok);
-    grpc::Slice slice(request);
-    call->WriteLast(grpc::ByteBuffer(&slice, 1), grpc::WriteOptions(), reinterpret_cast<void*>(2));
-    EXPECT_TRUE(cq.Next(&tag, &ok) && ok);
-    grpc::ByteBuffer answer;
-    call->Read(&answer, reinterpret_cast<void*>(3));
-    EXPECT_TRUE(cq.Next(&tag, &ok) && ok);
-    std::vector<grpc::Slice> slices;
-    EXPECT_TRUE(answer.Dump(&slices).ok());
-    for (const grpc::Slice& s : slices) first->append(reinterpret_cast<const char*>(s.begin()), s.size());
-    return call;
-  };
   {  // Cancelled by the client.
-    grpc::ClientContext context;
-    grpc::CompletionQueue cq;
-    std::string first;
-    auto call = watch(kNamed, context, cq, &first);
-    EXPECT_EQ(first, kUnknown);
-    context.TryCancel();
-    grpc::Status status;
-    void* tag = nullptr;
-    bool ok = false;
-    call->Finish(&status, reinterpret_cast<void*>(4));
-    EXPECT_TRUE(cq.Next(&tag, &ok));
-    EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
-    cq.Shutdown();
-    while (cq.Next(&tag, &ok)) {
-    }
+    test_support::GenericStreamCall call(server.address(), "/grpc.health.v1.Health/Watch");
+    ASSERT_TRUE(call.started());
+    ASSERT_TRUE(call.WriteLast(kNamed));
+    EXPECT_EQ(call.Read().value_or("(ended)"), kUnknown);
+    call.Cancel();
+    EXPECT_EQ(call.Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
   // Left open: ends with the server's shutdown.
-  grpc::ClientContext context;
-  grpc::CompletionQueue cq;
-  std::string first;
-  auto call = watch("", context, cq, &first);
-  EXPECT_EQ(first, kServing);
+  test_support::GenericStreamCall call(server.address(), "/grpc.health.v1.Health/Watch");
+  ASSERT_TRUE(call.started());
+  ASSERT_TRUE(call.WriteLast(""));
+  EXPECT_EQ(call.Read().value_or("(ended)"), kServing);
   server.Stop();  // Returns: every call ended and the driver drained.
   EXPECT_EQ(server.health.calls(), 0u);
-  grpc::ByteBuffer more;
-  void* tag = nullptr;
-  bool ok = true;
-  call->Read(&more, reinterpret_cast<void*>(5));
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_FALSE(ok);
-  grpc::Status status;
-  call->Finish(&status, reinterpret_cast<void*>(6));
-  EXPECT_TRUE(cq.Next(&tag, &ok));
-  EXPECT_FALSE(status.ok());
-  cq.Shutdown();
-  while (cq.Next(&tag, &ok)) {
-  }
+  EXPECT_FALSE(call.Read().has_value());
+  EXPECT_FALSE(call.Finish().ok());
 }
 
 }  // namespace
