@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/alarm.h"
 #include "logging/logger.h"
 #include "metrics/metrics.h"
 #include "server/echo.h"
@@ -42,6 +43,16 @@ class ClusterService::SyncCall {
 
   void Enqueue(v1::Action&& action) {
     if (finished_) return;
+    if (action.has_record_event()) {
+      // An event (kube-scheduler's are best effort and asynchronous too)
+      // must not cost a write of its own, nor go ahead of a bind: it rides
+      // with the next write, or the flush alarm sends it.
+      deferred_.push_back(std::move(action));
+      ++queued_actions_;
+      if (deferred_.size() >= service_.options_.max_actions_per_message) flush_now_ = true;
+      MaybeWrite();
+      return;
+    }
     // The front message may be in flight; only a queued one can take more actions.
     if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions() ||
         static_cast<size_t>(outbox_.back().actions().actions_size()) >=
@@ -68,6 +79,7 @@ class ClusterService::SyncCall {
     if (finished_) return;
     finished_ = true;
     status_ = std::move(status);
+    if (alarm_pending_) flush_alarm_.Cancel();  // Its tag still comes (not ok).
     StartFinish();
   }
 
@@ -200,10 +212,54 @@ class ClusterService::SyncCall {
   }
 
   void MaybeWrite() {
-    if (!writing_ && !outbox_.empty() && !finished_ && !service_.calls_stopped_) {
+    if (!writing_ && !finished_ && !service_.calls_stopped_) {
+      TakeDeferred();
+      if (outbox_.empty()) {
+        if (!deferred_.empty()) ArmFlushAlarm();
+        return;
+      }
       writing_ = true;
       stream_.Write(outbox_.front(), &write_tag_);
     }
+  }
+
+  // Deferred events join the message about to be written (an actions
+  // message with room); once the flush alarm rang (or they fill a message),
+  // they form one of their own if there is none.
+  void TakeDeferred() {
+    if (deferred_.empty()) return;
+    if (outbox_.empty() || !outbox_.front().has_actions() ||
+        static_cast<size_t>(outbox_.front().actions().actions_size()) + deferred_.size() >
+            service_.options_.max_actions_per_message) {
+      if (!outbox_.empty() || !flush_now_) return;  // They go with a later write.
+      outbox_.emplace_back();
+      outbox_.back().mutable_actions();
+    }
+    flush_now_ = false;
+    auto* actions = outbox_.front().mutable_actions()->mutable_actions();
+    for (v1::Action& a : deferred_) *actions->Add() = std::move(a);
+    deferred_.clear();
+  }
+
+  void ArmFlushAlarm() {
+    if (alarm_pending_ || service_.calls_stopped_ || service_.queue_ == nullptr) return;
+    alarm_pending_ = true;
+    flush_alarm_.Set(service_.queue_,
+                     std::chrono::system_clock::now() +
+                         absl::ToChronoMicroseconds(service_.options_.event_flush_delay),
+                     &flush_tag_);
+  }
+
+  void OnFlushAlarm(bool /*ok*/) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&service_.mu_);
+      alarm_pending_ = false;
+      if (!deferred_.empty()) flush_now_ = true;
+      MaybeWrite();
+      done = DoneLocked();
+    }
+    if (done) delete this;
   }
 
   void StartFinish() {
@@ -217,7 +273,7 @@ class ClusterService::SyncCall {
   // was sent, or StopCalls); then the service forgets the call and the
   // caller deletes it.
   bool DoneLocked() {
-    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_) return false;
+    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_ || alarm_pending_) return false;
     if (!finish_done_ && !service_.calls_stopped_) return false;
     done_ = true;
     service_.ForgetCallLocked(this);
@@ -232,9 +288,14 @@ class ClusterService::SyncCall {
   grpc_support::CompletionOf<SyncCall> write_tag_{this, &SyncCall::OnWriteDone};
   grpc_support::CompletionOf<SyncCall> finish_tag_{this, &SyncCall::OnFinishDone};
   grpc_support::CompletionOf<SyncCall> call_done_tag_{this, &SyncCall::OnCallDone};
+  grpc_support::CompletionOf<SyncCall> flush_tag_{this, &SyncCall::OnFlushAlarm};
+  grpc::Alarm flush_alarm_;
   // Guarded by service_.mu_.
   v1::ClusterMessage incoming_;
   std::deque<v1::SchedulerMessage> outbox_;
+  std::vector<v1::Action> deferred_;  // Events waiting for a write (counted in queued_actions_).
+  bool alarm_pending_ = false;
+  bool flush_now_ = false;  // The deferred events may be written on their own.
   size_t queued_actions_ = 0;
   grpc::Status status_;
   bool accepted_ = false;

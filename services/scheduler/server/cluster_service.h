@@ -47,6 +47,10 @@ class ClusterService final : public ActionSink {
     // new action beyond either bound fails with UNAVAILABLE (counted).
     size_t max_pending_actions = 10000;
     size_t max_actions_per_message = 512;
+    // How long a RecordEvent action may wait for a write to ride with (a
+    // bind's) before it is written on its own: events never cost a bind a
+    // write or a place in the adapter's queue.
+    absl::Duration event_flush_delay = absl::Milliseconds(2);
     // Streams connected that have not sent their hello yet.
     size_t max_unaccepted_streams = 4;
   };

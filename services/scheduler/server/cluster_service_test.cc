@@ -363,6 +363,75 @@ TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMay
   EXPECT_EQ(service_->stats().pending_actions, 1u);  // The follow-up.
 }
 
+v1::Action Scheduled(const std::string& name) {
+  v1::Action action;
+  action.mutable_record_event()->mutable_regarding()->set_name(name);
+  action.mutable_record_event()->set_reason("Scheduled");
+  return action;
+}
+
+// An event rides with the next write (a bind's), after it, and does not cost
+// a write of its own.
+TEST_F(ClusterServiceTest, AnEventRidesWithTheNextBind) {
+  ClusterService::Options options;
+  options.event_flush_delay = absl::Seconds(30);  // Only a bind carries it.
+  Start(options);
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  ResultWaiter& event = NewWaiter();
+  service_->Send(Scheduled("web-1"), event.Callback());
+  service_->Send(Bind("web-2"), nullptr);
+  v1::SchedulerMessage m;
+  ASSERT_TRUE(s.rw->Read(&m));
+  ASSERT_EQ(m.actions().actions_size(), 2) << m.ShortDebugString();
+  EXPECT_EQ(m.actions().actions(0).bind().pod().name(), "web-2");
+  EXPECT_EQ(m.actions().actions(1).record_event().regarding().name(), "web-1");
+  // Its result comes back as any action's.
+  v1::ClusterMessage results;
+  results.mutable_results()->add_results()->set_action_id(m.actions().actions(1).id());
+  ASSERT_TRUE(s.rw->Write(results));
+  ASSERT_TRUE(event.Wait());
+  EXPECT_EQ(event.result.code(), v1::ActionResult::OK);
+}
+
+// With nothing else to write, the event goes on its own after the delay.
+TEST_F(ClusterServiceTest, AnEventAloneIsWrittenAfterTheFlushDelay) {
+  ClusterService::Options options;
+  options.event_flush_delay = absl::Milliseconds(50);
+  Start(options);
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  const absl::Time sent = absl::Now();
+  service_->Send(Scheduled("web-1"), nullptr);
+  service_->Send(Scheduled("web-2"), nullptr);
+  v1::SchedulerMessage m;
+  ASSERT_TRUE(s.rw->Read(&m));
+  EXPECT_GE(absl::Now() - sent, absl::Milliseconds(40));
+  ASSERT_EQ(m.actions().actions_size(), 2) << m.ShortDebugString();
+  EXPECT_EQ(m.actions().actions(0).record_event().regarding().name(), "web-1");
+  EXPECT_EQ(m.actions().actions(1).record_event().regarding().name(), "web-2");
+}
+
+// A stream that ends with events still waiting fails them, as any action
+// without a result; the alarm does not keep the call alive.
+TEST_F(ClusterServiceTest, EventsWaitingWhenTheStreamEndsAreFailed) {
+  ClusterService::Options options;
+  options.event_flush_delay = absl::Seconds(30);
+  Start(options);
+  {
+    Stream s = Open("adapter-a");
+    ExpectAccepted(s);
+    ResultWaiter& event = NewWaiter();
+    service_->Send(Scheduled("web-1"), event.Callback());
+    s.ctx->TryCancel();
+    ASSERT_TRUE(event.Wait());
+    EXPECT_EQ(event.result.code(), v1::ActionResult::UNAVAILABLE);
+  }
+  // A new stream is served at once (the first one is gone, not waiting on its alarm).
+  Stream again = Open("adapter-b");
+  ExpectAccepted(again);
+}
+
 TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
   Start();
   {
