@@ -179,8 +179,26 @@ void Scheduler::PostQueueWork(std::function<void()> work) {
   if (!queue_worker_.PostOrWait(std::move(work))) return;  // Stopped.
 }
 
-void Scheduler::MoveOnEvent(v1::ClusterEvent event) {
-  PostQueueWork([this, event = std::move(event)] { queue_.MoveAllToActiveOrBackoffQueue(event); });
+void Scheduler::MoveOnEvent(v1::ClusterEvent event) { QueueWorkHere({}, std::move(event)); }
+
+void Scheduler::QueueWorkHere(std::string done_uid, v1::ClusterEvent event) {
+  // Nothing queued before it: the queue's own part runs here (brief, under
+  // the queue's lock) and only the asking of queueing hints, which may call a
+  // plugin, goes to the worker. Most events move nothing and need no hint, so
+  // most of them cost the worker no wake-up.
+  std::function<void()> hints;
+  const auto here = [&] {
+    if (!done_uid.empty()) queue_.Delete(done_uid);
+    queue_.MoveAllToActiveOrBackoffQueue(event, [&hints](std::function<void()> ask) { hints = std::move(ask); });
+  };
+  if (!queue_worker_.RunHereIfIdle(here)) {
+    PostQueueWork([this, done_uid = std::move(done_uid), event = std::move(event)] {
+      if (!done_uid.empty()) queue_.Delete(done_uid);
+      queue_.MoveAllToActiveOrBackoffQueue(event);
+    });
+    return;
+  }
+  if (hints) PostQueueWork(std::move(hints));
 }
 
 void Scheduler::HandleNode(const v1::ObjectEvent& event) {
@@ -323,14 +341,16 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
       *e.mutable_old_pod() = *old;
     }
     *e.mutable_new_pod() = pod;
-    if (!was_assigned) {
-      // Out of the queue, then the event: one hand-off to the queue worker
-      // for both (each hand-off may be a futex wake and a context switch).
+    if (!was_assigned && resize != nullptr) {
+      // Out of the queue, then the event, then into it for preemption (Add
+      // runs PreEnqueue plugins): one hand-off to the queue worker.
       PostQueueWork([this, uid, e = std::move(e), resize] {
         queue_.Delete(uid);
         queue_.MoveAllToActiveOrBackoffQueue(e);
-        if (resize != nullptr) queue_.Add(resize);
+        queue_.Add(resize);
       });
+    } else if (!was_assigned) {
+      QueueWorkHere(uid, std::move(e));  // Out of the queue, then the event.
     } else {
       MoveOnEvent(std::move(e));
     }

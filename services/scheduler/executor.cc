@@ -14,7 +14,9 @@ void BoundedExecutor::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](BoundedExecutor* e) ABSL_NO_THREAD_SAFETY_ANALYSIS { return e->stopped_ || !e->work_.empty(); },
+          +[](BoundedExecutor* e) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return (e->stopped_ || !e->work_.empty()) && !e->running_here_;
+          },
           this));
       if (work_.empty()) return;
       work = std::move(work_.front());
@@ -31,6 +33,20 @@ bool BoundedExecutor::Post(std::function<void()> work) {
   absl::MutexLock lock(&mu_);
   if (stopped_ || work_.size() >= max_queued_) return false;
   work_.push_back(std::move(work));
+  return true;
+}
+
+bool BoundedExecutor::RunHereIfIdle(const std::function<void()>& work) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopped_ || !work_.empty() || running_ > 0) return false;
+    running_here_ = true;
+    ++running_;
+  }
+  work();
+  absl::MutexLock lock(&mu_);
+  running_here_ = false;
+  --running_;
   return true;
 }
 

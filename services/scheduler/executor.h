@@ -27,6 +27,12 @@ class BoundedExecutor {
   bool Post(std::function<void()> work);
   // Waits for room instead (back-pressure on the caller). False when stopped.
   bool PostOrWait(std::function<void()> work);
+  // Runs `work` on the calling thread when nothing is queued or running, so
+  // that it keeps its place in posting order without a hand-off (a futex
+  // wake and a context switch); the threads start nothing meanwhile. False
+  // (nothing ran) otherwise or when stopped: post it instead. `work` must not
+  // post to this executor (it may be full and its threads wait for `work`).
+  bool RunHereIfIdle(const std::function<void()>& work);
   // Blocks until every work posted before the call has run (tests, shutdown).
   void Drain();
   // Runs what is queued, then joins the threads; later Posts fail.
@@ -38,7 +44,8 @@ class BoundedExecutor {
   const size_t max_queued_;
   absl::Mutex mu_;
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(mu_);
-  size_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t running_ ABSL_GUARDED_BY(mu_) = 0;  // Including a RunHereIfIdle.
+  bool running_here_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };

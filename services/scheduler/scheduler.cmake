@@ -10,5 +10,5 @@ target_link_libraries(podium-scheduler PRIVATE podium_server podium_scheduler_co
   gRPC::grpc++_reflection)
 
 podium_test(podium_scheduler_test SRCS scheduler_test.cc waiting_pods_test.cc permit_over_grpc_test.cc
-  decision_broadcaster_test.cc diagnosis_store_test.cc
+  decision_broadcaster_test.cc diagnosis_store_test.cc executor_test.cc
   LIBS podium_scheduler_core podium_queue_testing podium_sdk)

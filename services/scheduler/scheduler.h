@@ -230,6 +230,10 @@ class Scheduler final : public ClusterEventHandler {
   // Queue work in event order, off the event thread.
   void PostQueueWork(std::function<void()> work);
   void MoveOnEvent(v1::ClusterEvent event);
+  // In event order: `done_uid` (if any) out of the queue, then the event's
+  // moves; on this thread when the queue worker has nothing before it, the
+  // hints (which may call plugins) always on the worker.
+  void QueueWorkHere(std::string done_uid, v1::ClusterEvent event);
 
   const Options options_;
   Cache& cache_;

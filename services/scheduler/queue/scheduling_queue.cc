@@ -622,12 +622,12 @@ SchedulingQueue::EventDecision SchedulingQueue::Decide(
 }
 
 size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event) {
-  struct Asked {
-    sdk::PodInfoPtr pod;  // Keeps HintCandidate::pod alive.
-    uint64_t pool_stay;
-  };
+  return MoveAllToActiveOrBackoffQueue(event, nullptr);
+}
+
+size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer) {
   std::vector<HintCandidate> candidates;
-  std::vector<Asked> asked;
+  std::vector<HintAsked> asked;
   QueueingHintEvaluator* evaluator;
   size_t moved = 0;
   {
@@ -647,7 +647,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
           break;
         case EventDecision::kAskHints:
           candidates.push_back(HintCandidate{e->info.pod_info->pod.get(), plugins});
-          asked.push_back(Asked{e->info.pod_info, e->pool_stay});
+          asked.push_back(HintAsked{e->info.pod_info, e->pool_stay});
           break;
       }
     }
@@ -656,7 +656,19 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
     moved = to_move.size();
   }
   if (candidates.empty()) return moved;
+  if (defer) {
+    // The pods asked about stay alive in `asked`; the event is copied.
+    defer([this, event = std::make_shared<const v1::ClusterEvent>(event), candidates = std::move(candidates),
+           asked = std::move(asked), evaluator]() mutable {
+      AskHintsAndMove(*event, candidates, asked, evaluator);
+    });
+    return moved;
+  }
+  return moved + AskHintsAndMove(event, candidates, asked, evaluator);
+}
 
+size_t SchedulingQueue::AskHintsAndMove(const v1::ClusterEvent& event, const std::vector<HintCandidate>& candidates,
+                                        const std::vector<HintAsked>& asked, QueueingHintEvaluator* evaluator) {
   std::vector<bool> queue;
   if (evaluator != nullptr) queue = evaluator->Evaluate(event, candidates);
   if (queue.size() != candidates.size()) {
@@ -665,6 +677,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
     queue.assign(candidates.size(), true);
   }
   const std::string label = on_incoming_pod_ ? ClusterEventLabel(event) : "";
+  size_t moved = 0;
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_.Now();
   for (size_t i = 0; i < asked.size(); ++i) {

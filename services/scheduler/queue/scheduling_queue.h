@@ -207,6 +207,13 @@ class SchedulingQueue {
   // Queue (asked in one batch, outside the lock). Pods without rejecting
   // plugins move on any event. Returns how many pods moved.
   size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event);
+  // The same, with the asking handed to `defer` (e.g. posted to the queue
+  // worker): what needs no plugin is decided and moved on the calling thread,
+  // which never waits on a hint; the pods whose hints say Queue move when the
+  // deferred work runs (if they are still in the pool as they were). Returns
+  // how many pods moved here.
+  using HintDeferral = std::function<void(std::function<void()>)>;
+  size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer);
   // kube's event handlers for assigned pods.
   size_t AssignedPodAdded(const v1::Pod& pod);
   size_t AssignedPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod,
@@ -271,6 +278,12 @@ class SchedulingQueue {
   absl::Duration BackoffDuration(int attempts) const;
 
  private:
+  struct HintAsked {
+    sdk::PodInfoPtr pod;  // Keeps HintCandidate::pod alive.
+    uint64_t pool_stay;
+  };
+  size_t AskHintsAndMove(const v1::ClusterEvent& event, const std::vector<HintCandidate>& candidates,
+                         const std::vector<HintAsked>& asked, QueueingHintEvaluator* evaluator);
   struct Entry;
   struct ActiveLess {
     const QueueLessFn* less;

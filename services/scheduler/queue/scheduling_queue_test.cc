@@ -508,6 +508,40 @@ TEST_F(SchedulingQueueTest, HintsAskedOnceWithAllCandidates) {
   EXPECT_EQ(Where(q, "t1"), QueueKind::kUnschedulable);
 }
 
+TEST_F(SchedulingQueueTest, DeferredHintsAreAskedOnlyWhenTheDeferredWorkRuns) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  for (std::string uid : {"t1", "na", "gone"}) q.Add(MakePod(uid));
+  FailAttempt(q, "gone", {"TaintToleration"});
+  FailAttempt(q, "na", {"NodeAffinity"});
+  FailAttempt(q, "t1", {"TaintToleration"});
+  clock_.Advance(absl::Seconds(2));
+
+  // Node Add: NodeAffinity (no hint) moves here at once; the TaintToleration
+  // pods need a hint, which is not asked on this thread.
+  std::function<void()> deferred;
+  EXPECT_CALL(evaluator_, Evaluate(_, _)).Times(0);
+  EXPECT_EQ(q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD),
+                                           [&](std::function<void()> ask) { deferred = std::move(ask); }),
+            1u);
+  EXPECT_EQ(Where(q, "na"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "t1"), QueueKind::kUnschedulable);
+  ASSERT_TRUE(deferred);
+  testing::Mock::VerifyAndClearExpectations(&evaluator_);
+
+  // Meanwhile one of them left the pool; the deferred work moves only the other.
+  EXPECT_TRUE(q.Delete("gone"));
+  EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(2))).WillOnce(Return(std::vector<bool>{true, true}));
+  deferred();
+  EXPECT_EQ(Where(q, "t1"), QueueKind::kActive);
+  EXPECT_FALSE(q.Find("gone").has_value());
+
+  // Nothing needs a hint: nothing is deferred.
+  deferred = nullptr;
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD), [&](std::function<void()> ask) { deferred = std::move(ask); });
+  EXPECT_FALSE(deferred);
+}
+
 TEST_F(SchedulingQueueTest, HintedMoveRespectsBackoff) {
   SchedulingQueue q(Opts());
   q.SetEventRegistry(TestRegistry());
