@@ -49,7 +49,7 @@ ABSL_FLAG(std::string, plugin_endpoint, "",
           "NAME=ADDRESS: override the address of a configured plugin endpoint (repeatable)");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:10259",
           "host:port for GET /metrics; empty disables it");
-ABSL_FLAG(int, max_binds_in_flight, 24,
+ABSL_FLAG(int, max_binds_in_flight, 8,
           "Binds sent to the adapter and not yet confirmed beyond which no further pod is popped from "
           "activeQ (bounds the attempt latency; 0: unbounded)");
 ABSL_FLAG(int, plugin_wait_seconds, 30,

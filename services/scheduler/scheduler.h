@@ -69,7 +69,7 @@ class Scheduler final : public ClusterEventHandler {
     // first free slot, wakes the thread once per N/2 results rather than once
     // per result. 0: no bound. Binds a Bind plugin makes, and pods at Permit
     // or PreBind, are not counted.
-    size_t max_binds_in_flight = 24;
+    size_t max_binds_in_flight = 8;
     // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
     bool run_scheduling_thread = true;
     bool run_housekeeping_thread = true;
