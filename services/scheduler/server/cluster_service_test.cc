@@ -363,6 +363,19 @@ TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMay
   EXPECT_EQ(service_->stats().pending_actions, 1u);  // The follow-up.
 }
 
+// The service with `flush_delay` for events, and an accepted stream.
+class EventFlushTest : public ClusterServiceTest {
+ protected:
+  Stream StartAndOpen(absl::Duration flush_delay, const std::string& adapter = "adapter-a") {
+    ClusterService::Options options;
+    options.event_flush_delay = flush_delay;
+    Start(options);
+    Stream s = Open(adapter);
+    ExpectAccepted(s);
+    return s;
+  }
+};
+
 v1::Action Scheduled(const std::string& name) {
   v1::Action action;
   action.mutable_record_event()->mutable_regarding()->set_name(name);
@@ -372,12 +385,8 @@ v1::Action Scheduled(const std::string& name) {
 
 // An event rides with the next write (a bind's), after it, and does not cost
 // a write of its own.
-TEST_F(ClusterServiceTest, AnEventRidesWithTheNextBind) {
-  ClusterService::Options options;
-  options.event_flush_delay = absl::Seconds(30);  // Only a bind carries it.
-  Start(options);
-  Stream s = Open("adapter-a");
-  ExpectAccepted(s);
+TEST_F(EventFlushTest, AnEventRidesWithTheNextBind) {
+  Stream s = StartAndOpen(absl::Seconds(30));  // Only a bind carries it.
   ResultWaiter& event = NewWaiter();
   service_->Send(Scheduled("web-1"), event.Callback());
   service_->Send(Bind("web-2"), nullptr);
@@ -395,12 +404,8 @@ TEST_F(ClusterServiceTest, AnEventRidesWithTheNextBind) {
 }
 
 // With nothing else to write, the event goes on its own after the delay.
-TEST_F(ClusterServiceTest, AnEventAloneIsWrittenAfterTheFlushDelay) {
-  ClusterService::Options options;
-  options.event_flush_delay = absl::Milliseconds(50);
-  Start(options);
-  Stream s = Open("adapter-a");
-  ExpectAccepted(s);
+TEST_F(EventFlushTest, AnEventAloneIsWrittenAfterTheFlushDelay) {
+  Stream s = StartAndOpen(absl::Milliseconds(50));
   const absl::Time sent = absl::Now();
   service_->Send(Scheduled("web-1"), nullptr);
   service_->Send(Scheduled("web-2"), nullptr);
@@ -414,13 +419,9 @@ TEST_F(ClusterServiceTest, AnEventAloneIsWrittenAfterTheFlushDelay) {
 
 // A stream that ends with events still waiting fails them, as any action
 // without a result; the alarm does not keep the call alive.
-TEST_F(ClusterServiceTest, EventsWaitingWhenTheStreamEndsAreFailed) {
-  ClusterService::Options options;
-  options.event_flush_delay = absl::Seconds(30);
-  Start(options);
+TEST_F(EventFlushTest, EventsWaitingWhenTheStreamEndsAreFailed) {
   {
-    Stream s = Open("adapter-a");
-    ExpectAccepted(s);
+    Stream s = StartAndOpen(absl::Seconds(30));
     ResultWaiter& event = NewWaiter();
     service_->Send(Scheduled("web-1"), event.Callback());
     s.ctx->TryCancel();
