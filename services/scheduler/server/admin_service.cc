@@ -489,9 +489,10 @@ class DecisionWriter final {
     {
       absl::MutexLock lock(&mu_);
       writing_ = false;
-      if (!ok) {
-        FinishLocked(grpc::Status::CANCELLED);
-      } else if (finished_) {
+      // As in Cluster.Sync: the status may have been decided while this
+      // write was in flight (the watcher went away), and waited for it.
+      if (!ok) FinishLocked(grpc::Status::CANCELLED);
+      if (finished_) {
         StartFinishLocked();  // It waited for this write.
       } else {
         MaybeWrite();

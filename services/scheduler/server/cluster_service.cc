@@ -169,9 +169,11 @@ class ClusterService::SyncCall {
       writing_ = false;
       if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
       outbox_.pop_front();
-      if (!ok) {
-        FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
-      } else if (finished_) {
+      // A failed write decides the status unless it was decided already: a
+      // cancelled call's (OnCallDone) may have come first and waited for
+      // this write to send it, so a finish is started either way.
+      if (!ok) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
+      if (finished_) {
         StartFinish();  // It waited for this write.
       } else {
         MaybeWrite();
