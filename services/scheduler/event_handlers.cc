@@ -300,17 +300,23 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     return;
   }
 
-  auto latest = std::make_shared<const v1::Pod>(pod);
-  pods_[uid] = latest;
-  gang_members_.Set(pod, !PodTerminal(pod) && pod.meta().deletion_timestamp_us() == 0);
-  if (!pod.node_name().empty()) {
+  // One copy of the pod: pods_, the cache and the queue share the PodInfo's
+  // (a pod the scheduler does not keep needs no PodInfo).
+  const bool live = !PodTerminal(pod) && pod.meta().deletion_timestamp_us() == 0;
+  const bool bound = !pod.node_name().empty();
+  sdk::PodInfoPtr info = (bound && !PodTerminal(pod)) || (!bound && live && HasProfileFor(pod))
+                             ? sdk::PodInfo::Create(pod)
+                             : nullptr;
+  pods_[uid] = info != nullptr ? info->pod : std::make_shared<const v1::Pod>(pod);
+  gang_members_.Set(pod, live);
+  if (bound) {
     // Bound: by us (the adapter confirms our bind) or by someone else.
     // Its in-place resize just deferred for lack of room: into the queue for
     // preemption on its node (KEP-5836).
     const bool resize_deferred = pod.resize_status() == kDeferredResize && !PodTerminal(pod) &&
                                  pod.meta().deletion_timestamp_us() == 0 && HasProfileFor(pod) &&
                                  (!was_assigned || old->resize_status() != kDeferredResize);
-    sdk::PodInfoPtr resize = resize_deferred ? sdk::PodInfo::Create(pod) : nullptr;
+    sdk::PodInfoPtr resize = resize_deferred ? info : nullptr;
     diagnoses_.Erase(uid);
     {
       absl::MutexLock lock(&mu_);
@@ -323,7 +329,7 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     }
     if (PodTerminal(pod)) {
       (void)cache_.RemovePod(uid);
-    } else if (absl::Status s = cache_.AddOrUpdatePod(pod); !s.ok()) {
+    } else if (absl::Status s = cache_.AddOrUpdatePod(info); !s.ok()) {
       PODIUM_LOG(Error, "Caching a pod failed", {"pod", PodKey(pod)}, {"node", pod.node_name()},
                  {"err", s.message()});
     }
@@ -372,7 +378,6 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
   } else {
     PODIUM_VLOG(4, "Update event for unscheduled pod", {"pod", PodKey(pod)});
   }
-  sdk::PodInfoPtr info = sdk::PodInfo::Create(pod);
   if (old == nullptr && !pod.pod_group().empty()) {
     // A new gang member: if it is let in, so are its siblings held until
     // enough members existed (the same PreEnqueue answer).
