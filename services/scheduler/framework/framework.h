@@ -127,8 +127,7 @@ class NodeName {
  public:
   NodeName() = default;
   explicit NodeName(const sdk::NodeInfo& node) : name_(node.shared_node(), &node.name()) {}
-  NodeName(std::string name) : name_(std::make_shared<const std::string>(std::move(name))) {}  // NOLINT
-  NodeName(const char* name) : NodeName(std::string(name)) {}  // NOLINT
+  explicit NodeName(std::string name) : name_(std::make_shared<const std::string>(std::move(name))) {}
   const std::string& str() const {
     static const std::string kEmpty;
     return name_ != nullptr ? *name_ : kEmpty;
@@ -136,8 +135,6 @@ class NodeName {
   operator const std::string&() const { return str(); }  // NOLINT
   operator std::string_view() const { return str(); }     // NOLINT
   friend bool operator==(const NodeName& a, std::string_view b) { return a.str() == b; }
-  friend bool operator==(const NodeName& a, const char* b) { return a.str() == b; }
-  friend bool operator==(const NodeName& a, const std::string& b) { return a.str() == b; }
   friend bool operator==(const NodeName& a, const NodeName& b) { return a.str() == b.str(); }
   friend std::ostream& operator<<(std::ostream& out, const NodeName& n) { return out << n.str(); }
 

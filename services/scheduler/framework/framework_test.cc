@@ -108,10 +108,10 @@ TEST(NumFeasibleNodesToFind, FollowsKubeSchedulerRule) {
 TEST(Diagnosis, MessageMatchesFailedSchedulingFormat) {
   Diagnosis d;
   d.num_all_nodes = 10;
-  for (int i = 0; i < 3; ++i) d.node_statuses.push_back({"a", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu"))});
+  for (int i = 0; i < 3; ++i) d.node_statuses.emplace_back("a", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
   for (int i = 0; i < 7; ++i) {
-    d.node_statuses.push_back({"b", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
-                                                                 "node(s) had untolerated taint {edge: true}"))});
+    d.node_statuses.emplace_back("b", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
+                                                                   "node(s) had untolerated taint {edge: true}")));
   }
   EXPECT_EQ(d.Message(),
             "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}.");
