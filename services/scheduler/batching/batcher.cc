@@ -117,7 +117,7 @@ void OpportunisticBatching::Drop(Profile& profile, BatchList::iterator it) {
   if (&*it == last_served_) last_served_ = nullptr;
   if (!it->flushed && it->tracked_copies > 0 && it->hits > 0) {
     // What its verdicts decided, or (not asked) what they would have.
-    RecordWhatIfPays(profile, it->key, (it->asked_what_if ? it->what_if_hits : it->would_hits) * 2 >= it->hits);
+    RecordWhatIfPays(profile, it->key, (it->asked_what_if() ? it->what_if_hits : it->would_hits) * 2 >= it->hits);
   }
   profile.by_key.erase(it->key);
   profile.batches.erase(it);
@@ -418,7 +418,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   // A probing batch (Options::probe_what_if) of a signature not judged yet:
   // after a few hits, whether verdicts would have decided most of them. If
   // so, the ranking is refreshed by a full cycle that asks for them.
-  if (options_.probe_what_if && !batch.asked_what_if && batch.tracked_copies > 0 &&
+  if (options_.probe_what_if && !batch.asked_what_if() && batch.tracked_copies > 0 &&
       batch.hits >= kWhatIfProbeHits && !profile.what_if_pays.contains(batch.key)) {
     const bool pays = batch.would_hits * 2 >= batch.hits;
     RecordWhatIfPays(profile, batch.key, pays);
@@ -446,7 +446,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
     auto w = batch.what_if.find(node);
     if (w == batch.what_if.end()) continue;
     const uint32_t j = w->second.assumed;
-    if (j >= 1 && j <= batch.tracked_copies && !batch.asked_what_if) {
+    if (j >= 1 && j <= batch.tracked_copies && !batch.asked_what_if()) {
       ++would_be_own;
       w->second.applied = j;
       batch.dirty.insert(node);
@@ -774,7 +774,6 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     }
     if (unchanged) {
       Remember(profile, sig.key, fw, result, snapshot, std::move(nominated));
-      profile.batches.front().asked_what_if = profile.batches.front().what_if_copies > 0;
       if (const sdk::NodeInfo* chosen = snapshot.Get(result.node_name)) {
         last_served_ = &profile.batches.front();
         last_served_node_ = chosen->id();

@@ -249,12 +249,13 @@ class OpportunisticBatching {
     // plugin p [(i * copies + j - 1) * plugins + p] (aligned with plugins).
     std::vector<v1::WhatIfVerdicts::Verdict> what_if_verdicts;
     std::vector<int64_t> what_if_scores;
-    // Whether its full cycle asked for verdicts (and got them), and the hits
-    // the verdicts decided (no request, no lookahead); not asked, the hits
-    // they would have decided (nothing but our own pods changed the nodes the
-    // request re-evaluated, within tracked_copies each, and no lookahead
-    // stood in): whether asking pays for this signature (Profile::what_if_pays).
-    bool asked_what_if = false;
+    // Whether its full cycle asked for verdicts (and got them: Remember sets
+    // what_if_copies only then), and the hits the verdicts decided (no
+    // request, no lookahead); not asked, the hits they would have decided
+    // (nothing but our own pods changed the nodes the request re-evaluated,
+    // within tracked_copies each, and no lookahead stood in): whether asking
+    // pays for this signature (Profile::what_if_pays).
+    bool asked_what_if() const { return what_if_copies > 0; }
     uint64_t hits = 0;
     uint64_t what_if_hits = 0;
     uint64_t would_hits = 0;
