@@ -312,7 +312,7 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
 
 bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, const Batch& batch,
                                              const sdk::PodInfoPtr& next, const Snapshot& snapshot,
-                                             const absl::flat_hash_set<uint32_t>& updated,
+                                             const NodeIdSet& updated,
                                              std::optional<uint32_t> star, LookaheadRequest& request,
                                              Lookahead& kept) {
   const v1::Pod& q = *next->pod;
@@ -471,8 +471,10 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
                               fw.DecidableWithoutRequest(pod);
   // The pick's first step (batcher.h "Lookahead verdicts"): N*, uniformly
   // among the best group's nodes that this hit does not update.
-  absl::flat_hash_set<uint32_t> updated(nodes.begin(), nodes.end());
-  updated.insert(own.begin(), own.end());
+  NodeIdSet updated;
+  updated.reserve(nodes.size() + own.size());
+  for (uint32_t node : nodes) updated.insert(node);
+  for (uint32_t node : own) updated.insert(node);
   std::optional<uint32_t> star;
   int64_t star_total = 0;
   size_t star_group = 0;

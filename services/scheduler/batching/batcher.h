@@ -110,10 +110,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "batching/kept_failures.h"
+#include "batching/node_id_set.h"
 #include "batching/signature.h"
 #include "cache/snapshot.h"
 #include "framework/framework.h"
@@ -234,7 +234,7 @@ class OpportunisticBatching {
   struct Batch {
     std::string key;
     uint64_t serial = 0;  // Unique per batch: a lookahead names the batch it was taken for.
-    absl::flat_hash_set<uint32_t> window;  // Nodes the full cycle examined.
+    NodeIdSet window;  // Nodes the full cycle examined.
     absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
     // The ranked nodes grouped by total, best first: a hit picks at random
     // in the first group instead of scanning every node (on basic-5000 the
@@ -242,7 +242,7 @@ class OpportunisticBatching {
     std::map<int64_t, std::vector<uint32_t>, std::greater<int64_t>> by_total;
     std::vector<std::string> plugins;
     std::vector<bool> normalizing;  // Aligned with plugins.
-    absl::flat_hash_set<uint32_t> dirty;
+    NodeIdSet dirty;
     absl::flat_hash_map<uint32_t, WhatIfNode> what_if;
     uint32_t what_if_copies = 0;
     // Node at index i with j copies: verdict [i * copies + j - 1], score of
@@ -264,7 +264,7 @@ class OpportunisticBatching {
     uint32_t tracked_copies = 0;
     bool flushed = false;  // By FlushAll: its hits judge nothing.
     // Nodes with pods of ours assumed whose verdict the ranking does not hold yet.
-    absl::flat_hash_set<uint32_t> own_changed;
+    NodeIdSet own_changed;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
     size_t capacity = 0;
     size_t served = 0;
@@ -331,7 +331,7 @@ class OpportunisticBatching {
   // The lookahead of `next` for a request of `batch`'s pod that updates
   // `updated` and may end on `star`; false when `next` does not qualify.
   bool PrepareLookahead(Framework& fw, Profile& profile, const Batch& batch, const sdk::PodInfoPtr& next,
-                        const Snapshot& snapshot, const absl::flat_hash_set<uint32_t>& updated,
+                        const Snapshot& snapshot, const NodeIdSet& updated,
                         std::optional<uint32_t> star, LookaheadRequest& request, Lookahead& kept);
   // Whether `lookahead` stands for a request re-evaluating `nodes` (sorted)
   // of `batch`; `entries`: each node's entry in its answer.
