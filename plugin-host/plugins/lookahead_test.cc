@@ -74,8 +74,16 @@ class LookaheadTest : public stream_test::DefaultPluginsOverStream {
     for (uint32_t id : after_nodes) lookahead.add_after_node_ids(id);
     const v1::CycleResponse answer = stream_->Call(request).cycle();
     EXPECT_TRUE(answer.has_lookahead());
-    const v1::LookaheadVerdicts& verdicts = answer.lookahead();
-    const int total = static_cast<int>(now_nodes.size() + after_nodes.size());
+    return Verify(answer.lookahead(), p, q, now_nodes, after_nodes);
+  }
+
+  // A lookahead answer for q (now_nodes as they are, after_nodes with p
+  // added, then `chain_nodes` entries checked by the caller) against q's
+  // own requests.
+  v1::LookaheadVerdicts Verify(const v1::LookaheadVerdicts& verdicts, const v1::Pod& p, const v1::Pod& q,
+                               const std::vector<uint32_t>& now_nodes, const std::vector<uint32_t>& after_nodes,
+                               size_t chain_nodes = 0) {
+    const int total = static_cast<int>(now_nodes.size() + after_nodes.size() + chain_nodes);
     EXPECT_EQ(verdicts.verdicts_size(), total);
     EXPECT_EQ(verdicts.scores_size(), static_cast<int>(score_.size()));
     if (verdicts.verdicts_size() != total) return verdicts;
@@ -171,6 +179,117 @@ TEST_F(LookaheadTest, NotAnsweredOnAStreamOfAnOlderProtocol) {
   const v1::CycleResponse answer = old->Call(cycle).cycle();
   EXPECT_EQ(answer.feasible_size(), 7);
   EXPECT_FALSE(answer.has_lookahead());
+}
+
+// Protocol version 5: the pods after q (later_lookaheads), each answered as
+// q's lookahead is, with chain nodes: a node with the chain's earlier pods
+// (p: 0, q: 1, later_lookaheads[k]: k + 2) added there.
+class LaterLookaheadsTest : public LookaheadTest {
+ protected:
+  void SetUp() override {
+    OpenStream(5);
+    if (HasFatalFailure()) return;
+    v1::SchedulerToPlugin first = Cycle(Pod("warm-up", 100, 1 << 20), {1});
+    *first.mutable_delta() = Cluster();
+    stream_->Call(first);
+  }
+
+  static void Add(v1::Lookahead& lookahead, const v1::Pod& pod, const std::vector<uint32_t>& now,
+                  const std::vector<uint32_t>& after) {
+    *lookahead.mutable_pod() = pod;
+    for (uint32_t id : now) lookahead.add_node_ids(id);
+    for (uint32_t id : after) lookahead.add_after_node_ids(id);
+  }
+  static void AddChainNode(v1::Lookahead& lookahead, uint32_t node, const std::vector<uint32_t>& pods) {
+    v1::ChainNode& c = *lookahead.add_chain_nodes();
+    c.set_node_id(node);
+    for (uint32_t p : pods) c.add_pods(p);
+  }
+
+  // Entry `entry` of `verdicts`: `pod` on `node` with `assumed` there, as
+  // its own request narrowed to that node says.
+  void ExpectChainEntry(const v1::LookaheadVerdicts& verdicts, int entry, const v1::Pod& pod, uint32_t node,
+                        const std::vector<v1::Pod>& assumed) {
+    v1::SchedulerToPlugin with = Cycle(pod, {node});
+    v1::StateDelta& delta = *with.mutable_delta();
+    delta.set_generation(++generation_);
+    for (const v1::Pod& a : assumed) {
+      v1::MirroredPod& m = *delta.add_pod_upserts();
+      m.set_node_id(node);
+      m.set_assumed(true);
+      *m.mutable_pod() = a;
+    }
+    const v1::CycleResponse real = stream_->Call(with).cycle();
+    ExpectEqualsRequest(verdicts, entry, real, node, "chain,");
+    v1::SchedulerToPlugin restore = Cycle(pod, {node});
+    restore.mutable_delta()->set_generation(++generation_);
+    for (const v1::Pod& a : assumed) restore.mutable_delta()->add_pod_removals(a.meta().uid());
+    stream_->Call(restore);
+  }
+
+  uint64_t generation_ = 100;
+};
+
+TEST_F(LaterLookaheadsTest, EachEqualsThatPodsOwnRequestWithTheChainsPodsAdded) {
+  // p 1500m, q 1500m, r 1200m: "tight" (id 2, 4000m) holds p and q, not all three.
+  const v1::Pod p = Pod("web", 1500, int64_t{1} << 30);
+  const v1::Pod q = Other("api", 1500, int64_t{1} << 30);
+  v1::Pod r = Other("db", 1200, int64_t{1} << 29);
+  (*r.mutable_meta()->mutable_labels())["app"] = "db";
+  const v1::Pod s = Pod("cache", 300, int64_t{1} << 29, 8080);
+  v1::SchedulerToPlugin request = Cycle(p, {1, 2, 3});
+  Add(*request.mutable_cycle()->mutable_lookahead(), q, {4, 5}, {1, 2});
+  v1::Lookahead& for_r = *request.mutable_cycle()->add_later_lookaheads();
+  Add(for_r, r, {6, 7}, {});
+  AddChainNode(for_r, 2, {0, 1});  // p and q on "tight".
+  AddChainNode(for_r, 3, {1});
+  v1::Lookahead& for_s = *request.mutable_cycle()->add_later_lookaheads();
+  Add(for_s, s, {1, 4}, {});
+  AddChainNode(for_s, 5, {0, 2});
+  const v1::CycleResponse answer = stream_->Call(request).cycle();
+  ASSERT_TRUE(answer.has_lookahead());
+  ASSERT_EQ(answer.later_lookaheads_size(), 2);
+  Verify(answer.lookahead(), p, q, {4, 5}, {1, 2});
+  const v1::LookaheadVerdicts& r_answer = answer.later_lookaheads(0);
+  ASSERT_EQ(r_answer.verdicts_size(), 4);
+  Verify(r_answer, p, r, {6, 7}, {}, 2);
+  ExpectChainEntry(r_answer, 2, r, 2, {p, q});
+  EXPECT_EQ(r_answer.verdicts(2), Verdict::INFEASIBLE);  // 1500 + 1500 + 1200 > 4000.
+  ExpectChainEntry(r_answer, 3, r, 3, {q});
+  const v1::LookaheadVerdicts& s_answer = answer.later_lookaheads(1);
+  ASSERT_EQ(s_answer.verdicts_size(), 3);
+  Verify(s_answer, p, s, {1, 4}, {}, 1);
+  ExpectChainEntry(s_answer, 2, s, 5, {p, r});
+}
+
+TEST_F(LaterLookaheadsTest, AllOrNone) {
+  // A later pod's node the mirror does not hold, or a chain node naming a
+  // pod not before it: none of the later ones is answered; q's still is.
+  for (bool unknown_node : {true, false}) {
+    SCOPED_TRACE(unknown_node);
+    v1::SchedulerToPlugin request = Cycle(Pod("web", 1500, 1 << 20), {1, 2});
+    Add(*request.mutable_cycle()->mutable_lookahead(), Other("api", 100, 1 << 20), {3}, {});
+    Add(*request.mutable_cycle()->add_later_lookaheads(), Other("db", 100, 1 << 20), {4}, {});
+    v1::Lookahead& bad = *request.mutable_cycle()->add_later_lookaheads();
+    Add(bad, Other("cache", 100, 1 << 20), {unknown_node ? 99u : 4u}, {});
+    if (!unknown_node) AddChainNode(bad, 5, {3});  // Its own position.
+    const v1::CycleResponse answer = stream_->Call(request).cycle();
+    EXPECT_TRUE(answer.has_lookahead());
+    EXPECT_EQ(answer.later_lookaheads_size(), 0);
+  }
+}
+
+TEST_F(LookaheadTest, LaterLookaheadsNotAnsweredOnVersion4) {
+  v1::SchedulerToPlugin request = Cycle(Pod("web", 1500, 1 << 20), {1, 2});
+  v1::Lookahead& lookahead = *request.mutable_cycle()->mutable_lookahead();
+  *lookahead.mutable_pod() = Other("api", 100, 1 << 20);
+  lookahead.add_node_ids(3);
+  v1::Lookahead& later = *request.mutable_cycle()->add_later_lookaheads();
+  *later.mutable_pod() = Other("db", 100, 1 << 20);
+  later.add_node_ids(4);
+  const v1::CycleResponse answer = stream_->Call(request).cycle();
+  EXPECT_TRUE(answer.has_lookahead());
+  EXPECT_EQ(answer.later_lookaheads_size(), 0);
 }
 
 TEST_F(LookaheadTest, ANodeSelectorNoNodeMatchesIsInfeasibleEverywhere) {

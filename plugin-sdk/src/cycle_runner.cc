@@ -576,30 +576,58 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   if (lookahead_ && request.has_lookahead() && request.nominated_pods_size() == 0 &&
       mirror_.NumNominatedPods() == 0) {
     timer.Enter(PhaseTimer::kNone);  // Not an extension point of this pod's cycle.
-    RunLookahead(pre_filters, filters, pre_scores, scores, *request.mutable_lookahead(), pod, out);
+    v1::LookaheadVerdicts answer;
+    std::vector<PodInfoPtr> chain = {pod};  // The pods a ChainNode may name, by position.
+    if (RunLookahead(pre_filters, filters, pre_scores, scores, *request.mutable_lookahead(), chain, answer)) {
+      *out.mutable_lookahead() = std::move(answer);
+      // The later pods' (protocol version 5): all or none.
+      if (later_lookaheads_) {
+        for (v1::Lookahead& later : *request.mutable_later_lookaheads()) {
+          if (!RunLookahead(pre_filters, filters, pre_scores, scores, later, chain, *out.add_later_lookaheads())) {
+            out.clear_later_lookaheads();
+            break;
+          }
+        }
+      }
+    }
   }
   return absl::OkStatus();
 }
 
-void CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& filters,
+bool CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& filters,
                                const PluginList& pre_scores, const PluginList& scores,
-                               v1::Lookahead& lookahead, const PodInfoPtr& pod, v1::CycleResponse& out) {
+                               v1::Lookahead& lookahead, std::vector<PodInfoPtr>& chain,
+                               v1::LookaheadVerdicts& answer) {
   using Verdict = v1::WhatIfVerdicts;
   const int num_now = lookahead.node_ids_size();
-  const int total = num_now + lookahead.after_node_ids_size();
+  const int total = num_now + lookahead.after_node_ids_size() + lookahead.chain_nodes_size();
   std::vector<const NodeInfo*> nodes;
   nodes.reserve(total);
+  // The pods added to each entry past the "now" ones: this request's pod
+  // (after_node_ids), or the chain's pods a ChainNode names.
+  std::vector<std::vector<uint32_t>> added;  // Positions in `chain`.
+  added.reserve(total - num_now);
   for (uint32_t id : lookahead.node_ids()) nodes.push_back(mirror_.GetById(id));
-  for (uint32_t id : lookahead.after_node_ids()) nodes.push_back(mirror_.GetById(id));
+  for (uint32_t id : lookahead.after_node_ids()) {
+    nodes.push_back(mirror_.GetById(id));
+    added.push_back({0});
+  }
+  for (const v1::ChainNode& chain_node : lookahead.chain_nodes()) {
+    nodes.push_back(mirror_.GetById(chain_node.node_id()));
+    for (uint32_t position : chain_node.pods()) {
+      if (position >= chain.size()) return false;  // Only pods decided before this one.
+    }
+    added.emplace_back(chain_node.pods().begin(), chain_node.pods().end());
+  }
   // A node the mirror does not hold: the scheduler's state is ahead of this
   // request's; leave the lookahead unanswered (the pod gets its own request).
   for (const NodeInfo* node : nodes) {
-    if (node == nullptr) return;
+    if (node == nullptr) return false;
   }
   PodInfoPtr next = TakePod(lookahead.mutable_pod());
+  chain.push_back(next);
   // The lookahead pod's state lives only in this request.
   CycleState state;
-  v1::LookaheadVerdicts& answer = *out.mutable_lookahead();
   std::optional<absl::flat_hash_set<std::string>> allowed;
   for (PluginInstance* plugin : pre_filters) {
     auto [result, status] = plugin->pre_filter->PreFilter(state, *next, mirror_);
@@ -609,7 +637,7 @@ void CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& 
     }
     if (!status.IsSuccess()) {
       WriteStatus(status, plugin->name, Recode::kFilter, answer.mutable_pre_filter_status());
-      return;
+      return true;
     }
     if (!result.node_names.has_value()) continue;
     if (!allowed.has_value()) {
@@ -685,25 +713,29 @@ void CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& 
       for (int entry : entries) wire[p]->Set(entry, 0);
     }
   }
-  // Each node with this request's pod added, alone.
+  // Each node with its pods added (this request's, or the chain's), alone.
   std::vector<const NodeInfo*> one_node(1);
   std::vector<int> one_entry(1);
   StateForEachNode states(state, extensions_.empty());
   for (int k = num_now; k < total; ++k) {
     NodeInfo node = *nodes[k];
-    node.AddPod(pod);
     CycleState* st = states.Next();
-    bool added = true;
-    for (const ExtensionRef& ext : extensions_) {
-      if (!ext.extensions->AddPod(*st, *next, *pod, node).IsSuccess()) added = false;
+    bool ok = true;
+    for (uint32_t position : added[k - num_now]) {
+      const PodInfoPtr& pod = chain[position];
+      node.AddPod(pod);
+      for (const ExtensionRef& ext : extensions_) {
+        if (!ext.extensions->AddPod(*st, *next, *pod, node).IsSuccess()) ok = false;
+      }
     }
-    if (!added || !filter(*st, node, k)) continue;
+    if (!ok || !filter(*st, node, k)) continue;
     one_node[0] = &node;
     one_entry[0] = k;
     if (!score(*st, one_node, one_entry)) {
       for (size_t p = 0; p < scores.size(); ++p) wire[p]->Set(k, 0);
     }
   }
+  return true;
 }
 
 void CycleRunner::RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,

@@ -126,6 +126,8 @@ class CycleRunner {
   void set_what_if(bool on) { what_if_ = on; }
   // Whether CycleRequest.lookahead is answered (protocol version 4).
   void set_lookahead(bool on) { lookahead_ = on; }
+  // Whether CycleRequest.later_lookaheads is answered (protocol version 5).
+  void set_later_lookaheads(bool on) { later_lookaheads_ = on; }
   // The most copies a what-if request may ask for.
   static constexpr uint32_t kMaxWhatIfCopies = 8;
   size_t NumCycleStates() const { return cycle_states_.size(); }
@@ -164,10 +166,15 @@ class CycleRunner {
   void RunWhatIf(uint32_t copies, const PluginList& pre_scores, const PluginList& scores,
                  const CycleState& state, const PodInfoPtr& pod, v1::CycleResponse& out);
 
-  // CycleRequest.lookahead, after the cycle of `pod` (the request's).
-  void RunLookahead(const PluginList& pre_filters, const PluginList& filters,
+  // One lookahead of the request (CycleRequest.lookahead or one of its
+  // later_lookaheads), after the cycle of the request's pod, into `answer`.
+  // `chain`: the request's pod, then the pods of the lookaheads run before
+  // this one (ChainNode.pods' positions); this one's pod is appended. False,
+  // with `answer` untouched, when it cannot be answered (a node the mirror
+  // does not hold, a ChainNode naming a pod not before it).
+  bool RunLookahead(const PluginList& pre_filters, const PluginList& filters,
                     const PluginList& pre_scores, const PluginList& scores, v1::Lookahead& lookahead,
-                    const PodInfoPtr& pod, v1::CycleResponse& out);
+                    std::vector<PodInfoPtr>& chain, v1::LookaheadVerdicts& answer);
 
   const Mirror& mirror_;
   const size_t max_cycle_states_;
@@ -175,6 +182,7 @@ class CycleRunner {
   bool status_table_ = false;
   bool what_if_ = false;
   bool lookahead_ = false;
+  bool later_lookaheads_ = false;
   PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;

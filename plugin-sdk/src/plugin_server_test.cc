@@ -475,8 +475,8 @@ TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
   auto stream = Connect();
   std::vector<v1::PluginArgs> plugins(1);
   plugins[0].set_name("Fit");
-  v1::Registration reg = stream->OpenWith(plugins, /*version=*/5, /*max_version=*/5);
-  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 5 is not supported"));
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/6, /*max_version=*/6);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 6 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {

@@ -16,8 +16,9 @@ namespace {
 
 // The newest protocol version this SDK speaks, and the oldest. 2 adds
 // CycleResponse.status_table; 3 what-if verdicts (CycleRequest.what_if_copies);
-// 4 lookahead verdicts (CycleRequest.lookahead).
-constexpr uint32_t kProtocolVersion = 4;
+// 4 lookahead verdicts (CycleRequest.lookahead); 5 the later pods' lookaheads
+// (CycleRequest.later_lookaheads).
+constexpr uint32_t kProtocolVersion = 5;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 
@@ -228,6 +229,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
   runner_.set_status_table(version >= 2);
   runner_.set_what_if(version >= 3);
   runner_.set_lookahead(version >= 4);
+  runner_.set_later_lookaheads(version >= 5);
   absl::flat_hash_map<absl::string_view, const PluginDefinition*> definitions;
   for (const PluginDefinition& definition : definitions_) {
     definitions.emplace(definition.name, &definition);

@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:10259",
 ABSL_FLAG(int, max_binds_in_flight, 8,
           "Binds sent to the adapter and not yet confirmed beyond which no further pod is popped from "
           "activeQ (bounds the attempt latency; 0: unbounded)");
+ABSL_FLAG(int, later_lookaheads, 8,
+          "Pods after the lookahead pod whose verdicts a batch hit's plugin request also asks for, each "
+          "decided without a request of its own when the pods before it land as expected (0 to 16; 0: "
+          "only the next pod's)");
 ABSL_FLAG(int, plugin_wait_seconds, 30,
           "How long to wait at start for each plugin endpoint's handshake");
 // Access control and TLS (kube-apiserver's flag names where it has one).
@@ -161,6 +165,11 @@ int Run(std::vector<std::string> overrides) {
   if (max_binds_in_flight < 0) {
     return console.Fail(
         absl::StrCat("--max-binds-in-flight: ", max_binds_in_flight, " is negative (0 means unbounded)"));
+  }
+
+  const int later_lookaheads = absl::GetFlag(FLAGS_later_lookaheads);
+  if (later_lookaheads < 0 || later_lookaheads > 16) {
+    return console.Fail(absl::StrCat("--later-lookaheads: ", later_lookaheads, " is not in [0, 16]"));
   }
 
   // Configuration: everything read here, nothing read later.
@@ -360,6 +369,7 @@ int Run(std::vector<std::string> overrides) {
 
   Scheduler::Options scheduler_options;
   scheduler_options.max_binds_in_flight = static_cast<size_t>(max_binds_in_flight);
+  scheduler_options.batching.later_lookaheads = static_cast<size_t>(later_lookaheads);
   Scheduler scheduler(scheduler_options, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
   scheduler_ptr.store(&scheduler, std::memory_order_release);

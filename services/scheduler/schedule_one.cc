@@ -99,10 +99,19 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   // The pod's signature's ranking when it can serve, else the full cycle.
   // The pod likely popped next: a batch hit's request may carry its verdicts
   // (batcher.h "Lookahead verdicts"); only of the same profile.
-  sdk::PodInfoPtr next = batching_.Enabled(fw) ? queue_.PeekActive() : nullptr;
-  if (next != nullptr && (!next->pod->node_name().empty() || FrameworkFor(*next->pod) != fw)) next = nullptr;
+  // The pods after it too (later lookaheads), up to the first of another profile.
+  std::vector<sdk::PodInfoPtr> upcoming;
+  if (batching_.Enabled(fw)) upcoming = queue_.PeekActive(1 + batching_.later_lookaheads());
+  for (size_t k = 0; k < upcoming.size(); ++k) {
+    if (!upcoming[k]->pod->node_name().empty() || FrameworkFor(*upcoming[k]->pod) != fw) {
+      upcoming.resize(k);
+      break;
+    }
+  }
+  sdk::PodInfoPtr next = upcoming.empty() ? nullptr : upcoming.front();
+  if (!upcoming.empty()) upcoming.erase(upcoming.begin());
   ScheduleResult result = batching_.SchedulePod(*fw, pod, snapshot_, snapshot_.delta_seq(), cycle_id,
-                                                [this] { return ++cycle_id_; }, std::move(next));
+                                                [this] { return ++cycle_id_; }, std::move(next), upcoming);
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
   (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
       ->Observe(absl::ToDoubleSeconds(clock_.Now() - start));

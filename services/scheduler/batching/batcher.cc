@@ -210,6 +210,9 @@ OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw)
     }
     profile.signer = Signer::ForProfile(spec, registrations);
     profile.what_if_copies = spec.what_if_copies;
+    // Later lookaheads ride only where one process serves the profile and
+    // answers them (otherwise their N* would be drawn for nothing).
+    profile.later_lookaheads = by_process.size() == 1 && by_process.begin()->first->AnswersLaterLookaheads();
     profile.setup_generation = generation;
     last_served_ = nullptr;
     profile.batches.clear();
@@ -313,8 +316,9 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
 bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, const Batch& batch,
                                              const sdk::PodInfoPtr& next, const Snapshot& snapshot,
                                              const NodeIdSet& updated,
-                                             std::optional<uint32_t> star, LookaheadRequest& request,
-                                             Lookahead& kept) {
+                                             std::optional<uint32_t> star, const std::vector<uint64_t>& asked,
+                                             const std::vector<uint32_t>& landing, bool first, bool pre_draw,
+                                             LookaheadRequest& request, Lookahead& kept) {
   const v1::Pod& q = *next->pod;
   if (!q.pod_group().empty() || !q.nominated_node_name().empty()) return false;
   const PodSignature sig = profile.signer.Sign(q);
@@ -322,14 +326,17 @@ bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, co
   auto it = profile.by_key.find(sig.key);
   if (it == profile.by_key.end()) return false;
   const Batch& next_batch = *it->second;
+  if (std::find(asked.begin(), asked.end(), next_batch.serial) != asked.end()) return false;
   // As TryBatch would find it: usable, and decidable without a request.
   if (next_batch.invalidated || next_batch.served >= next_batch.capacity ||
       clock_.Now() - next_batch.created > options_.max_age ||
       TooManyChanged(next_batch.dirty.size(), next_batch.window.size()) || !fw.DecidableWithoutRequest(q)) {
     return false;
   }
-  // D_q: its dirty nodes, and own-changed nodes without a usable what-if verdict.
+  // D_q: its dirty nodes, and own-changed nodes without a usable what-if
+  // verdict (those with one are updated from it when q is decided).
   std::vector<uint32_t> now(next_batch.dirty.begin(), next_batch.dirty.end());
+  std::vector<uint32_t> own_usable;
   for (uint32_t node : next_batch.own_changed) {
     if (next_batch.dirty.contains(node)) continue;
     auto w = next_batch.what_if.find(node);
@@ -339,21 +346,55 @@ bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, co
         next_batch.what_if_verdicts[w->second.index * next_batch.what_if_copies + j - 1] ==
             v1::WhatIfVerdicts::UNKNOWN) {
       now.push_back(node);
+    } else {
+      own_usable.push_back(node);
     }
   }
   std::sort(now.begin(), now.end());
-  // C_p within q's window.
   std::vector<uint32_t> after;
-  after.reserve(updated.size() + 1);
-  for (uint32_t node : updated) {
-    if (next_batch.window.contains(node)) after.push_back(node);
+  std::vector<LookaheadRequest::ChainNode> chain_nodes;
+  if (first) {
+    // C_p within q's window.
+    after.reserve(updated.size() + 1);
+    for (uint32_t node : updated) {
+      if (next_batch.window.contains(node)) after.push_back(node);
+    }
+    if (star && next_batch.window.contains(*star) && !updated.contains(*star)) after.push_back(*star);
+    std::sort(after.begin(), after.end());
+  } else {
+    // The chain's speculated nodes within its window, each with its pods.
+    for (size_t j = 0; j < landing.size(); ++j) {
+      if (!next_batch.window.contains(landing[j])) continue;
+      auto c = std::find_if(chain_nodes.begin(), chain_nodes.end(),
+                            [&](const LookaheadRequest::ChainNode& n) { return n.node_id == landing[j]; });
+      if (c == chain_nodes.end()) c = chain_nodes.insert(chain_nodes.end(), {landing[j], {}});
+      c->pods.push_back(static_cast<uint32_t>(j));
+    }
+    std::sort(chain_nodes.begin(), chain_nodes.end(),
+              [](const auto& a, const auto& b) { return a.node_id < b.node_id; });
   }
-  if (star && next_batch.window.contains(*star) && !updated.contains(*star)) after.push_back(*star);
-  std::sort(after.begin(), after.end());
-  if (now.empty() && after.empty()) return false;  // q needs no request anyway.
+  if (now.empty() && after.empty() && chain_nodes.empty()) return false;  // q needs no request anyway.
+  if (pre_draw) {
+    // The nodes whose totals are known when it is decided, if the chain's
+    // pods land as speculated: D_q, the landing nodes it looks at, and the
+    // own-changed nodes its what-if verdicts update.
+    NodeIdSet known;
+    for (uint32_t node : now) known.insert(node);
+    for (uint32_t node : landing) {
+      if (next_batch.window.contains(node)) known.insert(node);
+    }
+    for (uint32_t node : own_usable) known.insert(node);
+    kept.pre_drawn = DrawStar(next_batch, known);
+    if (!kept.pre_drawn->star && !first) return false;  // Nothing for the chain to speculate on.
+  }
   kept.pod = next;
   kept.fw = &fw;
   kept.batch_serial = next_batch.serial;
+  kept.position = first ? 1 : landing.size();
+  for (size_t i = 0; i < chain_nodes.size(); ++i) {
+    kept.chain_entries.emplace_back(chain_nodes[i].node_id, now.size() + after.size() + i);
+  }
+  request.chain_nodes = std::move(chain_nodes);
   kept.generations.reserve(now.size() + after.size());
   for (uint32_t node : now) kept.generations[node] = snapshot.NodeChangeGeneration(node);
   for (uint32_t node : after) kept.generations[node] = snapshot.NodeChangeGeneration(node);
@@ -369,6 +410,39 @@ bool OpportunisticBatching::LookaheadHolds(const Lookahead& lookahead, const Bat
                                            const std::vector<uint32_t>& nodes, const Snapshot& snapshot,
                                            std::vector<size_t>& entries) const {
   if (lookahead.batch_serial != batch.serial || lookahead.answer.pre_filter_rejected) return false;
+  if (lookahead.position >= 2) {
+    // A later lookahead: every pod of the chain before it landed as
+    // speculated (Assumed), and the dirty nodes are D plus the chain's
+    // nodes in the window, each moved by exactly the chain's assumes.
+    if (!chain_ || chain_->assumed < lookahead.position) return false;
+    std::vector<uint32_t> expected = lookahead.now_nodes;
+    for (const auto& [node, entry] : lookahead.chain_entries) expected.push_back(node);
+    std::sort(expected.begin(), expected.end());
+    expected.erase(std::unique(expected.begin(), expected.end()), expected.end());
+    if (nodes != expected) return false;
+    entries.clear();
+    entries.reserve(nodes.size());
+    for (uint32_t node : nodes) {
+      const uint64_t now = snapshot.NodeChangeGeneration(node);
+      auto c = std::lower_bound(lookahead.chain_entries.begin(), lookahead.chain_entries.end(),
+                                std::make_pair(node, size_t{0}));
+      if (c != lookahead.chain_entries.end() && c->first == node) {
+        auto e = chain_->expected.find(node);
+        if (e == chain_->expected.end() || e->second != now) return false;
+        entries.push_back(c->second);
+      } else {
+        auto recorded = lookahead.generations.find(node);
+        if (recorded == lookahead.generations.end() || recorded->second != now) return false;
+        entries.push_back(std::lower_bound(lookahead.now_nodes.begin(), lookahead.now_nodes.end(), node) -
+                          lookahead.now_nodes.begin());
+      }
+      if (lookahead.answer.verdicts[entries.back()] == v1::WhatIfVerdicts::UNKNOWN) return false;
+    }
+    for (size_t p = 0; p < batch.plugins.size(); ++p) {
+      if (!batch.normalizing[p] && !lookahead.answer.scores.contains(batch.plugins[p])) return false;
+    }
+    return true;
+  }
   // The dirty nodes must be D_q plus p's node (when q's batch looks at it).
   const bool p_node_counts = batch.window.contains(lookahead.p_node);
   size_t expected = lookahead.now_nodes.size();
@@ -403,11 +477,57 @@ bool OpportunisticBatching::LookaheadHolds(const Lookahead& lookahead, const Bat
   return true;
 }
 
+OpportunisticBatching::StarDraw OpportunisticBatching::DrawStar(const Batch& batch, const NodeIdSet& updated) {
+  StarDraw draw;
+  absl::flat_hash_map<int64_t, size_t> updated_at;
+  for (uint32_t node : updated) {
+    if (auto r = batch.ranked.find(node); r != batch.ranked.end()) ++updated_at[r->second.total];
+  }
+  for (const auto& [total, group] : batch.by_total) {
+    auto u = updated_at.find(total);
+    const size_t in_updated = u == updated_at.end() ? 0 : u->second;
+    if (group.size() <= in_updated) continue;
+    draw.total = total;
+    draw.group = group.size() - in_updated;
+    if (in_updated == 0) {
+      draw.star = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
+    } else if (draw.group * 4 >= group.size()) {
+      // Mostly not updated: draw until one is not (a few draws).
+      uint32_t pick;
+      do {
+        pick = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
+      } while (updated.contains(pick));
+      draw.star = pick;
+    } else {
+      std::vector<uint32_t> rest;
+      rest.reserve(draw.group);
+      for (uint32_t node : group) {
+        if (!updated.contains(node)) rest.push_back(node);
+      }
+      draw.star = rest[std::uniform_int_distribution<size_t>(0, rest.size() - 1)(rng_)];
+    }
+    break;
+  }
+  return draw;
+}
+
+void OpportunisticBatching::ClearLookaheads() {
+  lookaheads_.clear();
+  chain_.reset();
+}
+
+void OpportunisticBatching::BreakChain() {
+  chain_.reset();
+  while (!lookaheads_.empty() && lookaheads_.back().position >= 2) lookaheads_.pop_back();
+  for (Lookahead& l : lookaheads_) l.pre_drawn.reset();
+}
+
 BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Batch& batch,
                                              const v1::Pod& pod, const Snapshot& snapshot,
                                              uint64_t state_seq, uint64_t cycle_id,
                                              ScheduleResult& result, bool& ran_cycle,
-                                             const Lookahead* lookahead, const sdk::PodInfoPtr& next) {
+                                             const Lookahead* lookahead, const sdk::PodInfoPtr& next,
+                                             const std::vector<sdk::PodInfoPtr>& later) {
   ran_cycle = false;
   if (batch.invalidated) return BatchOutcome::kMissInvalidated;
   if (batch.served >= batch.capacity) return BatchOutcome::kMissExhausted;
@@ -475,63 +595,80 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   updated.reserve(nodes.size() + own.size());
   for (uint32_t node : nodes) updated.insert(node);
   for (uint32_t node : own) updated.insert(node);
-  std::optional<uint32_t> star;
-  int64_t star_total = 0;
-  size_t star_group = 0;
-  {
-    absl::flat_hash_map<int64_t, size_t> updated_at;
-    for (uint32_t node : updated) {
-      if (auto r = batch.ranked.find(node); r != batch.ranked.end()) ++updated_at[r->second.total];
-    }
-    for (const auto& [total, group] : batch.by_total) {
-      auto u = updated_at.find(total);
-      const size_t in_updated = u == updated_at.end() ? 0 : u->second;
-      if (group.size() <= in_updated) continue;
-      star_total = total;
-      star_group = group.size() - in_updated;
-      if (in_updated == 0) {
-        star = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
-      } else if (star_group * 4 >= group.size()) {
-        // Mostly not updated: draw until one is not (a few draws).
-        uint32_t pick;
-        do {
-          pick = group[std::uniform_int_distribution<size_t>(0, group.size() - 1)(rng_)];
-        } while (updated.contains(pick));
-        star = pick;
-      } else {
-        std::vector<uint32_t> rest;
-        rest.reserve(star_group);
-        for (uint32_t node : group) {
-          if (!updated.contains(node)) rest.push_back(node);
-        }
-        star = rest[std::uniform_int_distribution<size_t>(0, rest.size() - 1)(rng_)];
-      }
-      break;
-    }
-  }
+  // A lookahead pod of a chain draws no N* of its own: the request that
+  // asked for it drew it, over the same nodes (the ones it updates now).
+  const StarDraw draw =
+      from_lookahead && lookahead->pre_drawn ? *lookahead->pre_drawn : DrawStar(batch, updated);
+  const std::optional<uint32_t> star = draw.star;
+  const int64_t star_total = draw.total;
+  const size_t star_group = draw.group;
   // Even with nothing to re-evaluate, the pod's cycle runs PreFilter in its
   // processes when a plugin there runs for it after the cycle (Reserve and
   // Permit may read its state); otherwise no request at all.
   ScheduleResult scoped;
   const bool request = !from_lookahead && (!nodes.empty() || !fw.DecidableWithoutRequest(pod));
-  std::optional<Lookahead> kept;
+  std::deque<Lookahead> kept;
+  std::optional<Chain> chain;
   if (request) {
+    // A request's lookaheads replace any still held.
+    ClearLookaheads();
     LookaheadRequest lookahead_request;
     Lookahead prepared;
+    std::vector<uint64_t> asked = {batch.serial};
+    // The chain: this pod speculated on N*, each lookahead pod on its own
+    // pre-drawn N* (batcher.h "Later lookaheads").
+    const bool chain_on =
+        star.has_value() && profile.later_lookaheads && options_.later_lookaheads > 0 && !later.empty();
+    std::vector<uint32_t> landing;
+    if (star) landing.push_back(*star);
     const bool ask = next != nullptr && !nodes.empty() &&
-                     PrepareLookahead(fw, profile, batch, next, snapshot, updated, star, lookahead_request, prepared);
+                     PrepareLookahead(fw, profile, batch, next, snapshot, updated, star, asked, landing,
+                                      /*first=*/true, /*pre_draw=*/chain_on, lookahead_request, prepared);
+    // The later pods', in order, up to the first that does not qualify.
+    std::vector<LookaheadRequest> later_requests;
+    std::vector<Lookahead> later_prepared;
+    if (ask && chain_on && prepared.pre_drawn && prepared.pre_drawn->star) {
+      asked.push_back(prepared.batch_serial);
+      landing.push_back(*prepared.pre_drawn->star);
+      for (size_t k = 0; k < later.size() && k < options_.later_lookaheads; ++k) {
+        LookaheadRequest r;
+        Lookahead l;
+        if (!PrepareLookahead(fw, profile, batch, later[k], snapshot, updated, star, asked, landing,
+                              /*first=*/false, /*pre_draw=*/true, r, l)) {
+          break;
+        }
+        asked.push_back(l.batch_serial);
+        landing.push_back(*l.pre_drawn->star);
+        later_requests.push_back(std::move(r));
+        later_prepared.push_back(std::move(l));
+      }
+    }
     scoped = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
                             CycleScope{.node_ids = &nodes, .want_ranking = true,
-                                       .lookahead = ask ? &lookahead_request : nullptr});
+                                       .lookahead = ask ? &lookahead_request : nullptr,
+                                       .later_lookaheads = later_requests.empty() ? nullptr : &later_requests});
     ran_cycle = true;
     if (scoped.lookahead_sent) {
       absl::MutexLock lock(&stats_mu_);
-      ++stats_.lookaheads_sent;
+      stats_.lookaheads_sent += 1 + scoped.later_lookaheads_sent;
     }
     if (scoped.outcome != ScheduleResult::Outcome::kScheduled) return BatchOutcome::kMissRefused;
     if (ask && scoped.lookahead) {
       prepared.answer = std::move(*scoped.lookahead);
-      kept = std::move(prepared);
+      const bool later_answered =
+          !later_prepared.empty() && scoped.later_lookaheads.size() == later_prepared.size();
+      // Without a chain, q draws its N* when decided, as always.
+      if (!later_answered) prepared.pre_drawn.reset();
+      kept.push_back(std::move(prepared));
+      if (later_answered) {
+        for (size_t k = 0; k < later_prepared.size(); ++k) {
+          later_prepared[k].answer = std::move(scoped.later_lookaheads[k]);
+          kept.push_back(std::move(later_prepared[k]));
+        }
+        chain.emplace();
+        chain->landing = landing;
+        for (uint32_t node : landing) chain->expected.try_emplace(node, snapshot.NodeChangeGeneration(node));
+      }
     }
   }
   bool any_normalizing = false;
@@ -652,9 +789,11 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   result.feasible_nodes = static_cast<uint32_t>(batch.ranked.size());
   last_served_ = &batch;
   last_served_node_ = best;
-  if (kept) {
-    kept->p_node = best;
-    lookahead_ = std::move(kept);
+  if (request) {
+    for (Lookahead& l : kept) l.p_node = best;
+    lookaheads_ = std::move(kept);
+    chain_ = std::move(chain);
+    if (chain_ && best != chain_->landing.front()) BreakChain();  // Not on N*: q's lookahead may still hold.
   }
   {
     absl::MutexLock lock(&stats_mu_);
@@ -670,14 +809,21 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
                                                   const Snapshot& snapshot, uint64_t state_seq,
                                                   uint64_t& cycle_id,
                                                   const std::function<uint64_t()>& next_cycle_id,
-                                                  sdk::PodInfoPtr next) {
+                                                  sdk::PodInfoPtr next,
+                                                  const std::vector<sdk::PodInfoPtr>& later) {
   last_served_ = nullptr;
-  // The lookahead the last hit's request brought holds only for the pod it
-  // was taken for, popped right after that hit's pod was assumed.
-  std::optional<Lookahead> lookahead = std::move(lookahead_);
-  lookahead_.reset();
-  if (lookahead && (lookahead->pod->pod.get() != &pod || lookahead->fw != &fw || !lookahead->assumed)) {
-    lookahead.reset();
+  // The lookaheads the last hit's request brought hold only for the pods
+  // they were taken for, popped in that order after that hit's pod was
+  // assumed: the next one is this pod's, or none of them holds any more.
+  std::optional<Lookahead> lookahead;
+  if (!lookaheads_.empty()) {
+    Lookahead& front = lookaheads_.front();
+    if (front.pod->pod.get() == &pod && front.fw == &fw && front.assumed) {
+      lookahead = std::move(front);
+      lookaheads_.pop_front();
+    } else {
+      ClearLookaheads();
+    }
   }
   Profile& profile = ProfileFor(fw);
   if (!profile.enabled) {
@@ -735,7 +881,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     const uint64_t before = cycle_id;
     bool ran_cycle = false;
     outcome = TryBatch(fw, profile, *batch, pod, snapshot, state_seq, cycle_id, result, ran_cycle,
-                       lookahead ? &*lookahead : nullptr, next);
+                       lookahead ? &*lookahead : nullptr, next, later);
     if (outcome == BatchOutcome::kHit) {
       Count(fw, last_outcome_ = outcome);
       return result;
@@ -794,14 +940,29 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
 }
 
 void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t after) {
-  // The first assume after the hit that took the lookahead is that hit's pod's.
-  if (lookahead_ && !lookahead_->assumed) {
-    if (lookahead_->p_node == node_id) {
-      lookahead_->assumed = true;
-      lookahead_->before = before;
-      lookahead_->after = after;
+  // The first assume after the hit that took the lookaheads is that hit's pod's.
+  if (!lookaheads_.empty() && !lookaheads_.front().assumed) {
+    if (lookaheads_.front().p_node == node_id) {
+      for (Lookahead& l : lookaheads_) {
+        l.assumed = true;
+        l.before = before;
+        l.after = after;
+      }
     } else {
-      lookahead_.reset();
+      ClearLookaheads();
+    }
+  }
+  // Each assume of the chain's pods, in order, on its speculated node.
+  if (chain_) {
+    if (lookaheads_.empty()) {
+      chain_.reset();  // Nothing rides on the rest of it.
+    } else if (auto e = chain_->expected.find(node_id);
+               chain_->assumed < chain_->landing.size() && chain_->landing[chain_->assumed] == node_id &&
+               e != chain_->expected.end() && e->second == before) {
+      e->second = after;
+      ++chain_->assumed;
+    } else {
+      BreakChain();
     }
   }
   Batch* batch = last_served_;

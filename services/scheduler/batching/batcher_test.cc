@@ -63,8 +63,9 @@ class FakeProcess : public PluginProcess {
   absl::Duration timeout() const override { return absl::Seconds(1); }
   bool AnswersWhatIf() const override { return what_if; }
   bool AnswersLookahead() const override { return lookahead; }
+  bool AnswersLaterLookaheads() const override { return later_lookaheads; }
   void CountInvalidAnswer() override {
-    if (!corrupt_lookahead) ADD_FAILURE() << "invalid answer";
+    if (!corrupt_lookahead && !corrupt_later) ADD_FAILURE() << "invalid answer";
     ++invalid_answers;
   }
   void CountIgnoredFailure() override {}
@@ -160,6 +161,40 @@ class FakeProcess : public PluginProcess {
       for (uint32_t id : req.lookahead().node_ids()) judge(id, 0);
       for (uint32_t id : req.lookahead().after_node_ids()) judge(id, want);
       if (corrupt_lookahead) la.add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
+      // Later lookaheads: the same, each chain node with the CPU of the
+      // chain's pods it names (0: this pod, 1: the lookahead's, k + 2:
+      // later_lookaheads[k]'s).
+      if (!req.later_lookaheads().empty()) {
+        EXPECT_TRUE(later_lookaheads) << "later lookaheads asked of a process that does not answer them";
+        std::vector<int64_t> chain_cpu = {want, next_cpu};
+        for (const v1::Lookahead& later : req.later_lookaheads()) {
+          later_asked.push_back(later);
+          const int64_t cpu = PodCpu(later.pod());
+          v1::LookaheadVerdicts& lv = *out.add_later_lookaheads();
+          std::map<std::string, v1::PluginScores*> later_wire;
+          for (const auto& plugin : req.score_plugins()) {
+            later_wire[plugin] = lv.add_scores();
+            later_wire[plugin]->set_plugin(plugin);
+          }
+          auto judge_later = [&](uint32_t id, int64_t added) {
+            const sdk::NodeInfo* node = snapshot_.GetById(id);
+            const int64_t alloc = node->allocatable().milli_cpu;
+            const int64_t requested = node->requested().milli_cpu + added;
+            const bool fits = (!fit || alloc - requested >= cpu) && (!even || id % 2 == 0);
+            lv.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
+            for (auto& [plugin, scores] : later_wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, cpu));
+          };
+          for (uint32_t id : later.node_ids()) judge_later(id, 0);
+          for (uint32_t id : later.after_node_ids()) judge_later(id, want);
+          for (const v1::ChainNode& c : later.chain_nodes()) {
+            int64_t added = 0;
+            for (uint32_t position : c.pods()) added += chain_cpu.at(position);
+            judge_later(c.node_id(), added);
+          }
+          chain_cpu.push_back(cpu);
+          if (corrupt_later) lv.add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
+        }
+      }
     }
     for (const auto& plugin : req.score_plugins()) {
       v1::PluginScores* s = out.add_scores();
@@ -184,6 +219,9 @@ class FakeProcess : public PluginProcess {
   std::vector<uint64_t> finished;
   bool what_if = false;  // Speaks protocol version 3.
   bool lookahead = false;  // Speaks protocol version 4.
+  bool later_lookaheads = false;  // Speaks protocol version 5.
+  bool corrupt_later = false;  // Answers one verdict too many in each later lookahead.
+  std::vector<v1::Lookahead> later_asked;  // Every later lookahead asked.
   bool corrupt_lookahead = false;  // Answers one verdict too many.
   std::vector<v1::Lookahead> lookaheads;  // Every lookahead asked.
   int invalid_answers = 0;
@@ -296,7 +334,8 @@ class Harness {
 
   // Schedules and assumes the pod; returns its node ("" when it fits nowhere).
   // `next`: the pod at activeQ's head meanwhile (its lookahead may ride along).
-  std::string Schedule(const v1::Pod& pod, bool batched = true, sdk::PodInfoPtr next = nullptr) {
+  std::string Schedule(const v1::Pod& pod, bool batched = true, sdk::PodInfoPtr next = nullptr,
+                       const std::vector<sdk::PodInfoPtr>& later = {}) {
     batching_.SnapshotUpdating();
     cache_.UpdateSnapshot(snapshot_);
     batching_.SnapshotUpdated(snapshot_);
@@ -304,7 +343,7 @@ class Harness {
     process_.requests.clear();
     extra_.requests.clear();
     ScheduleResult r = batched ? batching_.SchedulePod(fw_, pod, snapshot_, snapshot_.delta_seq(), id,
-                                                       [this] { return ++cycle_; }, std::move(next))
+                                                       [this] { return ++cycle_; }, std::move(next), later)
                                : fw_.SchedulePod(pod, snapshot_, snapshot_.delta_seq(), id);
     last_diagnosis_ = r.diagnosis;
     if (r.outcome != ScheduleResult::Outcome::kScheduled) return "";
@@ -1314,8 +1353,9 @@ TEST(BatcherTest, AHitPicksUniformlyAmongTiesWithThePreDrawnNode) {
 
 // A mixed-like workload: several signatures interleaved, batched with and
 // without lookahead verdicts.
-RunResult RunMixed(bool lookahead, uint64_t* requests, uint64_t* lookahead_hits) {
+RunResult RunMixed(bool lookahead, uint64_t* requests, uint64_t* lookahead_hits, bool later = false) {
   Harness h(true, false, false, /*what_if=*/true, 2, false, lookahead);
+  h.process_.later_lookaheads = later;
   const int nodes = 300;
   h.AddNodes(nodes, 4000);
   const std::vector<int64_t> sizes = {100, 150, 200, 250, 300};
@@ -1324,15 +1364,30 @@ RunResult RunMixed(bool lookahead, uint64_t* requests, uint64_t* lookahead_hits)
     queue.push_back(sdk::PodInfo::Create(MakePod("p" + std::to_string(i), sizes[i % sizes.size()])));
   }
   std::map<std::string, int> per_node;
+  std::map<std::string, int64_t> requested;  // What a full cycle would see before each pod.
   RunResult out;
   for (size_t i = 0; i < queue.size(); ++i) {
-    const std::string node = h.Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr);
+    std::vector<sdk::PodInfoPtr> after;
+    for (size_t k = i + 2; k < queue.size() && k < i + 10; ++k) after.push_back(queue[k]);
+    const std::string node =
+        h.Schedule(*queue[i]->pod, true, i + 1 < queue.size() ? queue[i + 1] : nullptr, after);
     *requests += h.process_.requests.size();
     if (node.empty()) {
       ++out.unscheduled;
-    } else {
-      ++per_node[node];
+      continue;
     }
+    // Every pod, however decided, takes a node of the best total a full
+    // cycle would find (Fit's LeastAllocated over every node that fits).
+    const int64_t want = PodCpu(*queue[i]->pod);
+    auto score = [&](const std::string& n) { return (4000 - requested[n] - want) * 100 / 4000; };
+    int64_t best = -1;
+    for (int k = 0; k < nodes; ++k) {
+      const std::string n = "node-" + std::to_string(k);
+      if (4000 - requested[n] >= want) best = std::max(best, score(n));
+    }
+    EXPECT_EQ(score(node), best) << "pod " << i << " on " << node;
+    requested[node] += want;
+    ++per_node[node];
   }
   h.cache_.UpdateSnapshot(h.snapshot_);
   for (const sdk::NodeInfo* n : h.snapshot_.Nodes()) {
@@ -1344,16 +1399,192 @@ RunResult RunMixed(bool lookahead, uint64_t* requests, uint64_t* lookahead_hits)
   return out;
 }
 
+// Every decision is checked against the best total a full cycle would see
+// (RunMixed); with and without the lookahead the placements' distribution is
+// the same, the later lookaheads' draws come in another order.
 TEST(BatcherTest, AMixedWorkloadWithOrWithoutLookaheadPlacesTheSameDistribution) {
   uint64_t with_requests = 0, without_requests = 0, with_hits = 0, without_hits = 0;
+  uint64_t chain_requests = 0, chain_hits = 0;
   const RunResult with = RunMixed(true, &with_requests, &with_hits);
   const RunResult without = RunMixed(false, &without_requests, &without_hits);
+  const RunResult chained = RunMixed(true, &chain_requests, &chain_hits, /*later=*/true);
   EXPECT_EQ(with.unscheduled, 0);
   EXPECT_EQ(without.unscheduled, 0);
+  EXPECT_EQ(chained.unscheduled, 0);
+  // With and without the one lookahead, the random draws are the same ones.
   EXPECT_EQ(with.distribution, without.distribution);
   EXPECT_EQ(without_hits, 0u);
   EXPECT_GT(with_hits, 300u);
   EXPECT_LT(with_requests * 10, without_requests * 7);
+  // Later lookaheads (eight after the first): fewer requests again.
+  EXPECT_GT(chain_hits, with_hits);
+  EXPECT_LT(chain_requests * 10, with_requests * 8);
+}
+
+// Later lookaheads (batcher.h): three signatures interleaved.
+std::vector<sdk::PodInfoPtr> Three(int rounds) {
+  std::vector<sdk::PodInfoPtr> queue;
+  for (int i = 0; i < rounds; ++i) {
+    queue.push_back(sdk::PodInfo::Create(MakePod("a" + std::to_string(i), 100)));
+    queue.push_back(sdk::PodInfo::Create(MakePod("b" + std::to_string(i), 200)));
+    queue.push_back(sdk::PodInfo::Create(MakePod("c" + std::to_string(i), 300)));
+  }
+  return queue;
+}
+
+TEST(BatcherTest, ALaterLookaheadDecidesThePodAfterTheNextWithoutARequest) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.process_.later_lookaheads = true;
+  h.AddNodes(20, 1000);
+  const auto queue = Three(2);
+  // a0, b0, c0: full cycles. a1: a hit; its request carries b1's lookahead
+  // and c1's later one.
+  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  const std::string a1 = h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  const v1::CycleRequest request = h.process_.requests.back();
+  ASSERT_EQ(request.later_lookaheads_size(), 1);
+  EXPECT_EQ(request.later_lookaheads(0).pod().meta().name(), "c1");
+  EXPECT_EQ(request.later_lookaheads(0).after_node_ids_size(), 0);
+  // c1's chain nodes: where a1 and b1 are expected, a1's among them with pod 0.
+  bool a1_node = false;
+  for (const v1::ChainNode& c : request.later_lookaheads(0).chain_nodes()) {
+    if (c.node_id() == h.NodeId(a1)) a1_node = std::find(c.pods().begin(), c.pods().end(), 0u) != c.pods().end();
+  }
+  EXPECT_TRUE(a1_node);
+  // b1, then c1: both decided by the request's verdicts.
+  const std::string b1 = h.Schedule(*queue[4]->pod, true);
+  EXPECT_TRUE(h.process_.requests.empty());
+  const std::string c1 = h.Schedule(*queue[5]->pod, true);
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  EXPECT_FALSE(c1.empty());
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_EQ(h.batching_.stats().lookaheads_sent, 2u);
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 2u);
+  // Each took the node the chain expected of it.
+  bool c1_expected = false;
+  for (const v1::ChainNode& c : request.later_lookaheads(0).chain_nodes()) {
+    if (c.node_id() == h.NodeId(b1)) c1_expected = std::find(c.pods().begin(), c.pods().end(), 1u) != c.pods().end();
+  }
+  EXPECT_TRUE(c1_expected);
+}
+
+TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAnythingBesidesTheChainChanged) {
+  enum class Between { kNodeUpdate, kAnotherPod, kOtherPodPopped };
+  for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kOtherPodPopped}) {
+    SCOPED_TRACE(static_cast<int>(between));
+    Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+    h.process_.later_lookaheads = true;
+    h.AddNodes(20, 1000);
+    const auto queue = Three(2);
+    for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+    h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
+    ASSERT_EQ(h.process_.later_asked.size(), 1u);
+    h.Schedule(*queue[4]->pod, true);
+    ASSERT_TRUE(h.process_.requests.empty()) << "b1 decided by its lookahead";
+    // A node with no pod yet: c1's batch looks at it.
+    std::string empty;
+    h.cache_.UpdateSnapshot(h.snapshot_);
+    for (const sdk::NodeInfo* n : h.snapshot_.Nodes()) {
+      if (n->pods().empty() && empty.empty()) empty = n->name();
+    }
+    switch (between) {
+      case Between::kNodeUpdate:
+        h.cache_.AddOrUpdateNode(MakeNode(empty, 2000));
+        break;
+      case Between::kAnotherPod: {
+        v1::Pod other = MakePod("other", 50);
+        other.set_node_name(empty);
+        ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+        break;
+      }
+      case Between::kOtherPodPopped:
+        h.Schedule(MakePod("d", 400), true);  // Another signature's full cycle.
+        break;
+    }
+    h.Schedule(*queue[5]->pod, true);
+    EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+    EXPECT_EQ(h.process_.requests.size(), 1u) << "c1 asks as without the lookahead";
+    EXPECT_EQ(h.batching_.stats().lookahead_hits, 1u);
+  }
+}
+
+TEST(BatcherTest, AnInvalidLaterLookaheadAnswerCostsOnlyTheLaterOnes) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.process_.later_lookaheads = true;
+  h.process_.corrupt_later = true;
+  h.AddNodes(20, 1000);
+  const auto queue = Three(2);
+  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  h.batching_.SnapshotUpdating();
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  h.batching_.SnapshotUpdated(h.snapshot_);
+  uint64_t id = ++h.cycle_;
+  // a1's request as the framework validates it: a1 placed, b1's lookahead
+  // kept, c1's dropped with an error naming the field and the endpoint.
+  std::vector<uint32_t> nodes = {h.NodeId("node-0")};
+  LookaheadRequest lookahead{.pod = queue[4]->pod.get(), .node_ids = {h.NodeId("node-1")}, .after_node_ids = {}};
+  std::vector<LookaheadRequest> later = {LookaheadRequest{
+      .pod = queue[5]->pod.get(), .node_ids = {h.NodeId("node-2")}, .after_node_ids = {},
+      .chain_nodes = {{.node_id = h.NodeId("node-3"), .pods = {0, 1}}}}};
+  ScheduleResult direct = h.fw_.SchedulePod(*queue[3]->pod, h.snapshot_, h.snapshot_.delta_seq(), id,
+                                            CycleScope{.node_ids = &nodes, .want_ranking = true,
+                                                       .lookahead = &lookahead, .later_lookaheads = &later});
+  EXPECT_EQ(direct.outcome, ScheduleResult::Outcome::kScheduled);
+  EXPECT_EQ(direct.later_lookaheads_sent, 1u);
+  EXPECT_TRUE(direct.lookahead.has_value());
+  EXPECT_TRUE(direct.later_lookaheads.empty());
+  EXPECT_EQ(direct.lookahead_error.message(),
+            "plugin endpoint host: later_lookaheads[0].verdicts has 3 entries for the 2 nodes asked for");
+  EXPECT_EQ(h.process_.invalid_answers, 1);
+  h.fw_.EndCycle(id);
+  // Through the batcher: a1 placed, b1 decided by its lookahead, c1 asks.
+  h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
+  h.Schedule(*queue[4]->pod, true);
+  EXPECT_TRUE(h.process_.requests.empty());
+  h.Schedule(*queue[5]->pod, true);
+  EXPECT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 1u);
+}
+
+TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAChainPodLandsElsewhere) {
+  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h.process_.later_lookaheads = true;
+  h.AddNodes(20, 1000);
+  const auto queue = Three(2);
+  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
+  ASSERT_EQ(h.process_.later_asked.size(), 1u);
+  // b1 taken from its lookahead, but assumed on another node than its N*
+  // (as if Reserve or the assume had moved it): c1's verdicts counted b1
+  // where it is not.
+  std::vector<uint32_t> expected_b1;
+  for (const v1::ChainNode& c : h.process_.later_asked[0].chain_nodes()) {
+    if (std::find(c.pods().begin(), c.pods().end(), 1u) != c.pods().end()) expected_b1.push_back(c.node_id());
+  }
+  ASSERT_EQ(expected_b1.size(), 1u);
+  h.batching_.SnapshotUpdating();
+  h.cache_.UpdateSnapshot(h.snapshot_);
+  h.batching_.SnapshotUpdated(h.snapshot_);
+  uint64_t id = ++h.cycle_;
+  h.process_.requests.clear();
+  ScheduleResult r = h.batching_.SchedulePod(h.fw_, *queue[4]->pod, h.snapshot_, h.snapshot_.delta_seq(), id,
+                                             [&h] { return ++h.cycle_; });
+  ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
+  ASSERT_EQ(h.NodeId(r.node_name), expected_b1[0]);
+  std::string elsewhere;
+  for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
+    const std::string name = "node-" + std::to_string(i);
+    if (h.NodeId(name) != expected_b1[0]) elsewhere = name;
+  }
+  v1::Pod assumed = *queue[4]->pod;
+  assumed.set_node_name(elsewhere);
+  Cache::AssumedAt at;
+  ASSERT_TRUE(h.cache_.AssumePod(sdk::PodInfo::Create(std::move(assumed)), elsewhere, &at).ok());
+  h.batching_.Assumed(at.node_id, at.change_generation_before, at.change_generation_after);
+  h.Schedule(*queue[5]->pod, true);
+  EXPECT_EQ(h.process_.requests.size(), 1u) << "c1 asks";
+  EXPECT_EQ(h.batching_.stats().lookahead_hits, 1u);
 }
 
 }  // namespace

@@ -369,48 +369,72 @@ absl::Status Framework::ValidateWhatIf(const v1::CycleRequest& request, const v1
 
 absl::Status Framework::TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
                                       LookaheadAnswer& out) {
-  const v1::LookaheadVerdicts& lookahead = answer.lookahead();
   if (!request.has_lookahead()) return absl::InvalidArgumentError("lookahead answered, but the request asked for none");
+  return TakeLookaheadEntry(request, request.lookahead(), answer.lookahead(), "lookahead", out);
+}
+
+absl::Status Framework::TakeLaterLookaheads(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                            std::vector<LookaheadAnswer>& out) {
+  if (answer.later_lookaheads_size() != request.later_lookaheads_size()) {
+    return absl::InvalidArgumentError(absl::StrCat("later_lookaheads has ", answer.later_lookaheads_size(),
+                                                   " answers for the ", request.later_lookaheads_size(),
+                                                   " pods asked for"));
+  }
+  out.resize(answer.later_lookaheads_size());
+  for (int i = 0; i < answer.later_lookaheads_size(); ++i) {
+    absl::Status status = TakeLookaheadEntry(request, request.later_lookaheads(i), answer.later_lookaheads(i),
+                                             absl::StrCat("later_lookaheads[", i, "]"), out[i]);
+    if (!status.ok()) {
+      out.clear();
+      return status;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Framework::TakeLookaheadEntry(const v1::CycleRequest& request, const v1::Lookahead& asked,
+                                           const v1::LookaheadVerdicts& lookahead, const std::string& field,
+                                           LookaheadAnswer& out) {
   const v1::Status::Code code = lookahead.pre_filter_status().code();
   if (code != v1::Status::SUCCESS && code != v1::Status::SKIP) {
     if (!IsRejection(code)) {
-      return absl::InvalidArgumentError(absl::StrCat("lookahead.pre_filter_status carries code ",
+      return absl::InvalidArgumentError(absl::StrCat(field, ".pre_filter_status carries code ",
                                                      v1::Status::Code_Name(code), ", not a rejection"));
     }
     if (lookahead.verdicts_size() > 0 || lookahead.scores_size() > 0) {
-      return absl::InvalidArgumentError("lookahead: verdicts or scores next to a PreFilter rejection");
+      return absl::InvalidArgumentError(absl::StrCat(field, ": verdicts or scores next to a PreFilter rejection"));
     }
     out.pre_filter_rejected = true;
     return absl::OkStatus();
   }
   const size_t entries =
-      static_cast<size_t>(request.lookahead().node_ids_size() + request.lookahead().after_node_ids_size());
+      static_cast<size_t>(asked.node_ids_size() + asked.after_node_ids_size() + asked.chain_nodes_size());
   if (static_cast<size_t>(lookahead.verdicts_size()) != entries) {
-    return absl::InvalidArgumentError(absl::StrCat("lookahead.verdicts has ", lookahead.verdicts_size(),
+    return absl::InvalidArgumentError(absl::StrCat(field, ".verdicts has ", lookahead.verdicts_size(),
                                                    " entries for the ", entries, " nodes asked for"));
   }
   out.verdicts.reserve(entries);
   for (int i = 0; i < lookahead.verdicts_size(); ++i) {
     if (!v1::WhatIfVerdicts::Verdict_IsValid(lookahead.verdicts(i))) {
       return absl::InvalidArgumentError(
-          absl::StrCat("lookahead.verdicts[", i, "] is not a verdict (", lookahead.verdicts(i), ")"));
+          absl::StrCat(field, ".verdicts[", i, "] is not a verdict (", lookahead.verdicts(i), ")"));
     }
     out.verdicts.push_back(static_cast<v1::WhatIfVerdicts::Verdict>(lookahead.verdicts(i)));
   }
   absl::flat_hash_set<std::string> score_plugins(request.score_plugins().begin(), request.score_plugins().end());
   for (const auto& scores : lookahead.scores()) {
     if (!score_plugins.contains(scores.plugin())) {
-      return absl::InvalidArgumentError(absl::StrCat("lookahead.scores from plugin \"", scores.plugin(),
+      return absl::InvalidArgumentError(absl::StrCat(field, ".scores from plugin \"", scores.plugin(),
                                                      "\" that the request did not name"));
     }
     if (static_cast<size_t>(scores.scores_size()) != entries) {
-      return absl::InvalidArgumentError(absl::StrCat("lookahead.scores: plugin \"", scores.plugin(),
+      return absl::InvalidArgumentError(absl::StrCat(field, ".scores: plugin \"", scores.plugin(),
                                                      "\" returned ", scores.scores_size(), " scores for ",
                                                      entries, " entries"));
     }
     for (int64_t s : scores.scores()) {
       if (s < sdk::kMinNodeScore || s > sdk::kMaxNodeScore) {
-        return absl::InvalidArgumentError(absl::StrCat("lookahead.scores: plugin \"", scores.plugin(),
+        return absl::InvalidArgumentError(absl::StrCat(field, ".scores: plugin \"", scores.plugin(),
                                                        "\" returned score ", s, ", outside [",
                                                        sdk::kMinNodeScore, ", ", sdk::kMaxNodeScore, "]"));
       }
@@ -418,7 +442,7 @@ absl::Status Framework::TakeLookahead(const v1::CycleRequest& request, const v1:
     auto [it, inserted] = out.scores.try_emplace(scores.plugin(), scores.scores().begin(), scores.scores().end());
     if (!inserted) {
       return absl::InvalidArgumentError(
-          absl::StrCat("lookahead.scores: plugin \"", scores.plugin(), "\" scored twice"));
+          absl::StrCat(field, ".scores: plugin \"", scores.plugin(), "\" scored twice"));
     }
   }
   return absl::OkStatus();
@@ -664,7 +688,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       la.mutable_after_node_ids()->Assign(scope.lookahead->after_node_ids.begin(),
                                           scope.lookahead->after_node_ids.end());
     }
-    const v1::CycleRequest shape = request;  // What the answer is checked against.
+    v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
       setup.spec.nominated_pods(pod, snapshot, request.mutable_nominated_pods());
@@ -672,6 +696,23 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     if (lookahead && request.nominated_pods_size() == 0) {
       *request.mutable_lookahead()->mutable_pod() = *scope.lookahead->pod;
       result.lookahead_sent = true;
+      if (scope.later_lookaheads != nullptr && !scope.later_lookaheads->empty() &&
+          plan.process->AnswersLaterLookaheads()) {
+        for (size_t i = 0; i < scope.later_lookaheads->size(); ++i) {
+          const LookaheadRequest& later = (*scope.later_lookaheads)[i];
+          v1::Lookahead& la = *request.add_later_lookaheads();
+          la.mutable_node_ids()->Assign(later.node_ids.begin(), later.node_ids.end());
+          la.mutable_after_node_ids()->Assign(later.after_node_ids.begin(), later.after_node_ids.end());
+          for (const LookaheadRequest::ChainNode& chain_node : later.chain_nodes) {
+            v1::ChainNode& c = *la.add_chain_nodes();
+            c.set_node_id(chain_node.node_id);
+            c.mutable_pods()->Assign(chain_node.pods.begin(), chain_node.pods.end());
+          }
+          *shape.mutable_later_lookaheads()->Add() = la;  // Without the pod, as the first's.
+          *la.mutable_pod() = *later.pod;
+        }
+        result.later_lookaheads_sent = scope.later_lookaheads->size();
+      }
     } else {
       request.clear_lookahead();
     }
@@ -713,6 +754,17 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       absl::Status taken_ok = TakeLookahead(shape, answer->cycle(), taken);
       if (taken_ok.ok()) {
         result.lookahead = std::move(taken);
+        // The later pods': all or none, valid or dropped (the first stands).
+        if (result.later_lookaheads_sent > 0 && answer->cycle().later_lookaheads_size() > 0) {
+          absl::Status later_ok = TakeLaterLookaheads(shape, answer->cycle(), result.later_lookaheads);
+          if (!later_ok.ok()) {
+            plan.process->CountInvalidAnswer();
+            result.lookahead_error = absl::Status(
+                later_ok.code(), absl::StrCat("plugin endpoint ", plan.process->name(), ": ", later_ok.message()));
+            PODIUM_LOG(Warning, "Dropped an invalid lookahead answer", {"endpoint", plan.process->name()},
+                       {"error", later_ok.message()});
+          }
+        }
       } else {
         plan.process->CountInvalidAnswer();
         result.lookahead_error = absl::Status(

@@ -184,10 +184,18 @@ struct LookaheadRequest {
   const v1::Pod* pod = nullptr;
   std::vector<uint32_t> node_ids;
   std::vector<uint32_t> after_node_ids;
+  // A later lookahead's (protocol version 5): nodes with the chain's earlier
+  // pods added (v1::ChainNode: 0 this cycle's pod, 1 the lookahead's, k + 2
+  // later_lookaheads[k]'s).
+  struct ChainNode {
+    uint32_t node_id = 0;
+    std::vector<uint32_t> pods;
+  };
+  std::vector<ChainNode> chain_nodes;
 };
 
 // Its answer (CycleResponse.lookahead, validated): entry k is node_ids[k],
-// then after_node_ids[k - node_ids.size()].
+// then after_node_ids[k - node_ids.size()], then chain_nodes in order.
 struct LookaheadAnswer {
   bool pre_filter_rejected = false;  // The pod fits nowhere (then nothing else is set).
   std::vector<v1::WhatIfVerdicts::Verdict> verdicts;
@@ -220,6 +228,9 @@ struct CycleScope {
   // serves every filter and score plugin of the profile, speaks protocol
   // version 4, and the request carries no nominated pods.
   const LookaheadRequest* lookahead = nullptr;
+  // With lookahead: the pods expected after its pod, in that order (plugin
+  // protocol version 5, CycleRequest.later_lookaheads). Sent only with it.
+  const std::vector<LookaheadRequest>* later_lookaheads = nullptr;
 };
 
 struct ScheduleResult {
@@ -236,6 +247,10 @@ struct ScheduleResult {
   bool lookahead_sent = false;
   std::optional<LookaheadAnswer> lookahead;
   absl::Status lookahead_error;
+  // CycleScope::later_lookaheads: how many were sent, and their answers
+  // (all of them, aligned, or none).
+  size_t later_lookaheads_sent = 0;
+  std::vector<LookaheadAnswer> later_lookaheads;
 };
 
 // PostFilter runs inside the scheduler when a pod fits no node, as
@@ -442,6 +457,14 @@ class Framework {
   // CycleResponse.lookahead against CycleRequest.lookahead, into `out`.
   static absl::Status TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
                                     LookaheadAnswer& out);
+  // CycleResponse.later_lookaheads against CycleRequest.later_lookaheads:
+  // one valid answer per pod asked, or an error (and `out` empty).
+  static absl::Status TakeLaterLookaheads(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                          std::vector<LookaheadAnswer>& out);
+  // One lookahead's answer against what was asked; errors name `field`.
+  static absl::Status TakeLookaheadEntry(const v1::CycleRequest& request, const v1::Lookahead& asked,
+                                         const v1::LookaheadVerdicts& answer, const std::string& field,
+                                         LookaheadAnswer& out);
   uint32_t NextStartIndex(uint32_t num_nodes) const;
   ScheduleResult RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                    const sdk::Snapshot& snapshot, uint64_t state_seq,

@@ -58,6 +58,8 @@ class PluginProcess {
   // The process answers lookahead verdicts (CycleRequest.lookahead: protocol
   // version 4).
   virtual bool AnswersLookahead() const { return false; }
+  // CycleRequest.later_lookaheads (protocol version 5).
+  virtual bool AnswersLaterLookaheads() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

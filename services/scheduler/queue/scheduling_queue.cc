@@ -516,6 +516,16 @@ sdk::PodInfoPtr SchedulingQueue::PeekActive() const {
   return (*active_q_.begin())->info.pod_info;
 }
 
+std::vector<sdk::PodInfoPtr> SchedulingQueue::PeekActive(size_t n) const {
+  std::vector<sdk::PodInfoPtr> out;
+  absl::ReaderMutexLock lock(&mu_);
+  if (closed_) return out;
+  for (auto it = active_q_.begin(); it != active_q_.end() && out.size() < n; ++it) {
+    out.push_back((*it)->info.pod_info);
+  }
+  return out;
+}
+
 std::optional<QueuedPodInfo> SchedulingQueue::PopWithTimeout(absl::Duration timeout) {
   mu_.LockWhenWithTimeout(absl::Condition(this, &SchedulingQueue::ReadyToPop), timeout);
   std::optional<QueuedPodInfo> info = PopLocked();

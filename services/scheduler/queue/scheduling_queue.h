@@ -186,6 +186,9 @@ class SchedulingQueue {
   // The pod at activeQ's head, without popping it (null when activeQ is
   // empty): the pod Pop would take next unless the queue changes meanwhile.
   sdk::PodInfoPtr PeekActive() const;
+  // The first `n` pods of activeQ in the order Pop takes them (fewer when it
+  // holds fewer), without popping them.
+  std::vector<sdk::PodInfoPtr> PeekActive(size_t n) const;
   // Waits at most `timeout` (real time).
   std::optional<QueuedPodInfo> PopWithTimeout(absl::Duration timeout);
   void Close();
