@@ -128,6 +128,26 @@ TEST_F(SchedulingQueueTest, PopsByPriorityThenQueueTime) {
   EXPECT_EQ(q.scheduling_cycle(), 6u);
 }
 
+// Batching's lookaheads peek at the pods Pop would take next, in its order.
+TEST_F(SchedulingQueueTest, PeekActiveShowsTheNextPodsInPopOrderWithoutPoppingThem) {
+  SchedulingQueue q(Opts());
+  for (const auto& [uid, priority] : std::vector<std::pair<std::string, int32_t>>{
+           {"low", 0}, {"high", 100}, {"mid", 50}}) {
+    q.Add(MakePod(uid, priority));
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  auto uids = [](const std::vector<sdk::PodInfoPtr>& pods) {
+    std::vector<std::string> out;
+    for (const auto& p : pods) out.push_back(p->pod->meta().uid());
+    return out;
+  };
+  EXPECT_THAT(uids(q.PeekActive(2)), ElementsAre("high", "mid"));
+  EXPECT_THAT(uids(q.PeekActive(9)), ElementsAre("high", "mid", "low"));
+  EXPECT_EQ(q.PeekActive()->pod->meta().uid(), "high");
+  EXPECT_THAT(PopAll(q), ElementsAre("high", "mid", "low"));
+  EXPECT_TRUE(q.PeekActive(3).empty());
+}
+
 // Issue 5, defect 13: kube's PrioritySort orders equal priorities by the time
 // the pod was (re)queued. A pod that failed and comes back from backoff goes
 // behind the pods queued while it was tried, however old it is.
