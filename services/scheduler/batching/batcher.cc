@@ -90,7 +90,7 @@ void OpportunisticBatching::FlushAll() {
     for (Batch& batch : profile.batches) {
       batch.invalidated = true;
       batch.dirty.clear();
-      batch.what_if.clear();
+      batch.what_if.Clear();
       batch.own_changed.clear();
       batch.flushed = true;  // Its hits say nothing about the signature.
     }
@@ -108,7 +108,7 @@ void OpportunisticBatching::Unrank(Batch& batch, const Entry& entry) {
   std::vector<uint32_t>& nodes = group->second;
   const uint32_t moved = nodes.back();
   nodes[entry.slot] = moved;
-  batch.ranked.at(moved).slot = entry.slot;
+  batch.ranked.Find(moved)->slot = entry.slot;
   nodes.pop_back();
   if (nodes.empty()) batch.by_total.erase(group);
 }
@@ -176,14 +176,14 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
       if (batch.invalidated) continue;
       for (uint32_t id : snapshot.last_update_changed()) {
         if (!batch.window.contains(id)) continue;
-        if (auto w = batch.what_if.find(id); w != batch.what_if.end()) {
+        if (const WhatIfNode* w = batch.what_if.Find(id)) {
           // Changed only by pods of ours (and confirmations that change
           // nothing): the node's what-if verdict stands in for a request.
-          if (snapshot.NodeChangeGeneration(id) == w->second.change_generation) {
-            if (w->second.assumed != w->second.applied) batch.own_changed.insert(id);
+          if (snapshot.NodeChangeGeneration(id) == w->change_generation) {
+            if (w->assumed != w->applied) batch.own_changed.insert(id);
             continue;
           }
-          batch.what_if.erase(w);
+          batch.what_if.Erase(id);
           batch.own_changed.erase(id);
         }
         batch.dirty.insert(id);
@@ -257,9 +257,9 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
     batch.plugins.push_back(plugin);
     batch.normalizing.push_back(profile.signer.normalizing().contains(plugin));
   }
-  std::vector<int64_t> weights;
+  std::vector<int64_t>& weights = batch.weights;
   for (const auto& plugin : batch.plugins) weights.push_back(profile.signer.Weight(plugin));
-  batch.ranked.reserve(ranking.feasible.size());
+  batch.ranked.Reserve(snapshot.Nodes().empty() ? 0 : snapshot.Nodes().back()->id() + 1);
   for (size_t k = 0; k < ranking.feasible.size(); ++k) {
     Entry e;
     e.scores.resize(batch.plugins.size());
@@ -269,7 +269,7 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
       e.total += e.scores[p] * weights[p];
     }
     batch.window.insert(ranking.feasible[k]);
-    Rank(batch, ranking.feasible[k], batch.ranked.emplace(ranking.feasible[k], std::move(e)).first->second);
+    Rank(batch, ranking.feasible[k], batch.ranked.Put(ranking.feasible[k], std::move(e)));
   }
   // What-if verdicts, when the cycle's process answered them for every score plugin.
   const uint32_t copies = ranking.what_if_copies;
@@ -295,11 +295,11 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
     batch.tracked_copies = profile.what_if_copies;
   }
   if (batch.tracked_copies > 0) {
-    batch.what_if.reserve(ranking.feasible.size());
+    batch.what_if.Reserve(snapshot.Nodes().empty() ? 0 : snapshot.Nodes().back()->id() + 1);
     for (size_t k = 0; k < ranking.feasible.size(); ++k) {
-      batch.what_if.emplace(ranking.feasible[k],
-                            WhatIfNode{.index = static_cast<uint32_t>(k),
-                                       .change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k])});
+      batch.what_if.Put(ranking.feasible[k],
+                        WhatIfNode{.index = static_cast<uint32_t>(k),
+                                   .change_generation = snapshot.NodeChangeGeneration(ranking.feasible[k])});
     }
   }
   batch.nominated = std::move(nominated);
@@ -339,11 +339,11 @@ bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, co
   std::vector<uint32_t> own_usable;
   for (uint32_t node : next_batch.own_changed) {
     if (next_batch.dirty.contains(node)) continue;
-    auto w = next_batch.what_if.find(node);
-    if (w == next_batch.what_if.end()) continue;
-    const uint32_t j = w->second.assumed;
+    const WhatIfNode* w = next_batch.what_if.Find(node);
+    if (w == nullptr) continue;
+    const uint32_t j = w->assumed;
     if (j == 0 || j > next_batch.what_if_copies ||
-        next_batch.what_if_verdicts[w->second.index * next_batch.what_if_copies + j - 1] ==
+        next_batch.what_if_verdicts[w->index * next_batch.what_if_copies + j - 1] ==
             v1::WhatIfVerdicts::UNKNOWN) {
       now.push_back(node);
     } else {
@@ -481,7 +481,7 @@ OpportunisticBatching::StarDraw OpportunisticBatching::DrawStar(const Batch& bat
   StarDraw draw;
   absl::flat_hash_map<int64_t, size_t> updated_at;
   for (uint32_t node : updated) {
-    if (auto r = batch.ranked.find(node); r != batch.ranked.end()) ++updated_at[r->second.total];
+    if (const Entry* r = batch.ranked.Find(node)) ++updated_at[r->total];
   }
   for (const auto& [total, group] : batch.by_total) {
     auto u = updated_at.find(total);
@@ -551,7 +551,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   });
   // A node re-evaluated by request has no what-if verdict any more.
   for (uint32_t node : batch.dirty) {
-    batch.what_if.erase(node);
+    batch.what_if.Erase(node);
     batch.own_changed.erase(node);
   }
   // Nodes changed only by pods of ours take their what-if verdict j; one
@@ -563,18 +563,18 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   std::vector<uint32_t> own;
   own.reserve(batch.own_changed.size());
   for (uint32_t node : batch.own_changed) {
-    auto w = batch.what_if.find(node);
-    if (w == batch.what_if.end()) continue;
-    const uint32_t j = w->second.assumed;
+    WhatIfNode* w = batch.what_if.Find(node);
+    if (w == nullptr) continue;
+    const uint32_t j = w->assumed;
     if (j >= 1 && j <= batch.tracked_copies && !batch.asked_what_if()) {
       ++would_be_own;
-      w->second.applied = j;
+      w->applied = j;
       batch.dirty.insert(node);
       continue;
     }
     if (j == 0 || j > batch.what_if_copies ||
-        batch.what_if_verdicts[w->second.index * batch.what_if_copies + j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
-      batch.what_if.erase(w);
+        batch.what_if_verdicts[w->index * batch.what_if_copies + j - 1] == v1::WhatIfVerdicts::UNKNOWN) {
+      batch.what_if.Erase(node);
       batch.dirty.insert(node);
       continue;
     }
@@ -677,35 +677,35 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   // the plugins whose scores are per node, or not. False: the ranking cannot
   // absorb it (a normalizing plugin's scale would move).
   auto update = [&](uint32_t node, bool feasible, auto&& score) {
-    auto r = batch.ranked.find(node);
+    Entry* r = batch.ranked.Find(node);
     if (!feasible) {
-      if (r == batch.ranked.end()) return true;  // Was and stays infeasible.
+      if (r == nullptr) return true;  // Was and stays infeasible.
       // Leaves the ranking: a normalizing plugin's extreme would shift the scale.
       for (size_t p = 0; p < batch.plugins.size(); ++p) {
         if (!batch.normalizing[p]) continue;
-        int64_t lo = r->second.scores[p], hi = lo;
-        for (const auto& [id, e] : batch.ranked) {
+        int64_t lo = r->scores[p], hi = lo;
+        batch.ranked.ForEach([&](uint32_t, const Entry& e) {
           lo = std::min(lo, e.scores[p]);
           hi = std::max(hi, e.scores[p]);
-        }
-        if (lo != hi && (r->second.scores[p] == lo || r->second.scores[p] == hi)) return false;
+        });
+        if (lo != hi && (r->scores[p] == lo || r->scores[p] == hi)) return false;
       }
-      Unrank(batch, r->second);
-      batch.ranked.erase(r);
+      Unrank(batch, *r);
+      batch.ranked.Erase(node);
       return true;
     }
-    if (r == batch.ranked.end()) {
+    if (r == nullptr) {
       // Joins the ranking: its normalized scores are unknown.
       if (any_normalizing) return false;
-      r = batch.ranked.emplace(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0}).first;
+      r = &batch.ranked.Put(node, Entry{std::vector<int64_t>(batch.plugins.size(), 0), 0});
     } else {
-      Unrank(batch, r->second);
+      Unrank(batch, *r);
     }
-    Entry& e = r->second;
+    Entry& e = *r;
     e.total = 0;
     for (size_t p = 0; p < batch.plugins.size(); ++p) {
       if (!batch.normalizing[p]) e.scores[p] = score(p);
-      e.total += e.scores[p] * profile.signer.Weight(batch.plugins[p]);
+      e.total += e.scores[p] * batch.weights[p];
     }
     Rank(batch, node, e);
     return true;
@@ -733,7 +733,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   }
   const size_t num_plugins = batch.plugins.size();
   for (uint32_t node : own) {
-    WhatIfNode& w = batch.what_if.at(node);
+    WhatIfNode& w = *batch.what_if.Find(node);
     const uint32_t j = w.assumed;
     const size_t entry = w.index * batch.what_if_copies + j - 1;
     const bool ok = update(node, batch.what_if_verdicts[entry] == v1::WhatIfVerdicts::FEASIBLE,
@@ -749,7 +749,7 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   const int64_t best_total = batch.by_total.begin()->first;
   std::vector<uint32_t> updated_at_best;
   for (uint32_t node : updated) {
-    if (auto r = batch.ranked.find(node); r != batch.ranked.end() && r->second.total == best_total) {
+    if (const Entry* r = batch.ranked.Find(node); r != nullptr && r->total == best_total) {
       updated_at_best.push_back(node);
     }
   }
@@ -968,18 +968,18 @@ void OpportunisticBatching::Assumed(uint32_t node_id, uint64_t before, uint64_t 
   Batch* batch = last_served_;
   last_served_ = nullptr;
   if (batch == nullptr || node_id != last_served_node_) return;
-  auto w = batch->what_if.find(node_id);
-  if (w == batch->what_if.end()) return;
+  WhatIfNode* w = batch->what_if.Find(node_id);
+  if (w == nullptr) return;
   // Something else changed the node since the batch last knew it, or it
   // holds more of our pods than the verdicts cover: an ordinary dirty node
   // from now on (the coming snapshot update marks it).
-  if (before != w->second.change_generation || w->second.assumed >= batch->tracked_copies) {
-    batch->what_if.erase(w);
+  if (before != w->change_generation || w->assumed >= batch->tracked_copies) {
+    batch->what_if.Erase(node_id);
     batch->own_changed.erase(node_id);
     return;
   }
-  ++w->second.assumed;
-  w->second.change_generation = after;
+  ++w->assumed;
+  w->change_generation = after;
 }
 
 void OpportunisticBatching::Count(const Framework& fw, BatchOutcome outcome, const std::string* reason) {

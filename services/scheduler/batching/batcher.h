@@ -136,6 +136,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "batching/kept_failures.h"
+#include "batching/node_id_map.h"
 #include "batching/node_id_set.h"
 #include "batching/signature.h"
 #include "cache/snapshot.h"
@@ -266,15 +267,16 @@ class OpportunisticBatching {
     std::string key;
     uint64_t serial = 0;  // Unique per batch: a lookahead names the batch it was taken for.
     NodeIdSet window;  // Nodes the full cycle examined.
-    absl::flat_hash_map<uint32_t, Entry> ranked;  // The feasible ones.
+    NodeIdMap<Entry> ranked;  // The feasible ones.
     // The ranked nodes grouped by total, best first: a hit picks at random
     // in the first group instead of scanning every node (on basic-5000 the
     // scan was a tenth of the scheduler's CPU).
     std::map<int64_t, std::vector<uint32_t>, std::greater<int64_t>> by_total;
     std::vector<std::string> plugins;
     std::vector<bool> normalizing;  // Aligned with plugins.
+    std::vector<int64_t> weights;   // Aligned with plugins (the profile's).
     NodeIdSet dirty;
-    absl::flat_hash_map<uint32_t, WhatIfNode> what_if;
+    NodeIdMap<WhatIfNode> what_if;
     uint32_t what_if_copies = 0;
     // Node at index i with j copies: verdict [i * copies + j - 1], score of
     // plugin p [(i * copies + j - 1) * plugins + p] (aligned with plugins).

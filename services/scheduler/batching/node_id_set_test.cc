@@ -1,5 +1,7 @@
 #include "batching/node_id_set.h"
 
+#include "batching/node_id_map.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -41,6 +43,31 @@ TEST(NodeIdSetTest, EraseAndClear) {
   for (uint32_t id : {1u, 64u, 65u, 128u}) EXPECT_FALSE(set.contains(id)) << id;
   EXPECT_TRUE(set.insert(65));
   EXPECT_THAT(Members(set), ElementsAre(65));
+}
+
+TEST(NodeIdMapTest, PutFindEraseAndVisitInIdOrder) {
+  NodeIdMap<int> map;
+  EXPECT_TRUE(map.empty());
+  EXPECT_EQ(map.Find(7), nullptr);
+  map.Put(7, 70);
+  map.Put(2, 20);
+  map.Put(300, 3000);  // Grows.
+  map.Put(7, 71);      // Replaces.
+  EXPECT_EQ(map.size(), 3u);
+  ASSERT_NE(map.Find(7), nullptr);
+  EXPECT_EQ(*map.Find(7), 71);
+  *map.Find(2) = 21;
+  std::vector<std::pair<uint32_t, int>> seen;
+  map.ForEach([&](uint32_t id, const int& v) { seen.emplace_back(id, v); });
+  EXPECT_THAT(seen, ElementsAre(std::pair(2u, 21), std::pair(7u, 71), std::pair(300u, 3000)));
+  map.Erase(7);
+  map.Erase(8);  // Absent: nothing happens.
+  EXPECT_EQ(map.size(), 2u);
+  EXPECT_FALSE(map.Has(7));
+  EXPECT_EQ(map.Find(100000), nullptr);
+  map.Clear();
+  EXPECT_TRUE(map.empty());
+  EXPECT_FALSE(map.Has(2));
 }
 
 }  // namespace
