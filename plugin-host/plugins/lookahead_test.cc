@@ -25,8 +25,11 @@ using stream_test::Stream;
 
 class LookaheadTest : public stream_test::DefaultPluginsOverStream {
  protected:
+  // The protocol version the stream is opened at.
+  virtual uint32_t Version() const { return 4; }
+
   void SetUp() override {
-    OpenStream(4);
+    OpenStream(Version());
     if (HasFatalFailure()) return;
     // The cluster, once.
     v1::SchedulerToPlugin first = Cycle(Pod("warm-up", 100, 1 << 20), {1});
@@ -186,13 +189,7 @@ TEST_F(LookaheadTest, NotAnsweredOnAStreamOfAnOlderProtocol) {
 // (p: 0, q: 1, later_lookaheads[k]: k + 2) added there.
 class LaterLookaheadsTest : public LookaheadTest {
  protected:
-  void SetUp() override {
-    OpenStream(5);
-    if (HasFatalFailure()) return;
-    v1::SchedulerToPlugin first = Cycle(Pod("warm-up", 100, 1 << 20), {1});
-    *first.mutable_delta() = Cluster();
-    stream_->Call(first);
-  }
+  uint32_t Version() const override { return 5; }
 
   static void Add(v1::Lookahead& lookahead, const v1::Pod& pod, const std::vector<uint32_t>& now,
                   const std::vector<uint32_t>& after) {

@@ -1213,8 +1213,32 @@ TEST(BatcherTest, ALookaheadDecidesTheNextPodWithoutARequest) {
   EXPECT_EQ(h.batching_.stats().hits_without_request, 1u);
 }
 
+// What happens between a request that carried lookaheads and the pod they
+// were taken for: on `node` (one the pod's batch looks at), or another pod's
+// full cycle (of `cpu`, a signature of its own).
+enum class Between { kNodeUpdate, kAnotherPod, kNomination, kOtherPodPopped };
+void ChangeBetween(Harness& h, Between between, const std::string& node, int64_t cpu) {
+  switch (between) {
+    case Between::kNodeUpdate:
+      h.cache_.AddOrUpdateNode(MakeNode(node, 2000));
+      break;
+    case Between::kAnotherPod: {
+      v1::Pod other = MakePod("other", 50);
+      other.set_node_name(node);
+      ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+      break;
+    }
+    case Between::kNomination:
+      h.nominated_[node] = MakePod("nominee", 300, 10);
+      ++h.nomination_generation_;
+      break;
+    case Between::kOtherPodPopped:
+      h.Schedule(MakePod("other-signature", cpu), true);
+      break;
+  }
+}
+
 TEST(BatcherTest, ALookaheadIsDroppedWhenAnythingElseChangedOrAnotherPodComesFirst) {
-  enum class Between { kNodeUpdate, kAnotherPod, kNomination, kOtherPodPopped };
   for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kNomination, Between::kOtherPodPopped}) {
     SCOPED_TRACE(static_cast<int>(between));
     Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
@@ -1230,24 +1254,7 @@ TEST(BatcherTest, ALookaheadIsDroppedWhenAnythingElseChangedOrAnotherPodComesFir
       const std::string name = "node-" + std::to_string(i);
       if (name != a1 && name != b0) elsewhere = name;
     }
-    switch (between) {
-      case Between::kNodeUpdate:
-        h.cache_.AddOrUpdateNode(MakeNode(elsewhere, 2000));
-        break;
-      case Between::kAnotherPod: {
-        v1::Pod other = MakePod("other", 50);
-        other.set_node_name(elsewhere);
-        ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
-        break;
-      }
-      case Between::kNomination:
-        h.nominated_[elsewhere] = MakePod("nominee", 300, 10);
-        ++h.nomination_generation_;
-        break;
-      case Between::kOtherPodPopped:
-        h.Schedule(MakePod("c", 300), true);  // Another signature's full cycle.
-        break;
-    }
+    ChangeBetween(h, between, elsewhere, 300);
     h.Schedule(*queue[3]->pod, true);
     EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
     EXPECT_EQ(h.process_.requests.size(), 1u) << "b1 asks as without the lookahead";
@@ -1470,8 +1477,7 @@ TEST(BatcherTest, ALaterLookaheadDecidesThePodAfterTheNextWithoutARequest) {
 }
 
 TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAnythingBesidesTheChainChanged) {
-  enum class Between { kNodeUpdate, kAnotherPod, kOtherPodPopped };
-  for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kOtherPodPopped}) {
+  for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kNomination, Between::kOtherPodPopped}) {
     SCOPED_TRACE(static_cast<int>(between));
     Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
     h.process_.later_lookaheads = true;
@@ -1488,20 +1494,7 @@ TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAnythingBesidesTheChainChanged) {
     for (const sdk::NodeInfo* n : h.snapshot_.Nodes()) {
       if (n->pods().empty() && empty.empty()) empty = n->name();
     }
-    switch (between) {
-      case Between::kNodeUpdate:
-        h.cache_.AddOrUpdateNode(MakeNode(empty, 2000));
-        break;
-      case Between::kAnotherPod: {
-        v1::Pod other = MakePod("other", 50);
-        other.set_node_name(empty);
-        ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
-        break;
-      }
-      case Between::kOtherPodPopped:
-        h.Schedule(MakePod("d", 400), true);  // Another signature's full cycle.
-        break;
-    }
+    ChangeBetween(h, between, empty, 400);
     h.Schedule(*queue[5]->pod, true);
     EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
     EXPECT_EQ(h.process_.requests.size(), 1u) << "c1 asks as without the lookahead";
