@@ -138,13 +138,13 @@ class FakeProcess : public PluginProcess {
       }
     }
     // Lookahead (when no nominated pod counts): the next pod's verdicts on
-    // node_ids as they are and on after_node_ids with this pod added, each
-    // node judged and scored alone, as its own narrowed request would.
-    if (req.has_lookahead() && req.nominated_pods_size() == 0) {
-      EXPECT_TRUE(lookahead) << "lookahead asked of a process that does not answer it";
-      lookaheads.push_back(req.lookahead());
-      const int64_t next_cpu = PodCpu(req.lookahead().pod());
-      v1::LookaheadVerdicts& la = *out.mutable_lookahead();
+    // node_ids as they are, on after_node_ids with this pod added, and (a
+    // later lookahead's) on chain nodes with the CPU of the chain's pods
+    // they name (0: this pod, 1: the lookahead's, k + 2: later_lookaheads[k]'s),
+    // each node judged and scored alone, as its own narrowed request would.
+    std::vector<int64_t> chain_cpu = {want};
+    auto answer_lookahead = [&](const v1::Lookahead& asked, v1::LookaheadVerdicts& la) {
+      const int64_t cpu = PodCpu(asked.pod());
       std::map<std::string, v1::PluginScores*> wire;
       for (const auto& plugin : req.score_plugins()) {
         wire[plugin] = la.add_scores();
@@ -154,44 +154,30 @@ class FakeProcess : public PluginProcess {
         const sdk::NodeInfo* node = snapshot_.GetById(id);
         const int64_t alloc = node->allocatable().milli_cpu;
         const int64_t requested = node->requested().milli_cpu + added;
-        const bool fits = (!fit || alloc - requested >= next_cpu) && (!even || id % 2 == 0);
+        const bool fits = (!fit || alloc - requested >= cpu) && (!even || id % 2 == 0);
         la.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
-        for (auto& [plugin, scores] : wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, next_cpu));
+        for (auto& [plugin, scores] : wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, cpu));
       };
-      for (uint32_t id : req.lookahead().node_ids()) judge(id, 0);
-      for (uint32_t id : req.lookahead().after_node_ids()) judge(id, want);
-      if (corrupt_lookahead) la.add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
-      // Later lookaheads: the same, each chain node with the CPU of the
-      // chain's pods it names (0: this pod, 1: the lookahead's, k + 2:
-      // later_lookaheads[k]'s).
+      for (uint32_t id : asked.node_ids()) judge(id, 0);
+      for (uint32_t id : asked.after_node_ids()) judge(id, want);
+      for (const v1::ChainNode& c : asked.chain_nodes()) {
+        int64_t added = 0;
+        for (uint32_t position : c.pods()) added += chain_cpu.at(position);
+        judge(c.node_id(), added);
+      }
+      chain_cpu.push_back(cpu);
+    };
+    if (req.has_lookahead() && req.nominated_pods_size() == 0) {
+      EXPECT_TRUE(lookahead) << "lookahead asked of a process that does not answer it";
+      lookaheads.push_back(req.lookahead());
+      answer_lookahead(req.lookahead(), *out.mutable_lookahead());
+      if (corrupt_lookahead) out.mutable_lookahead()->add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
       if (!req.later_lookaheads().empty()) {
         EXPECT_TRUE(later_lookaheads) << "later lookaheads asked of a process that does not answer them";
-        std::vector<int64_t> chain_cpu = {want, next_cpu};
         for (const v1::Lookahead& later : req.later_lookaheads()) {
           later_asked.push_back(later);
-          const int64_t cpu = PodCpu(later.pod());
           v1::LookaheadVerdicts& lv = *out.add_later_lookaheads();
-          std::map<std::string, v1::PluginScores*> later_wire;
-          for (const auto& plugin : req.score_plugins()) {
-            later_wire[plugin] = lv.add_scores();
-            later_wire[plugin]->set_plugin(plugin);
-          }
-          auto judge_later = [&](uint32_t id, int64_t added) {
-            const sdk::NodeInfo* node = snapshot_.GetById(id);
-            const int64_t alloc = node->allocatable().milli_cpu;
-            const int64_t requested = node->requested().milli_cpu + added;
-            const bool fits = (!fit || alloc - requested >= cpu) && (!even || id % 2 == 0);
-            lv.add_verdicts(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
-            for (auto& [plugin, scores] : later_wire) scores->add_scores(FakeScore(plugin, fits, *node, requested, cpu));
-          };
-          for (uint32_t id : later.node_ids()) judge_later(id, 0);
-          for (uint32_t id : later.after_node_ids()) judge_later(id, want);
-          for (const v1::ChainNode& c : later.chain_nodes()) {
-            int64_t added = 0;
-            for (uint32_t position : c.pods()) added += chain_cpu.at(position);
-            judge_later(c.node_id(), added);
-          }
-          chain_cpu.push_back(cpu);
+          answer_lookahead(later, lv);
           if (corrupt_later) lv.add_verdicts(v1::WhatIfVerdicts::FEASIBLE);
         }
       }
@@ -1439,14 +1425,22 @@ std::vector<sdk::PodInfoPtr> Three(int rounds) {
   return queue;
 }
 
+// Three signatures interleaved (a, b, c) on 20 nodes, with later
+// lookaheads: a0, b0 and c0 placed by full cycles.
+std::unique_ptr<Harness> ThreeSignatures(std::vector<sdk::PodInfoPtr>& queue) {
+  auto h = std::make_unique<Harness>(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
+  h->process_.later_lookaheads = true;
+  h->AddNodes(20, 1000);
+  queue = Three(2);
+  for (int i = 0; i < 3; ++i) h->Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  return h;
+}
+
 TEST(BatcherTest, ALaterLookaheadDecidesThePodAfterTheNextWithoutARequest) {
-  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
-  h.process_.later_lookaheads = true;
-  h.AddNodes(20, 1000);
-  const auto queue = Three(2);
-  // a0, b0, c0: full cycles. a1: a hit; its request carries b1's lookahead
-  // and c1's later one.
-  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  std::vector<sdk::PodInfoPtr> queue;
+  const std::unique_ptr<Harness> harness = ThreeSignatures(queue);
+  Harness& h = *harness;
+  // a1: a hit; its request carries b1's lookahead and c1's later one.
   const std::string a1 = h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
   ASSERT_EQ(h.process_.requests.size(), 1u);
   const v1::CycleRequest request = h.process_.requests.back();
@@ -1479,11 +1473,9 @@ TEST(BatcherTest, ALaterLookaheadDecidesThePodAfterTheNextWithoutARequest) {
 TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAnythingBesidesTheChainChanged) {
   for (Between between : {Between::kNodeUpdate, Between::kAnotherPod, Between::kNomination, Between::kOtherPodPopped}) {
     SCOPED_TRACE(static_cast<int>(between));
-    Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
-    h.process_.later_lookaheads = true;
-    h.AddNodes(20, 1000);
-    const auto queue = Three(2);
-    for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+    std::vector<sdk::PodInfoPtr> queue;
+    const std::unique_ptr<Harness> harness = ThreeSignatures(queue);
+    Harness& h = *harness;
     h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
     ASSERT_EQ(h.process_.later_asked.size(), 1u);
     h.Schedule(*queue[4]->pod, true);
@@ -1503,12 +1495,10 @@ TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAnythingBesidesTheChainChanged) {
 }
 
 TEST(BatcherTest, AnInvalidLaterLookaheadAnswerCostsOnlyTheLaterOnes) {
-  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
-  h.process_.later_lookaheads = true;
+  std::vector<sdk::PodInfoPtr> queue;
+  const std::unique_ptr<Harness> harness = ThreeSignatures(queue);
+  Harness& h = *harness;
   h.process_.corrupt_later = true;
-  h.AddNodes(20, 1000);
-  const auto queue = Three(2);
-  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
   h.batching_.SnapshotUpdating();
   h.cache_.UpdateSnapshot(h.snapshot_);
   h.batching_.SnapshotUpdated(h.snapshot_);
@@ -1541,11 +1531,9 @@ TEST(BatcherTest, AnInvalidLaterLookaheadAnswerCostsOnlyTheLaterOnes) {
 }
 
 TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAChainPodLandsElsewhere) {
-  Harness h(true, false, false, /*what_if=*/true, 2, false, /*lookahead=*/true);
-  h.process_.later_lookaheads = true;
-  h.AddNodes(20, 1000);
-  const auto queue = Three(2);
-  for (int i = 0; i < 3; ++i) h.Schedule(*queue[i]->pod, true, queue[i + 1], {queue[i + 2]});
+  std::vector<sdk::PodInfoPtr> queue;
+  const std::unique_ptr<Harness> harness = ThreeSignatures(queue);
+  Harness& h = *harness;
   h.Schedule(*queue[3]->pod, true, queue[4], {queue[5]});
   ASSERT_EQ(h.process_.later_asked.size(), 1u);
   // b1 taken from its lookahead, but assumed on another node than its N*
