@@ -178,7 +178,7 @@ struct BatchStats {
   uint64_t nodes_reevaluated = 0;  // Over every hit.
   uint64_t what_if_verdicts = 0;   // Nodes of hits that took a what-if verdict instead.
   uint64_t hits_without_request = 0;  // Hits decided with no plugin request.
-  uint64_t lookaheads_sent = 0;  // Requests that carried the next pod's lookahead.
+  uint64_t lookaheads_sent = 0;  // Pods whose lookahead verdicts a request asked for.
   uint64_t lookahead_hits = 0;   // Hits decided by a lookahead (also in hits_without_request).
 };
 
