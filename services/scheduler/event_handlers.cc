@@ -188,17 +188,21 @@ void Scheduler::QueueWorkHere(std::string done_uid, v1::ClusterEvent event) {
   // most of them cost the worker no wake-up.
   std::function<void()> hints;
   const auto here = [&] {
-    if (!done_uid.empty()) queue_.Delete(done_uid);
-    queue_.MoveAllToActiveOrBackoffQueue(event, [&hints](std::function<void()> ask) { hints = std::move(ask); });
+    DeleteAndMove(done_uid, event, [&hints](std::function<void()> ask) { hints = std::move(ask); });
   };
   if (!queue_worker_.RunHereIfIdle(here)) {
     PostQueueWork([this, done_uid = std::move(done_uid), event = std::move(event)] {
-      if (!done_uid.empty()) queue_.Delete(done_uid);
-      queue_.MoveAllToActiveOrBackoffQueue(event);
+      DeleteAndMove(done_uid, event, nullptr);
     });
     return;
   }
   if (hints) PostQueueWork(std::move(hints));
+}
+
+void Scheduler::DeleteAndMove(const std::string& done_uid, const v1::ClusterEvent& event,
+                              const SchedulingQueue::HintDeferral& defer) {
+  if (!done_uid.empty()) queue_.Delete(done_uid);
+  queue_.MoveAllToActiveOrBackoffQueue(event, defer);
 }
 
 void Scheduler::HandleNode(const v1::ObjectEvent& event) {
@@ -351,8 +355,7 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
       // Out of the queue, then the event, then into it for preemption (Add
       // runs PreEnqueue plugins): one hand-off to the queue worker.
       PostQueueWork([this, uid, e = std::move(e), resize] {
-        queue_.Delete(uid);
-        queue_.MoveAllToActiveOrBackoffQueue(e);
+        DeleteAndMove(uid, e, nullptr);
         queue_.Add(resize);
       });
     } else if (!was_assigned) {

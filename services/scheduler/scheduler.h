@@ -234,6 +234,10 @@ class Scheduler final : public ClusterEventHandler {
   // moves; on this thread when the queue worker has nothing before it, the
   // hints (which may call plugins) always on the worker.
   void QueueWorkHere(std::string done_uid, v1::ClusterEvent event);
+  // `done_uid` (if any) out of the queue, then the event's moves; the hints
+  // to `defer` when given, else asked here.
+  void DeleteAndMove(const std::string& done_uid, const v1::ClusterEvent& event,
+                     const SchedulingQueue::HintDeferral& defer);
 
   const Options options_;
   Cache& cache_;
