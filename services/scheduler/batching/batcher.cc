@@ -259,7 +259,9 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
   }
   std::vector<int64_t>& weights = batch.weights;
   for (const auto& plugin : batch.plugins) weights.push_back(profile.signer.Weight(plugin));
-  batch.ranked.Reserve(snapshot.Nodes().empty() ? 0 : snapshot.Nodes().back()->id() + 1);
+  // Node ids count up from 1: the last one bounds them.
+  const size_t id_bound = snapshot.Nodes().empty() ? 0 : snapshot.Nodes().back()->id() + 1;
+  batch.ranked.Reserve(id_bound);
   for (size_t k = 0; k < ranking.feasible.size(); ++k) {
     Entry e;
     e.scores.resize(batch.plugins.size());
@@ -295,7 +297,7 @@ void OpportunisticBatching::Remember(Profile& profile, const std::string& key, c
     batch.tracked_copies = profile.what_if_copies;
   }
   if (batch.tracked_copies > 0) {
-    batch.what_if.Reserve(snapshot.Nodes().empty() ? 0 : snapshot.Nodes().back()->id() + 1);
+    batch.what_if.Reserve(id_bound);
     for (size_t k = 0; k < ranking.feasible.size(); ++k) {
       batch.what_if.Put(ranking.feasible[k],
                         WhatIfNode{.index = static_cast<uint32_t>(k),
@@ -438,10 +440,7 @@ bool OpportunisticBatching::LookaheadHolds(const Lookahead& lookahead, const Bat
       }
       if (lookahead.answer.verdicts[entries.back()] == v1::WhatIfVerdicts::UNKNOWN) return false;
     }
-    for (size_t p = 0; p < batch.plugins.size(); ++p) {
-      if (!batch.normalizing[p] && !lookahead.answer.scores.contains(batch.plugins[p])) return false;
-    }
-    return true;
+    return ScoresEveryPerNodePlugin(lookahead.answer, batch);
   }
   // The dirty nodes must be D_q plus p's node (when q's batch looks at it).
   const bool p_node_counts = batch.window.contains(lookahead.p_node);
@@ -470,9 +469,12 @@ bool OpportunisticBatching::LookaheadHolds(const Lookahead& lookahead, const Bat
     }
     if (lookahead.answer.verdicts[entries.back()] == v1::WhatIfVerdicts::UNKNOWN) return false;
   }
-  // Every per-node plugin of the ranking scored.
+  return ScoresEveryPerNodePlugin(lookahead.answer, batch);
+}
+
+bool OpportunisticBatching::ScoresEveryPerNodePlugin(const LookaheadAnswer& answer, const Batch& batch) {
   for (size_t p = 0; p < batch.plugins.size(); ++p) {
-    if (!batch.normalizing[p] && !lookahead.answer.scores.contains(batch.plugins[p])) return false;
+    if (!batch.normalizing[p] && !answer.scores.contains(batch.plugins[p])) return false;
   }
   return true;
 }

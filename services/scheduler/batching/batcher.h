@@ -412,6 +412,9 @@ class OpportunisticBatching {
   // of `batch`; `entries`: each node's entry in its answer.
   bool LookaheadHolds(const Lookahead& lookahead, const Batch& batch, const std::vector<uint32_t>& nodes,
                       const Snapshot& snapshot, std::vector<size_t>& entries) const;
+  // Whether `answer` scores for every plugin of the ranking whose scores are
+  // per node (a normalizing one's are not taken from it).
+  static bool ScoresEveryPerNodePlugin(const LookaheadAnswer& answer, const Batch& batch);
   void Count(const Framework& fw, BatchOutcome outcome, const std::string* reason = nullptr);
 
   const Options options_;

@@ -367,6 +367,16 @@ absl::Status Framework::ValidateWhatIf(const v1::CycleRequest& request, const v1
   return absl::OkStatus();
 }
 
+void Framework::FillLookahead(const LookaheadRequest& from, v1::Lookahead& out) {
+  out.mutable_node_ids()->Assign(from.node_ids.begin(), from.node_ids.end());
+  out.mutable_after_node_ids()->Assign(from.after_node_ids.begin(), from.after_node_ids.end());
+  for (const LookaheadRequest::ChainNode& chain_node : from.chain_nodes) {
+    v1::ChainNode& c = *out.add_chain_nodes();
+    c.set_node_id(chain_node.node_id);
+    c.mutable_pods()->Assign(chain_node.pods.begin(), chain_node.pods.end());
+  }
+}
+
 absl::Status Framework::TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
                                       LookaheadAnswer& out) {
   if (!request.has_lookahead()) return absl::InvalidArgumentError("lookahead answered, but the request asked for none");
@@ -682,12 +692,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     // filters and scores for the whole profile, with no nominated pod in it.
     const bool lookahead = scope.lookahead != nullptr && setup.plans.size() == 1 && combined && scoped &&
                            plan.process->AnswersLookahead();
-    if (lookahead) {
-      v1::Lookahead& la = *request.mutable_lookahead();
-      la.mutable_node_ids()->Assign(scope.lookahead->node_ids.begin(), scope.lookahead->node_ids.end());
-      la.mutable_after_node_ids()->Assign(scope.lookahead->after_node_ids.begin(),
-                                          scope.lookahead->after_node_ids.end());
-    }
+    if (lookahead) FillLookahead(*scope.lookahead, *request.mutable_lookahead());
     v1::CycleRequest shape = request;  // What the answer is checked against.
     *request.mutable_pod() = pod;
     if (setup.spec.nominated_pods && !plan.process->MirrorsNominatedPods()) {
@@ -698,16 +703,9 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       result.lookahead_sent = true;
       if (scope.later_lookaheads != nullptr && !scope.later_lookaheads->empty() &&
           plan.process->AnswersLaterLookaheads()) {
-        for (size_t i = 0; i < scope.later_lookaheads->size(); ++i) {
-          const LookaheadRequest& later = (*scope.later_lookaheads)[i];
+        for (const LookaheadRequest& later : *scope.later_lookaheads) {
           v1::Lookahead& la = *request.add_later_lookaheads();
-          la.mutable_node_ids()->Assign(later.node_ids.begin(), later.node_ids.end());
-          la.mutable_after_node_ids()->Assign(later.after_node_ids.begin(), later.after_node_ids.end());
-          for (const LookaheadRequest::ChainNode& chain_node : later.chain_nodes) {
-            v1::ChainNode& c = *la.add_chain_nodes();
-            c.set_node_id(chain_node.node_id);
-            c.mutable_pods()->Assign(chain_node.pods.begin(), chain_node.pods.end());
-          }
+          FillLookahead(later, la);
           *shape.mutable_later_lookaheads()->Add() = la;  // Without the pod, as the first's.
           *la.mutable_pod() = *later.pod;
         }

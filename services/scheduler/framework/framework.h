@@ -455,6 +455,8 @@ class Framework {
   // CycleResponse.what_if against CycleRequest.what_if_copies.
   static absl::Status ValidateWhatIf(const v1::CycleRequest& request, const v1::CycleResponse& answer);
   // CycleResponse.lookahead against CycleRequest.lookahead, into `out`.
+  // A lookahead's nodes (not its pod) into the request.
+  static void FillLookahead(const LookaheadRequest& from, v1::Lookahead& out);
   static absl::Status TakeLookahead(const v1::CycleRequest& request, const v1::CycleResponse& answer,
                                     LookaheadAnswer& out);
   // CycleResponse.later_lookaheads against CycleRequest.later_lookaheads:

@@ -510,12 +510,6 @@ std::optional<QueuedPodInfo> SchedulingQueue::TryPop() {
   return PopLocked();
 }
 
-sdk::PodInfoPtr SchedulingQueue::PeekActive() const {
-  absl::ReaderMutexLock lock(&mu_);
-  if (closed_ || active_q_.empty()) return nullptr;
-  return (*active_q_.begin())->info.pod_info;
-}
-
 std::vector<sdk::PodInfoPtr> SchedulingQueue::PeekActive(size_t n) const {
   std::vector<sdk::PodInfoPtr> out;
   absl::ReaderMutexLock lock(&mu_);

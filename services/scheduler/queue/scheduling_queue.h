@@ -183,11 +183,9 @@ class SchedulingQueue {
   // attempt and a scheduling cycle.
   std::optional<QueuedPodInfo> Pop();
   std::optional<QueuedPodInfo> TryPop();
-  // The pod at activeQ's head, without popping it (null when activeQ is
-  // empty): the pod Pop would take next unless the queue changes meanwhile.
-  sdk::PodInfoPtr PeekActive() const;
   // The first `n` pods of activeQ in the order Pop takes them (fewer when it
-  // holds fewer), without popping them.
+  // holds fewer), without popping them: what Pop would take next unless the
+  // queue changes meanwhile.
   std::vector<sdk::PodInfoPtr> PeekActive(size_t n) const;
   // Waits at most `timeout` (real time).
   std::optional<QueuedPodInfo> PopWithTimeout(absl::Duration timeout);

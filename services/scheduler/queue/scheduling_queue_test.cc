@@ -143,7 +143,7 @@ TEST_F(SchedulingQueueTest, PeekActiveShowsTheNextPodsInPopOrderWithoutPoppingTh
   };
   EXPECT_THAT(uids(q.PeekActive(2)), ElementsAre("high", "mid"));
   EXPECT_THAT(uids(q.PeekActive(9)), ElementsAre("high", "mid", "low"));
-  EXPECT_EQ(q.PeekActive()->pod->meta().uid(), "high");
+  EXPECT_THAT(uids(q.PeekActive(1)), ElementsAre("high"));
   EXPECT_THAT(PopAll(q), ElementsAre("high", "mid", "low"));
   EXPECT_TRUE(q.PeekActive(3).empty());
 }
