@@ -2,14 +2,18 @@
 """Opportunistic batching end to end (issue 9): a small mixed workload, pods of
 five signatures created interleaved (so a batch hit's request carries the
 lookaheads of the pods after it, later lookaheads included), placed by
-podium-sim --spawn with the default plugins three times: with the later
-lookaheads (the default), with the one lookahead only (--later-lookaheads=0),
-and with batching off (every pod a full cycle). Scores are whole numbers, so
-ties between nodes of slightly different loads make the exact placements
-differ from run to run even with full cycles; what full cycles do reach every
-time (nine runs of nine, each mode) is how even the nodes end: no node more
-than 300m CPU (the largest pod) and 768 MiB above another. Batched runs must
-end as even, every pod bound."""
+podium-sim --spawn with the default plugins: with the later lookaheads (the
+default), with the one lookahead only (--later-lookaheads=0), and with
+batching off (every pod a full cycle). Scores are whole numbers, so ties
+between nodes of slightly different loads make the exact placements differ
+from run to run even with full cycles, and so does how even the nodes end.
+Measured (2026-11-28): full cycles left a CPU spread (most loaded node minus
+least) of 300m in 29 runs of 30 and 350m once, a memory spread of at most
+896 MiB; the later lookaheads 250-300m and at most 896 MiB in 24 runs; with
+the chain nodes sent without the pods expected there (a broken chain), 350m
+once and 400-500m in the seven other runs of eight. So each mode runs three
+times and the median run must leave at most 350m and 896 MiB: batched runs
+end as even as full cycles, every pod bound, and a broken chain fails."""
 
 import os
 import stat
@@ -62,11 +66,11 @@ class BatchingTest(lib.ScenarioTest):
         for name, config, extra in (("later lookaheads", default, ()),
                                     ("one lookahead", default, ("--scheduler-bin", one_lookahead)),
                                     ("full cycles", no_batching, ())):
-            loads = self.loads(cluster, config, extra)
-            cpus = [c for c, _ in loads]
-            mems = [m for _, m in loads]
-            self.assertLessEqual(max(cpus) - min(cpus), 300, f"{name}: {loads}")
-            self.assertLessEqual(max(mems) - min(mems), 768, f"{name}: {loads}")
+            runs = [self.loads(cluster, config, extra) for _ in range(3)]
+            cpu_spreads = sorted(max(c for c, _ in loads) - min(c for c, _ in loads) for loads in runs)
+            mem_spreads = sorted(max(m for _, m in loads) - min(m for _, m in loads) for loads in runs)
+            self.assertLessEqual(cpu_spreads[1], 350, f"{name}: CPU spreads {cpu_spreads}, runs {runs}")
+            self.assertLessEqual(mem_spreads[1], 896, f"{name}: memory spreads {mem_spreads}, runs {runs}")
 
 if __name__ == "__main__":
     lib.main()
