@@ -1,5 +1,8 @@
 #include "decision_broadcaster.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/str_cat.h"
 
 namespace podium::scheduler {
@@ -19,6 +22,15 @@ std::optional<SchedulingDecision> DecisionQueue::Pop() {
   SchedulingDecision d = std::move(backlog_.front());
   backlog_.pop_front();
   return d;
+}
+
+std::vector<SchedulingDecision> DecisionQueue::PopUpTo(size_t max) {
+  absl::MutexLock lock(&mu_);
+  const size_t n = std::min(max, backlog_.size());
+  std::vector<SchedulingDecision> taken(std::make_move_iterator(backlog_.begin()),
+                                        std::make_move_iterator(backlog_.begin() + n));
+  backlog_.erase(backlog_.begin(), backlog_.begin() + n);
+  return taken;
 }
 
 size_t DecisionQueue::size() const {

@@ -1,4 +1,4 @@
-// Fans scheduling decisions out to Admin.WatchDecisions subscribers. Each
+// Fans scheduling decisions out to Admin.WatchDecisions(Batches) subscribers. Each
 // subscriber has its own bounded backlog: a slow reader loses its oldest
 // decisions (counted), never the scheduler's memory or time; the number of
 // subscribers is capped.
@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -39,6 +40,8 @@ class DecisionQueue {
   explicit DecisionQueue(size_t max_backlog) : max_backlog_(max_backlog) {}
   // The oldest decision not yet taken.
   std::optional<SchedulingDecision> Pop();
+  // The oldest decisions not yet taken, at most `max`, oldest first.
+  std::vector<SchedulingDecision> PopUpTo(size_t max);
   size_t size() const;
   // Decisions dropped because the backlog was full.
   uint64_t dropped() const;

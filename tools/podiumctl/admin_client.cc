@@ -167,7 +167,7 @@ absl::StatusOr<v1::MovePodsToActiveQueueResponse> AdminClient::MovePodsToActiveQ
   });
 }
 
-absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecision>>> AdminClient::WatchDecisions(
+absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::DecisionBatch>>> AdminClient::WatchDecisionBatches(
     grpc::ClientContext& context) {
   // Connect first, failing fast on a refused connection as a unary call does.
   const auto deadline = Deadline(options_.timeout);
@@ -185,8 +185,8 @@ absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecisio
   }
   v1::WatchDecisionsRequest request;
   AddCredentials(context);
-  return std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecision>>(
-      stub_->WatchDecisions(&context, request));
+  return std::unique_ptr<grpc::ClientReaderInterface<v1::DecisionBatch>>(
+      stub_->WatchDecisionBatches(&context, request));
 }
 
 }  // namespace podium::ctl

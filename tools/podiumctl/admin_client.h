@@ -49,10 +49,12 @@ class AdminClient {
   absl::StatusOr<v1::MovePodsToActiveQueueResponse> MovePodsToActiveQueue(
       const v1::MovePodsToActiveQueueRequest& request);
 
-  // The decision stream has no deadline (it runs until cancelled); the
-  // connection must come up within the timeout. `context` stays owned by the
-  // caller, who may TryCancel it from another thread.
-  absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::SchedulingDecision>>> WatchDecisions(
+  // The decision stream (WatchDecisionBatches: the decisions made while the
+  // scheduler wrote the previous message come together) has no deadline (it
+  // runs until cancelled); the connection must come up within the timeout.
+  // `context` stays owned by the caller, who may TryCancel it from another
+  // thread.
+  absl::StatusOr<std::unique_ptr<grpc::ClientReaderInterface<v1::DecisionBatch>>> WatchDecisionBatches(
       grpc::ClientContext& context);
 
   // The status a call ended with, in an operator's words. Public for the stream's end.

@@ -151,15 +151,18 @@ class FakeAdmin final : public v1::Admin::Service {
     resp->set_moved(moved);
     return grpc::Status::OK;
   }
-  grpc::Status WatchDecisions(grpc::ServerContext* ctx, const v1::WatchDecisionsRequest*,
-                              grpc::ServerWriter<v1::SchedulingDecision>* writer) override {
+  // The canned decisions, two per message (the last alone when odd).
+  grpc::Status WatchDecisionBatches(grpc::ServerContext* ctx, const v1::WatchDecisionsRequest*,
+                                    grpc::ServerWriter<v1::DecisionBatch>* writer) override {
     std::vector<v1::SchedulingDecision> copy;
     {
       absl::MutexLock lock(&mu);
       copy = decisions;
     }
-    for (const auto& d : copy) {
-      if (!writer->Write(d)) return grpc::Status::CANCELLED;
+    for (size_t i = 0; i < copy.size(); i += 2) {
+      v1::DecisionBatch batch;
+      for (size_t j = i; j < std::min(copy.size(), i + 2); ++j) *batch.add_decisions() = copy[j];
+      if (!writer->Write(batch)) return grpc::Status::CANCELLED;
     }
     return grpc::Status::OK;  // The stream ends after the canned decisions.
   }
@@ -736,6 +739,10 @@ TEST_F(PodiumctlCommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
   EXPECT_THAT(rows[1], ElementsAre("11:06:40", "scheduled", "default/web-1", "node-a", "0.125ms", "-"));
   EXPECT_THAT(rows[2], ElementsAre("11:06:40", "unschedulable", "default/giant", "-", "0.125ms",
                                    "0/3 nodes are available: 3 Insufficient cpu."));
+  ASSERT_TRUE(Run({"watch", "--count", "1"}).ok());  // Stops inside the first message.
+  rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 2u) << out_.str();
+  EXPECT_EQ(rows[1][2], "default/web-1");
   ASSERT_TRUE(Run({"watch", "--count", "3", "-o", "json"}).ok());
   std::vector<std::string> lines = absl::StrSplit(out_.str(), '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 3u);

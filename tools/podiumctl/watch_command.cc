@@ -61,7 +61,7 @@ std::string DecisionLine(const boost::json::object& d, bool wide) {
 absl::Status RunWatch(CommandContext& ctx) {
   const Invocation& inv = ctx.invocation;
   grpc::ClientContext context;
-  auto reader = ctx.client.WatchDecisions(context);
+  auto reader = ctx.client.WatchDecisionBatches(context);
   if (!reader.ok()) return reader.status();
   // Ctrl-C cancels the stream: a clean end. Unregistered on every return, as
   // the action refers to this frame.
@@ -83,23 +83,26 @@ absl::Status RunWatch(CommandContext& ctx) {
   const bool wide = inv.output == OutputFormat::kWide;
   if (table) ctx.out << DecisionHeader(wide) << std::flush;
   int printed = 0;
-  v1::SchedulingDecision decision;
-  while ((inv.count == 0 || printed < inv.count) && (*reader)->Read(&decision)) {
-    if (!inv.namespace_.empty() && decision.pod().namespace_() != inv.namespace_) continue;
-    boost::json::object d = DecisionJson(decision);
-    if (table) ctx.out << DecisionLine(d, wide);
-    else if (inv.output == OutputFormat::kYaml) ctx.out << "---\n" << RenderYaml(d);
-    else ctx.out << RenderJsonLine(d);
+  const auto done = [&] { return inv.count > 0 && printed >= inv.count; };
+  v1::DecisionBatch batch;
+  while (!done() && (*reader)->Read(&batch)) {
+    for (const v1::SchedulingDecision& decision : batch.decisions()) {
+      if (done()) break;
+      if (!inv.namespace_.empty() && decision.pod().namespace_() != inv.namespace_) continue;
+      boost::json::object d = DecisionJson(decision);
+      if (table) ctx.out << DecisionLine(d, wide);
+      else if (inv.output == OutputFormat::kYaml) ctx.out << "---\n" << RenderYaml(d);
+      else ctx.out << RenderJsonLine(d);
+      ++printed;
+    }
     ctx.out << std::flush;
-    ++printed;
   }
-  const bool done = inv.count > 0 && printed >= inv.count;
-  if (done) context.TryCancel();
+  if (done()) context.TryCancel();
   grpc::Status status = (*reader)->Finish();
-  if (done || interrupted.load()) return absl::OkStatus();
+  if (done() || interrupted.load()) return absl::OkStatus();
   if (status.ok()) return absl::UnavailableError(absl::StrCat("the scheduler at ", ctx.client.address(),
                                                               " ended the decision stream"));
-  return ctx.client.Translate(status, "WatchDecisions");
+  return ctx.client.Translate(status, "WatchDecisionBatches");
 }
 
 }  // namespace podium::ctl

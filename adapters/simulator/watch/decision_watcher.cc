@@ -17,7 +17,7 @@ DecisionWatcher::~DecisionWatcher() { Stop(); }
 
 void DecisionWatcher::Start() {
   v1::WatchDecisionsRequest req;
-  reader_ = stub_->PrepareAsyncWatchDecisions(&context_, req, &cq_);
+  reader_ = stub_->PrepareAsyncWatchDecisionBatches(&context_, req, &cq_);
   reader_->StartCall(kStarted);
   {
     absl::MutexLock lock(&mu_);
@@ -58,7 +58,7 @@ bool DecisionWatcher::Drain(gpr_timespec deadline) {
     }
     if (tag == kRead) {
       absl::MutexLock lock(&mu_);
-      decisions_.push_back(std::move(incoming_));
+      for (v1::SchedulingDecision& d : *incoming_.mutable_decisions()) decisions_.push_back(std::move(d));
     }
     incoming_.Clear();
     reader_->Read(&incoming_, kRead);

@@ -14,9 +14,11 @@
 
 namespace podium::sim {
 
-// Follows Admin.WatchDecisions: one SchedulingDecision per scheduling attempt,
-// with attempt_ms (kube's scheduler_scheduling_attempt_duration_seconds). A
-// scheduler without the RPC is a normal case: unimplemented() turns true.
+// Follows Admin.WatchDecisionBatches: one SchedulingDecision per scheduling
+// attempt, with attempt_ms (kube's
+// scheduler_scheduling_attempt_duration_seconds), several per message when
+// the scheduler is busy. A scheduler without the RPC is a normal case:
+// unimplemented() turns true.
 //
 // Nobody reads the decisions before the report, so the stream is not followed
 // message by message: its thread collects what has arrived every `interval`
@@ -59,9 +61,9 @@ class DecisionWatcher {
   const absl::Duration interval_;
   grpc::ClientContext context_;
   grpc::CompletionQueue cq_;
-  std::unique_ptr<grpc::ClientAsyncReader<v1::SchedulingDecision>> reader_;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::DecisionBatch>> reader_;
   // Owned by the thread: the message being read and the final status.
-  v1::SchedulingDecision incoming_;
+  v1::DecisionBatch incoming_;
   grpc::Status status_;
   std::thread thread_;
   mutable absl::Mutex mu_;

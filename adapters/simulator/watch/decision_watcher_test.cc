@@ -2,27 +2,33 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "podium/v1/cluster.grpc.pb.h"
 
 namespace podium::sim {
 namespace {
 
-// Streams `count` decisions (pod-0, pod-1, ...), then either ends the stream
-// or holds it open until the client cancels it.
+// Streams `count` decisions (pod-0, pod-1, ...) in batches of one, two and
+// three in turn, then either ends the stream or holds it open until the
+// client cancels it.
 class FakeAdmin final : public v1::Admin::Service {
  public:
   FakeAdmin(int count, bool hold_open) : count_(count), hold_open_(hold_open) {}
 
-  grpc::Status WatchDecisions(grpc::ServerContext* context, const v1::WatchDecisionsRequest*,
-                              grpc::ServerWriter<v1::SchedulingDecision>* writer) override {
-    for (int i = 0; i < count_; ++i) {
-      v1::SchedulingDecision d;
-      d.mutable_pod()->set_namespace_("default");
-      d.mutable_pod()->set_name(absl::StrCat("pod-", i));
-      d.set_result(v1::SchedulingDecision::SCHEDULED);
-      d.set_attempt_ms(0.5 + i);
-      if (!writer->Write(d)) return grpc::Status::CANCELLED;
+  grpc::Status WatchDecisionBatches(grpc::ServerContext* context, const v1::WatchDecisionsRequest*,
+                                    grpc::ServerWriter<v1::DecisionBatch>* writer) override {
+    for (int i = 0, size = 1; i < count_; size = size % 3 + 1) {
+      v1::DecisionBatch batch;
+      for (int end = std::min(count_, i + size); i < end; ++i) {
+        v1::SchedulingDecision* d = batch.add_decisions();
+        d->mutable_pod()->set_namespace_("default");
+        d->mutable_pod()->set_name(absl::StrCat("pod-", i));
+        d->set_result(v1::SchedulingDecision::SCHEDULED);
+        d->set_attempt_ms(0.5 + i);
+      }
+      if (!writer->Write(batch)) return grpc::Status::CANCELLED;
     }
     if (!hold_open_) return grpc::Status::OK;
     while (!context->IsCancelled()) absl::SleepFor(absl::Milliseconds(1));
@@ -57,7 +63,7 @@ void WaitUntilEnded(const DecisionWatcher& watcher) {
   while (!watcher.ended()) absl::SleepFor(absl::Milliseconds(1));
 }
 
-TEST_F(DecisionWatcherTest, CollectsEveryDecisionInOrderUntilTheStreamEnds) {
+TEST_F(DecisionWatcherTest, CollectsEveryDecisionOfEveryBatchInOrderUntilTheStreamEnds) {
   FakeAdmin admin(250, /*hold_open=*/false);
   Serve(&admin);
   DecisionWatcher watcher(channel_);

@@ -187,6 +187,7 @@ MethodAccess ClassifyMethod(const std::string& path) {
   static const char* const kReadOnly[] = {
       "/podium.v1.Admin/ListQueuedPods", "/podium.v1.Admin/ExplainPod", "/podium.v1.Admin/DumpCache",
       "/podium.v1.Admin/ListPlugins",    "/podium.v1.Admin/WatchDecisions", "/podium.v1.Admin/GetStatus",
+      "/podium.v1.Admin/WatchDecisionBatches",
   };
   for (const char* m : kReadOnly) {
     if (path == m) return MethodAccess::kRead;

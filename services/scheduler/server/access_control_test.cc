@@ -172,6 +172,7 @@ AccessPolicy Policy(const std::string& dir) {
 TEST(AccessControlRulesTest, MethodsAreReadMutatingOrTheClusterStream) {
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/ListQueuedPods"), MethodAccess::kRead);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/WatchDecisions"), MethodAccess::kRead);
+  EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/WatchDecisionBatches"), MethodAccess::kRead);
   EXPECT_EQ(ClassifyMethod("/grpc.health.v1.Health/Check"), MethodAccess::kRead);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/SetSchedulingPaused"), MethodAccess::kMutate);
   EXPECT_EQ(ClassifyMethod("/podium.v1.Admin/SetLogVerbosity"), MethodAccess::kMutate);

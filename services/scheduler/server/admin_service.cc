@@ -1,5 +1,6 @@
 #include "server/admin_service.h"
 
+#include <chrono>
 #include <deque>
 #include <optional>
 
@@ -7,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "grpcpp/alarm.h"
 #include "cache/cache.h"
 #include "grpc_support/async_driver.h"
 #include "queue/scheduling_queue.h"
@@ -428,20 +431,62 @@ class UnaryCall final {
   grpc_support::CompletionOf<UnaryCall> finished_{this, &UnaryCall::OnFinished};
 };
 
-// WatchDecisions: streams decisions from the subscriber's bounded queue in
-// the broadcaster (a slow reader loses the oldest, counted there). One write
-// in flight, started by the driver or by the thread that publishes a
-// decision, under mu_. Deletes itself on the driver once every operation
+// The two decision streams. WatchDecisions writes one decision per message;
+// WatchDecisionBatches writes every decision waiting (up to kMax) in one, so
+// that the decisions made while a write is in flight share the next write.
+struct OneDecision {
+  using Message = v1::SchedulingDecision;
+  static constexpr absl::Duration kGather = absl::ZeroDuration();  // Written as made.
+  static void Request(v1::Admin::AsyncService& async, grpc::ServerContext* context, v1::WatchDecisionsRequest* request,
+                      grpc::ServerAsyncWriter<Message>* writer, grpc::ServerCompletionQueue* queue, void* tag) {
+    async.RequestWatchDecisions(context, request, writer, queue, queue, tag);
+  }
+  // False when no decision is waiting.
+  static bool Fill(DecisionQueue& queue, Message& message) {
+    std::optional<SchedulingDecision> next = queue.Pop();
+    if (!next) return false;
+    message = ToProto(*next);
+    return true;
+  }
+};
+
+struct DecisionBatches {
+  using Message = v1::DecisionBatch;
+  static constexpr size_t kMax = 1000;  // About 100 KB.
+  // A message leaves at most this long after the first decision it carries:
+  // a write started for each decision as it is made (the publishing thread
+  // is the scheduling loop) coalesced nothing on a busy scheduler, as each
+  // write completed before the next decision.
+  static constexpr absl::Duration kGather = absl::Milliseconds(5);
+  static void Request(v1::Admin::AsyncService& async, grpc::ServerContext* context, v1::WatchDecisionsRequest* request,
+                      grpc::ServerAsyncWriter<Message>* writer, grpc::ServerCompletionQueue* queue, void* tag) {
+    async.RequestWatchDecisionBatches(context, request, writer, queue, queue, tag);
+  }
+  static bool Fill(DecisionQueue& queue, Message& message) {
+    std::vector<SchedulingDecision> taken = queue.PopUpTo(kMax);
+    if (taken.empty()) return false;
+    message.Clear();
+    message.mutable_decisions()->Reserve(static_cast<int>(taken.size()));
+    for (const SchedulingDecision& d : taken) *message.add_decisions() = ToProto(d);
+    return true;
+  }
+};
+
+// WatchDecisions(Batches): streams decisions from the subscriber's bounded
+// queue in the broadcaster (a slow reader loses the oldest, counted there).
+// One write in flight, started by the driver or by the thread that publishes
+// a decision (batches: by the driver only, when the gather alarm fires), under
+// mu_. Deletes itself on the driver once every operation
 // completed, after unsubscribing. Lock order: broadcaster -> mu_ -> the
 // DecisionQueue.
+template <typename Stream>
 class DecisionWriter final {
  public:
   static void Listen(AdminService& admin, DecisionBroadcaster& broadcaster, v1::Admin::AsyncService& async,
                      grpc::ServerCompletionQueue* queue) {
     auto* call = new DecisionWriter(admin, broadcaster, async, queue);
     if (!admin.StartOperation([&] {
-          async.RequestWatchDecisions(&call->context_, &call->request_, &call->writer_, queue, queue,
-                                      &call->accepted_);
+          Stream::Request(async, &call->context_, &call->request_, &call->writer_, queue, &call->accepted_);
         })) {
       delete call;
     }
@@ -502,6 +547,17 @@ class DecisionWriter final {
     if (done) Forget();
   }
 
+  void OnGathered(bool ok) {
+    bool done = false;
+    {
+      absl::MutexLock lock(&mu_);
+      alarm_pending_ = false;
+      if (ok) MaybeWrite(/*gathered=*/true);
+      done = DoneLocked();
+    }
+    if (done) Forget();
+  }
+
   void OnFinished(bool /*ok*/) {
     bool done = false;
     {
@@ -524,11 +580,19 @@ class DecisionWriter final {
     if (done) Forget();
   }
 
-  void MaybeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // `gathered`: the gather alarm fired (a stream that gathers writes only then).
+  void MaybeWrite(bool gathered = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_ || decisions_ == nullptr) return;
-    std::optional<SchedulingDecision> next = decisions_->Pop();
-    if (!next) return;
-    current_ = ToProto(*next);
+    if (Stream::kGather > absl::ZeroDuration() && !gathered) {
+      if (!alarm_pending_ && decisions_->size() > 0) {
+        alarm_pending_ = admin_.StartOperation([&] {
+          alarm_.Set(queue_, std::chrono::system_clock::now() + absl::ToChronoMicroseconds(Stream::kGather),
+                     &gathered_);
+        });
+      }
+      return;
+    }
+    if (!Stream::Fill(*decisions_, current_)) return;
     writing_ = admin_.StartOperation([&] { writer_.Write(current_, &written_); });
   }
 
@@ -536,6 +600,7 @@ class DecisionWriter final {
     if (finished_) return;
     finished_ = true;
     status_ = std::move(status);
+    if (alarm_pending_) alarm_.Cancel();  // Its tag still comes (not ok).
     StartFinishLocked();
   }
 
@@ -549,7 +614,7 @@ class DecisionWriter final {
   // Every operation completed and none will start (the status was sent, or
   // the service stopped).
   bool DoneLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (done_ || writing_ || finish_pending_ || call_pending_) return false;
+    if (done_ || writing_ || finish_pending_ || call_pending_ || alarm_pending_) return false;
     if (!finish_started_ && !admin_.stopped()) return false;
     done_ = true;
     return true;
@@ -573,17 +638,20 @@ class DecisionWriter final {
   grpc::ServerCompletionQueue* const queue_;
   grpc::ServerContext context_;
   v1::WatchDecisionsRequest request_;
-  grpc::ServerAsyncWriter<v1::SchedulingDecision> writer_{&context_};
+  grpc::ServerAsyncWriter<typename Stream::Message> writer_{&context_};
   grpc_support::CompletionOf<DecisionWriter> accepted_{this, &DecisionWriter::OnAccepted};
   grpc_support::CompletionOf<DecisionWriter> written_{this, &DecisionWriter::OnWriteDone};
   grpc_support::CompletionOf<DecisionWriter> finished_tag_{this, &DecisionWriter::OnFinished};
   grpc_support::CompletionOf<DecisionWriter> call_done_{this, &DecisionWriter::OnCallDone};
+  grpc_support::CompletionOf<DecisionWriter> gathered_{this, &DecisionWriter::OnGathered};
+  grpc::Alarm alarm_;
   absl::Mutex mu_;
   uint64_t id_ ABSL_GUARDED_BY(mu_) = 0;
   std::shared_ptr<DecisionQueue> decisions_ ABSL_GUARDED_BY(mu_);
-  v1::SchedulingDecision current_ ABSL_GUARDED_BY(mu_);
+  typename Stream::Message current_ ABSL_GUARDED_BY(mu_);
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool alarm_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // status_ decided.
   bool finish_started_ ABSL_GUARDED_BY(mu_) = false;
   bool finish_pending_ ABSL_GUARDED_BY(mu_) = false;
@@ -610,7 +678,8 @@ void AdminService::Start(grpc::ServerCompletionQueue* queue) {
   PODIUM_ADMIN_UNARY(GetStatus, GetStatusRequest, SchedulerStatus);
   PODIUM_ADMIN_UNARY(SetLogVerbosity, SetLogVerbosityRequest, SetLogVerbosityResponse);
 #undef PODIUM_ADMIN_UNARY
-  DecisionWriter::Listen(*this, scheduler_.decisions(), async_, queue);
+  DecisionWriter<OneDecision>::Listen(*this, scheduler_.decisions(), async_, queue);
+  DecisionWriter<DecisionBatches>::Listen(*this, scheduler_.decisions(), async_, queue);
 }
 
 void AdminService::Stop() {

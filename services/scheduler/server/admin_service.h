@@ -82,8 +82,9 @@ class AdminService final {
     return true;
   }
 
-  // The unary methods (also called directly by tests). WatchDecisions, the
-  // server stream, is served by a writer of its own (admin_service.cc).
+  // The unary methods (also called directly by tests). WatchDecisions and
+  // WatchDecisionBatches, the server streams, are served by writers of their
+  // own (admin_service.cc).
 
   grpc::Status ListQueuedPods(grpc::ServerContext* ctx, const v1::ListQueuedPodsRequest* request,
                               v1::ListQueuedPodsResponse* response);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cache/cache.h"
 #include "cache/snapshot.h"
 #include "decision_broadcaster.h"
@@ -378,6 +379,59 @@ TEST_F(AdminServiceTest, WatchDecisionsStreamsAndForgetsAWatcherThatDisconnects)
   ASSERT_TRUE(reader->Read(&d));
   EXPECT_EQ(d.pod().name(), "web-3");
   ctx->TryCancel();
+}
+
+// WatchDecisionBatches: the decisions published within the gather delay go
+// out together, every one of them, in order, and no message is empty or holds
+// more than 1 000.
+TEST_F(AdminServiceTest, WatchDecisionBatchesSendsWhatPiledUpDuringAWriteTogetherInOrder) {
+  DecisionBroadcaster& decisions = scheduler_->decisions();
+  auto ctx = Ctx();
+  auto reader = stub_->WatchDecisionBatches(ctx.get(), v1::WatchDecisionsRequest{});
+  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+  constexpr int kDecisions = 2500;
+  for (int i = 0; i < kDecisions; ++i) decisions.Publish(Decision(absl::StrCat("web-", i)));
+  std::vector<std::string> got;
+  int messages = 0;
+  v1::DecisionBatch batch;
+  while (got.size() < kDecisions && reader->Read(&batch)) {
+    ++messages;
+    EXPECT_GE(batch.decisions_size(), 1);
+    EXPECT_LE(batch.decisions_size(), 1000);
+    for (const auto& d : batch.decisions()) got.push_back(d.pod().name());
+  }
+  ASSERT_EQ(got.size(), static_cast<size_t>(kDecisions));
+  for (int i = 0; i < kDecisions; ++i) ASSERT_EQ(got[i], absl::StrCat("web-", i));
+  // 2 500 decisions published at once: three messages (1 000, 1 000, 500)
+  // unless the publishing loop took longer than the gather delay.
+  EXPECT_LT(messages, kDecisions / 10);
+  ctx->TryCancel();
+  while (reader->Read(&batch)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(WaitForSubscribers(decisions, 0));
+}
+
+// A batch watcher with decisions gathered but not yet written (its alarm set)
+// when the server shuts down: the alarm is cancelled, the stream ends and the
+// writer goes.
+TEST_F(AdminServiceTest, ABatchWatcherWaitingToGatherAtShutdownEndsAndIsUnsubscribed) {
+  DecisionBroadcaster& decisions = scheduler_->decisions();
+  auto ctx = Ctx();
+  auto reader = stub_->WatchDecisionBatches(ctx.get(), v1::WatchDecisionsRequest{});
+  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+  decisions.Publish(Decision("web-1"));
+  v1::DecisionBatch batch;
+  ASSERT_TRUE(reader->Read(&batch));
+  ASSERT_EQ(batch.decisions_size(), 1);
+  decisions.Publish(Decision("web-2"));  // Gathered for 5 ms.
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  admin_->Stop();
+  driver_->Stop();
+  EXPECT_EQ(decisions.num_subscribers(), 0u);
+  while (reader->Read(&batch)) {
+  }
+  EXPECT_FALSE(reader->Finish().ok());
 }
 
 // A watcher still open when the server shuts down: its stream ends, and once
