@@ -385,6 +385,20 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
     return absl::InvalidArgumentError(absl::StrCat("pod ", p.meta().namespace_(), "/",
                                                    p.meta().name(), " has no node_name"));
   }
+  // The comparison with the assumed pod copies and serializes both: made
+  // before the writer lock (the scheduling thread's IsAssumed and AssumePod
+  // wait for it), and again under it only if the entry changed meanwhile.
+  // `previous` also keeps the replaced pod alive until the lock is released,
+  // so that it is not destroyed under it.
+  sdk::PodInfoPtr previous;
+  bool same_as_assumed = false;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    if (auto it = pods_.find(uid); it != pods_.end() && it->second.assumed && it->second.node_name == p.node_name()) {
+      previous = it->second.info;
+    }
+  }
+  if (previous != nullptr) same_as_assumed = SameButBinding(*previous->pod, p);
   absl::MutexLock lock(&mu_);
   MirrorPod before;
   // A confirmation that changes nothing a plugin sees keeps the node's
@@ -393,11 +407,12 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
   if (auto it = pods_.find(uid); it != pods_.end()) {
     before = Visible(it->second);
     if (it->second.assumed && it->second.node_name == p.node_name() &&
-        SameButBinding(*it->second.info->pod, p)) {
+        (it->second.info == previous ? same_as_assumed : SameButBinding(*it->second.info->pod, p))) {
       if (auto node = nodes_.find(it->second.node_name); node != nodes_.end()) {
         keep_change_generation = node->second->change_generation;
       }
     }
+    if (previous == nullptr) previous = it->second.info;
     DetachPod(uid);
   }
   std::string node_name = p.node_name();
@@ -424,6 +439,11 @@ absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_
                              AssumedAt* at) {
   if (pod == nullptr || pod->pod == nullptr) return absl::InvalidArgumentError("null pod");
   const std::string& uid = pod->uid();
+  // The copies are made before the lock (the event thread waits for it).
+  auto assumed_pod = std::make_shared<v1::Pod>(*pod->pod);
+  assumed_pod->set_node_name(std::string(node_name));
+  auto info = std::make_shared<sdk::PodInfo>(*pod);
+  info->pod = std::move(assumed_pod);
   absl::MutexLock lock(&mu_);
   if (pods_.contains(uid)) {
     return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already in the cache"));
@@ -432,10 +452,6 @@ absl::Status Cache::AssumePod(const sdk::PodInfoPtr& pod, std::string_view node_
   if (node_it == nodes_.end() || node_it->second->id == 0) {
     return absl::NotFoundError(absl::StrCat("node \"", AV(node_name), "\" is not in the cache"));
   }
-  auto assumed_pod = std::make_shared<v1::Pod>(*pod->pod);
-  assumed_pod->set_node_name(std::string(node_name));
-  auto info = std::make_shared<sdk::PodInfo>(*pod);
-  info->pod = std::move(assumed_pod);
   NodeItem* item = node_it->second.get();
   const uint64_t change_before = item->change_generation;
   AttachPod(uid, PodEntry{std::move(info), std::string(node_name), true});
