@@ -12,10 +12,15 @@
 namespace podium::scheduler {
 
 // One adapter stream on the async API. Every completion runs on the driver
-// thread; every operation is started under the service's mu_ (by the driver,
-// the event thread that resumes reading, a thread sending an action, or
-// Shutdown), and its state is guarded by mu_. It deletes itself on the driver
-// once every operation it started has completed ("done").
+// thread; its state is guarded by the service's mu_. Operations are started
+// under mu_ (by the driver, the event thread that resumes reading, a thread
+// sending an action, or Shutdown), except the hot writes: an action's write
+// and the next write after one completes are decided under mu_ (writing_ set,
+// `starting_` counted) and started after it is released, so that neither the
+// scheduling thread nor the driver waits for the other's gRPC write (a
+// sendmsg) to get the lock. It deletes itself once every operation it started
+// has completed and none is being started ("done"), on the thread that sees
+// that.
 class ClusterService::SyncCall {
  public:
   explicit SyncCall(ClusterService& service) : service_(service) {
@@ -41,8 +46,10 @@ class ClusterService::SyncCall {
   // Actions queued and not yet handed to gRPC.
   size_t queued_actions() const { return queued_actions_; }
 
-  void Enqueue(v1::Action&& action) {
-    if (finished_) return;
+  // Queues the action; returns the message to write when a write is to
+  // start (StartWrite, after mu_ is released), else null.
+  const v1::SchedulerMessage* Enqueue(v1::Action&& action) {
+    if (finished_) return nullptr;
     if (action.has_record_event()) {
       // An event (kube-scheduler's are best effort and asynchronous too)
       // must not cost a write of its own, nor go ahead of a bind: it rides
@@ -50,8 +57,7 @@ class ClusterService::SyncCall {
       deferred_.push_back(std::move(action));
       ++queued_actions_;
       if (deferred_.size() >= service_.options_.max_actions_per_message) flush_now_ = true;
-      MaybeWrite();
-      return;
+      return TakeWrite();
     }
     // The front message may be in flight; only a queued one can take more actions.
     if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions() ||
@@ -62,7 +68,22 @@ class ClusterService::SyncCall {
     }
     *outbox_.back().mutable_actions()->add_actions() = std::move(action);
     ++queued_actions_;
-    MaybeWrite();
+    return TakeWrite();
+  }
+
+  // Starts the write TakeWrite decided, without mu_; then ends the start
+  // (EndStartLocked, under mu_). The message stays put: the front of the
+  // outbox, popped only when its write completes.
+  void StartWrite(const v1::SchedulerMessage* message) ABSL_LOCKS_EXCLUDED(service_.mu_) {
+    stream_.Write(*message, &write_tag_);
+  }
+
+  // A start made outside mu_ is over; true when the call is done (the caller
+  // deletes it after releasing mu_).
+  bool EndStartLocked() {
+    --starting_;
+    --service_.ops_starting_;
+    return DoneLocked();
   }
 
   // Resume reading once the service's threads caught up.
@@ -164,6 +185,7 @@ class ClusterService::SyncCall {
 
   void OnWriteDone(bool ok) {
     bool done = false;
+    const v1::SchedulerMessage* next = nullptr;
     {
       absl::MutexLock lock(&service_.mu_);
       writing_ = false;
@@ -176,9 +198,14 @@ class ClusterService::SyncCall {
       if (finished_) {
         StartFinish();  // It waited for this write.
       } else {
-        MaybeWrite();
+        next = TakeWrite();
       }
       done = DoneLocked();
+    }
+    if (next != nullptr) {
+      StartWrite(next);
+      absl::MutexLock lock(&service_.mu_);
+      done = EndStartLocked();
     }
     if (done) delete this;
   }
@@ -213,16 +240,29 @@ class ClusterService::SyncCall {
     stream_.Read(&incoming_, &read_tag_);
   }
 
+  // Starts the next write, if one is due, under mu_ (the rare paths: the
+  // hello, the flush alarm).
   void MaybeWrite() {
-    if (!writing_ && !finished_ && !service_.calls_stopped_) {
-      TakeDeferred();
-      if (outbox_.empty()) {
-        if (!deferred_.empty()) ArmFlushAlarm();
-        return;
-      }
-      writing_ = true;
-      stream_.Write(outbox_.front(), &write_tag_);
+    if (const v1::SchedulerMessage* message = TakeWrite()) {
+      stream_.Write(*message, &write_tag_);
+      --starting_;
+      --service_.ops_starting_;
     }
+  }
+
+  // Under mu_: whether a write is due; if so, marks it in flight and being
+  // started, and returns the message (the front of the outbox).
+  const v1::SchedulerMessage* TakeWrite() {
+    if (writing_ || finished_ || service_.calls_stopped_) return nullptr;
+    TakeDeferred();
+    if (outbox_.empty()) {
+      if (!deferred_.empty()) ArmFlushAlarm();
+      return nullptr;
+    }
+    writing_ = true;
+    ++starting_;
+    ++service_.ops_starting_;
+    return &outbox_.front();
   }
 
   // Deferred events join the message about to be written (an actions
@@ -275,7 +315,9 @@ class ClusterService::SyncCall {
   // was sent, or StopCalls); then the service forgets the call and the
   // caller deletes it.
   bool DoneLocked() {
-    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_ || alarm_pending_) return false;
+    if (done_ || reading_ || writing_ || finish_pending_ || call_pending_ || alarm_pending_ || starting_ > 0) {
+      return false;
+    }
     if (!finish_done_ && !service_.calls_stopped_) return false;
     done_ = true;
     service_.ForgetCallLocked(this);
@@ -302,6 +344,7 @@ class ClusterService::SyncCall {
   grpc::Status status_;
   bool accepted_ = false;
   bool writing_ = false;
+  int starting_ = 0;  // Writes decided under mu_ and being started without it.
   bool reading_ = false;
   bool paused_ = false;
   bool finished_ = false;  // status_ decided.
@@ -341,6 +384,10 @@ void ClusterService::Shutdown() {
 void ClusterService::StopCalls() {
   absl::MutexLock lock(&mu_);
   calls_stopped_ = true;
+  // No operation starts from now on; those being started without mu_ finish
+  // before the driver (and its completion queue) may stop.
+  mu_.Await(absl::Condition(
+      +[](int* starting) { return *starting == 0; }, &ops_starting_));
 }
 
 bool ClusterService::adapter_connected() const {
@@ -469,24 +516,38 @@ void ClusterService::FailLocked(uint64_t id, ResultCallback on_result, const std
 }
 
 void ClusterService::Send(v1::Action action, ResultCallback on_result) {
-  absl::MutexLock lock(&mu_);
-  if (active_ == nullptr || shutdown_) {
-    FailLocked(action.id(), std::move(on_result), "no adapter is connected");
-    return;
+  SyncCall* call = nullptr;
+  const v1::SchedulerMessage* message = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (active_ == nullptr || shutdown_) {
+      FailLocked(action.id(), std::move(on_result), "no adapter is connected");
+      return;
+    }
+    if (pending_.size() >= options_.max_pending_actions ||
+        active_->queued_actions() >= options_.max_pending_actions) {
+      // Fail it rather than drop it: a bind is then forgotten and requeued.
+      ++refused_actions_;
+      FailLocked(action.id(), std::move(on_result),
+                 absl::StrCat("the adapter's outbox is full (", pending_.size(),
+                              " actions await a result)"));
+      return;
+    }
+    const uint64_t id = next_action_id_++;
+    action.set_id(id);
+    pending_.emplace(id, PendingAction{std::move(on_result), absl::Now() + options_.action_timeout});
+    call = active_;
+    message = call->Enqueue(std::move(action));
   }
-  if (pending_.size() >= options_.max_pending_actions ||
-      active_->queued_actions() >= options_.max_pending_actions) {
-    // Fail it rather than drop it: a bind is then forgotten and requeued.
-    ++refused_actions_;
-    FailLocked(action.id(), std::move(on_result),
-               absl::StrCat("the adapter's outbox is full (", pending_.size(),
-                            " actions await a result)"));
-    return;
+  if (message == nullptr) return;
+  // The write starts without the lock (see SyncCall).
+  call->StartWrite(message);
+  bool done = false;
+  {
+    absl::MutexLock lock(&mu_);
+    done = call->EndStartLocked();
   }
-  const uint64_t id = next_action_id_++;
-  action.set_id(id);
-  pending_.emplace(id, PendingAction{std::move(on_result), absl::Now() + options_.action_timeout});
-  active_->Enqueue(std::move(action));
+  if (done) delete call;
 }
 
 void ClusterService::FailActions(const std::string& why) {

@@ -156,6 +156,9 @@ class ClusterService final : public ActionSink {
   uint64_t unknown_results_ ABSL_GUARDED_BY(mu_) = 0;
   // Result callbacks running on the driver without mu_ (Shutdown waits).
   int running_callbacks_ ABSL_GUARDED_BY(mu_) = 0;
+  // Writes decided under mu_ and being started without it (SyncCall); StopCalls
+  // waits for none.
+  int ops_starting_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread event_thread_;
 };
 
