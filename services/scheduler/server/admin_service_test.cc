@@ -72,11 +72,17 @@ class AdminServiceTest : public ::testing::Test {
   }
 
   void TearDown() override {
+    ShutDownAsMainDoes();
+    cluster_->Shutdown();
+    scheduler_->Stop();
+  }
+
+  // The server's Shutdown, the admin service's Stop, then the driver's
+  // (main's order). Again in TearDown: each is idempotent.
+  void ShutDownAsMainDoes() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
     admin_->Stop();
     driver_->Stop();
-    cluster_->Shutdown();
-    scheduler_->Stop();
   }
 
   std::unique_ptr<grpc::ClientContext> Ctx() {
@@ -347,6 +353,15 @@ bool WaitForSubscribers(DecisionBroadcaster& b, size_t n) {
   return b.num_subscribers() == n;
 }
 
+// Reads a decision stream to its end; whether it ended OK.
+template <typename Message, typename Reader>
+bool DrainStream(Reader& reader) {
+  Message m;
+  while (reader->Read(&m)) {
+  }
+  return reader->Finish().ok();
+}
+
 // A watcher that goes away is unsubscribed; the next one gets only what is
 // published after it came.
 TEST_F(AdminServiceTest, WatchDecisionsStreamsAndForgetsAWatcherThatDisconnects) {
@@ -412,45 +427,28 @@ TEST_F(AdminServiceTest, WatchDecisionBatchesSendsWhatPiledUpDuringAWriteTogethe
   EXPECT_TRUE(WaitForSubscribers(decisions, 0));
 }
 
-// A batch watcher with decisions gathered but not yet written (its alarm set)
-// when the server shuts down: the alarm is cancelled, the stream ends and the
-// writer goes.
-TEST_F(AdminServiceTest, ABatchWatcherWaitingToGatherAtShutdownEndsAndIsUnsubscribed) {
-  DecisionBroadcaster& decisions = scheduler_->decisions();
-  auto ctx = Ctx();
-  auto reader = stub_->WatchDecisionBatches(ctx.get(), v1::WatchDecisionsRequest{});
-  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
-  decisions.Publish(Decision("web-1"));
-  v1::DecisionBatch batch;
-  ASSERT_TRUE(reader->Read(&batch));
-  ASSERT_EQ(batch.decisions_size(), 1);
-  decisions.Publish(Decision("web-2"));  // Gathered for 5 ms.
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  admin_->Stop();
-  driver_->Stop();
-  EXPECT_EQ(decisions.num_subscribers(), 0u);
-  while (reader->Read(&batch)) {
-  }
-  EXPECT_FALSE(reader->Finish().ok());
-}
-
-// A watcher still open when the server shuts down: its stream ends, and once
-// the driver has drained the queue the writer is gone (unsubscribed).
-TEST_F(AdminServiceTest, AWatcherOpenAtShutdownEndsAndIsUnsubscribed) {
+// Watchers still open when the server shuts down, one of each stream, the
+// batch watcher with a decision gathered but not yet written (its alarm
+// set): both streams end, the alarm is cancelled, and once the driver has
+// drained the queue both writers are gone (unsubscribed).
+TEST_F(AdminServiceTest, WatchersOfBothStreamsOpenAtShutdownEndAndAreUnsubscribed) {
   DecisionBroadcaster& decisions = scheduler_->decisions();
   auto ctx = Ctx();
   auto reader = stub_->WatchDecisions(ctx.get(), v1::WatchDecisionsRequest{});
-  ASSERT_TRUE(WaitForSubscribers(decisions, 1));
+  auto batch_ctx = Ctx();
+  auto batch_reader = stub_->WatchDecisionBatches(batch_ctx.get(), v1::WatchDecisionsRequest{});
+  ASSERT_TRUE(WaitForSubscribers(decisions, 2));
   decisions.Publish(Decision("web-1"));
   v1::SchedulingDecision d;
   ASSERT_TRUE(reader->Read(&d));
-  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  admin_->Stop();
-  driver_->Stop();
+  v1::DecisionBatch batch;
+  ASSERT_TRUE(batch_reader->Read(&batch));
+  ASSERT_EQ(batch.decisions_size(), 1);
+  decisions.Publish(Decision("web-2"));  // Gathered for 5 ms by the batch writer.
+  ShutDownAsMainDoes();
   EXPECT_EQ(decisions.num_subscribers(), 0u);
-  while (reader->Read(&d)) {
-  }
-  EXPECT_FALSE(reader->Finish().ok());
+  EXPECT_FALSE(DrainStream<v1::SchedulingDecision>(reader));
+  EXPECT_FALSE(DrainStream<v1::DecisionBatch>(batch_reader));
 }
 
 TEST(AdminLogVerbosityTest, RaisingVerbosityShowsV4LinesAndLoweringHidesThem) {
