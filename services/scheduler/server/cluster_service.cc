@@ -71,18 +71,14 @@ class ClusterService::SyncCall {
     return TakeWrite();
   }
 
-  // Starts the write TakeWrite decided, without mu_; then ends the start
-  // (EndStartLocked, under mu_). The message stays put: the front of the
-  // outbox, popped only when its write completes.
-  void StartWrite(const v1::SchedulerMessage* message) ABSL_LOCKS_EXCLUDED(service_.mu_) {
+  // Starts the write TakeWrite decided, without mu_, then takes mu_ to end
+  // the start. The message stays put: the front of the outbox, popped only
+  // when its write completes. True when the call is done (the caller deletes
+  // it).
+  bool StartWrite(const v1::SchedulerMessage* message) ABSL_LOCKS_EXCLUDED(service_.mu_) {
     stream_.Write(*message, &write_tag_);
-  }
-
-  // A start made outside mu_ is over; true when the call is done (the caller
-  // deletes it after releasing mu_).
-  bool EndStartLocked() {
-    --starting_;
-    --service_.ops_starting_;
+    absl::MutexLock lock(&service_.mu_);
+    EndStart();
     return DoneLocked();
   }
 
@@ -202,11 +198,7 @@ class ClusterService::SyncCall {
       }
       done = DoneLocked();
     }
-    if (next != nullptr) {
-      StartWrite(next);
-      absl::MutexLock lock(&service_.mu_);
-      done = EndStartLocked();
-    }
+    if (next != nullptr) done = StartWrite(next);
     if (done) delete this;
   }
 
@@ -245,9 +237,14 @@ class ClusterService::SyncCall {
   void MaybeWrite() {
     if (const v1::SchedulerMessage* message = TakeWrite()) {
       stream_.Write(*message, &write_tag_);
-      --starting_;
-      --service_.ops_starting_;
+      EndStart();
     }
+  }
+
+  // Under mu_: a write TakeWrite counted as being started has been started.
+  void EndStart() {
+    --starting_;
+    --service_.ops_starting_;
   }
 
   // Under mu_: whether a write is due; if so, marks it in flight and being
@@ -539,15 +536,8 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
     call = active_;
     message = call->Enqueue(std::move(action));
   }
-  if (message == nullptr) return;
   // The write starts without the lock (see SyncCall).
-  call->StartWrite(message);
-  bool done = false;
-  {
-    absl::MutexLock lock(&mu_);
-    done = call->EndStartLocked();
-  }
-  if (done) delete call;
+  if (message != nullptr && call->StartWrite(message)) delete call;
 }
 
 void ClusterService::FailActions(const std::string& why) {
