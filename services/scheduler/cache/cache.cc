@@ -388,8 +388,6 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
   // The comparison with the assumed pod copies and serializes both: made
   // before the writer lock (the scheduling thread's IsAssumed and AssumePod
   // wait for it), and again under it only if the entry changed meanwhile.
-  // `previous` also keeps the replaced pod alive until the lock is released,
-  // so that it is not destroyed under it.
   sdk::PodInfoPtr previous;
   bool same_as_assumed = false;
   {
@@ -399,6 +397,7 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
     }
   }
   if (previous != nullptr) same_as_assumed = SameButBinding(*previous->pod, p);
+  sdk::PodInfoPtr replaced;  // Freed after the lock is released, not under it.
   absl::MutexLock lock(&mu_);
   MirrorPod before;
   // A confirmation that changes nothing a plugin sees keeps the node's
@@ -412,7 +411,7 @@ absl::Status Cache::AddOrUpdatePod(sdk::PodInfoPtr pod) {
         keep_change_generation = node->second->change_generation;
       }
     }
-    if (previous == nullptr) previous = it->second.info;
+    replaced = it->second.info;
     DetachPod(uid);
   }
   std::string node_name = p.node_name();

@@ -431,9 +431,9 @@ class UnaryCall final {
   grpc_support::CompletionOf<UnaryCall> finished_{this, &UnaryCall::OnFinished};
 };
 
-// The two decision streams. WatchDecisions writes one decision per message;
-// WatchDecisionBatches writes every decision waiting (up to kMax) in one, so
-// that the decisions made while a write is in flight share the next write.
+// The two decision streams. WatchDecisions writes one decision per message,
+// as it is made; WatchDecisionBatches gathers for kGather after the first
+// waiting decision and writes every decision waiting (up to kMax) in one.
 struct OneDecision {
   using Message = v1::SchedulingDecision;
   static constexpr absl::Duration kGather = absl::ZeroDuration();  // Written as made.
