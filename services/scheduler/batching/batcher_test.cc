@@ -1203,6 +1203,15 @@ TEST(BatcherTest, ALookaheadDecidesTheNextPodWithoutARequest) {
 // were taken for: on `node` (one the pod's batch looks at), or another pod's
 // full cycle (of `cpu`, a signature of its own).
 enum class Between { kNodeUpdate, kAnotherPod, kNomination, kOtherPodPopped };
+
+// The first of the harness's AddNodes(20) nodes that is none of `taken`.
+std::string FirstNodeNotIn(std::initializer_list<std::string> taken) {
+  for (int i = 0; i < 20; ++i) {
+    std::string name = "node-" + std::to_string(i);
+    if (std::find(taken.begin(), taken.end(), name) == taken.end()) return name;
+  }
+  return "";
+}
 void ChangeBetween(Harness& h, Between between, const std::string& node, int64_t cpu) {
   switch (between) {
     case Between::kNodeUpdate:
@@ -1235,12 +1244,7 @@ TEST(BatcherTest, ALookaheadIsDroppedWhenAnythingElseChangedOrAnotherPodComesFir
     const std::string a1 = h.Schedule(*queue[2]->pod, true, queue[3]);
     ASSERT_EQ(h.process_.lookaheads.size(), 1u);
     // A node b1's batch looks at, other than a1's and b0's.
-    std::string elsewhere;
-    for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
-      const std::string name = "node-" + std::to_string(i);
-      if (name != a1 && name != b0) elsewhere = name;
-    }
-    ChangeBetween(h, between, elsewhere, 300);
+    ChangeBetween(h, between, FirstNodeNotIn({a1, b0}), 300);
     h.Schedule(*queue[3]->pod, true);
     EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
     EXPECT_EQ(h.process_.requests.size(), 1u) << "b1 asks as without the lookahead";
@@ -1255,14 +1259,7 @@ TEST(BatcherTest, ALookaheadIsDroppedWhenItsPodWasNotAssumed) {
   const std::string a0 = h.Schedule(*queue[0]->pod, true, queue[1]);
   const std::string b0 = h.Schedule(*queue[1]->pod, true, queue[2]);
   // A pod on a third node: both batches re-evaluate it.
-  std::string elsewhere;
-  for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
-    const std::string name = "node-" + std::to_string(i);
-    if (name != a0 && name != b0) elsewhere = name;
-  }
-  v1::Pod other = MakePod("other", 50);
-  other.set_node_name(elsewhere);
-  ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
+  ChangeBetween(h, Between::kAnotherPod, FirstNodeNotIn({a0, b0}), 0);
   // a1's cycle, without its assume (as when the assume or Reserve failed).
   h.batching_.SnapshotUpdating();
   h.cache_.UpdateSnapshot(h.snapshot_);
@@ -1553,11 +1550,7 @@ TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAChainPodLandsElsewhere) {
                                              [&h] { return ++h.cycle_; });
   ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled);
   ASSERT_EQ(h.NodeId(r.node_name), expected_b1[0]);
-  std::string elsewhere;
-  for (int i = 0; i < 20 && elsewhere.empty(); ++i) {
-    const std::string name = "node-" + std::to_string(i);
-    if (h.NodeId(name) != expected_b1[0]) elsewhere = name;
-  }
+  const std::string elsewhere = FirstNodeNotIn({r.node_name});
   v1::Pod assumed = *queue[4]->pod;
   assumed.set_node_name(elsewhere);
   Cache::AssumedAt at;
