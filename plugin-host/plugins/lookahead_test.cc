@@ -297,5 +297,69 @@ TEST_F(LookaheadTest, ANodeSelectorNoNodeMatchesIsInfeasibleEverywhere) {
   for (int k = 0; k < 4; ++k) EXPECT_EQ(verdicts.verdicts(k), Verdict::INFEASIBLE) << k;
 }
 
+// Nominated-node checks (plugin protocol version 6) with every default
+// plugin: each check in a request must say what the pod's own request
+// narrowed to its nominated node says, nominations mirrored and counted.
+class NominatedChecksTest : public LookaheadTest {
+ protected:
+  uint32_t Version() const override { return 6; }
+};
+
+TEST_F(NominatedChecksTest, EachEqualsThatPodsOwnRequestOnItsNode) {
+  // Mirrored nominations: 5 000m on "plain" at priority 10, 2 000m on
+  // "tight" at priority 0 (counted only for pods of priority 0).
+  v1::SchedulerToPlugin nominate = Cycle(Pod("warm-up-2", 100, 1 << 20), {1});
+  nominate.mutable_delta()->set_generation(2);
+  v1::Pod high = Nominee().pod();
+  *nominate.mutable_delta()->add_nominated_pod_upserts() = high;
+  v1::Pod low = Pod("low-nominee", 2000, int64_t{1} << 30);
+  low.set_nominated_node_name("tight");
+  *nominate.mutable_delta()->add_nominated_pod_upserts() = low;
+  stream_->Call(nominate);
+
+  std::vector<v1::Pod> pods;
+  for (int32_t priority : {0, 10}) {
+    for (auto [name, cpu, port] : {std::tuple<const char*, int64_t, int32_t>{"small", 1500, 0},
+                                   {"large", 3500, 0},
+                                   {"ported", 1500, 8080}}) {
+      v1::Pod pod = Pod(absl::StrCat(name, "-", priority), cpu, int64_t{1} << 30, port);
+      pod.set_priority(priority);
+      pods.push_back(pod);
+    }
+  }
+  int feasible = 0;
+  int infeasible = 0;
+  for (uint32_t node = 1; node <= 7; ++node) {
+    // Every pod checked on `node` in one request of another pod (on node 6).
+    v1::SchedulerToPlugin request = Cycle(Pod("requester", 100, 1 << 20), {6});
+    for (const v1::Pod& pod : pods) {
+      v1::NominatedCheck& check = *request.mutable_cycle()->add_nominated_checks();
+      *check.mutable_pod() = pod;
+      check.mutable_pod()->set_nominated_node_name("elsewhere");  // Not counted against itself anywhere.
+      check.set_node_id(node);
+    }
+    const v1::CycleResponse answer = stream_->Call(request).cycle();
+    ASSERT_EQ(answer.nominated_checks_size(), static_cast<int>(pods.size())) << "node " << node;
+    for (size_t k = 0; k < pods.size(); ++k) {
+      const v1::CycleResponse real = stream_->Call(Cycle(pods[k], {node})).cycle();
+      const bool fits = real.feasible_size() == 1;
+      EXPECT_EQ(answer.nominated_checks(static_cast<int>(k)), fits ? Verdict::FEASIBLE : Verdict::INFEASIBLE)
+          << pods[k].meta().name() << " on node " << node;
+      ++(fits ? feasible : infeasible);
+    }
+  }
+  // Both kinds occur: the nominations, the host port and "guarded" decide some.
+  EXPECT_GT(feasible, 10);
+  EXPECT_GT(infeasible, 5);
+}
+
+TEST_F(LookaheadTest, NominatedChecksNotAnsweredOnVersion4) {
+  v1::SchedulerToPlugin request = Cycle(Pod("requester", 100, 1 << 20), {6});
+  v1::NominatedCheck& check = *request.mutable_cycle()->add_nominated_checks();
+  *check.mutable_pod() = Pod("small", 1500, 1 << 20);
+  check.set_node_id(1);
+  EXPECT_EQ(stream_->Call(request).cycle().nominated_checks_size(), 0);
+}
+
 }  // namespace
 }  // namespace podium::plugins

@@ -594,6 +594,58 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   return absl::OkStatus();
 }
 
+void CycleRunner::RunNominatedChecks(const PluginList& pre_filters, const PluginList& filters,
+                                     v1::CycleRequest& request, v1::CycleResponse& out) {
+  using Verdict = v1::WhatIfVerdicts;
+  if (!nominated_checks_ || request.nominated_checks_size() == 0 || request.has_preemption_dry_run()) return;
+  // The nominations the scheduler counts are the mirror's (it sends checks
+  // only to a process that mirrors them); a request that carried its own is
+  // not answered.
+  if (request.nominated_pods_size() > 0) return;
+  mirrored_nominations_ = mirror_.NumNominatedPods() > 0;
+  nominated_.clear();
+  std::vector<const NodeInfo*> only(1);
+  for (v1::NominatedCheck& check : *request.mutable_nominated_checks()) {
+    Verdict::Verdict verdict = Verdict::UNKNOWN;
+    const NodeInfo* node = mirror_.GetById(check.node_id());
+    PodInfoPtr pod = TakePod(check.mutable_pod());
+    // The pod's own PreFilter, as its cycle would run it (kube-scheduler's
+    // fast path evaluates the nominated node after PreFilter).
+    CycleState state;
+    bool rejected = false;
+    bool failed = node == nullptr;
+    for (PluginInstance* plugin : pre_filters) {
+      if (failed || rejected) break;
+      auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
+      if (status.IsSkip()) {
+        state.skip_filter_plugins().insert(plugin->name);
+      } else if (status.IsRejected()) {
+        rejected = true;
+      } else if (!status.IsSuccess()) {
+        failed = true;
+      } else if (result.node_names.has_value() && !result.node_names->contains(node->name())) {
+        rejected = true;
+      }
+    }
+    if (rejected) {
+      verdict = Verdict::INFEASIBLE;
+    } else if (!failed) {
+      ActiveFilters(filters, state, active_filters_);
+      ActiveExtensions(pre_filters, state, extensions_);
+      only[0] = node;
+      CountNominatedPods(*pod, &only);
+      const FilterOutcome outcome = counted_nominated_.empty()
+                                        ? RunFilters(active_filters_, state, *pod, *node)
+                                        : RunFiltersWithNominatedPods(state, *pod, *node);
+      verdict = outcome.status.IsSuccess()    ? Verdict::FEASIBLE
+                : outcome.status.IsRejected() ? Verdict::INFEASIBLE
+                                              : Verdict::UNKNOWN;  // ERROR: the scheduler asks.
+    }
+    out.add_nominated_checks(verdict);
+  }
+  counted_nominated_.clear();
+}
+
 bool CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& filters,
                                const PluginList& pre_scores, const PluginList& scores,
                                v1::Lookahead& lookahead, std::vector<PodInfoPtr>& chain,

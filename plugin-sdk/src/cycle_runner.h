@@ -128,6 +128,15 @@ class CycleRunner {
   void set_lookahead(bool on) { lookahead_ = on; }
   // Whether CycleRequest.later_lookaheads is answered (protocol version 5).
   void set_later_lookaheads(bool on) { later_lookaheads_ = on; }
+  // Whether CycleRequest.nominated_checks is answered (protocol version 6).
+  void set_nominated_checks(bool on) { nominated_checks_ = on; }
+  // CycleRequest.nominated_checks, after RunCycle answered the request's own
+  // pod: each pod on its nominated node as the mirror holds it, with the
+  // nominated pods that count for it there (its own cycle state, dropped
+  // after). Not answered with a preemption dry run in the request (the
+  // scheduler never sends both) or when switched off.
+  void RunNominatedChecks(const PluginList& pre_filters, const PluginList& filters, v1::CycleRequest& request,
+                          v1::CycleResponse& out);
   // The most copies a what-if request may ask for.
   static constexpr uint32_t kMaxWhatIfCopies = 8;
   size_t NumCycleStates() const { return cycle_states_.size(); }
@@ -183,6 +192,7 @@ class CycleRunner {
   bool what_if_ = false;
   bool lookahead_ = false;
   bool later_lookaheads_ = false;
+  bool nominated_checks_ = false;
   PodInfoPtr last_cycle_pod_;
   // Cycle ids grow, so the smallest id is the oldest cycle.
   absl::btree_map<uint64_t, std::unique_ptr<CycleState>> cycle_states_;

@@ -475,8 +475,8 @@ TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
   auto stream = Connect();
   std::vector<v1::PluginArgs> plugins(1);
   plugins[0].set_name("Fit");
-  v1::Registration reg = stream->OpenWith(plugins, /*version=*/6, /*max_version=*/6);
-  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 6 is not supported"));
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/7, /*max_version=*/7);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 7 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
@@ -767,6 +767,61 @@ TEST_F(PluginServerTest, MirroredNominatedPodsCountOnTheNodesOfANarrowedRequest)
   EXPECT_THAT(cycle.feasible(), ElementsAre(1));
   ASSERT_EQ(cycle.rejected_size(), 1);
   EXPECT_EQ(cycle.rejected(0).node_id(), 4u);
+}
+
+// Protocol version 6: other nominated pods checked on their own nominated
+// nodes in a request, as their fast path would check them (the nominations
+// that count for each, not itself, not lower-priority ones).
+TEST_F(PluginServerTest, NominatedChecksJudgeEachPodOnItsNodeWithTheNominationsThatCountForIt) {
+  auto open = [this](uint32_t max_version) {
+    auto stream = Connect();
+    v1::PluginArgs args;
+    args.set_name("Capacity");
+    args.set_args_json("{\"maxPods\": 1}");
+    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 6));
+    return stream;
+  };
+  auto stream = open(6);
+  v1::SchedulerToPlugin request = CycleMessage(2, 1, MakePod("p", 100), {"Capacity"}, {"Capacity"}, {});
+  *request.mutable_delta() = SixNodes([](int) { return std::map<std::string, std::string>{}; });
+  // n2: two nominees of priority 100 (each counts for the other); n3: one of
+  // priority 100; n4: one of priority 1; n5: one, and a pod bound there.
+  auto nominee = [&](const std::string& name, int priority, const std::string& node) {
+    v1::Pod pod = MakePod(name, priority);
+    pod.set_nominated_node_name(node);
+    *request.mutable_delta()->add_nominated_pod_upserts() = pod;
+    return pod;
+  };
+  const v1::Pod a = nominee("a", 100, "n2");
+  nominee("b", 100, "n2");
+  const v1::Pod c = nominee("c", 100, "n3");
+  const v1::Pod d = nominee("d", 100, "n4");
+  nominee("low", 1, "n4");
+  const v1::Pod e = nominee("e", 100, "n5");
+  AddPod(request.mutable_delta(), 5, MakePod("bound", 0));
+  // The request's own pod on n1 (its fast path), with the checks.
+  request.mutable_cycle()->mutable_nodes()->clear_all_nodes();
+  request.mutable_cycle()->mutable_nodes()->add_node_ids(1);
+  for (const auto& [pod, node] : std::vector<std::pair<v1::Pod, uint32_t>>{{a, 2}, {c, 3}, {d, 4}, {e, 5}, {e, 99}}) {
+    v1::NominatedCheck& check = *request.mutable_cycle()->add_nominated_checks();
+    *check.mutable_pod() = pod;
+    check.set_node_id(node);
+  }
+  v1::CycleResponse cycle = stream->Call(request).cycle();
+  EXPECT_THAT(cycle.feasible(), ElementsAre(1));
+  // a: b counts on n2 (equal priority); c alone on n3; d: the lower one does
+  // not count; e: the bound pod fills n5; an unknown node is not evaluated.
+  EXPECT_THAT(cycle.nominated_checks(),
+              ElementsAre(v1::WhatIfVerdicts::INFEASIBLE, v1::WhatIfVerdicts::FEASIBLE,
+                          v1::WhatIfVerdicts::FEASIBLE, v1::WhatIfVerdicts::INFEASIBLE,
+                          v1::WhatIfVerdicts::UNKNOWN));
+
+  // A process that speaks version 5 leaves them unanswered.
+  auto older = open(5);
+  request.set_id(3);
+  v1::CycleResponse unanswered = older->Call(request).cycle();
+  EXPECT_THAT(unanswered.feasible(), ElementsAre(1));
+  EXPECT_EQ(unanswered.nominated_checks_size(), 0);
 }
 
 TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {

@@ -17,8 +17,9 @@ namespace {
 // The newest protocol version this SDK speaks, and the oldest. 2 adds
 // CycleResponse.status_table; 3 what-if verdicts (CycleRequest.what_if_copies);
 // 4 lookahead verdicts (CycleRequest.lookahead); 5 the later pods' lookaheads
-// (CycleRequest.later_lookaheads).
-constexpr uint32_t kProtocolVersion = 5;
+// (CycleRequest.later_lookaheads); 6 nominated-node checks of the pods
+// decided next (CycleRequest.nominated_checks).
+constexpr uint32_t kProtocolVersion = 6;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 
@@ -230,6 +231,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
   runner_.set_what_if(version >= 3);
   runner_.set_lookahead(version >= 4);
   runner_.set_later_lookaheads(version >= 5);
+  runner_.set_nominated_checks(version >= 6);
   absl::flat_hash_map<absl::string_view, const PluginDefinition*> definitions;
   for (const PluginDefinition& definition : definitions_) {
     definitions.emplace(definition.name, &definition);
@@ -438,6 +440,7 @@ absl::Status Session::RunCycle(v1::CycleRequest& request, v1::CycleResponse& out
   if (!scores.ok()) return scores.status();
 
   absl::Status status = runner_.RunCycle(**pre_filters, **filters, **pre_scores, **scores, request, out);
+  if (status.ok()) runner_.RunNominatedChecks(**pre_filters, **filters, request, out);
   if (!status.ok() || !request.has_preemption_dry_run() || out.feasible_size() > 0) return status;
   // Preemption's first dry run rode in the request: run it when the pod
   // passed PreFilter, fits nowhere and no filter failed with an error (the

@@ -332,6 +332,9 @@ int Run(std::vector<std::string> overrides) {
     spec->nominated_pod_keys = [&nominator](const v1::Pod& pod, const sdk::Snapshot& snap, const auto& visit) {
       nominator.ForEachKey(pod, snap, visit);
     };
+    spec->nominated_key_on = [&nominator](const v1::Pod& pod, std::string_view node) {
+      return nominator.KeySumOn(pod, node);
+    };
     spec->nominations_generation = [&nominator] { return nominator.generation(); };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
     if (!preemption_options.ok()) return console.Fail(std::string(preemption_options.status().message()));

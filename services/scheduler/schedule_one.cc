@@ -101,7 +101,8 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   // (batcher.h "Lookahead verdicts"); only of the same profile.
   // The pods after it too (later lookaheads), up to the first of another profile.
   std::vector<sdk::PodInfoPtr> upcoming;
-  if (batching_.Enabled(fw)) upcoming = queue_.PeekActive(1 + batching_.later_lookaheads());
+  // A nominated pod's request may check the nominated pods after it.
+  if (batching_.Enabled(fw)) upcoming = queue_.PeekActive(batching_.upcoming_for(pod));
   for (size_t k = 0; k < upcoming.size(); ++k) {
     if (!upcoming[k]->pod->node_name().empty() || FrameworkFor(*upcoming[k]->pod) != fw) {
       upcoming.resize(k);

@@ -86,6 +86,7 @@ void OpportunisticBatching::SetEnabled(const Framework* fw, bool enabled) { enab
 
 void OpportunisticBatching::FlushAll() {
   failures_.InvalidateAll();
+  nominated_verdicts_.clear();
   for (auto& [fw, profile] : profiles_) {
     for (Batch& batch : profile.batches) {
       batch.invalidated = true;
@@ -807,6 +808,86 @@ BatchOutcome OpportunisticBatching::TryBatch(Framework& fw, Profile& profile, Ba
   return BatchOutcome::kHit;
 }
 
+ScheduleResult OpportunisticBatching::ScheduleNominated(Framework& fw, Profile& profile, const v1::Pod& pod,
+                                                        const Snapshot& snapshot, uint64_t state_seq,
+                                                        uint64_t cycle_id, const sdk::PodInfoPtr& next,
+                                                        const std::vector<sdk::PodInfoPtr>& later) {
+  const std::string& uid = pod.meta().uid();
+  // This pod's check, from an earlier pod's request: it stands when nothing
+  // it was found on changed (the node, the nominations counted there, the
+  // pod, the profile's plugins; a flush drops it). Only FEASIBLE ones are
+  // kept: a pod that did not fit goes on to every node, which needs its own
+  // request anyway.
+  auto held = std::find_if(nominated_verdicts_.begin(), nominated_verdicts_.end(),
+                           [&](const NominatedVerdict& v) { return v.uid == uid; });
+  if (held != nominated_verdicts_.end()) {
+    const NominatedVerdict v = std::move(*held);
+    nominated_verdicts_.erase(held);
+    const sdk::NodeInfo* node = snapshot.Get(pod.nominated_node_name());
+    if (v.fw == &fw && v.setup_generation == fw.setup_generation() &&
+        v.resource_version == pod.meta().resource_version() && node != nullptr && node->id() == v.node_id &&
+        snapshot.NodeChangeGeneration(v.node_id) == v.change_generation &&
+        fw.NominatedKeyOn(pod, node->name()) == v.nominated_key && fw.DecidableWithoutRequest(pod)) {
+      ScheduleResult result;
+      result.outcome = ScheduleResult::Outcome::kScheduled;
+      result.node_name = node->name();
+      result.evaluated_nodes = 1;  // As the fast path: the rotation is not moved.
+      result.feasible_nodes = 1;
+      result.diagnosis.num_all_nodes = static_cast<uint32_t>(snapshot.NumNodes());
+      result.diagnosis.cycle_id = cycle_id;
+      fw.DecidedWithoutRequest(state_seq, cycle_id);
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.nominated_check_hits;
+      return result;
+    }
+  }
+  // The nominated pods after it, each on a node of its own (not this pod's):
+  // their checks ride in this pod's request. Only pods whose verdicts depend
+  // on their node alone (signable: with no pod (anti-)affinity or spread
+  // constraint, another pod's assume elsewhere changes nothing for them),
+  // with nothing to run remotely after the cycle, and only when the
+  // nominations are the snapshot's (what the process counts).
+  std::vector<NominatedCheckRequest> checks;
+  std::vector<NominatedVerdict> pending;
+  const sdk::NodeInfo* own = snapshot.Get(pod.nominated_node_name());
+  if (own != nullptr && options_.nominated_checks > 0 && NominationsAsSnapshot(fw) &&
+      fw.NominatedKeyOn(pod, own->name()).has_value()) {
+    absl::flat_hash_set<uint32_t> nodes = {own->id()};
+    auto consider = [&](const sdk::PodInfoPtr& q) {
+      const v1::Pod& p = *q->pod;
+      if (p.nominated_node_name().empty() || !p.node_name().empty() || !p.pod_group().empty()) return;
+      const sdk::NodeInfo* node = snapshot.Get(p.nominated_node_name());
+      if (node == nullptr || !nodes.insert(node->id()).second) return;
+      if (!profile.signer.Sign(p).signable || !fw.DecidableWithoutRequest(p)) return;
+      checks.push_back(NominatedCheckRequest{.pod = &p, .node_id = node->id()});
+      pending.push_back(NominatedVerdict{.fw = &fw,
+                                         .setup_generation = fw.setup_generation(),
+                                         .uid = p.meta().uid(),
+                                         .resource_version = p.meta().resource_version(),
+                                         .node_id = node->id(),
+                                         .change_generation = snapshot.NodeChangeGeneration(node->id()),
+                                         .nominated_key = *fw.NominatedKeyOn(p, node->name())});
+    };
+    if (next != nullptr) consider(next);
+    for (size_t k = 0; k < later.size() && checks.size() < options_.nominated_checks; ++k) consider(later[k]);
+  }
+  ScheduleResult result = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
+                                         CycleScope{.nominated_checks = checks.empty() ? nullptr : &checks});
+  if (!checks.empty()) {
+    nominated_verdicts_.clear();  // A request's checks replace any still held.
+    if (result.nominated_checks.size() == pending.size()) {
+      for (size_t k = 0; k < pending.size(); ++k) {
+        if (result.nominated_checks[k] == v1::WhatIfVerdicts::FEASIBLE) {
+          nominated_verdicts_.push_back(std::move(pending[k]));
+        }
+      }
+    }
+    absl::MutexLock lock(&stats_mu_);
+    stats_.nominated_checks_sent += checks.size();
+  }
+  return result;
+}
+
 ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& pod,
                                                   const Snapshot& snapshot, uint64_t state_seq,
                                                   uint64_t& cycle_id,
@@ -840,7 +921,9 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     sig.unsignable_reason = "the pod belongs to a pod group (gang members are not batched)";
   } else if (!pod.nominated_node_name().empty()) {
     // The nominated-node fast path (Framework::SchedulePod) decides it.
-    sig.unsignable_reason = "the pod has a nominated node";
+    static const std::string* const kNominated = new std::string("the pod has a nominated node");
+    Count(fw, last_outcome_ = BatchOutcome::kUnsignable, kNominated);
+    return ScheduleNominated(fw, profile, pod, snapshot, state_seq, cycle_id, next, later);
   } else {
     sig = profile.signer.Sign(pod);
   }

@@ -64,8 +64,10 @@ class FakeProcess : public PluginProcess {
   bool AnswersWhatIf() const override { return what_if; }
   bool AnswersLookahead() const override { return lookahead; }
   bool AnswersLaterLookaheads() const override { return later_lookaheads; }
+  bool MirrorsNominatedPods() const override { return mirrored != nullptr; }
+  bool AnswersNominatedChecks() const override { return mirrored != nullptr; }
   void CountInvalidAnswer() override {
-    if (!corrupt_lookahead && !corrupt_later) ADD_FAILURE() << "invalid answer";
+    if (!corrupt_lookahead && !corrupt_later && !corrupt_checks) ADD_FAILURE() << "invalid answer";
     ++invalid_answers;
   }
   void CountIgnoredFailure() override {}
@@ -83,6 +85,23 @@ class FakeProcess : public PluginProcess {
     }
     std::map<uint32_t, int64_t> nominated_cpu;
     for (const auto& m : req.nominated_pods()) nominated_cpu[m.node_id()] += PodCpu(m.pod());
+    // Mirrored nominations (node -> pod), counted as the SDK counts them.
+    auto mirrored_cpu = [&](const v1::Pod& pod, uint32_t node_id) {
+      int64_t cpu = 0;
+      for (const auto& [node, nominee] : *mirrored) {
+        const sdk::NodeInfo* info = snapshot_.Get(node);
+        if (info == nullptr || info->id() != node_id || nominee.meta().uid() == pod.meta().uid() ||
+            nominee.priority() < pod.priority()) {
+          continue;
+        }
+        cpu += PodCpu(nominee);
+      }
+      return cpu;
+    };
+    if (mirrored != nullptr) {
+      EXPECT_EQ(req.nominated_pods_size(), 0) << "nominations sent to a process that mirrors them";
+      for (const sdk::NodeInfo* node : snapshot_.Nodes()) nominated_cpu[node->id()] = mirrored_cpu(req.pod(), node->id());
+    }
     const int64_t want = PodCpu(req.pod());
     const auto& filters = req.filter_plugins();
     const bool fit = std::find(filters.begin(), filters.end(), "Fit") != filters.end();
@@ -114,6 +133,16 @@ class FakeProcess : public PluginProcess {
       }
     }
     out.set_nodes_evaluated(evaluated);
+    // Nominated-node checks (protocol version 6): each pod alone on its node.
+    for (const v1::NominatedCheck& check : req.nominated_checks()) {
+      checks_asked.push_back(check);
+      const sdk::NodeInfo* node = snapshot_.GetById(check.node_id());
+      const int64_t free = node->allocatable().milli_cpu - node->requested().milli_cpu -
+                           mirrored_cpu(check.pod(), check.node_id());
+      out.add_nominated_checks(free >= PodCpu(check.pod()) ? v1::WhatIfVerdicts::FEASIBLE
+                                                           : v1::WhatIfVerdicts::INFEASIBLE);
+    }
+    if (corrupt_checks && req.nominated_checks_size() > 0) out.add_nominated_checks(v1::WhatIfVerdicts::FEASIBLE);
     // What-if: each feasible node with j more pods of this one's CPU, judged
     // and scored alone (a one-node normalization), as a request naming only
     // that node would be once they are assumed there.
@@ -210,6 +239,11 @@ class FakeProcess : public PluginProcess {
   std::vector<v1::Lookahead> later_asked;  // Every later lookahead asked.
   bool corrupt_lookahead = false;  // Answers one verdict too many.
   std::vector<v1::Lookahead> lookaheads;  // Every lookahead asked.
+  // Set: the process mirrors these nominations (node -> pod) and answers
+  // nominated-node checks (protocol version 6).
+  const std::map<std::string, v1::Pod>* mirrored = nullptr;
+  std::vector<v1::NominatedCheck> checks_asked;
+  bool corrupt_checks = false;  // Answers one check too many.
   int invalid_answers = 0;
 
  private:
@@ -307,6 +341,14 @@ class Harness {
     // As main wires it: the nominator's generation. With
     // change_nominations_during_cycle_, every read sees a new one, as if a
     // nomination changed while each cycle ran.
+    spec.nominated_key_on = [this](const v1::Pod& pod, std::string_view node) -> uint64_t {
+      auto it = nominated_.find(std::string(node));
+      if (it == nominated_.end() || it->second.meta().uid() == pod.meta().uid() ||
+          it->second.priority() < pod.priority()) {
+        return 0;
+      }
+      return NominationKey(it->second.meta().uid(), it->second.meta().resource_version());
+    };
     spec.nominations_generation = [this] {
       if (change_nominations_during_cycle_) ++nomination_generation_;
       return nomination_generation_;
@@ -1559,6 +1601,106 @@ TEST(BatcherTest, ALaterLookaheadIsDroppedWhenAChainPodLandsElsewhere) {
   h.Schedule(*queue[5]->pod, true);
   EXPECT_EQ(h.process_.requests.size(), 1u) << "c1 asks";
   EXPECT_EQ(h.batching_.stats().lookahead_hits, 1u);
+}
+
+// Nominated-node checks (plugin protocol version 6): preemptors coming back
+// in a run, each nominated to a node of its own.
+struct NominatedRun {
+  Harness h;
+  std::vector<sdk::PodInfoPtr> pods;  // Nominated to node-1, node-2, ...
+  explicit NominatedRun(int n) {
+    h.process_.mirrored = &h.nominated_;
+    h.AddNodes(6, 1000);
+    for (int i = 0; i < n; ++i) {
+      v1::Pod pod = MakePod("p" + std::to_string(i), 600, /*priority=*/10);
+      pod.mutable_meta()->set_resource_version("1");
+      pod.set_nominated_node_name("node-" + std::to_string(i + 1));
+      h.nominated_[pod.nominated_node_name()] = pod;
+      pods.push_back(sdk::PodInfo::Create(pod));
+    }
+    // A first pod, so that the batcher knows the profile when the snapshot
+    // is taken (nominations as the snapshot's: OpportunisticBatching::SnapshotUpdating).
+    h.Schedule(MakePod("first", 1));
+  }
+  // Schedules pods[i] with the ones after it at activeQ's head.
+  std::string Schedule(size_t i) {
+    std::vector<sdk::PodInfoPtr> later(pods.begin() + std::min(pods.size(), i + 2), pods.end());
+    return h.Schedule(*pods[i]->pod, true, i + 1 < pods.size() ? pods[i + 1] : nullptr, later);
+  }
+};
+
+TEST(BatcherTest, NominatedPodsAfterANominatedPodAreCheckedInItsRequestAndNeedNoneOfTheirOwn) {
+  NominatedRun run(3);
+  Harness& h = run.h;
+  EXPECT_EQ(run.Schedule(0), "node-1");
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId("node-1")});
+  ASSERT_EQ(h.process_.checks_asked.size(), 2u);
+  EXPECT_EQ(h.process_.checks_asked[0].pod().meta().name(), "p1");
+  EXPECT_EQ(h.process_.checks_asked[0].node_id(), h.NodeId("node-2"));
+  EXPECT_EQ(h.process_.checks_asked[1].node_id(), h.NodeId("node-3"));
+  // Each is decided by its check: no request, its nominated node.
+  EXPECT_EQ(run.Schedule(1), "node-2");
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_EQ(run.Schedule(2), "node-3");
+  EXPECT_TRUE(h.process_.requests.empty());
+  EXPECT_EQ(h.batching_.stats().nominated_checks_sent, 2u);
+  EXPECT_EQ(h.batching_.stats().nominated_check_hits, 2u);
+}
+
+TEST(BatcherTest, ANominatedCheckIsNotUsedOnceItsNodeOrTheNominationsThereChanged) {
+  NominatedRun run(4);
+  Harness& h = run.h;
+  run.Schedule(0);
+  ASSERT_EQ(h.process_.checks_asked.size(), 3u);
+  // node-2 gets a pod: p1 asks on its own (and still fits, 1000m - 300m).
+  v1::Pod other = MakePod("other", 300);
+  other.set_node_name("node-2");
+  h.cache_.AddOrUpdatePod(other);
+  EXPECT_EQ(run.Schedule(1), "node-2");
+  ASSERT_EQ(h.process_.requests.size(), 1u);
+  EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId("node-2")});
+  // Its request replaced the checks: p2 and p3 were checked in it again.
+  EXPECT_EQ(h.process_.checks_asked.size(), 5u);
+  // A pod of higher priority nominated to node-3 besides p2: p2 no longer
+  // fits there; its own request finds that, and it goes on to every node.
+  v1::Pod higher = MakePod("higher", 600, /*priority=*/100);
+  higher.set_nominated_node_name("node-3");
+  h.nominated_["node-3"] = higher;
+  // Where there is room, nominations counted (node-4 has p3's).
+  EXPECT_THAT(run.Schedule(2), ::testing::AnyOf("node-0", "node-5"));
+  EXPECT_GE(h.process_.requests.size(), 2u);
+  EXPECT_EQ(h.batching_.stats().nominated_check_hits, 0u);
+}
+
+TEST(BatcherTest, AChecklessProcessOrAnInvalidCheckAnswerLeavesEachPodItsOwnRequest) {
+  {
+    NominatedRun run(2);
+    run.h.process_.mirrored = nullptr;  // Speaks version 5: no checks asked.
+    run.Schedule(0);
+    EXPECT_TRUE(run.h.process_.checks_asked.empty());
+    EXPECT_EQ(run.Schedule(1), "node-2");
+    EXPECT_EQ(run.h.process_.requests.size(), 1u);
+  }
+  NominatedRun run(2);
+  run.h.process_.corrupt_checks = true;
+  EXPECT_EQ(run.Schedule(0), "node-1");  // The pod's own answer stands.
+  EXPECT_EQ(run.h.process_.invalid_answers, 1);
+  EXPECT_EQ(run.Schedule(1), "node-2");
+  EXPECT_EQ(run.h.process_.requests.size(), 1u);
+  EXPECT_EQ(run.h.batching_.stats().nominated_check_hits, 0u);
+}
+
+TEST(BatcherTest, PodsNominatedToTheSameNodeAreNotCheckedTogether) {
+  NominatedRun run(3);
+  Harness& h = run.h;
+  // p2 nominated to node-1 as p0 is: its check would not count p0's assume.
+  v1::Pod p2 = *run.pods[2]->pod;
+  p2.set_nominated_node_name("node-1");
+  run.pods[2] = sdk::PodInfo::Create(p2);
+  run.Schedule(0);
+  ASSERT_EQ(h.process_.checks_asked.size(), 1u);
+  EXPECT_EQ(h.process_.checks_asked[0].pod().meta().name(), "p1");
 }
 
 }  // namespace

@@ -140,6 +140,7 @@ void Framework::Reconfigure(ProfileSpec spec) {
   // What main wires into a profile, not the registrations: kept.
   if (!spec.nominated_pods) spec.nominated_pods = CurrentSetup()->spec.nominated_pods;
   if (!spec.nominated_pod_keys) spec.nominated_pod_keys = CurrentSetup()->spec.nominated_pod_keys;
+  if (!spec.nominated_key_on) spec.nominated_key_on = CurrentSetup()->spec.nominated_key_on;
   if (!spec.nominations_generation) spec.nominations_generation = CurrentSetup()->spec.nominations_generation;
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
@@ -504,12 +505,16 @@ ScheduleResult Framework::SchedulePod(const v1::Pod& pod, const sdk::Snapshot& s
   const sdk::NodeInfo* nominated = pod.nominated_node_name().empty() || scope.node_ids != nullptr
                                        ? nullptr
                                        : snapshot.Get(pod.nominated_node_name());
+  std::vector<v1::WhatIfVerdicts::Verdict> checks;  // Other nominated pods' (CycleScope::nominated_checks).
   if (nominated != nullptr) {
-    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, CycleScope{}, nominated);
+    result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id,
+                               CycleScope{.nominated_checks = scope.nominated_checks}, nominated);
+    checks = std::move(result.nominated_checks);
   }
   if (nominated == nullptr || result.outcome == ScheduleResult::Outcome::kUnschedulable) {
     result = RunFilterAndScore(*setup, pod, snapshot, state_seq, cycle_id, scope);
   }
+  result.nominated_checks = std::move(checks);
   RecordPhases();
   if (result.outcome == ScheduleResult::Outcome::kError ||
       (result.outcome == ScheduleResult::Outcome::kUnschedulable && post_filters_.empty())) {
@@ -714,6 +719,19 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     } else {
       request.clear_lookahead();
     }
+    // Other nominated pods' checks on their nodes ride with a nominated pod's
+    // (the pods popped next, when preemptors come back in a run).
+    size_t checks_sent = 0;
+    if (only_node != nullptr && scope.nominated_checks != nullptr && !scope.nominated_checks->empty() &&
+        setup.plans.size() == 1 && combined && request.nominated_pods_size() == 0 &&
+        plan.process->MirrorsNominatedPods() && plan.process->AnswersNominatedChecks()) {
+      for (const NominatedCheckRequest& check : *scope.nominated_checks) {
+        v1::NominatedCheck& c = *request.add_nominated_checks();
+        *c.mutable_pod() = *check.pod;
+        c.set_node_id(check.node_id);
+      }
+      checks_sent = scope.nominated_checks->size();
+    }
     // Preemption's first dry run rides along when the pod will likely fit
     // nowhere (the last full cycle found nothing): one round trip fewer per
     // preemptor. Only with a lone filter process that counts nominations
@@ -769,6 +787,22 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
             taken_ok.code(), absl::StrCat("plugin endpoint ", plan.process->name(), ": ", taken_ok.message()));
         PODIUM_LOG(Warning, "Dropped an invalid lookahead answer", {"endpoint", plan.process->name()},
                    {"error", taken_ok.message()});
+      }
+    }
+    if (checks_sent > 0 && answer->cycle().nominated_checks_size() > 0) {
+      // A bad answer costs only the checks: the pod's own answer stands.
+      const auto& verdicts = answer->cycle().nominated_checks();
+      const bool known = std::all_of(verdicts.begin(), verdicts.end(), [](int v) {
+        return v == v1::WhatIfVerdicts::UNKNOWN || v == v1::WhatIfVerdicts::FEASIBLE ||
+               v == v1::WhatIfVerdicts::INFEASIBLE;
+      });
+      if (static_cast<size_t>(verdicts.size()) == checks_sent && known) {
+        for (int v : verdicts) result.nominated_checks.push_back(static_cast<v1::WhatIfVerdicts::Verdict>(v));
+      } else {
+        plan.process->CountInvalidAnswer();
+        PODIUM_LOG(Warning, "Dropped an invalid nominated_checks answer", {"endpoint", plan.process->name()},
+                   {"error", absl::StrCat("cycle.nominated_checks: ", verdicts.size(), " verdicts for ",
+                                          checks_sent, " checks", known ? "" : ", or an unknown verdict")});
       }
     }
     if (dry_run_attached && answer->cycle().feasible_size() == 0 &&

@@ -67,6 +67,10 @@ struct ProfileSpec {
   std::function<void(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                      const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit)>
       nominated_pod_keys;
+  // The sum of the NominationKey of the nominated pods a cycle for `pod`
+  // counts on that node alone (0: none): what a nominated-node check's
+  // verdict is kept with (batching/ "Nominated-node checks").
+  std::function<uint64_t(const v1::Pod& pod, std::string_view node_name)> nominated_key_on;
   // Changes whenever a nomination does (Nominator::generation): batching reads
   // it around a cycle to take the fingerprints only for a cycle that placed
   // its pod, after it, and only when nothing changed meanwhile.
@@ -203,6 +207,13 @@ struct LookaheadAnswer {
 };
 
 // Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
+// A pod nominated to a node, to be checked there in another pod's request
+// (CycleScope::nominated_checks).
+struct NominatedCheckRequest {
+  const v1::Pod* pod = nullptr;
+  uint32_t node_id = 0;
+};
+
 struct CycleScope {
   // Evaluate exactly these nodes: no early stop, no rotation, and every node
   // that passes is scored (even a single one). With node_ids the outcome is
@@ -231,6 +242,12 @@ struct CycleScope {
   // With lookahead: the pods expected after its pod, in that order (plugin
   // protocol version 5, CycleRequest.later_lookaheads). Sent only with it.
   const std::vector<LookaheadRequest>* later_lookaheads = nullptr;
+  // For a nominated pod's cycle: other nominated pods, each checked on its
+  // own nominated node in the same request (CycleRequest.nominated_checks,
+  // protocol version 6; ScheduleResult::nominated_checks). Honoured only on
+  // the nominated-node fast path, when one process serves every plugin of
+  // the profile and mirrors nominations.
+  const std::vector<NominatedCheckRequest>* nominated_checks = nullptr;
 };
 
 struct ScheduleResult {
@@ -251,6 +268,9 @@ struct ScheduleResult {
   // (all of them, aligned, or none).
   size_t later_lookaheads_sent = 0;
   std::vector<LookaheadAnswer> later_lookaheads;
+  // CycleScope::nominated_checks' verdicts, aligned with it; empty when not
+  // sent, not answered, or answered invalidly (then an error was logged).
+  std::vector<v1::WhatIfVerdicts::Verdict> nominated_checks;
 };
 
 // PostFilter runs inside the scheduler when a pod fits no node, as
@@ -349,6 +369,12 @@ class Framework {
   // Visits, per node, the sum of the NominationKey of the nominated pods
   // AddNominatedPods would add there; false when the profile has no key hook
   // (then AddNominatedPods is the way).
+  // ProfileSpec::nominated_key_on; nullopt without the hook.
+  std::optional<uint64_t> NominatedKeyOn(const v1::Pod& pod, std::string_view node_name) const {
+    const std::shared_ptr<const Setup> setup = CurrentSetup();
+    if (!setup->spec.nominated_key_on) return std::nullopt;
+    return setup->spec.nominated_key_on(pod, node_name);
+  }
   bool ForEachNominatedPodKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                               const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const {
     std::shared_ptr<const Setup> setup = CurrentSetup();

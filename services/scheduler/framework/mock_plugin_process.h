@@ -24,6 +24,7 @@ class MockPluginProcess : public PluginProcess {
   bool RunsDryRunsInCycles() const override { return runs_dry_runs_in_cycles; }
   bool AnswersWhatIf() const override { return answers_what_if; }
   bool AnswersLookahead() const override { return answers_lookahead; }
+  bool AnswersNominatedChecks() const override { return answers_nominated_checks; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }
@@ -32,6 +33,7 @@ class MockPluginProcess : public PluginProcess {
   bool runs_dry_runs_in_cycles = false;
   bool answers_what_if = false;
   bool answers_lookahead = false;
+  bool answers_nominated_checks = false;
   int invalid_answers = 0;
   int ignored_failures = 0;
 

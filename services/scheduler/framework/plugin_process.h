@@ -60,6 +60,8 @@ class PluginProcess {
   virtual bool AnswersLookahead() const { return false; }
   // CycleRequest.later_lookaheads (protocol version 5).
   virtual bool AnswersLaterLookaheads() const { return false; }
+  // CycleRequest.nominated_checks (protocol version 6).
+  virtual bool AnswersNominatedChecks() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

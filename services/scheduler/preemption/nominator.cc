@@ -194,6 +194,20 @@ void Nominator::ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
   }
 }
 
+uint64_t Nominator::KeySumOn(const v1::Pod& pod, std::string_view node_name) const {
+  const int32_t priority = pod.priority();
+  absl::MutexLock lock(&mu_);
+  auto on = by_node_.find(std::string(node_name));
+  if (on == by_node_.end()) return 0;
+  const auto self = by_uid_.find(pod.meta().uid());
+  const Entry* const own = self == by_uid_.end() ? nullptr : &*self;
+  uint64_t sum = 0;
+  for (const OnNode& o : on->second) {
+    if (o.priority >= priority && o.entry != own) sum += o.key;
+  }
+  return sum;
+}
+
 size_t Nominator::size() const {
   absl::MutexLock lock(&mu_);
   return by_uid_.size();

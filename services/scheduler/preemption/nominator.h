@@ -66,6 +66,8 @@ class Nominator {
   // pod. `visit` runs under the nominator's lock: keep it cheap.
   void ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                   const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const;
+  // The sum of the keys ForEachKey visits `node_name` with (0: none counted).
+  uint64_t KeySumOn(const v1::Pod& pod, std::string_view node_name) const;
   size_t size() const;
   // Bumped by every change to a nomination (added, moved, updated, cleared):
   // equal before and after a computation means no nomination changed meanwhile.

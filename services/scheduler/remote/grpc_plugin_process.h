@@ -111,6 +111,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool AnswersWhatIf() const override;
   bool AnswersLookahead() const override;
   bool AnswersLaterLookaheads() const override;
+  bool AnswersNominatedChecks() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;

@@ -340,6 +340,8 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx,
   b->set_hits_without_request(batch.hits_without_request);
   b->set_lookaheads_sent(batch.lookaheads_sent);
   b->set_lookahead_hits(batch.lookahead_hits);
+  b->set_nominated_checks_sent(batch.nominated_checks_sent);
+  b->set_nominated_check_hits(batch.nominated_check_hits);
   for (const auto& [result, n] : batch.by_outcome) (*b->mutable_pods_by_result())[result] = n;
   for (const auto& [reason, n] : batch.unsignable_reasons) (*b->mutable_unsignable_reasons())[reason] = n;
   if (response->paused()) {
