@@ -4,6 +4,7 @@
 // results go to their callbacks on the driver thread that read them.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -136,6 +137,8 @@ class ClusterService final : public ActionSink {
   // Lock order: mu_ only; callbacks run without it.
   mutable absl::Mutex mu_;
   grpc::ServerCompletionQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // The thread that runs the calls' completions (set when a stream is accepted).
+  std::atomic<std::thread::id> driver_thread_{};
   // The call object waiting for the next stream (not in live_).
   SyncCall* requested_ ABSL_GUARDED_BY(mu_) = nullptr;
   SyncCall* active_ ABSL_GUARDED_BY(mu_) = nullptr;

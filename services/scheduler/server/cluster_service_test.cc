@@ -20,6 +20,7 @@
 namespace podium::scheduler {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 class RecordingHandler : public ClusterEventHandler {
@@ -504,6 +505,62 @@ TEST_F(ClusterServiceTest, ShutdownFailsPendingActionsBeforeItReturnsAndEndsTheS
   // A stream that comes after Shutdown is refused, not left waiting.
   Stream late = Open("adapter-b");
   EXPECT_EQ(Refusal(late).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+// A status patch (not a bind) from a thread other than the driver is
+// written by the driver (a kick alarm), in its place among the actions.
+TEST_F(ClusterServiceTest, AnActionFromAnotherThreadIsWrittenByTheDriverInOrder) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  v1::Action patch;
+  patch.mutable_patch_pod_status()->mutable_pod()->set_name("web-1");
+  patch.mutable_patch_pod_status()->set_nominated_node_name("node-2");
+  service_->Send(patch, NewWaiter().Callback());
+  service_->Send(Bind("web-2"), NewWaiter().Callback());  // Queued behind the patch.
+  std::vector<std::string> seen;
+  while (seen.size() < 2) {
+    v1::SchedulerMessage m;
+    ASSERT_TRUE(s.rw->Read(&m));
+    ASSERT_TRUE(m.has_actions());
+    for (const v1::Action& a : m.actions().actions()) {
+      seen.push_back(a.has_bind() ? "bind " + a.bind().pod().name()
+                                  : "patch " + a.patch_pod_status().pod().name());
+    }
+  }
+  EXPECT_THAT(seen, ElementsAre("patch web-1", "bind web-2"));
+  // Many at once from another thread: every one arrives, in order.
+  for (int i = 0; i < 50; ++i) {
+    v1::Action p = patch;
+    p.mutable_patch_pod_status()->mutable_pod()->set_name("p-" + std::to_string(i));
+    service_->Send(p, NewWaiter().Callback());
+  }
+  std::vector<std::string> names;
+  while (names.size() < 50) {
+    v1::SchedulerMessage m;
+    ASSERT_TRUE(s.rw->Read(&m));
+    for (const v1::Action& a : m.actions().actions()) names.push_back(a.patch_pod_status().pod().name());
+  }
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(names[i], "p-" + std::to_string(i));
+}
+
+// A kick still pending when the service shuts down: the action fails or was
+// written, and the call ends (TearDown stops the driver after it).
+TEST_F(ClusterServiceTest, ShutdownWithADriverWriteStillToStartEndsTheCall) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  ResultWaiter& patched = NewWaiter();
+  v1::Action patch;
+  patch.mutable_patch_pod_status()->mutable_pod()->set_name("web-1");
+  service_->Send(patch, patched.Callback());
+  service_->Shutdown();
+  ASSERT_TRUE(patched.done.HasBeenNotified());
+  EXPECT_EQ(patched.result.code(), v1::ActionResult::UNAVAILABLE);
+  v1::SchedulerMessage m;
+  while (s.rw->Read(&m)) {
+  }
+  EXPECT_EQ(s.rw->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 // Streams without their hello are bounded; one refused for that does not
