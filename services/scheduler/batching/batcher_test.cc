@@ -610,6 +610,13 @@ TEST(BatcherTest, EachChangeToAKeptFailureReasksExactlyItsNode) {
   EXPECT_EQ(h.Schedule(next()), "");
   EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHitUnschedulable);
   EXPECT_EQ(requested(), std::set<uint32_t>{h.NodeId("node-2")});
+  // Every node is rejected the same way (each answer's status its own
+  // object): the kept failure shares one object among them, re-asked ones
+  // included (KeptFailures::Intern).
+  std::set<const sdk::Status*> objects;
+  for (const auto& [node, status] : h.last_diagnosis_.node_statuses) objects.insert(status.get());
+  EXPECT_EQ(h.last_diagnosis_.node_statuses.size(), 6u);
+  EXPECT_EQ(objects.size(), 1u);
 
   // A nomination to node-4 (a pod of the same priority), then cleared.
   h.nominated_["node-4"] = MakePod("nominee", 500, /*priority=*/100);

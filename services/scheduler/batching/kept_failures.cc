@@ -95,7 +95,7 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
       p->second.erase(it);
       return Outcome::kRefused;
     }
-    failure.statuses[node->id()] = status;
+    failure.statuses[node->id()] = Intern(failure, status);
   }
   failure.dirty.clear();
   failure.nominated = std::move(nominated);
@@ -120,6 +120,20 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
   return Outcome::kServed;
 }
 
+SharedStatus KeptFailures::Intern(Failure& failure, SharedStatus status) {
+  // Bounded: a failure whose nodes are rejected in many ways keeps the rest as they come.
+  constexpr size_t kMaxDistinct = 16;
+  for (const SharedStatus& known : failure.distinct) {
+    if (known == status) return status;
+    if (known->code() == status->code() && known->plugin() == status->plugin() &&
+        known->reasons() == status->reasons()) {
+      return known;
+    }
+  }
+  if (failure.distinct.size() < kMaxDistinct) failure.distinct.push_back(status);
+  return status;
+}
+
 void KeptFailures::Remember(const Framework& fw, const std::string& key, ScheduleResult& result,
                             const Snapshot& snapshot, absl::flat_hash_map<uint32_t, uint64_t> nominated) {
   const Diagnosis& d = result.diagnosis;
@@ -134,7 +148,7 @@ void KeptFailures::Remember(const Framework& fw, const std::string& key, Schedul
   failure.statuses.reserve(d.node_statuses.size());
   for (const auto& [name, status] : d.node_statuses) {
     const sdk::NodeInfo* node = snapshot.Get(name);
-    if (node == nullptr || !failure.statuses.emplace(node->id(), status).second) return;
+    if (node == nullptr || !failure.statuses.emplace(node->id(), Intern(failure, status)).second) return;
   }
   if (failure.statuses.size() != snapshot.NumNodes()) return;
   failure.nominated = std::move(nominated);

@@ -103,6 +103,9 @@ class KeptFailures {
  private:
   struct Failure {
     absl::flat_hash_map<uint32_t, SharedStatus> statuses;  // Every node's, by id.
+    // The distinct statuses `statuses` points at (a few), so that a node
+    // re-evaluated to the same rejection shares its object (Intern).
+    std::vector<SharedStatus> distinct;
     absl::flat_hash_set<uint32_t> dirty;
     absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
     std::shared_ptr<KeptDryRuns> dry_runs;
@@ -110,6 +113,12 @@ class KeptFailures {
     bool invalidated = false;
   };
   using Failures = absl::flat_hash_map<std::string, Failure>;  // By signature.
+  // `status`, or an equal one (code, plugin, reasons) the failure holds
+  // already: nodes that share a rejection share one object, so that what
+  // walks every node's status (the message, podiumctl explain's counts,
+  // PostFilter's potential nodes) counts runs of one status rather than
+  // hashing a status per node.
+  static SharedStatus Intern(Failure& failure, SharedStatus status);
 
   const absl::Duration max_age_;
   Clock& clock_;
