@@ -251,35 +251,37 @@ class ClusterService::SyncCall {
     --service_.ops_starting_;
   }
 
-  // Under mu_: whether a write is due; if so, marks it in flight and being
-  // started, and returns the message (the front of the outbox).
-  const v1::SchedulerMessage* TakeWrite() {
-    if (writing_ || finished_ || service_.calls_stopped_) return nullptr;
+  // Under mu_: whether a write is due (no write in flight, a message to
+  // write; deferred events alone wait for the flush alarm, armed here).
+  bool WriteDue() {
+    if (writing_ || finished_ || service_.calls_stopped_) return false;
     TakeDeferred();
     if (outbox_.empty()) {
       if (!deferred_.empty()) ArmFlushAlarm();
-      return nullptr;
+      return false;
     }
+    return true;
+  }
+
+  // Under mu_: whether a write is due; if so, marks it in flight and being
+  // started, and returns the message (the front of the outbox).
+  const v1::SchedulerMessage* TakeWrite() {
+    if (!WriteDue()) return nullptr;
     writing_ = true;
     ++starting_;
     ++service_.ops_starting_;
     return &outbox_.front();
   }
 
-  // Under mu_, for an action queued by a thread other than the driver: a
-  // write that TakeWrite would start is started by the driver instead, woken
-  // by an alarm that fires at once. The scheduling thread's binds and status
-  // patches then never run gRPC's write path (a sendmsg, and a wait for the
-  // transport while the driver reads: preempt-500's scheduling thread
-  // blocked there about 600 times per 1 000 preemptors). Always null.
+  // Under mu_, for a non-bind action queued by a thread other than the
+  // driver (ClusterService::Send): a write that TakeWrite would start is
+  // started by the driver instead, woken by an alarm that fires at once. The
+  // scheduling thread's status and DisruptionTarget patches then never run
+  // gRPC's write path (a sendmsg, and a wait for the transport while the
+  // driver reads: preempt-500's scheduling thread blocked there about 600
+  // times per 1 000 preemptors). Always null.
   const v1::SchedulerMessage* KickIfDue() {
-    if (writing_ || finished_ || service_.calls_stopped_) return nullptr;
-    TakeDeferred();
-    if (outbox_.empty()) {
-      if (!deferred_.empty()) ArmFlushAlarm();
-      return nullptr;
-    }
-    if (kick_pending_ || service_.queue_ == nullptr) return nullptr;
+    if (!WriteDue() || kick_pending_ || service_.queue_ == nullptr) return nullptr;
     kick_pending_ = true;
     kick_alarm_.Set(service_.queue_, std::chrono::system_clock::now(), &kick_tag_);
     return nullptr;
