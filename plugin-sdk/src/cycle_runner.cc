@@ -594,6 +594,30 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   return absl::OkStatus();
 }
 
+CycleRunner::PreFilterOutcome CycleRunner::RunPreFilters(const PluginList& pre_filters, CycleState& state,
+                                                         const PodInfo& pod) const {
+  PreFilterOutcome out;
+  for (PluginInstance* plugin : pre_filters) {
+    auto [result, status] = plugin->pre_filter->PreFilter(state, pod, mirror_);
+    if (status.IsSkip()) {
+      state.skip_filter_plugins().insert(plugin->name);
+      continue;
+    }
+    if (!status.IsSuccess()) {
+      out.status = std::move(status);
+      out.plugin = &plugin->name;
+      return out;
+    }
+    if (!result.node_names.has_value()) continue;
+    if (!out.allowed.has_value()) {
+      out.allowed = std::move(result.node_names);
+    } else {
+      absl::erase_if(*out.allowed, [&](const std::string& name) { return !result.node_names->contains(name); });
+    }
+  }
+  return out;
+}
+
 void CycleRunner::RunNominatedChecks(const PluginList& pre_filters, const PluginList& filters,
                                      v1::CycleRequest& request, v1::CycleResponse& out) {
   using Verdict = v1::WhatIfVerdicts;
@@ -612,24 +636,12 @@ void CycleRunner::RunNominatedChecks(const PluginList& pre_filters, const Plugin
     // The pod's own PreFilter, as its cycle would run it (kube-scheduler's
     // fast path evaluates the nominated node after PreFilter).
     CycleState state;
-    bool rejected = false;
-    bool failed = node == nullptr;
-    for (PluginInstance* plugin : pre_filters) {
-      if (failed || rejected) break;
-      auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
-      if (status.IsSkip()) {
-        state.skip_filter_plugins().insert(plugin->name);
-      } else if (status.IsRejected()) {
-        rejected = true;
-      } else if (!status.IsSuccess()) {
-        failed = true;
-      } else if (result.node_names.has_value() && !result.node_names->contains(node->name())) {
-        rejected = true;
-      }
-    }
-    if (rejected) {
+    const PreFilterOutcome pre = node == nullptr ? PreFilterOutcome{Status(Code::kError, "unknown node")}
+                                                 : RunPreFilters(pre_filters, state, *pod);
+    if (pre.status.IsRejected() ||
+        (pre.status.IsSuccess() && pre.allowed.has_value() && !pre.allowed->contains(node->name()))) {
       verdict = Verdict::INFEASIBLE;
-    } else if (!failed) {
+    } else if (pre.status.IsSuccess()) {
       ActiveFilters(filters, state, active_filters_);
       ActiveExtensions(pre_filters, state, extensions_);
       only[0] = node;
@@ -680,24 +692,12 @@ bool CycleRunner::RunLookahead(const PluginList& pre_filters, const PluginList& 
   chain.push_back(next);
   // The lookahead pod's state lives only in this request.
   CycleState state;
-  std::optional<absl::flat_hash_set<std::string>> allowed;
-  for (PluginInstance* plugin : pre_filters) {
-    auto [result, status] = plugin->pre_filter->PreFilter(state, *next, mirror_);
-    if (status.IsSkip()) {
-      state.skip_filter_plugins().insert(plugin->name);
-      continue;
-    }
-    if (!status.IsSuccess()) {
-      WriteStatus(status, plugin->name, Recode::kFilter, answer.mutable_pre_filter_status());
-      return true;
-    }
-    if (!result.node_names.has_value()) continue;
-    if (!allowed.has_value()) {
-      allowed = std::move(result.node_names);
-    } else {
-      absl::erase_if(*allowed, [&](const std::string& name) { return !result.node_names->contains(name); });
-    }
+  const PreFilterOutcome pre = RunPreFilters(pre_filters, state, *next);
+  if (!pre.status.IsSuccess()) {
+    WriteStatus(pre.status, *pre.plugin, Recode::kFilter, answer.mutable_pre_filter_status());
+    return true;
   }
+  const std::optional<absl::flat_hash_set<std::string>>& allowed = pre.allowed;
   ActiveFilters(filters, state, active_filters_);
   ActiveExtensions(pre_filters, state, extensions_);
   answer.mutable_verdicts()->Resize(total, Verdict::UNKNOWN);

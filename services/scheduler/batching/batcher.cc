@@ -813,6 +813,8 @@ ScheduleResult OpportunisticBatching::ScheduleNominated(Framework& fw, Profile& 
                                                         uint64_t cycle_id, const sdk::PodInfoPtr& next,
                                                         const std::vector<sdk::PodInfoPtr>& later) {
   const std::string& uid = pod.meta().uid();
+  const sdk::NodeInfo* own = snapshot.Get(pod.nominated_node_name());
+  const uint64_t setup_generation = fw.setup_generation();
   // This pod's check, from an earlier pod's request: it stands when nothing
   // it was found on changed (the node, the nominations counted there, the
   // pod, the profile's plugins; a flush drops it). Only FEASIBLE ones are
@@ -823,14 +825,13 @@ ScheduleResult OpportunisticBatching::ScheduleNominated(Framework& fw, Profile& 
   if (held != nominated_verdicts_.end()) {
     const NominatedVerdict v = std::move(*held);
     nominated_verdicts_.erase(held);
-    const sdk::NodeInfo* node = snapshot.Get(pod.nominated_node_name());
-    if (v.fw == &fw && v.setup_generation == fw.setup_generation() &&
-        v.resource_version == pod.meta().resource_version() && node != nullptr && node->id() == v.node_id &&
+    if (v.fw == &fw && v.setup_generation == setup_generation &&
+        v.resource_version == pod.meta().resource_version() && own != nullptr && own->id() == v.node_id &&
         snapshot.NodeChangeGeneration(v.node_id) == v.change_generation &&
-        fw.NominatedKeyOn(pod, node->name()) == v.nominated_key && fw.DecidableWithoutRequest(pod)) {
+        fw.NominatedKeyOn(pod, own->name()) == v.nominated_key && fw.DecidableWithoutRequest(pod)) {
       ScheduleResult result;
       result.outcome = ScheduleResult::Outcome::kScheduled;
-      result.node_name = node->name();
+      result.node_name = own->name();
       result.evaluated_nodes = 1;  // As the fast path: the rotation is not moved.
       result.feasible_nodes = 1;
       result.diagnosis.num_all_nodes = static_cast<uint32_t>(snapshot.NumNodes());
@@ -849,7 +850,6 @@ ScheduleResult OpportunisticBatching::ScheduleNominated(Framework& fw, Profile& 
   // nominations are the snapshot's (what the process counts).
   std::vector<NominatedCheckRequest> checks;
   std::vector<NominatedVerdict> pending;
-  const sdk::NodeInfo* own = snapshot.Get(pod.nominated_node_name());
   if (own != nullptr && options_.nominated_checks > 0 && NominationsAsSnapshot(fw) &&
       fw.NominatedKeyOn(pod, own->name()).has_value()) {
     absl::flat_hash_set<uint32_t> nodes = {own->id()};
@@ -861,7 +861,7 @@ ScheduleResult OpportunisticBatching::ScheduleNominated(Framework& fw, Profile& 
       if (!profile.signer.Sign(p).signable || !fw.DecidableWithoutRequest(p)) return;
       checks.push_back(NominatedCheckRequest{.pod = &p, .node_id = node->id()});
       pending.push_back(NominatedVerdict{.fw = &fw,
-                                         .setup_generation = fw.setup_generation(),
+                                         .setup_generation = setup_generation,
                                          .uid = p.meta().uid(),
                                          .resource_version = p.meta().resource_version(),
                                          .node_id = node->id(),
