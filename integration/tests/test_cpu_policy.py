@@ -1,0 +1,74 @@
+#!/usr/bin/python3
+"""--cpu-policy of podium-scheduler and podium-plugin-host: every thread of the
+process runs under the Linux scheduling policy asked for (SCHED_BATCH by
+default, SCHED_OTHER with `normal`), read from /proc/PID/task/*/stat once the
+process serves (its gRPC and worker threads exist); an unknown policy is
+refused naming the flag. A missing binary FAILS the test."""
+
+import os
+import subprocess
+
+import podium_testlib as lib
+
+SCHED_OTHER = 0
+SCHED_BATCH = 3
+
+
+def thread_policies(pid):
+    """{tid: policy} of every thread of `pid` (field 41 of /proc/PID/task/TID/stat)."""
+    policies = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue  # The thread ended meanwhile.
+        # The command name (field 2) may hold spaces: fields after its ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        policies[int(tid)] = int(fields[41 - 3])
+    return policies
+
+
+class CpuPolicyTest(lib.IntegrationTest):
+
+    def start(self, flags):
+        """A plugin host and a scheduler dialling it, both serving; returns their pids."""
+        host_addr = f"unix://{self.path('host.sock')}"
+        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr] + flags, self.dir, "podium-plugin-host")
+        self.processes.append(host)
+        host.wait_for_stderr(r"listening on")
+        sched = lib.Process([lib.Flags.scheduler, "--listen", f"unix://{self.path('scheduler.sock')}",
+                             "--metrics-address=", "--plugin-endpoint", f"host={host_addr}"] + flags,
+                            self.dir, "podium-scheduler")
+        self.processes.append(sched)
+        sched.wait_for_stderr(r"listening on ", timeout=40)
+        return {"podium-plugin-host": host.proc.pid, "podium-scheduler": sched.proc.pid}
+
+    def assert_every_thread(self, pids, policy):
+        for name, pid in pids.items():
+            policies = thread_policies(pid)
+            # gRPC's pollers and timers, the async driver, executors: not just main.
+            self.assertGreater(len(policies), 3, f"{name}: {policies}")
+            self.assertEqual(set(policies.values()), {policy}, f"{name} threads (tid: policy): {policies}")
+
+    def test_every_thread_runs_batch_by_default(self):
+        lib.require_binaries(self, "scheduler", "plugin_host")
+        self.assert_every_thread(self.start([]), SCHED_BATCH)
+
+    def test_normal_keeps_sched_other(self):
+        lib.require_binaries(self, "scheduler", "plugin_host")
+        self.assert_every_thread(self.start(["--cpu-policy=normal"]), SCHED_OTHER)
+
+    def test_unknown_policy_is_refused_naming_the_flag(self):
+        lib.require_binaries(self, "scheduler", "plugin_host")
+        for argv, name in (([lib.Flags.plugin_host, "--listen", "127.0.0.1:0", "--cpu-policy", "fifo"],
+                            "podium-plugin-host"),
+                           ([lib.Flags.scheduler, "--listen", f"unix://{self.path('s.sock')}", "--metrics-address=",
+                             "--cpu-policy=fifo"], "podium-scheduler")):
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            self.assertIn('--cpu-policy: "fifo" is neither batch nor normal', p.stderr, f"{name}: {p.stderr}")
+
+
+if __name__ == "__main__":
+    lib.main()
