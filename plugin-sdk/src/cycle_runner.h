@@ -151,7 +151,6 @@ class CycleRunner {
   static void ActiveFilters(const PluginList& filters, CycleState& state, PluginList& out);
   static void ActiveExtensions(const PluginList& pre_filters, CycleState& state,
                                std::vector<ExtensionRef>& out);
-  // A filter outcome and the plugin that produced it (null on success).
   // PreFilter of a pod on a state of its own (a lookahead's, a nominated
   // check's): skips are recorded in the state; `status` is the first result
   // that is neither success nor skip (then the rest do not run), with its
@@ -163,6 +162,7 @@ class CycleRunner {
     std::optional<absl::flat_hash_set<std::string>> allowed;
   };
   PreFilterOutcome RunPreFilters(const PluginList& pre_filters, CycleState& state, const PodInfo& pod) const;
+  // A filter outcome and the plugin that produced it (null on success).
   struct FilterOutcome {
     Status status;
     const std::string* plugin = nullptr;

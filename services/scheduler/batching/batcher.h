@@ -445,8 +445,6 @@ class OpportunisticBatching {
   Batch* last_served_ = nullptr;
   uint32_t last_served_node_ = 0;
   uint64_t next_serial_ = 0;
-  // Taken by the last hit's request: its lookahead pod's first, then the
-  // later ones', in the order the pods are expected to be popped.
   // A nominated pod's verdict on its nominated node, checked in another
   // pod's request, with what it was found on ("Nominated-node checks").
   struct NominatedVerdict {
@@ -467,6 +465,8 @@ class OpportunisticBatching {
   // The FEASIBLE checks of the last request that carried any (entries are
   // used once; a flush drops them all).
   std::vector<NominatedVerdict> nominated_verdicts_;
+  // Taken by the last hit's request: its lookahead pod's first, then the
+  // later ones', in the order the pods are expected to be popped.
   std::deque<Lookahead> lookaheads_;
   std::optional<Chain> chain_;
 

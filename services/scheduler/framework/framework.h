@@ -206,7 +206,6 @@ struct LookaheadAnswer {
   absl::flat_hash_map<std::string, std::vector<int64_t>> scores;  // plugin -> aligned with verdicts.
 };
 
-// Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
 // A pod nominated to a node, to be checked there in another pod's request
 // (CycleScope::nominated_checks).
 struct NominatedCheckRequest {
@@ -214,6 +213,7 @@ struct NominatedCheckRequest {
   uint32_t node_id = 0;
 };
 
+// Narrows or widens a cycle (batching/): the default is kube-scheduler's cycle.
 struct CycleScope {
   // Evaluate exactly these nodes: no early stop, no rotation, and every node
   // that passes is scored (even a single one). With node_ids the outcome is
@@ -366,15 +366,15 @@ class Framework {
     std::shared_ptr<const Setup> setup = CurrentSetup();
     if (setup->spec.nominated_pods) setup->spec.nominated_pods(pod, snapshot, out);
   }
-  // Visits, per node, the sum of the NominationKey of the nominated pods
-  // AddNominatedPods would add there; false when the profile has no key hook
-  // (then AddNominatedPods is the way).
   // ProfileSpec::nominated_key_on; nullopt without the hook.
   std::optional<uint64_t> NominatedKeyOn(const v1::Pod& pod, std::string_view node_name) const {
     const std::shared_ptr<const Setup> setup = CurrentSetup();
     if (!setup->spec.nominated_key_on) return std::nullopt;
     return setup->spec.nominated_key_on(pod, node_name);
   }
+  // Visits, per node, the sum of the NominationKey of the nominated pods
+  // AddNominatedPods would add there; false when the profile has no key hook
+  // (then AddNominatedPods is the way).
   bool ForEachNominatedPodKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
                               const std::function<void(uint32_t node_id, uint64_t key_sum)>& visit) const {
     std::shared_ptr<const Setup> setup = CurrentSetup();

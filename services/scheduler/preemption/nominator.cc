@@ -181,17 +181,20 @@ void Nominator::ForEachKey(const v1::Pod& pod, const sdk::Snapshot& snapshot,
   // Node by node, from the keys kept with the nominations: one snapshot
   // lookup and one visit per node, no pod read.
   for (const auto& [node_name, entries] : by_node_) {
-    uint64_t sum = 0;
-    bool counted = false;
-    for (const OnNode& o : entries) {
-      if (o.priority < priority || o.entry == own) continue;
-      sum += o.key;
-      counted = true;
-    }
-    if (!counted) continue;
+    const std::optional<uint64_t> sum = CountedKeySum(entries, priority, own);
+    if (!sum) continue;
     const sdk::NodeInfo* node = snapshot.Get(node_name);
-    if (node != nullptr) visit(node->id(), sum);
+    if (node != nullptr) visit(node->id(), *sum);
   }
+}
+
+std::optional<uint64_t> Nominator::CountedKeySum(const std::vector<OnNode>& on_node, int32_t priority,
+                                                 const Entry* own) {
+  std::optional<uint64_t> sum;
+  for (const OnNode& o : on_node) {
+    if (o.priority >= priority && o.entry != own) sum = sum.value_or(0) + o.key;
+  }
+  return sum;
 }
 
 uint64_t Nominator::KeySumOn(const v1::Pod& pod, std::string_view node_name) const {
@@ -201,11 +204,7 @@ uint64_t Nominator::KeySumOn(const v1::Pod& pod, std::string_view node_name) con
   if (on == by_node_.end()) return 0;
   const auto self = by_uid_.find(pod.meta().uid());
   const Entry* const own = self == by_uid_.end() ? nullptr : &*self;
-  uint64_t sum = 0;
-  for (const OnNode& o : on->second) {
-    if (o.priority >= priority && o.entry != own) sum += o.key;
-  }
-  return sum;
+  return CountedKeySum(on->second, priority, own).value_or(0);
 }
 
 size_t Nominator::size() const {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -85,6 +86,10 @@ class Nominator {
     int32_t priority;
     uint64_t key;  // NominationKey(uid, resourceVersion)
   };
+  // The sum of the keys of a node's nominations that a pod of `priority`
+  // counts (its own, `own`, excluded); nullopt when it counts none.
+  static std::optional<uint64_t> CountedKeySum(const std::vector<OnNode>& on_node, int32_t priority,
+                                               const Entry* own);
   // Reports the pod's nomination (or its absence) to the mirror log.
   void Mirror(const std::string& uid, const Nomination* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the uid's nomination (added or moved), keeping by_node_ in step.
