@@ -511,7 +511,7 @@ int Run(std::vector<std::string> overrides) {
   absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartServer(builder, listen, &port, *listen_credentials);
   if (!started.ok()) return console.Fail(std::string(started.status().message()));
   std::unique_ptr<grpc::Server> server = std::move(*started);
-  cluster.Start(driver.server_queue());
+  cluster.Start(driver);
   admin.Start(driver.server_queue());
   health.Start(driver.server_queue());
   std::string bound = listen;

@@ -117,7 +117,6 @@ class ClusterService::SyncCall {
     {
       absl::MutexLock lock(&service_.mu_);
       call_pending_ = true;
-      service_.driver_thread_.store(std::this_thread::get_id());  // Completions run on the driver.
       service_.requested_ = nullptr;
       service_.RequestStreamLocked();  // The next stream, while this one starts.
       service_.OnStreamArrivedLocked(this);
@@ -277,9 +276,9 @@ class ClusterService::SyncCall {
   // driver (ClusterService::Send): a write that TakeWrite would start is
   // started by the driver instead, woken by an alarm that fires at once. The
   // scheduling thread's status and DisruptionTarget patches then never run
-  // gRPC's write path (a sendmsg, and a wait for the transport while the
-  // driver reads: preempt-500's scheduling thread blocked there about 600
-  // times per 1 000 preemptors). Always null.
+  // gRPC's write path (a sendmsg, after which the write's completion wakes
+  // the driver, which preempted the sender: preempt-500's scheduling thread
+  // was switched out there about 600 times per 1 000 preemptors). Always null.
   const v1::SchedulerMessage* KickIfDue() {
     if (!WriteDue() || kick_pending_ || service_.queue_ == nullptr) return nullptr;
     kick_pending_ = true;
@@ -449,9 +448,10 @@ ClusterService::Stats ClusterService::stats() const {
   return s;
 }
 
-void ClusterService::Start(grpc::ServerCompletionQueue* queue) {
+void ClusterService::Start(const grpc_support::AsyncDriver& driver) {
   absl::MutexLock lock(&mu_);
-  queue_ = queue;
+  driver_ = &driver;
+  queue_ = driver.server_queue();
   RequestStreamLocked();
 }
 
@@ -581,7 +581,7 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
     // Other actions (status patches, preemption's patches and deletes) from
     // a thread other than the driver are started by the driver
     // (SyncCall::KickIfDue).
-    const bool start_here = action.has_bind() || std::this_thread::get_id() == driver_thread_.load();
+    const bool start_here = action.has_bind() || driver_->OnDriverThread();
     message = call->Enqueue(std::move(action), start_here);
   }
   // The write starts without the lock (see SyncCall).

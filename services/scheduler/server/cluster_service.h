@@ -4,7 +4,6 @@
 // results go to their callbacks on the driver thread that read them.
 #pragma once
 
-#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -74,9 +73,9 @@ class ClusterService final : public ActionSink {
 
   // What to register with the ServerBuilder.
   grpc::Service* service() { return &async_; }
-  // After BuildAndStart: waits for streams on `queue` (a queue of that server,
-  // drained by an AsyncDriver).
-  void Start(grpc::ServerCompletionQueue* queue);
+  // After BuildAndStart: waits for streams on the driver's queue (a queue of
+  // that server). The driver outlives the service's calls.
+  void Start(const grpc_support::AsyncDriver& driver);
   void Send(v1::Action action, ResultCallback on_result) override;
 
   bool adapter_connected() const;
@@ -137,8 +136,8 @@ class ClusterService final : public ActionSink {
   // Lock order: mu_ only; callbacks run without it.
   mutable absl::Mutex mu_;
   grpc::ServerCompletionQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // The thread that runs the calls' completions (set when a stream is accepted).
-  std::atomic<std::thread::id> driver_thread_{};
+  // Runs the calls' completions (Send tells its thread from others).
+  const grpc_support::AsyncDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The call object waiting for the next stream (not in live_).
   SyncCall* requested_ ABSL_GUARDED_BY(mu_) = nullptr;
   SyncCall* active_ ABSL_GUARDED_BY(mu_) = nullptr;

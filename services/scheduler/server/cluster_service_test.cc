@@ -111,7 +111,7 @@ class ClusterServiceTest : public ::testing::Test {
     auto server = StartServer(builder, "unix://" + path_);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    service_->Start(driver_->server_queue());
+    service_->Start(*driver_);
     channel_ = grpc::CreateChannel("unix://" + path_, grpc::InsecureChannelCredentials());
     stub_ = v1::Cluster::NewStub(channel_);
   }
