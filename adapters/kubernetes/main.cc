@@ -25,6 +25,7 @@
 #include "client/api_client.h"
 #include "client/rest_config.h"
 #include "common/dial/scheduler_dial.h"
+#include "grpc_support/cpu_policy.h"
 #include "leader/leader_elector.h"
 #include "link/scheduler_link.h"
 #include "metrics/adapter_metrics.h"
@@ -66,6 +67,9 @@ calls with bounded concurrency and retries.
   --leader-elect-identity ID      (default HOSTNAME_RANDOM)
   --logging-format text|json  text: plain lines (default); json: one JSON
                           record per line (component podium-k8s-adapter)
+  --cpu-policy batch|normal  Linux scheduling policy of every thread: batch
+                          (SCHED_BATCH: a thread that wakes does not preempt a
+                          running one) or normal (SCHED_OTHER); default batch
   --help                  this text
 
 Pods are filtered by spec.schedulerName in the scheduler (its profiles).
@@ -80,6 +84,7 @@ struct AdapterOptions {
   std::string scheduler = "unix:///run/podium/scheduler.sock";
   podium::adapter::SchedulerDialOptions dial;  // --scheduler-token-file, --scheduler-tls-*.
   podium::logging::Format log_format = podium::logging::Format::kText;
+  podium::grpc_support::CpuPolicy cpu_policy = podium::grpc_support::CpuPolicy::kBatch;
   double qps = 50;
   int burst = 100;
   int concurrency = 16;
@@ -144,6 +149,14 @@ absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
       if (!podium::logging::ParseFormat(*v, &o.log_format)) {
         return absl::InvalidArgumentError(absl::StrCat("--logging-format: \"", *v, "\" is neither text nor json"));
       }
+    } else if (a == "--cpu-policy") {
+      auto v = next();
+      if (!v.ok()) return v.status();
+      auto policy = podium::grpc_support::ParseCpuPolicy(*v);
+      if (!policy.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("--cpu-policy: \"", *v, "\" is neither batch nor normal"));
+      }
+      o.cpu_policy = *policy;
     } else if (a == "--kube-api-qps") {
       s = number(&o.qps);
     } else if (a == "--kube-api-burst") {
@@ -212,6 +225,12 @@ int main(int argc, char** argv) {
   static podium::logging::Logger logger("podium-k8s-adapter", &log_sink);
   podium::logging::SetDefault(&logger);
   podium::logging::SetLineFormat(options->log_format);
+  // Before any thread starts (grpc_support/cpu_policy.h): every thread inherits it.
+  if (std::string failed = podium::grpc_support::SetCpuPolicy(options->cpu_policy); !failed.empty()) {
+    ::podium::logging::Line(::podium::logging::Severity::kWarning)
+        << "podium-k8s-adapter: --cpu-policy " << podium::grpc_support::CpuPolicyName(options->cpu_policy)
+        << " not applied: " << failed << "\n";
+  }
   // Before any thread starts (the certificate watcher, gRPC's, the exposer's):
   // every thread inherits the mask, so SIGTERM reaches only the sigwait below
   // and never takes its default action.

@@ -59,9 +59,10 @@ def pod(ns, name, node_name=None):
 
 
 class Bench:
-    def __init__(self, build, workdir, apiserver="cpp"):
+    def __init__(self, build, workdir, apiserver="cpp", adapter_flags=()):
         self.build = build
         self.apiserver = apiserver
+        self.adapter_flags = list(adapter_flags)
         self.dir = workdir
         self.procs = []
         self.names = {}  # pid -> process name
@@ -171,7 +172,7 @@ class Bench:
             f.write(f"current-context: f\nclusters:\n- name: f\n  cluster: {{server: \"{self.url}\"}}\n"
                     "contexts:\n- name: f\n  context: {cluster: f}\n")
         self.spawn("adapter", [f"{self.build}/adapters/kubernetes/podium-k8s-adapter", "--kubeconfig", kubeconfig,
-                               "--scheduler", sched, "--kube-api-qps", "0"], r"API server")
+                               "--scheduler", sched, "--kube-api-qps", "0"] + self.adapter_flags, r"API server")
 
     def run_startup(self, workload, timeout):
         nodes, running, pending = STARTUP_SHAPES[workload]
@@ -235,9 +236,11 @@ def main():
     p.add_argument("--workload", default="basic-500", choices=sorted(SHAPES) + sorted(STARTUP_SHAPES))
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--apiserver", default="cpp", choices=["cpp", "python"])
+    p.add_argument("--adapter-flag", action="append", default=[],
+                   help="one more flag for podium-k8s-adapter, e.g. --adapter-flag=--cpu-policy=normal (repeatable)")
     args = p.parse_args()
     workdir = tempfile.mkdtemp(prefix="podium-bench-")
-    bench = Bench(os.path.abspath(args.build), workdir, args.apiserver)
+    bench = Bench(os.path.abspath(args.build), workdir, args.apiserver, args.adapter_flag)
     try:
         run = bench.run_startup if args.workload in STARTUP_SHAPES else bench.run
         print(json.dumps(run(args.workload, args.timeout)))

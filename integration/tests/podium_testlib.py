@@ -67,6 +67,25 @@ def main():
     sys.exit(0 if result.wasSuccessful() and not result.skipped else 1)
 
 
+# Linux scheduling policies, as /proc/PID/task/TID/stat's field 41 reports them.
+SCHED_OTHER = 0
+SCHED_BATCH = 3
+
+
+def thread_policies(pid):
+    """{tid: policy} of every thread of `pid` (field 41 of /proc/PID/task/TID/stat)."""
+    policies = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                stat = f.read()
+        except FileNotFoundError:
+            continue  # The thread ended meanwhile.
+        # The command name (field 2) may hold spaces: fields after its ')'.
+        fields = stat[stat.rindex(")") + 2:].split()
+        policies[int(tid)] = int(fields[41 - 3])
+    return policies
+
 def plugin_script():
     return os.path.join(Flags.repo, "integration", "python_plugin", "zone_plugin.py")
 

@@ -1,32 +1,14 @@
 #!/usr/bin/python3
-"""--cpu-policy of podium-scheduler and podium-plugin-host: every thread of the
+"""--cpu-policy of podium-scheduler and podium-plugin-host (podium-k8s-adapter's:
+test_k8s_adapter.py, K8sAdapterCpuPolicyTest): every thread of the
 process runs under the Linux scheduling policy asked for (SCHED_BATCH by
 default, SCHED_OTHER with `normal`), read from /proc/PID/task/*/stat once the
 process serves (its gRPC and worker threads exist); an unknown policy is
 refused naming the flag. A missing binary FAILS the test."""
 
-import os
 import subprocess
 
 import podium_testlib as lib
-
-SCHED_OTHER = 0
-SCHED_BATCH = 3
-
-
-def thread_policies(pid):
-    """{tid: policy} of every thread of `pid` (field 41 of /proc/PID/task/TID/stat)."""
-    policies = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                stat = f.read()
-        except FileNotFoundError:
-            continue  # The thread ended meanwhile.
-        # The command name (field 2) may hold spaces: fields after its ')'.
-        fields = stat[stat.rindex(")") + 2:].split()
-        policies[int(tid)] = int(fields[41 - 3])
-    return policies
 
 
 class CpuPolicyTest(lib.IntegrationTest):
@@ -46,18 +28,18 @@ class CpuPolicyTest(lib.IntegrationTest):
 
     def assert_every_thread(self, pids, policy):
         for name, pid in pids.items():
-            policies = thread_policies(pid)
+            policies = lib.thread_policies(pid)
             # gRPC's pollers and timers, the async driver, executors: not just main.
             self.assertGreater(len(policies), 3, f"{name}: {policies}")
             self.assertEqual(set(policies.values()), {policy}, f"{name} threads (tid: policy): {policies}")
 
     def test_every_thread_runs_batch_by_default(self):
         lib.require_binaries(self, "scheduler", "plugin_host")
-        self.assert_every_thread(self.start([]), SCHED_BATCH)
+        self.assert_every_thread(self.start([]), lib.SCHED_BATCH)
 
     def test_normal_keeps_sched_other(self):
         lib.require_binaries(self, "scheduler", "plugin_host")
-        self.assert_every_thread(self.start(["--cpu-policy=normal"]), SCHED_OTHER)
+        self.assert_every_thread(self.start(["--cpu-policy=normal"]), lib.SCHED_OTHER)
 
     def test_unknown_policy_is_refused_naming_the_flag(self):
         lib.require_binaries(self, "scheduler", "plugin_host")

@@ -10,6 +10,7 @@ Run by ctest as
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -416,6 +417,35 @@ def openssl(*args, cwd):
     import subprocess
     r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True)
     assert r.returncode == 0, f"openssl {' '.join(args)}: {r.stderr}"
+
+
+class K8sAdapterCpuPolicyTest(AdapterTestBase):
+    """--cpu-policy: every adapter thread (reflectors, action workers, gRPC's)
+    runs under SCHED_BATCH by default and SCHED_OTHER with `normal`, read from
+    /proc once the adapter has bound the pods; an unknown value is refused."""
+
+    def bind_and_read_policies(self, flags):
+        self.start([node("n1"), node("n2")], [pod(f"p{i}") for i in range(3)], adapter_flags=flags)
+        self.wait_for("every pod bound", self.all_bound)
+        policies = lib.thread_policies(self.adapter.proc.pid)
+        self.assertGreater(len(policies), 3, policies)  # Not just main: the threads that do the work.
+        return policies
+
+    def test_every_thread_runs_batch_by_default(self):
+        policies = self.bind_and_read_policies([])
+        self.assertEqual(set(policies.values()), {lib.SCHED_BATCH}, f"threads (tid: policy): {policies}")
+
+    def test_normal_keeps_sched_other(self):
+        policies = self.bind_and_read_policies(["--cpu-policy=normal"])
+        self.assertEqual(set(policies.values()), {lib.SCHED_OTHER}, f"threads (tid: policy): {policies}")
+
+    def test_unknown_policy_is_refused_naming_the_flag(self):
+        if not ADAPTER or not os.path.exists(ADAPTER):
+            self.fail("--k8s-adapter binary not given or not built")
+        p = subprocess.run([ADAPTER, "--cpu-policy", "fifo"], capture_output=True, text=True, timeout=30,
+                           stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn('--cpu-policy: "fifo" is neither batch nor normal', p.stderr)
 
 
 class K8sAdapterTlsTest(AdapterTestBase):
