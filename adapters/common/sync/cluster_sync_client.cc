@@ -94,7 +94,20 @@ void ClusterSyncClient::ReadLoop() {
   read_done_ = true;
 }
 
-void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg) {
+void ClusterSyncClient::TakeEvents(v1::ObjectEvents* events, size_t items, size_t bytes) {
+  // By count and by bytes: 500 objects with large annotations exceed
+  // the scheduler's message size limit (RESOURCE_EXHAUSTED).
+  while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) && items < options_.batch_size) {
+    const size_t size = std::get<v1::ObjectEvent>(queue_.front()).ByteSizeLong();
+    if (items > 0 && bytes + size > options_.batch_bytes) break;
+    bytes += size;
+    ++items;
+    *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
+    queue_.pop_front();
+  }
+}
+
+void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg, bool events_with_results) {
   if (!results_.empty()) {
     auto* results = msg->mutable_results();
     size_t bytes = 0;
@@ -105,19 +118,13 @@ void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg) {
       *results->add_results() = std::move(results_.front());
       results_.pop_front();
     }
-  } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
-    // By count and by bytes: 500 objects with large annotations exceed
-    // the scheduler's message size limit (RESOURCE_EXHAUSTED).
-    auto* events = msg->mutable_events();
-    size_t bytes = 0;
-    while (!queue_.empty() && std::holds_alternative<v1::ObjectEvent>(queue_.front()) &&
-           static_cast<size_t>(events->events_size()) < options_.batch_size) {
-      const size_t size = std::get<v1::ObjectEvent>(queue_.front()).ByteSizeLong();
-      if (events->events_size() > 0 && bytes + size > options_.batch_bytes) break;
-      bytes += size;
-      *events->add_events() = std::move(std::get<v1::ObjectEvent>(queue_.front()));
-      queue_.pop_front();
+    // The events queued behind them would be the next message: with a
+    // scheduler of protocol 2 they ride in this one, after the results.
+    if (events_with_results && hello_.has_value() && hello_->protocol_version() >= 2) {
+      TakeEvents(results->mutable_events(), results->results_size(), bytes);
     }
+  } else if (std::holds_alternative<v1::ObjectEvent>(queue_.front())) {
+    TakeEvents(msg->mutable_events(), 0, 0);
   } else {
     const Outbound& front = queue_.front();
     if (auto* h = std::get_if<v1::AdapterHello>(&front)) *msg->mutable_hello() = *h;
@@ -135,9 +142,10 @@ void ClusterSyncClient::WriteQueuedOnReader() {
   // Closing: the writer thread sends the rest, then half-closes.
   for (int written = 0; written < 2; ++written) {
     if (writing_ || closing_ || read_done_ || write_failed_) return;
-    if (results_.empty() && (queue_.empty() || queue_.size() > dispatch_queued_)) return;
+    const bool own_events = !queue_.empty() && queue_.size() <= dispatch_queued_;
+    if (results_.empty() && !own_events) return;
     v1::ClusterMessage msg;
-    TakeNext(&msg);
+    TakeNext(&msg, own_events);
     writing_ = true;
     mu_.Unlock();
     const bool ok = stream_->Write(msg);
@@ -162,7 +170,7 @@ void ClusterSyncClient::WriteLoop() {
         writing_ = false;
         break;
       }
-      TakeNext(&msg);
+      TakeNext(&msg, /*events_with_results=*/true);
       writing_ = true;
     }
     bool ok = stream_->Write(msg);

@@ -23,7 +23,8 @@ namespace podium::adapter {
 // it: AdapterHello, ListBegin, the initial list as batched UPSERTs, ListEnd,
 // then events and action results. A sync stream with two threads: the reader
 // hands actions to ActionHandler (the executor), the writer drains a bounded
-// queue, coalescing consecutive events (or results) into one message, so one
+// queue, coalescing consecutive events (or results, and with a scheduler of
+// protocol 2 the events queued behind them) into one message, so one
 // write is in flight at a time (with write_after_actions the reader thread
 // may be the one writing). Lock order: mu_ only.
 class ClusterSyncClient {
@@ -75,8 +76,13 @@ class ClusterSyncClient {
   using Outbound = std::variant<v1::AdapterHello, v1::ListBegin, v1::ObjectEvent, v1::ListEnd>;
 
   bool Enqueue(Outbound item);
-  // Moves the next message to write out of the queues (results first).
-  void TakeNext(v1::ClusterMessage* msg) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the next message to write out of the queues (results first; with
+  // `events_with_results` and a scheduler of protocol 2, the events queued
+  // behind them in the same message).
+  void TakeNext(v1::ClusterMessage* msg, bool events_with_results) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the queue's leading object events into `events`, which holds
+  // `items` items of `bytes` bytes already (the batch bounds count them).
+  void TakeEvents(v1::ObjectEvents* events, size_t items, size_t bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The reader thread's writes after an Actions message (write_after_actions).
   void WriteQueuedOnReader() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReadLoop();

@@ -128,10 +128,16 @@ TEST(ClusterSyncClientTest, SendsListThenExecutesBindAndReportsOkWithUpsert) {
 // ends the stream after the adapter half-closes; records what came after the list.
 class TwoBindScheduler final : public v1::Cluster::Service {
  public:
+  explicit TwoBindScheduler(uint32_t hello_version = 0) : hello_version_(hello_version) {}
   grpc::Status Sync(grpc::ServerContext*, grpc::ServerReaderWriter<v1::SchedulerMessage, v1::ClusterMessage>* stream) override {
     v1::ClusterMessage m;
     while (stream->Read(&m)) {
       if (m.has_list_end()) break;
+    }
+    if (hello_version_ > 0) {  // Read by the client before the actions.
+      v1::SchedulerMessage hello;
+      hello.mutable_hello()->set_protocol_version(hello_version_);
+      stream->Write(hello);
     }
     v1::SchedulerMessage actions;
     for (const char* name : {"a", "b"}) {
@@ -146,29 +152,31 @@ class TwoBindScheduler final : public v1::Cluster::Service {
     while (stream->Read(&m)) {
       absl::MutexLock lock(&mu_);
       after_.push_back(m);
-      events += m.events().events_size();
+      events += m.events().events_size() + m.results().events().events_size();
       results += m.results().results_size();
+      outcomes_ = events + results;
       if (events == 3 && results == 2) got_all_.Notify();
     }
     return grpc::Status::OK;
   }
+  const uint32_t hello_version_;
   absl::Notification got_all_;
   absl::Mutex mu_;
   std::vector<v1::ClusterMessage> after_ ABSL_GUARDED_BY(mu_);
+  int outcomes_ ABSL_GUARDED_BY(mu_) = 0;  // Results and events received.
 };
 
-// write_after_actions: the outcomes of one Actions message leave together
-// once all its actions ran, results first, written by the reader thread (the
-// writer thread is not woken per outcome); events queued by another thread
-// still go out through the writer thread.
-TEST(ClusterSyncClientTest, WriteAfterActionsSendsAMessagesOutcomesTogether) {
-  TwoBindScheduler scheduler;
+// Runs TwoBindScheduler's exchange with write_after_actions and a third
+// event sent from this thread once both outcomes went out; returns what the
+// scheduler got after the list.
+std::vector<v1::ClusterMessage> RunTwoBinds(uint32_t hello_version) {
+  TwoBindScheduler scheduler(hello_version);
   int port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&scheduler);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(port, 0);
+  EXPECT_NE(port, 0);
 
   auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials());
   ClusterSyncClient* client_ptr = nullptr;
@@ -195,11 +203,11 @@ TEST(ClusterSyncClientTest, WriteAfterActionsSendsAMessagesOutcomesTogether) {
     *list[i].mutable_pod() = MakePod(i == 0 ? "a" : "b");
   }
   client.Start(std::move(list));
-  // Until both outcomes went out; then one event from this thread.
+  // Until both outcomes went out (results and events); then one event from this thread.
   for (;;) {
     {
       absl::MutexLock lock(&scheduler.mu_);
-      if (scheduler.after_.size() >= 2) break;
+      if (scheduler.outcomes_ >= 4) break;
     }
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -207,20 +215,47 @@ TEST(ClusterSyncClientTest, WriteAfterActionsSendsAMessagesOutcomesTogether) {
   later.set_type(v1::ObjectEvent::UPSERT);
   *later.mutable_pod() = MakePod("c");
   EXPECT_TRUE(client.SendEvents({later}));
-  ASSERT_TRUE(scheduler.got_all_.WaitForNotificationWithTimeout(absl::Seconds(20)));
+  EXPECT_TRUE(scheduler.got_all_.WaitForNotificationWithTimeout(absl::Seconds(20)));
   EXPECT_TRUE(client.Close(absl::Seconds(10)).ok());
   server->Shutdown();
 
   absl::MutexLock lock(&scheduler.mu_);
-  ASSERT_EQ(scheduler.after_.size(), 3u);
-  ASSERT_EQ(scheduler.after_[0].results().results_size(), 2);
-  EXPECT_EQ(scheduler.after_[0].results().results(0).action_id(), 1u);
-  EXPECT_EQ(scheduler.after_[0].results().results(1).action_id(), 2u);
-  ASSERT_EQ(scheduler.after_[1].events().events_size(), 2);
-  EXPECT_EQ(scheduler.after_[1].events().events(0).pod().meta().name(), "a");
-  EXPECT_EQ(scheduler.after_[1].events().events(1).pod().meta().name(), "b");
-  ASSERT_EQ(scheduler.after_[2].events().events_size(), 1);
-  EXPECT_EQ(scheduler.after_[2].events().events(0).pod().meta().name(), "c");
+  return scheduler.after_;
+}
+
+// write_after_actions: the outcomes of one Actions message leave together
+// once all its actions ran, results first, written by the reader thread (the
+// writer thread is not woken per outcome); events queued by another thread
+// still go out through the writer thread. A scheduler of protocol 1 (here:
+// no hello at all) gets the results and the events in two messages.
+TEST(ClusterSyncClientTest, WriteAfterActionsSendsAMessagesOutcomesTogether) {
+  const std::vector<v1::ClusterMessage> after = RunTwoBinds(0);
+  ASSERT_EQ(after.size(), 3u);
+  ASSERT_EQ(after[0].results().results_size(), 2);
+  EXPECT_EQ(after[0].results().results(0).action_id(), 1u);
+  EXPECT_EQ(after[0].results().results(1).action_id(), 2u);
+  EXPECT_EQ(after[0].results().events().events_size(), 0);
+  ASSERT_EQ(after[1].events().events_size(), 2);
+  EXPECT_EQ(after[1].events().events(0).pod().meta().name(), "a");
+  EXPECT_EQ(after[1].events().events(1).pod().meta().name(), "b");
+  ASSERT_EQ(after[2].events().events_size(), 1);
+  EXPECT_EQ(after[2].events().events(0).pod().meta().name(), "c");
+}
+
+// A scheduler of protocol 2: the outcomes of one Actions message are one
+// message, the results and then the events they caused; a later event from
+// another thread goes on its own.
+TEST(ClusterSyncClientTest, WithAProtocol2SchedulerAMessagesEventsRideWithItsResults) {
+  const std::vector<v1::ClusterMessage> after = RunTwoBinds(2);
+  ASSERT_EQ(after.size(), 2u);
+  ASSERT_EQ(after[0].results().results_size(), 2);
+  EXPECT_EQ(after[0].results().results(0).action_id(), 1u);
+  EXPECT_EQ(after[0].results().results(1).action_id(), 2u);
+  ASSERT_EQ(after[0].results().events().events_size(), 2);
+  EXPECT_EQ(after[0].results().events().events(0).pod().meta().name(), "a");
+  EXPECT_EQ(after[0].results().events().events(1).pod().meta().name(), "b");
+  ASSERT_EQ(after[1].events().events_size(), 1);
+  EXPECT_EQ(after[1].events().events(0).pod().meta().name(), "c");
 }
 
 // A scheduler that records the list and keeps the stream until the adapter closes it.

@@ -134,6 +134,9 @@ class ClusterService::SyncCall {
     // result arrived.
     const absl::Time received = absl::Now();
     std::vector<Answered> completed;
+    // Protocol 2: object events that rode with the results, applied after
+    // the results' callbacks ran (as if they came in the next message).
+    v1::ClusterMessage trailing;
     absl::Mutex& mu = service_.mu_;
     mu.Lock();
     reading_ = false;
@@ -149,6 +152,9 @@ class ClusterService::SyncCall {
         }
       } else if (incoming_.has_results()) {
         service_.TakeCompletedLocked(*incoming_.mutable_results(), &completed);
+        if (incoming_.results().events().events_size() > 0) {
+          trailing.mutable_events()->Swap(incoming_.mutable_results()->mutable_events());
+        }
       } else if (incoming_.has_hello()) {
         FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a second hello on the stream"));
       } else if (!service_.shutdown_) {
@@ -167,6 +173,11 @@ class ClusterService::SyncCall {
         completed.clear();  // Their captures go before the lock is taken again.
         mu.Lock();
         --service_.running_callbacks_;
+      }
+      // Not once the stream finished meanwhile (taken over, shut down): a
+      // separate message would not have been read either.
+      if (trailing.has_events() && !finished_ && !service_.shutdown_) {
+        service_.work_.push_back(Work{this, std::move(trailing), false});
       }
       if (!finished_) {
         // Back-pressure: stop reading while the event thread is behind.
@@ -492,10 +503,10 @@ grpc::Status ClusterService::AcceptLocked(SyncCall* call, const v1::ClusterMessa
                   "the first message on Cluster.Sync must be hello (AdapterHello)");
   }
   const v1::AdapterHello& hello = first.hello();
-  if (hello.protocol_version() != 0 && hello.protocol_version() != kProtocolVersion) {
+  if (hello.protocol_version() > kProtocolVersion) {
     return refuse(grpc::StatusCode::FAILED_PRECONDITION,
                   absl::StrCat("hello.protocol_version: ", hello.protocol_version(),
-                               " is not supported (this scheduler speaks ", kProtocolVersion, ")"));
+                               " is not supported (this scheduler speaks 1 to ", kProtocolVersion, ")"));
   }
   const std::string adapter = Echo(hello.adapter());
   if (active_ != nullptr) {

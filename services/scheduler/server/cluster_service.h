@@ -37,7 +37,11 @@ class SchedulerMetrics;
 // stream's last completions reference it).
 class ClusterService final : public ActionSink {
  public:
-  static constexpr uint32_t kProtocolVersion = 1;
+  // 2: ActionResults may carry the object events that follow them (one
+  // message instead of two per batch of outcomes). Adapters of version 1
+  // and 2 are served; an adapter attaches events only when this scheduler's
+  // hello says 2.
+  static constexpr uint32_t kProtocolVersion = 2;
 
   struct Options {
     std::vector<std::string> scheduler_names;

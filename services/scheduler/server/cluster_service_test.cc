@@ -98,6 +98,32 @@ class GatedHandler : public RecordingHandler {
   absl::Notification gate_;
 };
 
+// Records the object events it is given (by node name) and what a test
+// adds (result callbacks), in one order.
+class OrderHandler : public RecordingHandler {
+ public:
+  void OnObjectEvent(const v1::ObjectEvent& e) override { Record("event " + e.node().meta().name()); }
+  void Record(std::string what) {
+    absl::MutexLock lock(&mu_);
+    order_.push_back(std::move(what));
+  }
+  // The order once it holds `n` entries (or what it holds after 10 s: a
+  // bound on a hang, not a timing assertion).
+  std::vector<std::string> WaitFor(size_t n) const {
+    absl::MutexLock lock(&mu_);
+    std::pair<const std::vector<std::string>*, size_t> arg(&order_, n);
+    mu_.AwaitWithTimeout(
+        absl::Condition(+[](std::pair<const std::vector<std::string>*, size_t>* p) { return p->first->size() >= p->second; },
+                        &arg),
+        absl::Seconds(10));
+    return order_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::string> order_ ABSL_GUARDED_BY(mu_);
+};
+
 class ClusterServiceTest : public ::testing::Test {
  protected:
   void Start(ClusterService::Options options = {}, ClusterEventHandler* handler = nullptr) {
@@ -178,6 +204,7 @@ class ClusterServiceTest : public ::testing::Test {
   std::deque<ResultWaiter> waiters_;
   RecordingHandler handler_;
   GatedHandler gated_;  // For the tests that stop the event thread.
+  OrderHandler ordered_;  // For the tests that check what is applied when.
   std::unique_ptr<ClusterService> service_;
   std::string path_;
   std::unique_ptr<grpc_support::AsyncDriver> driver_;
@@ -250,7 +277,7 @@ TEST_F(ClusterServiceTest, TakeoverClosesTheFirstStreamAndFailsItsActions) {
 
 TEST_F(ClusterServiceTest, UnknownProtocolVersionIsRefused) {
   Start();
-  Stream s = Open("future-adapter", 2);
+  Stream s = Open("future-adapter", ClusterService::kProtocolVersion + 1);
   const grpc::Status refused = Refusal(s);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr("protocol_version"));
@@ -362,6 +389,36 @@ TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMay
   EXPECT_EQ(received[1], received[0]);
   EXPECT_EQ(received[2], received[0]);
   EXPECT_EQ(service_->stats().pending_actions, 1u);  // The follow-up.
+}
+
+// Protocol 2: a results message may carry the object events that follow the
+// results (podium-sim's and the Kubernetes adapter's outcomes of one batch of
+// actions); they are applied as a next ObjectEvents message would be, after
+// the results' callbacks ran, and in their order.
+TEST_F(ClusterServiceTest, EventsRidingWithResultsAreAppliedAfterTheirCallbacks) {
+  OrderHandler& ordered = ordered_;
+  Start({}, &ordered);
+  Stream s = Open("adapter-a", 2);
+  ExpectAccepted(s);  // The scheduler's hello says version 2.
+  service_->Send(Bind("web-1"), [&ordered](const v1::ActionResult& r, absl::Time) {
+    // Room for the events to overtake this callback, were they queued first.
+    absl::SleepFor(absl::Milliseconds(20));
+    ordered.Record("result web-1 " + v1::ActionResult::Code_Name(r.code()));
+  });
+  const uint64_t id = ExpectAction(s);
+  v1::ClusterMessage m;
+  auto* r = m.mutable_results()->add_results();
+  r->set_action_id(id);
+  r->set_code(v1::ActionResult::OK);
+  for (const char* name : {"n-1", "n-2"}) {
+    v1::ObjectEvent* e = m.mutable_results()->mutable_events()->add_events();
+    e->set_type(v1::ObjectEvent::UPSERT);
+    e->mutable_node()->mutable_meta()->set_name(name);
+    e->mutable_node()->mutable_meta()->set_uid(std::string("uid-") + name);
+  }
+  ASSERT_TRUE(s.rw->Write(m));
+  EXPECT_THAT(ordered.WaitFor(3), ElementsAre("result web-1 OK", "event n-1", "event n-2"));
+  EXPECT_EQ(service_->stats().pending_actions, 0u);
 }
 
 // The service with `flush_delay` for events, and an accepted stream.
