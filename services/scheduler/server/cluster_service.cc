@@ -50,8 +50,16 @@ class ClusterService::SyncCall {
   // start (StartWrite, after mu_ is released), else null. Not `start_here`
   // (a thread other than the driver): a due write is left to the driver
   // (KickIfDue), and null is returned.
-  const v1::SchedulerMessage* Enqueue(v1::Action&& action, bool start_here) {
+  // How Enqueue starts the write that may be due: here (returned to the
+  // caller), by the driver woken for it (KickIfDue), or not yet (the driver
+  // runs result callbacks of this call and writes once they all ran).
+  enum class Start { kHere, kKick, kHold };
+
+  const v1::SchedulerMessage* Enqueue(v1::Action&& action, Start start) {
     if (finished_) return nullptr;
+    auto due = [&]() -> const v1::SchedulerMessage* {
+      return start == Start::kHere ? TakeWrite() : start == Start::kKick ? KickIfDue() : nullptr;
+    };
     if (action.has_record_event()) {
       // An event (kube-scheduler's are best effort and asynchronous too)
       // must not cost a write of its own, nor go ahead of a bind: it rides
@@ -59,7 +67,7 @@ class ClusterService::SyncCall {
       deferred_.push_back(std::move(action));
       ++queued_actions_;
       if (deferred_.size() >= service_.options_.max_actions_per_message) flush_now_ = true;
-      return start_here ? TakeWrite() : KickIfDue();
+      return due();
     }
     // The front message may be in flight; only a queued one can take more actions.
     if (outbox_.empty() || (writing_ && outbox_.size() == 1) || !outbox_.back().has_actions() ||
@@ -70,7 +78,7 @@ class ClusterService::SyncCall {
     }
     *outbox_.back().mutable_actions()->add_actions() = std::move(action);
     ++queued_actions_;
-    return start_here ? TakeWrite() : KickIfDue();
+    return due();
   }
 
   // Starts the write TakeWrite decided, without mu_, then takes mu_ to end
@@ -137,6 +145,7 @@ class ClusterService::SyncCall {
     // Protocol 2: object events that rode with the results, applied after
     // the results' callbacks ran (as if they came in the next message).
     v1::ClusterMessage trailing;
+    const v1::SchedulerMessage* held = nullptr;
     absl::Mutex& mu = service_.mu_;
     mu.Lock();
     reading_ = false;
@@ -166,6 +175,7 @@ class ClusterService::SyncCall {
         // outstanding meanwhile, so incoming_ and the reading state stay ours,
         // and only this thread deletes the call.
         ++service_.running_callbacks_;
+        service_.callbacks_call_ = this;
         mu.Unlock();
         for (Answered& c : completed) {
           if (c.on_result) c.on_result(c.result, received);
@@ -173,6 +183,10 @@ class ClusterService::SyncCall {
         completed.clear();  // Their captures go before the lock is taken again.
         mu.Lock();
         --service_.running_callbacks_;
+        service_.callbacks_call_ = nullptr;
+        // The actions the callbacks sent (a preemption's deletes, one per
+        // DisruptionTarget patch result) were held: one write for them all.
+        held = TakeWrite();
       }
       // Not once the stream finished meanwhile (taken over, shut down): a
       // separate message would not have been read either.
@@ -188,8 +202,9 @@ class ClusterService::SyncCall {
         }
       }
     }
-    const bool done = DoneLocked();
+    bool done = DoneLocked();
     mu.Unlock();
+    if (held != nullptr) done = StartWrite(held);
     if (done) delete this;
   }
 
@@ -591,9 +606,15 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
     // latency is throughput (basic-5000 halved when the driver started them).
     // Other actions (status patches, preemption's patches and deletes) from
     // a thread other than the driver are started by the driver
-    // (SyncCall::KickIfDue).
-    const bool start_here = action.has_bind() || driver_->OnDriverThread();
-    message = call->Enqueue(std::move(action), start_here);
+    // (SyncCall::KickIfDue). Actions sent by result callbacks, which run on
+    // the driver, are written once the callbacks of that message all ran
+    // (OnReadDone): a preemption's deletes, each sent when its victim's
+    // DisruptionTarget patch succeeded, went one per message before.
+    const bool on_driver = driver_->OnDriverThread();
+    const SyncCall::Start start = on_driver && callbacks_call_ == call ? SyncCall::Start::kHold
+                                  : action.has_bind() || on_driver     ? SyncCall::Start::kHere
+                                                                       : SyncCall::Start::kKick;
+    message = call->Enqueue(std::move(action), start);
   }
   // The write starts without the lock (see SyncCall).
   if (message != nullptr && call->StartWrite(message)) delete call;

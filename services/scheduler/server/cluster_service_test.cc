@@ -391,6 +391,49 @@ TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMay
   EXPECT_EQ(service_->stats().pending_actions, 1u);  // The follow-up.
 }
 
+// Actions sent by result callbacks (which run on the driver) are written
+// once all the callbacks of that results message ran: a preemption's two
+// deletes, each sent when its victim's DisruptionTarget patch succeeded, go
+// in one message (they went one per message).
+TEST_F(ClusterServiceTest, ActionsSentByResultCallbacksOfOneMessageShareOneWrite) {
+  Start();
+  Stream s = Open("adapter-a");
+  ExpectAccepted(s);
+  auto patch = [](const std::string& name) {
+    v1::Action a;
+    a.mutable_patch_pod_status()->mutable_pod()->set_name(name);
+    return a;
+  };
+  auto del = [](const std::string& name) {
+    v1::Action a;
+    a.mutable_delete_pod()->mutable_pod()->set_name(name);
+    return a;
+  };
+  for (const char* victim : {"victim-1", "victim-2"}) {
+    service_->Send(patch(victim), [this, del, victim](const v1::ActionResult& r, absl::Time) {
+      if (r.code() == v1::ActionResult::OK) service_->Send(del(victim), nullptr);
+    });
+  }
+  std::vector<uint64_t> ids;
+  while (ids.size() < 2) {
+    v1::SchedulerMessage m;
+    ASSERT_TRUE(s.rw->Read(&m));
+    for (const auto& a : m.actions().actions()) ids.push_back(a.id());
+  }
+  v1::ClusterMessage results;
+  for (uint64_t id : ids) {
+    auto* r = results.mutable_results()->add_results();
+    r->set_action_id(id);
+    r->set_code(v1::ActionResult::OK);
+  }
+  ASSERT_TRUE(s.rw->Write(results));
+  v1::SchedulerMessage deletes;
+  ASSERT_TRUE(s.rw->Read(&deletes));
+  ASSERT_EQ(deletes.actions().actions_size(), 2) << deletes.ShortDebugString();
+  EXPECT_EQ(deletes.actions().actions(0).delete_pod().pod().name(), "victim-1");
+  EXPECT_EQ(deletes.actions().actions(1).delete_pod().pod().name(), "victim-2");
+}
+
 // Protocol 2: a results message may carry the object events that follow the
 // results (podium-sim's and the Kubernetes adapter's outcomes of one batch of
 // actions); they are applied as a next ObjectEvents message would be, after
