@@ -690,7 +690,7 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
 
     def test_actions_and_their_results(self):
         from podium.v1 import cluster_pb2, objects_pb2
-        api_pods = [pod("victim"), pod("other"), pod("bound"), pod("waiting")]
+        api_pods = [pod("victim"), pod("other"), pod("bound"), pod("waiting"), pod("evicted")]
         bound = api_pods[2]
         bound["spec"]["nodeName"] = "node-a"
         # The uids are the fake's: known once the pods exist; create first.
@@ -723,12 +723,22 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
                     action="Preempting", note="Preempted by default/waiting on node node-a")),
                 cluster_pb2.Action(id=7, bind=cluster_pb2.BindPod(pod=ref("waiting", uids["waiting"]),
                                                                   node_name="node-a")),
+                # Protocol 2: the DisruptionTarget patched first, then the delete.
+                cluster_pb2.Action(id=8, delete_pod=cluster_pb2.DeletePod(
+                    pod=ref("evicted", uids["evicted"]), reason="preempted",
+                    disruption_target=objects_pb2.PodCondition(type="DisruptionTarget", status="True",
+                                                               reason="PreemptionByScheduler"))),
+                cluster_pb2.Action(id=9, delete_pod=cluster_pb2.DeletePod(
+                    pod=ref("ghost"), disruption_target=objects_pb2.PodCondition(type="DisruptionTarget",
+                                                                                 status="True"))),
             ])
             self.start_adapter(address)
             results, events, shape = {}, [], []
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and (len(results) < 7 or not any(
-                    e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim" for e in events)):
+            def deleted(name):
+                return any(e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == name for e in events)
+            while time.monotonic() < deadline and (len(results) < 9 or not deleted("victim") or
+                                                   not deleted("evicted")):
                 try:
                     m = scheduler.received.get(timeout=1)
                 except Exception:
@@ -745,14 +755,21 @@ class K8sAdapterActionsTest(lib.IntegrationTest):
                         results[r.action_id] = (cluster_pb2.ActionResult.Code.Name(r.code), r.message)
             self.assertEqual(shape[:4], ["hello", "list_begin", "events", "list_end"])
             # The initial list: nodes, PDBs (policy/v1), then pods.
-            listed = [(e.WhichOneof("object"), getattr(e, e.WhichOneof("object")).meta.name) for e in events[:6]]
-            self.assertEqual(listed, [("node", "node-a"), ("pdb", "web-pdb"), ("pod", "bound"), ("pod", "other"),
-                                      ("pod", "victim"), ("pod", "waiting")])
+            listed = [(e.WhichOneof("object"), getattr(e, e.WhichOneof("object")).meta.name) for e in events[:7]]
+            self.assertEqual(listed, [("node", "node-a"), ("pdb", "web-pdb"), ("pod", "bound"), ("pod", "evicted"),
+                                      ("pod", "other"), ("pod", "victim"), ("pod", "waiting")])
             self.assertEqual(events[1].pdb.min_available.percent, "50%")
             self.assertEqual(events[1].pdb.disruptions_allowed, 1)
             codes = {k: v[0] for k, v in results.items()}
             self.assertEqual(codes, {1: "OK", 2: "CONFLICT", 3: "CONFLICT", 4: "NOT_FOUND", 5: "OK", 6: "OK",
-                                     7: "OK"}, results)
+                                     7: "OK", 8: "OK", 9: "NOT_FOUND"}, results)
+            self.assertIn("DisruptionTarget patch", results[9][1])
+            # The evicted pod carried the condition before it went (the watch saw both).
+            evicted = [e for e in events if e.WhichOneof("object") == "pod" and e.pod.meta.name == "evicted"]
+            self.assertEqual(evicted[-1].type, cluster_pb2.ObjectEvent.DELETE)
+            self.assertTrue(any(c.type == "DisruptionTarget" and c.reason == "PreemptionByScheduler"
+                                for c in evicted[-1].pod.conditions), evicted[-1])
+            self.assertNotIn("default/evicted", self.api.stats()["pods"])
             self.assertIn("Precondition failed", results[2][1])
             self.assertIn("already assigned", results[3][1])
             self.assertTrue(any(e.type == cluster_pb2.ObjectEvent.DELETE and e.pod.meta.name == "victim"

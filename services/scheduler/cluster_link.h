@@ -36,6 +36,11 @@ class ActionSink {
   // do bookkeeping only: never block, never call a plugin, never take a lock
   // that is held across one.
   virtual void Send(v1::Action action, ResultCallback on_result) = 0;
+  // The Cluster protocol version of the live adapter stream (0: none). An
+  // action using a newer version's fields (DeletePod.disruption_target: 2)
+  // sent to an older stream fails with UNAVAILABLE instead of going out
+  // half understood.
+  virtual uint32_t ProtocolVersion() const { return 1; }
 };
 
 }  // namespace podium::scheduler

@@ -16,6 +16,9 @@ ClusterSyncClient::~ClusterSyncClient() { Close(absl::ZeroDuration()).IgnoreErro
 void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list, bool end_list) {
   v1::AdapterHello hello;
   hello.set_protocol_version(1);
+  // Version 2: events ride with results (when the scheduler's hello says 2)
+  // and DeletePod.disruption_target is carried out (the executor's part).
+  hello.set_max_protocol_version(2);
   hello.set_adapter(options_.adapter_name);
   for (const auto& n : options_.scheduler_names) hello.add_scheduler_names(n);
   {

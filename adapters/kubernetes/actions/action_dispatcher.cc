@@ -169,6 +169,22 @@ ApiAnswer ActionDispatcher::CallWithRetries(Transport& transport, const HttpRequ
 }
 
 v1::ActionResult ActionDispatcher::Execute(const v1::Action& action) {
+  if (action.has_delete_pod() && action.delete_pod().has_disruption_target()) {
+    // Protocol 2: the DisruptionTarget condition's status patch first (as
+    // kube-scheduler's PreemptPod does), the delete only if it succeeded.
+    v1::Action patch;
+    patch.set_id(action.id());
+    *patch.mutable_patch_pod_status()->mutable_pod() = action.delete_pod().pod();
+    *patch.mutable_patch_pod_status()->add_conditions() = action.delete_pod().disruption_target();
+    v1::ActionResult patched = Execute(patch);
+    if (patched.code() != v1::ActionResult::OK) {
+      patched.set_message(absl::StrCat("DisruptionTarget patch: ", patched.message()));
+      return patched;
+    }
+    v1::Action del = action;
+    del.mutable_delete_pod()->clear_disruption_target();
+    return Execute(del);
+  }
   HttpRequest request;
   switch (action.kind_case()) {
     case v1::Action::kBind: request = BindRequest(action.bind()); break;

@@ -136,6 +136,52 @@ TEST_F(ActionDispatcherTest, DeleteCarriesTheUidPreconditionAndPatchIsAStrategic
               HasSubstr(R"("conditions":[{"type":"PodScheduled","status":"False","reason":"Unschedulable"}])"));
 }
 
+// Protocol 2: a DeletePod with disruption_target is kube-scheduler's
+// PreemptPod: the condition's status patch, then (only if it succeeded) the
+// delete with the uid precondition; one result.
+TEST_F(ActionDispatcherTest, DeleteWithDisruptionTargetPatchesFirstAndDeletesOnlyAfterIt) {
+  auto victim = [](uint64_t id) {
+    v1::Action del;
+    del.set_id(id);
+    del.mutable_delete_pod()->mutable_pod()->set_name("victim");
+    del.mutable_delete_pod()->mutable_pod()->set_namespace_("ns");
+    del.mutable_delete_pod()->mutable_pod()->set_uid("u-1");
+    auto* c = del.mutable_delete_pod()->mutable_disruption_target();
+    c->set_type("DisruptionTarget");
+    c->set_status("True");
+    c->set_reason("PreemptionByScheduler");
+    return del;
+  };
+  transport_.answers = {{.status = 200, .body = "{}"}, {.status = 200, .body = "{}"}};
+  auto d = Make();
+  v1::ActionResult r = d->Execute(victim(5));
+  EXPECT_EQ(r.action_id(), 5u);
+  EXPECT_EQ(r.code(), v1::ActionResult::OK) << r.message();
+  ASSERT_EQ(transport_.requests.size(), 2u);
+  EXPECT_EQ(transport_.requests[0].method, "PATCH");
+  EXPECT_EQ(transport_.requests[0].target, "/api/v1/namespaces/ns/pods/victim/status");
+  EXPECT_THAT(transport_.requests[0].body,
+              HasSubstr(R"("conditions":[{"type":"DisruptionTarget","status":"True","reason":"PreemptionByScheduler"}])"));
+  EXPECT_EQ(transport_.requests[1].method, "DELETE");
+  EXPECT_EQ(transport_.requests[1].target, "/api/v1/namespaces/ns/pods/victim");
+  EXPECT_THAT(transport_.requests[1].body, HasSubstr(R"("preconditions":{"uid":"u-1"})"));
+
+  // The patch finds no pod: NOT_FOUND, and no delete is issued.
+  transport_.requests.clear();
+  transport_.answers = {{.status = 404, .body = R"({"message":"pods \"victim\" not found"})"}};
+  r = d->Execute(victim(6));
+  EXPECT_EQ(r.code(), v1::ActionResult::NOT_FOUND);
+  EXPECT_THAT(r.message(), HasSubstr("DisruptionTarget patch"));
+  ASSERT_EQ(transport_.requests.size(), 1u);
+  EXPECT_EQ(transport_.requests[0].method, "PATCH");
+
+  // The delete's precondition fails: CONFLICT.
+  transport_.requests.clear();
+  transport_.answers = {{.status = 200, .body = "{}"}, {.status = 409, .body = "{}"}};
+  EXPECT_EQ(d->Execute(victim(7)).code(), v1::ActionResult::CONFLICT);
+  EXPECT_EQ(transport_.requests.size(), 2u);
+}
+
 TEST_F(ActionDispatcherTest, RepeatsAreCountedIntoTheSeriesAndEventsDroppedWhenTheLaneIsFull) {
   auto d = Make({.event_queue_capacity = 2});
   std::vector<std::pair<uint64_t, v1::ActionResult::Code>> results;

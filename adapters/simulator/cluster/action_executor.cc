@@ -66,7 +66,11 @@ void ActionExecutor::Work() {
       queue_.pop_front();
       ++running_;
     }
-    if (options_.api_latency > absl::ZeroDuration()) absl::SleepFor(options_.api_latency);
+    if (options_.api_latency > absl::ZeroDuration()) {
+      // A delete that patches a condition first is two API calls.
+      const bool two_calls = action.has_delete_pod() && action.delete_pod().has_disruption_target();
+      absl::SleepFor(two_calls ? 2 * options_.api_latency : options_.api_latency);
+    }
     sink_(cluster_.Execute(action));
     absl::MutexLock lock(&mu_);
     --running_;

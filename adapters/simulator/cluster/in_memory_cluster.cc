@@ -136,7 +136,28 @@ ActionOutcome InMemoryCluster::Execute(const v1::Action& action) {
   ActionOutcome out;
   switch (action.kind_case()) {
     case v1::Action::kBind: out = Bind(action.id(), action.bind()); ++counts_.bind; break;
-    case v1::Action::kDeletePod: out = Delete(action.id(), action.delete_pod()); ++counts_.delete_pod; break;
+    case v1::Action::kDeletePod:
+      if (action.delete_pod().has_disruption_target()) {
+        // Protocol 2: the condition's status patch first (an API call of
+        // its own, counted as one), the delete only if it succeeded.
+        v1::PatchPodStatus patch;
+        *patch.mutable_pod() = action.delete_pod().pod();
+        *patch.add_conditions() = action.delete_pod().disruption_target();
+        out = Patch(action.id(), patch);
+        ++counts_.patch;
+        if (out.result.code() != v1::ActionResult::OK) {
+          out.result.set_message(absl::StrCat("DisruptionTarget patch: ", out.result.message()));
+          break;
+        }
+        ActionOutcome deleted = Delete(action.id(), action.delete_pod());
+        ++counts_.delete_pod;
+        for (auto& e : deleted.events) out.events.push_back(std::move(e));
+        out.result = std::move(deleted.result);
+        break;
+      }
+      out = Delete(action.id(), action.delete_pod());
+      ++counts_.delete_pod;
+      break;
     case v1::Action::kPatchPodStatus: out = Patch(action.id(), action.patch_pod_status()); ++counts_.patch; break;
     case v1::Action::kRecordEvent: out = Record(action.id(), action.record_event()); ++counts_.event; break;
     default: out = Result(action.id(), v1::ActionResult::INVALID, "action carries no known kind"); break;

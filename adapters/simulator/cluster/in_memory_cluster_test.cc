@@ -101,6 +101,37 @@ TEST_F(InMemoryClusterTest, DeleteHonoursUidPrecondition) {
   EXPECT_EQ(cluster_.Execute(del).result.code(), v1::ActionResult::NOT_FOUND);
 }
 
+// Protocol 2: a delete that carries a DisruptionTarget patches it first (the
+// watch sees the pod with it, then gone) and is counted as the two API calls
+// it is; a failed patch deletes nothing.
+TEST_F(InMemoryClusterTest, DeleteWithDisruptionTargetPatchesThenDeletesAndCountsBoth) {
+  cluster_.CreatePod(MakePod("victim", "uid-v"));
+  v1::Action del;
+  del.set_id(8);
+  *del.mutable_delete_pod()->mutable_pod() = Ref("victim", "uid-v");
+  auto* c = del.mutable_delete_pod()->mutable_disruption_target();
+  c->set_type("DisruptionTarget");
+  c->set_status("True");
+  c->set_reason("PreemptionByScheduler");
+  ActionOutcome out = cluster_.Execute(del);
+  EXPECT_EQ(out.result.code(), v1::ActionResult::OK) << out.result.message();
+  ASSERT_EQ(out.events.size(), 2u);
+  EXPECT_EQ(out.events[0].type(), v1::ObjectEvent::UPSERT);
+  ASSERT_EQ(out.events[0].pod().conditions_size(), 1);
+  EXPECT_EQ(out.events[0].pod().conditions(0).type(), "DisruptionTarget");
+  EXPECT_EQ(out.events[1].type(), v1::ObjectEvent::DELETE);
+  EXPECT_TRUE(cluster_.GetPod("default", "victim")->deleted);
+  EXPECT_EQ(cluster_.Counts().patch, 1u);
+  EXPECT_EQ(cluster_.Counts().delete_pod, 1u);
+
+  ActionOutcome gone = cluster_.Execute(del);
+  EXPECT_EQ(gone.result.code(), v1::ActionResult::NOT_FOUND);
+  EXPECT_THAT(gone.result.message(), ::testing::HasSubstr("DisruptionTarget patch"));
+  EXPECT_TRUE(gone.events.empty());
+  EXPECT_EQ(cluster_.Counts().patch, 2u);
+  EXPECT_EQ(cluster_.Counts().delete_pod, 1u);  // No delete after the failed patch.
+}
+
 TEST_F(InMemoryClusterTest, PatchStatusMergesConditionsByTypeAndNominates) {
   v1::Pod pod = MakePod("p", "uid-p");
   auto* ready = pod.add_conditions();

@@ -118,26 +118,38 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
       continue;
     }
     // DisruptionTarget first, then the delete with the uid precondition.
-    v1::Action patch;
-    auto* p = patch.mutable_patch_pod_status();
-    *p->mutable_pod() = Ref(pod);
-    auto* c = p->add_conditions();
-    c->set_type(kDisruptionTarget);
-    c->set_status("True");
-    c->set_reason(kPreemptionByScheduler);
-    c->set_message(absl::StrCat(scheduler_name, ": preempting to accommodate a higher priority pod"));
+    v1::PodCondition condition;
+    condition.set_type(kDisruptionTarget);
+    condition.set_status("True");
+    condition.set_reason(kPreemptionByScheduler);
+    condition.set_message(absl::StrCat(scheduler_name, ": preempting to accommodate a higher priority pod"));
     v1::Action del;
     *del.mutable_delete_pod()->mutable_pod() = Ref(pod);
     del.mutable_delete_pod()->set_reason(
         absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
-    Send(std::move(patch), [this, uid, victim_uid, del = std::move(del)](const v1::ActionResult& r, absl::Time) mutable {
+    auto on_delete = [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
-      Send(std::move(del), [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
-        if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
-        if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
-        // Done when its deletion is seen (a grace period may hold it a while).
-      });
+      // Done when its deletion is seen (a grace period may hold it a while).
+    };
+    if (sink_ != nullptr && sink_->ProtocolVersion() >= 2) {
+      // One action: the adapter patches, and deletes only if the patch
+      // succeeded (DeletePod.disruption_target), as kube-scheduler's
+      // PreemptPod does; no round trip through the scheduler in between.
+      *del.mutable_delete_pod()->mutable_disruption_target() = std::move(condition);
+      Send(std::move(del), std::move(on_delete));
+      Send(std::move(event), nullptr);
+      continue;
+    }
+    v1::Action patch;
+    auto* p = patch.mutable_patch_pod_status();
+    *p->mutable_pod() = Ref(pod);
+    *p->add_conditions() = std::move(condition);
+    Send(std::move(patch), [this, uid, victim_uid, del = std::move(del), on_delete = std::move(on_delete)](
+                               const v1::ActionResult& r, absl::Time) mutable {
+      if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
+      if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
+      Send(std::move(del), std::move(on_delete));
     });
     Send(std::move(event), nullptr);
   }

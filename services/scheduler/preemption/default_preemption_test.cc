@@ -42,8 +42,10 @@ class FakeSink : public ActionSink {
     }
     return out;
   }
+  uint32_t ProtocolVersion() const override { return version; }
   std::vector<v1::Action> actions;
   std::vector<ResultCallback> callbacks;
+  uint32_t version = 1;
 };
 
 class RecordingHandler : public ClusterEventHandler {
@@ -312,6 +314,41 @@ TEST_F(DefaultPreemptionTest, AChunkWithoutEnoughCandidatesLeadsToTheNext) {
   EXPECT_GE(dry_runs_, 1);
   EXPECT_LE(dry_runs_, 2);
   for (int n : candidates_per_request_) EXPECT_EQ(n, 1);
+}
+
+// On a stream of Cluster protocol 2 a victim costs one action: the delete
+// carries the DisruptionTarget condition the adapter patches first (and only
+// after which it deletes); its result ends the eviction as the delete's did.
+TEST_F(DefaultPreemptionTest, WithProtocol2TheDeleteCarriesTheDisruptionTargetInOneAction) {
+  sink_.version = 2;
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  result.after_requeue();
+  EXPECT_TRUE(sink_.Of(v1::Action::kPatchPodStatus).empty());
+  ASSERT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+  const v1::DeletePod& del = sink_.actions[sink_.Of(v1::Action::kDeletePod)[0]].delete_pod();
+  EXPECT_EQ(del.pod().uid(), "uid-low");
+  ASSERT_TRUE(del.has_disruption_target());
+  EXPECT_EQ(del.disruption_target().type(), "DisruptionTarget");
+  EXPECT_EQ(del.disruption_target().status(), "True");
+  EXPECT_EQ(del.disruption_target().reason(), "PreemptionByScheduler");
+  EXPECT_EQ(del.disruption_target().message(), "default-scheduler: preempting to accommodate a higher priority pod");
+  ASSERT_EQ(sink_.Of(v1::Action::kRecordEvent).size(), 1u);
+  // The victim already gone (the patch found no pod): it counts as deleted.
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  EXPECT_EQ(sink_.actions.size(), 2u);  // Nothing more: no second delete, no patch.
+}
+
+TEST_F(DefaultPreemptionTest, WithProtocol2AFailedEvictionClearsTheNomination) {
+  sink_.version = 2;
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  result.after_requeue();
+  ASSERT_EQ(sink_.Of(v1::Action::kDeletePod).size(), 1u);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::CONFLICT);
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
 }
 
 TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {

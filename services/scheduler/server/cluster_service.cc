@@ -1,5 +1,7 @@
 #include "server/cluster_service.h"
 
+#include <algorithm>
+
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -35,9 +37,9 @@ class ClusterService::SyncCall {
   // Reads the hello; nothing is sent before the stream is accepted.
   void Begin() { StartRead(); }
 
-  void SendHello() {
+  void SendHello(uint32_t version) {
     v1::SchedulerMessage hello;
-    hello.mutable_hello()->set_protocol_version(kProtocolVersion);
+    hello.mutable_hello()->set_protocol_version(version);
     for (const auto& name : service_.options_.scheduler_names) hello.mutable_hello()->add_scheduler_names(name);
     outbox_.push_back(std::move(hello));
     MaybeWrite();
@@ -542,8 +544,10 @@ grpc::Status ClusterService::AcceptLocked(SyncCall* call, const v1::ClusterMessa
   --unaccepted_;
   active_ = call;
   active_adapter_ = adapter;
+  // The stream speaks the highest version both sides do.
+  active_version_ = std::min(std::max({1u, hello.protocol_version(), hello.max_protocol_version()}), kProtocolVersion);
   work_.push_back(Work{call, first, false});  // Logged on the event thread.
-  call->SendHello();
+  call->SendHello(active_version_);
   return grpc::Status::OK;
 }
 
@@ -555,6 +559,7 @@ void ClusterService::ForgetCallLocked(SyncCall* call) {
   if (active_ == call) {
     active_ = nullptr;
     active_adapter_.clear();
+    active_version_ = 0;
     FailActions("adapter disconnected");
     work_.push_back(Work{call, {}, true});
   }
@@ -589,6 +594,13 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
       FailLocked(action.id(), std::move(on_result), "no adapter is connected");
       return;
     }
+    if (action.has_delete_pod() && action.delete_pod().has_disruption_target() && active_version_ < 2) {
+      // An older adapter would delete without the condition.
+      FailLocked(action.id(), std::move(on_result),
+                 absl::StrCat("the adapter speaks Cluster protocol ", active_version_,
+                              ": DeletePod.disruption_target needs 2"));
+      return;
+    }
     if (pending_.size() >= options_.max_pending_actions ||
         active_->queued_actions() >= options_.max_pending_actions) {
       // Fail it rather than drop it: a bind is then forgotten and requeued.
@@ -618,6 +630,11 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
   }
   // The write starts without the lock (see SyncCall).
   if (message != nullptr && call->StartWrite(message)) delete call;
+}
+
+uint32_t ClusterService::ProtocolVersion() const {
+  absl::MutexLock lock(&mu_);
+  return active_version_;
 }
 
 void ClusterService::FailActions(const std::string& why) {

@@ -37,10 +37,10 @@ class SchedulerMetrics;
 // stream's last completions reference it).
 class ClusterService final : public ActionSink {
  public:
-  // 2: ActionResults may carry the object events that follow them (one
-  // message instead of two per batch of outcomes). Adapters of version 1
-  // and 2 are served; an adapter attaches events only when this scheduler's
-  // hello says 2.
+  // The highest Cluster protocol version served. 2: ActionResults may carry
+  // the object events that follow them, and DeletePod a DisruptionTarget
+  // condition to patch first (one message instead of two, each way). A
+  // stream speaks the lower of this and the adapter's max_protocol_version.
   static constexpr uint32_t kProtocolVersion = 2;
 
   struct Options {
@@ -81,6 +81,7 @@ class ClusterService final : public ActionSink {
   // that server). The driver outlives the service's calls.
   void Start(const grpc_support::AsyncDriver& driver);
   void Send(v1::Action action, ResultCallback on_result) override;
+  uint32_t ProtocolVersion() const override;
 
   bool adapter_connected() const;
   Stats stats() const;
@@ -146,6 +147,7 @@ class ClusterService final : public ActionSink {
   SyncCall* requested_ ABSL_GUARDED_BY(mu_) = nullptr;
   SyncCall* active_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string active_adapter_ ABSL_GUARDED_BY(mu_);
+  uint32_t active_version_ ABSL_GUARDED_BY(mu_) = 0;  // The live stream's protocol version.
   // Every stream not yet done (the live one and those awaiting their hello).
   absl::flat_hash_map<SyncCall*, bool> live_ ABSL_GUARDED_BY(mu_);  // -> accepted
   size_t unaccepted_ ABSL_GUARDED_BY(mu_) = 0;

@@ -158,24 +158,28 @@ class ClusterServiceTest : public ::testing::Test {
     std::unique_ptr<grpc::ClientReaderWriter<v1::ClusterMessage, v1::SchedulerMessage>> rw;
   };
 
-  Stream Open(const std::string& adapter, uint32_t version = 1, bool takeover = false) {
+  // `version`: the adapter's lowest protocol version; `max_version` its
+  // highest (0: unset, as a version 1 adapter sends it).
+  Stream Open(const std::string& adapter, uint32_t version = 1, bool takeover = false, uint32_t max_version = 0) {
     Stream s;
     s.ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
     s.rw = stub_->Sync(s.ctx.get());
     v1::ClusterMessage hello;
     hello.mutable_hello()->set_protocol_version(version);
+    hello.mutable_hello()->set_max_protocol_version(max_version);
     hello.mutable_hello()->set_adapter(adapter);
     hello.mutable_hello()->set_takeover(takeover);
     s.rw->Write(hello);
     return s;
   }
 
-  // Reads the SchedulerHello of an accepted stream.
-  static void ExpectAccepted(Stream& s) {
+  // Reads the SchedulerHello of an accepted stream, which names the
+  // version the stream speaks.
+  static void ExpectAccepted(Stream& s, uint32_t version = 1) {
     v1::SchedulerMessage m;
     ASSERT_TRUE(s.rw->Read(&m));
     ASSERT_TRUE(m.has_hello());
-    EXPECT_EQ(m.hello().protocol_version(), ClusterService::kProtocolVersion);
+    EXPECT_EQ(m.hello().protocol_version(), version);
   }
 
   static grpc::Status Refusal(Stream& s) {
@@ -282,6 +286,35 @@ TEST_F(ClusterServiceTest, UnknownProtocolVersionIsRefused) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr("protocol_version"));
   EXPECT_FALSE(service_->adapter_connected());
+}
+
+// The stream speaks the highest version both sides do; an action that needs
+// version 2 is failed on a version 1 stream instead of being half understood
+// (an older adapter would delete the victim without its DisruptionTarget).
+TEST_F(ClusterServiceTest, TheStreamSpeaksTheHighestCommonVersion) {
+  Start();
+  {
+    Stream s = Open("new-adapter", 1, false, ClusterService::kProtocolVersion + 3);
+    ExpectAccepted(s, ClusterService::kProtocolVersion);
+    EXPECT_EQ(service_->ProtocolVersion(), ClusterService::kProtocolVersion);
+    s.ctx->TryCancel();
+    ASSERT_TRUE(handler_.WaitForDisconnects(1));
+  }
+  Stream old = Open("old-adapter");
+  ExpectAccepted(old, 1);
+  EXPECT_EQ(service_->ProtocolVersion(), 1u);
+  ResultWaiter& refused = NewWaiter();
+  v1::Action del;
+  del.mutable_delete_pod()->mutable_pod()->set_name("victim");
+  del.mutable_delete_pod()->mutable_disruption_target()->set_type("DisruptionTarget");
+  service_->Send(del, refused.Callback());
+  ASSERT_TRUE(refused.Wait());
+  EXPECT_EQ(refused.result.code(), v1::ActionResult::UNAVAILABLE);
+  EXPECT_THAT(refused.result.message(), HasSubstr("DeletePod.disruption_target needs 2"));
+  // A plain delete goes out.
+  del.mutable_delete_pod()->clear_disruption_target();
+  service_->Send(del, nullptr);
+  ExpectAction(old);
 }
 
 TEST_F(ClusterServiceTest, FirstMessageMustBeHello) {
@@ -441,8 +474,8 @@ TEST_F(ClusterServiceTest, ActionsSentByResultCallbacksOfOneMessageShareOneWrite
 TEST_F(ClusterServiceTest, EventsRidingWithResultsAreAppliedAfterTheirCallbacks) {
   OrderHandler& ordered = ordered_;
   Start({}, &ordered);
-  Stream s = Open("adapter-a", 2);
-  ExpectAccepted(s);  // The scheduler's hello says version 2.
+  Stream s = Open("adapter-a", 1, false, 2);
+  ExpectAccepted(s, 2);
   service_->Send(Bind("web-1"), [&ordered](const v1::ActionResult& r, absl::Time) {
     // Room for the events to overtake this callback, were they queued first.
     absl::SleepFor(absl::Milliseconds(20));
