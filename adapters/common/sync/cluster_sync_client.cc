@@ -16,8 +16,8 @@ ClusterSyncClient::~ClusterSyncClient() { Close(absl::ZeroDuration()).IgnoreErro
 void ClusterSyncClient::Start(std::vector<v1::ObjectEvent> initial_list, bool end_list) {
   v1::AdapterHello hello;
   hello.set_protocol_version(1);
-  // Version 2: events ride with results (when the scheduler's hello says 2)
-  // and DeletePod.disruption_target is carried out (the executor's part).
+  // Version 2: events ride with results and DeletePod.disruption_target is
+  // carried out (the executor's part), once the scheduler's hello says 2.
   hello.set_max_protocol_version(2);
   hello.set_adapter(options_.adapter_name);
   for (const auto& n : options_.scheduler_names) hello.add_scheduler_names(n);
@@ -121,8 +121,9 @@ void ClusterSyncClient::TakeNext(v1::ClusterMessage* msg, bool events_with_resul
       *results->add_results() = std::move(results_.front());
       results_.pop_front();
     }
-    // The events queued behind them would be the next message: with a
-    // scheduler of protocol 2 they ride in this one, after the results.
+    // The events queued behind them would be the next message: on a stream
+    // of protocol 2 (the scheduler's hello) they ride in this one, after
+    // the results.
     if (events_with_results && hello_.has_value() && hello_->protocol_version() >= 2) {
       TakeEvents(results->mutable_events(), results->results_size(), bytes);
     }

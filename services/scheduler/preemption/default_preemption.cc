@@ -92,6 +92,8 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
 
   const std::string scheduler_name =
       preemptor.scheduler_name().empty() ? std::string(kDefaultSchedulerName) : preemptor.scheduler_name();
+  // Cluster protocol 2: a victim's DisruptionTarget rides in its DeletePod.
+  const bool patch_in_delete = sink_ != nullptr && sink_->ProtocolVersion() >= 2;
   for (const auto& victim : victims) {
     const v1::Pod& pod = *victim->pod;
     const std::string victim_uid = pod.meta().uid();
@@ -132,7 +134,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
       // Done when its deletion is seen (a grace period may hold it a while).
     };
-    if (sink_ != nullptr && sink_->ProtocolVersion() >= 2) {
+    if (patch_in_delete) {
       // One action: the adapter patches, and deletes only if the patch
       // succeeded (DeletePod.disruption_target), as kube-scheduler's
       // PreemptPod does; no round trip through the scheduler in between.

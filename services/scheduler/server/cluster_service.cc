@@ -48,14 +48,14 @@ class ClusterService::SyncCall {
   // Actions queued and not yet handed to gRPC.
   size_t queued_actions() const { return queued_actions_; }
 
-  // Queues the action; returns the message to write when a write is to
-  // start (StartWrite, after mu_ is released), else null. Not `start_here`
-  // (a thread other than the driver): a due write is left to the driver
-  // (KickIfDue), and null is returned.
   // How Enqueue starts the write that may be due: here (returned to the
-  // caller), by the driver woken for it (KickIfDue), or not yet (the driver
-  // runs result callbacks of this call and writes once they all ran).
+  // caller), by the driver woken for it (KickIfDue: the caller is a thread
+  // other than the driver), or not yet (the driver runs result callbacks of
+  // this call and writes once they all ran, OnReadDone).
   enum class Start { kHere, kKick, kHold };
+
+  // Queues the action; returns the message to write when a write is to
+  // start here (StartWrite, after mu_ is released), else null.
 
   const v1::SchedulerMessage* Enqueue(v1::Action&& action, Start start) {
     if (finished_) return nullptr;
