@@ -18,7 +18,7 @@ DEB_PACKAGES := build-essential cmake pkg-config \
   libabsl-dev libboost1.81-dev libboost-json1.81-dev prometheus-cpp-dev \
   libyaml-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev \
   python3-grpcio python3-protobuf python3-yaml libssl-dev kubectl \
-  curl patch xz-utils
+  curl patch xz-utils libtcmalloc-minimal4
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed

@@ -6,6 +6,7 @@ target_link_libraries(podium_scheduler_core PUBLIC podium_framework podium_remot
   podium_cache podium_queue podium_config podium_metrics podium_preemption podium_gang podium_batching)
 
 add_executable(podium-scheduler main.cc)
+podium_link_malloc(podium-scheduler)
 target_link_libraries(podium-scheduler PRIVATE podium_server podium_scheduler_core absl::flags absl::flags_parse
   gRPC::grpc++_reflection)
 
