@@ -243,18 +243,21 @@ class IntegrationTest(unittest.TestCase):
         suffix = f"{failure_policy or ''}{timeout or ''}"
         return self.write(f"{os.path.splitext(name)[0]}-{suffix}.yaml", text)
 
-    def start_scheduler(self, config, endpoints=()):
+    def start_scheduler(self, config, endpoints=(), flags=()):
         """podium-plugin-host and podium-scheduler run by the test itself (rather
         than spawned by podium-sim), so the test can read the scheduler's log and
-        ask it questions after a run. Returns the scheduler's address."""
+        ask it questions after a run. Returns the scheduler's address; the
+        processes are self.host_process and self.scheduler_process. `config`
+        None: the scheduler's default profile; `flags` go to both processes."""
         require_binaries(self, "scheduler", "plugin_host")
         host_addr = f"unix://{self.path('host.sock')}"
-        host = Process([Flags.plugin_host, "--listen", host_addr], self.dir, "podium-plugin-host")
+        host = Process([Flags.plugin_host, "--listen", host_addr] + list(flags), self.dir, "podium-plugin-host")
         self.processes.append(host)
         host.wait_for_stderr(r"listening on")
+        self.host_process = host
         addr = f"unix://{self.path('scheduler.sock')}"
-        argv = [Flags.scheduler, "--config", config, "--listen", addr, "--metrics-address=",
-                "--plugin-endpoint", f"host={host_addr}"]
+        argv = [Flags.scheduler] + (["--config", config] if config else []) + [
+            "--listen", addr, "--metrics-address=", "--plugin-endpoint", f"host={host_addr}"] + list(flags)
         for name, a in endpoints:
             argv += ["--plugin-endpoint", f"{name}={a}"]
         self.scheduler_process = Process(argv, self.dir, "podium-scheduler")

@@ -23,16 +23,8 @@ class AllocatorTest(lib.IntegrationTest):
     def test_service_binaries_allocate_with_tcmalloc(self):
         lib.require_binaries(self, "scheduler", "plugin_host", "sim")
         self.assertTrue(K8S_ADAPTER and os.path.exists(K8S_ADAPTER), f"--k8s-adapter {K8S_ADAPTER}")
-        host_addr = f"unix://{self.path('host.sock')}"
-        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr], self.dir, "podium-plugin-host")
-        self.processes.append(host)
-        host.wait_for_stderr(r"listening on")
-        sched = lib.Process([lib.Flags.scheduler, "--listen", f"unix://{self.path('scheduler.sock')}",
-                             "--metrics-address=", "--plugin-endpoint", f"host={host_addr}"],
-                            self.dir, "podium-scheduler")
-        self.processes.append(sched)
-        sched.wait_for_stderr(r"listening on ", timeout=40)
-        for name, process in (("podium-plugin-host", host), ("podium-scheduler", sched)):
+        self.start_scheduler(None)
+        for name, process in (("podium-plugin-host", self.host_process), ("podium-scheduler", self.scheduler_process)):
             libs = mapped_libraries(process.proc.pid)
             self.assertTrue(any(TCMALLOC in path for path in libs), f"{name} maps: {sorted(libs)}")
         for binary in (lib.Flags.sim, K8S_ADAPTER):

@@ -15,16 +15,8 @@ class CpuPolicyTest(lib.IntegrationTest):
 
     def start(self, flags):
         """A plugin host and a scheduler dialling it, both serving; returns their pids."""
-        host_addr = f"unix://{self.path('host.sock')}"
-        host = lib.Process([lib.Flags.plugin_host, "--listen", host_addr] + flags, self.dir, "podium-plugin-host")
-        self.processes.append(host)
-        host.wait_for_stderr(r"listening on")
-        sched = lib.Process([lib.Flags.scheduler, "--listen", f"unix://{self.path('scheduler.sock')}",
-                             "--metrics-address=", "--plugin-endpoint", f"host={host_addr}"] + flags,
-                            self.dir, "podium-scheduler")
-        self.processes.append(sched)
-        sched.wait_for_stderr(r"listening on ", timeout=40)
-        return {"podium-plugin-host": host.proc.pid, "podium-scheduler": sched.proc.pid}
+        self.start_scheduler(None, flags=flags)
+        return {"podium-plugin-host": self.host_process.proc.pid, "podium-scheduler": self.scheduler_process.proc.pid}
 
     def assert_every_thread(self, pids, policy):
         for name, pid in pids.items():
