@@ -109,8 +109,7 @@ std::optional<HostOptions> ParseFlags(int argc, char** argv) {
     if (target == &cpu_policy) {
       std::optional<podium::grpc_support::CpuPolicy> policy = podium::grpc_support::ParseCpuPolicy(cpu_policy);
       if (!policy.has_value()) {
-        std::cerr << "podium-plugin-host: --cpu-policy: \"" << cpu_policy << "\" is neither batch nor normal\n"
-                  << kUsage;
+        std::cerr << "podium-plugin-host: " << podium::grpc_support::UnknownCpuPolicy(cpu_policy) << "\n" << kUsage;
         return std::nullopt;
       }
       options.cpu_policy = *policy;

@@ -154,7 +154,7 @@ absl::StatusOr<AdapterOptions> Parse(int argc, char** argv) {
       if (!v.ok()) return v.status();
       auto policy = podium::grpc_support::ParseCpuPolicy(*v);
       if (!policy.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat("--cpu-policy: \"", *v, "\" is neither batch nor normal"));
+        return absl::InvalidArgumentError(podium::grpc_support::UnknownCpuPolicy(*v));
       }
       o.cpu_policy = *policy;
     } else if (a == "--kube-api-qps") {

@@ -36,6 +36,11 @@ inline std::optional<CpuPolicy> ParseCpuPolicy(std::string_view name) {
 
 inline const char* CpuPolicyName(CpuPolicy policy) { return policy == CpuPolicy::kBatch ? "batch" : "normal"; }
 
+// The flag error for a value ParseCpuPolicy refused (every process's --cpu-policy).
+inline std::string UnknownCpuPolicy(std::string_view value) {
+  return std::string("--cpu-policy: \"").append(value) + "\" is neither batch nor normal";
+}
+
 // Sets the calling thread's policy (nice value unchanged). Returns an empty
 // string, or why it could not (the process keeps its policy then).
 inline std::string SetCpuPolicy(CpuPolicy policy) {

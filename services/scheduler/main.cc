@@ -174,7 +174,7 @@ int Run(std::vector<std::string> overrides) {
   // Before any thread starts (grpc_support/cpu_policy.h), so that every thread has it.
   const std::optional<grpc_support::CpuPolicy> cpu_policy = grpc_support::ParseCpuPolicy(absl::GetFlag(FLAGS_cpu_policy));
   if (!cpu_policy.has_value()) {
-    return console.Fail(absl::StrCat("--cpu-policy: \"", absl::GetFlag(FLAGS_cpu_policy), "\" is neither batch nor normal"));
+    return console.Fail(grpc_support::UnknownCpuPolicy(absl::GetFlag(FLAGS_cpu_policy)));
   }
   if (std::string failed = grpc_support::SetCpuPolicy(*cpu_policy); !failed.empty()) {
     PODIUM_LOG(Warning, "--cpu-policy not applied", {"policy", grpc_support::CpuPolicyName(*cpu_policy)},

@@ -56,7 +56,6 @@ class ClusterService::SyncCall {
 
   // Queues the action; returns the message to write when a write is to
   // start here (StartWrite, after mu_ is released), else null.
-
   const v1::SchedulerMessage* Enqueue(v1::Action&& action, Start start) {
     if (finished_) return nullptr;
     auto due = [&]() -> const v1::SchedulerMessage* {
@@ -176,7 +175,6 @@ class ClusterService::SyncCall {
         // Callbacks run without the lock (they send actions); no read is
         // outstanding meanwhile, so incoming_ and the reading state stay ours,
         // and only this thread deletes the call.
-        ++service_.running_callbacks_;
         service_.callbacks_call_ = this;
         mu.Unlock();
         for (Answered& c : completed) {
@@ -184,7 +182,6 @@ class ClusterService::SyncCall {
         }
         completed.clear();  // Their captures go before the lock is taken again.
         mu.Lock();
-        --service_.running_callbacks_;
         service_.callbacks_call_ = nullptr;
         // The actions the callbacks sent (a preemption's deletes, one per
         // DisruptionTarget patch result) were held: one write for them all.
@@ -442,7 +439,7 @@ void ClusterService::Shutdown() {
     FailActions("scheduler shutting down");
     // A result callback running on the driver completes before we return.
     mu_.Await(absl::Condition(
-        +[](int* running) { return *running == 0; }, &running_callbacks_));
+        +[](SyncCall** running) { return *running == nullptr; }, &callbacks_call_));
   }
   if (event_thread_.joinable()) event_thread_.join();
 }

@@ -162,10 +162,9 @@ class ClusterService final : public ActionSink {
   uint64_t taken_over_streams_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t refused_actions_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t unknown_results_ ABSL_GUARDED_BY(mu_) = 0;
-  // Result callbacks running on the driver without mu_ (Shutdown waits).
-  int running_callbacks_ ABSL_GUARDED_BY(mu_) = 0;
-  // The stream whose result callbacks run (on the driver): the actions they
-  // send are held and written together once they all ran.
+  // The stream whose result callbacks run on the (one) driver thread without
+  // mu_: Shutdown waits for none, and the actions they send are held and
+  // written together once they all ran.
   SyncCall* callbacks_call_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Writes decided under mu_ and being started without it (SyncCall); StopCalls
   // waits for none.

@@ -188,6 +188,20 @@ class ClusterServiceTest : public ::testing::Test {
     return s.rw->Finish();
   }
 
+  // The ids of the next `n` actions the adapter on `s` reads.
+  static std::vector<uint64_t> ReadActionIds(Stream& s, size_t n) {
+    std::vector<uint64_t> ids;
+    while (ids.size() < n) {
+      v1::SchedulerMessage m;
+      if (!s.rw->Read(&m)) {
+        ADD_FAILURE() << "the stream ended after " << ids.size() << " of " << n << " actions";
+        break;
+      }
+      for (const auto& a : m.actions().actions()) ids.push_back(a.id());
+    }
+    return ids;
+  }
+
   // Sends a bind and waits until the adapter on `s` reads it.
   static uint64_t ExpectAction(Stream& s) {
     v1::SchedulerMessage m;
@@ -395,12 +409,8 @@ TEST_F(ClusterServiceTest, ResultCallbacksRunInStreamOrderWithTheirArrivalAndMay
   service_->Send(Bind("web-1"), record("web-1", false));
   service_->Send(Bind("web-2"), record("web-2", true));
   service_->Send(Bind("web-3"), record("web-3", false));
-  std::vector<uint64_t> ids;
-  while (ids.size() < 3) {
-    v1::SchedulerMessage m;
-    ASSERT_TRUE(s.rw->Read(&m));
-    for (const auto& a : m.actions().actions()) ids.push_back(a.id());
-  }
+  const std::vector<uint64_t> ids = ReadActionIds(s, 3);
+  ASSERT_EQ(ids.size(), 3u);
   v1::ClusterMessage results;
   for (int i : {2, 0, 1}) {  // The adapter's order, not the sending order.
     auto* r = results.mutable_results()->add_results();
@@ -447,12 +457,8 @@ TEST_F(ClusterServiceTest, ActionsSentByResultCallbacksOfOneMessageShareOneWrite
       if (r.code() == v1::ActionResult::OK) service_->Send(del(victim), nullptr);
     });
   }
-  std::vector<uint64_t> ids;
-  while (ids.size() < 2) {
-    v1::SchedulerMessage m;
-    ASSERT_TRUE(s.rw->Read(&m));
-    for (const auto& a : m.actions().actions()) ids.push_back(a.id());
-  }
+  const std::vector<uint64_t> ids = ReadActionIds(s, 2);
+  ASSERT_EQ(ids.size(), 2u);
   v1::ClusterMessage results;
   for (uint64_t id : ids) {
     auto* r = results.mutable_results()->add_results();
