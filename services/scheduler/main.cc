@@ -350,6 +350,10 @@ int Run(std::vector<std::string> overrides) {
       return nominator.KeySumOn(pod, node);
     };
     spec->nominations_generation = [&nominator] { return nominator.generation(); };
+    spec->nomination_changes = [&nominator](uint64_t since, int32_t priority, const auto& visit) {
+      return nominator.ChangedNodesSince(since, priority, visit);
+    };
+    spec->nominated_node_of = [&nominator](std::string_view uid) { return nominator.NominatedNode(uid); };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
     if (!preemption_options.ok()) return console.Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));

@@ -934,13 +934,14 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   BatchOutcome outcome = BatchOutcome::kMissNew;
   if (failures_.Has(&fw, sig.key)) {
     // The signature's last full cycle found no node (kept_failures.h).
-    absl::flat_hash_map<uint32_t, uint64_t> nominated = NominatedFingerprints(fw, pod, snapshot);
     const bool as_snapshot = NominationsAsSnapshot(fw);
     ScheduleResult result;
     const uint64_t before = cycle_id;
     bool ran_cycle = false;
-    const KeptFailures::Outcome kept = failures_.Serve(fw, sig.key, pod, snapshot, state_seq, cycle_id,
-                                                       std::move(nominated), result, ran_cycle);
+    const KeptFailures::Outcome kept =
+        failures_.Serve(fw, sig.key, pod, snapshot, state_seq, cycle_id,
+                        [&] { return NominatedFingerprints(fw, pod, snapshot); },
+                        profile.nominations_before_snapshot, result, ran_cycle);
     if (kept == KeptFailures::Outcome::kServed) {
       // A nomination changed between the snapshot and the fingerprints: the
       // pod's verdicts are exact (a node whose nominations changed is
@@ -1015,9 +1016,10 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
   } else if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
     // Fits no node: kept with the nominations the cycle saw, only when none
     // changed since the snapshot (as for a ranking).
-    if (generation) nominated = NominatedFingerprints(fw, pod, snapshot);
     if (NominationsAsSnapshot(fw)) {
-      failures_.Remember(fw, sig.key, result, snapshot, std::move(nominated));
+      failures_.Remember(fw, sig.key, pod, result, snapshot, generation, [&] {
+        return generation ? NominatedFingerprints(fw, pod, snapshot) : std::move(nominated);
+      });
     }
   }
   result.ranking = {};

@@ -42,8 +42,9 @@ size_t KeptFailures::size() const {
 
 KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key, const v1::Pod& pod,
                                           const Snapshot& snapshot, uint64_t state_seq, uint64_t cycle_id,
-                                          absl::flat_hash_map<uint32_t, uint64_t> nominated,
-                                          ScheduleResult& result, bool& ran_cycle) {
+                                          const Fingerprints& nominated,
+                                          std::optional<uint64_t> snapshot_generation, ScheduleResult& result,
+                                          bool& ran_cycle) {
   ran_cycle = false;
   auto p = profiles_.find(&fw);
   if (p == profiles_.end()) return Outcome::kNone;
@@ -61,7 +62,25 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     return Outcome::kStale;
   }
   // Nodes whose nominated pods (as this pod counts them) changed.
-  ForEachChangedNomination(failure.nominated, nominated, [&](uint32_t node) { failure.dirty.insert(node); });
+  auto mark = [&](std::string_view name) {
+    if (const sdk::NodeInfo* node = name.empty() ? nullptr : snapshot.Get(name)) failure.dirty.insert(node->id());
+  };
+  std::optional<uint64_t> generation;
+  std::string own_node;
+  absl::flat_hash_map<uint32_t, uint64_t> fingerprints;
+  if (failure.generation) {
+    generation = fw.NominationChangesSince(*failure.generation, pod.priority(), mark);
+    if (!generation) {  // The log no longer reaches back to its cycle.
+      p->second.erase(it);
+      return Outcome::kStale;
+    }
+    own_node = fw.NominatedNodeOf(pod.meta().uid());
+    mark(own_node);
+    mark(failure.own_node);
+  } else {
+    fingerprints = nominated();
+    ForEachChangedNomination(failure.nominated, fingerprints, [&](uint32_t node) { failure.dirty.insert(node); });
+  }
   std::vector<uint32_t> nodes;
   nodes.reserve(failure.dirty.size());
   for (uint32_t id : failure.dirty) {
@@ -98,7 +117,12 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     failure.statuses[node->id()] = Intern(failure, status);
   }
   failure.dirty.clear();
-  failure.nominated = std::move(nominated);
+  if (generation) {
+    failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
+    failure.own_node = std::move(own_node);
+  } else {
+    failure.nominated = std::move(fingerprints);
+  }
 
   // The diagnosis a full cycle would have given.
   result = ScheduleResult{};
@@ -134,8 +158,9 @@ SharedStatus KeptFailures::Intern(Failure& failure, SharedStatus status) {
   return status;
 }
 
-void KeptFailures::Remember(const Framework& fw, const std::string& key, ScheduleResult& result,
-                            const Snapshot& snapshot, absl::flat_hash_map<uint32_t, uint64_t> nominated) {
+void KeptFailures::Remember(const Framework& fw, const std::string& key, const v1::Pod& pod,
+                            ScheduleResult& result, const Snapshot& snapshot, std::optional<uint64_t> generation,
+                            const Fingerprints& nominated) {
   const Diagnosis& d = result.diagnosis;
   Failures& failures = profiles_[&fw];
   failures.erase(key);
@@ -151,7 +176,12 @@ void KeptFailures::Remember(const Framework& fw, const std::string& key, Schedul
     if (node == nullptr || !failure.statuses.emplace(node->id(), Intern(failure, status)).second) return;
   }
   if (failure.statuses.size() != snapshot.NumNodes()) return;
-  failure.nominated = std::move(nominated);
+  if (generation && fw.TracksNominationChanges()) {
+    failure.generation = generation;
+    failure.own_node = fw.NominatedNodeOf(pod.meta().uid());
+  } else {
+    failure.nominated = nominated();
+  }
   failure.dry_runs = std::make_shared<KeptDryRuns>();
   failure.created = clock_.Now();
   if (failures.size() >= kMaxFailuresPerProfile) {

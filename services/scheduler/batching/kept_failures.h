@@ -12,6 +12,18 @@
 // on to PostFilter. One feasible: the failure is dropped and the pod takes the
 // normal path (a full cycle).
 //
+// Nominations. With the nominator's change log (ProfileSpec::
+// nomination_changes) a failure keeps the nominations' generation its
+// verdicts saw and, at the next pod, re-evaluates the nodes whose nominations
+// changed since among those of its priority or more (the signature holds the
+// priority): a superset of the nodes whose nominations as that pod counts
+// them changed, plus the nodes of the two pods' own nominations (a pod does
+// not count itself). That costs the
+// changes, not a walk over every nomination (preempt-500: one per node
+// for every preemptor's first attempt). A log that no longer reaches back
+// makes the failure stale. Without the log, per-node fingerprints of the
+// nominations as the pod counts them are compared.
+//
 // A kept failure also holds the signature's kept dry runs (KeptDryRuns,
 // framework.h), which PostFilter fills: the changed nodes' entries are erased
 // before a pod's cycle, and the narrowed cycle carries the dry run of those
@@ -23,7 +35,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,19 +98,28 @@ class KeptFailures {
     return p != profiles_.end() && p->second.contains(key);
   }
 
+  // The pod's nominated pods' fingerprints per node, as OpportunisticBatching
+  // takes them: asked only without the nominator's change log.
+  using Fingerprints = std::function<absl::flat_hash_map<uint32_t, uint64_t>()>;
+
   // Serves `pod` from its signature's kept failure: re-evaluates the changed
-  // nodes (`nominated`: the pod's nominated pods' fingerprints per node, as
-  // OpportunisticBatching takes them). `ran_cycle`: a narrowed cycle ran under
-  // cycle_id (to be ended by the caller unless kServed).
+  // nodes. `snapshot_generation`: the nominations' generation when the
+  // snapshot was taken (OpportunisticBatching::SnapshotUpdating), which the
+  // failure keeps when older than the log's: a change between the snapshot
+  // and this call is re-evaluated again by the next pod. `ran_cycle`: a
+  // narrowed cycle ran under cycle_id (to be ended by the caller unless
+  // kServed).
   Outcome Serve(Framework& fw, const std::string& key, const v1::Pod& pod, const Snapshot& snapshot,
-                uint64_t state_seq, uint64_t cycle_id, absl::flat_hash_map<uint32_t, uint64_t> nominated,
-                ScheduleResult& result, bool& ran_cycle);
+                uint64_t state_seq, uint64_t cycle_id, const Fingerprints& nominated,
+                std::optional<uint64_t> snapshot_generation, ScheduleResult& result, bool& ran_cycle);
 
   // Keeps a full cycle's failure when it is a per-node verdict (every node
   // rejected, no PreFilter rejection) and hands the kept dry runs to its
-  // diagnosis. `nominated` as for Serve, taken when the cycle started.
-  void Remember(const Framework& fw, const std::string& key, ScheduleResult& result, const Snapshot& snapshot,
-                absl::flat_hash_map<uint32_t, uint64_t> nominated);
+  // diagnosis. With the change log, `generation` is the nominations' as the
+  // cycle saw them (and `nominated` is not asked); without it, `nominated`
+  // is, as for Serve.
+  void Remember(const Framework& fw, const std::string& key, const v1::Pod& pod, ScheduleResult& result,
+                const Snapshot& snapshot, std::optional<uint64_t> generation, const Fingerprints& nominated);
 
   size_t size() const;
 
@@ -107,7 +130,11 @@ class KeptFailures {
     // re-evaluated to the same rejection shares its object (Intern).
     std::vector<SharedStatus> distinct;
     absl::flat_hash_set<uint32_t> dirty;
-    absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint.
+    absl::flat_hash_map<uint32_t, uint64_t> nominated;  // node -> fingerprint (without the change log).
+    // With the change log: the nominations' generation the statuses saw, and
+    // the node the pod they were taken for was nominated to ("" when none).
+    std::optional<uint64_t> generation;
+    std::string own_node;
     std::shared_ptr<KeptDryRuns> dry_runs;
     absl::Time created;
     bool invalidated = false;

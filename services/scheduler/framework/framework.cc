@@ -142,6 +142,8 @@ void Framework::Reconfigure(ProfileSpec spec) {
   if (!spec.nominated_pod_keys) spec.nominated_pod_keys = CurrentSetup()->spec.nominated_pod_keys;
   if (!spec.nominated_key_on) spec.nominated_key_on = CurrentSetup()->spec.nominated_key_on;
   if (!spec.nominations_generation) spec.nominations_generation = CurrentSetup()->spec.nominations_generation;
+  if (!spec.nomination_changes) spec.nomination_changes = CurrentSetup()->spec.nomination_changes;
+  if (!spec.nominated_node_of) spec.nominated_node_of = CurrentSetup()->spec.nominated_node_of;
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);

@@ -75,6 +75,16 @@ struct ProfileSpec {
   // it around a cycle to take the fingerprints only for a cycle that placed
   // its pod, after it, and only when nothing changed meanwhile.
   std::function<uint64_t()> nominations_generation;
+  // The nodes whose nominations of priority `priority` or more changed after
+  // generation `since` (Nominator::ChangedNodesSince): returns the generation it read up to,
+  // nullopt when its log no longer reaches back to `since`. A kept failure
+  // re-evaluates those nodes instead of comparing fingerprints of every
+  // nomination (batching/kept_failures.h).
+  std::function<std::optional<uint64_t>(uint64_t since, int32_t priority,
+                                        const std::function<void(std::string_view node)>& visit)>
+      nomination_changes;
+  // The node the pod is nominated to, "" when none (Nominator::NominatedNode).
+  std::function<std::string(std::string_view uid)> nominated_node_of;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -388,6 +398,20 @@ class Framework {
     std::shared_ptr<const Setup> setup = CurrentSetup();
     if (!setup->spec.nominations_generation) return std::nullopt;
     return setup->spec.nominations_generation();
+  }
+
+  // ProfileSpec::nomination_changes; nullopt without the hook too.
+  std::optional<uint64_t> NominationChangesSince(uint64_t since, int32_t priority,
+                                                 const std::function<void(std::string_view node)>& visit) const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    if (!setup->spec.nomination_changes) return std::nullopt;
+    return setup->spec.nomination_changes(since, priority, visit);
+  }
+  bool TracksNominationChanges() const { return static_cast<bool>(CurrentSetup()->spec.nomination_changes); }
+  // ProfileSpec::nominated_node_of; "" without the hook.
+  std::string NominatedNodeOf(std::string_view uid) const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    return setup->spec.nominated_node_of ? setup->spec.nominated_node_of(uid) : std::string();
   }
 
   // Remote PreEnqueue plugins, in order (SchedulingGates runs in the queue's

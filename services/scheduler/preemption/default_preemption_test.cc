@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -862,6 +864,58 @@ TEST(NominatorTest, ItsOwnStatusPatchLeavesANominationAsItIs) {
   nominator.OnPodEvent(resized, /*deleted=*/false);
   EXPECT_GT(nominator.generation(), resized_generation);
   EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-2");
+}
+
+TEST(NominatorTest, ItsChangeLogNamesTheNodesEveryChangeTouched) {
+  Nominator nominator;
+  auto changed_since = [&](uint64_t since, int32_t priority = 0) -> std::optional<std::set<std::string>> {
+    std::set<std::string> nodes;
+    std::optional<uint64_t> upto =
+        nominator.ChangedNodesSince(since, priority, [&](std::string_view node) { nodes.emplace(node); });
+    if (!upto) return std::nullopt;
+    EXPECT_EQ(*upto, nominator.generation());
+    return nodes;
+  };
+  const uint64_t start = nominator.generation();
+  EXPECT_EQ(changed_since(start), std::set<std::string>{});
+  v1::Pod a = MakePod("a", 1000, 2000);
+  nominator.Nominate(sdk::PodInfo::Create(a), "node-1");
+  const uint64_t after_a = nominator.generation();
+  EXPECT_EQ(changed_since(start), std::set<std::string>{"node-1"});
+  EXPECT_EQ(changed_since(after_a), std::set<std::string>{});
+  // Moved: both nodes.
+  nominator.Nominate(sdk::PodInfo::Create(a), "node-2");
+  EXPECT_EQ(changed_since(after_a), (std::set<std::string>{"node-1", "node-2"}));
+  const uint64_t moved = nominator.generation();
+  // The same pod to the same node, counting the same: no change at all.
+  nominator.Nominate(sdk::PodInfo::Create(a), "node-2");
+  EXPECT_EQ(nominator.generation(), moved);
+  // Updated in place (it counts differently), then cleared by its binding.
+  v1::Pod bigger = a;
+  bigger.mutable_containers(0)->mutable_requests()->set_milli_cpu(3000);
+  nominator.OnPodEvent(bigger, /*deleted=*/false);
+  EXPECT_EQ(changed_since(moved), std::set<std::string>{"node-2"});
+  const uint64_t updated = nominator.generation();
+  v1::Pod bound = bigger;
+  bound.set_node_name("node-5");
+  nominator.OnPodEvent(bound, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-a"), "");
+  EXPECT_EQ(changed_since(updated), std::set<std::string>{"node-2"});
+  // Only what a pod of a given priority counts: a lower-priority nomination
+  // is no change to a higher-priority pod.
+  const uint64_t cleared = nominator.generation();
+  nominator.Nominate(sdk::PodInfo::Create(MakePod("low", 10, 100)), "node-3");
+  EXPECT_EQ(changed_since(cleared, /*priority=*/1000), std::set<std::string>{});
+  EXPECT_EQ(changed_since(cleared, /*priority=*/10), std::set<std::string>{"node-3"});
+  // A generation from the future, and one the bounded log no longer
+  // reaches back to: unknown, never an empty answer.
+  EXPECT_EQ(changed_since(nominator.generation() + 1), std::nullopt);
+  const uint64_t old = nominator.generation();
+  for (size_t i = 0; i <= Nominator::kMaxChangeLog; ++i) {
+    nominator.Nominate(sdk::PodInfo::Create(MakePod(absl::StrCat("p", i), 1000, 100)), absl::StrCat("node-", i % 7));
+  }
+  EXPECT_EQ(changed_since(old), std::nullopt);
+  EXPECT_EQ(changed_since(nominator.generation() - 1)->size(), 1u);
 }
 
 }  // namespace

@@ -232,7 +232,10 @@ class World {
  public:
   // `parity`: a second filter process (several processes: fan-out cycles,
   // dry runs confirmed with each).
-  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false)
+  // `change_log`: the nominator's change log wired as main wires it (kept
+  // failures re-evaluate the nodes whose nominations changed); without it,
+  // per-node fingerprints of every nomination are compared.
+  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false, bool change_log = true)
       : host_(snapshot_, nominator_, dry_runs_in_cycles),
         parity_(snapshot_, nominator_, false, /*parity=*/true),
         batching_({}, clock_, nullptr, /*seed=*/7) {
@@ -252,6 +255,12 @@ class World {
       nominator_.ForEachKey(pod, snap, visit);
     };
     spec.nominations_generation = [this] { return nominator_.generation(); };
+    if (change_log) {
+      spec.nomination_changes = [this](uint64_t since, int32_t priority, const auto& visit) {
+        return nominator_.ChangedNodesSince(since, priority, visit);
+      };
+      spec.nominated_node_of = [this](std::string_view uid) { return nominator_.NominatedNode(uid); };
+    }
     fw_ = std::make_unique<Framework>(std::move(spec), /*seed=*/3);
     fw_->AddPostFilterPlugin(std::make_unique<DefaultPreemption>(
         DefaultPreemption::Options{.min_candidate_nodes_percentage = 0,
@@ -471,6 +480,19 @@ TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTwoFilterProcesses) {
   EXPECT_TRUE(std::any_of(with.begin(), with.end(), [](const Step& s) { return !s.victims.empty(); }));
   EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
   EXPECT_LT(on.host_.nodes_dry_run, off.host_.nodes_dry_run);
+}
+
+TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithFingerprintsInsteadOfTheChangeLog) {
+  World on(/*caches=*/true, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/false,
+           /*change_log=*/false);
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/false, /*min_candidates=*/3, /*parity=*/false,
+            /*change_log=*/false);
+  const std::vector<Step> with = RunScript(on);
+  const std::vector<Step> without = RunScript(off);
+  ASSERT_EQ(with.size(), without.size());
+  for (size_t i = 0; i < with.size(); ++i) EXPECT_EQ(with[i], without[i]) << "preemptor-" << i;
+  EXPECT_GT(on.stats().by_outcome["hit_unschedulable"], 10u);
+  EXPECT_LT(on.host_.nodes_filtered, off.host_.nodes_filtered);
 }
 
 TEST(KeptVerdictsTest, EachChangeReasksTheDryRunOfExactlyItsNode) {

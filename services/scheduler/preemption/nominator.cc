@@ -26,7 +26,18 @@ bool CountsTheSame(const v1::Pod& a, const v1::Pod& b) {
 }  // namespace
 
 void Nominator::Mirror(const std::string& uid, const Nomination* n) {
-  generation_.fetch_add(1, std::memory_order_acq_rel);  // Every change passes here.
+  const uint64_t generation = generation_.fetch_add(1, std::memory_order_acq_rel) + 1;  // Every change passes here.
+  for (Change& c : touched_) {
+    c.generation = generation;
+    changes_.push_back(std::move(c));
+  }
+  touched_.clear();
+  while (changes_.size() > kMaxChangeLog) {
+    // Drops a whole generation, so that the floor says what the log holds.
+    const uint64_t dropped = changes_.front().generation;
+    while (!changes_.empty() && changes_.front().generation == dropped) changes_.pop_front();
+    change_floor_ = dropped;
+  }
   if (mirror_log_ == nullptr) return;
   if (n == nullptr) {
     mirror_log_->SetNomination(uid, nullptr);
@@ -47,8 +58,8 @@ void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
   // after it (Scheduler's assumed hook -> Clear).
   if (mirror_log_ != nullptr && mirror_log_->IsAssumed(uid)) {
     if (auto it = by_uid_.find(uid); it != by_uid_.end()) {
-      Mirror(it->first, nullptr);
       Erase(it);
+      Mirror(uid, nullptr);
     }
     return;
   }
@@ -68,6 +79,7 @@ void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
 }
 
 void Nominator::Unlink(const Entry& e) {
+  touched_.push_back(Change{0, e.second.node, e.second.pod->pod->priority()});
   auto on_node = by_node_.find(e.second.node);
   if (on_node == by_node_.end()) return;
   std::erase_if(on_node->second, [&e](const OnNode& o) { return o.entry == &e; });
@@ -81,6 +93,7 @@ Nominator::Entry& Nominator::Set(const std::string& uid, sdk::PodInfoPtr pod, st
   e.second.pod = std::move(pod);
   e.second.node = std::move(node);
   const v1::Pod& p = *e.second.pod->pod;
+  touched_.push_back(Change{0, e.second.node, p.priority()});
   by_node_[e.second.node].push_back(
       OnNode{&e, p.priority(), NominationKey(e.first, p.meta().resource_version())});
   return e;
@@ -96,9 +109,21 @@ std::string Nominator::Clear(std::string_view uid) {
   auto it = by_uid_.find(AV(uid));
   if (it == by_uid_.end()) return "";
   std::string node = it->second.node;
-  Mirror(it->first, nullptr);
+  const std::string cleared = it->first;
   Erase(it);
+  Mirror(cleared, nullptr);
   return node;
+}
+
+std::optional<uint64_t> Nominator::ChangedNodesSince(uint64_t since, int32_t priority,
+                                                     const std::function<void(std::string_view node)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  const uint64_t now = generation_.load(std::memory_order_acquire);
+  if (since > now || since < change_floor_) return std::nullopt;
+  for (auto it = changes_.rbegin(); it != changes_.rend() && it->generation > since; ++it) {
+    if (it->priority >= priority) visit(it->node);
+  }
+  return now;
 }
 
 std::string Nominator::NominatedNode(std::string_view uid) const {

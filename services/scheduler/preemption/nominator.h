@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <string>
@@ -73,6 +74,17 @@ class Nominator {
   // Bumped by every change to a nomination (added, moved, updated, cleared):
   // equal before and after a computation means no nomination changed meanwhile.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  // Visits each node whose nominations of priority `priority` or more (those
+  // a pod of that priority counts) changed (a nomination added, moved away
+  // or there, updated or cleared) after generation `since`, and returns
+  // the generation it read up to: what a kept failure re-evaluates costs the
+  // changes since its cycle, not a walk over every nomination. A node may be
+  // visited more than once. nullopt when the log no longer reaches back to
+  // `since` (it keeps the last kMaxChangeLog changes). `visit` runs under
+  // the nominator's lock: keep it cheap.
+  std::optional<uint64_t> ChangedNodesSince(uint64_t since, int32_t priority,
+                                            const std::function<void(std::string_view node)>& visit) const;
+  static constexpr size_t kMaxChangeLog = 8192;
 
  private:
   struct Nomination {
@@ -90,7 +102,8 @@ class Nominator {
   // counts (its own, `own`, excluded); nullopt when it counts none.
   static std::optional<uint64_t> CountedKeySum(const std::vector<OnNode>& on_node, int32_t priority,
                                                const Entry* own);
-  // Reports the pod's nomination (or its absence) to the mirror log.
+  // Reports the pod's nomination (or its absence) to the mirror log, and
+  // logs the nodes Set and Unlink touched under the new generation.
   void Mirror(const std::string& uid, const Nomination* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the uid's nomination (added or moved), keeping by_node_ in step.
   Entry& Set(const std::string& uid, sdk::PodInfoPtr pod, std::string node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -108,6 +121,19 @@ class Nominator {
   // per nomination, and a node's nominations are found without a walk.
   absl::flat_hash_map<std::string, std::vector<OnNode>> by_node_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
+  // A node a change touched, with the priority of the nomination it added
+  // or took away there.
+  struct Change {
+    uint64_t generation;
+    std::string node;
+    int32_t priority;
+  };
+  // Nodes touched by the change being made (Set, Unlink), logged by Mirror.
+  std::vector<Change> touched_ ABSL_GUARDED_BY(mu_);
+  // The last kMaxChangeLog node changes, oldest first; every change after
+  // generation change_floor_ is in it.
+  std::deque<Change> changes_ ABSL_GUARDED_BY(mu_);
+  uint64_t change_floor_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace podium::scheduler::preemption
