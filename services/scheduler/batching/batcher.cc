@@ -943,9 +943,10 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
                         [&] { return NominatedFingerprints(fw, pod, snapshot); },
                         profile.nominations_before_snapshot, result, ran_cycle);
     if (kept == KeptFailures::Outcome::kServed) {
-      // A nomination changed between the snapshot and the fingerprints: the
-      // pod's verdicts are exact (a node whose nominations changed is
-      // re-evaluated), but what is kept would not match the fingerprints.
+      // A nomination changed between the snapshot and Serve's look at the
+      // nominations (the change log or the fingerprints): the pod's verdicts
+      // are exact (a node whose nominations changed is re-evaluated), but
+      // what is kept would not match what the plugin processes saw.
       if (!as_snapshot) failures_.Forget(&fw, sig.key);
       // The narrowed cycle did not end it: PostFilter will, if there is one.
       if (!fw.HasPostFilterPlugins()) fw.EndCycle(cycle_id);
