@@ -41,6 +41,12 @@ class ActionSink {
   // sent to an older stream fails with UNAVAILABLE instead of going out
   // half understood.
   virtual uint32_t ProtocolVersion() const { return 1; }
+  // The scheduling loop says whether it has more pods to schedule right away
+  // (true) or is about to wait (false). While it has, the actions that need
+  // not be written at once (all but binds) may wait a little for a write to
+  // ride with, so that several pods' actions travel in one message; false
+  // writes what waits now. Never blocks. Default: nothing waits.
+  virtual void SetSchedulerBusy(bool /*busy*/) {}
 };
 
 }  // namespace podium::scheduler

@@ -57,6 +57,10 @@ ABSL_FLAG(int, later_lookaheads, 8,
           "Pods after the lookahead pod whose verdicts a batch hit's plugin request also asks for, each "
           "decided without a request of its own when the pods before it land as expected (0 to 16; 0: "
           "only the next pod's)");
+ABSL_FLAG(int, action_coalesce_us, 2000,
+          "While the scheduling loop has more pods to schedule right away, how long (microseconds) an "
+          "action other than a bind may wait to share its message to the adapter with the next pods' "
+          "(0 to 100000; 0: written at once); everything waiting is written when the loop waits");
 ABSL_FLAG(int, plugin_wait_seconds, 30,
           "How long to wait at start for each plugin endpoint's handshake");
 // Access control and TLS (kube-apiserver's flag names where it has one).
@@ -184,6 +188,11 @@ int Run(std::vector<std::string> overrides) {
   const int later_lookaheads = absl::GetFlag(FLAGS_later_lookaheads);
   if (later_lookaheads < 0 || later_lookaheads > 16) {
     return console.Fail(absl::StrCat("--later-lookaheads: ", later_lookaheads, " is not in [0, 16]"));
+  }
+
+  const int action_coalesce_us = absl::GetFlag(FLAGS_action_coalesce_us);
+  if (action_coalesce_us < 0 || action_coalesce_us > 100000) {
+    return console.Fail(absl::StrCat("--action-coalesce-us: ", action_coalesce_us, " is not in [0, 100000]"));
   }
 
   // Configuration: everything read here, nothing read later.
@@ -408,7 +417,9 @@ int Run(std::vector<std::string> overrides) {
                    std::function<void()> released) {
         return scheduler.RejectWaitingPod(uid, plugin, message, std::move(released));
       }});
-  ClusterService cluster(ClusterService::Options{scheduler_names}, preemption_controller, &metrics);
+  ClusterService::Options cluster_options{scheduler_names};
+  cluster_options.action_coalesce_delay = absl::Microseconds(action_coalesce_us);
+  ClusterService cluster(cluster_options, preemption_controller, &metrics);
   scheduler.SetActionSink(&cluster);
   preemption_controller.SetActionSink(&cluster);
   std::vector<GrpcPluginProcess*> endpoint_ptrs;

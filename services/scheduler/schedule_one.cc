@@ -35,16 +35,33 @@ void Scheduler::SchedulingLoop() {
   auto may_pop_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return s->stopped_ || (s->MaySchedule() && s->BindSlotFree());
   };
+  // Busy while the next pod can be popped at once: the actions this thread
+  // sends meanwhile (a preemptor's nomination patch and victim deletes) may
+  // wait a little to share a message with the next pods' (ActionSink::
+  // SetSchedulerBusy); before any wait here they are written.
+  bool busy = false;
+  auto set_busy = [&](bool b) {
+    if (b == busy) return;
+    busy = b;
+    if (ActionSink* sink = sink_.load(std::memory_order_acquire)) sink->SetSchedulerBusy(b);
+  };
   while (true) {
+    bool ready;
     {
       absl::MutexLock lock(&mu_);
       NoteBindsInFlight();
+      ready = may_pop_or_stopped(this);
+    }
+    if (!ready || !queue_.HasPodToPop()) set_busy(false);
+    {
+      absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(may_pop_or_stopped, this));
       if (stopped_) return;
       binds_draining_ = false;
     }
     std::optional<QueuedPodInfo> popped = queue_.Pop();
     if (!popped) return;
+    set_busy(true);
     auto pod = std::make_shared<QueuedPodInfo>(std::move(*popped));
     {
       // Paused or disconnected while it waited in Pop: hold it until resumed.

@@ -32,6 +32,15 @@ class FakeSink : public ActionSink {
     action.set_id(next_id_++);
     actions_.push_back({action, std::move(on_result)});
   }
+  void SetSchedulerBusy(bool busy) override {
+    absl::MutexLock lock(&mu_);
+    busy_calls_.push_back(busy);
+  }
+  // What the scheduling loop said, in order (SetSchedulerBusy).
+  std::vector<bool> busy_calls() {
+    absl::MutexLock lock(&mu_);
+    return busy_calls_;
+  }
   // Runs on the sending thread before the action is recorded (set before use).
   std::function<void(const v1::Action&)> on_send;
   // The index of the first action of the kind at or after `from`.
@@ -70,6 +79,7 @@ class FakeSink : public ActionSink {
   absl::Mutex mu_;
   uint64_t next_id_ = 1;
   std::vector<std::pair<v1::Action, ResultCallback>> actions_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> busy_calls_ ABSL_GUARDED_BY(mu_);
 };
 
 v1::ObjectEvent NodeEvent(const std::string& name) {
@@ -1070,6 +1080,29 @@ TEST_F(SchedulerTest, StopEndsTheSchedulingThreadsWaitForABindSlot) {
   scheduler_->Stop();
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);
   EXPECT_EQ(queue_->PendingPods().active, 1u);
+}
+
+// The loop says it is busy once it pops a pod with more to come, and idle
+// before it waits for the next one: actions that wait to share a message
+// (ClusterService's coalescing) are written then, never left waiting.
+TEST_F(SchedulerTest, TheSchedulingLoopSaysItIsIdleBeforeItWaits) {
+  run_scheduling_thread_ = true;
+  Build(false);
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  StartWithPods({"a", "b", "c"});
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while ((sink_.Count(v1::Action::kBind) < 3 || sink_.busy_calls().size() < 2) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 3u);
+  // Busy from the first pop to the empty queue: one change each way.
+  EXPECT_THAT(sink_.busy_calls(), ::testing::ElementsAre(true, false));
+  // A pod that comes later: busy for its cycle, idle again after it.
+  scheduler_->OnObjectEvent(PodEvent("d"));
+  while ((sink_.Count(v1::Action::kBind) < 4 || sink_.busy_calls().size() < 4) && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  EXPECT_THAT(sink_.busy_calls(), ::testing::ElementsAre(true, false, true, false));
 }
 
 // ------------------------------------------------ defects 7 and 12: Permit bounds

@@ -333,6 +333,12 @@ class Framework {
 
   // The profile as resolved now (a copy: Reconfigure may replace it).
   ProfileSpec spec() const { return CurrentSetup()->spec; }
+  // The same without the copy (its maps, vectors and hooks): the profile as
+  // resolved now, kept alive by the pointer while Reconfigure replaces it.
+  std::shared_ptr<const ProfileSpec> spec_ptr() const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    return std::shared_ptr<const ProfileSpec>(setup, &setup->spec);
+  }
   const std::string& name() const { return name_; }
 
   // Where the profile's metrics go (null: nowhere).

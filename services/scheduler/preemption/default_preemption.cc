@@ -325,7 +325,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
   }
   if (chunk.empty()) return std::nullopt;
   std::optional<v1::PreemptionDryRunRequest> request =
-      FirstDryRunRequest(framework_.spec(), cycle_id, chunk, /*num_candidates=*/0);
+      FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, /*num_candidates=*/0);
   if (!request) return std::nullopt;
   dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
   return request;
@@ -500,7 +500,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   if (chunk.size() < chunk_size && k < n) return std::nullopt;
   if (chunk.empty()) return std::nullopt;
   std::optional<v1::PreemptionDryRunRequest> request =
-      FirstDryRunRequest(framework_.spec(), cycle_id, chunk, num_candidates);
+      FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, num_candidates);
   if (!request) return std::nullopt;
   prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
   return request;
@@ -577,7 +577,8 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const auto pdbs = cache_.ListPdbs();
-  const ProfileSpec spec = framework_.spec();
+  const std::shared_ptr<const ProfileSpec> spec_ptr = framework_.spec_ptr();
+  const ProfileSpec& spec = *spec_ptr;
   google::protobuf::RepeatedPtrField<v1::MirroredPod> nominated_pods;
   // Only for processes that do not mirror nominations (dry_run.cc).
   if (std::any_of(spec.processes.begin(), spec.processes.end(),

@@ -505,6 +505,11 @@ std::optional<QueuedPodInfo> SchedulingQueue::Pop() {
   return PopLocked();
 }
 
+bool SchedulingQueue::HasPodToPop() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return ReadyToPop();
+}
+
 std::optional<QueuedPodInfo> SchedulingQueue::TryPop() {
   absl::MutexLock lock(&mu_);
   return PopLocked();

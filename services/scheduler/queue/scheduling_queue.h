@@ -183,6 +183,8 @@ class SchedulingQueue {
   // attempt and a scheduling cycle.
   std::optional<QueuedPodInfo> Pop();
   std::optional<QueuedPodInfo> TryPop();
+  // Whether Pop would return at once (a pod to pop, or the queue closed).
+  bool HasPodToPop() const;
   // The first `n` pods of activeQ in the order Pop takes them (fewer when it
   // holds fewer), without popping them: what Pop would take next unless the
   // queue changes meanwhile.

@@ -93,6 +93,14 @@ class ClusterService::SyncCall {
     return DoneLocked();
   }
 
+  // Under mu_: a kick waiting out the coalescing delay fires now (a cancelled
+  // alarm's tag comes at once; OnKick writes whatever is due).
+  void WriteHeldNow() {
+    if (!kick_pending_ || !kick_held_) return;
+    kick_held_ = false;
+    kick_alarm_.Cancel();
+  }
+
   // Resume reading once the service's threads caught up.
   void MaybeResumeRead() {
     if (!reading_ && !finished_ && paused_) {
@@ -303,11 +311,17 @@ class ClusterService::SyncCall {
   // scheduling thread's status and DisruptionTarget patches then never run
   // gRPC's write path (a sendmsg, after which the write's completion wakes
   // the driver, which preempted the sender: preempt-500's scheduling thread
-  // was switched out there about 600 times per 1 000 preemptors). Always null.
+  // was switched out there about 600 times per 1 000 preemptors). While the
+  // scheduler is busy the alarm fires after Options::action_coalesce_delay
+  // instead (a bind's write, or WriteHeldNow, may take the actions first).
+  // Always null.
   const v1::SchedulerMessage* KickIfDue() {
     if (!WriteDue() || kick_pending_ || service_.queue_ == nullptr) return nullptr;
     kick_pending_ = true;
-    kick_alarm_.Set(service_.queue_, std::chrono::system_clock::now(), &kick_tag_);
+    kick_held_ = service_.scheduler_busy_ && service_.options_.action_coalesce_delay > absl::ZeroDuration();
+    const absl::Duration wait = kick_held_ ? service_.options_.action_coalesce_delay : absl::ZeroDuration();
+    kick_alarm_.Set(service_.queue_, std::chrono::system_clock::now() + absl::ToChronoMicroseconds(wait),
+                    &kick_tag_);
     return nullptr;
   }
 
@@ -402,6 +416,7 @@ class ClusterService::SyncCall {
   std::vector<v1::Action> deferred_;  // Events waiting for a write (counted in queued_actions_).
   bool alarm_pending_ = false;
   bool kick_pending_ = false;  // The kick alarm is set (KickIfDue).
+  bool kick_held_ = false;  // ... for the coalescing delay, not at once.
   bool flush_now_ = false;  // The deferred events may be written on their own.
   size_t queued_actions_ = 0;
   grpc::Status status_;
@@ -627,6 +642,12 @@ void ClusterService::Send(v1::Action action, ResultCallback on_result) {
   }
   // The write starts without the lock (see SyncCall).
   if (message != nullptr && call->StartWrite(message)) delete call;
+}
+
+void ClusterService::SetSchedulerBusy(bool busy) {
+  absl::MutexLock lock(&mu_);
+  scheduler_busy_ = busy;
+  if (!busy && active_ != nullptr) active_->WriteHeldNow();
 }
 
 uint32_t ClusterService::ProtocolVersion() const {

@@ -55,6 +55,13 @@ class ClusterService final : public ActionSink {
     // bind's) before it is written on its own: events never cost a bind a
     // write or a place in the adapter's queue.
     absl::Duration event_flush_delay = absl::Milliseconds(2);
+    // How long an action other than a bind, sent by a thread other than the
+    // driver while the scheduler is busy (SetSchedulerBusy), may wait for a
+    // write to ride with (a bind's, or another one's that comes due); zero:
+    // it is written at once. A preemptor's nomination patch and victim
+    // deletes then share one message (and one adapter answer) with the next
+    // pods' instead of costing one each way.
+    absl::Duration action_coalesce_delay = absl::Milliseconds(2);
     // Streams connected that have not sent their hello yet.
     size_t max_unaccepted_streams = 4;
   };
@@ -82,6 +89,7 @@ class ClusterService final : public ActionSink {
   void Start(const grpc_support::AsyncDriver& driver);
   void Send(v1::Action action, ResultCallback on_result) override;
   uint32_t ProtocolVersion() const override;
+  void SetSchedulerBusy(bool busy) override;
 
   bool adapter_connected() const;
   Stats stats() const;
@@ -141,6 +149,7 @@ class ClusterService final : public ActionSink {
   // Lock order: mu_ only; callbacks run without it.
   mutable absl::Mutex mu_;
   grpc::ServerCompletionQueue* queue_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool scheduler_busy_ ABSL_GUARDED_BY(mu_) = false;  // SetSchedulerBusy.
   // Runs the calls' completions (Send tells its thread from others).
   const grpc_support::AsyncDriver* driver_ ABSL_GUARDED_BY(mu_) = nullptr;
   // The call object waiting for the next stream (not in live_).

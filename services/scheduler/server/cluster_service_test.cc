@@ -683,6 +683,97 @@ TEST_F(ClusterServiceTest, AnActionFromAnotherThreadIsWrittenByTheDriverInOrder)
   for (int i = 0; i < 50; ++i) EXPECT_EQ(names[i], "p-" + std::to_string(i));
 }
 
+// While the scheduler is busy, patches and deletes from another thread wait
+// (up to the coalescing delay) and share one message; a bind takes them with
+// it at once, and the loop going idle writes what waits.
+class CoalescingTest : public ClusterServiceTest {
+ protected:
+  Stream StartAndOpen(absl::Duration delay) {
+    ClusterService::Options options;
+    options.action_coalesce_delay = delay;
+    Start(options);
+    Stream s = Open("adapter-a");
+    ExpectAccepted(s);
+    return s;
+  }
+  static v1::Action Patch(const std::string& name) {
+    v1::Action patch;
+    patch.mutable_patch_pod_status()->mutable_pod()->set_name(name);
+    patch.mutable_patch_pod_status()->set_nominated_node_name("node-2");
+    return patch;
+  }
+  static v1::Action Delete(const std::string& name) {
+    v1::Action del;
+    del.mutable_delete_pod()->mutable_pod()->set_name(name);
+    return del;
+  }
+  // Every action of the next message, as "kind name".
+  static std::vector<std::string> ReadMessage(Stream& s) {
+    std::vector<std::string> out;
+    v1::SchedulerMessage m;
+    if (!s.rw->Read(&m)) {
+      ADD_FAILURE() << "the stream ended";
+      return out;
+    }
+    for (const v1::Action& a : m.actions().actions()) {
+      out.push_back(a.has_bind()          ? "bind " + a.bind().pod().name()
+                    : a.has_delete_pod()  ? "delete " + a.delete_pod().pod().name()
+                                          : "patch " + a.patch_pod_status().pod().name());
+    }
+    return out;
+  }
+};
+
+TEST_F(CoalescingTest, BusyActionsShareOneMessageWrittenAfterTheDelay) {
+  Stream s = StartAndOpen(absl::Milliseconds(100));
+  service_->SetSchedulerBusy(true);
+  const absl::Time sent = absl::Now();
+  service_->Send(Patch("pre-1"), NewWaiter().Callback());
+  service_->Send(Delete("victim-1"), NewWaiter().Callback());
+  service_->Send(Patch("pre-2"), NewWaiter().Callback());
+  EXPECT_THAT(ReadMessage(s), ElementsAre("patch pre-1", "delete victim-1", "patch pre-2"));
+  EXPECT_GE(absl::Now() - sent, absl::Milliseconds(90));  // The delay bounds the wait.
+}
+
+TEST_F(CoalescingTest, ABindTakesWhatWaitsAtOnce) {
+  Stream s = StartAndOpen(absl::Seconds(30));  // Only the bind can write them in time.
+  service_->SetSchedulerBusy(true);
+  service_->Send(Patch("pre-1"), NewWaiter().Callback());
+  service_->Send(Delete("victim-1"), NewWaiter().Callback());
+  service_->Send(Bind("web-1"), NewWaiter().Callback());
+  EXPECT_THAT(ReadMessage(s), ElementsAre("patch pre-1", "delete victim-1", "bind web-1"));
+}
+
+TEST_F(CoalescingTest, GoingIdleWritesWhatWaitsAtOnce) {
+  Stream s = StartAndOpen(absl::Seconds(30));
+  service_->SetSchedulerBusy(true);
+  const absl::Time sent = absl::Now();
+  service_->Send(Patch("pre-1"), NewWaiter().Callback());
+  service_->Send(Delete("victim-1"), NewWaiter().Callback());
+  service_->SetSchedulerBusy(false);
+  EXPECT_THAT(ReadMessage(s), ElementsAre("patch pre-1", "delete victim-1"));
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(10));
+  // Idle: the next one is written at once, as without coalescing.
+  service_->Send(Patch("pre-2"), NewWaiter().Callback());
+  EXPECT_THAT(ReadMessage(s), ElementsAre("patch pre-2"));
+}
+
+// A stream that ends while actions wait fails them (UNAVAILABLE), and the
+// next adapter is served: the held kick does not keep the call alive.
+TEST_F(CoalescingTest, ActionsWaitingWhenTheStreamEndsAreFailed) {
+  {
+    Stream s = StartAndOpen(absl::Seconds(30));
+    service_->SetSchedulerBusy(true);
+    ResultWaiter& patched = NewWaiter();
+    service_->Send(Patch("pre-1"), patched.Callback());
+    s.ctx->TryCancel();
+    ASSERT_TRUE(patched.Wait());
+    EXPECT_EQ(patched.result.code(), v1::ActionResult::UNAVAILABLE);
+  }
+  Stream again = Open("adapter-b");
+  ExpectAccepted(again);
+}
+
 // A kick still pending when the service shuts down: the action fails or was
 // written, and the call ends (TearDown stops the driver after it).
 TEST_F(ClusterServiceTest, ShutdownWithADriverWriteStillToStartEndsTheCall) {
