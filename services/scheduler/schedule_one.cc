@@ -61,7 +61,6 @@ void Scheduler::SchedulingLoop() {
     }
     std::optional<QueuedPodInfo> popped = queue_.Pop();
     if (!popped) return;
-    set_busy(true);
     auto pod = std::make_shared<QueuedPodInfo>(std::move(*popped));
     {
       // Paused or disconnected while it waited in Pop: hold it until resumed.
@@ -69,6 +68,7 @@ void Scheduler::SchedulingLoop() {
       mu_.Await(absl::Condition(may_schedule_or_stopped, this));
       if (stopped_) return;
     }
+    set_busy(true);
     ScheduleOne(std::move(pod));
   }
 }
