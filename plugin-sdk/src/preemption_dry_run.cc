@@ -114,31 +114,36 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     nominated[m.node_id()].push_back(PodInfo::Create(std::move(*m.mutable_pod())));
   }
   static const std::vector<PodInfoPtr> kNone;
-  const uint32_t want = request.num_candidates();
-  uint32_t non_violating = 0, violating = 0;
-  for (int c = 0; c < request.candidates_size(); ++c) {
-    if (want > 0 && non_violating > 0 && non_violating + violating >= want) break;
-    const auto& candidate = request.candidates(c);
+  // Nominated pods ride in the request, or the mirror keeps them.
+  auto nominated_on = [&](uint32_t node_id, const NodeInfo& node) -> const std::vector<PodInfoPtr>& {
+    if (request.nominated_pods_size() == 0) {
+      const std::vector<PodInfoPtr>* on_node = mirror.NominatedPodsOn(node.name());
+      return on_node == nullptr ? kNone : *on_node;
+    }
+    auto nom = nominated.find(node_id);
+    return nom == nominated.end() ? kNone : nom->second;
+  };
+  auto node_of = [&](const v1::PreemptionDryRunRequest::Candidate& candidate, const char* field,
+                     int c) -> absl::StatusOr<const NodeInfo*> {
     const NodeInfo* mirrored = mirror.GetById(candidate.node_id());
     if (mirrored == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.candidates[", c,
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c,
                                                      "].node_id: unknown node id ", candidate.node_id()));
     }
-    // Nominated pods ride in the request, or the mirror keeps them.
-    const std::vector<PodInfoPtr>* on_node = nullptr;
-    if (request.nominated_pods_size() == 0) {
-      on_node = mirror.NominatedPodsOn(mirrored->name());
-    } else if (auto nom = nominated.find(candidate.node_id()); nom != nominated.end()) {
-      on_node = &nom->second;
-    }
-    NodeDryRun run(pod, filters, extensions, on_node == nullptr ? kNone : *on_node);
-    NodeInfo node = *mirrored;
+    return mirrored;
+  };
+  // One candidate, as SelectVictimsOnNode: every potential victim removed, a
+  // fit check (counting `on_node`), then the reprieve in the order given.
+  auto evaluate = [&](const v1::PreemptionDryRunRequest::Candidate& candidate, const char* field, int c,
+                      const NodeInfo& mirrored, const std::vector<PodInfoPtr>& on_node,
+                      v1::NodeVictims& result) -> absl::Status {
+    NodeDryRun run(pod, filters, extensions, on_node);
+    NodeInfo node = mirrored;
     // Only extensions (AddPod/RemovePod) write the state: without one, the
     // cycle's state is read as it is, with no clone per candidate.
     std::unique_ptr<CycleState> clone;
     if (!extensions.empty()) clone = base.Clone();
     CycleState* state = clone != nullptr ? clone.get() : &base;
-    v1::NodeVictims& result = *out.add_nodes();
     result.set_node_id(candidate.node_id());
 
     // Remove every potential victim.
@@ -162,7 +167,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
         if (p->uid() == uid) victim = p;
       }
       if (victim == nullptr) {
-        return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.candidates[", c,
+        return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c,
                                                        "].potential_victims[", v, "]: pod ", uid,
                                                        " is not on node ", node.name()));
       }
@@ -172,7 +177,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     if (failed.plugin == nullptr) failed = run.Fits(*state, node);
     if (failed.plugin != nullptr) {
       WriteOutcome(failed, result.mutable_status());
-      continue;
+      return absl::OkStatus();
     }
     // Reprieve in the order given: a pod goes back when the pod still fits.
     const size_t num_violating = candidate.num_pdb_violating();
@@ -199,11 +204,67 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     if (failed.plugin != nullptr) {
       result.clear_victims();
       WriteOutcome(failed, result.mutable_status());
-      continue;
+      return absl::OkStatus();
     }
     result.set_num_pdb_violations(violations);
     result.mutable_status()->set_code(v1::Status::SUCCESS);
-    if (result.victims_size() > 0) ++(violations == 0 ? non_violating : violating);
+    return absl::OkStatus();
+  };
+
+  const uint32_t want = request.num_candidates();
+  uint32_t non_violating = 0, violating = 0;
+  for (int c = 0; c < request.candidates_size(); ++c) {
+    if (want > 0 && non_violating > 0 && non_violating + violating >= want) break;
+    const auto& candidate = request.candidates(c);
+    absl::StatusOr<const NodeInfo*> mirrored = node_of(candidate, "candidates", c);
+    if (!mirrored.ok()) return mirrored.status();
+    v1::NodeVictims& result = *out.add_nodes();
+    if (absl::Status s = evaluate(candidate, "candidates", c, **mirrored,
+                                  nominated_on(candidate.node_id(), **mirrored), result);
+        !s.ok()) {
+      return s;
+    }
+    if (result.status().code() == v1::Status::SUCCESS && result.victims_size() > 0) {
+      ++(result.num_pdb_violations() == 0 ? non_violating : violating);
+    }
+  }
+
+  // What-ifs (protocol version 7): each node with a copy of the pod
+  // nominated there, counted with the node's nominations (its priority is
+  // the pod's, so it counts).
+  if (request.what_if_size() > 0) {
+    if (request.what_if_copy_uid().empty() || request.what_if_copy_uid() == pod.uid()) {
+      return absl::InvalidArgumentError(
+          "preemption_dry_run.what_if_copy_uid: must be set, and differ from the pod's uid");
+    }
+    v1::Pod copy = *pod.pod;
+    copy.mutable_meta()->set_uid(request.what_if_copy_uid());
+    copy.clear_node_name();
+    const PodInfoPtr copy_info = PodInfo::Create(std::move(copy));
+    std::vector<PodInfoPtr> with_copy;
+    for (int c = 0; c < request.what_if_size(); ++c) {
+      const auto& candidate = request.what_if(c);
+      absl::StatusOr<const NodeInfo*> mirrored = node_of(candidate, "what_if", c);
+      if (!mirrored.ok()) return mirrored.status();
+      with_copy = nominated_on(candidate.node_id(), **mirrored);
+      with_copy.push_back(copy_info);
+      v1::WhatIfNominated& result = *out.add_what_if();
+      result.set_node_id(candidate.node_id());
+      // Filter with the copy counted, on the node as it is.
+      {
+        NodeDryRun run(pod, filters, extensions, with_copy);
+        NodeInfo node = **mirrored;
+        std::unique_ptr<CycleState> clone;
+        if (!extensions.empty()) clone = base.Clone();
+        const Outcome fits = run.Fits(clone != nullptr ? *clone : base, node);
+        WriteOutcome(fits, result.mutable_filter());
+        if (result.filter().code() == v1::Status::SUCCESS) continue;
+      }
+      if (absl::Status s = evaluate(candidate, "what_if", c, **mirrored, with_copy, *result.mutable_dry_run());
+          !s.ok()) {
+        return s;
+      }
+    }
   }
   return absl::OkStatus();
 }

@@ -291,5 +291,69 @@ TEST_F(PreemptionDryRunTest, AVictimThatIsNotOnItsNodeIsAnErrorNamingTheField) {
               ::testing::HasSubstr("preemption_dry_run.candidates[0].potential_victims[1]: pod uid-ghost"));
 }
 
+// Protocol version 7: what-ifs. Each node is evaluated with a copy of the
+// pod nominated there (counted as a nominated pod of its priority): Filter
+// first, then, when it does not fit, the dry run.
+TEST_F(PreemptionDryRunTest, WhatIfsCountACopyOfThePodNominatedOnTheNode) {
+  AddNode(1, 4000);  // Full: 4 x 1 CPU.
+  AddNode(2, 6000);  // 2 CPU free: fits the pod, not the pod and its copy.
+  AddNode(3, 8000);  // 4 CPU free: fits both.
+  for (uint32_t n = 1; n <= 3; ++n) {
+    for (int k = 1; k <= 4; ++k) AddPod(n, "low" + std::to_string(n) + std::to_string(k), 10, 1000);
+  }
+  for (uint32_t n = 1; n <= 3; ++n) {
+    auto* c = request_.add_what_if();
+    c->set_node_id(n);
+    for (int k = 4; k >= 1; --k) c->add_potential_victims("uid-low" + std::to_string(n) + std::to_string(k));
+  }
+  request_.set_what_if_copy_uid("uid-preemptor-copy");
+  ASSERT_TRUE(Run(2000, 100).ok());
+  EXPECT_EQ(response_.nodes_size(), 0);  // No candidates asked.
+  ASSERT_EQ(response_.what_if_size(), 3);
+  // node-1: rejected; with the copy's 2 CPU counted every pod must go.
+  const v1::WhatIfNominated& full = response_.what_if(0);
+  EXPECT_EQ(full.node_id(), 1u);
+  EXPECT_EQ(full.filter().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(full.filter().plugin(), "CpuFit");
+  EXPECT_EQ(full.dry_run().status().code(), v1::Status::SUCCESS);
+  EXPECT_EQ(full.dry_run().victims_size(), 4);
+  // node-2: the pod alone would fit; with the copy it needs two victims.
+  const v1::WhatIfNominated& half = response_.what_if(1);
+  EXPECT_EQ(half.filter().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_THAT(std::vector<std::string>(half.dry_run().victims().begin(), half.dry_run().victims().end()),
+              ElementsAre("uid-low22", "uid-low21"));
+  // node-3: room for both: it fits, no dry run.
+  const v1::WhatIfNominated& room = response_.what_if(2);
+  EXPECT_EQ(room.filter().code(), v1::Status::SUCCESS);
+  EXPECT_FALSE(room.has_dry_run());
+}
+
+TEST_F(PreemptionDryRunTest, AWhatIfWithoutACopyUidIsRefusedNamingTheField) {
+  AddNode(1, 4000);
+  AddPod(1, "low", 10, 4000);
+  request_.add_what_if()->set_node_id(1);
+  absl::Status s = Run(2000, 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("preemption_dry_run.what_if_copy_uid"));
+}
+
+TEST_F(PreemptionDryRunTest, AWhatIfCopyUnderThePodsOwnUidIsRefused) {
+  AddNode(1, 4000);
+  AddPod(1, "low", 10, 4000);
+  request_.add_what_if()->set_node_id(1);
+  request_.set_what_if_copy_uid("uid-preemptor");
+  EXPECT_EQ(Run(2000, 100).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PreemptionDryRunTest, AWhatIfOnAnUnknownNodeIsRefusedNamingTheEntry) {
+  AddNode(1, 4000);
+  AddPod(1, "low", 10, 4000);
+  request_.add_what_if()->set_node_id(9);
+  request_.set_what_if_copy_uid("uid-copy");
+  absl::Status s = Run(2000, 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("preemption_dry_run.what_if[0].node_id: unknown node id 9"));
+}
+
 }  // namespace
 }  // namespace podium::sdk::internal

@@ -19,7 +19,7 @@ namespace {
 // 4 lookahead verdicts (CycleRequest.lookahead); 5 the later pods' lookaheads
 // (CycleRequest.later_lookaheads); 6 nominated-node checks of the pods
 // decided next (CycleRequest.nominated_checks).
-constexpr uint32_t kProtocolVersion = 6;
+constexpr uint32_t kProtocolVersion = 7;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 

@@ -57,6 +57,10 @@ ABSL_FLAG(int, later_lookaheads, 8,
           "Pods after the lookahead pod whose verdicts a batch hit's plugin request also asks for, each "
           "decided without a request of its own when the pods before it land as expected (0 to 16; 0: "
           "only the next pod's)");
+ABSL_FLAG(int, preemption_what_ifs, 8,
+          "Nodes a preemptor's narrowed request also asks preemption what-ifs for (plugin protocol version "
+          "7): where the next preemptors of its signature will likely be nominated, so that they need no "
+          "request (0 to 64; 0: none)");
 ABSL_FLAG(int, action_coalesce_us, 2000,
           "While the scheduling loop has more pods to schedule right away, how long (microseconds) an "
           "action other than a bind may wait to share its message to the adapter with the next pods' "
@@ -190,6 +194,10 @@ int Run(std::vector<std::string> overrides) {
     return console.Fail(absl::StrCat("--later-lookaheads: ", later_lookaheads, " is not in [0, 16]"));
   }
 
+  const int preemption_what_ifs = absl::GetFlag(FLAGS_preemption_what_ifs);
+  if (preemption_what_ifs < 0 || preemption_what_ifs > 64) {
+    return console.Fail(absl::StrCat("--preemption-what-ifs: ", preemption_what_ifs, " is not in [0, 64]"));
+  }
   const int action_coalesce_us = absl::GetFlag(FLAGS_action_coalesce_us);
   if (action_coalesce_us < 0 || action_coalesce_us > 100000) {
     return console.Fail(absl::StrCat("--action-coalesce-us: ", action_coalesce_us, " is not in [0, 100000]"));
@@ -400,6 +408,7 @@ int Run(std::vector<std::string> overrides) {
   Scheduler::Options scheduler_options;
   scheduler_options.max_binds_in_flight = static_cast<size_t>(max_binds_in_flight);
   scheduler_options.batching.later_lookaheads = static_cast<size_t>(later_lookaheads);
+  scheduler_options.batching.preemption_what_if_nodes = static_cast<uint32_t>(preemption_what_ifs);
   Scheduler scheduler(scheduler_options, cache, snapshot, queue, std::move(profiles), metrics,
                       Clock::Real());
   scheduler_ptr.store(&scheduler, std::memory_order_release);

@@ -66,7 +66,7 @@ std::string_view BatchOutcomeName(BatchOutcome outcome) {
 
 OpportunisticBatching::OpportunisticBatching(Options options, Clock& clock,
                                              prometheus::Registry* registry, uint64_t seed)
-    : options_(options), clock_(clock), rng_(seed), failures_(options.max_age, clock) {
+    : options_(options), clock_(clock), rng_(seed), failures_(options.max_age, clock, options.preemption_what_if_nodes) {
   if (registry != nullptr) {
     pods_family_ = &prometheus::BuildCounter()
                         .Name("podium_batch_pods_total")
@@ -938,6 +938,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     ScheduleResult result;
     const uint64_t before = cycle_id;
     bool ran_cycle = false;
+    const uint64_t what_if_hits = failures_.what_if_hits();
     const KeptFailures::Outcome kept =
         failures_.Serve(fw, sig.key, pod, snapshot, state_seq, cycle_id,
                         [&] { return NominatedFingerprints(fw, pod, snapshot); },
@@ -950,6 +951,10 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
       if (!as_snapshot) failures_.Forget(&fw, sig.key);
       // The narrowed cycle did not end it: PostFilter will, if there is one.
       if (!fw.HasPostFilterPlugins()) fw.EndCycle(cycle_id);
+      if (failures_.what_if_hits() != what_if_hits) {
+        absl::MutexLock lock(&stats_mu_);
+        ++stats_.preemption_what_if_hits;
+      }
       Count(fw, last_outcome_ = BatchOutcome::kHitUnschedulable);
       return result;
     }

@@ -182,6 +182,9 @@ struct BatchStats {
   uint64_t lookahead_hits = 0;   // Hits decided by a lookahead (also in hits_without_request).
   uint64_t nominated_checks_sent = 0;  // Pods checked on their nominated node in another pod's request.
   uint64_t nominated_check_hits = 0;   // Pods decided by such a check, with no request of their own.
+  // Pods that fit nowhere served from the what-ifs an earlier pod's request
+  // asked (its nomination the only change since), with no request.
+  uint64_t preemption_what_if_hits = 0;
 };
 
 class OpportunisticBatching {
@@ -208,6 +211,11 @@ class OpportunisticBatching {
     // their own nominated nodes (plugin protocol version 6, "Nominated-node
     // checks" above); 0: none.
     size_t nominated_checks = 16;
+    // Nodes a kept failure's narrowed cycle asks preemption what-ifs for
+    // (plugin protocol version 7, "Preemption what-ifs" in the README): the
+    // next preemptor of the signature needs no request when the one before
+    // it was nominated to one of them and nothing else changed; 0: none.
+    uint32_t preemption_what_if_nodes = 8;
   };
 
   // `registry` may be null (no metrics).

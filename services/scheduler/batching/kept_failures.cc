@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "logging/logger.h"
+
 namespace podium::scheduler::batching {
 namespace {
 
@@ -61,6 +64,11 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     p->second.erase(it);
     return Outcome::kStale;
   }
+  if (ServeFromWhatIf(fw, failure, pod, snapshot)) {
+    Diagnose(failure, snapshot, cycle_id, result);
+    return Outcome::kServed;
+  }
+  failure.chain.reset();
   // Nodes whose nominated pods (as this pod counts them) changed.
   auto mark = [&](std::string_view name) {
     if (const sdk::NodeInfo* node = name.empty() ? nullptr : snapshot.Get(name)) failure.dirty.insert(node->id());
@@ -91,8 +99,12 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
   std::sort(nodes.begin(), nodes.end());
   // Even with no node to re-evaluate, the pod's cycle runs PreFilter in its
   // processes: PostFilter's dry runs read the cycle's state.
-  ScheduleResult narrowed = fw.SchedulePod(pod, snapshot, state_seq, cycle_id,
-                                           CycleScope{.node_ids = &nodes, .predict_dry_run = true});
+  CycleScope scope{.node_ids = &nodes, .predict_dry_run = true};
+  if (what_if_nodes_ > 0 && failure.generation) {
+    scope.what_if_from = failure.dry_runs.get();
+    scope.what_if_nodes = what_if_nodes_;
+  }
+  ScheduleResult narrowed = fw.SchedulePod(pod, snapshot, state_seq, cycle_id, scope);
   ran_cycle = true;
   if (narrowed.outcome != ScheduleResult::Outcome::kScheduled) {
     p->second.erase(it);
@@ -120,10 +132,22 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
   if (generation) {
     failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
     failure.own_node = std::move(own_node);
+    if (fresh.dry_run_answer != nullptr && fresh.dry_run_answer->what_if_size() > 0 && failure.own_node.empty() &&
+        *failure.generation == *generation) {
+      TakeWhatIfs(failure, *fresh.dry_run_answer, snapshot, pod.meta().uid(), *generation);
+    }
   } else {
     failure.nominated = std::move(fingerprints);
   }
+  std::shared_ptr<const v1::PreemptionDryRunResponse> answer = std::move(narrowed.diagnosis.dry_run_answer);
+  Diagnose(failure, snapshot, cycle_id, result);
+  result.diagnosis.dry_run_answer = std::move(answer);
+  return Outcome::kServed;
+}
 
+void KeptFailures::Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t cycle_id,
+                            ScheduleResult& result) {
+  const size_t num_nodes = snapshot.NumNodes();
   // The diagnosis a full cycle would have given.
   result = ScheduleResult{};
   result.outcome = ScheduleResult::Outcome::kUnschedulable;
@@ -139,9 +163,92 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     last = status.get();
     d.node_statuses.emplace_back(NodeName(*node), status);
   }
-  d.dry_run_answer = std::move(narrowed.diagnosis.dry_run_answer);
   d.kept_dry_runs = failure.dry_runs;
-  return Outcome::kServed;
+}
+
+void KeptFailures::TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
+                               const Snapshot& snapshot, const std::string& uid, uint64_t generation) {
+  Failure::Chain chain{uid, generation, {}};
+  auto rejected = [](const v1::Status& s) {
+    return s.code() == v1::Status::UNSCHEDULABLE || s.code() == v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE;
+  };
+  // An answer that names what is not there is the plugin process's error:
+  // said once per answer, and that entry is not used (its node is asked
+  // again when it matters).
+  auto invalid = [&](int i, const std::string& what) {
+    PODIUM_LOG(Warning, "Dropped an invalid preemption what-if",
+               {"field", absl::StrCat("preemption_dry_run.what_if[", i, "]")}, {"error", what});
+  };
+  for (int i = 0; i < answer.what_if_size(); ++i) {
+    const v1::WhatIfNominated& w = answer.what_if(i);
+    const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
+    if (node == nullptr || !failure.statuses.contains(w.node_id()) || chain.nodes.contains(w.node_id())) {
+      invalid(i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
+      return;
+    }
+    // Only what a narrowed cycle would have kept: a rejection, then a dry
+    // run that found victims or a reason. Anything else (the pod would fit,
+    // an error) leaves the node to a request.
+    if (!rejected(w.filter())) continue;
+    const v1::NodeVictims& dry = w.dry_run();
+    Failure::WhatIf what_if;
+    what_if.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
+    if (dry.status().code() == v1::Status::SUCCESS) {
+      if (dry.victims_size() == 0) continue;
+      bool known = true;
+      for (const std::string& victim : dry.victims()) {
+        sdk::PodInfoPtr found;
+        for (const sdk::PodInfoPtr& p : node->pods()) {
+          if (p->uid() == victim) found = p;
+        }
+        if (found == nullptr) {
+          invalid(i, absl::StrCat("dry_run.victims: pod ", victim, " is not on node ", node->name()));
+          known = false;
+          break;
+        }
+        what_if.dry_run.victims.push_back(std::move(found));
+      }
+      if (!known) return;
+      what_if.dry_run.num_pdb_violations = dry.num_pdb_violations();
+    } else if (rejected(dry.status())) {
+      what_if.dry_run.rejection = MakeSharedStatus(sdk::Status::FromProto(dry.status()));
+    } else {
+      continue;
+    }
+    chain.nodes.emplace(w.node_id(), std::move(what_if));
+  }
+  if (!chain.nodes.empty()) failure.chain = std::move(chain);
+}
+
+bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot) {
+  // Nothing but the last pod's nomination may have changed since it was
+  // served: no node (the snapshot's changes), no other nomination (one
+  // change to the nominations, on its node), no nomination of this pod.
+  if (!failure.chain || !failure.generation || *failure.generation != failure.chain->generation ||
+      !failure.dirty.empty() || !failure.own_node.empty()) {
+    return false;
+  }
+  Failure::Chain& chain = *failure.chain;
+  const std::string node_name = fw.NominatedNodeOf(chain.last_uid);
+  if (node_name.empty() || !fw.NominatedNodeOf(pod.meta().uid()).empty()) return false;
+  bool other = false;
+  const std::optional<uint64_t> now = fw.NominationChangesSince(
+      chain.generation, pod.priority(), [&](std::string_view changed) { other |= changed != node_name; });
+  if (!now || *now != chain.generation + 1 || other) return false;
+  const sdk::NodeInfo* node = snapshot.Get(node_name);
+  if (node == nullptr) return false;
+  auto it = chain.nodes.find(node->id());
+  if (it == chain.nodes.end()) return false;
+  // The node as the narrowed cycle would have found it, and its dry run as
+  // PostFilter would have asked it.
+  failure.statuses[node->id()] = Intern(failure, it->second.status);
+  failure.dry_runs->nodes[node->id()] = std::move(it->second.dry_run);
+  chain.nodes.erase(it);
+  chain.last_uid = pod.meta().uid();
+  chain.generation = *now;
+  failure.generation = *now;
+  ++what_if_hits_;
+  return true;
 }
 
 SharedStatus KeptFailures::Intern(Failure& failure, SharedStatus status) {

@@ -29,6 +29,17 @@
 // before a pod's cycle, and the narrowed cycle carries the dry run of those
 // nodes (CycleScope::predict_dry_run), so PostFilter usually asks nothing more.
 //
+// What-ifs (plugin protocol version 7, with the change log only). The
+// narrowed cycle's dry run also asks, for the changed nodes and the nodes
+// the next candidate walks will likely pick (PostFilterPlugin::
+// PredictDryRunOn), the pod's verdict and
+// dry run with a copy of the pod nominated there. The next pod is served
+// from them with no request when the only change since is the last pod's
+// nomination to one of those nodes (ServeFromWhatIf): no node changed in
+// the snapshot, the nominations' generation moved by one, on that node, and
+// neither pod had a nomination of its own. Each what-if stands for one
+// nomination and is used once; anything else and the pod asks as before.
+//
 // Not thread-safe: the scheduling thread owns it.
 #pragma once
 
@@ -83,7 +94,13 @@ class KeptFailures {
     kRefused,      // Dropped: the narrowed cycle failed otherwise (PreFilter, an error).
   };
 
-  KeptFailures(absl::Duration max_age, Clock& clock) : max_age_(max_age), clock_(clock) {}
+  // `what_if_nodes`: how many nodes a narrowed cycle asks preemption
+  // what-ifs for (CycleScope::what_if_nodes; 0: none). See "What-ifs" below.
+  KeptFailures(absl::Duration max_age, Clock& clock, uint32_t what_if_nodes = 0)
+      : max_age_(max_age), clock_(clock), what_if_nodes_(what_if_nodes) {}
+  void set_what_if_nodes(uint32_t n) { what_if_nodes_ = n; }
+  // Pods served with no request, from the what-ifs of an earlier pod's.
+  uint64_t what_if_hits() const { return what_if_hits_; }
 
   // Nodes whose verdicts may have changed (Snapshot::last_update_changed).
   void NodesChanged(const std::vector<uint32_t>& ids);
@@ -138,7 +155,28 @@ class KeptFailures {
     std::shared_ptr<KeptDryRuns> dry_runs;
     absl::Time created;
     bool invalidated = false;
+    // What-ifs (with the change log only): the verdict and dry run of the
+    // signature's pods on nodes where one more of them would be nominated,
+    // from the last narrowed cycle, valid while the only change since is
+    // `last_uid`'s nomination to one of their nodes (see Serve).
+    struct WhatIf {
+      SharedStatus status;
+      KeptDryRun dry_run;
+    };
+    struct Chain {
+      std::string last_uid;  // The pod served last.
+      uint64_t generation = 0;  // The nominations' generation it was served at.
+      absl::flat_hash_map<uint32_t, WhatIf> nodes;  // Not used yet.
+    };
+    std::optional<Chain> chain;
   };
+  // Takes the what-ifs of a narrowed cycle's answer into failure.chain.
+  static void TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer, const Snapshot& snapshot,
+                          const std::string& uid, uint64_t generation);
+  // Serves the pod from failure.chain when it holds (no request); false otherwise.
+  bool ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot);
+  // The full cycle's diagnosis from failure.statuses.
+  static void Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t cycle_id, ScheduleResult& result);
   using Failures = absl::flat_hash_map<std::string, Failure>;  // By signature.
   // `status`, or an equal one (code, plugin, reasons) the failure holds
   // already: nodes that share a rejection share one object, so that what
@@ -149,6 +187,8 @@ class KeptFailures {
 
   const absl::Duration max_age_;
   Clock& clock_;
+  uint32_t what_if_nodes_ = 0;
+  uint64_t what_if_hits_ = 0;
   absl::flat_hash_map<const Framework*, Failures> profiles_;
 };
 

@@ -744,7 +744,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         (scoped ? scope.predict_dry_run : last_cycle_found_none_)) {
       // A narrowed cycle (batching/ re-evaluating a kept failure's changed
       // nodes) carries the dry run of those nodes.
-      auto predicted = scoped ? post_filters_.front()->PredictDryRunOn(pod, cycle_id, *scope.node_ids)
+      const bool what_if = scoped && scope.what_if_from != nullptr && plan.process->AnswersPreemptionWhatIf();
+      auto predicted = scoped ? post_filters_.front()->PredictDryRunOn(pod, cycle_id, *scope.node_ids,
+                                                                        what_if ? scope.what_if_from : nullptr,
+                                                                        what_if ? scope.what_if_nodes : 0)
                               : post_filters_.front()->PredictDryRun(pod, cycle_id);
       if (predicted) {
         *request.mutable_preemption_dry_run() = std::move(*predicted);

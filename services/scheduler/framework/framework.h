@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -121,6 +122,9 @@ struct KeptDryRun {
   SharedStatus rejection;  // Not a candidate, and why; null for a candidate.
   std::vector<sdk::PodInfoPtr> victims;  // A candidate's, in reprieve order.
   int64_t num_pdb_violations = 0;
+  // A candidate's place in PickOneNodeForPreemption's order
+  // (preemption::PickKeyOf), when computed: what-ifs rank kept candidates.
+  std::optional<std::tuple<int64_t, int32_t, int64_t, size_t, int64_t>> pick_key;
 };
 
 // The dry runs kept for a signature whose pods fit no node (batching/'s kept
@@ -240,6 +244,15 @@ struct CycleScope {
   // (PostFilterPlugin::PredictDryRunOn), run only if none passes; its answer
   // reaches PostFilter as Diagnosis::dry_run_answer.
   bool predict_dry_run = false;
+  // With predict_dry_run, when the lone filter process answers them (plugin
+  // protocol version 7): the signature's kept dry runs, from which
+  // PostFilterPlugin::PredictDryRunOn predicts up to what_if_nodes nodes the
+  // next pods of the signature will likely be nominated to, each asked with
+  // a copy of the pod nominated there (PreemptionDryRunRequest.what_if; the
+  // answer rides in Diagnosis::dry_run_answer). batching/'s kept failures
+  // serve the pod after one nominated there from it, with no request.
+  const KeptDryRuns* what_if_from = nullptr;
+  uint32_t what_if_nodes = 0;
   // Ask for what-if verdicts with 1 .. what_if_copies more copies of the pod
   // on each feasible node (Ranking::what_if). Honoured only for a full cycle
   // whose filter and score plugins are all served by one process that speaks
@@ -314,8 +327,12 @@ class PostFilterPlugin {
   }
   // The dry run of exactly `node_ids` (every one evaluated, no stop rule)
   // for a cycle narrowed to them (CycleScope::predict_dry_run), or nullopt.
+  // With `what_if_from` (CycleScope::what_if_from), also up to
+  // `what_if_nodes` what-ifs (PreemptionDryRunRequest.what_if).
   virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
-                                                                     const std::vector<uint32_t>& node_ids) {
+                                                                     const std::vector<uint32_t>& node_ids,
+                                                                     const KeptDryRuns* what_if_from,
+                                                                     uint32_t what_if_nodes) {
     return std::nullopt;
   }
 };

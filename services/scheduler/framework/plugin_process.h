@@ -62,6 +62,8 @@ class PluginProcess {
   virtual bool AnswersLaterLookaheads() const { return false; }
   // CycleRequest.nominated_checks (protocol version 6).
   virtual bool AnswersNominatedChecks() const { return false; }
+  // PreemptionDryRunRequest.what_if (protocol version 7).
+  virtual bool AnswersPreemptionWhatIf() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

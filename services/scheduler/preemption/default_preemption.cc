@@ -305,7 +305,8 @@ std::vector<sdk::PodInfoPtr> DefaultPreemption::LowerPriorityPods(
 }
 
 std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
-    const v1::Pod& pod, uint64_t cycle_id, const std::vector<uint32_t>& node_ids) {
+    const v1::Pod& pod, uint64_t cycle_id, const std::vector<uint32_t>& node_ids, const KeptDryRuns* what_if_from,
+    uint32_t what_if_nodes) {
   dirty_prediction_.reset();
   const std::string& uid = pod.meta().uid();
   // As PredictDryRun: only for a pod PostFilter would take to a dry run.
@@ -328,6 +329,59 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, /*num_candidates=*/0);
   if (!request) return std::nullopt;
   dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
+  if (what_if_from != nullptr && what_if_nodes > 0) {
+    // Where this pod and the next of its signature will likely be nominated:
+    // the nodes changed here, and the best kept candidates (their outcomes
+    // hold: their nodes are clean). A PDB change since they were kept makes
+    // PostFilter forget them; the what-ifs are then simply not used.
+    // The next PostFilters' offsets are drawn now, and each walk's pick is
+    // predicted from the kept outcomes (the changed nodes unknown, each
+    // node taken at most once: one nominated there makes it worse).
+    const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
+    const uint32_t n = static_cast<uint32_t>(potential.size());
+    const uint32_t num_candidates =
+        NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
+    const absl::flat_hash_set<uint32_t> changed(node_ids.begin(), node_ids.end());
+    absl::flat_hash_set<uint32_t> predicted;
+    std::vector<uint32_t> best;
+    if (drawn_for_ != n) drawn_offsets_.clear();
+    drawn_for_ = n;
+    // Topped up, never redrawn: the offsets PostFilters take stay the
+    // generator's sequence, whether or not they were drawn ahead.
+    while (n > 0 && drawn_offsets_.size() < what_if_nodes) {
+      drawn_offsets_.push_back(std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_));
+    }
+    for (uint32_t i = 0; i < what_if_nodes && i < drawn_offsets_.size(); ++i) {
+      const uint32_t offset = drawn_offsets_[i];
+      DryRunCounts found;
+      std::optional<std::pair<PickKey, uint32_t>> pick;
+      for (uint32_t k = 0; k < n && !found.Enough(num_candidates); ++k) {
+        const uint32_t id = potential[(offset + k) % n]->id();
+        auto it = what_if_from->nodes.find(id);
+        if (it == what_if_from->nodes.end() || it->second.rejection != nullptr || it->second.victims.empty()) continue;
+        const KeptDryRun& outcome = it->second;
+        (outcome.num_pdb_violations == 0 ? found.non_violating : found.violating)++;
+        if (changed.contains(id) || predicted.contains(id)) continue;
+        const PickKey key = outcome.pick_key ? *outcome.pick_key : PickKeyOf(outcome.victims, outcome.num_pdb_violations);
+        if (!pick || key < pick->first) pick.emplace(key, id);
+      }
+      if (pick && predicted.insert(pick->second).second) best.push_back(pick->second);
+    }
+    auto add = [&](const sdk::NodeInfo& node, const PotentialVictims& potential) {
+      v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if();
+      c->set_node_id(node.id());
+      for (const sdk::PodInfoPtr& v : potential.pods) c->add_potential_victims(v->uid());
+      c->set_num_pdb_violating(static_cast<uint32_t>(potential.num_pdb_violating));
+    };
+    for (const DryRunNode& n : chunk) add(*n.node, n.potential);
+    for (uint32_t id : best) {
+      const sdk::NodeInfo* node = snapshot_.GetById(id);
+      if (node == nullptr) continue;
+      std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
+      if (!lower.empty()) add(*node, OrderPotentialVictims(std::move(lower), pdbs));
+    }
+    request->set_what_if_copy_uid(absl::StrCat(uid, "/what-if"));
+  }
   return request;
 }
 
@@ -370,7 +424,11 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
     auto put = [&](const std::string& name, KeptDryRun outcome) {
       auto it = by_name.find(name);
       if (it == by_name.end()) return;
-      if (keepable(*it->second)) kept.nodes[it->second->id()] = outcome;
+      if (keepable(*it->second)) {
+        KeptDryRun& k = kept.nodes[it->second->id()];
+        k = outcome;
+        if (k.rejection == nullptr) k.pick_key = PickKeyOf(k.victims, k.num_pdb_violations);
+      }
       fresh[it->second->id()] = std::move(outcome);
     };
     for (Candidate& c : part->candidates) put(c.node_name, KeptDryRun{nullptr, std::move(c.victims), c.num_pdb_violations});
@@ -484,7 +542,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
   const uint32_t n = static_cast<uint32_t>(potential.size());
   if (n == 0) return std::nullopt;
-  const uint32_t offset = std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+  const uint32_t offset = NextOffset(n);
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;
@@ -504,6 +562,16 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   if (!request) return std::nullopt;
   prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
   return request;
+}
+
+uint32_t DefaultPreemption::NextOffset(uint32_t n) {
+  if (drawn_for_ == n && !drawn_offsets_.empty()) {
+    const uint32_t offset = drawn_offsets_.front();  // Drawn ahead for the what-ifs.
+    drawn_offsets_.pop_front();
+    return offset;
+  }
+  drawn_offsets_.clear();
+  return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
 }
 
 DefaultPreemption::Prediction DefaultPreemption::PredictionOf(const std::string& uid, uint64_t cycle_id,
@@ -572,8 +640,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (dirty_prediction && (dirty_prediction->pod_uid != uid || dirty_prediction->cycle_id != diagnosis.cycle_id)) {
     dirty_prediction.reset();
   }
-  const uint32_t offset = prediction ? prediction->offset
-                                     : std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+  const uint32_t offset = prediction ? prediction->offset : NextOffset(n);
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const auto pdbs = cache_.ListPdbs();

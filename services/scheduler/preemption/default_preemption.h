@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
@@ -181,8 +182,16 @@ class DefaultPreemption final : public PostFilterPlugin {
   // one evaluated: what a kept failure's narrowed cycle carries for the nodes
   // that changed (batching/kept_failures.h), so that PostFilter finds their
   // outcomes with the kept ones of the clean nodes.
+  // With `what_if_from`: what-ifs (PreemptionDryRunRequest.what_if) for the
+  // nodes changed here (node_ids), and for the picks of the next
+  // `what_if_nodes` candidate walks, their offsets drawn now (NextOffset
+  // takes them in order) and their picks predicted from the kept outcomes:
+  // where this pod and the next pods of its signature will likely be
+  // nominated.
   std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
-                                                             const std::vector<uint32_t>& node_ids) override;
+                                                             const std::vector<uint32_t>& node_ids,
+                                                             const KeptDryRuns* what_if_from,
+                                                             uint32_t what_if_nodes) override;
 
  private:
   using Pdbs = std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>;
@@ -222,6 +231,15 @@ class DefaultPreemption final : public PostFilterPlugin {
                                  uint32_t offset, const std::vector<DryRunNode>& chunk);
   std::optional<Prediction> prediction_;
   std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (offset unused).
+  // Offsets drawn ahead by PredictDryRunOn's what-ifs (each pick of a
+  // candidate walk starts at one), for the next PostFilters over
+  // `drawn_for_` potential nodes: the same uniform draws, made earlier, so
+  // that the what-ifs can cover where those pods will be nominated.
+  std::deque<uint32_t> drawn_offsets_;
+  uint32_t drawn_for_ = 0;
+  // A walk's random offset over n potential nodes: the next one drawn
+  // ahead, else a fresh draw.
+  uint32_t NextOffset(uint32_t n);
 
   // The candidates, walking `potential` from `offset` in kube-scheduler's
   // order until its stop rule holds, with the signature's kept dry runs: a

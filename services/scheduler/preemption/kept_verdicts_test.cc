@@ -68,6 +68,7 @@ class FitProcess : public PluginProcess {
   }
   bool MirrorsNominatedPods() const override { return true; }
   bool RunsDryRunsInCycles() const override { return dry_runs_in_cycles_; }
+  bool AnswersPreemptionWhatIf() const override { return what_ifs; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
   void CountIgnoredFailure() override {}
@@ -121,8 +122,11 @@ class FitProcess : public PluginProcess {
     return Answered(std::move(answer));
   }
 
+  // Answers PreemptionDryRunRequest.what_if (protocol version 7).
+  bool what_ifs = false;
   // The node names of each dry-run request, in order.
   std::vector<std::set<std::string>> dry_run_requests;
+  int what_ifs_answered = 0;
   int cycles = 0;
   int nodes_filtered = 0;
   int nodes_dry_run = 0;
@@ -155,29 +159,51 @@ class FitProcess : public PluginProcess {
         ++non_violating;
         continue;
       }
-      std::vector<std::pair<std::string, int64_t>> potential;
-      int64_t free = Free(pod, *node);
-      for (const auto& uid : c.potential_victims()) {
-        for (const sdk::PodInfoPtr& p : node->pods()) {
-          if (p->uid() == uid) potential.emplace_back(uid, Cpu(*p->pod));
-        }
-      }
-      for (const auto& [uid, cpu] : potential) free += cpu;
-      if (free < want) {
-        *n->mutable_status() = Rejection("Insufficient cpu");
+      const int64_t violations = Evaluate(c, *node, Free(pod, *node), want, r.no_reprieve(), *n);
+      if (violations >= 0) (violations == 0 ? non_violating : violating)++;
+    }
+    if (!what_ifs) return;
+    // Each node with a copy of the pod nominated there (its CPU counted).
+    for (const auto& c : r.what_if()) {
+      ++what_ifs_answered;
+      const sdk::NodeInfo* node = snapshot_.GetById(c.node_id());
+      v1::WhatIfNominated* w = out.add_what_if();
+      w->set_node_id(c.node_id());
+      const int64_t free = Free(pod, *node) - want;
+      if (free >= want) {
+        w->mutable_filter()->set_code(v1::Status::SUCCESS);
         continue;
       }
-      uint32_t violations = 0;
-      for (size_t v = 0; v < potential.size(); ++v) {
-        if (!r.no_reprieve() && free - potential[v].second >= want) {
-          free -= potential[v].second;  // Reprieved.
-          continue;
-        }
-        n->add_victims(potential[v].first);
-        if (v < c.num_pdb_violating()) ++violations;
-      }
-      (violations == 0 ? non_violating : violating)++;
+      *w->mutable_filter() = Rejection("Insufficient cpu");
+      Evaluate(c, *node, free, want, r.no_reprieve(), *w->mutable_dry_run());
     }
+  }
+
+  // SelectVictimsOnNode from `free` CPU: the PDB violations (-1: no fit).
+  int64_t Evaluate(const v1::PreemptionDryRunRequest::Candidate& c, const sdk::NodeInfo& node, int64_t free,
+                   int64_t want, bool no_reprieve, v1::NodeVictims& n) const {
+    n.set_node_id(c.node_id());
+    std::vector<std::pair<std::string, int64_t>> potential;
+    for (const auto& uid : c.potential_victims()) {
+      for (const sdk::PodInfoPtr& p : node.pods()) {
+        if (p->uid() == uid) potential.emplace_back(uid, Cpu(*p->pod));
+      }
+    }
+    for (const auto& [uid, cpu] : potential) free += cpu;
+    if (free < want) {
+      *n.mutable_status() = Rejection("Insufficient cpu");
+      return -1;
+    }
+    int64_t violations = 0;
+    for (size_t v = 0; v < potential.size(); ++v) {
+      if (!no_reprieve && free - potential[v].second >= want) {
+        free -= potential[v].second;  // Reprieved.
+        continue;
+      }
+      n.add_victims(potential[v].first);
+      if (v < c.num_pdb_violating()) ++violations;
+    }
+    return violations;
   }
 
   const std::string name_;
@@ -235,10 +261,15 @@ class World {
   // `change_log`: the nominator's change log wired as main wires it (kept
   // failures re-evaluate the nodes whose nominations changed); without it,
   // per-node fingerprints of every nomination are compared.
-  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false, bool change_log = true)
+  // `what_if_nodes`: the process answers preemption what-ifs and kept
+  // failures ask them for that many nodes (0: none).
+  World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false, bool change_log = true,
+        uint32_t what_if_nodes = 0)
       : host_(snapshot_, nominator_, dry_runs_in_cycles),
         parity_(snapshot_, nominator_, false, /*parity=*/true),
-        batching_({}, clock_, nullptr, /*seed=*/7) {
+        batching_(batching::OpportunisticBatching::Options{.preemption_what_if_nodes = what_if_nodes}, clock_,
+                  nullptr, /*seed=*/7) {
+    host_.what_ifs = what_if_nodes > 0;
     ProfileSpec spec;
     spec.plugins[v1::FILTER].push_back({"Fit", 0});
     spec.plugins[v1::SCORE].push_back({"Fit", 1});
@@ -430,6 +461,65 @@ std::vector<Step> RunScript(World& w) {
     steps.push_back(step);
   }
   return steps;
+}
+
+// Preemptors in bursts, as preempt-500 creates them: several in a row with
+// no event between them (each nominated, its victims still there), then
+// the burst's preemptions complete (victims gone, preemptors bound). A
+// victim-to-be deleted by someone else, and a node that grows, mid-burst.
+std::vector<Step> RunBurstScript(World& w) {
+  std::vector<Step> steps;
+  std::vector<std::pair<v1::Pod, Step>> waiting;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 6; ++i) {
+      if (round == 1 && i == 3 && w.cache_.GetPod("uid-low-5-1") != nullptr) w.Delete("uid-low-5-1");
+      if (round == 2 && i == 2) w.cache_.AddOrUpdateNode(World::Node(7, 8000));
+      const v1::Pod pod = World::Pod(absl::StrCat("preemptor-", round, "-", i), 1000, 2000);
+      Step step = w.Schedule(pod);
+      if (!step.nominated.empty()) waiting.emplace_back(pod, step);
+      steps.push_back(step);
+    }
+    for (const auto& [pod, step] : waiting) {
+      for (const std::string& uid : step.victims) {
+        if (w.cache_.GetPod(uid) != nullptr) w.Delete(uid);
+      }
+      w.Bind(pod, step.nominated);
+    }
+    waiting.clear();
+  }
+  return steps;
+}
+
+// Preemption what-ifs (plugin protocol version 7): a preemptor after one
+// nominated to a node the what-ifs covered is served with no request, and
+// decides as it would with one (and as with no caches at all).
+TEST(KeptVerdictsTest, WhatIfsDecideAsRequestsAndAsNoCaches) {
+  for (uint32_t nodes : {16u, 2u}) {  // 2: most picks fall outside them.
+    World what_if(/*caches=*/true, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100, false, true, nodes);
+    World asked(/*caches=*/true, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
+    World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
+    const std::vector<Step> a = RunBurstScript(what_if);
+    const std::vector<Step> b = RunBurstScript(asked);
+    const std::vector<Step> c = RunBurstScript(off);
+    ASSERT_EQ(a.size(), c.size());
+    ASSERT_EQ(b.size(), c.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i], c[i]) << "what-ifs of " << nodes << " nodes, step " << i;
+      EXPECT_EQ(b[i], c[i]) << "step " << i;
+    }
+    EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Step& s) { return !s.victims.empty(); }));
+    EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Step& s) { return !s.bound.empty(); }));
+    EXPECT_GT(what_if.host_.what_ifs_answered, 0);
+    EXPECT_EQ(asked.host_.what_ifs_answered, 0);
+    const uint64_t hits = what_if.stats().preemption_what_if_hits;
+    if (nodes == 16) {
+      // Within a burst, every preemptor after the first two (a full cycle,
+      // then the first narrowed one) is served from what-ifs unless an
+      // event came: fewer cycle requests than with requests only.
+      EXPECT_GE(hits, 6u);
+      EXPECT_EQ(what_if.host_.cycles + static_cast<int>(hits), asked.host_.cycles);
+    }
+  }
 }
 
 TEST(KeptVerdictsTest, CachesOnAndOffDecideTheSameWithTheStopRule) {

@@ -148,25 +148,27 @@ PotentialVictims OrderPotentialVictims(
 
 namespace {
 
-int32_t HighestPriority(const Candidate& c) {
+using Victims = std::vector<sdk::PodInfoPtr>;
+
+int32_t HighestPriority(const Victims& victims) {
   int32_t highest = std::numeric_limits<int32_t>::min();
-  for (const auto& v : c.victims) highest = std::max(highest, PodPriority(*v->pod));
+  for (const auto& v : victims) highest = std::max(highest, PodPriority(*v->pod));
   return highest;
 }
 
-int64_t PrioritySum(const Candidate& c) {
+int64_t PrioritySum(const Victims& victims) {
   // Shifted by MaxInt32+1 so that negative priorities still add up to more
   // for more pods, as kube-scheduler does.
   int64_t sum = 0;
-  for (const auto& v : c.victims) sum += int64_t{PodPriority(*v->pod)} + int64_t{1} + std::numeric_limits<int32_t>::max();
+  for (const auto& v : victims) sum += int64_t{PodPriority(*v->pod)} + int64_t{1} + std::numeric_limits<int32_t>::max();
   return sum;
 }
 
 // GetEarliestPodStartTime: the earliest start among the most important victims.
-int64_t EarliestStartOfHighest(const Candidate& c) {
-  const int32_t highest = HighestPriority(c);
+int64_t EarliestStartOfHighest(const Victims& victims) {
+  const int32_t highest = HighestPriority(victims);
   int64_t earliest = std::numeric_limits<int64_t>::max();
-  for (const auto& v : c.victims) {
+  for (const auto& v : victims) {
     if (PodPriority(*v->pod) == highest) earliest = std::min(earliest, v->pod->meta().creation_timestamp_us());
   }
   return earliest;
@@ -189,15 +191,20 @@ std::vector<size_t> KeepMin(const std::vector<size_t>& in, Key key) {
 
 }  // namespace
 
+PickKey PickKeyOf(const std::vector<sdk::PodInfoPtr>& victims, int64_t num_pdb_violations) {
+  return {num_pdb_violations, HighestPriority(victims), PrioritySum(victims), victims.size(),
+          -EarliestStartOfHighest(victims)};
+}
+
 size_t PickOneNodeForPreemption(const std::vector<Candidate>& candidates) {
   std::vector<size_t> left(candidates.size());
   for (size_t i = 0; i < left.size(); ++i) left[i] = i;
   left = KeepMin(left, [&](size_t i) { return candidates[i].num_pdb_violations; });
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return HighestPriority(candidates[i]); });
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return PrioritySum(candidates[i]); });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return HighestPriority(candidates[i].victims); });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return PrioritySum(candidates[i].victims); });
   if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return candidates[i].victims.size(); });
   // The latest start time wins: minimise its negation.
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return -EarliestStartOfHighest(candidates[i]); });
+  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return -EarliestStartOfHighest(candidates[i].victims); });
   return left.front();
 }
 

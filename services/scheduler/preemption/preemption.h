@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -102,5 +103,12 @@ struct Candidate {
 // the first candidate in order when still tied. Returns the index; candidates
 // must not be empty and every candidate has at least one victim.
 size_t PickOneNodeForPreemption(const std::vector<Candidate>& candidates);
+
+// The same order as a key: of two candidates, PickOneNodeForPreemption takes
+// the one with the smaller key, or the first in order when the keys are equal.
+// (PDB violations, highest victim priority, shifted priority sum, victims,
+// minus the earliest start among the most important victims.)
+using PickKey = std::tuple<int64_t, int32_t, int64_t, size_t, int64_t>;
+PickKey PickKeyOf(const std::vector<sdk::PodInfoPtr>& victims, int64_t num_pdb_violations);
 
 }  // namespace podium::scheduler::preemption

@@ -112,6 +112,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool AnswersLookahead() const override;
   bool AnswersLaterLookaheads() const override;
   bool AnswersNominatedChecks() const override;
+  bool AnswersPreemptionWhatIf() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;

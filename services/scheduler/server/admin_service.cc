@@ -342,6 +342,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx,
   b->set_lookahead_hits(batch.lookahead_hits);
   b->set_nominated_checks_sent(batch.nominated_checks_sent);
   b->set_nominated_check_hits(batch.nominated_check_hits);
+  b->set_preemption_what_if_hits(batch.preemption_what_if_hits);
   for (const auto& [result, n] : batch.by_outcome) (*b->mutable_pods_by_result())[result] = n;
   for (const auto& [reason, n] : batch.unsignable_reasons) (*b->mutable_unsignable_reasons())[reason] = n;
   if (response->paused()) {
