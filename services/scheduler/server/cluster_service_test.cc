@@ -217,6 +217,22 @@ class ClusterServiceTest : public ::testing::Test {
     return action;
   }
 
+  // `action`, sent on `s` as it is, waits (an alarm holds it); the adapter
+  // then ends the stream: the action fails with UNAVAILABLE, and the next
+  // adapter is served at once (the alarm does not keep the call alive).
+  void ExpectAWaitingActionFailsWhenTheStreamEnds(Stream s, v1::Action action) {
+    {
+      Stream ending = std::move(s);
+      ResultWaiter& waiting = NewWaiter();
+      service_->Send(std::move(action), waiting.Callback());
+      ending.ctx->TryCancel();
+      ASSERT_TRUE(waiting.Wait());
+      EXPECT_EQ(waiting.result.code(), v1::ActionResult::UNAVAILABLE);
+    }
+    Stream again = Open("adapter-b");
+    ExpectAccepted(again);
+  }
+
   // Outlive the service: a callback may still run while it shuts down.
   ResultWaiter& NewWaiter() { return waiters_.emplace_back(); }
   std::deque<ResultWaiter> waiters_;
@@ -560,17 +576,7 @@ TEST_F(EventFlushTest, AnEventAloneIsWrittenAfterTheFlushDelay) {
 // A stream that ends with events still waiting fails them, as any action
 // without a result; the alarm does not keep the call alive.
 TEST_F(EventFlushTest, EventsWaitingWhenTheStreamEndsAreFailed) {
-  {
-    Stream s = StartAndOpen(absl::Seconds(30));
-    ResultWaiter& event = NewWaiter();
-    service_->Send(Scheduled("web-1"), event.Callback());
-    s.ctx->TryCancel();
-    ASSERT_TRUE(event.Wait());
-    EXPECT_EQ(event.result.code(), v1::ActionResult::UNAVAILABLE);
-  }
-  // A new stream is served at once (the first one is gone, not waiting on its alarm).
-  Stream again = Open("adapter-b");
-  ExpectAccepted(again);
+  ExpectAWaitingActionFailsWhenTheStreamEnds(StartAndOpen(absl::Seconds(30)), Scheduled("web-1"));
 }
 
 TEST_F(ClusterServiceTest, DisconnectFailsPendingActionsAndTellsTheHandler) {
@@ -761,17 +767,9 @@ TEST_F(CoalescingTest, GoingIdleWritesWhatWaitsAtOnce) {
 // A stream that ends while actions wait fails them (UNAVAILABLE), and the
 // next adapter is served: the held kick does not keep the call alive.
 TEST_F(CoalescingTest, ActionsWaitingWhenTheStreamEndsAreFailed) {
-  {
-    Stream s = StartAndOpen(absl::Seconds(30));
-    service_->SetSchedulerBusy(true);
-    ResultWaiter& patched = NewWaiter();
-    service_->Send(Patch("pre-1"), patched.Callback());
-    s.ctx->TryCancel();
-    ASSERT_TRUE(patched.Wait());
-    EXPECT_EQ(patched.result.code(), v1::ActionResult::UNAVAILABLE);
-  }
-  Stream again = Open("adapter-b");
-  ExpectAccepted(again);
+  Stream s = StartAndOpen(absl::Seconds(30));
+  service_->SetSchedulerBusy(true);
+  ExpectAWaitingActionFailsWhenTheStreamEnds(std::move(s), Patch("pre-1"));
 }
 
 // A kick still pending when the service shuts down: the action fails or was
