@@ -331,12 +331,12 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
   dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
   if (what_if_from != nullptr && what_if_nodes > 0) {
     // Where this pod and the next of its signature will likely be nominated:
-    // the nodes changed here, and the best kept candidates (their outcomes
-    // hold: their nodes are clean). A PDB change since they were kept makes
-    // PostFilter forget them; the what-ifs are then simply not used.
-    // The next PostFilters' offsets are drawn now, and each walk's pick is
-    // predicted from the kept outcomes (the changed nodes unknown, each
-    // node taken at most once: one nominated there makes it worse).
+    // the nodes changed here, and the picks of the next candidate walks.
+    // Their offsets are drawn now, and each walk's pick is predicted from
+    // the kept outcomes (their nodes are clean; the changed nodes' are not
+    // known yet; each node is taken at most once: one nominated there makes
+    // it worse). A PDB change since they were kept makes PostFilter forget
+    // them; the what-ifs are then simply not used.
     const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
     const uint32_t n = static_cast<uint32_t>(potential.size());
     const uint32_t num_candidates =
