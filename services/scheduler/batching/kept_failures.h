@@ -98,7 +98,6 @@ class KeptFailures {
   // what-ifs for (CycleScope::what_if_nodes; 0: none). See "What-ifs" below.
   KeptFailures(absl::Duration max_age, Clock& clock, uint32_t what_if_nodes = 0)
       : max_age_(max_age), clock_(clock), what_if_nodes_(what_if_nodes) {}
-  void set_what_if_nodes(uint32_t n) { what_if_nodes_ = n; }
   // Pods served with no request, from the what-ifs of an earlier pod's.
   uint64_t what_if_hits() const { return what_if_hits_; }
 
@@ -158,7 +157,7 @@ class KeptFailures {
     // What-ifs (with the change log only): the verdict and dry run of the
     // signature's pods on nodes where one more of them would be nominated,
     // from the last narrowed cycle, valid while the only change since is
-    // `last_uid`'s nomination to one of their nodes (see Serve).
+    // `last_uid`'s nomination to one of their nodes (ServeFromWhatIf).
     struct WhatIf {
       SharedStatus status;
       KeptDryRun dry_run;
@@ -166,7 +165,7 @@ class KeptFailures {
     struct Chain {
       std::string last_uid;  // The pod served last.
       uint64_t generation = 0;  // The nominations' generation it was served at.
-      absl::flat_hash_map<uint32_t, WhatIf> nodes;  // Not used yet.
+      absl::flat_hash_map<uint32_t, WhatIf> nodes;  // Each used once, then erased.
     };
     std::optional<Chain> chain;
   };

@@ -118,13 +118,18 @@ class RejectionStatuses {
 
 // What PostFilter (preemption's dry run) found on one node for the pods of
 // one signature: a candidate's victims, or why the node is not one.
+// PickOneNodeForPreemption's order as a key (preemption/preemption.h
+// PickKeyOf): PDB violations, highest victim priority, shifted priority sum,
+// victims, minus the earliest start among the most important victims.
+using PreemptionPickKey = std::tuple<int64_t, int32_t, int64_t, size_t, int64_t>;
+
 struct KeptDryRun {
   SharedStatus rejection;  // Not a candidate, and why; null for a candidate.
   std::vector<sdk::PodInfoPtr> victims;  // A candidate's, in reprieve order.
   int64_t num_pdb_violations = 0;
   // A candidate's place in PickOneNodeForPreemption's order
-  // (preemption::PickKeyOf), when computed: what-ifs rank kept candidates.
-  std::optional<std::tuple<int64_t, int32_t, int64_t, size_t, int64_t>> pick_key;
+  // (preemption::PickKeyOf), when computed: what-ifs predict picks from it.
+  std::optional<PreemptionPickKey> pick_key;
 };
 
 // The dry runs kept for a signature whose pods fit no node (batching/'s kept

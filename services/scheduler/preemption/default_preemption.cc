@@ -367,13 +367,13 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       }
       if (pick && predicted.insert(pick->second).second) best.push_back(pick->second);
     }
-    auto add = [&](const sdk::NodeInfo& node, const PotentialVictims& potential) {
+    auto add = [&](const sdk::NodeInfo& node, const PotentialVictims& victims) {
       v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if();
       c->set_node_id(node.id());
-      for (const sdk::PodInfoPtr& v : potential.pods) c->add_potential_victims(v->uid());
-      c->set_num_pdb_violating(static_cast<uint32_t>(potential.num_pdb_violating));
+      for (const sdk::PodInfoPtr& v : victims.pods) c->add_potential_victims(v->uid());
+      c->set_num_pdb_violating(static_cast<uint32_t>(victims.num_pdb_violating));
     };
-    for (const DryRunNode& n : chunk) add(*n.node, n.potential);
+    for (const DryRunNode& changed_node : chunk) add(*changed_node.node, changed_node.potential);
     for (uint32_t id : best) {
       const sdk::NodeInfo* node = snapshot_.GetById(id);
       if (node == nullptr) continue;

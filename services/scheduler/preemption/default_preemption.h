@@ -19,10 +19,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
-#include <deque>
 #include <random>
 #include <string>
 #include <vector>

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -104,11 +103,10 @@ struct Candidate {
 // must not be empty and every candidate has at least one victim.
 size_t PickOneNodeForPreemption(const std::vector<Candidate>& candidates);
 
-// The same order as a key: of two candidates, PickOneNodeForPreemption takes
-// the one with the smaller key, or the first in order when the keys are equal.
-// (PDB violations, highest victim priority, shifted priority sum, victims,
-// minus the earliest start among the most important victims.)
-using PickKey = std::tuple<int64_t, int32_t, int64_t, size_t, int64_t>;
+// The same order as a key (framework.h PreemptionPickKey): of two
+// candidates, PickOneNodeForPreemption takes the one with the smaller key, or
+// the first in order when the keys are equal.
+using PickKey = PreemptionPickKey;
 PickKey PickKeyOf(const std::vector<sdk::PodInfoPtr>& victims, int64_t num_pdb_violations);
 
 }  // namespace podium::scheduler::preemption
