@@ -42,6 +42,7 @@ class ClusterService::SyncCall {
     hello.mutable_hello()->set_protocol_version(version);
     for (const auto& name : service_.options_.scheduler_names) hello.mutable_hello()->add_scheduler_names(name);
     outbox_.push_back(std::move(hello));
+    hurry_ = outbox_.size();
     MaybeWrite();
   }
 
@@ -79,6 +80,7 @@ class ClusterService::SyncCall {
     }
     *outbox_.back().mutable_actions()->add_actions() = std::move(action);
     ++queued_actions_;
+    if (start != Start::kKick) hurry_ = outbox_.size();
     return due();
   }
 
@@ -223,13 +225,16 @@ class ClusterService::SyncCall {
       writing_ = false;
       if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
       outbox_.pop_front();
+      if (hurry_ > 0) --hurry_;
       // A failed write decides the status unless it was decided already: a
       // cancelled call's (OnCallDone) may have come first and waited for
       // this write to send it, so a finish is started either way.
       if (!ok) FinishOnce(grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed"));
       if (finished_) {
         StartFinish();  // It waited for this write.
-      } else {
+      } else if (!kick_pending_ || !kick_held_ || hurry_ > 0) {
+        // Actions waiting out the coalescing delay, and nothing else, wait
+        // on: the alarm, a bind or the loop going idle writes them.
         next = TakeWrite();
       }
       done = DoneLocked();
@@ -316,9 +321,14 @@ class ClusterService::SyncCall {
   // instead (a bind's write, or WriteHeldNow, may take the actions first).
   // Always null.
   const v1::SchedulerMessage* KickIfDue() {
-    if (!WriteDue() || kick_pending_ || service_.queue_ == nullptr) return nullptr;
+    if (kick_pending_ || service_.queue_ == nullptr) return nullptr;
+    const bool hold = service_.scheduler_busy_ && service_.options_.action_coalesce_delay > absl::ZeroDuration();
+    // A write in flight goes on with the next when it completes
+    // (OnWriteDone), unless this kick holds the actions: then it is armed
+    // all the same, and the completion leaves them to it.
+    if (writing_ ? !hold || finished_ || service_.calls_stopped_ : !WriteDue()) return nullptr;
     kick_pending_ = true;
-    kick_held_ = service_.scheduler_busy_ && service_.options_.action_coalesce_delay > absl::ZeroDuration();
+    kick_held_ = hold;
     const absl::Duration wait = kick_held_ ? service_.options_.action_coalesce_delay : absl::ZeroDuration();
     kick_alarm_.Set(service_.queue_, std::chrono::system_clock::now() + absl::ToChronoMicroseconds(wait),
                     &kick_tag_);
@@ -417,6 +427,10 @@ class ClusterService::SyncCall {
   bool alarm_pending_ = false;
   bool kick_pending_ = false;  // The kick alarm is set (KickIfDue).
   bool kick_held_ = false;  // ... for the coalescing delay, not at once.
+  // How many messages at the outbox's front hold something not to wait out
+  // the coalescing delay (a bind, an action sent on the driver, the hello):
+  // a completed write goes on with the next while there are any.
+  size_t hurry_ = 0;
   bool flush_now_ = false;  // The deferred events may be written on their own.
   size_t queued_actions_ = 0;
   grpc::Status status_;
