@@ -333,17 +333,25 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
     // Where this pod and the next of its signature will likely be nominated:
     // the nodes changed here, and the picks of the next candidate walks.
     // Their offsets are drawn now, and each walk's pick is predicted from
-    // the kept outcomes (their nodes are clean; the changed nodes' are not
-    // known yet; each node is taken at most once: one nominated there makes
-    // it worse). A PDB change since they were kept makes PostFilter forget
-    // them; the what-ifs are then simply not used.
+    // the kept outcomes (their nodes are clean; each node is taken at most
+    // once: one nominated there makes it worse). Two kinds of node may or
+    // may not be candidates when the walk comes: a node changed here (its
+    // outcome comes with this answer) and an earlier walk's pick (with a
+    // preemptor nominated there). That moves where the walk stops, and with
+    // it the pick (the latest-start tie-break favours the nodes near the
+    // end: preempt-500 fills its nodes in order), so a walk with u such
+    // nodes asks its picks for 0..u of them being candidates; at most twice
+    // `what_if_nodes` picks in all. A PDB change since they were kept makes
+    // PostFilter forget them; the what-ifs are then simply not used.
     const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
     const uint32_t n = static_cast<uint32_t>(potential.size());
     const uint32_t num_candidates =
         NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
-    const absl::flat_hash_set<uint32_t> changed(node_ids.begin(), node_ids.end());
+    absl::flat_hash_map<uint32_t, bool> changed;  // Node id -> a PDB-violating pod among its potential victims.
+    for (const DryRunNode& c : chunk) changed.emplace(c.node->id(), c.potential.num_pdb_violating > 0);
     absl::flat_hash_set<uint32_t> predicted;
     std::vector<uint32_t> best;
+    const size_t max_predicted = 2 * static_cast<size_t>(what_if_nodes);
     if (drawn_for_ != n) drawn_offsets_.clear();
     drawn_for_ = n;
     // Topped up, never redrawn: the offsets PostFilters take stay the
@@ -351,21 +359,64 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
     while (n > 0 && drawn_offsets_.size() < what_if_nodes) {
       drawn_offsets_.push_back(std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_));
     }
-    for (uint32_t i = 0; i < what_if_nodes && i < drawn_offsets_.size(); ++i) {
+    struct Step {
+      bool uncertain;  // Changed here, or an earlier walk's pick: a candidate or not.
+      bool violating;
+      std::optional<uint32_t> best;  // The best pickable node up to here.
+    };
+    auto best_so_far = [](const std::optional<std::pair<PickKey, uint32_t>>& pick) {
+      return pick ? std::optional<uint32_t>(pick->second) : std::nullopt;
+    };
+    std::vector<Step> steps;
+    for (uint32_t i = 0; i < what_if_nodes && i < drawn_offsets_.size() && best.size() < max_predicted; ++i) {
       const uint32_t offset = drawn_offsets_[i];
-      DryRunCounts found;
+      // The walk as far as it goes with no uncertain node a candidate.
+      DryRunCounts known;
+      steps.clear();
       std::optional<std::pair<PickKey, uint32_t>> pick;
-      for (uint32_t k = 0; k < n && !found.Enough(num_candidates); ++k) {
+      for (uint32_t k = 0; k < n && !known.Enough(num_candidates); ++k) {
         const uint32_t id = potential[(offset + k) % n]->id();
+        if (auto c = changed.find(id); c != changed.end()) {
+          steps.push_back(Step{true, c->second, best_so_far(pick)});
+          continue;
+        }
         auto it = what_if_from->nodes.find(id);
         if (it == what_if_from->nodes.end() || it->second.rejection != nullptr || it->second.victims.empty()) continue;
         const KeptDryRun& outcome = it->second;
-        (outcome.num_pdb_violations == 0 ? found.non_violating : found.violating)++;
-        if (changed.contains(id) || predicted.contains(id)) continue;
-        const PickKey key = outcome.pick_key ? *outcome.pick_key : PickKeyOf(outcome.victims, outcome.num_pdb_violations);
+        if (predicted.contains(id)) {
+          // An earlier walk's pick: with a preemptor nominated there it may
+          // no longer be a candidate.
+          steps.push_back(Step{true, outcome.num_pdb_violations != 0, best_so_far(pick)});
+          continue;
+        }
+        (outcome.num_pdb_violations == 0 ? known.non_violating : known.violating)++;
+        const PickKey key =
+            outcome.pick_key ? *outcome.pick_key : PickKeyOf(outcome.victims, outcome.num_pdb_violations);
         if (!pick || key < pick->first) pick.emplace(key, id);
+        steps.push_back(Step{false, outcome.num_pdb_violations != 0, best_so_far(pick)});
       }
-      if (pick && predicted.insert(pick->second).second) best.push_back(pick->second);
+      // Where it stops, and what it picks, when the first m uncertain nodes
+      // are candidates (which ones matters less than how many).
+      std::vector<uint32_t> picks;
+      const size_t num_uncertain =
+          static_cast<size_t>(std::count_if(steps.begin(), steps.end(), [](const Step& s) { return s.uncertain; }));
+      for (size_t m = 0; m <= num_uncertain; ++m) {
+        DryRunCounts found;
+        size_t uncertain_seen = 0;
+        std::optional<uint32_t> at_end;
+        for (const Step& step : steps) {
+          if (found.Enough(num_candidates)) break;
+          if (step.uncertain && uncertain_seen++ >= m) continue;
+          (step.violating ? found.violating : found.non_violating)++;
+          at_end = step.best;
+        }
+        if (at_end && std::find(picks.begin(), picks.end(), *at_end) == picks.end()) {
+          picks.push_back(*at_end);
+        }
+      }
+      for (uint32_t id : picks) {
+        if (best.size() < max_predicted && predicted.insert(id).second) best.push_back(id);
+      }
     }
     auto add = [&](const sdk::NodeInfo& node, const PotentialVictims& victims) {
       v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if();
@@ -554,12 +605,19 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   uint32_t k = 0;
   std::vector<DryRunNode> chunk =
       NextChunk(pod, potential, offset, chunk_size, std::min(n, chunk_size), k, pdbs, assumed, nullptr);
+  // No prediction: the offset stays the next walk's, as if not drawn yet (a
+  // pod's walk takes the same offset whether or not its cycle predicted).
+  auto none = [&]() -> std::optional<v1::PreemptionDryRunRequest> {
+    drawn_offsets_.push_front(offset);
+    drawn_for_ = n;
+    return std::nullopt;
+  };
   // Nodes without victims among them: PostFilter's chunk would reach further.
-  if (chunk.size() < chunk_size && k < n) return std::nullopt;
-  if (chunk.empty()) return std::nullopt;
+  if (chunk.size() < chunk_size && k < n) return none();
+  if (chunk.empty()) return none();
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, num_candidates);
-  if (!request) return std::nullopt;
+  if (!request) return none();
   prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
   return request;
 }

@@ -264,7 +264,7 @@ class World {
   // `what_if_nodes`: the process answers preemption what-ifs and kept
   // failures ask them for that many nodes (0: none).
   World(bool caches, bool dry_runs_in_cycles, int min_candidates, bool parity = false, bool change_log = true,
-        uint32_t what_if_nodes = 0)
+        uint32_t what_if_nodes = 0, int num_nodes = 12, bool starts_in_node_order = false)
       : host_(snapshot_, nominator_, dry_runs_in_cycles),
         parity_(snapshot_, nominator_, false, /*parity=*/true),
         batching_(batching::OpportunisticBatching::Options{.preemption_what_if_nodes = what_if_nodes}, clock_,
@@ -301,15 +301,18 @@ class World {
     batching_.SetEnabled(fw_.get(), caches);
     controller_.SetActionSink(&sink_);
     controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
-    // 12 nodes of 4 CPU, each full with four priority-100 pods of 1 CPU,
-    // each created at its own time (kube-scheduler's last tie-break).
-    for (int n = 0; n < 12; ++n) {
+    // 12 nodes (or `num_nodes`) of 4 CPU, each full with four priority-100
+    // pods of 1 CPU, each created at its own time (kube-scheduler's last
+    // tie-break; `starts_in_node_order`: as preempt-500 fills its nodes, so
+    // that a walk's last candidate wins).
+    for (int n = 0; n < num_nodes; ++n) {
       cache_.AddOrUpdateNode(Node(n, 4000));
       for (int p = 0; p < 4; ++p) {
         v1::Pod low = Pod(absl::StrCat("low-", n, "-", p), 100, 1000);
         low.set_node_name(NodeName(n));
         (*low.mutable_meta()->mutable_labels())["app"] = absl::StrCat("low-", n % 3);
-        low.mutable_meta()->set_creation_timestamp_us(1'000'000 + (n * 7 + p * 13) % 48 * 1000);
+        low.mutable_meta()->set_creation_timestamp_us(
+            1'000'000 + (starts_in_node_order ? n * 4 + p : (n * 7 + p * 13) % 48) * 1000);
         EXPECT_TRUE(cache_.AddOrUpdatePod(low).ok());
       }
     }
@@ -518,6 +521,41 @@ TEST(KeptVerdictsTest, WhatIfsDecideAsRequestsAndAsNoCaches) {
       // event came: fewer cycle requests than with requests only.
       EXPECT_GE(hits, 6u);
       EXPECT_EQ(what_if.host_.cycles + static_cast<int>(hits), asked.host_.cycles);
+    }
+  }
+}
+
+// Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
+// walk stops, and so its pick, depends on whether the nodes changed or
+// nominated to since are still candidates, which the request that asks the
+// what-ifs cannot know yet; the what-ifs ask the picks for each case. With
+// the starts in node order (as preempt-500 fills its nodes) the latest-start
+// tie-break picks a walk's last candidate. Every world decides as the others
+// at every step: the random offsets are drawn in the same order whether or
+// not a cycle predicted its dry run, and a walk with no prediction takes the
+// offset drawn for it.
+TEST(KeptVerdictsTest, WhatIfsDecideAsNoCachesWhenWalksStopEarly) {
+  for (int nodes : {12, 24, 40}) {
+    for (int min_candidates : {3, 4, 6}) {
+      for (bool ordered : {false, true}) {
+        SCOPED_TRACE(absl::StrCat(nodes, " nodes, ", min_candidates, " candidates, ordered ", ordered));
+        World what_if(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
+                      /*what_if_nodes=*/8, nodes, ordered);
+        World asked(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
+        World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
+        const std::vector<Step> a = RunBurstScript(what_if);
+        const std::vector<Step> b = RunBurstScript(asked);
+        const std::vector<Step> c = RunBurstScript(off);
+        ASSERT_EQ(a.size(), c.size());
+        ASSERT_EQ(b.size(), c.size());
+        for (size_t i = 0; i < a.size(); ++i) {
+          EXPECT_EQ(a[i], c[i]) << "what-ifs, step " << i;
+          EXPECT_EQ(b[i], c[i]) << "requests only, step " << i;
+        }
+        const uint64_t hits = what_if.stats().preemption_what_if_hits;
+        EXPECT_GT(hits, 0u);
+        EXPECT_EQ(what_if.host_.cycles + static_cast<int>(hits), asked.host_.cycles);
+      }
     }
   }
 }
