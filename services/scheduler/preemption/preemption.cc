@@ -54,8 +54,11 @@ std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
     if (status->code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name.str());
   }
   SharedStatus not_helpful;  // One status for every such node.
+  // Most failures name no such node: then no node's name is hashed.
+  const bool any_unresolvable = !unresolvable_nodes.empty();
+  potential.reserve(snapshot.Nodes().size());
   for (const sdk::NodeInfo* node : snapshot.Nodes()) {
-    if (pre_filter_failed || unresolvable_nodes.contains(node->name())) {
+    if (pre_filter_failed || (any_unresolvable && unresolvable_nodes.contains(node->name()))) {
       if (unresolvable != nullptr) {
         if (not_helpful == nullptr) {
           not_helpful = MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, kNotHelpful));
