@@ -529,6 +529,12 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
   };
   std::vector<Slot> segment;
   std::vector<DryRunNode> unknown;
+  struct Best {
+    PickKey key;
+    const sdk::NodeInfo* node;
+    bool keep;
+  };
+  std::optional<Best> best;  // The node of the best candidate so far (a later answer may move the maps).
   uint32_t k = 0;
   while (k < n && !found.Enough(num_candidates)) {
     // The next run of nodes: up to chunk_size of them to ask, and no further
@@ -569,12 +575,21 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
         failure.node_statuses.emplace_back(NodeName(*slot.node), outcome->rejection);
         continue;
       }
-      Candidate& c = candidates.emplace_back();
-      c.node_name = slot.node->name();
-      c.victims = outcome->victims;
-      c.num_pdb_violations = outcome->num_pdb_violations;
-      (c.num_pdb_violations == 0 ? found.non_violating : found.violating)++;
+      (outcome->num_pdb_violations == 0 ? found.non_violating : found.violating)++;
+      // Only the best candidate is built: PickOneNodeForPreemption's order
+      // is the pick key's, and of equal keys the first in the walk wins.
+      const PickKey key =
+          outcome->pick_key ? *outcome->pick_key : PickKeyOf(outcome->victims, outcome->num_pdb_violations);
+      if (!best || key < best->key) best = Best{key, slot.node, slot.keep};
     }
+  }
+  if (best) {
+    // The maps hold still now (no more answers): the outcome is read once.
+    const KeptDryRun* outcome = outcome_of(*best->node, best->keep);
+    Candidate& c = candidates.emplace_back();
+    c.node_name = best->node->name();
+    c.victims = outcome->victims;
+    c.num_pdb_violations = outcome->num_pdb_violations;
   }
   return absl::OkStatus();
 }

@@ -241,10 +241,11 @@ class DefaultPreemption final : public PostFilterPlugin {
   // ahead, else a fresh draw.
   uint32_t NextOffset(uint32_t n);
 
-  // The candidates, walking `potential` from `offset` in kube-scheduler's
-  // order until its stop rule holds, with the signature's kept dry runs: a
-  // clean node's kept outcome is taken, the others are asked (one request per
-  // process for each run of them) and kept. `answered`: the prediction whose
+  // The best candidate (into `candidates`: none when no node is one),
+  // walking `potential` from `offset` in kube-scheduler's order until its
+  // stop rule holds, with the signature's kept dry runs: a clean node's kept
+  // outcome is taken, the others are asked (one request per process for each
+  // run of them) and kept. `answered`: the prediction whose
   // answer rode in this cycle (Diagnosis::dry_run_answer), if any.
   absl::Status WalkKept(const v1::Pod& pod, const Diagnosis& diagnosis, KeptDryRuns& kept,
                         const std::vector<const sdk::NodeInfo*>& potential, uint32_t offset,
