@@ -41,12 +41,12 @@ void DiagnosisStore::RecordUnschedulable(const v1::Pod& pod, const Diagnosis& di
   PodDiagnosis d = Identify(pod);
   d.message = Truncate(message);
   d.num_all_nodes = diagnosis.num_all_nodes;
-  // Nodes sharing a status are counted together, then its reasons once.
-  absl::flat_hash_map<const sdk::Status*, uint32_t> per_status;
   for (const auto& [node, status] : diagnosis.node_statuses) {
-    per_status[status.get()]++;
-    if (d.sample.size() < options_.max_sample_nodes) d.sample.emplace_back(node, *status);
+    if (d.sample.size() >= options_.max_sample_nodes) break;
+    d.sample.emplace_back(node, *status);
   }
+  // Nodes sharing a status are counted together, then its reasons once.
+  const absl::flat_hash_map<const sdk::Status*, uint32_t> per_status = diagnosis.NodesPerStatus();
   std::map<std::string, uint32_t> counts;
   for (const auto& [status, nodes] : per_status) {
     for (const auto& reason : status->reasons()) counts[reason] += nodes;

@@ -74,11 +74,20 @@ std::string Diagnosis::Message() const {
   const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message);
   if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".", post);
   // Nodes sharing a status are counted together, then its reasons once.
-  // Runs of one status (a kept failure shares one status among most nodes)
-  // are counted before the map: one lookup per run, not per node.
-  absl::flat_hash_map<const sdk::Status*, int> per_status;
+  std::map<std::string, uint32_t> histogram;
+  for (const auto& [status, nodes] : NodesPerStatus()) {
+    for (const auto& reason : status->reasons()) histogram[reason] += nodes;
+  }
+  std::vector<std::string> parts;
+  for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
+  std::sort(parts.begin(), parts.end());
+  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".", post);
+}
+
+absl::flat_hash_map<const sdk::Status*, uint32_t> Diagnosis::NodesPerStatus() const {
+  absl::flat_hash_map<const sdk::Status*, uint32_t> per_status;
   const sdk::Status* run = nullptr;
-  int run_length = 0;
+  uint32_t run_length = 0;
   for (const auto& [node, status] : node_statuses) {
     if (status.get() == run) {
       ++run_length;
@@ -89,14 +98,7 @@ std::string Diagnosis::Message() const {
     run_length = 1;
   }
   if (run_length > 0) per_status[run] += run_length;
-  std::map<std::string, int> histogram;
-  for (const auto& [status, nodes] : per_status) {
-    for (const auto& reason : status->reasons()) histogram[reason] += nodes;
-  }
-  std::vector<std::string> parts;
-  for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
-  std::sort(parts.begin(), parts.end());
-  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".", post);
+  return per_status;
 }
 
 std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilter(const v1::Pod& pod,

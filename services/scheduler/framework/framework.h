@@ -183,6 +183,9 @@ struct Diagnosis {
   std::shared_ptr<KeptDryRuns> kept_dry_runs;
   // "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}."
   std::string Message() const;
+  // How many nodes each rejection's object stands for: runs of one object (a
+  // kept failure shares one among most nodes) cost one lookup, not one per node.
+  absl::flat_hash_map<const sdk::Status*, uint32_t> NodesPerStatus() const;
 };
 
 // Every feasible node a cycle examined with each score plugin's (normalized)
