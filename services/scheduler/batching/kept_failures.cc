@@ -128,6 +128,7 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     }
     failure.statuses[node->id()] = Intern(failure, status);
   }
+  if (!fresh.node_statuses.empty()) failure.diagnosis.reset();
   failure.dirty.clear();
   if (generation) {
     failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
@@ -155,14 +156,21 @@ void KeptFailures::Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t
   Diagnosis& d = result.diagnosis;
   d.num_all_nodes = static_cast<uint32_t>(num_nodes);
   d.cycle_id = cycle_id;
-  d.node_statuses.reserve(num_nodes);
-  const sdk::Status* last = nullptr;
-  for (const sdk::NodeInfo* node : snapshot.Nodes()) {
-    const SharedStatus& status = failure.statuses.at(node->id());
-    if (status.get() != last) d.unschedulable_plugins.insert(status->plugin());  // Mostly one shared status.
-    last = status.get();
-    d.node_statuses.emplace_back(NodeName(*node), status);
+  if (failure.diagnosis == nullptr) {
+    auto statuses = std::make_shared<NodeStatuses::Vector>();
+    statuses->reserve(num_nodes);
+    failure.diagnosis_plugins.clear();
+    const sdk::Status* last = nullptr;
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+      const SharedStatus& status = failure.statuses.at(node->id());
+      if (status.get() != last) failure.diagnosis_plugins.insert(status->plugin());  // Mostly one shared status.
+      last = status.get();
+      statuses->emplace_back(NodeName(*node), status);
+    }
+    failure.diagnosis = std::move(statuses);
   }
+  d.node_statuses = NodeStatuses(failure.diagnosis);
+  d.unschedulable_plugins = failure.diagnosis_plugins;
   d.kept_dry_runs = failure.dry_runs;
 }
 
@@ -242,6 +250,7 @@ bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Po
   // The node as the narrowed cycle would have found it, and its dry run as
   // PostFilter would have asked it.
   failure.statuses[node->id()] = Intern(failure, it->second.status);
+  failure.diagnosis.reset();
   failure.dry_runs->nodes[node->id()] = std::move(it->second.dry_run);
   chain.nodes.erase(it);
   chain.last_uid = pod.meta().uid();

@@ -142,6 +142,11 @@ class KeptFailures {
  private:
   struct Failure {
     absl::flat_hash_map<uint32_t, SharedStatus> statuses;  // Every node's, by id.
+    // `statuses` in the snapshot's node order, as every attempt it serves
+    // is diagnosed (one list shared by them; null after statuses changed),
+    // and the plugins they name.
+    std::shared_ptr<const NodeStatuses::Vector> diagnosis;
+    absl::flat_hash_set<std::string> diagnosis_plugins;
     // The distinct statuses `statuses` points at (a few), so that a node
     // re-evaluated to the same rejection shares its object (Intern).
     std::vector<SharedStatus> distinct;

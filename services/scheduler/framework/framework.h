@@ -165,11 +165,56 @@ class NodeName {
   std::shared_ptr<const std::string> name_;
 };
 
+// A diagnosis's node -> status list: a vector, or one shared with others
+// (a kept failure hands every attempt it serves the same 500 entries rather
+// than a copy each), copied on the first change.
+class NodeStatuses {
+ public:
+  using value_type = std::pair<NodeName, SharedStatus>;
+  using Vector = std::vector<value_type>;
+  using const_iterator = Vector::const_iterator;
+  using iterator = const_iterator;
+
+  NodeStatuses() = default;
+  explicit NodeStatuses(std::shared_ptr<const Vector> shared) : shared_(std::move(shared)) {}
+
+  const_iterator begin() const { return view().begin(); }
+  const_iterator end() const { return view().end(); }
+  size_t size() const { return view().size(); }
+  bool empty() const { return view().empty(); }
+  const value_type& operator[](size_t i) const { return view()[i]; }
+  value_type& operator[](size_t i) { return Mutable()[i]; }
+
+  void reserve(size_t n) { Mutable().reserve(n); }
+  template <typename... Args>
+  value_type& emplace_back(Args&&... args) {
+    return Mutable().emplace_back(std::forward<Args>(args)...);
+  }
+  void push_back(value_type v) { Mutable().push_back(std::move(v)); }
+  void clear() {
+    shared_.reset();
+    own_.clear();
+  }
+
+ private:
+  const Vector& view() const { return shared_ != nullptr ? *shared_ : own_; }
+  Vector& Mutable() {
+    if (shared_ != nullptr) {
+      own_ = *shared_;
+      shared_.reset();
+    }
+    return own_;
+  }
+
+  std::shared_ptr<const Vector> shared_;
+  Vector own_;
+};
+
 // Why a pod fits no node (kube-scheduler's FitError / Diagnosis).
 struct Diagnosis {
   uint32_t num_all_nodes = 0;
   uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
-  std::vector<std::pair<NodeName, SharedStatus>> node_statuses;  // node name -> status
+  NodeStatuses node_statuses;  // node name -> status
   std::string pre_filter_message;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;

@@ -45,8 +45,7 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 }
 
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
-    const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
-    std::vector<std::pair<NodeName, SharedStatus>>* unresolvable) {
+    const sdk::Snapshot& snapshot, const Diagnosis& diagnosis, NodeStatuses* unresolvable) {
   std::vector<const sdk::NodeInfo*> potential;
   const bool pre_filter_failed = !diagnosis.pre_filter_message.empty();
   absl::flat_hash_set<std::string> unresolvable_nodes;

@@ -59,8 +59,7 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 // with kube-scheduler's "Preemption is not helpful for scheduling"). When the
 // pod failed at PreFilter, no node can help.
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
-    const sdk::Snapshot& snapshot, const Diagnosis& diagnosis,
-    std::vector<std::pair<NodeName, SharedStatus>>* unresolvable);
+    const sdk::Snapshot& snapshot, const Diagnosis& diagnosis, NodeStatuses* unresolvable);
 
 // GetOffsetAndNumCandidates' count: 10% of the potential nodes, at least 100,
 // at most all of them.

@@ -118,7 +118,7 @@ TEST_F(EligibilityTest, UnresolvableNodesAreNeverCandidates) {
   d.node_statuses.emplace_back("node-1", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
   d.node_statuses.emplace_back("node-2", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulableAndUnresolvable,
                                                      "node(s) didn't match Pod's node affinity/selector")));
-  std::vector<std::pair<NodeName, SharedStatus>> unresolvable;
+  NodeStatuses unresolvable;
   std::vector<const sdk::NodeInfo*> nodes = NodesWherePreemptionMightHelp(Snap(), d, &unresolvable);
   std::vector<std::string> names;
   for (const auto* n : nodes) names.push_back(n->name());
