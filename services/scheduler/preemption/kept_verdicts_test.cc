@@ -493,6 +493,21 @@ std::vector<Step> RunBurstScript(World& w) {
   return steps;
 }
 
+// The burst in each world: with what-ifs and with requests only, every step
+// must decide as with no caches. Returns the what-ifs world's steps.
+std::vector<Step> RunBurstsAlike(World& what_if, World& asked, World& off) {
+  const std::vector<Step> a = RunBurstScript(what_if);
+  const std::vector<Step> b = RunBurstScript(asked);
+  const std::vector<Step> c = RunBurstScript(off);
+  EXPECT_EQ(a.size(), c.size());
+  EXPECT_EQ(b.size(), c.size());
+  for (size_t i = 0; i < std::min({a.size(), b.size(), c.size()}); ++i) {
+    EXPECT_EQ(a[i], c[i]) << "what-ifs, step " << i;
+    EXPECT_EQ(b[i], c[i]) << "requests only, step " << i;
+  }
+  return a;
+}
+
 // Preemption what-ifs (plugin protocol version 7): a preemptor after one
 // nominated to a node the what-ifs covered is served with no request, and
 // decides as it would with one (and as with no caches at all).
@@ -501,15 +516,8 @@ TEST(KeptVerdictsTest, WhatIfsDecideAsRequestsAndAsNoCaches) {
     World what_if(/*caches=*/true, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100, false, true, nodes);
     World asked(/*caches=*/true, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
     World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, /*min_candidates=*/100);
-    const std::vector<Step> a = RunBurstScript(what_if);
-    const std::vector<Step> b = RunBurstScript(asked);
-    const std::vector<Step> c = RunBurstScript(off);
-    ASSERT_EQ(a.size(), c.size());
-    ASSERT_EQ(b.size(), c.size());
-    for (size_t i = 0; i < a.size(); ++i) {
-      EXPECT_EQ(a[i], c[i]) << "what-ifs of " << nodes << " nodes, step " << i;
-      EXPECT_EQ(b[i], c[i]) << "step " << i;
-    }
+    SCOPED_TRACE(absl::StrCat("what-ifs of ", nodes, " nodes"));
+    const std::vector<Step> a = RunBurstsAlike(what_if, asked, off);
     EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Step& s) { return !s.victims.empty(); }));
     EXPECT_TRUE(std::any_of(a.begin(), a.end(), [](const Step& s) { return !s.bound.empty(); }));
     EXPECT_GT(what_if.host_.what_ifs_answered, 0);
@@ -543,15 +551,7 @@ TEST(KeptVerdictsTest, WhatIfsDecideAsNoCachesWhenWalksStopEarly) {
                       /*what_if_nodes=*/8, nodes, ordered);
         World asked(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
         World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
-        const std::vector<Step> a = RunBurstScript(what_if);
-        const std::vector<Step> b = RunBurstScript(asked);
-        const std::vector<Step> c = RunBurstScript(off);
-        ASSERT_EQ(a.size(), c.size());
-        ASSERT_EQ(b.size(), c.size());
-        for (size_t i = 0; i < a.size(); ++i) {
-          EXPECT_EQ(a[i], c[i]) << "what-ifs, step " << i;
-          EXPECT_EQ(b[i], c[i]) << "requests only, step " << i;
-        }
+        RunBurstsAlike(what_if, asked, off);
         const uint64_t hits = what_if.stats().preemption_what_if_hits;
         EXPECT_GT(hits, 0u);
         EXPECT_EQ(what_if.host_.cycles + static_cast<int>(hits), asked.host_.cycles);
