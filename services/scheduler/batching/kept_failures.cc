@@ -126,9 +126,8 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
       p->second.erase(it);
       return Outcome::kRefused;
     }
-    failure.statuses[node->id()] = Intern(failure, status);
+    SetStatus(failure, node->id(), Intern(failure, status));
   }
-  if (!fresh.node_statuses.empty()) failure.diagnosis.reset();
   failure.dirty.clear();
   if (generation) {
     failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
@@ -159,12 +158,15 @@ void KeptFailures::Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t
   if (failure.diagnosis == nullptr) {
     auto statuses = std::make_shared<NodeStatuses::Vector>();
     statuses->reserve(num_nodes);
+    failure.diagnosis_index.clear();
+    failure.diagnosis_index.reserve(num_nodes);
     failure.diagnosis_plugins.clear();
     const sdk::Status* last = nullptr;
     for (const sdk::NodeInfo* node : snapshot.Nodes()) {
       const SharedStatus& status = failure.statuses.at(node->id());
       if (status.get() != last) failure.diagnosis_plugins.insert(status->plugin());  // Mostly one shared status.
       last = status.get();
+      failure.diagnosis_index.emplace(node->id(), static_cast<uint32_t>(statuses->size()));
       statuses->emplace_back(NodeName(*node), status);
     }
     failure.diagnosis = std::move(statuses);
@@ -249,8 +251,7 @@ bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Po
   if (it == chain.nodes.end()) return false;
   // The node as the narrowed cycle would have found it, and its dry run as
   // PostFilter would have asked it.
-  failure.statuses[node->id()] = Intern(failure, it->second.status);
-  failure.diagnosis.reset();
+  SetStatus(failure, node->id(), Intern(failure, it->second.status));
   failure.dry_runs->nodes[node->id()] = std::move(it->second.dry_run);
   chain.nodes.erase(it);
   chain.last_uid = pod.meta().uid();
@@ -258,6 +259,22 @@ bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Po
   failure.generation = *now;
   ++what_if_hits_;
   return true;
+}
+
+void KeptFailures::SetStatus(Failure& failure, uint32_t node, SharedStatus status) {
+  SharedStatus& kept = failure.statuses[node];
+  if (failure.diagnosis != nullptr) {
+    auto at = failure.diagnosis_index.find(node);
+    // use_count 1: no attempt's diagnosis holds the list (only this thread
+    // hands it out), so it can change under nobody.
+    if (at != failure.diagnosis_index.end() && failure.diagnosis.use_count() == 1 && kept != nullptr &&
+        kept->plugin() == status->plugin()) {
+      (*failure.diagnosis)[at->second].second = status;
+    } else {
+      failure.diagnosis.reset();
+    }
+  }
+  kept = std::move(status);
 }
 
 SharedStatus KeptFailures::Intern(Failure& failure, SharedStatus status) {

@@ -143,9 +143,10 @@ class KeptFailures {
   struct Failure {
     absl::flat_hash_map<uint32_t, SharedStatus> statuses;  // Every node's, by id.
     // `statuses` in the snapshot's node order, as every attempt it serves
-    // is diagnosed (one list shared by them; null after statuses changed),
-    // and the plugins they name.
-    std::shared_ptr<const NodeStatuses::Vector> diagnosis;
+    // is diagnosed (one list shared by them; null when it is to be built
+    // again), each node's place in it, and the plugins they name.
+    std::shared_ptr<NodeStatuses::Vector> diagnosis;
+    absl::flat_hash_map<uint32_t, uint32_t> diagnosis_index;
     absl::flat_hash_set<std::string> diagnosis_plugins;
     // The distinct statuses `statuses` points at (a few), so that a node
     // re-evaluated to the same rejection shares its object (Intern).
@@ -179,6 +180,10 @@ class KeptFailures {
                           const std::string& uid, uint64_t generation);
   // Serves the pod from failure.chain when it holds (no request); false otherwise.
   bool ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot);
+  // Sets a node's status, and its entry in failure.diagnosis in place when
+  // no attempt holds that list any more and the rejecting plugin is the
+  // same (else the list is built again).
+  static void SetStatus(Failure& failure, uint32_t node, SharedStatus status);
   // The full cycle's diagnosis from failure.statuses.
   static void Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t cycle_id, ScheduleResult& result);
   using Failures = absl::flat_hash_map<std::string, Failure>;  // By signature.
