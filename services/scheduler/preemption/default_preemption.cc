@@ -25,6 +25,12 @@ sdk::Status Unschedulable(std::string message) {
   return sdk::Status(sdk::Code::kUnschedulable, absl::StrCat("preemption: ", message));
 }
 
+// A kept candidate's pick key: the one computed when it was kept, else now
+// (an outcome not kept, or taken from a what-if).
+PickKey KeyOf(const KeptDryRun& outcome) {
+  return outcome.pick_key ? *outcome.pick_key : PickKeyOf(outcome.victims, outcome.num_pdb_violations);
+}
+
 }  // namespace
 
 // ------------------------------------------------------------ controller
@@ -390,8 +396,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
           continue;
         }
         (outcome.num_pdb_violations == 0 ? known.non_violating : known.violating)++;
-        const PickKey key =
-            outcome.pick_key ? *outcome.pick_key : PickKeyOf(outcome.victims, outcome.num_pdb_violations);
+        const PickKey key = KeyOf(outcome);
         if (!pick || key < pick->first) pick.emplace(key, id);
         steps.push_back(Step{false, outcome.num_pdb_violations != 0, best_so_far(pick)});
       }
@@ -578,8 +583,7 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
       (outcome->num_pdb_violations == 0 ? found.non_violating : found.violating)++;
       // Only the best candidate is built: PickOneNodeForPreemption's order
       // is the pick key's, and of equal keys the first in the walk wins.
-      const PickKey key =
-          outcome->pick_key ? *outcome->pick_key : PickKeyOf(outcome->victims, outcome->num_pdb_violations);
+      const PickKey key = KeyOf(*outcome);
       if (!best || key < best->key) best = Best{key, slot.node, slot.keep};
     }
   }

@@ -176,21 +176,6 @@ int64_t EarliestStartOfHighest(const Victims& victims) {
   return earliest;
 }
 
-// Keeps the indexes whose key is minimal.
-template <typename Key>
-std::vector<size_t> KeepMin(const std::vector<size_t>& in, Key key) {
-  std::vector<size_t> out;
-  for (size_t i : in) {
-    const auto k = key(i);
-    if (out.empty() || k < key(out.front())) {
-      out.assign(1, i);
-    } else if (k == key(out.front())) {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 PickKey PickKeyOf(const std::vector<sdk::PodInfoPtr>& victims, int64_t num_pdb_violations) {
@@ -199,15 +184,17 @@ PickKey PickKeyOf(const std::vector<sdk::PodInfoPtr>& victims, int64_t num_pdb_v
 }
 
 size_t PickOneNodeForPreemption(const std::vector<Candidate>& candidates) {
-  std::vector<size_t> left(candidates.size());
-  for (size_t i = 0; i < left.size(); ++i) left[i] = i;
-  left = KeepMin(left, [&](size_t i) { return candidates[i].num_pdb_violations; });
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return HighestPriority(candidates[i].victims); });
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return PrioritySum(candidates[i].victims); });
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return candidates[i].victims.size(); });
-  // The latest start time wins: minimise its negation.
-  if (left.size() > 1) left = KeepMin(left, [&](size_t i) { return -EarliestStartOfHighest(candidates[i].victims); });
-  return left.front();
+  // The smallest key; of equal keys, the first.
+  size_t best = 0;
+  PickKey best_key = PickKeyOf(candidates[0].victims, candidates[0].num_pdb_violations);
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    const PickKey key = PickKeyOf(candidates[i].victims, candidates[i].num_pdb_violations);
+    if (key < best_key) {
+      best = i;
+      best_key = key;
+    }
+  }
+  return best;
 }
 
 }  // namespace podium::scheduler::preemption
