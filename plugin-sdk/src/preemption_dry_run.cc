@@ -132,6 +132,14 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     }
     return mirrored;
   };
+  // The state one node's evaluation may write: only extensions (AddPod/
+  // RemovePod) write it, so without one the cycle's state is read as it is,
+  // with no clone per node; with one, a clone kept alive in `clone`.
+  auto state_for = [&](std::unique_ptr<CycleState>& clone) -> CycleState& {
+    if (extensions.empty()) return base;
+    clone = base.Clone();
+    return *clone;
+  };
   // One candidate, as SelectVictimsOnNode: every potential victim removed, a
   // fit check (counting `on_node`), then the reprieve in the order given.
   auto evaluate = [&](const v1::PreemptionDryRunRequest::Candidate& candidate, const char* field, int c,
@@ -139,11 +147,8 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
                       v1::NodeVictims& result) -> absl::Status {
     NodeDryRun run(pod, filters, extensions, on_node);
     NodeInfo node = mirrored;
-    // Only extensions (AddPod/RemovePod) write the state: without one, the
-    // cycle's state is read as it is, with no clone per candidate.
     std::unique_ptr<CycleState> clone;
-    if (!extensions.empty()) clone = base.Clone();
-    CycleState* state = clone != nullptr ? clone.get() : &base;
+    CycleState* state = &state_for(clone);
     result.set_node_id(candidate.node_id());
 
     // Remove every potential victim.
@@ -255,8 +260,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
         NodeDryRun run(pod, filters, extensions, with_copy);
         NodeInfo node = **mirrored;
         std::unique_ptr<CycleState> clone;
-        if (!extensions.empty()) clone = base.Clone();
-        const Outcome fits = run.Fits(clone != nullptr ? *clone : base, node);
+        const Outcome fits = run.Fits(state_for(clone), node);
         WriteOutcome(fits, result.mutable_filter());
         if (result.filter().code() == v1::Status::SUCCESS) continue;
       }
