@@ -58,9 +58,9 @@ ABSL_FLAG(int, later_lookaheads, 8,
           "decided without a request of its own when the pods before it land as expected (0 to 16; 0: "
           "only the next pod's)");
 ABSL_FLAG(int, preemption_what_ifs, 8,
-          "Nodes a preemptor's narrowed request also asks preemption what-ifs for (plugin protocol version "
-          "7): where the next preemptors of its signature will likely be nominated, so that they need no "
-          "request (0 to 64; 0: none)");
+          "Candidate walks whose picks a preemptor's narrowed request predicts and asks preemption what-ifs "
+          "for (plugin protocol version 7; up to twice as many nodes): where the next preemptors of its "
+          "signature will likely be nominated, so that they need no request (0 to 64; 0: none)");
 ABSL_FLAG(int, action_coalesce_us, 2000,
           "While the scheduling loop has more pods to schedule right away, how long (microseconds) an "
           "action other than a bind may wait to share its message to the adapter with the next pods' "

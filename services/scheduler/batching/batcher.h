@@ -211,8 +211,9 @@ class OpportunisticBatching {
     // their own nominated nodes (plugin protocol version 6, "Nominated-node
     // checks" above); 0: none.
     size_t nominated_checks = 16;
-    // Nodes a kept failure's narrowed cycle asks preemption what-ifs for
-    // (plugin protocol version 7, "Preemption what-ifs" in the README): the
+    // Candidate walks whose picks a kept failure's narrowed cycle predicts
+    // and asks preemption what-ifs for (up to twice as many nodes; plugin
+    // protocol version 7, "Preemption what-ifs" in the README): the
     // next preemptor of the signature needs no request when the one before
     // it was nominated to one of them and nothing else changed; 0: none.
     uint32_t preemption_what_if_nodes = 8;

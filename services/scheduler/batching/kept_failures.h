@@ -94,8 +94,9 @@ class KeptFailures {
     kRefused,      // Dropped: the narrowed cycle failed otherwise (PreFilter, an error).
   };
 
-  // `what_if_nodes`: how many nodes a narrowed cycle asks preemption
-  // what-ifs for (CycleScope::what_if_nodes; 0: none). See "What-ifs" below.
+  // `what_if_nodes`: how many candidate walks' picks a narrowed cycle asks
+  // preemption what-ifs for (CycleScope::what_if_nodes; 0: none). See
+  // "What-ifs" below.
   KeptFailures(absl::Duration max_age, Clock& clock, uint32_t what_if_nodes = 0)
       : max_age_(max_age), clock_(clock), what_if_nodes_(what_if_nodes) {}
   // Pods served with no request, from the what-ifs of an earlier pod's.

@@ -299,8 +299,10 @@ struct CycleScope {
   bool predict_dry_run = false;
   // With predict_dry_run, when the lone filter process answers them (plugin
   // protocol version 7): the signature's kept dry runs, from which
-  // PostFilterPlugin::PredictDryRunOn predicts up to what_if_nodes nodes the
-  // next pods of the signature will likely be nominated to, each asked with
+  // PostFilterPlugin::PredictDryRunOn predicts where the next what_if_nodes
+  // candidate walks will likely nominate the next pods of the signature (up
+  // to twice as many nodes: a walk's pick may depend on nodes that may or
+  // may not be candidates by then), each asked with
   // a copy of the pod nominated there (PreemptionDryRunRequest.what_if; the
   // answer rides in Diagnosis::dry_run_answer). batching/'s kept failures
   // serve the pod after one nominated there from it, with no request.
@@ -380,8 +382,9 @@ class PostFilterPlugin {
   }
   // The dry run of exactly `node_ids` (every one evaluated, no stop rule)
   // for a cycle narrowed to them (CycleScope::predict_dry_run), or nullopt.
-  // With `what_if_from` (CycleScope::what_if_from), also up to
-  // `what_if_nodes` what-ifs (PreemptionDryRunRequest.what_if).
+  // With `what_if_from` (CycleScope::what_if_from), also what-ifs
+  // (PreemptionDryRunRequest.what_if) for `node_ids` and for the likely picks
+  // of the next `what_if_nodes` candidate walks.
   virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
                                                                      const std::vector<uint32_t>& node_ids,
                                                                      const KeptDryRuns* what_if_from,
