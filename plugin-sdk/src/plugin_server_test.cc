@@ -475,8 +475,8 @@ TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
   auto stream = Connect();
   std::vector<v1::PluginArgs> plugins(1);
   plugins[0].set_name("Fit");
-  v1::Registration reg = stream->OpenWith(plugins, /*version=*/8, /*max_version=*/8);
-  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 8 is not supported"));
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/9, /*max_version=*/9);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 9 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
@@ -778,7 +778,7 @@ TEST_F(PluginServerTest, NominatedChecksJudgeEachPodOnItsNodeWithTheNominationsT
     v1::PluginArgs args;
     args.set_name("Capacity");
     args.set_args_json("{\"maxPods\": 1}");
-    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 7));
+    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 8));
     return stream;
   };
   auto stream = open(6);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "session.h"
 
@@ -135,20 +136,21 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
   // The state one node's evaluation may write: only extensions (AddPod/
   // RemovePod) write it, so without one the cycle's state is read as it is,
   // with no clone per node; with one, a clone kept alive in `clone`.
-  auto state_for = [&](std::unique_ptr<CycleState>& clone) -> CycleState& {
-    if (extensions.empty()) return base;
-    clone = base.Clone();
+  auto state_for = [&](std::unique_ptr<CycleState>& clone, CycleState& from) -> CycleState& {
+    if (extensions.empty()) return from;
+    clone = from.Clone();
     return *clone;
   };
   // One candidate, as SelectVictimsOnNode: every potential victim removed, a
   // fit check (counting `on_node`), then the reprieve in the order given.
+  // `mirrored` and `from`: the node and the cycle's state it starts from.
   auto evaluate = [&](const v1::PreemptionDryRunRequest::Candidate& candidate, const char* field, int c,
-                      const NodeInfo& mirrored, const std::vector<PodInfoPtr>& on_node,
+                      const NodeInfo& mirrored, const std::vector<PodInfoPtr>& on_node, CycleState& from,
                       v1::NodeVictims& result) -> absl::Status {
     NodeDryRun run(pod, filters, extensions, on_node);
     NodeInfo node = mirrored;
     std::unique_ptr<CycleState> clone;
-    CycleState* state = &state_for(clone);
+    CycleState* state = &state_for(clone, from);
     result.set_node_id(candidate.node_id());
 
     // Remove every potential victim.
@@ -216,6 +218,46 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     return absl::OkStatus();
   };
 
+  // A node once the pods in `gone` have left it, as their deletions would
+  // leave it (RemovePod extensions run): Filter counting `on_node`, and when
+  // the pod does not fit and potential victims are left, the dry run over
+  // them (none of them gone).
+  auto evaluate_gone = [&](const v1::PreemptionDryRunRequest::Candidate& candidate, const char* field, int c,
+                           const NodeInfo& mirrored, const std::vector<PodInfoPtr>& on_node,
+                           v1::WhatIfNominated& result) -> absl::Status {
+    if (candidate.gone_size() == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c, "].gone: empty"));
+    }
+    NodeInfo node = mirrored;
+    std::unique_ptr<CycleState> clone;
+    CycleState& state = state_for(clone, base);
+    NodeDryRun run(pod, filters, extensions, on_node);
+    result.set_node_id(candidate.node_id());
+    Outcome failed;
+    for (int g = 0; g < candidate.gone_size(); ++g) {
+      const std::string& uid = candidate.gone(g);
+      PodInfoPtr leaving;
+      for (const PodInfoPtr& p : node.pods()) {
+        if (p->uid() == uid) leaving = p;
+      }
+      if (leaving == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c, "].gone[", g,
+                                                       "]: pod ", uid, " is not on node ", node.name()));
+      }
+      result.add_gone(uid);
+      if (failed.plugin == nullptr) failed = run.Remove(state, node, *leaving);
+    }
+    if (failed.plugin == nullptr) failed = run.Fits(state, node);
+    if (failed.plugin == nullptr && run.broken().plugin != nullptr) failed = run.broken();
+    WriteOutcome(failed, result.mutable_filter());
+    // No potential victim left: no candidate, no dry run (as PostFilter
+    // would skip the node).
+    if (failed.plugin == nullptr || !failed.status.IsRejected() || candidate.potential_victims_size() == 0) {
+      return absl::OkStatus();
+    }
+    return evaluate(candidate, field, c, node, on_node, state, *result.mutable_dry_run());
+  };
+
   const uint32_t want = request.num_candidates();
   uint32_t non_violating = 0, violating = 0;
   for (int c = 0; c < request.candidates_size(); ++c) {
@@ -225,7 +267,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     if (!mirrored.ok()) return mirrored.status();
     v1::NodeVictims& result = *out.add_nodes();
     if (absl::Status s = evaluate(candidate, "candidates", c, **mirrored,
-                                  nominated_on(candidate.node_id(), **mirrored), result);
+                                  nominated_on(candidate.node_id(), **mirrored), base, result);
         !s.ok()) {
       return s;
     }
@@ -260,14 +302,48 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
         NodeDryRun run(pod, filters, extensions, with_copy);
         NodeInfo node = **mirrored;
         std::unique_ptr<CycleState> clone;
-        const Outcome fits = run.Fits(state_for(clone), node);
+        const Outcome fits = run.Fits(state_for(clone, base), node);
         WriteOutcome(fits, result.mutable_filter());
         if (result.filter().code() == v1::Status::SUCCESS) continue;
       }
-      if (absl::Status s = evaluate(candidate, "what_if", c, **mirrored, with_copy, *result.mutable_dry_run());
+      if (absl::Status s =
+              evaluate(candidate, "what_if", c, **mirrored, with_copy, base, *result.mutable_dry_run());
           !s.ok()) {
         return s;
       }
+      // Protocol version 8: then the pods in `gone` gone (the victims the
+      // copy would take), the copy still nominated.
+      if (candidate.gone_size() == 0) continue;
+      v1::PreemptionDryRunRequest::Candidate after;
+      after.set_node_id(candidate.node_id());
+      *after.mutable_gone() = candidate.gone();
+      const absl::flat_hash_set<std::string> gone(candidate.gone().begin(), candidate.gone().end());
+      uint32_t violating = 0;
+      for (int v = 0; v < candidate.potential_victims_size(); ++v) {
+        const std::string& uid = candidate.potential_victims(v);
+        if (gone.contains(uid)) continue;
+        after.add_potential_victims(uid);
+        if (static_cast<uint32_t>(v) < candidate.num_pdb_violating()) ++violating;
+      }
+      after.set_num_pdb_violating(violating);
+      if (absl::Status s = evaluate_gone(after, "what_if", c, **mirrored, with_copy, *result.mutable_then_gone());
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+
+  // What-ifs (protocol version 8): each node once the pods in `gone` have
+  // left it, as their deletions would leave it (RemovePod extensions run),
+  // counted with the node's nominations as they are.
+  for (int c = 0; c < request.what_if_gone_size(); ++c) {
+    const auto& candidate = request.what_if_gone(c);
+    absl::StatusOr<const NodeInfo*> mirrored = node_of(candidate, "what_if_gone", c);
+    if (!mirrored.ok()) return mirrored.status();
+    if (absl::Status s = evaluate_gone(candidate, "what_if_gone", c, **mirrored,
+                                       nominated_on(candidate.node_id(), **mirrored), *out.add_what_if_gone());
+        !s.ok()) {
+      return s;
     }
   }
   return absl::OkStatus();

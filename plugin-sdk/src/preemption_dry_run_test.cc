@@ -328,6 +328,104 @@ TEST_F(PreemptionDryRunTest, WhatIfsCountACopyOfThePodNominatedOnTheNode) {
   EXPECT_FALSE(room.has_dry_run());
 }
 
+// Protocol version 8: what-ifs of pods gone. Each node is evaluated once the
+// pods in `gone` have left it (the CPU fit's extension sees them go): Filter,
+// then the dry run over the potential victims left; with none left, the
+// verdict only.
+TEST_F(PreemptionDryRunTest, WhatIfsOfPodsGoneEvaluateTheNodeWithoutThem) {
+  AddNode(1, 4000);  // Full: 4 x 1 CPU; two of them are leaving.
+  for (int k = 1; k <= 4; ++k) AddPod(1, "low1" + std::to_string(k), 10, 1000);
+  AddNode(2, 4000);  // 3 CPU held by a pod of higher priority, 1 CPU leaving.
+  AddPod(2, "high", 200, 3000);
+  AddPod(2, "low21", 10, 1000);
+  auto* one = request_.add_what_if_gone();
+  one->set_node_id(1);
+  one->add_gone("uid-low11");
+  one->add_gone("uid-low12");
+  one->add_potential_victims("uid-low14");
+  one->add_potential_victims("uid-low13");
+  auto* two = request_.add_what_if_gone();
+  two->set_node_id(2);
+  two->add_gone("uid-low21");
+  ASSERT_TRUE(Run(3000, 100).ok());
+  ASSERT_EQ(response_.what_if_gone_size(), 2);
+  // node-1 without them: 2 CPU used, the pod's 3 do not fit; the dry run
+  // reprieves low14 and takes low13.
+  const v1::WhatIfNominated& first = response_.what_if_gone(0);
+  EXPECT_EQ(first.node_id(), 1u);
+  EXPECT_THAT(std::vector<std::string>(first.gone().begin(), first.gone().end()),
+              ElementsAre("uid-low11", "uid-low12"));
+  EXPECT_EQ(first.filter().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_EQ(first.dry_run().status().code(), v1::Status::SUCCESS);
+  EXPECT_THAT(std::vector<std::string>(first.dry_run().victims().begin(), first.dry_run().victims().end()),
+              ElementsAre("uid-low13"));
+  // node-2 without low21: still no room, and no candidate.
+  const v1::WhatIfNominated& second = response_.what_if_gone(1);
+  EXPECT_EQ(second.filter().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_FALSE(second.has_dry_run());
+}
+
+TEST_F(PreemptionDryRunTest, AWhatIfOfPodsGoneWhereThePodFitsHasNoDryRun) {
+  AddNode(1, 4000);
+  for (int k = 1; k <= 4; ++k) AddPod(1, "low1" + std::to_string(k), 10, 1000);
+  auto* c = request_.add_what_if_gone();
+  c->set_node_id(1);
+  c->add_gone("uid-low11");
+  c->add_gone("uid-low12");
+  c->add_potential_victims("uid-low14");
+  ASSERT_TRUE(Run(2000, 100).ok());
+  EXPECT_EQ(response_.what_if_gone(0).filter().code(), v1::Status::SUCCESS);
+  EXPECT_FALSE(response_.what_if_gone(0).has_dry_run());
+}
+
+TEST_F(PreemptionDryRunTest, AGonePodThatIsNotOnItsNodeIsAnErrorNamingTheField) {
+  AddNode(1, 4000);
+  AddPod(1, "a", 10, 4000);
+  auto* c = request_.add_what_if_gone();
+  c->set_node_id(1);
+  c->add_gone("uid-a");
+  c->add_gone("uid-ghost");
+  absl::Status s = Run(2000, 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()),
+              ::testing::HasSubstr("preemption_dry_run.what_if_gone[0].gone[1]: pod uid-ghost is not on node node-1"));
+}
+
+TEST_F(PreemptionDryRunTest, AWhatIfOfPodsGoneWithNoneGoneIsAnErrorNamingTheField) {
+  AddNode(1, 4000);
+  AddPod(1, "a", 10, 4000);
+  request_.add_what_if_gone()->set_node_id(1);
+  absl::Status s = Run(2000, 100);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("preemption_dry_run.what_if_gone[0].gone: empty"));
+}
+
+// A what-if with `gone` (protocol version 8) also answers the node once
+// those pods (the victims the copy would take) have left, the copy still
+// nominated: then_gone.
+TEST_F(PreemptionDryRunTest, AWhatIfWithGonePodsAlsoAnswersTheNodeOnceTheyLeft) {
+  AddNode(1, 4000);  // Full: 4 x 1 CPU.
+  for (int k = 1; k <= 4; ++k) AddPod(1, "low1" + std::to_string(k), 10, 1000);
+  auto* c = request_.add_what_if();
+  c->set_node_id(1);
+  for (int k = 4; k >= 1; --k) c->add_potential_victims("uid-low1" + std::to_string(k));
+  c->add_gone("uid-low11");
+  c->add_gone("uid-low12");
+  request_.set_what_if_copy_uid("uid-preemptor-copy");
+  ASSERT_TRUE(Run(2000, 100).ok());
+  ASSERT_EQ(response_.what_if_size(), 1);
+  const v1::WhatIfNominated& w = response_.what_if(0);
+  EXPECT_EQ(w.dry_run().victims_size(), 4);
+  ASSERT_TRUE(w.has_then_gone());
+  // Without low11 and low12, the copy's 2 CPU and the pod's 2 need the rest.
+  const v1::WhatIfNominated& then = w.then_gone();
+  EXPECT_EQ(then.node_id(), 1u);
+  EXPECT_THAT(std::vector<std::string>(then.gone().begin(), then.gone().end()), ElementsAre("uid-low11", "uid-low12"));
+  EXPECT_EQ(then.filter().code(), v1::Status::UNSCHEDULABLE);
+  EXPECT_THAT(std::vector<std::string>(then.dry_run().victims().begin(), then.dry_run().victims().end()),
+              ElementsAre("uid-low14", "uid-low13"));
+}
+
 TEST_F(PreemptionDryRunTest, AWhatIfWithoutACopyUidIsRefusedNamingTheField) {
   AddNode(1, 4000);
   AddPod(1, "low", 10, 4000);

@@ -18,8 +18,10 @@ namespace {
 // CycleResponse.status_table; 3 what-if verdicts (CycleRequest.what_if_copies);
 // 4 lookahead verdicts (CycleRequest.lookahead); 5 the later pods' lookaheads
 // (CycleRequest.later_lookaheads); 6 nominated-node checks of the pods
-// decided next (CycleRequest.nominated_checks).
-constexpr uint32_t kProtocolVersion = 7;
+// decided next (CycleRequest.nominated_checks); 7 preemption what-ifs
+// (PreemptionDryRunRequest.what_if); 8 what-ifs of pods gone
+// (PreemptionDryRunRequest.what_if_gone).
+constexpr uint32_t kProtocolVersion = 8;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 

@@ -939,10 +939,15 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     const uint64_t before = cycle_id;
     bool ran_cycle = false;
     const uint64_t what_if_hits = failures_.what_if_hits();
+    const uint64_t what_if_gone_nodes = failures_.what_if_gone_nodes();
     const KeptFailures::Outcome kept =
         failures_.Serve(fw, sig.key, pod, snapshot, state_seq, cycle_id,
                         [&] { return NominatedFingerprints(fw, pod, snapshot); },
                         profile.nominations_before_snapshot, result, ran_cycle);
+    if (failures_.what_if_gone_nodes() != what_if_gone_nodes) {
+      absl::MutexLock lock(&stats_mu_);
+      stats_.preemption_what_if_gone_nodes += failures_.what_if_gone_nodes() - what_if_gone_nodes;
+    }
     if (kept == KeptFailures::Outcome::kServed) {
       // A nomination changed between the snapshot and Serve's look at the
       // nominations (the change log or the fingerprints): the pod's verdicts

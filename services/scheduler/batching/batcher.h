@@ -185,6 +185,9 @@ struct BatchStats {
   // Pods that fit nowhere served from the what-ifs an earlier pod's request
   // asked (its nomination the only change since), with no request.
   uint64_t preemption_what_if_hits = 0;
+  // Changed nodes of pods that fit nowhere that took a what-if of pods gone
+  // (an in-flight preemption's victims deleted) instead of a request.
+  uint64_t preemption_what_if_gone_nodes = 0;
 };
 
 class OpportunisticBatching {

@@ -64,6 +64,7 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
     p->second.erase(it);
     return Outcome::kStale;
   }
+  ResolveGone(fw, failure, pod, snapshot);
   if (ServeFromWhatIf(fw, failure, pod, snapshot)) {
     Diagnose(failure, snapshot, cycle_id, result);
     return Outcome::kServed;
@@ -132,9 +133,11 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
   if (generation) {
     failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
     failure.own_node = std::move(own_node);
-    if (fresh.dry_run_answer != nullptr && fresh.dry_run_answer->what_if_size() > 0 && failure.own_node.empty() &&
+    if (fresh.dry_run_answer != nullptr &&
+        (fresh.dry_run_answer->what_if_size() > 0 || fresh.dry_run_answer->what_if_gone_size() > 0) && failure.own_node.empty() &&
         *failure.generation == *generation) {
       TakeWhatIfs(failure, *fresh.dry_run_answer, snapshot, pod.meta().uid(), *generation);
+      TakeGoneWhatIfs(failure, *fresh.dry_run_answer, snapshot, *generation);
     }
   } else {
     failure.nominated = std::move(fingerprints);
@@ -176,58 +179,202 @@ void KeptFailures::Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t
   d.kept_dry_runs = failure.dry_runs;
 }
 
-void KeptFailures::TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
-                               const Snapshot& snapshot, const std::string& uid, uint64_t generation) {
-  Failure::Chain chain{uid, generation, {}};
+bool KeptFailures::ParseWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node, Failure::WhatIf& out,
+                               std::string& invalid) {
   auto rejected = [](const v1::Status& s) {
     return s.code() == v1::Status::UNSCHEDULABLE || s.code() == v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE;
   };
-  // An answer that names what is not there is the plugin process's error:
-  // said once per answer, and that entry is not used (its node is asked
-  // again when it matters).
-  auto invalid = [&](int i, const std::string& what) {
-    PODIUM_LOG(Warning, "Dropped an invalid preemption what-if",
-               {"field", absl::StrCat("preemption_dry_run.what_if[", i, "]")}, {"error", what});
-  };
+  // Only what a narrowed cycle would have kept: a rejection, then a dry
+  // run that found victims or a reason. Anything else (the pod would fit,
+  // an error) leaves the node to a request.
+  if (!rejected(w.filter())) return false;
+  const v1::NodeVictims& dry = w.dry_run();
+  out.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
+  if (dry.status().code() == v1::Status::SUCCESS) {
+    if (dry.victims_size() == 0) return false;
+    for (const std::string& victim : dry.victims()) {
+      sdk::PodInfoPtr found;
+      for (const sdk::PodInfoPtr& p : node.pods()) {
+        if (p->uid() == victim) found = p;
+      }
+      if (found == nullptr) {
+        invalid = absl::StrCat("dry_run.victims: pod ", victim, " is not on node ", node.name());
+        return false;
+      }
+      out.dry_run.victims.push_back(std::move(found));
+    }
+    out.dry_run.num_pdb_violations = dry.num_pdb_violations();
+    return true;
+  }
+  if (!rejected(dry.status())) return false;
+  out.dry_run.rejection = MakeSharedStatus(sdk::Status::FromProto(dry.status()));
+  return true;
+}
+
+namespace {
+
+// An answer that names what is not there is the plugin process's error:
+// said once per answer, and that entry is not used (its node is asked
+// again when it matters).
+void DropInvalidWhatIf(const char* field, int i, const std::string& what) {
+  PODIUM_LOG(Warning, "Dropped an invalid preemption what-if",
+             {"field", absl::StrCat("preemption_dry_run.", field, "[", i, "]")}, {"error", what});
+}
+
+}  // namespace
+
+void KeptFailures::TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
+                               const Snapshot& snapshot, const std::string& uid, uint64_t generation) {
+  Failure::Chain chain{uid, generation, {}};
   for (int i = 0; i < answer.what_if_size(); ++i) {
     const v1::WhatIfNominated& w = answer.what_if(i);
     const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
     if (node == nullptr || !failure.statuses.contains(w.node_id()) || chain.nodes.contains(w.node_id())) {
-      invalid(i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
+      DropInvalidWhatIf("what_if", i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
       return;
     }
-    // Only what a narrowed cycle would have kept: a rejection, then a dry
-    // run that found victims or a reason. Anything else (the pod would fit,
-    // an error) leaves the node to a request.
-    if (!rejected(w.filter())) continue;
-    const v1::NodeVictims& dry = w.dry_run();
     Failure::WhatIf what_if;
-    what_if.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
-    if (dry.status().code() == v1::Status::SUCCESS) {
-      if (dry.victims_size() == 0) continue;
-      bool known = true;
-      for (const std::string& victim : dry.victims()) {
-        sdk::PodInfoPtr found;
-        for (const sdk::PodInfoPtr& p : node->pods()) {
-          if (p->uid() == victim) found = p;
-        }
-        if (found == nullptr) {
-          invalid(i, absl::StrCat("dry_run.victims: pod ", victim, " is not on node ", node->name()));
-          known = false;
-          break;
-        }
-        what_if.dry_run.victims.push_back(std::move(found));
+    std::string invalid;
+    if (!ParseWhatIf(w, *node, what_if, invalid)) {
+      if (invalid.empty()) continue;
+      DropInvalidWhatIf("what_if", i, invalid);
+      return;
+    }
+    if (w.has_then_gone()) {
+      auto then_gone = std::make_shared<Failure::GoneWhatIf>();
+      if (ParseGoneWhatIf(w.then_gone(), *node, *then_gone, invalid)) {
+        then_gone->objects_generation = snapshot.objects_generation();
+        what_if.then_gone = std::move(then_gone);
+      } else if (!invalid.empty()) {
+        DropInvalidWhatIf("what_if", i, absl::StrCat("then_gone.", invalid));
+        return;
       }
-      if (!known) return;
-      what_if.dry_run.num_pdb_violations = dry.num_pdb_violations();
-    } else if (rejected(dry.status())) {
-      what_if.dry_run.rejection = MakeSharedStatus(sdk::Status::FromProto(dry.status()));
-    } else {
-      continue;
     }
     chain.nodes.emplace(w.node_id(), std::move(what_if));
   }
   if (!chain.nodes.empty()) failure.chain = std::move(chain);
+}
+
+bool KeptFailures::ParseGoneWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node,
+                                   Failure::GoneWhatIf& out, std::string& invalid) {
+  // The node once the gone pods left it: each of them must be there now.
+  out.node = node.shared_node();
+  out.remaining = node.pods();
+  if (w.gone_size() == 0) {
+    invalid = "gone: empty";
+    return false;
+  }
+  for (const std::string& uid : w.gone()) {
+    auto at = std::find_if(out.remaining.begin(), out.remaining.end(),
+                           [&](const sdk::PodInfoPtr& p) { return p->uid() == uid; });
+    if (at == out.remaining.end()) {
+      invalid = absl::StrCat("gone: pod ", uid, " is not on node ", node.name());
+      return false;
+    }
+    out.remaining.erase(at);
+  }
+  if (!w.has_dry_run()) {
+    // Only a verdict: a node left with no candidate.
+    if (w.filter().code() != v1::Status::UNSCHEDULABLE &&
+        w.filter().code() != v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE) {
+      return false;
+    }
+    out.what_if.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
+    out.no_candidate = true;
+    std::sort(out.remaining.begin(), out.remaining.end());
+    return true;
+  }
+  if (!ParseWhatIf(w, node, out.what_if, invalid)) return false;
+  // Victims of the node once they left: none of the gone pods.
+  for (const sdk::PodInfoPtr& victim : out.what_if.dry_run.victims) {
+    if (std::find(out.remaining.begin(), out.remaining.end(), victim) == out.remaining.end()) {
+      invalid = absl::StrCat("dry_run.victims: pod ", victim->uid(), " is gone");
+      return false;
+    }
+  }
+  std::sort(out.remaining.begin(), out.remaining.end());
+  return true;
+}
+
+void KeptFailures::TakeGoneWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
+                                   const Snapshot& snapshot, uint64_t generation) {
+  // Bounded: entries no change ever matched are dropped with the rest.
+  constexpr size_t kMaxGone = 256;
+  if (failure.gone.size() > kMaxGone) failure.gone.clear();
+  absl::flat_hash_set<uint32_t> answered;
+  for (int i = 0; i < answer.what_if_gone_size(); ++i) {
+    const v1::WhatIfNominated& w = answer.what_if_gone(i);
+    const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
+    if (node == nullptr || !failure.statuses.contains(w.node_id()) || !answered.insert(w.node_id()).second) {
+      DropInvalidWhatIf("what_if_gone", i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
+      return;
+    }
+    Failure::GoneWhatIf entry;
+    std::string invalid;
+    if (!ParseGoneWhatIf(w, *node, entry, invalid)) {
+      if (invalid.empty()) continue;
+      DropInvalidWhatIf("what_if_gone", i, invalid);
+      return;
+    }
+    entry.generation = generation;
+    entry.objects_generation = snapshot.objects_generation();
+    failure.gone.insert_or_assign(w.node_id(), std::move(entry));
+  }
+}
+
+void KeptFailures::ResolveGone(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot) {
+  if (failure.gone.empty() || failure.dirty.empty()) return;
+  // Nodes whose nominations changed since a generation, per generation asked.
+  absl::flat_hash_map<uint64_t, std::optional<absl::flat_hash_set<std::string>>> renominated;
+  std::vector<sdk::PodInfoPtr> now;
+  for (auto it = failure.dirty.begin(); it != failure.dirty.end();) {
+    const uint32_t id = *it;
+    auto entry = failure.gone.find(id);
+    const sdk::NodeInfo* node = snapshot.GetById(id);
+    if (entry == failure.gone.end() || node == nullptr || node->shared_node() != entry->second.node ||
+        node->pods().size() != entry->second.remaining.size() ||
+        entry->second.objects_generation != snapshot.objects_generation()) {
+      ++it;
+      continue;
+    }
+    now = node->pods();
+    std::sort(now.begin(), now.end());
+    if (now != entry->second.remaining) {
+      ++it;
+      continue;
+    }
+    // Answered as no candidate: so it must be for this pod (a pod of lower
+    // priority there would be a potential victim).
+    if (entry->second.no_candidate &&
+        std::any_of(now.begin(), now.end(),
+                    [&](const sdk::PodInfoPtr& p) { return p->pod->priority() < pod.priority(); })) {
+      ++it;
+      continue;
+    }
+    auto [changed, inserted] = renominated.try_emplace(entry->second.generation);
+    if (inserted) {
+      changed->second.emplace();
+      if (!fw.NominationChangesSince(entry->second.generation, pod.priority(),
+                                     [&](std::string_view name) { changed->second->emplace(name); })) {
+        changed->second.reset();  // The log no longer reaches back to it.
+      }
+    }
+    if (!changed->second || changed->second->contains(node->name())) {
+      ++it;
+      continue;
+    }
+    // The node as the narrowed cycle would find it, and its dry run as
+    // PostFilter would ask it.
+    SetStatus(failure, id, Intern(failure, entry->second.what_if.status));
+    if (entry->second.no_candidate) {
+      failure.dry_runs->nodes.erase(id);
+    } else {
+      failure.dry_runs->nodes[id] = std::move(entry->second.what_if.dry_run);
+    }
+    failure.gone.erase(entry);
+    failure.dirty.erase(it++);
+    ++what_if_gone_nodes_;
+  }
 }
 
 bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot) {
@@ -253,6 +400,12 @@ bool KeptFailures::ServeFromWhatIf(Framework& fw, Failure& failure, const v1::Po
   // PostFilter would have asked it.
   SetStatus(failure, node->id(), Intern(failure, it->second.status));
   failure.dry_runs->nodes[node->id()] = std::move(it->second.dry_run);
+  // Its victims' deletions come next: the node after them, with this pod
+  // nominated there (the nominations as of now).
+  if (it->second.then_gone != nullptr) {
+    it->second.then_gone->generation = *now;
+    failure.gone.insert_or_assign(node->id(), std::move(*it->second.then_gone));
+  }
   chain.nodes.erase(it);
   chain.last_uid = pod.meta().uid();
   chain.generation = *now;

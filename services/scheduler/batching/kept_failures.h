@@ -40,6 +40,20 @@
 // neither pod had a nomination of its own. Each what-if stands for one
 // nomination and is used once; anything else and the pod asks as before.
 //
+// What-ifs of pods gone (protocol version 8). The same request also asks,
+// for each node whose preemption's victims are still there, the pod's
+// verdict and dry run once those victims have left the node
+// (PreemptionDryRunRequest.what_if_gone), and for each predicted pick, the
+// node once the victims a pod nominated there would take have left, that pod
+// still nominated (WhatIfNominated.then_gone: it joins the others when a pod
+// is served from that pick). A node changed since (the victims' deletions)
+// takes one instead of a request when it is now exactly the node as asked
+// without them: the same node object and the same pod objects (by identity:
+// an update is a new object), no nomination on it changed since, and the
+// PDBs did not change (ResolveGone). The node is then clean; the pod is
+// served from the what-ifs above when nothing else changed, and otherwise
+// asks for fewer nodes.
+//
 // Not thread-safe: the scheduling thread owns it.
 #pragma once
 
@@ -101,6 +115,8 @@ class KeptFailures {
       : max_age_(max_age), clock_(clock), what_if_nodes_(what_if_nodes) {}
   // Pods served with no request, from the what-ifs of an earlier pod's.
   uint64_t what_if_hits() const { return what_if_hits_; }
+  // Changed nodes that took a what-if of pods gone instead of a request.
+  uint64_t what_if_gone_nodes() const { return what_if_gone_nodes_; }
 
   // Nodes whose verdicts may have changed (Snapshot::last_update_changed).
   void NodesChanged(const std::vector<uint32_t>& ids);
@@ -165,9 +181,14 @@ class KeptFailures {
     // signature's pods on nodes where one more of them would be nominated,
     // from the last narrowed cycle, valid while the only change since is
     // `last_uid`'s nomination to one of their nodes (ServeFromWhatIf).
+    struct GoneWhatIf;
     struct WhatIf {
       SharedStatus status;
       KeptDryRun dry_run;
+      // The node once dry_run's victims have left it, the pod still
+      // nominated there (WhatIfNominated.then_gone): a chain's what-if hands
+      // it to `gone` when a pod is served from it.
+      std::shared_ptr<GoneWhatIf> then_gone;
     };
     struct Chain {
       std::string last_uid;  // The pod served last.
@@ -175,7 +196,38 @@ class KeptFailures {
       absl::flat_hash_map<uint32_t, WhatIf> nodes;  // Each used once, then erased.
     };
     std::optional<Chain> chain;
+    // What-ifs of pods gone, by node: the node as asked (its object, and
+    // its pods once the gone ones left, sorted by address), valid while
+    // nothing on it but their leaving changed since `generation` (of the
+    // nominations) and the PDBs are those of `objects_generation`.
+    struct GoneWhatIf {
+      WhatIf what_if;
+      // No potential victim is left: the verdict only, and no kept dry run
+      // (PostFilter skips a node with no lower-priority pod).
+      bool no_candidate = false;
+      std::shared_ptr<const v1::Node> node;
+      std::vector<sdk::PodInfoPtr> remaining;
+      uint64_t generation = 0;
+      uint64_t objects_generation = 0;
+    };
+    absl::flat_hash_map<uint32_t, GoneWhatIf> gone;
   };
+  // One what-if answer as a narrowed cycle would have kept it: true when
+  // `out` holds a rejection and a dry run; false to leave the node to a
+  // request. `invalid` says why when the answer names a pod not on the node.
+  static bool ParseWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node, Failure::WhatIf& out,
+                          std::string& invalid);
+  // The same for a what-if of pods gone (w.gone), into `out` (its node and
+  // the pods left); `out.generation` and `out.objects_generation` are the
+  // caller's to set.
+  static bool ParseGoneWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node, Failure::GoneWhatIf& out,
+                              std::string& invalid);
+  // Takes the what-ifs of pods gone of a narrowed cycle's answer into failure.gone.
+  static void TakeGoneWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
+                              const Snapshot& snapshot, uint64_t generation);
+  // Cleans the changed nodes that are exactly as a what-if of pods gone
+  // foresaw them, with its verdict and dry run.
+  void ResolveGone(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot);
   // Takes the what-ifs of a narrowed cycle's answer into failure.chain.
   static void TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer, const Snapshot& snapshot,
                           const std::string& uid, uint64_t generation);
@@ -199,6 +251,7 @@ class KeptFailures {
   Clock& clock_;
   uint32_t what_if_nodes_ = 0;
   uint64_t what_if_hits_ = 0;
+  uint64_t what_if_gone_nodes_ = 0;
   absl::flat_hash_map<const Framework*, Failures> profiles_;
 };
 

@@ -747,9 +747,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       // A narrowed cycle (batching/ re-evaluating a kept failure's changed
       // nodes) carries the dry run of those nodes.
       const bool what_if = scoped && scope.what_if_from != nullptr && plan.process->AnswersPreemptionWhatIf();
-      auto predicted = scoped ? post_filters_.front()->PredictDryRunOn(pod, cycle_id, *scope.node_ids,
-                                                                        what_if ? scope.what_if_from : nullptr,
-                                                                        what_if ? scope.what_if_nodes : 0)
+      auto predicted = scoped ? post_filters_.front()->PredictDryRunOn(
+                                    pod, cycle_id, *scope.node_ids, what_if ? scope.what_if_from : nullptr,
+                                    what_if ? scope.what_if_nodes : 0,
+                                    what_if && plan.process->AnswersPreemptionWhatIfGone())
                               : post_filters_.front()->PredictDryRun(pod, cycle_id);
       if (predicted) {
         *request.mutable_preemption_dry_run() = std::move(*predicted);

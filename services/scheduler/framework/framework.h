@@ -384,11 +384,14 @@ class PostFilterPlugin {
   // for a cycle narrowed to them (CycleScope::predict_dry_run), or nullopt.
   // With `what_if_from` (CycleScope::what_if_from), also what-ifs
   // (PreemptionDryRunRequest.what_if) for `node_ids` and for the likely picks
-  // of the next `what_if_nodes` candidate walks.
+  // of the next `what_if_nodes` candidate walks; and with `what_if_gone`
+  // (protocol version 8), what-ifs of pods gone
+  // (PreemptionDryRunRequest.what_if_gone) for the nodes whose preemption is
+  // in flight with victims still there.
   virtual std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
                                                                      const std::vector<uint32_t>& node_ids,
                                                                      const KeptDryRuns* what_if_from,
-                                                                     uint32_t what_if_nodes) {
+                                                                     uint32_t what_if_nodes, bool what_if_gone) {
     return std::nullopt;
   }
 };

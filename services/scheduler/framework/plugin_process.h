@@ -64,6 +64,8 @@ class PluginProcess {
   virtual bool AnswersNominatedChecks() const { return false; }
   // PreemptionDryRunRequest.what_if (protocol version 7).
   virtual bool AnswersPreemptionWhatIf() const { return false; }
+  // PreemptionDryRunRequest.what_if_gone (protocol version 8).
+  virtual bool AnswersPreemptionWhatIfGone() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

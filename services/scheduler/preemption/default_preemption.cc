@@ -312,7 +312,7 @@ std::vector<sdk::PodInfoPtr> DefaultPreemption::LowerPriorityPods(
 
 std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
     const v1::Pod& pod, uint64_t cycle_id, const std::vector<uint32_t>& node_ids, const KeptDryRuns* what_if_from,
-    uint32_t what_if_nodes) {
+    uint32_t what_if_nodes, bool what_if_gone) {
   dirty_prediction_.reset();
   const std::string& uid = pod.meta().uid();
   // As PredictDryRun: only for a pod PostFilter would take to a dry run.
@@ -434,9 +434,68 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       const sdk::NodeInfo* node = snapshot_.GetById(id);
       if (node == nullptr) continue;
       std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
-      if (!lower.empty()) add(*node, OrderPotentialVictims(std::move(lower), pdbs));
+      if (lower.empty()) continue;
+      add(*node, OrderPotentialVictims(std::move(lower), pdbs));
+      // A pod nominated to a pick takes its kept victims: with what-ifs of
+      // pods gone, also ask the node once they have left.
+      if (!what_if_gone) continue;
+      auto kept = what_if_from->nodes.find(id);
+      if (kept == what_if_from->nodes.end() || kept->second.rejection != nullptr) continue;
+      v1::PreemptionDryRunRequest::Candidate& c = *request->mutable_what_if(request->what_if_size() - 1);
+      for (const sdk::PodInfoPtr& v : kept->second.victims) c.add_gone(v->uid());
     }
     request->set_what_if_copy_uid(absl::StrCat(uid, "/what-if"));
+  }
+  if (what_if_from != nullptr && what_if_gone) {
+    // The nodes of this plugin's preemptions whose victims the snapshot still
+    // holds, once those have left: their deletions change those nodes, and
+    // the next pods of the signature find them so (batching/kept_failures.h,
+    // "What-ifs of pods gone"). A node with no lower-priority pod left is no
+    // candidate then: only its verdict is asked. A preemption is forgotten once none
+    // of its victims is here, or once it failed (neither in flight nor its
+    // preemptor nominated).
+    constexpr size_t kMaxGone = 64;
+    for (auto entry = evicting_.begin(); entry != evicting_.end();) {
+      const sdk::NodeInfo* node = snapshot_.Get(entry->first);
+      std::vector<std::string> here;
+      std::vector<Evicting>& preemptions = entry->second;
+      for (auto e = preemptions.begin(); e != preemptions.end();) {
+        const size_t before = here.size();
+        if (node != nullptr) {
+          for (const std::string& victim : e->victims) {
+            if (node->FindPod(victim) != nullptr) here.push_back(victim);
+          }
+        }
+        const bool failed = !controller_.InFlight(e->preemptor_uid) &&
+                            controller_.nominator().NominatedNode(e->preemptor_uid).empty();
+        if (here.size() == before || failed) {
+          here.resize(before);
+          e = preemptions.erase(e);
+        } else {
+          ++e;
+        }
+      }
+      if (preemptions.empty()) {
+        evicting_.erase(entry++);
+        continue;
+      }
+      ++entry;
+      if (static_cast<size_t>(request->what_if_gone_size()) >= kMaxGone) continue;
+      std::sort(here.begin(), here.end());
+      here.erase(std::unique(here.begin(), here.end()), here.end());
+      std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
+      lower.erase(std::remove_if(lower.begin(), lower.end(),
+                                 [&](const sdk::PodInfoPtr& p) {
+                                   return std::binary_search(here.begin(), here.end(), p->uid());
+                                 }),
+                  lower.end());
+      const PotentialVictims ordered = OrderPotentialVictims(std::move(lower), pdbs);
+      v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if_gone();
+      c->set_node_id(node->id());
+      for (const sdk::PodInfoPtr& v : ordered.pods) c->add_potential_victims(v->uid());
+      c->set_num_pdb_violating(static_cast<uint32_t>(ordered.num_pdb_violating));
+      for (std::string& uid_gone : here) c->add_gone(std::move(uid_gone));
+    }
   }
   return request;
 }
@@ -809,6 +868,13 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   std::stable_sort(best.victims.begin(), best.victims.end(),
                    [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });
   std::vector<sdk::PodInfoPtr> lower_nominated = nominator.LowerPriorityNominated(pod, best.node_name);
+  if (!resize) {
+    constexpr size_t kMaxEvictingNodes = 1024;  // Bounds what failed preemptions leave.
+    if (evicting_.size() >= kMaxEvictingNodes) evicting_.clear();
+    Evicting& e = evicting_[best.node_name].emplace_back(Evicting{pod.meta().uid(), {}});
+    for (const sdk::PodInfoPtr& v : best.victims) e.victims.push_back(v->uid());
+    std::sort(e.victims.begin(), e.victims.end());
+  }
   // A resizing pod is already counted on its node with its new requests: no nomination.
   if (!resize) nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
 

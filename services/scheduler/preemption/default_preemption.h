@@ -191,7 +191,7 @@ class DefaultPreemption final : public PostFilterPlugin {
   std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
                                                              const std::vector<uint32_t>& node_ids,
                                                              const KeptDryRuns* what_if_from,
-                                                             uint32_t what_if_nodes) override;
+                                                             uint32_t what_if_nodes, bool what_if_gone) override;
 
  private:
   using Pdbs = std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>;
@@ -240,6 +240,16 @@ class DefaultPreemption final : public PostFilterPlugin {
   // A walk's random offset over n potential nodes: the next one drawn
   // ahead, else a fresh draw.
   uint32_t NextOffset(uint32_t n);
+
+  // This plugin's preemptions whose victims the snapshot may still hold, by
+  // node: what the what-ifs of pods gone ask for (PredictDryRunOn). Kept
+  // here, on the scheduling thread, because the controller forgets a victim
+  // as soon as its deletion event is seen, before the next snapshot shows it.
+  struct Evicting {
+    std::string preemptor_uid;
+    std::vector<std::string> victims;  // Sorted uids.
+  };
+  absl::flat_hash_map<std::string, std::vector<Evicting>> evicting_;
 
   // The best candidate (into `candidates`: none when no node is one),
   // walking `potential` from `offset` in kube-scheduler's order until its

@@ -6,6 +6,7 @@
 // for the profile), and every step must end the same: the same node or the
 // same nominated node and victims, and the same FailedScheduling message.
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <set>
@@ -69,6 +70,7 @@ class FitProcess : public PluginProcess {
   bool MirrorsNominatedPods() const override { return true; }
   bool RunsDryRunsInCycles() const override { return dry_runs_in_cycles_; }
   bool AnswersPreemptionWhatIf() const override { return what_ifs; }
+  bool AnswersPreemptionWhatIfGone() const override { return what_ifs_gone; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
   void CountIgnoredFailure() override {}
@@ -124,6 +126,9 @@ class FitProcess : public PluginProcess {
 
   // Answers PreemptionDryRunRequest.what_if (protocol version 7).
   bool what_ifs = false;
+  // Answers what_if_gone and what_if's then_gone (protocol version 8).
+  bool what_ifs_gone = false;
+  int gone_answered = 0;
   // The node names of each dry-run request, in order.
   std::vector<std::set<std::string>> dry_run_requests;
   int what_ifs_answered = 0;
@@ -176,7 +181,43 @@ class FitProcess : public PluginProcess {
       }
       *w->mutable_filter() = Rejection("Insufficient cpu");
       Evaluate(c, *node, free, want, r.no_reprieve(), *w->mutable_dry_run());
+      if (!what_ifs_gone || c.gone_size() == 0) continue;
+      // Then the pods in `gone` gone, the copy still nominated.
+      v1::PreemptionDryRunRequest::Candidate after;
+      after.set_node_id(c.node_id());
+      *after.mutable_gone() = c.gone();
+      const std::set<std::string> gone(c.gone().begin(), c.gone().end());
+      for (int v = 0; v < c.potential_victims_size(); ++v) {
+        if (gone.count(c.potential_victims(v)) > 0) continue;
+        after.add_potential_victims(c.potential_victims(v));
+        if (static_cast<uint32_t>(v) < c.num_pdb_violating()) after.set_num_pdb_violating(after.num_pdb_violating() + 1);
+      }
+      AnswerGone(after, *node, free, want, *w->mutable_then_gone());
     }
+    if (!what_ifs_gone) return;
+    for (const auto& c : r.what_if_gone()) {
+      AnswerGone(c, *snapshot_.GetById(c.node_id()), Free(pod, *snapshot_.GetById(c.node_id())), want,
+                 *out.add_what_if_gone());
+    }
+  }
+
+  // A node once the pods in c.gone have left it, from `free` CPU before.
+  void AnswerGone(const v1::PreemptionDryRunRequest::Candidate& c, const sdk::NodeInfo& node, int64_t free,
+                  int64_t want, v1::WhatIfNominated& w) {
+    ++gone_answered;
+    w.set_node_id(c.node_id());
+    for (const auto& uid : c.gone()) {
+      w.add_gone(uid);
+      for (const sdk::PodInfoPtr& p : node.pods()) {
+        if (p->uid() == uid) free += Cpu(*p->pod);
+      }
+    }
+    if (free >= want) {
+      w.mutable_filter()->set_code(v1::Status::SUCCESS);
+      return;
+    }
+    *w.mutable_filter() = Rejection("Insufficient cpu");
+    if (c.potential_victims_size() > 0) Evaluate(c, node, free, want, /*no_reprieve=*/false, *w.mutable_dry_run());
   }
 
   // SelectVictimsOnNode from `free` CPU: the PDB violations (-1: no fit).
@@ -493,6 +534,50 @@ std::vector<Step> RunBurstScript(World& w) {
   return steps;
 }
 
+// Preemptors one after another as the API lags behind: after each step the
+// oldest pending victim is deleted (so a node is seen with some of its
+// preemption's victims gone, and the next step with all of them) once more
+// than `lag` are pending, and every fifth step the preemptors whose victims
+// are all gone are bound; a node grows mid-way, and twice the newest
+// preemptor's nomination is cleared (its victims still go). So the next
+// preemptor often finds nodes whose only change is an earlier preemption's
+// victims gone (what-ifs of pods gone, protocol version 8), and sometimes a
+// node on its way there, or whose nominations changed too.
+std::vector<Step> RunLaggingScript(World& w, size_t lag) {
+  std::vector<Step> steps;
+  std::deque<std::pair<v1::Pod, Step>> evicting, evicted;
+  std::deque<std::string> pending;  // Victims not yet deleted, oldest first.
+  for (int i = 0; i < 36; ++i) {
+    if (i == 17) w.cache_.AddOrUpdateNode(World::Node(7, 8000));
+    if ((i == 12 || i == 26) && !evicting.empty()) {
+      w.controller_.ClearNomination(evicting.back().first);
+      evicting.pop_back();
+    }
+    const v1::Pod pod = World::Pod(absl::StrCat("preemptor-", i), 1000, 2000);
+    Step step = w.Schedule(pod);
+    if (!step.nominated.empty()) {
+      evicting.emplace_back(pod, step);
+      pending.insert(pending.end(), step.victims.begin(), step.victims.end());
+    }
+    steps.push_back(step);
+    if (i % 5 == 4) {
+      for (const auto& [bound, its] : evicted) w.Bind(bound, its.nominated);
+      evicted.clear();
+    }
+    if (pending.size() > lag) {
+      if (w.cache_.GetPod(pending.front()) != nullptr) w.Delete(pending.front());
+      pending.pop_front();
+    }
+    while (!evicting.empty() && std::none_of(evicting.front().second.victims.begin(),
+                                             evicting.front().second.victims.end(),
+                                             [&](const std::string& uid) { return w.cache_.GetPod(uid) != nullptr; })) {
+      evicted.push_back(std::move(evicting.front()));
+      evicting.pop_front();
+    }
+  }
+  return steps;
+}
+
 // The burst in each world: with what-ifs and with requests only, every step
 // must decide as with no caches. Returns the what-ifs world's steps.
 std::vector<Step> RunBurstsAlike(World& what_if, World& asked, World& off) {
@@ -530,6 +615,49 @@ TEST(KeptVerdictsTest, WhatIfsDecideAsRequestsAndAsNoCaches) {
       EXPECT_GE(hits, 6u);
       EXPECT_EQ(what_if.host_.cycles + static_cast<int>(hits), asked.host_.cycles);
     }
+  }
+}
+
+// What-ifs of pods gone (plugin protocol version 8): with the API lagging,
+// nodes change between preemptors by an earlier preemption's victims
+// leaving. Those nodes take the verdicts asked ahead instead of a request,
+// and every step decides as with what-ifs of protocol version 7 only, as
+// with requests only, and as with no caches.
+TEST(KeptVerdictsTest, WhatIfsOfPodsGoneDecideAsNoCaches) {
+  for (int nodes : {24, 6}) {
+  for (int min_candidates : {4, 100}) {
+    for (bool ordered : {false, true}) {
+     for (size_t lag : {2u, 5u}) {
+      SCOPED_TRACE(absl::StrCat(nodes, " nodes, ", min_candidates, " candidates, ordered ", ordered, ", lag ", lag));
+      World gone(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
+                 /*what_if_nodes=*/8, nodes, ordered);
+      gone.host_.what_ifs_gone = true;
+      World what_if(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
+                    /*what_if_nodes=*/8, nodes, ordered);
+      World asked(/*caches=*/true, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
+      World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, min_candidates, false, true, 0, nodes, ordered);
+      const std::vector<Step> a = RunLaggingScript(gone, lag);
+      const std::vector<Step> b = RunLaggingScript(what_if, lag);
+      const std::vector<Step> c = RunLaggingScript(asked, lag);
+      const std::vector<Step> d = RunLaggingScript(off, lag);
+      ASSERT_EQ(a.size(), d.size());
+      for (size_t i = 0; i < d.size(); ++i) {
+        EXPECT_EQ(a[i], d[i]) << "what-ifs of pods gone, step " << i;
+        EXPECT_EQ(b[i], d[i]) << "what-ifs, step " << i;
+        EXPECT_EQ(c[i], d[i]) << "requests only, step " << i;
+      }
+      EXPECT_TRUE(std::any_of(d.begin(), d.end(), [](const Step& s) { return !s.victims.empty(); }));
+      EXPECT_TRUE(std::any_of(d.begin(), d.end(), [](const Step& s) { return !s.bound.empty(); }));
+      EXPECT_GT(gone.host_.gone_answered, 0);
+      EXPECT_EQ(what_if.host_.gone_answered, 0);
+      // Nodes took them, and fewer requests went out than without them.
+      EXPECT_GT(gone.stats().preemption_what_if_gone_nodes, 0u);
+      EXPECT_EQ(what_if.stats().preemption_what_if_gone_nodes, 0u);
+      EXPECT_LT(gone.host_.cycles, what_if.host_.cycles);
+      EXPECT_GT(gone.stats().preemption_what_if_hits, what_if.stats().preemption_what_if_hits);
+     }
+    }
+  }
   }
 }
 

@@ -16,7 +16,7 @@ constexpr size_t kLatencyWindow = 4096;
 // process answers the one it picked). 2 adds CycleResponse.status_table, which
 // the framework decodes whichever version a process speaks; 3 what-if verdicts.
 constexpr uint32_t kOldestPluginProtocol = 1;
-constexpr uint32_t kPluginProtocol = 7;
+constexpr uint32_t kPluginProtocol = 8;
 
 bool SpeaksPluginProtocol(const v1::Registration& reg) {
   return reg.protocol_version() >= kOldestPluginProtocol && reg.protocol_version() <= kPluginProtocol;
@@ -455,6 +455,11 @@ bool GrpcPluginProcess::AnswersNominatedChecks() const {
 bool GrpcPluginProcess::AnswersPreemptionWhatIf() const {
   absl::MutexLock lock(&mu_);
   return registration_.protocol_version() >= 7;
+}
+
+bool GrpcPluginProcess::AnswersPreemptionWhatIfGone() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 8;
 }
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,

@@ -113,6 +113,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool AnswersLaterLookaheads() const override;
   bool AnswersNominatedChecks() const override;
   bool AnswersPreemptionWhatIf() const override;
+  bool AnswersPreemptionWhatIfGone() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;

@@ -343,6 +343,7 @@ grpc::Status AdminService::GetStatus(grpc::ServerContext* ctx,
   b->set_nominated_checks_sent(batch.nominated_checks_sent);
   b->set_nominated_check_hits(batch.nominated_check_hits);
   b->set_preemption_what_if_hits(batch.preemption_what_if_hits);
+  b->set_preemption_what_if_gone_nodes(batch.preemption_what_if_gone_nodes);
   for (const auto& [result, n] : batch.by_outcome) (*b->mutable_pods_by_result())[result] = n;
   for (const auto& [reason, n] : batch.unsignable_reasons) (*b->mutable_unsignable_reasons())[reason] = n;
   if (response->paused()) {
