@@ -92,6 +92,14 @@ class NodeDryRun {
   Outcome broken_;
 };
 
+// The pod with that uid on the node, or null.
+PodInfoPtr PodOn(const NodeInfo& node, const std::string& uid) {
+  for (const PodInfoPtr& p : node.pods()) {
+    if (p->uid() == uid) return p;
+  }
+  return nullptr;
+}
+
 void WriteOutcome(const Outcome& o, v1::Status* out) {
   if (o.plugin == nullptr) {
     out->set_code(v1::Status::SUCCESS);
@@ -161,18 +169,12 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     // (KEP-5836), on its own node: what it holds now leaves the node first; it
     // is then evaluated with its spec's (resized) requests, never a victim.
     if (!pod.pod->node_name().empty() && pod.pod->node_name() == node.name()) {
-      PodInfoPtr itself;
-      for (const PodInfoPtr& p : node.pods()) {
-        if (p->uid() == pod.uid()) itself = p;
-      }
+      const PodInfoPtr itself = PodOn(node, pod.uid());
       if (itself != nullptr) failed = run.Remove(*state, node, *itself);
     }
     for (int v = 0; v < candidate.potential_victims_size(); ++v) {
       const std::string& uid = candidate.potential_victims(v);
-      PodInfoPtr victim;
-      for (const PodInfoPtr& p : node.pods()) {
-        if (p->uid() == uid) victim = p;
-      }
+      const PodInfoPtr victim = PodOn(node, uid);
       if (victim == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c,
                                                        "].potential_victims[", v, "]: pod ", uid,
@@ -236,10 +238,7 @@ absl::Status RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, const Mir
     Outcome failed;
     for (int g = 0; g < candidate.gone_size(); ++g) {
       const std::string& uid = candidate.gone(g);
-      PodInfoPtr leaving;
-      for (const PodInfoPtr& p : node.pods()) {
-        if (p->uid() == uid) leaving = p;
-      }
+      const PodInfoPtr leaving = PodOn(node, uid);
       if (leaving == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat("preemption_dry_run.", field, "[", c, "].gone[", g,
                                                        "]: pod ", uid, " is not on node ", node.name()));

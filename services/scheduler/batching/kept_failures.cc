@@ -221,38 +221,54 @@ void DropInvalidWhatIf(const char* field, int i, const std::string& what) {
              {"field", absl::StrCat("preemption_dry_run.", field, "[", i, "]")}, {"error", what});
 }
 
+// Visits each entry of a what-if list with its node: `take(w, node, invalid)`
+// keeps it (true), leaves the node to a request (false), or says why it is
+// invalid. An entry naming an unknown node or one answered before, or an
+// invalid one, ends the visit with false: nothing of that list is used.
+template <typename Take>
+bool ForEachWhatIf(const google::protobuf::RepeatedPtrField<v1::WhatIfNominated>& list, const char* field,
+                   const absl::flat_hash_map<uint32_t, SharedStatus>& statuses, const Snapshot& snapshot,
+                   Take take) {
+  absl::flat_hash_set<uint32_t> answered;
+  for (int i = 0; i < list.size(); ++i) {
+    const v1::WhatIfNominated& w = list.Get(i);
+    const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
+    if (node == nullptr || !statuses.contains(w.node_id()) || !answered.insert(w.node_id()).second) {
+      DropInvalidWhatIf(field, i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
+      return false;
+    }
+    std::string invalid;
+    if (!take(w, *node, invalid) && !invalid.empty()) {
+      DropInvalidWhatIf(field, i, invalid);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 void KeptFailures::TakeWhatIfs(Failure& failure, const v1::PreemptionDryRunResponse& answer,
                                const Snapshot& snapshot, const std::string& uid, uint64_t generation) {
   Failure::Chain chain{uid, generation, {}};
-  for (int i = 0; i < answer.what_if_size(); ++i) {
-    const v1::WhatIfNominated& w = answer.what_if(i);
-    const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
-    if (node == nullptr || !failure.statuses.contains(w.node_id()) || chain.nodes.contains(w.node_id())) {
-      DropInvalidWhatIf("what_if", i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
-      return;
-    }
-    Failure::WhatIf what_if;
-    std::string invalid;
-    if (!ParseWhatIf(w, *node, what_if, invalid)) {
-      if (invalid.empty()) continue;
-      DropInvalidWhatIf("what_if", i, invalid);
-      return;
-    }
-    if (w.has_then_gone()) {
-      auto then_gone = std::make_shared<Failure::GoneWhatIf>();
-      if (ParseGoneWhatIf(w.then_gone(), *node, *then_gone, invalid)) {
-        then_gone->objects_generation = snapshot.objects_generation();
-        what_if.then_gone = std::move(then_gone);
-      } else if (!invalid.empty()) {
-        DropInvalidWhatIf("what_if", i, absl::StrCat("then_gone.", invalid));
-        return;
-      }
-    }
-    chain.nodes.emplace(w.node_id(), std::move(what_if));
-  }
-  if (!chain.nodes.empty()) failure.chain = std::move(chain);
+  const bool valid = ForEachWhatIf(answer.what_if(), "what_if", failure.statuses, snapshot,
+                [&](const v1::WhatIfNominated& w, const sdk::NodeInfo& node, std::string& invalid) {
+                  Failure::WhatIf what_if;
+                  if (!ParseWhatIf(w, node, what_if, invalid)) return false;
+                  if (w.has_then_gone()) {
+                    auto then_gone = std::make_shared<Failure::GoneWhatIf>();
+                    if (ParseGoneWhatIf(w.then_gone(), node, *then_gone, invalid)) {
+                      then_gone->objects_generation = snapshot.objects_generation();
+                      what_if.then_gone = std::move(then_gone);
+                    } else if (!invalid.empty()) {
+                      invalid = absl::StrCat("then_gone.", invalid);
+                      return false;
+                    }
+                  }
+                  chain.nodes.emplace(w.node_id(), std::move(what_if));
+                  return true;
+                });
+  if (valid && !chain.nodes.empty()) failure.chain = std::move(chain);
 }
 
 bool KeptFailures::ParseGoneWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node,
@@ -301,25 +317,19 @@ void KeptFailures::TakeGoneWhatIfs(Failure& failure, const v1::PreemptionDryRunR
   // Bounded: entries no change ever matched are dropped with the rest.
   constexpr size_t kMaxGone = 256;
   if (failure.gone.size() > kMaxGone) failure.gone.clear();
-  absl::flat_hash_set<uint32_t> answered;
-  for (int i = 0; i < answer.what_if_gone_size(); ++i) {
-    const v1::WhatIfNominated& w = answer.what_if_gone(i);
-    const sdk::NodeInfo* node = snapshot.GetById(w.node_id());
-    if (node == nullptr || !failure.statuses.contains(w.node_id()) || !answered.insert(w.node_id()).second) {
-      DropInvalidWhatIf("what_if_gone", i, absl::StrCat("node_id ", w.node_id(), " is unknown or answered twice"));
-      return;
-    }
-    Failure::GoneWhatIf entry;
-    std::string invalid;
-    if (!ParseGoneWhatIf(w, *node, entry, invalid)) {
-      if (invalid.empty()) continue;
-      DropInvalidWhatIf("what_if_gone", i, invalid);
-      return;
-    }
-    entry.generation = generation;
-    entry.objects_generation = snapshot.objects_generation();
-    failure.gone.insert_or_assign(w.node_id(), std::move(entry));
-  }
+  std::vector<std::pair<uint32_t, Failure::GoneWhatIf>> taken;
+  const bool valid =
+      ForEachWhatIf(answer.what_if_gone(), "what_if_gone", failure.statuses, snapshot,
+                    [&](const v1::WhatIfNominated& w, const sdk::NodeInfo& node, std::string& invalid) {
+                      Failure::GoneWhatIf entry;
+                      if (!ParseGoneWhatIf(w, node, entry, invalid)) return false;
+                      entry.generation = generation;
+                      entry.objects_generation = snapshot.objects_generation();
+                      taken.emplace_back(w.node_id(), std::move(entry));
+                      return true;
+                    });
+  if (!valid) return;
+  for (auto& [id, entry] : taken) failure.gone.insert_or_assign(id, std::move(entry));
 }
 
 void KeptFailures::ResolveGone(Framework& fw, Failure& failure, const v1::Pod& pod, const Snapshot& snapshot) {

@@ -128,6 +128,9 @@ class FitProcess : public PluginProcess {
   bool what_ifs = false;
   // Answers what_if_gone and what_if's then_gone (protocol version 8).
   bool what_ifs_gone = false;
+  // Each what_if_gone answer names a pod that is not on its node (a plugin
+  // process's error): the scheduler must drop the list and ask instead.
+  bool bad_gone = false;
   int gone_answered = 0;
   // The node names of each dry-run request, in order.
   std::vector<std::set<std::string>> dry_run_requests;
@@ -196,8 +199,9 @@ class FitProcess : public PluginProcess {
     }
     if (!what_ifs_gone) return;
     for (const auto& c : r.what_if_gone()) {
-      AnswerGone(c, *snapshot_.GetById(c.node_id()), Free(pod, *snapshot_.GetById(c.node_id())), want,
-                 *out.add_what_if_gone());
+      v1::WhatIfNominated& w = *out.add_what_if_gone();
+      AnswerGone(c, *snapshot_.GetById(c.node_id()), Free(pod, *snapshot_.GetById(c.node_id())), want, w);
+      if (bad_gone) w.add_gone("uid-ghost");
     }
   }
 
@@ -659,6 +663,26 @@ TEST(KeptVerdictsTest, WhatIfsOfPodsGoneDecideAsNoCaches) {
     }
   }
   }
+}
+
+// A plugin process whose what-ifs of pods gone name a pod not on the node:
+// each such list is dropped (a warning naming the field), the nodes are
+// asked instead, and every step still decides as with no caches.
+TEST(KeptVerdictsTest, AnInvalidWhatIfOfPodsGoneIsDroppedAndTheNodeAsked) {
+  World bad(/*caches=*/true, /*dry_runs_in_cycles=*/true, 100, false, true, /*what_if_nodes=*/8, 24, false);
+  bad.host_.what_ifs_gone = true;
+  bad.host_.bad_gone = true;
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, 100, false, true, 0, 24, false);
+  const std::vector<Step> a = RunLaggingScript(bad, 2);
+  const std::vector<Step> d = RunLaggingScript(off, 2);
+  ASSERT_EQ(a.size(), d.size());
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(a[i], d[i]) << "step " << i;
+  EXPECT_GT(bad.host_.gone_answered, 0);
+  // Only then_gone (answered right) served nodes; the invalid lists none.
+  World good(/*caches=*/true, /*dry_runs_in_cycles=*/true, 100, false, true, /*what_if_nodes=*/8, 24, false);
+  good.host_.what_ifs_gone = true;
+  RunLaggingScript(good, 2);
+  EXPECT_LT(bad.stats().preemption_what_if_gone_nodes, good.stats().preemption_what_if_gone_nodes);
 }
 
 // Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
