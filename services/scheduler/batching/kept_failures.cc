@@ -133,11 +133,11 @@ KeptFailures::Outcome KeptFailures::Serve(Framework& fw, const std::string& key,
   if (generation) {
     failure.generation = snapshot_generation ? std::min(*generation, *snapshot_generation) : *generation;
     failure.own_node = std::move(own_node);
-    if (fresh.dry_run_answer != nullptr &&
-        (fresh.dry_run_answer->what_if_size() > 0 || fresh.dry_run_answer->what_if_gone_size() > 0) && failure.own_node.empty() &&
-        *failure.generation == *generation) {
-      TakeWhatIfs(failure, *fresh.dry_run_answer, snapshot, pod.meta().uid(), *generation);
-      TakeGoneWhatIfs(failure, *fresh.dry_run_answer, snapshot, *generation);
+    const v1::PreemptionDryRunResponse* what_ifs = fresh.dry_run_answer.get();
+    if (what_ifs != nullptr && (what_ifs->what_if_size() > 0 || what_ifs->what_if_gone_size() > 0) &&
+        failure.own_node.empty() && *failure.generation == *generation) {
+      TakeWhatIfs(failure, *what_ifs, snapshot, pod.meta().uid(), *generation);
+      TakeGoneWhatIfs(failure, *what_ifs, snapshot, *generation);
     }
   } else {
     failure.nominated = std::move(fingerprints);

@@ -451,9 +451,9 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
     // holds, once those have left: their deletions change those nodes, and
     // the next pods of the signature find them so (batching/kept_failures.h,
     // "What-ifs of pods gone"). A node with no lower-priority pod left is no
-    // candidate then: only its verdict is asked. A preemption is forgotten once none
-    // of its victims is here, or once it failed (neither in flight nor its
-    // preemptor nominated).
+    // candidate then: only its verdict is asked. A preemption is forgotten
+    // once none of its victims is here, or once it failed (neither in flight
+    // nor its preemptor nominated).
     constexpr size_t kMaxGone = 64;
     for (auto entry = evicting_.begin(); entry != evicting_.end();) {
       const sdk::NodeInfo* node = snapshot_.Get(entry->first);

@@ -193,7 +193,9 @@ class FitProcess : public PluginProcess {
       for (int v = 0; v < c.potential_victims_size(); ++v) {
         if (gone.count(c.potential_victims(v)) > 0) continue;
         after.add_potential_victims(c.potential_victims(v));
-        if (static_cast<uint32_t>(v) < c.num_pdb_violating()) after.set_num_pdb_violating(after.num_pdb_violating() + 1);
+        if (static_cast<uint32_t>(v) < c.num_pdb_violating()) {
+          after.set_num_pdb_violating(after.num_pdb_violating() + 1);
+        }
       }
       AnswerGone(after, *node, free, want, *w->mutable_then_gone());
     }
