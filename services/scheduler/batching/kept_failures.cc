@@ -12,6 +12,11 @@ namespace {
 // bounds the rankings).
 constexpr size_t kMaxFailuresPerProfile = 64;
 
+// A status a narrowed cycle keeps as a node's verdict.
+bool IsRejection(const v1::Status& s) {
+  return s.code() == v1::Status::UNSCHEDULABLE || s.code() == v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE;
+}
+
 }  // namespace
 
 void KeptFailures::NodesChanged(const std::vector<uint32_t>& ids) {
@@ -181,13 +186,10 @@ void KeptFailures::Diagnose(Failure& failure, const Snapshot& snapshot, uint64_t
 
 bool KeptFailures::ParseWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo& node, Failure::WhatIf& out,
                                std::string& invalid) {
-  auto rejected = [](const v1::Status& s) {
-    return s.code() == v1::Status::UNSCHEDULABLE || s.code() == v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE;
-  };
   // Only what a narrowed cycle would have kept: a rejection, then a dry
   // run that found victims or a reason. Anything else (the pod would fit,
   // an error) leaves the node to a request.
-  if (!rejected(w.filter())) return false;
+  if (!IsRejection(w.filter())) return false;
   const v1::NodeVictims& dry = w.dry_run();
   out.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
   if (dry.status().code() == v1::Status::SUCCESS) {
@@ -206,7 +208,7 @@ bool KeptFailures::ParseWhatIf(const v1::WhatIfNominated& w, const sdk::NodeInfo
     out.dry_run.num_pdb_violations = dry.num_pdb_violations();
     return true;
   }
-  if (!rejected(dry.status())) return false;
+  if (!IsRejection(dry.status())) return false;
   out.dry_run.rejection = MakeSharedStatus(sdk::Status::FromProto(dry.status()));
   return true;
 }
@@ -291,21 +293,17 @@ bool KeptFailures::ParseGoneWhatIf(const v1::WhatIfNominated& w, const sdk::Node
   }
   if (!w.has_dry_run()) {
     // Only a verdict: a node left with no candidate.
-    if (w.filter().code() != v1::Status::UNSCHEDULABLE &&
-        w.filter().code() != v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE) {
-      return false;
-    }
+    if (!IsRejection(w.filter())) return false;
     out.what_if.status = MakeSharedStatus(sdk::Status::FromProto(w.filter()));
     out.no_candidate = true;
-    std::sort(out.remaining.begin(), out.remaining.end());
-    return true;
-  }
-  if (!ParseWhatIf(w, node, out.what_if, invalid)) return false;
-  // Victims of the node once they left: none of the gone pods.
-  for (const sdk::PodInfoPtr& victim : out.what_if.dry_run.victims) {
-    if (std::find(out.remaining.begin(), out.remaining.end(), victim) == out.remaining.end()) {
-      invalid = absl::StrCat("dry_run.victims: pod ", victim->uid(), " is gone");
-      return false;
+  } else {
+    if (!ParseWhatIf(w, node, out.what_if, invalid)) return false;
+    // Victims of the node once they left: none of the gone pods.
+    for (const sdk::PodInfoPtr& victim : out.what_if.dry_run.victims) {
+      if (std::find(out.remaining.begin(), out.remaining.end(), victim) == out.remaining.end()) {
+        invalid = absl::StrCat("dry_run.victims: pod ", victim->uid(), " is gone");
+        return false;
+      }
     }
   }
   std::sort(out.remaining.begin(), out.remaining.end());

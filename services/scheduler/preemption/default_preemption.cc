@@ -423,25 +423,21 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
         if (best.size() < max_predicted && predicted.insert(id).second) best.push_back(id);
       }
     }
-    auto add = [&](const sdk::NodeInfo& node, const PotentialVictims& victims) {
-      v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if();
-      c->set_node_id(node.id());
-      for (const sdk::PodInfoPtr& v : victims.pods) c->add_potential_victims(v->uid());
-      c->set_num_pdb_violating(static_cast<uint32_t>(victims.num_pdb_violating));
-    };
-    for (const DryRunNode& changed_node : chunk) add(*changed_node.node, changed_node.potential);
+    for (const DryRunNode& changed_node : chunk) {
+      SetCandidate(*changed_node.node, changed_node.potential, *request->add_what_if());
+    }
     for (uint32_t id : best) {
       const sdk::NodeInfo* node = snapshot_.GetById(id);
       if (node == nullptr) continue;
       std::vector<sdk::PodInfoPtr> lower = LowerPriorityPods(pod, *node, assumed);
       if (lower.empty()) continue;
-      add(*node, OrderPotentialVictims(std::move(lower), pdbs));
+      v1::PreemptionDryRunRequest::Candidate& c = *request->add_what_if();
+      SetCandidate(*node, OrderPotentialVictims(std::move(lower), pdbs), c);
       // A pod nominated to a pick takes its kept victims: with what-ifs of
       // pods gone, also ask the node once they have left.
       if (!what_if_gone) continue;
       auto kept = what_if_from->nodes.find(id);
       if (kept == what_if_from->nodes.end() || kept->second.rejection != nullptr) continue;
-      v1::PreemptionDryRunRequest::Candidate& c = *request->mutable_what_if(request->what_if_size() - 1);
       for (const sdk::PodInfoPtr& v : kept->second.victims) c.add_gone(v->uid());
     }
     request->set_what_if_copy_uid(absl::StrCat(uid, "/what-if"));
@@ -460,20 +456,20 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       std::vector<std::string> here;
       std::vector<Evicting>& preemptions = entry->second;
       for (auto e = preemptions.begin(); e != preemptions.end();) {
-        const size_t before = here.size();
+        std::vector<std::string> present;
         if (node != nullptr) {
           for (const std::string& victim : e->victims) {
-            if (node->FindPod(victim) != nullptr) here.push_back(victim);
+            if (node->FindPod(victim) != nullptr) present.push_back(victim);
           }
         }
         const bool failed = !controller_.InFlight(e->preemptor_uid) &&
                             controller_.nominator().NominatedNode(e->preemptor_uid).empty();
-        if (here.size() == before || failed) {
-          here.resize(before);
+        if (present.empty() || failed) {
           e = preemptions.erase(e);
-        } else {
-          ++e;
+          continue;
         }
+        here.insert(here.end(), present.begin(), present.end());
+        ++e;
       }
       if (preemptions.empty()) {
         evicting_.erase(entry++);
@@ -489,12 +485,9 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
                                    return std::binary_search(here.begin(), here.end(), p->uid());
                                  }),
                   lower.end());
-      const PotentialVictims ordered = OrderPotentialVictims(std::move(lower), pdbs);
-      v1::PreemptionDryRunRequest::Candidate* c = request->add_what_if_gone();
-      c->set_node_id(node->id());
-      for (const sdk::PodInfoPtr& v : ordered.pods) c->add_potential_victims(v->uid());
-      c->set_num_pdb_violating(static_cast<uint32_t>(ordered.num_pdb_violating));
-      for (std::string& uid_gone : here) c->add_gone(std::move(uid_gone));
+      v1::PreemptionDryRunRequest::Candidate& c = *request->add_what_if_gone();
+      SetCandidate(*node, OrderPotentialVictims(std::move(lower), pdbs), c);
+      for (std::string& uid_gone : here) c.add_gone(std::move(uid_gone));
     }
   }
   return request;

@@ -11,6 +11,14 @@
 #include "logging/logger.h"
 
 namespace podium::scheduler::preemption {
+
+void SetCandidate(const sdk::NodeInfo& node, const PotentialVictims& potential,
+                  v1::PreemptionDryRunRequest::Candidate& c) {
+  c.set_node_id(node.id());
+  for (const sdk::PodInfoPtr& v : potential.pods) c.add_potential_victims(v->uid());
+  c.set_num_pdb_violating(static_cast<uint32_t>(potential.num_pdb_violating));
+}
+
 namespace {
 
 struct FilterProcess {
@@ -110,12 +118,11 @@ void FillRequest(const FilterProcess& fp, uint64_t cycle_id, const std::vector<D
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (only != nullptr && !(*only)[i]) continue;
     auto* c = r.add_candidates();
-    c->set_node_id(nodes[i].node->id());
     if (union_victims != nullptr) {
+      c->set_node_id(nodes[i].node->id());
       for (const auto& uid : (*union_victims)[i]) c->add_potential_victims(uid);
     } else {
-      for (const auto& v : nodes[i].potential.pods) c->add_potential_victims(v->uid());
-      c->set_num_pdb_violating(static_cast<uint32_t>(nodes[i].potential.num_pdb_violating));
+      SetCandidate(*nodes[i].node, nodes[i].potential, *c);
     }
   }
   r.set_no_reprieve(confirm);

@@ -25,6 +25,11 @@ struct DryRunNode {
   PotentialVictims potential;
 };
 
+// A dry run's candidate: the node, its potential victims in reprieve order,
+// and how many of them violate a PDB.
+void SetCandidate(const sdk::NodeInfo& node, const PotentialVictims& potential,
+                  v1::PreemptionDryRunRequest::Candidate& c);
+
 struct DryRunOutcome {
   std::vector<Candidate> candidates;  // In the order of the nodes given.
   // Why the other evaluated nodes are not candidates.
