@@ -132,6 +132,8 @@ class FitProcess : public PluginProcess {
   // process's error): the scheduler must drop the list and ask instead.
   bool bad_gone = false;
   int gone_answered = 0;
+  // The nodes named in what_if_gone requests.
+  std::set<std::string> gone_asked;
   // The node names of each dry-run request, in order.
   std::vector<std::set<std::string>> dry_run_requests;
   int what_ifs_answered = 0;
@@ -201,6 +203,7 @@ class FitProcess : public PluginProcess {
     }
     if (!what_ifs_gone) return;
     for (const auto& c : r.what_if_gone()) {
+      gone_asked.insert(snapshot_.GetById(c.node_id())->name());
       v1::WhatIfNominated& w = *out.add_what_if_gone();
       AnswerGone(c, *snapshot_.GetById(c.node_id()), Free(pod, *snapshot_.GetById(c.node_id())), want, w);
       if (bad_gone) w.add_gone("uid-ghost");
@@ -685,6 +688,47 @@ TEST(KeptVerdictsTest, AnInvalidWhatIfOfPodsGoneIsDroppedAndTheNodeAsked) {
   good.host_.what_ifs_gone = true;
   RunLaggingScript(good, 2);
   EXPECT_LT(bad.stats().preemption_what_if_gone_nodes, good.stats().preemption_what_if_gone_nodes);
+}
+
+// A what-if of pods gone holds only while the node's nominations stand. A
+// preemptor of 3 CPU is nominated to a node and its three victims start
+// leaving; the next preemptors (2 CPU) ask that node ahead, once they have
+// left, with the 3 CPU counted. Then its nomination is cleared (it was
+// deleted, say): the next preemptor's narrowed cycle asks the node again
+// and takes the room (2 CPU). When the victims have all left, the node is
+// exactly as the earlier answer was asked, yet 1 CPU more is free: one
+// victim now makes room where that answer found none. It must not be used:
+// the next preemptor preempts one pod there, as with no caches.
+TEST(KeptVerdictsTest, ANominationChangedWhileVictimsLeaveIsAskedAgain) {
+  World gone(/*caches=*/true, /*dry_runs_in_cycles=*/true, 100, false, true, /*what_if_nodes=*/8, 6, false);
+  gone.host_.what_ifs_gone = true;
+  World off(/*caches=*/false, /*dry_runs_in_cycles=*/true, 100, false, true, 0, 6, false);
+  auto script = [](World& w) {
+    std::vector<Step> steps;
+    const v1::Pod big = World::Pod("preemptor-big", 1000, 3000);
+    steps.push_back(w.Schedule(big));
+    for (int i = 1; i < 5; ++i) {
+      if (i == 3) w.controller_.ClearNomination(big);
+      if (i == 4) {
+        for (const std::string& uid : steps.front().victims) w.Delete(uid);
+      }
+      steps.push_back(w.Schedule(World::Pod(absl::StrCat("preemptor-", i), 1000, 2000)));
+    }
+    return steps;
+  };
+  const std::vector<Step> a = script(gone);
+  const std::vector<Step> d = script(off);
+  ASSERT_EQ(a.size(), d.size());
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(a[i], d[i]) << "step " << i;
+  const std::string node = d.front().nominated;
+  ASSERT_FALSE(node.empty());
+  ASSERT_EQ(d.front().victims.size(), 3u);
+  // The node was asked ahead while the big preemptor was nominated there.
+  EXPECT_TRUE(gone.host_.gone_asked.count(node)) << node;
+  EXPECT_EQ(d[3].nominated, node);
+  EXPECT_TRUE(d[3].victims.empty());
+  EXPECT_EQ(d[4].nominated, node);
+  EXPECT_EQ(d[4].victims.size(), 1u);
 }
 
 // Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
