@@ -59,6 +59,7 @@ void Scheduler::SchedulingLoop() {
       if (stopped_) return;
       binds_draining_ = false;
     }
+    if (!queue_.HasPodToPop()) SyncMirrorsWhileIdle();
     std::optional<QueuedPodInfo> popped = queue_.Pop();
     if (!popped) return;
     auto pod = std::make_shared<QueuedPodInfo>(std::move(*popped));
@@ -247,6 +248,11 @@ void Scheduler::RefreshSnapshot() {
   batching_.SnapshotUpdating();
   cache_.UpdateSnapshot(snapshot_);
   batching_.SnapshotUpdated(snapshot_);
+}
+
+void Scheduler::SyncMirrorsWhileIdle() {
+  RefreshSnapshot();
+  for (const FrameworkPtr& fw : profiles_) fw->SyncMirrors(snapshot_.delta_seq());
 }
 
 void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::string& node, sdk::PodInfoPtr assumed,

@@ -182,6 +182,11 @@ class Scheduler final : public ClusterEventHandler {
   // Brings snapshot_ up to date and tells batching what changed (it reads the
   // last update's changed nodes, so no update may skip it).
   void RefreshSnapshot();
+  // With no pod to pop: brings the plugin processes' mirrors up to the
+  // cluster as it is now (state-only messages, waited on by nothing), so that
+  // the next pod's request does not carry a backlog of changes, such as the
+  // whole cluster after the initial list or a relist, or a run's binds.
+  void SyncMirrorsWhileIdle();
   // Deferred resizes whose preemption failed on `node` are queued again
   // (event thread, when a pod left that node).
   void RetryDeferredResizes(const std::string& node);

@@ -1105,6 +1105,58 @@ TEST_F(SchedulerTest, TheSchedulingLoopSaysItIsIdleBeforeItWaits) {
   EXPECT_THAT(sink_.busy_calls(), ::testing::ElementsAre(true, false, true, false));
 }
 
+// With no pod to pop, the scheduling loop brings the plugin processes'
+// mirrors up to the cluster (a state-only message, waited on by nothing), so
+// that the next pod's request carries only what changed since: after the
+// initial list, the whole cluster would otherwise ride with the first pod.
+TEST_F(SchedulerTest, AnIdleSchedulingLoopBringsTheMirrorsUpToTheCluster) {
+  run_scheduling_thread_ = true;
+  Build(false);
+  absl::Mutex mu;
+  std::vector<uint64_t> synced;      // SendState, in order.
+  std::vector<uint64_t> cycle_seqs;  // The cycles' state_seq.
+  EXPECT_CALL(host_, SendState(_)).WillRepeatedly(Invoke([&](uint64_t seq) {
+    absl::MutexLock lock(&mu);
+    synced.push_back(seq);
+  }));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, std::optional<uint64_t> seq) {
+    if (req.has_cycle()) {
+      absl::MutexLock lock(&mu);
+      cycle_seqs.push_back(seq.value_or(0));
+    }
+    return Answered(CycleAnswer(true));
+  }));
+  auto await_synced = [&] {
+    absl::MutexLock lock(&mu);
+    return mu.AwaitWithTimeout(absl::Condition(+[](std::vector<uint64_t>* v) { return !v->empty(); }, &synced),
+                               absl::Seconds(10));
+  };
+  StartWithPods({});
+  ASSERT_TRUE(await_synced());
+  // The cluster as listed: node-1.
+  Snapshot listed;
+  cache_.UpdateSnapshot(listed);
+  EXPECT_NE(listed.Get("node-1"), nullptr);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(synced, std::vector<uint64_t>{listed.delta_seq()});
+    synced.clear();
+  }
+  // A pod: its cycle starts from there; the loop, idle again once the pod is
+  // assumed on node-1 and its bind sent, brings the mirror to that.
+  scheduler_->OnObjectEvent(PodEvent("a"));
+  ASSERT_TRUE(await_synced());
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);
+  Snapshot assumed;
+  cache_.UpdateSnapshot(assumed);
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(cycle_seqs.size(), 1u);
+  EXPECT_EQ(cycle_seqs.front(), listed.delta_seq());
+  EXPECT_EQ(synced, std::vector<uint64_t>{assumed.delta_seq()});
+  EXPECT_GT(assumed.delta_seq(), listed.delta_seq());
+  EXPECT_EQ(assumed.Get("node-1")->pods().size(), 1u);
+}
+
 // ------------------------------------------------ defects 7 and 12: Permit bounds
 
 TEST_F(SchedulerTest, APermitWaitIsCappedAtFifteenMinutes) {

@@ -517,6 +517,13 @@ class Framework {
   // SchedulePod ran on; this moves that point on to `state_seq` (the gang
   // pass: each member's Permit must see every member the pass assumed).
   void AdvanceBindingState(uint64_t state_seq) { last_state_seq_ = state_seq; }
+  // Brings every process's mirror to `state_seq` with a state-only message
+  // (none when it is there already, or mirrors nothing), waiting for no
+  // answer. Scheduling thread, between cycles: no later cycle's state_seq is
+  // older (a mirror taken back would cost a full resync).
+  void SyncMirrors(uint64_t state_seq) const {
+    for (PluginProcess* process : CurrentSetup()->all_processes) process->SendState(state_seq);
+  }
   sdk::Status RunReserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   void RunUnreserve(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
   PermitOutcome RunPermit(const v1::Pod& pod, const std::string& node, uint64_t cycle_id);
