@@ -18,6 +18,7 @@ void Scheduler::OnListBegin() {
   relisting_ = true;
   seen_pods_.clear();
   seen_nodes_.clear();
+  listed_ = 0;
 }
 
 void Scheduler::OnListEnd() {
@@ -100,6 +101,11 @@ void Scheduler::OnObjectEvent(const v1::ObjectEvent& event) {
   const std::string label = EventHandlingLabel(event);
   HandleObjectEvent(event);
   if (!label.empty()) metrics_.ObserveEventHandling(label, clock_.Now() - start);
+  if (relisting_ && options_.list_sync_every > 0 && ++listed_ >= options_.list_sync_every) {
+    listed_ = 0;
+    absl::MutexLock lock(&mu_);
+    list_sync_wanted_ = true;
+  }
 }
 
 void Scheduler::HandleObjectEvent(const v1::ObjectEvent& event) {

@@ -35,6 +35,10 @@ void Scheduler::SchedulingLoop() {
   auto may_pop_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return s->stopped_ || (s->MaySchedule() && s->BindSlotFree());
   };
+  // Or, while a list arrives, the mirrors to bring up (list_sync_every).
+  auto may_pop_or_sync = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return s->stopped_ || (s->MaySchedule() && s->BindSlotFree()) || (!s->MaySchedule() && s->list_sync_wanted_);
+  };
   // Busy while the next pod can be popped at once: the actions this thread
   // sends meanwhile (a preemptor's nomination patch and victim deletes) may
   // wait a little to share a message with the next pods' (ActionSink::
@@ -53,13 +57,20 @@ void Scheduler::SchedulingLoop() {
       ready = may_pop_or_stopped(this);
     }
     if (!ready || !queue_.HasPodToPop()) set_busy(false);
+    bool sync_only = false;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(may_pop_or_stopped, this));
+      mu_.Await(absl::Condition(may_pop_or_sync, this));
       if (stopped_) return;
-      binds_draining_ = false;
+      list_sync_wanted_ = false;
+      if (may_pop_or_stopped(this)) {
+        binds_draining_ = false;
+      } else {
+        sync_only = true;  // A list is arriving.
+      }
     }
-    if (!queue_.HasPodToPop()) SyncMirrorsWhileIdle();
+    if (sync_only || !queue_.HasPodToPop()) SyncMirrorsWhileIdle();
+    if (sync_only) continue;
     std::optional<QueuedPodInfo> popped = queue_.Pop();
     if (!popped) return;
     auto pod = std::make_shared<QueuedPodInfo>(std::move(*popped));

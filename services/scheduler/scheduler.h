@@ -70,6 +70,11 @@ class Scheduler final : public ClusterEventHandler {
     // per result. 0: no bound. Binds a Bind plugin makes, and pods at Permit
     // or PreBind, are not counted.
     size_t max_binds_in_flight = 8;
+    // While a list arrives (no pod is popped until it ends), the scheduling
+    // thread brings the plugin mirrors up to the cache every this many listed
+    // objects, so that the host takes the cluster in as it is listed rather
+    // than all of it with the first pod's request. 0: only once idle.
+    size_t list_sync_every = 1024;
     // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
     bool run_scheduling_thread = true;
     bool run_housekeeping_thread = true;
@@ -270,6 +275,7 @@ class Scheduler final : public ClusterEventHandler {
   absl::flat_hash_map<std::string, std::shared_ptr<const v1::Node>> nodes_;  // name -> node
   bool relisting_ = false;
   absl::flat_hash_set<std::string> seen_pods_, seen_nodes_;
+  size_t listed_ = 0;  // Objects of this list since the last mirror sync asked for.
 
   // Lock order: mu_ is never held across a call out (plugins, queue, cache,
   // sink, broadcaster); housekeeping_mu_ before mu_.
@@ -278,6 +284,9 @@ class Scheduler final : public ClusterEventHandler {
   bool adapter_connected_ ABSL_GUARDED_BY(mu_) = false;
   bool paused_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // The event thread listed list_sync_every objects since the scheduling
+  // thread last brought the mirrors up (Options::list_sync_every).
+  bool list_sync_wanted_ ABSL_GUARDED_BY(mu_) = false;
   // Pods that are pending and ours to schedule (a failed attempt of a pod
   // deleted meanwhile is not requeued).
   absl::flat_hash_set<std::string> pending_uids_ ABSL_GUARDED_BY(mu_);

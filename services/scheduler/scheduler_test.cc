@@ -281,6 +281,7 @@ class SchedulerTest : public testing::Test {
     so.run_housekeeping_thread = false;
     so.diagnoses = diagnosis_options_;
     so.max_binds_in_flight = max_binds_in_flight_;
+    so.list_sync_every = list_sync_every_;
     scheduler_ = std::make_unique<Scheduler>(so, cache_, snapshot_, *queue_, std::move(profiles), metrics_,
                                              clock_);
     scheduler_->SetActionSink(&sink_);
@@ -330,6 +331,7 @@ class SchedulerTest : public testing::Test {
   FakeSink sink_{clock_};
   DiagnosisStore::Options diagnosis_options_;
   size_t max_binds_in_flight_ = Scheduler::Options{}.max_binds_in_flight;
+  size_t list_sync_every_ = Scheduler::Options{}.list_sync_every;
   bool run_scheduling_thread_ = false;
   std::unique_ptr<RemoteQueueingHintEvaluator> hints_;
   std::unique_ptr<SchedulingQueue> queue_;
@@ -1155,6 +1157,44 @@ TEST_F(SchedulerTest, AnIdleSchedulingLoopBringsTheMirrorsUpToTheCluster) {
   EXPECT_EQ(synced, std::vector<uint64_t>{assumed.delta_seq()});
   EXPECT_GT(assumed.delta_seq(), listed.delta_seq());
   EXPECT_EQ(assumed.Get("node-1")->pods().size(), 1u);
+}
+
+// While the first list arrives, no pod is popped, but every list_sync_every
+// listed objects the scheduling thread brings the mirrors up to the cache:
+// the plugin host takes the cluster in as it is listed, not all at once with
+// the first pod's request.
+TEST_F(SchedulerTest, TheMirrorsTakeTheClusterInWhileItIsListed) {
+  run_scheduling_thread_ = true;
+  list_sync_every_ = 3;
+  Build(false);  // Lists node-1.
+  absl::Mutex mu;
+  std::vector<uint64_t> synced;
+  EXPECT_CALL(host_, SendState(_)).WillRepeatedly(Invoke([&](uint64_t seq) {
+    absl::MutexLock lock(&mu);
+    synced.push_back(seq);
+  }));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(true)); }));
+  scheduler_->Start();
+  scheduler_->OnObjectEvent(PodEvent("a"));  // Pending: not popped while the list lasts.
+  scheduler_->OnObjectEvent(NodeEvent("node-2"));  // The third object listed.
+  {
+    absl::MutexLock lock(&mu);
+    ASSERT_TRUE(mu.AwaitWithTimeout(
+        absl::Condition(+[](std::vector<uint64_t>* v) { return !v->empty(); }, &synced), absl::Seconds(10)));
+  }
+  Snapshot listed;
+  cache_.UpdateSnapshot(listed);
+  EXPECT_NE(listed.Get("node-2"), nullptr);
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(synced, std::vector<uint64_t>{listed.delta_seq()});
+  }
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);  // Still listing.
+  // The list ends: the pod is scheduled.
+  scheduler_->OnListEnd();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (sink_.Count(v1::Action::kBind) < 1 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);
 }
 
 // ------------------------------------------------ defects 7 and 12: Permit bounds
