@@ -168,6 +168,17 @@ class Caller {
   std::thread thread_;
 };
 
+// Stops the scheduler when it goes out of scope: declared after the locals
+// the scheduling thread writes to, it runs before they are destroyed.
+class StopsFirst {
+ public:
+  explicit StopsFirst(Scheduler& scheduler) : scheduler_(scheduler) {}
+  ~StopsFirst() { scheduler_.Stop(); }
+
+ private:
+  Scheduler& scheduler_;
+};
+
 class SchedulerTest : public testing::Test {
  protected:
   // The host finds node-1 feasible and its Gang plugin answers Permit with
@@ -1117,6 +1128,7 @@ TEST_F(SchedulerTest, AnIdleSchedulingLoopBringsTheMirrorsUpToTheCluster) {
   absl::Mutex mu;
   std::vector<uint64_t> synced;      // SendState, in order.
   std::vector<uint64_t> cycle_seqs;  // The cycles' state_seq.
+  const StopsFirst stop_first(*scheduler_);  // The scheduling thread writes to these.
   EXPECT_CALL(host_, SendState(_)).WillRepeatedly(Invoke([&](uint64_t seq) {
     absl::MutexLock lock(&mu);
     synced.push_back(seq);
@@ -1151,10 +1163,11 @@ TEST_F(SchedulerTest, AnIdleSchedulingLoopBringsTheMirrorsUpToTheCluster) {
   EXPECT_EQ(sink_.Count(v1::Action::kBind), 1u);
   Snapshot assumed;
   cache_.UpdateSnapshot(assumed);
-  absl::MutexLock lock(&mu);
-  ASSERT_EQ(cycle_seqs.size(), 1u);
-  EXPECT_EQ(cycle_seqs.front(), listed.delta_seq());
-  EXPECT_EQ(synced, std::vector<uint64_t>{assumed.delta_seq()});
+  {
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(cycle_seqs, std::vector<uint64_t>{listed.delta_seq()});
+    EXPECT_EQ(synced, std::vector<uint64_t>{assumed.delta_seq()});
+  }
   EXPECT_GT(assumed.delta_seq(), listed.delta_seq());
   EXPECT_EQ(assumed.Get("node-1")->pods().size(), 1u);
 }
@@ -1169,6 +1182,7 @@ TEST_F(SchedulerTest, TheMirrorsTakeTheClusterInWhileItIsListed) {
   Build(false);  // Lists node-1.
   absl::Mutex mu;
   std::vector<uint64_t> synced;
+  const StopsFirst stop_first(*scheduler_);  // The scheduling thread writes to these.
   EXPECT_CALL(host_, SendState(_)).WillRepeatedly(Invoke([&](uint64_t seq) {
     absl::MutexLock lock(&mu);
     synced.push_back(seq);
