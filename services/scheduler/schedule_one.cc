@@ -32,12 +32,12 @@ void Scheduler::SchedulingLoop() {
   // Before the pop, also a free bind slot: the wait ends when a bind's result
   // comes back (a failure too: a disconnect fails every pending action), or
   // on Stop. Only this thread waits; the result callbacks only count.
-  auto may_pop_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  static constexpr auto may_pop_or_stopped = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return s->stopped_ || (s->MaySchedule() && s->BindSlotFree());
   };
   // Or, while a list arrives, the mirrors to bring up (list_sync_every).
   auto may_pop_or_sync = +[](Scheduler* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return s->stopped_ || (s->MaySchedule() && s->BindSlotFree()) || (!s->MaySchedule() && s->list_sync_wanted_);
+    return may_pop_or_stopped(s) || (!s->MaySchedule() && s->list_sync_wanted_);
   };
   // Busy while the next pod can be popped at once: the actions this thread
   // sends meanwhile (a preemptor's nomination patch and victim deletes) may

@@ -17,11 +17,8 @@ bool CountsTheSame(const v1::Pod& a, const v1::Pod& b) {
       a.containers_size() != b.containers_size()) {
     return false;
   }
-  return SamePodBut(a, b, [](v1::Pod& p) {
-    p.mutable_meta()->clear_resource_version();
-    p.clear_conditions();
-    p.clear_nominated_node_name();
-  });
+  return SamePodExcept(a, b, {v1::Pod::kConditionsFieldNumber, v1::Pod::kNominatedNodeNameFieldNumber},
+                       {v1::ObjectMeta::kResourceVersionFieldNumber});
 }
 }  // namespace
 

@@ -1,6 +1,8 @@
 #include "queue/events.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -72,14 +74,10 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
     actions |= v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED;
   }
   if (actions != 0) return actions;
-  v1::Pod a = old_pod;
-  v1::Pod b = new_pod;
-  for (v1::Pod* p : {&a, &b}) {
-    p->mutable_meta()->clear_resource_version();
-    p->clear_conditions();
-    p->clear_phase();
-  }
-  return SamePod(a, b) ? 0 : static_cast<uint32_t>(v1::UPDATE);
+  return SamePodExcept(old_pod, new_pod, {v1::Pod::kConditionsFieldNumber, v1::Pod::kPhaseFieldNumber},
+                       {v1::ObjectMeta::kResourceVersionFieldNumber})
+             ? 0
+             : static_cast<uint32_t>(v1::UPDATE);
 }
 
 std::string ClusterEventLabel(const v1::ClusterEvent& event) {
@@ -111,18 +109,129 @@ std::string ClusterEventLabel(const v1::ClusterEvent& event) {
   }
 }
 
-bool SamePod(const v1::Pod& a, const v1::Pod& b) {
-  auto bytes = [](const v1::Pod& pod) {
-    std::string out;
-    {
-      google::protobuf::io::StringOutputStream stream(&out);
-      google::protobuf::io::CodedOutputStream coded(&stream);
-      coded.SetSerializationDeterministic(true);
-      pod.SerializePartialToCodedStream(&coded);
+namespace {
+
+// Deterministic bytes (map entries sorted), into a buffer kept by the caller.
+void DeterministicBytes(const v1::Pod& pod, std::string* out) {
+  out->clear();
+  google::protobuf::io::StringOutputStream stream(out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  pod.SerializePartialToCodedStream(&coded);
+}
+
+bool ReadVarint(const char*& p, const char* end, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    const auto byte = static_cast<uint8_t>(*p++);
+    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+// One field of a serialized message: its number and its whole span (tag
+// included), and for a length-delimited field its payload.
+struct WireField {
+  int number = 0;
+  std::string_view span;
+  std::string_view payload;
+};
+
+// The fields of `bytes` in order, those listed in `skip` (and `also_skip`,
+// when not 0) left out.
+class WireFields {
+ public:
+  WireFields(std::string_view bytes, std::initializer_list<int> skip, int also_skip = 0)
+      : p_(bytes.data()), end_(bytes.data() + bytes.size()), skip_(skip), also_skip_(also_skip) {}
+
+  // False at the end, or on bytes that do not parse (`broken()`).
+  bool Next(WireField* field) {
+    while (p_ < end_) {
+      const char* start = p_;
+      uint64_t tag = 0;
+      if (!ReadVarint(p_, end_, &tag)) return Break();
+      field->number = static_cast<int>(tag >> 3);
+      field->payload = {};
+      switch (tag & 7) {
+        case 0: {
+          uint64_t ignored = 0;
+          if (!ReadVarint(p_, end_, &ignored)) return Break();
+          break;
+        }
+        case 1: if (end_ - p_ < 8) return Break(); p_ += 8; break;
+        case 5: if (end_ - p_ < 4) return Break(); p_ += 4; break;
+        case 2: {
+          uint64_t length = 0;
+          if (!ReadVarint(p_, end_, &length) || length > static_cast<uint64_t>(end_ - p_)) return Break();
+          field->payload = std::string_view(p_, length);
+          p_ += length;
+          break;
+        }
+        default: return Break();  // Groups: proto3 has none.
+      }
+      if (field->number == also_skip_ || std::find(skip_.begin(), skip_.end(), field->number) != skip_.end()) {
+        continue;
+      }
+      field->span = std::string_view(start, p_ - start);
+      return true;
     }
-    return out;
-  };
-  return bytes(a) == bytes(b);
+    return false;
+  }
+  bool broken() const { return broken_; }
+
+ private:
+  bool Break() {
+    broken_ = true;
+    p_ = end_;
+    return false;
+  }
+  const char* p_;
+  const char* end_;
+  std::initializer_list<int> skip_;
+  int also_skip_;
+  bool broken_ = false;
+};
+
+// Whether two field streams hold the same fields, byte for byte.
+bool SameFields(WireFields a, WireFields b) {
+  WireField x, y;
+  while (true) {
+    const bool more_a = a.Next(&x);
+    const bool more_b = b.Next(&y);
+    if (a.broken() || b.broken()) return false;
+    if (more_a != more_b) return false;
+    if (!more_a) return true;
+    if (x.span != y.span) return false;
+  }
+}
+
+// The meta field's payload: empty when the pod has none.
+std::string_view MetaPayload(std::string_view pod_bytes) {
+  WireFields fields(pod_bytes, {});
+  WireField field;
+  while (fields.Next(&field)) {
+    if (field.number == v1::Pod::kMetaFieldNumber) return field.payload;
+  }
+  return {};
+}
+
+}  // namespace
+
+bool SamePod(const v1::Pod& a, const v1::Pod& b) { return SamePodExcept(a, b, {}, {}); }
+
+bool SamePodExcept(const v1::Pod& a, const v1::Pod& b, std::initializer_list<int> pod_fields,
+                   std::initializer_list<int> meta_fields) {
+  // Kept per thread: serializing into a grown buffer allocates nothing.
+  thread_local std::string bytes_a;
+  thread_local std::string bytes_b;
+  DeterministicBytes(a, &bytes_a);
+  DeterministicBytes(b, &bytes_b);
+  if (pod_fields.size() == 0 && meta_fields.size() == 0) return bytes_a == bytes_b;
+  // The meta is compared by its own fields, the rest with it left out.
+  return SameFields(WireFields(MetaPayload(bytes_a), meta_fields), WireFields(MetaPayload(bytes_b), meta_fields)) &&
+         SameFields(WireFields(bytes_a, pod_fields, v1::Pod::kMetaFieldNumber),
+                    WireFields(bytes_b, pod_fields, v1::Pod::kMetaFieldNumber));
 }
 
 }  // namespace podium::scheduler

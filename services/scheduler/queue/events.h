@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "podium/v1/objects.pb.h"
@@ -31,15 +32,13 @@ std::string ClusterEventLabel(const v1::ClusterEvent& event);
 // event thread.
 bool SamePod(const v1::Pod& a, const v1::Pod& b);
 
-// Whether two pods are equal but for the fields `strip` clears (it is given
-// a copy of each).
-template <typename Strip>
-bool SamePodBut(const v1::Pod& a, const v1::Pod& b, Strip strip) {
-  v1::Pod x = a;
-  v1::Pod y = b;
-  strip(x);
-  strip(y);
-  return SamePod(x, y);
-}
+// Whether two pods are equal field for field but for some of their fields:
+// Pod fields `pod_fields` and ObjectMeta fields `meta_fields`, by field number
+// (v1::Pod::kConditionsFieldNumber, ...). Each pod's deterministic bytes are
+// walked with those fields skipped, so neither pod is copied: a copy of each
+// to clear the fields in was most of the comparison's cost, made per pod
+// event on the event thread. A meta left empty equals no meta.
+bool SamePodExcept(const v1::Pod& a, const v1::Pod& b, std::initializer_list<int> pod_fields,
+                   std::initializer_list<int> meta_fields);
 
 }  // namespace podium::scheduler

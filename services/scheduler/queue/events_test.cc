@@ -89,5 +89,67 @@ TEST(EventsTest, PodUpdateActions) {
   EXPECT_EQ(PodUpdateActions(x, y), static_cast<uint32_t>(v1::UPDATE));
 }
 
+TEST(EventsTest, SamePodExceptSkipsOnlyTheNamedFields) {
+  v1::Pod base;
+  base.mutable_meta()->set_uid("p");
+  base.mutable_meta()->set_name("web");
+  base.mutable_meta()->set_resource_version("1");
+  (*base.mutable_meta()->mutable_labels())["app"] = "web";
+  base.add_containers()->mutable_requests()->set_milli_cpu(500);
+  base.set_priority(100);
+  const std::initializer_list<int> kStatus = {v1::Pod::kConditionsFieldNumber,
+                                              v1::Pod::kNominatedNodeNameFieldNumber};
+  const std::initializer_list<int> kVersion = {v1::ObjectMeta::kResourceVersionFieldNumber};
+  EXPECT_TRUE(SamePod(base, base));
+  EXPECT_TRUE(SamePodExcept(base, base, kStatus, kVersion));
+
+  // Named fields: changed, added or removed on one side only.
+  v1::Pod p = base;
+  p.mutable_meta()->set_resource_version("2");
+  p.set_nominated_node_name("node-1");
+  p.add_conditions()->set_type("PodScheduled");
+  EXPECT_TRUE(SamePodExcept(base, p, kStatus, kVersion));
+  EXPECT_TRUE(SamePodExcept(p, base, kStatus, kVersion));
+  EXPECT_FALSE(SamePod(base, p));
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, {}));
+  EXPECT_FALSE(SamePodExcept(base, p, {v1::Pod::kConditionsFieldNumber}, kVersion));
+
+  // Any other field, at the top or in the meta, counts; so does its absence.
+  p = base;
+  p.set_priority(101);
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+  p = base;
+  p.clear_priority();
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+  p = base;
+  (*p.mutable_meta()->mutable_labels())["app"] = "api";
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+  p = base;
+  p.mutable_meta()->set_name("wep");
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+  p = base;
+  p.mutable_containers(0)->mutable_requests()->set_milli_cpu(501);
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+  p = base;
+  p.add_containers();
+  EXPECT_FALSE(SamePodExcept(base, p, kStatus, kVersion));
+
+  // A meta holding only a skipped field equals no meta.
+  v1::Pod bare;
+  bare.set_priority(5);
+  v1::Pod versioned = bare;
+  versioned.mutable_meta()->set_resource_version("9");
+  EXPECT_TRUE(SamePodExcept(bare, versioned, {}, kVersion));
+  EXPECT_FALSE(SamePodExcept(bare, versioned, {}, {}));
+
+  // Maps compare by content, not by insertion order.
+  v1::Pod x = base;
+  v1::Pod y = base;
+  for (int i = 0; i < 20; ++i) (*x.mutable_meta()->mutable_annotations())["k" + std::to_string(i)] = "v";
+  for (int i = 19; i >= 0; --i) (*y.mutable_meta()->mutable_annotations())["k" + std::to_string(i)] = "v";
+  EXPECT_TRUE(SamePodExcept(x, y, kStatus, kVersion));
+  EXPECT_TRUE(SamePod(x, y));
+}
+
 }  // namespace
 }  // namespace podium::scheduler

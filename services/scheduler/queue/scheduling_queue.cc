@@ -28,14 +28,11 @@ absl::string_view AV(std::string_view s) { return absl::string_view(s.data(), s.
 
 // kube's isPodUpdated: a change beyond status and resourceVersion.
 bool IsPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod) {
-  return !SamePodBut(old_pod, new_pod, [](v1::Pod& p) {
-    p.mutable_meta()->clear_resource_version();
-    p.clear_phase();
-    p.clear_nominated_node_name();
-    p.clear_conditions();
-    p.clear_resize_status();
-    p.clear_allocated();
-  });
+  return !SamePodExcept(old_pod, new_pod,
+                        {v1::Pod::kPhaseFieldNumber, v1::Pod::kNominatedNodeNameFieldNumber,
+                         v1::Pod::kConditionsFieldNumber, v1::Pod::kResizeStatusFieldNumber,
+                         v1::Pod::kAllocatedFieldNumber},
+                        {v1::ObjectMeta::kResourceVersionFieldNumber});
 }
 
 bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEvent& event) {
