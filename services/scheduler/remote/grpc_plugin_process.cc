@@ -227,9 +227,13 @@ class GrpcPluginProcess::Stream {
 
   void OnWriteDone(bool ok) {
     bool done;
+    v1::SchedulerToPlugin written;
     {
       absl::MutexLock lock(&owner_.mu_);
       writing_ = false;
+      // Freed after the lock: a request with a state delta holds hundreds of
+      // objects, and the scheduling thread takes this lock to send the next.
+      written = std::move(writes_.front());
       writes_.pop_front();
       if (ok) StartNextWrite();
       done = DoneLocked();

@@ -220,10 +220,12 @@ class ClusterService::SyncCall {
   void OnWriteDone(bool ok) {
     bool done = false;
     const v1::SchedulerMessage* next = nullptr;
+    v1::SchedulerMessage written;  // Freed after the lock, which every Send takes.
     {
       absl::MutexLock lock(&service_.mu_);
       writing_ = false;
       if (outbox_.front().has_actions()) queued_actions_ -= outbox_.front().actions().actions_size();
+      written = std::move(outbox_.front());
       outbox_.pop_front();
       if (hurry_ > 0) --hurry_;
       // A failed write decides the status unless it was decided already: a
