@@ -25,8 +25,38 @@ bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
   return true;
 }
 
+// Whether two messages serialize to the same bytes. Not deterministic for
+// maps: "different" may still be equal, which callers only use to skip work.
+bool SameBytes(const google::protobuf::MessageLite& a, const google::protobuf::MessageLite& b) {
+  thread_local std::string bytes_a;
+  thread_local std::string bytes_b;
+  bytes_a.clear();
+  bytes_b.clear();
+  a.AppendPartialToString(&bytes_a);
+  b.AppendPartialToString(&bytes_b);
+  return bytes_a == bytes_b;
+}
+
+// Whether the fields a pod's requests come from are unchanged: what nearly
+// every update of a bound pod (a status patch, a victim's DisruptionTarget
+// condition) leaves alone, found without building either pod's PodInfo.
+bool SameRequestFields(const v1::Pod& a, const v1::Pod& b) {
+  if (a.containers_size() != b.containers_size() || a.init_containers_size() != b.init_containers_size() ||
+      a.has_overhead() != b.has_overhead()) {
+    return false;
+  }
+  for (int i = 0; i < a.containers_size(); ++i) {
+    if (!SameBytes(a.containers(i), b.containers(i))) return false;
+  }
+  for (int i = 0; i < a.init_containers_size(); ++i) {
+    if (!SameBytes(a.init_containers(i), b.init_containers(i))) return false;
+  }
+  return !a.has_overhead() || SameBytes(a.overhead(), b.overhead());
+}
+
 // Some resource request went down and none went up.
 bool ScaledDown(const v1::Pod& old_pod, const v1::Pod& new_pod) {
+  if (SameRequestFields(old_pod, new_pod)) return false;
   const sdk::Resource before = sdk::PodInfo::Create(old_pod)->requests;
   const sdk::Resource after = sdk::PodInfo::Create(new_pod)->requests;
   return after.milli_cpu < before.milli_cpu || after.memory < before.memory ||

@@ -61,6 +61,22 @@ TEST(EventsTest, PodUpdateActions) {
   p.mutable_containers(0)->mutable_requests()->set_milli_cpu(100);
   EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE_POD_SCALE_DOWN));
 
+  // A request that went up, or a container changed otherwise, is no scale down.
+  p = base;
+  p.mutable_containers(0)->mutable_requests()->set_milli_cpu(900);
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+  p = base;
+  p.mutable_containers(0)->set_name("renamed");
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+  p = base;
+  p.add_init_containers()->mutable_requests()->set_milli_cpu(100);
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+  p.mutable_init_containers(0)->mutable_requests()->set_milli_cpu(900);
+  EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE));
+  v1::Pod q = p;
+  q.mutable_init_containers(0)->mutable_requests()->set_milli_cpu(700);
+  EXPECT_EQ(PodUpdateActions(p, q), static_cast<uint32_t>(v1::UPDATE_POD_SCALE_DOWN));
+
   p = base;
   p.add_tolerations()->set_key("k");
   EXPECT_EQ(PodUpdateActions(base, p), static_cast<uint32_t>(v1::UPDATE_POD_TOLERATIONS));
