@@ -306,6 +306,10 @@ class SchedulerTest : public testing::Test {
   void StartWithPods(const std::vector<std::string>& names) {
     for (const auto& name : names) scheduler_->OnObjectEvent(PodEvent(name));
     scheduler_->OnListEnd();
+    // Every pod in the queue before the scheduling thread starts: the queue
+    // worker adds them, and a loop that started first could find the queue
+    // empty between two of them.
+    scheduler_->WaitForBackgroundWork();
     scheduler_->Start();
     scheduler_->WaitForBackgroundWork();
   }
