@@ -32,10 +32,10 @@ bool IsValidUtf8(std::string_view value);
 
 // A name, namespace, uid, key...: valid UTF-8, no control characters (they
 // would forge log lines), at most max_length bytes. `required` refuses "".
-absl::Status ValidateName(std::string_view value, const std::string& field, size_t max_length,
+absl::Status ValidateName(std::string_view value, std::string_view field, size_t max_length,
                           bool required = true);
 
-absl::Status ValidateResources(const v1::ResourceList& list, const std::string& field);
+absl::Status ValidateResources(const v1::ResourceList& list, std::string_view field);
 absl::Status ValidatePod(const v1::Pod& pod);
 absl::Status ValidateNode(const v1::Node& node);
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);

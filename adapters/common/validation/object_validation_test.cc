@@ -36,6 +36,14 @@ TEST(ValidateObjectEvent, NamesTheFieldThatIsWrong) {
          (*e.mutable_pod()->mutable_containers(0)->mutable_requests()->mutable_scalar())["nvidia.com/gpu"] = -2;
        },
        "spec.containers[0].resources.requests.nvidia.com/gpu"},
+      {"negative memory limit",
+       [](auto& e) { e.mutable_pod()->mutable_containers(0)->mutable_limits()->set_memory_bytes(-1); },
+       "spec.containers[0].resources.limits.memory"},
+      {"control character in a second container's resource name",
+       [](auto& e) {
+         (*e.mutable_pod()->add_containers()->mutable_requests()->mutable_scalar())["example.com/\x1b"] = 1;
+       },
+       "spec.containers[1].resources.requests resource name"},
       {"host port out of range",
        [](auto& e) { e.mutable_pod()->mutable_containers(0)->add_ports()->set_host_port(70000); },
        "spec.containers[0].ports[0].hostPort"},
