@@ -15,10 +15,9 @@ size_t EstimateBytes(const PodDiagnosis& d) {
              d.pod_name.size() * 2 + d.nominated_node_name.size() + d.message.size();
   for (const auto& [reason, count] : d.reason_counts) n += sizeof(std::pair<std::string, uint32_t>) + reason.size();
   for (const auto& [node, status] : d.sample) {
-    // Counted as if owned, though shared with the cache and other diagnoses:
-    // the bound stays an upper one.
-    n += sizeof(std::pair<NodeName, SharedStatus>) + sizeof(sdk::Status) + node.str().size() +
-         status->plugin().size();
+    // A status is counted as if owned, though it is shared with other
+    // diagnoses: the bound stays an upper one.
+    n += sizeof(std::pair<std::string, SharedStatus>) + sizeof(sdk::Status) + node.size() + status->plugin().size();
     for (const auto& r : status->reasons()) n += sizeof(std::string) + r.size();
   }
   return n;
@@ -48,7 +47,7 @@ void DiagnosisStore::RecordUnschedulable(const v1::Pod& pod, const Diagnosis& di
   d.sample.reserve(std::min(options_.max_sample_nodes, diagnosis.node_statuses.size()));
   for (const auto& [node, status] : diagnosis.node_statuses) {
     if (d.sample.size() >= options_.max_sample_nodes) break;
-    d.sample.emplace_back(node, status);
+    d.sample.emplace_back(node.str(), status);
   }
   // Nodes sharing a status are counted together, then its reasons once.
   const absl::flat_hash_map<const sdk::Status*, uint32_t> per_status = diagnosis.NodesPerStatus();

@@ -30,10 +30,12 @@ struct PodDiagnosis {
   uint32_t num_all_nodes = 0;
   // reason -> how many nodes gave it, sorted by reason.
   std::vector<std::pair<std::string, uint32_t>> reason_counts;
-  // At most Options::max_sample_nodes node verdicts, in the diagnosis' order:
-  // the diagnosis' own name and status objects, shared rather than copied
-  // (a preemptor's failed attempt recorded 20 copies, a tenth of its cost).
-  std::vector<std::pair<NodeName, SharedStatus>> sample;
+  // At most Options::max_sample_nodes node verdicts, in the diagnosis' order.
+  // The statuses are the diagnosis' own, shared rather than copied (a
+  // preemptor's failed attempt copied 20, a tenth of its cost). The names
+  // are copies: a NodeName would keep its node object alive, an old version
+  // of it once the node changes, for as long as the pod stays pending.
+  std::vector<std::pair<std::string, SharedStatus>> sample;
 };
 
 class DiagnosisStore {

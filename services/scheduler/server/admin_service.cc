@@ -203,7 +203,7 @@ grpc::Status AdminService::ExplainPod(grpc::ServerContext* ctx,
   response->set_message(last->error ? "error: " + last->message : last->message);
   for (const auto& [node, status] : last->sample) {
     auto* verdict = response->add_nodes();
-    verdict->set_node_name(node.str());
+    verdict->set_node_name(node);
     status->ToProto(verdict->mutable_status());
   }
   response->set_nominated_node_name(last->nominated_node_name);
