@@ -25,15 +25,22 @@ bool SameRepeated(const google::protobuf::RepeatedPtrField<T>& a,
   return true;
 }
 
-// Whether two messages serialize to the same bytes. Not deterministic for
-// maps: "different" may still be equal, which callers only use to skip work.
+// Deterministic bytes (map entries sorted), into a buffer kept by the caller.
+void DeterministicBytes(const google::protobuf::MessageLite& message, std::string* out) {
+  out->clear();
+  google::protobuf::io::StringOutputStream stream(out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  message.SerializePartialToCodedStream(&coded);
+}
+
+// Whether two messages are equal field for field.
 bool SameBytes(const google::protobuf::MessageLite& a, const google::protobuf::MessageLite& b) {
+  // Kept per thread: serializing into a grown buffer allocates nothing.
   thread_local std::string bytes_a;
   thread_local std::string bytes_b;
-  bytes_a.clear();
-  bytes_b.clear();
-  a.AppendPartialToString(&bytes_a);
-  b.AppendPartialToString(&bytes_b);
+  DeterministicBytes(a, &bytes_a);
+  DeterministicBytes(b, &bytes_b);
   return bytes_a == bytes_b;
 }
 
@@ -141,15 +148,6 @@ std::string ClusterEventLabel(const v1::ClusterEvent& event) {
 
 namespace {
 
-// Deterministic bytes (map entries sorted), into a buffer kept by the caller.
-void DeterministicBytes(const v1::Pod& pod, std::string* out) {
-  out->clear();
-  google::protobuf::io::StringOutputStream stream(out);
-  google::protobuf::io::CodedOutputStream coded(&stream);
-  coded.SetSerializationDeterministic(true);
-  pod.SerializePartialToCodedStream(&coded);
-}
-
 bool ReadVarint(const char*& p, const char* end, uint64_t* value) {
   *value = 0;
   for (int shift = 0; shift < 64 && p < end; shift += 7) {
@@ -248,8 +246,6 @@ std::string_view MetaPayload(std::string_view pod_bytes) {
 
 }  // namespace
 
-bool SamePod(const v1::Pod& a, const v1::Pod& b) { return SamePodExcept(a, b, {}, {}); }
-
 bool SamePodExcept(const v1::Pod& a, const v1::Pod& b, std::initializer_list<int> pod_fields,
                    std::initializer_list<int> meta_fields) {
   // Kept per thread: serializing into a grown buffer allocates nothing.
@@ -257,7 +253,6 @@ bool SamePodExcept(const v1::Pod& a, const v1::Pod& b, std::initializer_list<int
   thread_local std::string bytes_b;
   DeterministicBytes(a, &bytes_a);
   DeterministicBytes(b, &bytes_b);
-  if (pod_fields.size() == 0 && meta_fields.size() == 0) return bytes_a == bytes_b;
   // The meta is compared by its own fields, the rest with it left out.
   return SameFields(WireFields(MetaPayload(bytes_a), meta_fields), WireFields(MetaPayload(bytes_b), meta_fields)) &&
          SameFields(WireFields(bytes_a, pod_fields, v1::Pod::kMetaFieldNumber),

@@ -26,18 +26,14 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod);
 // the one update it carries ("NodeUpdate" when it carries several).
 std::string ClusterEventLabel(const v1::ClusterEvent& event);
 
-// Whether two pods are equal field for field: deterministic bytes (map entries
-// sorted; Pod holds no floating-point field), generated code rather than
-// MessageDifferencer's reflection, for comparisons made per event on the
-// event thread.
-bool SamePod(const v1::Pod& a, const v1::Pod& b);
-
 // Whether two pods are equal field for field but for some of their fields:
 // Pod fields `pod_fields` and ObjectMeta fields `meta_fields`, by field number
-// (v1::Pod::kConditionsFieldNumber, ...). Each pod's deterministic bytes are
-// walked with those fields skipped, so neither pod is copied: a copy of each
-// to clear the fields in was most of the comparison's cost, made per pod
-// event on the event thread. A meta left empty equals no meta.
+// (v1::Pod::kConditionsFieldNumber, ...); empty lists compare every field.
+// Each pod's deterministic bytes (map entries sorted; Pod holds no
+// floating-point field, so equal bytes are equal pods) are walked with those
+// fields skipped, so neither pod is copied: a copy of each to clear the
+// fields in was most of the comparison's cost, made per pod event on the
+// event thread. A meta left empty equals no meta.
 bool SamePodExcept(const v1::Pod& a, const v1::Pod& b, std::initializer_list<int> pod_fields,
                    std::initializer_list<int> meta_fields);
 
