@@ -72,7 +72,9 @@ int Main(int argc, char** argv) {
     return kExitOk;
   }
   // Never deleted: its thread may wake on a signal until the process exits.
-  auto* interrupts = new InterruptHandler();
+  // Held by a static so that it stays reachable (LeakSanitizer reports it
+  // otherwise).
+  static InterruptHandler* const interrupts = new InterruptHandler();
   auto options = AdminClient::OptionsFrom(*inv);
   if (!options.ok()) {
     std::cerr << "podiumctl: " << options.status().message() << "\n";
@@ -80,7 +82,7 @@ int Main(int argc, char** argv) {
   }
   AdminClient client(std::move(*options));
   CommandContext ctx{*inv, client, std::cout, std::cerr, absl::Now(),
-                     [interrupts](std::function<void()> action) { interrupts->Set(std::move(action)); }};
+                     [](std::function<void()> action) { interrupts->Set(std::move(action)); }};
   absl::Status s = RunCommand(ctx);
   if (!s.ok()) std::cerr << "podiumctl: " << s.message() << "\n";
   return ExitCodeFor(s);

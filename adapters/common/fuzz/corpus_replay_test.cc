@@ -7,6 +7,7 @@
 #include <iterator>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -68,6 +69,9 @@ TEST(FuzzCorpusReplay, KnownBadClusterInputsAreRefused) {
 // seed, through the same entry points as the libFuzzer targets. Not coverage
 // guided (that is `make fuzz`, clang); it catches a crash, an abort, an
 // exception or a refusal without a reason on inputs near the corpus.
+// Bytes a mutation inserts: mostly the ones YAML and JSON give meaning to.
+constexpr std::string_view kStructural = "{}[]:,\"\n -&*!#";
+
 template <typename Entry>
 void MutationRun(const std::string& name, Entry entry, int iterations) {
   const std::vector<fs::path> files = CorpusFiles(name);
@@ -87,7 +91,7 @@ void MutationRun(const std::string& name, Entry entry, int iterations) {
           break;
         case 1:  // Insert a byte, often a structural one.
           data.insert(data.begin() + static_cast<std::ptrdiff_t>(pick(data.size() + 1)),
-                      "{}[]:,\"\n -&*!#"[pick(16)]);
+                      kStructural[pick(kStructural.size())]);
           break;
         case 2:  // Delete a range.
           if (!data.empty()) {
