@@ -532,7 +532,9 @@ TEST(SdkMirrorTest, PodChangesAreLoggedUntilAReaderMustRebuild) {
     v1::StateDelta more;
     AddPod(more, 1, "q" + std::to_string(i), 100);
     ASSERT_TRUE(mirror.Apply(more).ok());
-    if (i == 0) EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("+q0@n1"));
+    if (i == 0) {
+      EXPECT_THAT(Changes(mirror, &cursor), ElementsAre("+q0@n1"));
+    }
   }
   v1::StateDelta last;
   AddPod(last, 1, "q3", 100);

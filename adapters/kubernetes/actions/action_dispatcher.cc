@@ -49,8 +49,8 @@ ActionDispatcher::ActionDispatcher(Transport& transport, Transport& event_transp
       options_(std::move(options)),
       clock_(std::move(clock)),
       random_(DefaultRandom()),
-      series_(options_.event_series),
-      sleep_(sleep ? std::move(sleep) : [this](absl::Duration d) { return SleepUnlessStopping(d); }) {
+      sleep_(sleep ? std::move(sleep) : [this](absl::Duration d) { return SleepUnlessStopping(d); }),
+      series_(options_.event_series) {
   for (int i = 0; i < options_.concurrency; ++i) workers_.emplace_back([this] { Work(false); });
   for (int i = 0; i < options_.event_workers; ++i) workers_.emplace_back([this] { Work(true); });
 }

@@ -166,6 +166,8 @@ void SchedulingQueue::Detach(Entry* entry) {
     case QueueKind::kGated:
       unschedulable_pods_.erase(entry);
       break;
+    case QueueKind::kInFlight:
+      break;  // Not an entry's place: a popped pod lives in in_flight_.
   }
 }
 
@@ -340,6 +342,7 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
           return;
         case QueueKind::kUnschedulable:
         case QueueKind::kGated:
+        case QueueKind::kInFlight:  // Never an entry's place (in_flight_ above).
           break;
       }
       if (!e->info.gated) {
