@@ -4,6 +4,8 @@
 # make bench - scheduler_perf-shaped benchmarks, results in build/bench/results.json
 # make tsan  - the scheduler's and the SDK's unit tests under ThreadSanitizer
 #              (a separate build in build-tsan; suppressions in tsan.supp)
+# make asan  - every test under ASan + UBSan (a separate build in build-asan); a leak
+#              or a UBSan report fails its test
 # make fuzz  - libFuzzer on the YAML loaders and the k8s adapter's JSON path (clang, build-fuzz/), FUZZ_SECONDS each;
 #              new inputs are added to adapters/common/fuzz/corpus/ (replayed by make test)
 # Each target installs what is missing (Debian packages) and builds what is stale.
@@ -24,13 +26,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEPS_STAMP := $(BUILD)/.deps-installed
 
 TSAN_BUILD ?= build-tsan
+ASAN_BUILD ?= build-asan
 
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZERS      := cluster_loader scheduler_config kube_json
 FUZZ_CORPUS  := adapters/common/fuzz/corpus
 
-.PHONY: all deps configure build run test bench tsan fuzz clean
+.PHONY: all deps configure build run test bench tsan asan fuzz clean
 
 all: build
 
@@ -85,6 +88,14 @@ tsan: deps
 	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD)/services/scheduler --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 	$(TSAN_ENV) ctest --test-dir $(TSAN_BUILD)/plugin-sdk --output-on-failure -j$(JOBS) $(CTEST_ARGS)
 
+# UBSan only prints and goes on by default: halt_on_error makes a report fail
+# its test, as an ASan or LeakSanitizer report does.
+asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPODIUM_SANITIZE=ON
+	cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	  ctest --output-on-failure -j$(JOBS) --timeout 600 $(CTEST_ARGS)
+
 # Each fuzzer runs FUZZ_SECONDS on the kept corpus; inputs that add coverage are
 # written back to it, crashes to $(FUZZ_BUILD)/artifacts/ (and fail the target).
 fuzz: $(DEPS_STAMP)
@@ -100,4 +111,4 @@ fuzz: $(DEPS_STAMP)
 	done
 
 clean:
-	rm -rf $(BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(TSAN_BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
