@@ -797,7 +797,10 @@ absl::StatusOr<SchedulerConfig> ParseConfig(std::string_view yaml, std::string h
       config.profiles.push_back(std::move(profile));
     }
   }
-  for (const auto& [name, batching] : config.batching_by_profile) {
+  for (const auto& entry : config.batching_by_profile) {
+    // Not a structured binding: clang before 16 cannot capture one.
+    const std::string& name = entry.first;
+    const auto& batching = entry.second;
     auto it = std::find_if(config.profiles.begin(), config.profiles.end(),
                            [&name](const ProfileConfig& p) { return p.scheduler_name == name; });
     if (it == config.profiles.end()) {
