@@ -63,15 +63,14 @@ TEST(FuzzCorpusReplay, KnownBadClusterInputsAreRefused) {
   }
 }
 
+// Bytes a mutation inserts: mostly the ones YAML and JSON give meaning to.
+constexpr std::string_view kStructural = "{}[]:,\"\n -&*!#";
 
 // A short fuzz run in every build (g++ too): the kept corpus mutated at random
 // (byte flips, inserts, deletes, duplicated and spliced ranges) with a fixed
 // seed, through the same entry points as the libFuzzer targets. Not coverage
 // guided (that is `make fuzz`, clang); it catches a crash, an abort, an
 // exception or a refusal without a reason on inputs near the corpus.
-// Bytes a mutation inserts: mostly the ones YAML and JSON give meaning to.
-constexpr std::string_view kStructural = "{}[]:,\"\n -&*!#";
-
 template <typename Entry>
 void MutationRun(const std::string& name, Entry entry, int iterations) {
   const std::vector<fs::path> files = CorpusFiles(name);

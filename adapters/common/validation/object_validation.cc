@@ -100,7 +100,8 @@ absl::Status CheckResources(const v1::ResourceList& list, const Path& path) {
   for (const auto& [name, value] : list.scalar()) {
     const auto name_path = [&] { return absl::StrCat(path(), " resource name"); };
     if (auto s = CheckName(name, name_path, kMaxNameLength, true); !s.ok()) return s;
-    if (auto s = CheckQuantity(value, path, absl::StrCat(".", name)); !s.ok()) return s;
+    const auto value_path = [&] { return absl::StrCat(path(), ".", name); };
+    if (auto s = CheckQuantity(value, value_path, ""); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
