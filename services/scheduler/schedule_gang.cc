@@ -81,10 +81,16 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     for (const QueuedPodInfoPtr& m : members) {
       if (failed.size() > max_failures) break;  // The minimum is out of reach.
       const v1::Pod& member = m->pod();
-      const uint64_t cycle_id = ++cycle_id_;
+      uint64_t cycle_id = ++cycle_id_;
       const absl::Time member_start = clock_.Now();
       RefreshSnapshot();  // With the members placed so far assumed.
-      ScheduleResult result = fw->SchedulePod(member, snapshot_, snapshot_.delta_seq(), cycle_id);
+      // Through the batcher: a member's Filter and Score verdicts do not
+      // depend on its group (no plugin that filters or scores reads it), so
+      // the members after the first, alike in every other part, reuse its
+      // ranking, with the node each earlier member took re-evaluated (or
+      // answered by a what-if verdict) instead of a full cycle each.
+      ScheduleResult result = batching_.SchedulePod(*fw, member, snapshot_, snapshot_.delta_seq(), cycle_id,
+                                                    [this] { return ++cycle_id_; });
       (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
       if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
@@ -100,11 +106,17 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       v1::Pod assumed_pod = member;
       assumed_pod.set_node_name(result.node_name);
       sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
-      if (absl::Status s = cache_.AssumePod(assumed, result.node_name); !s.ok()) {
+      Cache::AssumedAt assumed_at;
+      if (absl::Status s = cache_.AssumePod(assumed, result.node_name, &assumed_at); !s.ok()) {
         failed.push_back({m, ScheduleResult::Outcome::kError, absl::StrCat("assuming the pod: ", s.message()), {},
                           std::nullopt});
         continue;
       }
+      // The next member's verdict on this node may be this one's what-if.
+      // Undoing the pass (ForgetPod) changes the node again: the batch then
+      // treats it as dirty.
+      batching_.Assumed(assumed_at.node_id, assumed_at.change_generation_before,
+                        assumed_at.change_generation_after);
       if (assumed_hook_) assumed_hook_(m->uid());
       sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
       if (!reserve.IsSuccess()) {

@@ -1482,6 +1482,105 @@ TEST_F(GangSchedulerTest, EveryMembersPermitSeesTheWholeGangAssumed) {
                          {"train-0", all_assumed_seq}, {"train-1", all_assumed_seq}, {"train-2", all_assumed_seq}}));
 }
 
+// Gang members with signatures (batching on): one pod per node, as a fake
+// whose verdicts are per node: a node is feasible while no pod is assumed or
+// bound on it. Cycle requests are kept (CycleRequests()).
+class BatchedGangTest : public GangSchedulerTest {
+ protected:
+  void SetUp() override {
+    SignByResources();
+    BuildOptions o;
+    o.gang_plugin = true;
+    Build(std::move(o));
+    scheduler_->OnObjectEvent(NodeEvent("node-2"));
+    scheduler_->OnObjectEvent(NodeEvent("node-3"));
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
+      if (!req.has_cycle()) return Answered(StatusAnswer());
+      absl::flat_hash_set<uint32_t> taken;
+      for (const std::string& uid : cache_.AssumedUids()) {
+        if (sdk::PodInfoPtr p = cache_.GetPod(uid)) taken.insert(*cache_.NodeId(p->pod->node_name()));
+      }
+      std::vector<uint32_t> nodes;
+      if (req.cycle().nodes().all_nodes()) {
+        for (const char* n : {"node-1", "node-2", "node-3"}) nodes.push_back(*cache_.NodeId(n));
+      } else {
+        nodes.assign(req.cycle().nodes().node_ids().begin(), req.cycle().nodes().node_ids().end());
+      }
+      v1::PluginToScheduler a;
+      auto* c = a.mutable_cycle();
+      for (uint32_t id : nodes) {
+        if (!taken.contains(id)) {
+          c->add_feasible(id);
+          continue;
+        }
+        auto* r = c->add_rejected();
+        r->set_node_id(id);
+        r->mutable_status()->set_code(v1::Status::UNSCHEDULABLE);
+        r->mutable_status()->add_reasons("Too many pods");
+        r->mutable_status()->set_plugin("Fit");
+      }
+      c->set_nodes_evaluated(static_cast<uint32_t>(nodes.size()));
+      absl::MutexLock lock(&requests_mu_);
+      cycle_requests_.push_back(req.cycle());
+      return Answered(a);
+    }));
+  }
+};
+
+// The members after the first reuse its ranking: only the node the member
+// before was assumed on is evaluated again, not every node per member.
+TEST_F(BatchedGangTest, MembersAfterTheFirstReuseItsRanking) {
+  AddGang("train", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // One pop, the whole gang.
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1", "train-2"}));
+  absl::flat_hash_set<std::string> nodes;
+  for (size_t from = 0;;) {
+    std::optional<size_t> i = sink_.Find(v1::Action::kBind, from);
+    if (!i) break;
+    nodes.insert(sink_.action(*i).bind().node_name());
+    from = *i + 1;
+  }
+  EXPECT_EQ(nodes.size(), 3u);  // One per node, as the verdicts require.
+  const std::vector<v1::CycleRequest> requests = CycleRequests();
+  ASSERT_EQ(requests.size(), 3u);
+  EXPECT_TRUE(requests[0].nodes().all_nodes());
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_FALSE(requests[i].nodes().all_nodes()) << i;
+    EXPECT_EQ(requests[i].nodes().node_ids_size(), 1) << i;
+  }
+  const batching::BatchStats stats = scheduler_->batch_stats();
+  EXPECT_EQ(stats.by_outcome.at("miss_new"), 1u);
+  EXPECT_EQ(stats.hits, 2u);
+}
+
+// A gang that cannot fit is undone (its assumed members forgotten); the
+// nodes it had taken are evaluated again for the next pods of the signature,
+// which must not inherit "taken" from the undone pass.
+TEST_F(BatchedGangTest, AnUndonePassLeavesItsNodesToBeEvaluatedAgain) {
+  AddGang("big", 4, 4);  // Four members, three nodes.
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(BoundPods().empty());
+  EXPECT_EQ(cache_.NumPods(), 0u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(QueueOf(Name("big", i)), QueueKind::kUnschedulable);
+  // Pods of the same signature, no event between: served from what the pass
+  // left, which must count its three nodes free again.
+  const size_t first_pass_requests = CycleRequests().size();
+  for (const char* name : {"p-0", "p-1", "p-2"}) scheduler_->OnObjectEvent(PodEvent(name));
+  scheduler_->WaitForBackgroundWork();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(scheduler_->ScheduleNext()) << i;
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"p-0", "p-1", "p-2"}));
+  const std::vector<v1::CycleRequest> requests = CycleRequests();
+  ASSERT_GT(requests.size(), first_pass_requests);
+  // p-0: the three nodes the undone pass had taken, asked again, and no more.
+  const v1::CycleRequest& again = requests[first_pass_requests];
+  EXPECT_FALSE(again.nodes().all_nodes());
+  EXPECT_EQ(again.nodes().node_ids_size(), 3);
+}
+
 // Only the popped pod's gang is taken: a pod outside it stays queued.
 TEST_F(GangSchedulerTest, OnlyTheGangIsTakenFromTheQueue) {
   Build(false);

@@ -914,12 +914,10 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
   }
   PodSignature sig;
-  if (!pod.pod_group().empty()) {
-    // Gang members are placed together by the gang pass (schedule_gang.cc),
-    // each on the snapshot with the earlier members assumed, and undone
-    // together: they keep full cycles.
-    sig.unsignable_reason = "the pod belongs to a pod group (gang members are not batched)";
-  } else if (!pod.nominated_node_name().empty()) {
+  // Gang members are signed as any pod: the gang pass (schedule_gang.cc)
+  // calls this per member on the snapshot with the earlier members assumed,
+  // reports each assume (Assumed), and its undo is a node change like any.
+  if (!pod.nominated_node_name().empty()) {
     // The nominated-node fast path (Framework::SchedulePod) decides it.
     static const std::string* const kNominated = new std::string("the pod has a nominated node");
     Count(fw, last_outcome_ = BatchOutcome::kUnsignable, kNominated);
