@@ -369,6 +369,7 @@ void Session::Open(const v1::Open& open, v1::Registration& out) {
       v1::SignatureSpec& wire = *reg.mutable_signature();
       for (v1::PodPart part : spec.parts) wire.add_parts(part);
       for (v1::PodPart part : spec.unsignable_when_set) wire.add_unsignable_when_set(part);
+      for (v1::PodPart part : spec.read_through_affinity_terms) wire.add_parts_read_through_affinity_terms(part);
       wire.set_normalizes_scores(instance->score != nullptr && instance->score->HasNormalizeScore());
     }
     instances_by_name_.emplace(instance->name, instance.get());

@@ -371,6 +371,7 @@ int Run(std::vector<std::string> overrides) {
       return nominator.ChangedNodesSince(since, priority, visit);
     };
     spec->nominated_node_of = [&nominator](std::string_view uid) { return nominator.NominatedNode(uid); };
+    spec->nominations_count = [&nominator] { return nominator.size(); };
     auto preemption_options = preemption::PreemptionOptionsFor(config->profiles[i], i);
     if (!preemption_options.ok()) return console.Fail(std::string(preemption_options.status().message()));
     profiles.push_back(std::make_unique<Framework>(std::move(*spec)));

@@ -42,7 +42,13 @@ class InterPodAffinity : public sdk::SignPlugin,
   ~InterPodAffinity() override;
 
   std::string_view Name() const override { return kName; }
-  sdk::PodSignatureSpec SignatureSpec() const override { return {.parts = {v1::POD_PART_LABELS, v1::POD_PART_NAMESPACE}, .unsignable_when_set = {v1::POD_PART_INTER_POD_AFFINITY}}; }
+  // A pod without terms of its own is judged by other pods' terms only:
+  // its labels and namespace matter only while some pod has a term.
+  sdk::PodSignatureSpec SignatureSpec() const override {
+    return {.parts = {v1::POD_PART_LABELS, v1::POD_PART_NAMESPACE},
+            .unsignable_when_set = {v1::POD_PART_INTER_POD_AFFINITY},
+            .read_through_affinity_terms = {v1::POD_PART_LABELS, v1::POD_PART_NAMESPACE}};
+  }
   std::pair<sdk::PreFilterResult, sdk::Status> PreFilter(sdk::CycleState& state,
                                                          const sdk::PodInfo& pod,
                                                          const sdk::Snapshot& snapshot) override;

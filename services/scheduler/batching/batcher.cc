@@ -148,7 +148,11 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
     // Nodes came or went: the rotation and every image's spread changed.
     membership_generation_ = snapshot.membership_generation();
     node_fingerprints_.clear();
-    for (const sdk::NodeInfo* node : snapshot.Nodes()) node_fingerprints_[node->id()] = NodeFingerprint(*node);
+    nodes_with_affinity_.clear();
+    for (const sdk::NodeInfo* node : snapshot.Nodes()) {
+      node_fingerprints_[node->id()] = NodeFingerprint(*node);
+      if (!node->pods_with_affinity().empty()) nodes_with_affinity_.insert(node->id());
+    }
     FlushAll();
     objects_generation_ = snapshot.objects_generation();
     return;
@@ -159,7 +163,15 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
   }
   for (uint32_t id : snapshot.last_update_changed()) {
     const sdk::NodeInfo* node = snapshot.GetById(id);
-    if (node == nullptr) continue;
+    if (node == nullptr) {
+      nodes_with_affinity_.erase(id);
+      continue;
+    }
+    if (node->pods_with_affinity().empty()) {
+      nodes_with_affinity_.erase(id);
+    } else {
+      nodes_with_affinity_.insert(id);
+    }
     const uint64_t fp = NodeFingerprint(*node);
     auto [it, inserted] = node_fingerprints_.try_emplace(id, fp);
     if (!inserted && it->second != fp) {
@@ -191,6 +203,12 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
       }
     }
   }
+}
+
+PodSignature OpportunisticBatching::Sign(Framework& fw, const Profile& profile, const v1::Pod& pod) const {
+  const bool terms = !profile.signer.HasPartsReadThroughAffinityTerms() || !nodes_with_affinity_.empty() ||
+                     fw.MayHaveNominations();
+  return profile.signer.Sign(pod, terms);
 }
 
 OpportunisticBatching::Profile& OpportunisticBatching::ProfileFor(Framework& fw) {
@@ -324,7 +342,7 @@ bool OpportunisticBatching::PrepareLookahead(Framework& fw, Profile& profile, co
                                              LookaheadRequest& request, Lookahead& kept) {
   const v1::Pod& q = *next->pod;
   if (!q.pod_group().empty() || !q.nominated_node_name().empty()) return false;
-  const PodSignature sig = profile.signer.Sign(q);
+  const PodSignature sig = Sign(fw, profile, q);
   if (!sig.signable || sig.key == batch.key || failures_.Has(&fw, sig.key)) return false;
   auto it = profile.by_key.find(sig.key);
   if (it == profile.by_key.end()) return false;
@@ -923,7 +941,7 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     Count(fw, last_outcome_ = BatchOutcome::kUnsignable, kNominated);
     return ScheduleNominated(fw, profile, pod, snapshot, state_seq, cycle_id, next, later);
   } else {
-    sig = profile.signer.Sign(pod);
+    sig = Sign(fw, profile, pod);
   }
   if (!sig.signable) {
     Count(fw, last_outcome_ = BatchOutcome::kUnsignable, &sig.unsignable_reason);

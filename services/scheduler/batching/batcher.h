@@ -393,6 +393,10 @@ class OpportunisticBatching {
   static void Rank(Batch& batch, uint32_t node, Entry& entry);
   static void Unrank(Batch& batch, const Entry& entry);
   Profile& ProfileFor(Framework& fw);
+  // The pod's signature; parts read only through pod (anti-)affinity terms
+  // are left out while no assigned pod (nodes_with_affinity_) and no
+  // nominated pod (Framework::MayHaveNominations) could have such a term.
+  PodSignature Sign(Framework& fw, const Profile& profile, const v1::Pod& pod) const;
   // No nomination changed since SnapshotUpdating (true without a nominator).
   bool NominationsAsSnapshot(const Framework& fw) const;
   void Drop(Profile& profile, BatchList::iterator it);
@@ -449,6 +453,8 @@ class OpportunisticBatching {
   // What each node looked like at the last update: a change of these
   // invalidates every ranking (they move verdicts of other nodes).
   absl::flat_hash_map<uint32_t, uint64_t> node_fingerprints_;
+  // Nodes with a pod that has pod (anti-)affinity terms, at the last update.
+  absl::flat_hash_set<uint32_t> nodes_with_affinity_;
   uint64_t membership_generation_ = ~uint64_t{0};
   uint64_t objects_generation_ = ~uint64_t{0};
   BatchOutcome last_outcome_ = BatchOutcome::kDisabled;

@@ -55,12 +55,18 @@ class FakeProcess : public PluginProcess {
       if (!sign_) continue;
       v1::SignatureSpec* sig = p->mutable_signature();  // "Even" reads nothing of the pod.
       if (plugin == "Fit") sig->add_parts(v1::POD_PART_RESOURCES);
+      if (plugin == "Fit" && labels_through_terms) {
+        // As InterPodAffinity signs: labels, read only through other pods' terms.
+        sig->add_parts(v1::POD_PART_LABELS);
+        sig->add_parts_read_through_affinity_terms(v1::POD_PART_LABELS);
+      }
       if (plugin == "Taints") sig->add_parts(v1::POD_PART_TOLERATIONS);
       sig->set_normalizes_scores(plugin == "Taints");
     }
     return r;
   }
   absl::Duration timeout() const override { return absl::Seconds(1); }
+  bool labels_through_terms = false;
   bool AnswersWhatIf() const override { return what_if; }
   bool AnswersLookahead() const override { return lookahead; }
   bool AnswersLaterLookaheads() const override { return later_lookaheads; }
@@ -353,6 +359,7 @@ class Harness {
       if (change_nominations_during_cycle_) ++nomination_generation_;
       return nomination_generation_;
     };
+    spec.nominations_count = [this] { return nominated_.size(); };
     return spec;
   }
 
@@ -878,6 +885,43 @@ TEST(BatcherTest, GangMembersAreBatchedAndNominatedPodsKeepTheFastPath) {
   EXPECT_EQ(stats.unsignable_reasons.at("the pod has a nominated node"), 1u);
   EXPECT_EQ(stats.hits, 1u);
   EXPECT_EQ(stats.misses, 1u);
+}
+
+// Labels signed as InterPodAffinity signs them (read only through other
+// pods' affinity terms): pods that differ only in labels share a ranking
+// while no pod, assigned or nominated, has a term; once one does, each label
+// set is a signature of its own again.
+TEST(BatcherTest, LabelsCountInTheSignatureOnlyWhileSomePodHasAffinityTerms) {
+  Harness h;
+  h.process_.labels_through_terms = true;
+  h.AddNodes(10, 1000);
+  auto labelled = [](const std::string& name, const std::string& group) {
+    v1::Pod p = MakePod(name, 100);
+    (*p.mutable_meta()->mutable_labels())["scheduling.x-k8s.io/pod-group"] = group;
+    return p;
+  };
+  ASSERT_FALSE(h.Schedule(labelled("a", "gang-0")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  ASSERT_FALSE(h.Schedule(labelled("b", "gang-1")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  // A nominated pod (its terms unknown to the batcher): labels count again.
+  h.nominated_["node-9"] = MakePod("nominee", 100);
+  ASSERT_FALSE(h.Schedule(labelled("c", "gang-2")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);
+  h.nominated_.clear();
+  ASSERT_FALSE(h.Schedule(labelled("d", "gang-3")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);
+  // An assigned pod with an anti-affinity term: labels count again.
+  v1::Pod terms = MakePod("with-terms", 100);
+  terms.mutable_affinity()->mutable_pod_anti_affinity()->add_required()->set_topology_key("kubernetes.io/hostname");
+  terms.set_node_name("node-8");
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(terms).ok());
+  ASSERT_FALSE(h.Schedule(labelled("e", "gang-4")).empty());
+  EXPECT_NE(h.batching_.last_outcome(), BatchOutcome::kHit);
+  ASSERT_FALSE(h.Schedule(labelled("f", "gang-5")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kMissNew);  // Not e's: another label.
+  ASSERT_FALSE(h.Schedule(labelled("g", "gang-5")).empty());
+  EXPECT_EQ(h.batching_.last_outcome(), BatchOutcome::kHit);  // f's.
 }
 
 // ---- What-if verdicts (plugin protocol version 3) ----

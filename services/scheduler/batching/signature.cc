@@ -156,6 +156,8 @@ Signer Signer::ForProfile(const ProfileSpec& spec,
                           const absl::flat_hash_map<std::string, v1::PluginRegistration>& registrations) {
   Signer s;
   absl::flat_hash_set<std::string> seen;
+  // Per part: whether every plugin listing it reads it only through affinity terms.
+  absl::flat_hash_map<int, bool> through_terms;
   for (v1::ExtensionPoint point : kSignedPoints) {
     auto it = spec.plugins.find(point);
     if (it == spec.plugins.end()) continue;
@@ -177,7 +179,13 @@ Signer Signer::ForProfile(const ProfileSpec& spec,
         continue;
       }
       const v1::SignatureSpec& sig = reg->second.signature();
-      for (int part : sig.parts()) s.parts_.push_back(static_cast<v1::PodPart>(part));
+      const absl::flat_hash_set<int> conditional(sig.parts_read_through_affinity_terms().begin(),
+                                                 sig.parts_read_through_affinity_terms().end());
+      for (int part : sig.parts()) {
+        s.parts_.push_back(static_cast<v1::PodPart>(part));
+        auto [it, inserted] = through_terms.try_emplace(part, conditional.contains(part));
+        if (!inserted) it->second = it->second && conditional.contains(part);
+      }
       for (int part : sig.unsignable_when_set()) {
         s.unsignable_when_set_.emplace_back(static_cast<v1::PodPart>(part), ref.name);
       }
@@ -188,6 +196,9 @@ Signer Signer::ForProfile(const ProfileSpec& spec,
   s.parts_.push_back(v1::POD_PART_PRIORITY);
   std::sort(s.parts_.begin(), s.parts_.end());
   s.parts_.erase(std::unique(s.parts_.begin(), s.parts_.end()), s.parts_.end());
+  for (const auto& [part, only_through_terms] : through_terms) {
+    if (only_through_terms) s.through_terms_.insert(part);
+  }
   return s;
 }
 
@@ -196,7 +207,7 @@ int64_t Signer::Weight(const std::string& plugin) const {
   return it == weights_.end() ? 1 : it->second;
 }
 
-PodSignature Signer::Sign(const v1::Pod& pod) const {
+PodSignature Signer::Sign(const v1::Pod& pod, bool affinity_terms_exist) const {
   PodSignature sig;
   if (!profile_unsignable_.empty()) {
     sig.unsignable_reason = profile_unsignable_;
@@ -210,7 +221,17 @@ PodSignature Signer::Sign(const v1::Pod& pod) const {
   }
   sig.signable = true;
   sig.key.reserve(128);
-  for (v1::PodPart part : parts_) AppendPodPart(pod, part, sig.key);
+  bool left_out = false;
+  for (v1::PodPart part : parts_) {
+    if (!affinity_terms_exist && through_terms_.contains(part)) {
+      left_out = true;
+      continue;
+    }
+    AppendPodPart(pod, part, sig.key);
+  }
+  // Never equal to a key with those parts in it.
+  static constexpr char kWithoutTerms[] = "\0without-affinity-terms";
+  if (left_out) sig.key.append(kWithoutTerms, sizeof(kWithoutTerms) - 1);
   return sig;
 }
 

@@ -38,7 +38,14 @@ class Signer {
   static Signer ForProfile(const ProfileSpec& spec,
                            const absl::flat_hash_map<std::string, v1::PluginRegistration>& registrations);
 
-  PodSignature Sign(const v1::Pod& pod) const;
+  // `affinity_terms_exist`: some pod, assigned or nominated, has a pod
+  // (anti-)affinity term. When false, the parts every plugin that lists
+  // them reads only through such terms
+  // (SignatureSpec.parts_read_through_affinity_terms) are left out.
+  PodSignature Sign(const v1::Pod& pod, bool affinity_terms_exist = true) const;
+  // Whether some part is left out without affinity terms (a caller need not
+  // find out whether terms exist otherwise).
+  bool HasPartsReadThroughAffinityTerms() const { return !through_terms_.empty(); }
 
   // Score plugins whose NormalizeScore looks across nodes.
   const absl::flat_hash_set<std::string>& normalizing() const { return normalizing_; }
@@ -48,6 +55,8 @@ class Signer {
  private:
   std::string profile_unsignable_;  // Non-empty: every pod is unsignable, and why.
   std::vector<v1::PodPart> parts_;  // Sorted, unique.
+  // Of parts_, those read only through affinity terms by every plugin listing them.
+  absl::flat_hash_set<int> through_terms_;
   std::vector<std::pair<v1::PodPart, std::string>> unsignable_when_set_;  // part, plugin.
   absl::flat_hash_set<std::string> normalizing_;
   absl::flat_hash_map<std::string, int64_t> weights_;

@@ -153,5 +153,49 @@ TEST(SignatureTest, APluginWithoutASignatureMakesEveryPodOfTheProfileUnsignable)
   EXPECT_EQ(missing.Sign(Pod("a", 100)).unsignable_reason, "plugin Gone has not registered");
 }
 
+// InterPodAffinity reads an incoming pod's labels and namespace only through
+// other pods' (anti-)affinity terms: while no pod has one, pods that differ
+// only there share a signature; once one does, they differ again.
+TEST(SignatureTest, PartsReadThroughAffinityTermsCountOnlyWhileTermsExist) {
+  auto regs = DefaultRegs();
+  v1::SignatureSpec* ipa = regs["InterPodAffinity"].mutable_signature();
+  ipa->add_parts_read_through_affinity_terms(v1::POD_PART_LABELS);
+  ipa->add_parts_read_through_affinity_terms(v1::POD_PART_NAMESPACE);
+  const Signer signer = Signer::ForProfile(
+      Spec({"NodeResourcesFit", "TaintToleration", "NodeAffinity", "PodTopologySpread", "InterPodAffinity"}), regs);
+  ASSERT_TRUE(signer.HasPartsReadThroughAffinityTerms());
+  v1::Pod a = Pod("a", 100);
+  (*a.mutable_meta()->mutable_labels())["scheduling.x-k8s.io/pod-group"] = "gang-0";
+  v1::Pod b = Pod("b", 100);
+  (*b.mutable_meta()->mutable_labels())["scheduling.x-k8s.io/pod-group"] = "gang-1";
+  b.mutable_meta()->set_namespace_("batch");
+  EXPECT_EQ(signer.Sign(a, /*affinity_terms_exist=*/false).key, signer.Sign(b, false).key);
+  EXPECT_NE(signer.Sign(a, true).key, signer.Sign(b, true).key);
+  // A key without those parts is never a key with them.
+  v1::Pod bare = Pod("bare", 100);
+  bare.mutable_meta()->set_namespace_("");
+  EXPECT_NE(signer.Sign(bare, false).key, signer.Sign(bare, true).key);
+  // Other parts still count without terms.
+  EXPECT_NE(signer.Sign(a, false).key, signer.Sign(Pod("c", 200), false).key);
+  // Unsignable stays unsignable.
+  v1::Pod own_terms = a;
+  own_terms.mutable_affinity()->mutable_pod_anti_affinity()->add_required();
+  EXPECT_FALSE(signer.Sign(own_terms, false).signable);
+}
+
+// A part another plugin reads directly is never left out.
+TEST(SignatureTest, APartAnotherPluginReadsDirectlyStaysInTheSignature) {
+  auto regs = DefaultRegs();
+  regs["InterPodAffinity"].mutable_signature()->add_parts_read_through_affinity_terms(v1::POD_PART_LABELS);
+  regs["LabelScorer"] = Reg("LabelScorer", {v1::POD_PART_LABELS});
+  const Signer signer = Signer::ForProfile(Spec({"NodeResourcesFit", "InterPodAffinity", "LabelScorer"}), regs);
+  EXPECT_FALSE(signer.HasPartsReadThroughAffinityTerms());
+  v1::Pod a = Pod("a", 100);
+  (*a.mutable_meta()->mutable_labels())["app"] = "a";
+  v1::Pod b = Pod("b", 100);
+  (*b.mutable_meta()->mutable_labels())["app"] = "b";
+  EXPECT_NE(signer.Sign(a, false).key, signer.Sign(b, false).key);
+}
+
 }  // namespace
 }  // namespace podium::scheduler::batching

@@ -146,6 +146,7 @@ void Framework::Reconfigure(ProfileSpec spec) {
   if (!spec.nominations_generation) spec.nominations_generation = CurrentSetup()->spec.nominations_generation;
   if (!spec.nomination_changes) spec.nomination_changes = CurrentSetup()->spec.nomination_changes;
   if (!spec.nominated_node_of) spec.nominated_node_of = CurrentSetup()->spec.nominated_node_of;
+  if (!spec.nominations_count) spec.nominations_count = CurrentSetup()->spec.nominations_count;
   std::shared_ptr<const Setup> setup = BuildSetup(std::move(spec));
   absl::MutexLock lock(&setup_mu_);
   setup_ = std::move(setup);

@@ -86,6 +86,8 @@ struct ProfileSpec {
       nomination_changes;
   // The node the pod is nominated to, "" when none (Nominator::NominatedNode).
   std::function<std::string(std::string_view uid)> nominated_node_of;
+  // How many pods are nominated (Nominator::size).
+  std::function<size_t()> nominations_count;
 };
 
 // The profile a pod belongs to: spec.schedulerName, default-scheduler when empty.
@@ -490,6 +492,11 @@ class Framework {
     return setup->spec.nomination_changes(since, priority, visit);
   }
   bool TracksNominationChanges() const { return static_cast<bool>(CurrentSetup()->spec.nomination_changes); }
+  // Some pod may be nominated (true without the nominations_count hook).
+  bool MayHaveNominations() const {
+    std::shared_ptr<const Setup> setup = CurrentSetup();
+    return !setup->spec.nominations_count || setup->spec.nominations_count() > 0;
+  }
   // ProfileSpec::nominated_node_of; "" without the hook.
   std::string NominatedNodeOf(std::string_view uid) const {
     std::shared_ptr<const Setup> setup = CurrentSetup();

@@ -432,6 +432,10 @@ class EnqueueExtensions : public virtual Plugin {
 struct PodSignatureSpec {
   std::vector<v1::PodPart> parts;
   std::vector<v1::PodPart> unsignable_when_set;
+  // Of `parts`, those the verdicts read only through other pods' pod
+  // (anti-)affinity terms: the scheduler drops them from the signature while
+  // no pod has such a term (SignatureSpec.parts_read_through_affinity_terms).
+  std::vector<v1::PodPart> read_through_affinity_terms;
 };
 
 class SignPlugin : public virtual Plugin {
