@@ -103,21 +103,13 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
         failed.push_back({m, result.outcome, std::string(result.error.message()), {}, std::nullopt});
         continue;
       }
-      v1::Pod assumed_pod = member;
-      assumed_pod.set_node_name(result.node_name);
-      sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
-      Cache::AssumedAt assumed_at;
-      if (absl::Status s = cache_.AssumePod(assumed, result.node_name, &assumed_at); !s.ok()) {
-        failed.push_back({m, ScheduleResult::Outcome::kError, absl::StrCat("assuming the pod: ", s.message()), {},
-                          std::nullopt});
+      absl::StatusOr<sdk::PodInfoPtr> assumed_or = Assume(member, result.node_name);
+      if (!assumed_or.ok()) {
+        failed.push_back(
+            {m, ScheduleResult::Outcome::kError, std::string(assumed_or.status().message()), {}, std::nullopt});
         continue;
       }
-      // The next member's verdict on this node may be this one's what-if.
-      // Undoing the pass (ForgetPod) changes the node again: the batch then
-      // treats it as dirty.
-      batching_.Assumed(assumed_at.node_id, assumed_at.change_generation_before,
-                        assumed_at.change_generation_after);
-      if (assumed_hook_) assumed_hook_(m->uid());
+      sdk::PodInfoPtr assumed = *std::move(assumed_or);
       sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
       if (!reserve.IsSuccess()) {
         fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);

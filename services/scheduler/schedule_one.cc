@@ -170,19 +170,13 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     return;
   }
 
-  // Assume: the pod counts on its node from the next cycle on, before binding.
-  v1::Pod assumed_pod = pod;
-  assumed_pod.set_node_name(result.node_name);
-  sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
-  Cache::AssumedAt assumed_at;
-  if (absl::Status s = cache_.AssumePod(assumed, result.node_name, &assumed_at); !s.ok()) {
+  absl::StatusOr<sdk::PodInfoPtr> assumed_or = Assume(pod, result.node_name);
+  if (!assumed_or.ok()) {
     AttemptFailed(qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kError,
-                  absl::StrCat("assuming the pod: ", s.message()), {}, nullptr);
+                  std::string(assumed_or.status().message()), {}, nullptr);
     return;
   }
-  batching_.Assumed(assumed_at.node_id, assumed_at.change_generation_before,
-                    assumed_at.change_generation_after);
-  if (assumed_hook_) assumed_hook_(uid);
+  sdk::PodInfoPtr assumed = *std::move(assumed_or);
   sdk::Status reserve = fw->RunReserve(*assumed->pod, result.node_name, cycle_id);
   if (!reserve.IsSuccess()) {
     fw->RunUnreserve(*assumed->pod, result.node_name, cycle_id);
@@ -253,6 +247,22 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
   e->set_action("Preempting");
   e->set_note(absl::StrCat("deferred resize on node ", pod.node_name(), ": ", message));
   SendAction(std::move(event));
+}
+
+absl::StatusOr<sdk::PodInfoPtr> Scheduler::Assume(const v1::Pod& pod, const std::string& node) {
+  v1::Pod assumed_pod = pod;
+  assumed_pod.set_node_name(node);
+  sdk::PodInfoPtr assumed = sdk::PodInfo::Create(std::move(assumed_pod));
+  Cache::AssumedAt at;
+  if (absl::Status s = cache_.AssumePod(assumed, node, &at); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("assuming the pod: ", s.message()));
+  }
+  // The batch that served the pod may answer the next pod's verdict on this
+  // node from its what-if verdicts; an assume undone later (ForgetPod)
+  // changes the node again, and the batch treats it as dirty.
+  batching_.Assumed(at.node_id, at.change_generation_before, at.change_generation_after);
+  if (assumed_hook_) assumed_hook_(assumed->uid());
+  return assumed;
 }
 
 void Scheduler::RefreshSnapshot() {

@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "batching/batcher.h"
 #include "cache/cache.h"
@@ -187,6 +188,10 @@ class Scheduler final : public ClusterEventHandler {
   // Brings snapshot_ up to date and tells batching what changed (it reads the
   // last update's changed nodes, so no update may skip it).
   void RefreshSnapshot();
+  // Assumes `pod` on `node` (it counts there from the next cycle on, before
+  // binding), tells the batcher (Assumed) and the assumed hook. The error
+  // says "assuming the pod: ...".
+  absl::StatusOr<sdk::PodInfoPtr> Assume(const v1::Pod& pod, const std::string& node);
   // With no pod to pop: brings the plugin processes' mirrors up to the
   // cluster as it is now (state-only messages, waited on by nothing), so that
   // the next pod's request does not carry a backlog of changes, such as the

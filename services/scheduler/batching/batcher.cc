@@ -163,15 +163,12 @@ void OpportunisticBatching::SnapshotUpdated(const Snapshot& snapshot) {
   }
   for (uint32_t id : snapshot.last_update_changed()) {
     const sdk::NodeInfo* node = snapshot.GetById(id);
-    if (node == nullptr) {
-      nodes_with_affinity_.erase(id);
-      continue;
-    }
-    if (node->pods_with_affinity().empty()) {
-      nodes_with_affinity_.erase(id);
-    } else {
+    if (node != nullptr && !node->pods_with_affinity().empty()) {
       nodes_with_affinity_.insert(id);
+    } else {
+      nodes_with_affinity_.erase(id);
     }
+    if (node == nullptr) continue;
     const uint64_t fp = NodeFingerprint(*node);
     auto [it, inserted] = node_fingerprints_.try_emplace(id, fp);
     if (!inserted && it->second != fp) {
@@ -931,18 +928,16 @@ ScheduleResult OpportunisticBatching::SchedulePod(Framework& fw, const v1::Pod& 
     Count(fw, last_outcome_ = BatchOutcome::kDisabled);
     return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
   }
-  PodSignature sig;
-  // Gang members are signed as any pod: the gang pass (schedule_gang.cc)
-  // calls this per member on the snapshot with the earlier members assumed,
-  // reports each assume (Assumed), and its undo is a node change like any.
   if (!pod.nominated_node_name().empty()) {
     // The nominated-node fast path (Framework::SchedulePod) decides it.
     static const std::string* const kNominated = new std::string("the pod has a nominated node");
     Count(fw, last_outcome_ = BatchOutcome::kUnsignable, kNominated);
     return ScheduleNominated(fw, profile, pod, snapshot, state_seq, cycle_id, next, later);
-  } else {
-    sig = Sign(fw, profile, pod);
   }
+  // Gang members are signed as any pod: the gang pass (schedule_gang.cc)
+  // calls this per member on the snapshot with the earlier members assumed,
+  // reports each assume (Assumed), and its undo is a node change like any.
+  PodSignature sig = Sign(fw, profile, pod);
   if (!sig.signable) {
     Count(fw, last_outcome_ = BatchOutcome::kUnsignable, &sig.unsignable_reason);
     return fw.SchedulePod(pod, snapshot, state_seq, cycle_id);
