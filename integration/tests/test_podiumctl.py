@@ -355,7 +355,18 @@ class PodiumctlTest(lib.IntegrationTest):
         # Without the token the scheduler refuses the change (exit 4) and keeps going.
         refused = self.ctl("pause", token=False, expect=4)
         self.assertIn("needs a bearer token or a client certificate", refused.stderr)
+        status = self.ctl("status").stdout
+        self.assertIn("Scheduling:       yes\n", status)
+        self.assertIn("Adapter:          podium-sim\n", status)
         self.assertEqual(self.ctl("pause").stdout, "scheduling paused: no new scheduling cycles start\n")
+        self.assertIn("Scheduling:       no: paused by an operator\n", self.ctl("status").stdout)
+        held = self.ctl_json("status")
+        self.assertEqual((held["scheduling"], held["held_because"], held["paused"], held["adapter_connected"]),
+                         (False, "paused by an operator", True, True), held)
+        # Every pod scheduled so far went through batching's accounting once.
+        b = held["batching"]
+        self.assertGreater(b["hits"] + b["misses"] + b["unsignable"], 0, b)
+        self.assertEqual(sum(b["pods_by_result"].values()), b["hits"] + b["misses"] + b["unsignable"], b)
 
         # later-3 is created 10 s after later-1: it waits in activeQ, and
         # neither it nor later-2 (created 5 s before it) gets a node.
@@ -369,6 +380,7 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(self.sim.stdout().strip(), "", "the run cannot settle while paused")
 
         self.assertEqual(self.ctl_json("resume"), {"paused": False})
+        self.assertTrue(self.ctl_json("status")["scheduling"])
         self.wait_until("later-2 and later-3 bound after resume",
                         lambda: {"default/later-2", "default/later-3"} <= set(self.bound_pods()))
         report = self.wait_report()

@@ -53,6 +53,15 @@ const CommandInfo kCommands[] = {
      "plugin endpoints: state, counters, latency; each plugin's extension points",
      "Plugin endpoints: state, failure policy, requests, errors, timeouts,\n"
      "invalid answers, latency p50/p99; then each plugin's extension points.\n"},
+    {"status", Command::kStatus, "status",
+     "whether the scheduler is scheduling (if not, why), its adapter, batching counters",
+     "Whether the scheduler starts scheduling cycles and, when it does not, why\n"
+     "(paused by an operator, no adapter connected, waiting for the adapter's\n"
+     "complete list); the connected adapter; actions sent to it without a result\n"
+     "yet; refused adapter streams and actions; the log verbosity; and what\n"
+     "opportunistic batching did: hits, misses and unsignable pods, by result and\n"
+     "by reason. -o wide adds the counters of requests saved (what-if verdicts,\n"
+     "lookaheads, nominated-node checks, preemption what-ifs).\n"},
     {"pause", Command::kPause, "pause",
      "stop starting scheduling cycles",
      "Stop starting scheduling cycles (pods keep queueing; binds in flight finish).\n"},
@@ -99,6 +108,7 @@ enum FlagBit : unsigned {
   kFCompletion = 1u << 8,
   kFHelp = 1u << 9,
   kFLogLevel = 1u << 10,
+  kFStatus = 1u << 11,
   kFAll = 0xffffu,
 };
 
@@ -115,6 +125,7 @@ unsigned BitOf(Command c) {
     case Command::kCompletion: return kFCompletion;
     case Command::kHelp: return kFHelp;
     case Command::kLogLevel: return kFLogLevel;
+    case Command::kStatus: return kFStatus;
   }
   return 0;
 }

@@ -33,6 +33,7 @@ enum class Command {
   kActivate,
   kWatch,
   kLogLevel,
+  kStatus,
   kCompletion,
 };
 

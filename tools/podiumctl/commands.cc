@@ -27,6 +27,7 @@ absl::Status RunCommand(CommandContext& ctx) {
     case Command::kActivate: return RunActivate(ctx);
     case Command::kWatch: return RunWatch(ctx);
     case Command::kLogLevel: return RunLogLevel(ctx);
+    case Command::kStatus: return RunStatus(ctx);
     case Command::kHelp:
     case Command::kCompletion: break;
   }

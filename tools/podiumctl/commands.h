@@ -82,6 +82,11 @@ absl::Status RunActivate(CommandContext& ctx);
 // log-level [N]: GetStatus's log_verbosity, or SetLogVerbosity(N).
 absl::Status RunLogLevel(CommandContext& ctx);
 
+// --- status (status_command.cc)
+absl::Status RunStatus(CommandContext& ctx);
+boost::json::value StatusDocument(const v1::SchedulerStatus& status);
+std::string StatusText(const boost::json::value& doc, bool wide);
+
 // --- watch (watch_command.cc)
 // Runs until --count decisions (0 = no limit), the stream ends, or an
 // interrupt cancels the stream (a clean end: exit 0).

@@ -121,6 +121,8 @@ class FakeAdmin final : public v1::Admin::Service {
   }
   grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*, v1::SchedulerStatus* resp) override {
     absl::MutexLock lock(&mu);
+    *resp = status;
+    resp->set_paused(paused);
     resp->set_log_verbosity(log_verbosity);
     return grpc::Status::OK;
   }
@@ -172,6 +174,7 @@ class FakeAdmin final : public v1::Admin::Service {
   v1::ExplainPodResponse explain ABSL_GUARDED_BY(mu);
   v1::DumpCacheResponse cache ABSL_GUARDED_BY(mu);
   v1::ListPluginsResponse plugins ABSL_GUARDED_BY(mu);
+  v1::SchedulerStatus status ABSL_GUARDED_BY(mu);  // GetStatus; paused and log_verbosity as set.
   std::vector<v1::SchedulingDecision> decisions ABSL_GUARDED_BY(mu);
   bool paused ABSL_GUARDED_BY(mu) = false;
   int log_verbosity ABSL_GUARDED_BY(mu) = 0;
@@ -616,6 +619,69 @@ TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("endpoints").at(0).at("address").as_string(), "unix:///run/podium/host.sock");
   EXPECT_EQ(doc.at("endpoints").at(0).at("reconnects").to_number<int>(), 1);
+}
+
+TEST_F(PodiumctlCommandsTest, StatusSaysWhetherItSchedulesAndWhatBatchingDid) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.status.set_adapter_connected(true);
+    fake_.status.set_adapter("podium-k8s-adapter");
+    fake_.status.set_pending_actions(3);
+    fake_.status.set_refused_actions(1);
+    v1::BatchingStatus* b = fake_.status.mutable_batching();
+    b->set_hits(998);
+    b->set_misses(2);
+    b->set_unsignable(1000);
+    b->set_hits_without_request(816);
+    b->set_nominated_checks_sent(1005);
+    b->set_nominated_check_hits(933);
+    (*b->mutable_pods_by_result())["miss_new"] = 2;
+    (*b->mutable_pods_by_result())["hit_unschedulable"] = 998;
+    (*b->mutable_pods_by_result())["unsignable"] = 1000;
+    (*b->mutable_unsignable_reasons())["the pod has a nominated node"] = 1000;
+  }
+  ASSERT_TRUE(Run({"status"}).ok());
+  std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("Scheduling:       yes\n"));
+  EXPECT_THAT(out, HasSubstr("Adapter:          podium-k8s-adapter\n"));
+  EXPECT_THAT(out, HasSubstr("Pending actions:  3 (sent to the adapter, no result yet)\n"));
+  EXPECT_THAT(out, HasSubstr("0 adapter streams, 1 actions (outbox full)"));
+  EXPECT_THAT(out, HasSubstr("Batching:         998 hits (816 without a plugin request), 2 misses, 1000 unsignable\n"));
+  EXPECT_THAT(out, Not(HasSubstr("Nominated checks")));  // -o wide only.
+  // The results, the largest first, then why pods were unsignable.
+  auto results = Rows(out.substr(out.find("RESULT")));
+  ASSERT_GE(results.size(), 4u) << out;
+  EXPECT_THAT(results[0], ElementsAre("RESULT", "PODS"));
+  EXPECT_THAT(results[1], ElementsAre("unsignable", "1000"));
+  EXPECT_THAT(results[2], ElementsAre("hit_unschedulable", "998"));
+  EXPECT_THAT(results[3], ElementsAre("miss_new", "2"));
+  EXPECT_THAT(out, HasSubstr("UNSIGNABLE BECAUSE"));
+  EXPECT_THAT(out, HasSubstr("the pod has a nominated node   1000"));
+
+  ASSERT_TRUE(Run({"status", "-o", "wide"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("Nominated checks: 1005 asked, 933 pods decided by one\n"));
+
+  // Paused, and no adapter: not scheduling, and why.
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.paused = true;
+    fake_.status.set_scheduling_held_because("paused by an operator");
+    fake_.status.set_adapter_connected(false);
+    fake_.status.clear_adapter();
+  }
+  ASSERT_TRUE(Run({"status"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("Scheduling:       no: paused by an operator\n"));
+  EXPECT_THAT(out_.str(), HasSubstr("Adapter:          <none>\n"));
+  ASSERT_TRUE(Run({"status", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_FALSE(doc.at("scheduling").as_bool());
+  EXPECT_EQ(doc.at("held_because").as_string(), "paused by an operator");
+  EXPECT_TRUE(doc.at("paused").as_bool());
+  EXPECT_EQ(doc.at("batching").at("pods_by_result").at("hit_unschedulable").to_number<int>(), 998);
+  EXPECT_EQ(doc.at("batching").at("nominated_check_hits").to_number<int>(), 933);
+  // -o name has no meaning here, and status takes no arguments.
+  EXPECT_TRUE(absl::IsInvalidArgument(Run({"status", "-o", "name"})));
+  EXPECT_TRUE(absl::IsInvalidArgument(Run({"status", "extra"})));
 }
 
 TEST_F(PodiumctlCommandsTest, TheTokenFileTravelsAsABearerToken) {

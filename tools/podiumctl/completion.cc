@@ -10,7 +10,7 @@ _podiumctl() {
   local cur prev words cword
   cur="${COMP_WORDS[COMP_CWORD]}"
   prev="${COMP_WORDS[COMP_CWORD-1]}"
-  local commands="queue explain nodes plugins pause resume activate watch completion help"
+  local commands="queue explain nodes plugins status pause resume activate watch log-level completion help"
   local global="--address --timeout --output -o --help -h"
   local cmd="" addr=() i
   for ((i = 1; i < COMP_CWORD; i++)); do
