@@ -387,6 +387,41 @@ class PodiumctlTest(lib.IntegrationTest):
         for name in ("later-1", "later-2", "later-3"):
             self.assertTrue(report.node_of(name), report.raw)
 
+    def test_nodes_lists_a_preemptor_nominated_while_its_victim_terminates(self):
+        # node-a is full with a priority-10 pod; the priority-100 preemptor,
+        # created later, evicts it. The victim holds node-a for 3 s
+        # (--termination-grace): meanwhile the preemptor is nominated there,
+        # and `nodes` says so; once the victim is gone it binds and the
+        # nomination is gone.
+        def pod(name, priority, node=None, later=False):
+            doc = {"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"priority": priority,
+                            "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                            "resources": {"requests": {"cpu": "2", "memory": "128Mi"}}}]}}
+            if node:
+                doc["spec"]["nodeName"] = node
+                doc["status"] = {"phase": "Running"}
+            if later:
+                doc["metadata"]["annotations"] = {"sim.podium.dev/create-later": "true"}
+            return json.dumps(doc) + "\n"
+        cluster = self.write("cluster-preempt.yaml", lib.cluster_yaml(
+            lib.node_yaml("node-a", cpu="2"), pod("victim", 10, node="node-a"), pod("preemptor", 100, later=True)))
+        self.start_sim(cluster, extra=["--termination-grace", "3s"])
+
+        def nominated():
+            node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")
+            return node if node["nominated_pods"] else None
+        node = self.wait_until("default/preemptor nominated to node-a", nominated, timeout=30)
+        self.assertEqual(node["nominated_pods"], ["default/preemptor"], node)
+        self.assertEqual(node["pods"], ["default/victim"], node)  # Still terminating.
+        rows = table_rows(self.ctl("nodes").stdout)
+        self.assertEqual(rows[0]["NOMINATED"], "1", rows)
+
+        self.wait_until("default/preemptor bound", lambda: self.bound_pods().get("default/preemptor") == "node-a")
+        node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")
+        self.assertEqual(node["nominated_pods"], [], node)
+
     def test_queue_reads_every_page(self):
         # 1 100 pods that fit nowhere, besides giant: more than two of the
         # scheduler's default pages (500), so a podiumctl that stops after the

@@ -605,13 +605,18 @@ TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
     py->set_endpoint("python (unix:///run/podium/python.sock)");
     py->set_state(v1::PluginEndpointInfo::FAILED);
     py->set_ignorable(true);
+    auto* breaker = fake_.plugins.add_endpoints();  // Its circuit breaker open.
+    breaker->set_endpoint("gpu (unix:///run/podium/gpu.sock)");
+    breaker->set_state(v1::PluginEndpointInfo::FAILED);
+    breaker->set_connection_state("CIRCUIT_OPEN");
   }
   ASSERT_TRUE(Run({"plugins"}).ok());
   const std::string out = out_.str();
   auto rows = Rows(out);
-  ASSERT_EQ(rows.size(), 3u) << out;
+  ASSERT_EQ(rows.size(), 4u) << out;
   EXPECT_THAT(rows[1], ElementsAre("host", "Ready", "Fail", "1", "120", "2", "1", "3", "0.042ms", "0.310ms"));
   EXPECT_THAT(rows[2], ElementsAre("python", "Failed", "Ignore", "0", "0", "0", "0", "0", "0.000ms", "0.000ms"));
+  EXPECT_THAT(rows[3], ElementsAre("gpu", "CircuitOpen", "Fail", "0", "0", "0", "0", "0", "0.000ms", "0.000ms"));
   auto plugin_rows = Rows(out.substr(out.find("\n\n") + 2));
   ASSERT_EQ(plugin_rows.size(), 2u);
   EXPECT_THAT(plugin_rows[1], ElementsAre("NodeResourcesFit", "host", "PreFilter,Filter,Score"));

@@ -35,11 +35,15 @@ boost::json::value PluginsDocument(const v1::ListPluginsResponse& response) {
       }
       plugins.push_back({{"name", p.name()}, {"extension_points", std::move(points)}});
     }
-    // The connection-state string (connecting, circuit open, ...) plugs in
-    // here as "state_detail" when the API reports it.
+    // The connection's own state (Ready, Connecting, CircuitOpen) says more
+    // than Ready / Failed; a scheduler that does not report it leaves the
+    // coarse state.
+    const std::string state = e.connection_state().empty()
+                                  ? CamelCase(v1::PluginEndpointInfo::State_Name(e.state()))
+                                  : CamelCase(e.connection_state());
     endpoints.push_back({{"name", name},
                          {"address", address},
-                         {"state", CamelCase(v1::PluginEndpointInfo::State_Name(e.state()))},
+                         {"state", state},
                          {"failure_policy", e.ignorable() ? "Ignore" : "Fail"},
                          {"plugins", std::move(plugins)},
                          {"requests", e.requests()},

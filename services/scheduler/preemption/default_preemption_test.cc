@@ -800,6 +800,15 @@ TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
   EXPECT_TRUE(nominator.LowerPriorityNominated(MakePod("top", 2000, 1000), "node-1").empty());
   EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id2, key("b", "2")}}));
   EXPECT_EQ(nominator.size(), 2u);
+  // What Admin DumpCache lists: every nomination by node, whatever its
+  // priority; a cleared one is gone, node-1 with it.
+  nominator.OnPodEvent(low, /*deleted=*/false);
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (const auto& [node, refs] : nominator.ByNode()) {
+    for (const v1::ObjectRef& r : refs) by_node[node].push_back(r.kind() + " " + r.namespace_() + "/" + r.name());
+  }
+  EXPECT_EQ(by_node, (std::map<std::string, std::vector<std::string>>{
+                         {"node-1", {"Pod default/low"}}, {"node-2", {"Pod default/b"}}, {"node-9", {"Pod default/gone"}}}));
 }
 
 

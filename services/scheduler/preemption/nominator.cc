@@ -168,6 +168,25 @@ std::vector<sdk::PodInfoPtr> Nominator::NominatedPodsFor(const v1::Pod& pod,
   return out;
 }
 
+std::map<std::string, std::vector<v1::ObjectRef>> Nominator::ByNode() const {
+  std::map<std::string, std::vector<v1::ObjectRef>> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [node, on_node] : by_node_) {
+    if (on_node.empty()) continue;
+    std::vector<v1::ObjectRef>& refs = out[node];
+    refs.reserve(on_node.size());
+    for (const OnNode& o : on_node) {
+      const v1::Pod& pod = *o.entry->second.pod->pod;
+      v1::ObjectRef& ref = refs.emplace_back();
+      ref.set_kind("Pod");
+      ref.set_namespace_(pod.meta().namespace_());
+      ref.set_name(pod.meta().name());
+      ref.set_uid(pod.meta().uid());
+    }
+  }
+  return out;
+}
+
 std::vector<sdk::PodInfoPtr> Nominator::LowerPriorityNominated(const v1::Pod& pod,
                                                                std::string_view node_name) const {
   std::vector<sdk::PodInfoPtr> out;

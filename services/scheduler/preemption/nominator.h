@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,8 @@ class Nominator {
   // The sum of the keys ForEachKey visits `node_name` with (0: none counted).
   uint64_t KeySumOn(const v1::Pod& pod, std::string_view node_name) const;
   size_t size() const;
+  // Every nomination, node name -> its nominated pods (Admin DumpCache).
+  std::map<std::string, std::vector<v1::ObjectRef>> ByNode() const;
   // Bumped by every change to a nomination (added, moved, updated, cleared):
   // equal before and after a computation means no nomination changed meanwhile.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }

@@ -214,6 +214,8 @@ grpc::Status AdminService::DumpCache(grpc::ServerContext* ctx,
                                                   const v1::DumpCacheRequest* request,
                                                   v1::DumpCacheResponse* response) {
   const Cache::Dumped dump = cache_.Dump(request->include_pods());
+  std::map<std::string, std::vector<v1::ObjectRef>> nominated;
+  if (nominations_ && request->include_pods()) nominated = nominations_();
   response->set_generation(dump.generation);
   response->set_assumed_pods(static_cast<int32_t>(dump.assumed_pods));
   for (const Cache::NodeDump& n : dump.nodes) {
@@ -224,6 +226,9 @@ grpc::Status AdminService::DumpCache(grpc::ServerContext* ctx,
     ToResourceList(n.requested, node->mutable_requested());
     for (const auto& pod : n.pods) ToObjectRef(*pod->pod, node->add_pods());
     for (const auto& pod : n.assumed_pods) ToObjectRef(*pod->pod, node->add_assumed_pods());
+    if (auto it = nominated.find(n.name); it != nominated.end()) {
+      for (v1::ObjectRef& ref : it->second) *node->add_nominated_pods() = std::move(ref);
+    }
   }
   return grpc::Status::OK;
 }

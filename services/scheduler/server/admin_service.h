@@ -1,8 +1,11 @@
 // Admin: what operators ask the running scheduler (podiumctl, grpcurl).
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -60,6 +63,13 @@ class AdminService final {
   // UNAUTHENTICATED instead of being open to whoever reaches the socket.
   void RequireIdentityForChanges(bool require) { require_identity_ = require; }
 
+  // The nominations (preemption's nominator), node name -> the pods
+  // nominated there, for DumpCache's nominated_pods. Set before Start;
+  // unset, no node lists a nominated pod. Called on the driver thread: it
+  // must take only the nominator's own lock.
+  using NominationsFn = std::function<std::map<std::string, std::vector<v1::ObjectRef>>()>;
+  void SetNominations(NominationsFn nominations) { nominations_ = std::move(nominations); }
+
   grpc::Service* service() { return &async_; }
   // After BuildAndStart: waits for calls of every method on `queue`.
   void Start(grpc::ServerCompletionQueue* queue);
@@ -111,6 +121,7 @@ class AdminService final {
   const ClusterService* cluster_;
   logging::Logger& logger_;
   bool require_identity_ = false;
+  NominationsFn nominations_;
   v1::Admin::AsyncService async_;
   mutable absl::Mutex calls_mu_;
   bool calls_stopped_ ABSL_GUARDED_BY(calls_mu_) = false;

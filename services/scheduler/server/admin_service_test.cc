@@ -333,6 +333,36 @@ TEST_F(AdminServiceTest, GetStatusSaysWhySchedulingIsHeld) {
   EXPECT_EQ(status.scheduling_held_because(), "paused by an operator");
 }
 
+// DumpCache lists, per node, the pods nominated there (the nominations hook
+// main wires to preemption's nominator), only when pods are asked for.
+TEST_F(AdminServiceTest, DumpCacheListsTheNominatedPodsOfEachNode) {
+  v1::Node node;
+  node.mutable_meta()->set_name("node-a");
+  node.mutable_allocatable()->set_milli_cpu(2000);
+  cache_.AddOrUpdateNode(node);
+  admin_->SetNominations([] {
+    v1::ObjectRef ref;
+    ref.set_kind("Pod");
+    ref.set_namespace_("default");
+    ref.set_name("preemptor");
+    std::map<std::string, std::vector<v1::ObjectRef>> out;
+    out["node-a"].push_back(ref);
+    out["node-gone"].push_back(ref);  // A node the cache no longer has: not listed.
+    return out;
+  });
+  v1::DumpCacheRequest request;
+  request.set_include_pods(true);
+  v1::DumpCacheResponse dump;
+  ASSERT_TRUE(stub_->DumpCache(Ctx().get(), request, &dump).ok());
+  ASSERT_EQ(dump.nodes_size(), 1);
+  ASSERT_EQ(dump.nodes(0).nominated_pods_size(), 1);
+  EXPECT_EQ(dump.nodes(0).nominated_pods(0).name(), "preemptor");
+  request.set_include_pods(false);
+  dump.Clear();
+  ASSERT_TRUE(stub_->DumpCache(Ctx().get(), request, &dump).ok());
+  EXPECT_EQ(dump.nodes(0).nominated_pods_size(), 0);
+}
+
 // Raising the verbosity through the Admin API makes the scheduler's V(4)
 // lines appear; lowering it hides them again. Asserted on the logger's sink.
 SchedulingDecision Decision(const std::string& name) {
