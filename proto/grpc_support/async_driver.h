@@ -27,6 +27,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "grpc_support/thread_name.h"
 
 #if defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
@@ -114,7 +115,7 @@ class AsyncDriver {
     thread_ = std::thread([this] {
       // Named so that profiles and per-thread counts tell it from the
       // callback API's "nexting_thread"s.
-      pthread_setname_np(pthread_self(), "grpc-driver");
+      NameThisThread("grpc-driver");
       thread_id_.store(std::this_thread::get_id(), std::memory_order_release);
       void* tag = nullptr;
       bool ok = false;

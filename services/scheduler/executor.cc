@@ -1,9 +1,16 @@
 #include "executor.h"
 
+#include "grpc_support/thread_name.h"
+
 namespace podium::scheduler {
 
-BoundedExecutor::BoundedExecutor(int threads, size_t max_queued) : max_queued_(max_queued) {
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
+BoundedExecutor::BoundedExecutor(int threads, size_t max_queued, std::string name) : max_queued_(max_queued) {
+  for (int i = 0; i < threads; ++i) {
+    threads_.emplace_back([this, name] {
+      grpc_support::NameThisThread(name);
+      Run();
+    });
+  }
 }
 
 BoundedExecutor::~BoundedExecutor() { Stop(); }

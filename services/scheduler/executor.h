@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -18,7 +19,8 @@ namespace podium::scheduler {
 
 class BoundedExecutor {
  public:
-  BoundedExecutor(int threads, size_t max_queued);
+  // `name` names its threads (top -H, perf, ps -L; at most 15 characters).
+  BoundedExecutor(int threads, size_t max_queued, std::string name = "executor");
   ~BoundedExecutor();
   BoundedExecutor(const BoundedExecutor&) = delete;
   BoundedExecutor& operator=(const BoundedExecutor&) = delete;

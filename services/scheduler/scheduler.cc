@@ -1,6 +1,7 @@
 #include "scheduler.h"
 
 #include "absl/strings/str_cat.h"
+#include "grpc_support/thread_name.h"
 #include "pod_ref.h"
 
 namespace podium::scheduler {
@@ -18,8 +19,8 @@ Scheduler::Scheduler(Options options, Cache& cache, Snapshot& snapshot, Scheduli
       clock_(clock),
       decisions_(options.decisions),
       diagnoses_(options.diagnoses),
-      binding_pool_(options.binding_threads, options.max_binding_work),
-      queue_worker_(1, options.max_queue_work),
+      binding_pool_(options.binding_threads, options.max_binding_work, "binding"),
+      queue_worker_(1, options.max_queue_work, "queue-worker"),
       batching_(options.batching, clock, metrics.registry().get()) {
   for (auto& fw : profiles_) {
     by_scheduler_name_[fw->name()] = fw.get();
@@ -33,9 +34,15 @@ Scheduler::Scheduler(Options options, Cache& cache, Snapshot& snapshot, Scheduli
 Scheduler::~Scheduler() { Stop(); }
 
 void Scheduler::Start() {
-  if (options_.run_scheduling_thread) scheduling_thread_ = std::thread([this] { SchedulingLoop(); });
+  if (options_.run_scheduling_thread) {
+    scheduling_thread_ = std::thread([this] {
+      grpc_support::NameThisThread("scheduling");
+      SchedulingLoop();
+    });
+  }
   if (!options_.run_housekeeping_thread) return;
   housekeeping_thread_ = std::thread([this] {
+    grpc_support::NameThisThread("housekeeping");
     absl::MutexLock lock(&mu_);
     while (!stopped_) {
       mu_.AwaitWithTimeout(absl::Condition(&stopped_), absl::Milliseconds(100));

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_support/thread_name.h"
 #include "grpcpp/grpcpp.h"
 #include "logging/logger.h"
 
@@ -321,14 +322,20 @@ GrpcPluginProcess::GrpcPluginProcess(PluginEndpointOptions options, StateSource&
   driver_->Start();
   latencies_ms_.reserve(kLatencyWindow);
   circuit_backoff_ = options_.circuit_open_initial;
-  deadline_thread_ = std::thread([this] { DeadlineLoop(); });
+  deadline_thread_ = std::thread([this] {
+    grpc_support::NameThisThread("plugin-deadline");
+    DeadlineLoop();
+  });
 }
 
 GrpcPluginProcess::~GrpcPluginProcess() { Shutdown(); }
 
 absl::Status GrpcPluginProcess::Start() {
   absl::Status status = Connect();
-  reconnect_thread_ = std::thread([this] { ReconnectLoop(); });
+  reconnect_thread_ = std::thread([this] {
+    grpc_support::NameThisThread("plugin-redial");
+    ReconnectLoop();
+  });
   return status;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "grpc_support/thread_name.h"
 #include "grpcpp/alarm.h"
 #include "logging/logger.h"
 #include "metrics/metrics.h"
@@ -452,7 +453,10 @@ class ClusterService::SyncCall {
 ClusterService::ClusterService(Options options, ClusterEventHandler& handler,
                                SchedulerMetrics* metrics)
     : options_(std::move(options)), handler_(handler), metrics_(metrics) {
-  event_thread_ = std::thread([this] { EventLoop(); });
+  event_thread_ = std::thread([this] {
+    grpc_support::NameThisThread("cluster-events");
+    EventLoop();
+  });
 }
 
 ClusterService::~ClusterService() { Shutdown(); }
