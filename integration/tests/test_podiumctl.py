@@ -417,6 +417,15 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(node["pods"], ["default/victim"], node)  # Still terminating.
         rows = table_rows(self.ctl("nodes").stdout)
         self.assertEqual(rows[0]["NOMINATED"], "1", rows)
+        # The preemptor itself: held by DefaultPreemption (kube-scheduler's
+        # PreEnqueue of KEP-4832) while its victim leaves, nominated to node-a.
+        rows = table_rows(self.ctl("queue").stdout)
+        self.assertEqual([(r["NAME"], r["QUEUE"], r["WAITING ON"]) for r in rows],
+                         [("preemptor", "gated", "DefaultPreemption")], rows)
+        explain = self.ctl("explain", "default/preemptor").stdout
+        self.assertIn("Nominated:    node-a\n", explain)
+        self.assertIn("Gated:        by DefaultPreemption: waiting for the preemption for this pod to be finished\n",
+                      explain)
 
         self.wait_until("default/preemptor bound", lambda: self.bound_pods().get("default/preemptor") == "node-a")
         node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")

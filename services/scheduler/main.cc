@@ -476,7 +476,8 @@ int Run(std::vector<std::string> overrides) {
   } clear_rewire{rewire_mu, rewire};
   AdminService admin(scheduler, queue, cache, endpoint_ptrs, &cluster);
   admin.RequireIdentityForChanges(true);  // Without access control configured: refused.
-  admin.SetNominations([&nominator] { return nominator.ByNode(); });
+  admin.SetNominations([&nominator] { return nominator.ByNode(); },
+                       [&nominator](std::string_view uid) { return nominator.NominatedNode(uid); });
   absl::Time last_pool_gauges = absl::InfinitePast();  // Housekeeping thread only.
   // kube-scheduler's assume drops the pod's nomination: it counts on its node
   // as assumed from now on, and must not count there twice until its bind

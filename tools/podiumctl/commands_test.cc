@@ -203,6 +203,8 @@ class PodiumctlCommandsTest : public ::testing::Test {
       fake_.queued[1].set_message("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
                                   "2 Insufficient cpu.");
       fake_.queued[2].set_backoff_expiry_us(Us(kNow + absl::Milliseconds(3200)));
+      fake_.queued[3].set_gated_by("SchedulingGates");
+      fake_.queued[3].set_message("waiting for scheduling gates: example.com/quota");
     }
   }
   void TearDown() override { server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1)); }
@@ -252,7 +254,7 @@ TEST_F(PodiumctlCommandsTest, QueueTableListsEveryQueueInOrderWithSummary) {
   EXPECT_THAT(rows[2], ElementsAre("batch", "job-7", "backoff", "1", "95s", "4s", "NodeAffinity", "<none>"));
   EXPECT_THAT(rows[3], ElementsAre("default", "giant", "unschedulable", "3", "95s", "-",
                                    "NodeResourcesFit,TaintToleration", "<none>"));
-  EXPECT_THAT(rows[4], ElementsAre("batch", "gated-1", "gated", "0", "95s", "-", "<none>", "<none>"));
+  EXPECT_THAT(rows[4], ElementsAre("batch", "gated-1", "gated", "0", "95s", "-", "<none>", "SchedulingGates"));
   EXPECT_THAT(out,
               HasSubstr("\n4 pods: 1 active, 1 backoff, 1 unschedulable, 1 gated, 0 in-flight, 0 waiting-on-permit\n"));
 }
@@ -526,6 +528,30 @@ TEST_F(PodiumctlCommandsTest, ExplainAPodWaitingAtPermitShowsTheWaitNotARejectio
   ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("queued").at("permit_wait").at("plugins").at(0).at("name").as_string(), "Coscheduling");
+}
+
+// A preemptor held while its victims leave: gated by DefaultPreemption,
+// nominated to the node it will take, its failed attempt's verdicts below.
+TEST_F(PodiumctlCommandsTest, ExplainAHeldPreemptorSaysWhatGatesItAndWhereItIsNominated) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    v1::QueuedPod held = Queued("default", "giant", v1::GATED, 1, {"NodeResourcesFit"});
+    held.set_gated_by("DefaultPreemption");
+    held.set_message("waiting for the preemption for this pod to be finished");
+    *fake_.explain.mutable_pod() = held;
+    fake_.explain.set_attempts(1);
+    fake_.explain.set_nominated_node_name("node-a");
+    fake_.explain.set_message("0/1 nodes are available: 1 Insufficient cpu.");
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("Queue:        gated"));
+  EXPECT_THAT(out, HasSubstr("Gated:        by DefaultPreemption: waiting for the preemption for this pod to be finished\n"));
+  EXPECT_THAT(out, HasSubstr("Nominated:    node-a\n"));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("queued").at("gated_by").as_string(), "DefaultPreemption");
+  EXPECT_EQ(doc.at("nominated_node").as_string(), "node-a");
 }
 
 TEST_F(PodiumctlCommandsTest, ExplainAPodNeverTriedSaysSoNotRejectedBeforeFilter) {

@@ -126,6 +126,11 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
     field("Queue:", queue);
     field("Rejected by:", absl::StrJoin(StringList(qp.at("unschedulable_plugins")), ", "));
     if (const auto& wait = qp.at("permit_wait"); wait.is_object()) field("Permit:", PermitLine(wait));
+    if (Str(qp.at("queue")) == "gated") {
+      const std::string by = Str(qp.at("gated_by"));
+      const std::string why = Str(qp.at("message"));
+      field("Gated:", by.empty() ? why : why.empty() ? absl::StrCat("by ", by) : absl::StrCat("by ", by, ": ", why));
+    }
     if (!qp.at("pending_plugins").as_array().empty()) {
       field("Pending:", absl::StrJoin(StringList(qp.at("pending_plugins")), ", "));
     }

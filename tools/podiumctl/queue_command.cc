@@ -86,6 +86,7 @@ boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now) {
   o["unschedulable_plugins"] = Strings(pod.unschedulable_plugins());
   o["pending_plugins"] = Strings(pod.pending_plugins());
   o["message"] = pod.message();
+  o["gated_by"] = pod.gated_by();
   o["permit_wait"] = pod.has_permit_wait() ? boost::json::value(PermitWaitJson(pod.permit_wait(), now))
                                            : boost::json::value(nullptr);
   return o;
@@ -177,7 +178,9 @@ std::string QueueTable(const boost::json::value& doc, bool wide) {
         remaining.is_null() ? "-"
                             : FormatAge(absl::Ceil(absl::Seconds(remaining.as_double()), absl::Seconds(1))),
         JoinCell(p.at("unschedulable_plugins")),
-        PermitPluginsCell(p.at("permit_wait")),
+        // What holds it: the Permit plugins it waits on, or the PreEnqueue
+        // plugin that gates it.
+        p.at("permit_wait").is_object() ? PermitPluginsCell(p.at("permit_wait")) : Str(p.at("gated_by")),
     };
     if (wide) {
       const auto& wait = p.at("permit_wait");

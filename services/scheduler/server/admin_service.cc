@@ -50,6 +50,7 @@ void FillQueuedPod(const QueuedPodSummary& s, v1::QueuedPod* out) {
   out->set_enqueued_us(absl::ToUnixMicros(s.timestamp));
   for (const auto& p : s.unschedulable_plugins) out->add_unschedulable_plugins(p);
   for (const auto& p : s.pending_plugins) out->add_pending_plugins(p);
+  if (s.queue == QueueKind::kGated) out->set_gated_by(s.gating_plugin);
   out->set_message(s.message);
 }
 
@@ -191,6 +192,7 @@ grpc::Status AdminService::ExplainPod(grpc::ServerContext* ctx,
   if (!last) {
     if (queued) {
       response->set_message(queued->message);
+      if (nominated_node_of_) response->set_nominated_node_name(nominated_node_of_(queued->pod_info->uid()));
       return grpc::Status::OK;
     }
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -206,7 +208,10 @@ grpc::Status AdminService::ExplainPod(grpc::ServerContext* ctx,
     verdict->set_node_name(node);
     status->ToProto(verdict->mutable_status());
   }
-  response->set_nominated_node_name(last->nominated_node_name);
+  // The nomination as it stands now (the attempt recorded the pod before
+  // its own preemption nominated it).
+  response->set_nominated_node_name(nominated_node_of_ ? nominated_node_of_(last->pod_uid)
+                                                       : last->nominated_node_name);
   return grpc::Status::OK;
 }
 

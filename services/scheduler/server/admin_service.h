@@ -68,7 +68,12 @@ class AdminService final {
   // unset, no node lists a nominated pod. Called on the driver thread: it
   // must take only the nominator's own lock.
   using NominationsFn = std::function<std::map<std::string, std::vector<v1::ObjectRef>>()>;
-  void SetNominations(NominationsFn nominations) { nominations_ = std::move(nominations); }
+  // And the node one pod is nominated to ("" when none), for ExplainPod.
+  using NominatedNodeFn = std::function<std::string(std::string_view uid)>;
+  void SetNominations(NominationsFn nominations, NominatedNodeFn nominated_node_of) {
+    nominations_ = std::move(nominations);
+    nominated_node_of_ = std::move(nominated_node_of);
+  }
 
   grpc::Service* service() { return &async_; }
   // After BuildAndStart: waits for calls of every method on `queue`.
@@ -122,6 +127,7 @@ class AdminService final {
   logging::Logger& logger_;
   bool require_identity_ = false;
   NominationsFn nominations_;
+  NominatedNodeFn nominated_node_of_;
   v1::Admin::AsyncService async_;
   mutable absl::Mutex calls_mu_;
   bool calls_stopped_ ABSL_GUARDED_BY(calls_mu_) = false;

@@ -197,6 +197,7 @@ TEST_F(GatedGangAdminTest, AMemberOfAGroupThatNeverAppearsIsListedAsGatedWithThe
   ASSERT_EQ(response.pods_size(), 1);
   EXPECT_EQ(response.pods(0).pod().name(), "lost-0");
   EXPECT_EQ(response.pods(0).queue(), v1::GATED);
+  EXPECT_EQ(response.pods(0).gated_by(), "Coscheduling");
   EXPECT_EQ(response.pods(0).message(), "waiting for pod group default/nowhere: it does not exist");
 
   v1::ExplainPodRequest explain;
@@ -349,7 +350,7 @@ TEST_F(AdminServiceTest, DumpCacheListsTheNominatedPodsOfEachNode) {
     out["node-a"].push_back(ref);
     out["node-gone"].push_back(ref);  // A node the cache no longer has: not listed.
     return out;
-  });
+  }, [](std::string_view) { return std::string(); });
   v1::DumpCacheRequest request;
   request.set_include_pods(true);
   v1::DumpCacheResponse dump;
