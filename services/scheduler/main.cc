@@ -420,6 +420,8 @@ int Run(std::vector<std::string> overrides) {
         (void)queue.Hold(uid, preemption::kDefaultPreemption, message);
       },
       [&queue](const std::string& uid, bool to_active) { return queue.Release(uid, to_active); }});
+  preemption_controller.SetApiCallsObserver(
+      [&metrics](std::string_view result, absl::Duration took) { metrics.ObservePreemptionApiCalls(result, took); });
   preemption_controller.SetPodLookup([&cache](std::string_view uid) { return cache.GetPod(uid) != nullptr; });
   preemption_controller.SetWaitingPods(preemption::PreemptionController::WaitingPods{
       [&scheduler](std::string_view uid) { return scheduler.WaitingAtPermit(uid); },

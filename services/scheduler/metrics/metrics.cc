@@ -35,6 +35,10 @@ const prometheus::Histogram::BucketBoundaries& PreemptionVictimsBuckets() {  // 
   static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(1, 2, 7));
   return *b;
 }
+const prometheus::Histogram::BucketBoundaries& PreemptionGoroutineBuckets() {  // 10 ms .. ~87 min
+  static const auto* b = new prometheus::Histogram::BucketBoundaries(Exponential(0.01, 2, 20));
+  return *b;
+}
 
 }  // namespace
 
@@ -118,6 +122,14 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                               .Name("scheduler_preemption_victims")
                               .Help("Number of selected preemption victims")
                               .Register(*registry_)),
+      preemption_goroutines_duration_(prometheus::BuildHistogram()
+                                          .Name("scheduler_preemption_goroutines_duration_seconds")
+                                          .Help("Duration in seconds for running goroutines for the preemption.")
+                                          .Register(*registry_)),
+      preemption_goroutines_total_(prometheus::BuildCounter()
+                                       .Name("scheduler_preemption_goroutines_execution_total")
+                                       .Help("Number of preemption goroutines executed.")
+                                       .Register(*registry_)),
       permit_wait_(prometheus::BuildHistogram()
                        .Name("scheduler_permit_wait_duration_seconds")
                        .Help("Duration of waiting on permit.")
@@ -178,6 +190,13 @@ void SchedulerMetrics::CountPreemptionAttempt() { preemption_attempts_.Add({}).I
 
 void SchedulerMetrics::ObservePreemptionVictims(int victims) {
   preemption_victims_.Add({}, PreemptionVictimsBuckets()).Observe(victims);
+}
+
+void SchedulerMetrics::ObservePreemptionApiCalls(std::string_view result, absl::Duration duration) {
+  const std::string r(result);
+  preemption_goroutines_duration_.Add({{"result", r}}, PreemptionGoroutineBuckets())
+      .Observe(absl::ToDoubleSeconds(duration));
+  preemption_goroutines_total_.Add({{"result", r}}).Increment();
 }
 
 void SchedulerMetrics::ObservePermitWait(std::string_view result, absl::Duration duration) {

@@ -107,6 +107,12 @@ class SchedulerMetrics {
   // scheduler_preemption_attempts_total and scheduler_preemption_victims.
   void CountPreemptionAttempt();
   void ObservePreemptionVictims(int victims);
+  // kube-scheduler's scheduler_preemption_goroutines_duration_seconds{result}
+  // and scheduler_preemption_goroutines_execution_total{result} (its async
+  // preemption, KEP-4832): one preemption's API calls, from when they are
+  // sent until every victim's delete returned; result is success, or error
+  // when one failed.
+  void ObservePreemptionApiCalls(std::string_view result, absl::Duration duration);
   // scheduler_permit_wait_duration_seconds{result}: result is the status code
   // the wait ended with, as kube-scheduler's (Success when every Permit plugin
   // allowed, Unschedulable when one rejected or the wait timed out).
@@ -149,6 +155,8 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Histogram>& queueing_hint_;
   prometheus::Family<prometheus::Counter>& preemption_attempts_;
   prometheus::Family<prometheus::Histogram>& preemption_victims_;
+  prometheus::Family<prometheus::Histogram>& preemption_goroutines_duration_;
+  prometheus::Family<prometheus::Counter>& preemption_goroutines_total_;
   prometheus::Family<prometheus::Histogram>& permit_wait_;
   prometheus::Family<prometheus::Histogram>& event_handling_;
   prometheus::Family<prometheus::Histogram>& plugin_request_;

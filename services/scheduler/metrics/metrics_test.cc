@@ -132,6 +132,9 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
   metrics.ObserveQueueingHint("NodeResourcesFit", "NodeAdd", "Queue", absl::Microseconds(40));
   recorder.CountPreemptionAttempt();
   recorder.ObservePreemptionVictims(3);
+  metrics.ObservePreemptionApiCalls("success", absl::Milliseconds(40));
+  metrics.ObservePreemptionApiCalls("success", absl::Milliseconds(20));
+  metrics.ObservePreemptionApiCalls("error", absl::Milliseconds(5));
   metrics.ObservePermitWait("Success", absl::Milliseconds(3));
   metrics.ObserveEventHandling("NodeAdd", absl::Microseconds(250));
   metrics.ObservePluginRequest("host", "cycle", absl::Microseconds(35));
@@ -152,6 +155,9 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
        "event,hint,plugin", Exponential(0.00001, 1.5, 20)},
       {"scheduler_preemption_attempts_total", prometheus::MetricType::Counter, "", {}},
       {"scheduler_preemption_victims", prometheus::MetricType::Histogram, "", Exponential(1, 2, 7)},
+      {"scheduler_preemption_goroutines_duration_seconds", prometheus::MetricType::Histogram, "result",
+       Exponential(0.01, 2, 20)},
+      {"scheduler_preemption_goroutines_execution_total", prometheus::MetricType::Counter, "result", {}},
       {"scheduler_permit_wait_duration_seconds", prometheus::MetricType::Histogram, "result",
        Exponential(0.001, 2, 15)},
       {"scheduler_event_handling_duration_seconds", prometheus::MetricType::Histogram, "event",
@@ -183,6 +189,19 @@ TEST(SchedulerMetricsTest, KubeSchedulersLaterMetricsHaveItsNamesLabelsAndBucket
   const auto& victims = FindFamily(families, "scheduler_preemption_victims")->metric[0].histogram;
   EXPECT_EQ(victims.sample_count, 1u);
   EXPECT_EQ(victims.sample_sum, 3);
+  std::map<std::string, std::pair<uint64_t, double>> goroutines;
+  for (const auto& m : FindFamily(families, "scheduler_preemption_goroutines_duration_seconds")->metric) {
+    goroutines[m.label[0].value] = {m.histogram.sample_count, m.histogram.sample_sum};
+  }
+  EXPECT_EQ(goroutines.size(), 2u);
+  EXPECT_EQ(goroutines["success"].first, 2u);
+  EXPECT_DOUBLE_EQ(goroutines["success"].second, 0.06);
+  EXPECT_EQ(goroutines["error"].first, 1u);
+  std::map<std::string, double> executions;
+  for (const auto& m : FindFamily(families, "scheduler_preemption_goroutines_execution_total")->metric) {
+    executions[m.label[0].value] = m.counter.value;
+  }
+  EXPECT_EQ(executions, (std::map<std::string, double>{{"error", 1}, {"success", 2}}));
   // result -> (count, sum); Unschedulable is exported at 0 from the start.
   std::map<std::string, std::pair<uint64_t, double>> waits;
   for (const auto& m : FindFamily(families, "scheduler_permit_wait_duration_seconds")->metric) {

@@ -100,6 +100,19 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
       preemptor.scheduler_name().empty() ? std::string(kDefaultSchedulerName) : preemptor.scheduler_name();
   // Cluster protocol 2: a victim's DisruptionTarget rides in its DeletePod.
   const bool patch_in_delete = sink_ != nullptr && sink_->ProtocolVersion() >= 2;
+  // The API calls' bookkeeping holds one count for this loop itself: a
+  // result may come back (on the driver thread) before the loop ends.
+  if (api_calls_observer_) {
+    absl::MutexLock lock(&mu_);
+    api_calls_[uid] = ApiCalls{absl::Now(), 1, 0};
+  }
+  auto count_call = [this, &uid] {
+    absl::MutexLock lock(&mu_);
+    if (auto it = api_calls_.find(uid); it != api_calls_.end()) {
+      ++it->second.pending;
+      ++it->second.calls;
+    }
+  };
   for (const auto& victim : victims) {
     const v1::Pod& pod = *victim->pod;
     const std::string victim_uid = pod.meta().uid();
@@ -136,6 +149,8 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     del.mutable_delete_pod()->set_reason(
         absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
     auto on_delete = [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
+      const bool ok = r.code() == v1::ActionResult::OK || r.code() == v1::ActionResult::NOT_FOUND;
+      ApiCallReturned(uid, ok);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
       // Done when its deletion is seen (a grace period may hold it a while).
@@ -145,6 +160,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
       // succeeded (DeletePod.disruption_target), as kube-scheduler's
       // PreemptPod does; no round trip through the scheduler in between.
       *del.mutable_delete_pod()->mutable_disruption_target() = std::move(condition);
+      count_call();
       Send(std::move(del), std::move(on_delete));
       Send(std::move(event), nullptr);
       continue;
@@ -153,14 +169,40 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     auto* p = patch.mutable_patch_pod_status();
     *p->mutable_pod() = Ref(pod);
     *p->add_conditions() = std::move(condition);
+    count_call();
     Send(std::move(patch), [this, uid, victim_uid, del = std::move(del), on_delete = std::move(on_delete)](
                                const v1::ActionResult& r, absl::Time) mutable {
+      if (r.code() != v1::ActionResult::OK) ApiCallReturned(uid, r.code() == v1::ActionResult::NOT_FOUND);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
       Send(std::move(del), std::move(on_delete));
     });
     Send(std::move(event), nullptr);
   }
+  // The loop's own count; a preemption that sent no call is not observed.
+  bool none = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = api_calls_.find(uid);
+    if (it != api_calls_.end() && it->second.calls == 0) {
+      api_calls_.erase(it);
+      none = true;
+    }
+  }
+  if (!none) ApiCallReturned(uid, true);
+}
+
+void PreemptionController::ApiCallReturned(const std::string& preemptor_uid, bool ok) {
+  std::optional<absl::Duration> took;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = api_calls_.find(preemptor_uid);
+    if (it == api_calls_.end()) return;  // Not observed, or already failed.
+    if (ok && --it->second.pending > 0) return;
+    took = absl::Now() - it->second.sent;
+    api_calls_.erase(it);
+  }
+  if (api_calls_observer_) api_calls_observer_(ok ? "success" : "error", *took);
 }
 
 void PreemptionController::VictimGone(const std::string& victim_uid) {

@@ -89,6 +89,12 @@ class PreemptionController final : public ClusterEventHandler {
   void SetActivator(Activator activator) { activate_ = std::move(activator); }
   void SetWaitingPods(WaitingPods waiting) { waiting_ = std::move(waiting); }
   void SetQueueControl(QueueControl queue) { queue_ = std::move(queue); }
+  // Told when one preemption's API calls are done (kube-scheduler's
+  // preemption goroutine metrics): "success" once every victim's delete
+  // returned (or found it gone), "error" at the first that failed; the time
+  // since Execute sent them. Not called for a preemption that sent none.
+  using ApiCallsObserver = std::function<void(std::string_view result, absl::Duration duration)>;
+  void SetApiCallsObserver(ApiCallsObserver observer) { api_calls_observer_ = std::move(observer); }
   // Whether the cache still holds a pod (a victim chosen from an older
   // snapshot may be gone by the time its preemption is carried out).
   void SetPodLookup(std::function<bool(std::string_view uid)> present) { present_ = std::move(present); }
@@ -138,6 +144,9 @@ class PreemptionController final : public ClusterEventHandler {
   void Forget(absl::flat_hash_map<std::string, Preemption>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the preemptor's hold (QueueControl), or activates it without one.
   void Release(const std::string& uid, bool to_active);
+  // One victim's last API call for `preemptor_uid` returned (ok: it went
+  // through or found the pod gone): ApiCallsObserver's bookkeeping.
+  void ApiCallReturned(const std::string& preemptor_uid, bool ok);
 
   ClusterEventHandler* scheduler_ = nullptr;
   Nominator& nominator_;
@@ -146,6 +155,7 @@ class PreemptionController final : public ClusterEventHandler {
   WaitingPods waiting_;
   QueueControl queue_;
   std::function<bool(std::string_view uid)> present_;
+  ApiCallsObserver api_calls_observer_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Preemption> in_flight_ ABSL_GUARDED_BY(mu_);  // preemptor uid ->
@@ -153,6 +163,14 @@ class PreemptionController final : public ClusterEventHandler {
   // evicts it first.
   absl::flat_hash_map<std::string, std::vector<std::string>> victim_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, v1::Pod> preemptors_ ABSL_GUARDED_BY(mu_);
+  // Preemptions whose victims' API calls have not all returned: preemptor
+  // uid -> when they were sent and how many victims' calls are out.
+  struct ApiCalls {
+    absl::Time sent;
+    int pending = 0;  // Victims' calls out, plus one while Execute sends them.
+    int calls = 0;    // Victims whose calls were sent.
+  };
+  absl::flat_hash_map<std::string, ApiCalls> api_calls_ ABSL_GUARDED_BY(mu_);
 };
 
 class DefaultPreemption final : public PostFilterPlugin {

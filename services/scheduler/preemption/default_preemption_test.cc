@@ -353,6 +353,41 @@ TEST_F(DefaultPreemptionTest, WithProtocol2AFailedEvictionClearsTheNomination) {
   EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
 }
 
+// kube-scheduler's preemption goroutine metrics: one observation per
+// preemption once its victims' API calls all returned, "success" (a victim
+// found gone counts as deleted), or "error" at the first that failed.
+TEST_F(DefaultPreemptionTest, APreemptionsApiCallsAreObservedOnceWhenTheyAllReturned) {
+  std::vector<std::string> observed;
+  controller_.SetApiCallsObserver([&observed](std::string_view result, absl::Duration took) {
+    EXPECT_GE(took, absl::ZeroDuration());
+    observed.emplace_back(result);
+  });
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  result.after_requeue();
+  EXPECT_TRUE(observed.empty());
+  // Cluster protocol 1: the DisruptionTarget patch, then the delete.
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  EXPECT_TRUE(observed.empty()) << "the delete is still out";
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
+  EXPECT_THAT(observed, ElementsAre("success"));
+  // The deletion event only releases the preemptor: nothing more observed.
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_THAT(observed, ElementsAre("success"));
+}
+
+TEST_F(DefaultPreemptionTest, AFailedEvictionIsObservedAsAnError) {
+  std::vector<std::string> observed;
+  controller_.SetApiCallsObserver(
+      [&observed](std::string_view result, absl::Duration) { observed.emplace_back(result); });
+  sink_.version = 2;
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess()) << status.Message();
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::CONFLICT);
+  EXPECT_THAT(observed, ElementsAre("error"));
+}
+
 TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());
