@@ -170,6 +170,12 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
   // and alerts over them see the series before any Permit plugin waits.
   for (const char* result : {"Success", "Unschedulable"}) permit_wait_.Add({{"result", result}}, PermitWaitBuckets());
   preemption_victims_.Add({}, PreemptionVictimsBuckets());
+  // Both results at 0 from the start, as the Permit waits above, so the
+  // dashboard's eviction series exist before the first preemption.
+  for (const char* result : {"success", "error"}) {
+    preemption_goroutines_duration_.Add({{"result", result}}, PreemptionGoroutineBuckets());
+    preemption_goroutines_total_.Add({{"result", result}});
+  }
 }
 
 void SchedulerMetrics::CountIncomingPod(std::string_view queue, std::string_view event) {
