@@ -405,9 +405,19 @@ class PodiumctlTest(lib.IntegrationTest):
             if later:
                 doc["metadata"]["annotations"] = {"sim.podium.dev/create-later": "true"}
             return json.dumps(doc) + "\n"
+        # The later pods come one every 2 s (--create-rate 0.5): first a gated
+        # one (no attempt, no decision), then the preemptor, so the watch
+        # below is subscribed before the preemptor's first attempt.
+        gated = json.loads(pod("gated", 10, later=True))
+        gated["spec"]["schedulingGates"] = [{"name": "example.com/later"}]
         cluster = self.write("cluster-preempt.yaml", lib.cluster_yaml(
-            lib.node_yaml("node-a", cpu="2"), pod("victim", 10, node="node-a"), pod("preemptor", 100, later=True)))
-        self.start_sim(cluster, extra=["--termination-grace", "3s"])
+            lib.node_yaml("node-a", cpu="2"), pod("victim", 10, node="node-a"), json.dumps(gated) + "\n",
+            pod("preemptor", 100, later=True)))
+        self.start_sim(cluster, extra=["--termination-grace", "3s", "--create-rate", "0.5"])
+        env = dict(os.environ)
+        env.pop("PODIUM_ADDRESS", None)
+        watch = subprocess.Popen([PODIUMCTL, "--address", self.address, "watch", "--count", "2", "-o", "json"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
         def nominated():
             node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")
@@ -420,8 +430,8 @@ class PodiumctlTest(lib.IntegrationTest):
         # The preemptor itself: held by DefaultPreemption (kube-scheduler's
         # PreEnqueue of KEP-4832) while its victim leaves, nominated to node-a.
         rows = table_rows(self.ctl("queue").stdout)
-        self.assertEqual([(r["NAME"], r["QUEUE"], r["WAITING ON"]) for r in rows],
-                         [("preemptor", "gated", "DefaultPreemption")], rows)
+        self.assertEqual(sorted((r["NAME"], r["QUEUE"], r["WAITING ON"]) for r in rows),
+                         [("gated", "gated", "SchedulingGates"), ("preemptor", "gated", "DefaultPreemption")], rows)
         explain = self.ctl("explain", "default/preemptor").stdout
         self.assertIn("Nominated:    node-a\n", explain)
         self.assertIn("Gated:        by DefaultPreemption: waiting for the preemption for this pod to be finished\n",
@@ -430,6 +440,13 @@ class PodiumctlTest(lib.IntegrationTest):
         self.wait_until("default/preemptor bound", lambda: self.bound_pods().get("default/preemptor") == "node-a")
         node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")
         self.assertEqual(node["nominated_pods"], [], node)
+        # The watch saw the attempt that preempted (nominated to node-a), then the bind.
+        out, err = watch.communicate(timeout=20)
+        self.assertEqual(watch.returncode, 0, err)
+        decisions = [json.loads(line) for line in out.splitlines()]
+        self.assertEqual([(d["name"], d["result"], d["node"], d["nominated_node"]) for d in decisions],
+                         [("preemptor", "unschedulable", None, "node-a"), ("preemptor", "scheduled", "node-a", None)],
+                         decisions)
 
     def test_queue_reads_every_page(self):
         # 1 100 pods that fit nowhere, besides giant: more than two of the

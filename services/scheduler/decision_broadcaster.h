@@ -28,6 +28,7 @@ struct SchedulingDecision {
   std::string pod_name;
   Result result = Result::kError;
   std::string node_name;  // kScheduled.
+  std::string nominated_node_name;  // kUnschedulable after a preemption.
   std::string message;    // The FailedScheduling message or the error.
   absl::Duration attempt;
   absl::Time time;

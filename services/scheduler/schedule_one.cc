@@ -358,7 +358,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
                {"err", message});
   }
   PublishDecision(pod, unschedulable ? SchedulingDecision::Result::kUnschedulable : SchedulingDecision::Result::kError,
-                  "", message, attempt, fw->name());
+                  "", message, attempt, fw->name(), nominated_node != nullptr ? *nominated_node : "");
   if (!report) return;
 
   // Tell the user: PodScheduled=False and a FailedScheduling event, as

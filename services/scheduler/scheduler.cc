@@ -170,13 +170,15 @@ void Scheduler::SendAction(v1::Action action, ActionSink::ResultCallback on_resu
 
 void Scheduler::PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result,
                                 const std::string& node, const std::string& message,
-                                absl::Duration attempt, const std::string& profile) {
+                                absl::Duration attempt, const std::string& profile,
+                                const std::string& nominated_node) {
   SchedulingDecision decision;
   decision.pod_uid = pod.meta().uid();
   decision.pod_namespace = pod.meta().namespace_();
   decision.pod_name = pod.meta().name();
   decision.result = result;
   decision.node_name = node;
+  decision.nominated_node_name = nominated_node;
   decision.message = message;
   decision.attempt = attempt;
   decision.time = clock_.Now();

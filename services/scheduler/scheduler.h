@@ -214,7 +214,8 @@ class Scheduler final : public ClusterEventHandler {
                      const absl::flat_hash_set<std::string>& plugins, const Diagnosis* diagnosis,
                      const std::string* nominated_node = nullptr, bool report = true);
   void PublishDecision(const v1::Pod& pod, SchedulingDecision::Result result, const std::string& node,
-                       const std::string& message, absl::Duration attempt, const std::string& profile);
+                       const std::string& message, absl::Duration attempt, const std::string& profile,
+                       const std::string& nominated_node = "");
   void SendAction(v1::Action action, ActionSink::ResultCallback on_result = nullptr);
   // Counts in counters_ and in podium_scheduler_events_total{kind}.
   void Count(uint64_t SchedulerCounters::*counter, const char* kind);

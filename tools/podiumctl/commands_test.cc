@@ -849,6 +849,25 @@ TEST_F(PodiumctlCommandsTest, WatchPrintsOneLinePerDecisionUpToCount) {
   EXPECT_EQ(last.at("time").as_string(), "2026-11-18T11:06:40.000Z");
 }
 
+// A preemptor's failed attempt: NODE says where it is nominated.
+TEST_F(PodiumctlCommandsTest, WatchShowsWhereAPreemptorIsNominated) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    v1::SchedulingDecision preempted = Decision("giant", v1::SchedulingDecision::UNSCHEDULABLE, "");
+    preempted.set_nominated_node_name("node-a");
+    fake_.decisions = {preempted};
+  }
+  ASSERT_TRUE(Run({"watch", "--count", "1"}).ok());
+  auto rows = Rows(out_.str());
+  ASSERT_EQ(rows.size(), 2u) << out_.str();
+  EXPECT_THAT(rows[1], ElementsAre("11:06:40", "unschedulable", "default/giant", "nominated:node-a", "0.125ms",
+                                   "0/3 nodes are available: 3 Insufficient cpu."));
+  ASSERT_TRUE(Run({"watch", "--count", "1", "-o", "json"}).ok());
+  boost::json::value d = boost::json::parse(out_.str());
+  EXPECT_TRUE(d.at("node").is_null());
+  EXPECT_EQ(d.at("nominated_node").as_string(), "node-a");
+}
+
 TEST_F(PodiumctlCommandsTest, WatchReportsAStreamTheSchedulerEnded) {
   absl::Status s = Run({"watch"});  // No --count: the fake ends the stream.
   EXPECT_FALSE(s.ok());

@@ -25,6 +25,8 @@ boost::json::object DecisionJson(const v1::SchedulingDecision& d) {
   o["name"] = d.pod().name();
   o["result"] = result;
   o["node"] = d.node_name().empty() ? boost::json::value(nullptr) : boost::json::value(d.node_name());
+  o["nominated_node"] = d.nominated_node_name().empty() ? boost::json::value(nullptr)
+                                                        : boost::json::value(d.nominated_node_name());
   o["attempt_ms"] = d.attempt_ms();
   o["profile"] = d.profile();
   o["message"] = d.message();
@@ -44,6 +46,10 @@ std::string DecisionLine(const boost::json::object& d, bool wide) {
   if (time.empty()) time = "-";
   const std::string pod = absl::StrCat(Str(d.at("namespace")), "/", Str(d.at("name")));
   std::string node = Str(d.at("node"));
+  // An unschedulable pod that preempted waits for its nominated node.
+  if (node.empty() && d.contains("nominated_node") && !Str(d.at("nominated_node")).empty()) {
+    node = absl::StrCat("nominated:", Str(d.at("nominated_node")));
+  }
   if (node.empty()) node = "-";
   std::string message = Str(d.at("message"));
   if (message.empty()) message = "-";

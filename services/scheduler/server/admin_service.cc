@@ -381,6 +381,7 @@ v1::SchedulingDecision ToProto(const SchedulingDecision& d) {
     case SchedulingDecision::Result::kError: out.set_result(v1::SchedulingDecision::ERROR); break;
   }
   out.set_node_name(d.node_name);
+  out.set_nominated_node_name(d.nominated_node_name);
   out.set_message(d.message);
   out.set_attempt_ms(absl::ToDoubleMilliseconds(d.attempt));
   out.set_time_us(absl::ToUnixMicros(d.time));
