@@ -47,8 +47,8 @@ std::string DecisionLine(const boost::json::object& d, bool wide) {
   const std::string pod = absl::StrCat(Str(d.at("namespace")), "/", Str(d.at("name")));
   std::string node = Str(d.at("node"));
   // An unschedulable pod that preempted waits for its nominated node.
-  if (node.empty() && d.contains("nominated_node") && !Str(d.at("nominated_node")).empty()) {
-    node = absl::StrCat("nominated:", Str(d.at("nominated_node")));
+  if (const std::string nominated = Str(d.at("nominated_node")); node.empty() && !nominated.empty()) {
+    node = absl::StrCat("nominated:", nominated);
   }
   if (node.empty()) node = "-";
   std::string message = Str(d.at("message"));

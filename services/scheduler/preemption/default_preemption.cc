@@ -5,21 +5,11 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "logging/logger.h"
+#include "pod_ref.h"
 #include "preemption/dry_run.h"
 
 namespace podium::scheduler::preemption {
 namespace {
-
-v1::ObjectRef Ref(const v1::Pod& pod) {
-  v1::ObjectRef ref;
-  ref.set_kind("Pod");
-  ref.set_uid(pod.meta().uid());
-  ref.set_namespace_(pod.meta().namespace_());
-  ref.set_name(pod.meta().name());
-  return ref;
-}
-
-std::string Key(const v1::Pod& pod) { return absl::StrCat(pod.meta().namespace_(), "/", pod.meta().name()); }
 
 sdk::Status Unschedulable(std::string message) {
   return sdk::Status(sdk::Code::kUnschedulable, absl::StrCat("preemption: ", message));
@@ -44,7 +34,7 @@ void PreemptionController::Send(v1::Action action, ActionSink::ResultCallback on
 void PreemptionController::ClearNomination(const v1::Pod& pod) {
   nominator_.Clear(pod.meta().uid());
   v1::Action clear;
-  *clear.mutable_patch_pod_status()->mutable_pod() = Ref(pod);
+  *clear.mutable_patch_pod_status()->mutable_pod() = PodRef(pod);
   clear.mutable_patch_pod_status()->set_nominated_node_name("");
   Send(std::move(clear), nullptr);
 }
@@ -104,14 +94,14 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   // result may come back (on the driver thread) before the loop ends.
   if (api_calls_observer_) {
     absl::MutexLock lock(&mu_);
-    api_calls_[uid] = ApiCalls{absl::Now(), 1, 0};
+    api_calls_[uid] = ApiCalls{absl::Now(), 1};
   }
-  auto count_call = [this, &uid] {
+  int calls = 0;  // Victims whose calls were sent.
+  auto count_call = [this, &uid, &calls] {
+    ++calls;
+    if (!api_calls_observer_) return;
     absl::MutexLock lock(&mu_);
-    if (auto it = api_calls_.find(uid); it != api_calls_.end()) {
-      ++it->second.pending;
-      ++it->second.calls;
-    }
+    if (auto it = api_calls_.find(uid); it != api_calls_.end()) ++it->second.pending;
   };
   for (const auto& victim : victims) {
     const v1::Pod& pod = *victim->pod;
@@ -126,7 +116,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     if (evicted_by_other.contains(victim_uid)) continue;
     v1::Action event;
     auto* e = event.mutable_record_event();
-    *e->mutable_regarding() = Ref(pod);
+    *e->mutable_regarding() = PodRef(pod);
     e->set_type("Normal");
     e->set_reason("Preempted");
     e->set_action("Preempting");
@@ -145,9 +135,9 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     condition.set_reason(kPreemptionByScheduler);
     condition.set_message(absl::StrCat(scheduler_name, ": preempting to accommodate a higher priority pod"));
     v1::Action del;
-    *del.mutable_delete_pod()->mutable_pod() = Ref(pod);
+    *del.mutable_delete_pod()->mutable_pod() = PodRef(pod);
     del.mutable_delete_pod()->set_reason(
-        absl::StrCat("Preempted by ", Key(preemptor), " on node ", node));
+        absl::StrCat("Preempted by ", PodKey(preemptor), " on node ", node));
     auto on_delete = [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
       const bool ok = r.code() == v1::ActionResult::OK || r.code() == v1::ActionResult::NOT_FOUND;
       ApiCallReturned(uid, ok);
@@ -167,7 +157,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     }
     v1::Action patch;
     auto* p = patch.mutable_patch_pod_status();
-    *p->mutable_pod() = Ref(pod);
+    *p->mutable_pod() = PodRef(pod);
     *p->add_conditions() = std::move(condition);
     count_call();
     Send(std::move(patch), [this, uid, victim_uid, del = std::move(del), on_delete = std::move(on_delete)](
@@ -180,16 +170,12 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     Send(std::move(event), nullptr);
   }
   // The loop's own count; a preemption that sent no call is not observed.
-  bool none = false;
-  {
+  if (calls > 0) {
+    ApiCallReturned(uid, true);
+  } else if (api_calls_observer_) {
     absl::MutexLock lock(&mu_);
-    auto it = api_calls_.find(uid);
-    if (it != api_calls_.end() && it->second.calls == 0) {
-      api_calls_.erase(it);
-      none = true;
-    }
+    api_calls_.erase(uid);
   }
-  if (!none) ApiCallReturned(uid, true);
 }
 
 void PreemptionController::ApiCallReturned(const std::string& preemptor_uid, bool ok) {
@@ -265,7 +251,7 @@ void PreemptionController::ActionFailed(const std::string& preemptor_uid, const 
     }
   }
   for (const v1::Pod& preemptor : failed) {
-    PODIUM_LOG(Warning, "Preemption failed", {"pod", Key(preemptor)},
+    PODIUM_LOG(Warning, "Preemption failed", {"pod", PodKey(preemptor)},
                {"result", v1::ActionResult::Code_Name(result.code())}, {"err", result.message()});
     ClearNomination(preemptor);
     // Back where a failed attempt goes: backoffQ, then another try.

@@ -168,7 +168,6 @@ class PreemptionController final : public ClusterEventHandler {
   struct ApiCalls {
     absl::Time sent;
     int pending = 0;  // Victims' calls out, plus one while Execute sends them.
-    int calls = 0;    // Victims whose calls were sent.
   };
   absl::flat_hash_map<std::string, ApiCalls> api_calls_ ABSL_GUARDED_BY(mu_);
 };

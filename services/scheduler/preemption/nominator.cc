@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "pod_ref.h"
 #include "queue/events.h"
 
 namespace podium::scheduler::preemption {
@@ -175,14 +176,7 @@ std::map<std::string, std::vector<v1::ObjectRef>> Nominator::ByNode() const {
     if (on_node.empty()) continue;
     std::vector<v1::ObjectRef>& refs = out[node];
     refs.reserve(on_node.size());
-    for (const OnNode& o : on_node) {
-      const v1::Pod& pod = *o.entry->second.pod->pod;
-      v1::ObjectRef& ref = refs.emplace_back();
-      ref.set_kind("Pod");
-      ref.set_namespace_(pod.meta().namespace_());
-      ref.set_name(pod.meta().name());
-      ref.set_uid(pod.meta().uid());
-    }
+    for (const OnNode& o : on_node) refs.push_back(PodRef(*o.entry->second.pod->pod));
   }
   return out;
 }
