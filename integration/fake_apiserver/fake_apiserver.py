@@ -10,7 +10,11 @@ It keeps the API conventions podium-k8s-adapter relies on:
     BOOKMARKs when allowWatchBookmarks=true, ERROR 410 for a compacted
     resourceVersion, ended after timeoutSeconds;
   - pods/NAME/binding (409 when already bound or the uid differs), DELETE with
-    preconditions.uid (409 on mismatch), PATCH of pods/NAME/status (strategic
+    preconditions.uid (409 on mismatch); with "termination_grace_ms" set, a
+    bound pod's DELETE sets metadata.deletionTimestamp (a MODIFIED event) and
+    the pod goes (DELETED) after that grace, as when its kubelet confirms; a
+    DELETE of a terminating pod answers it again; an unbound pod goes at once,
+    as the API does; PATCH of pods/NAME/status (strategic
     merge: conditions merged by type; or JSON merge patch), POST of pods;
   - events.k8s.io/v1 events: POST stores (409 on a name taken), PATCH (merge)
     updates one, e.g. its series.count / series.lastObservedTime (422 when a
@@ -30,6 +34,7 @@ Faults and objects are driven through /control (JSON):
                           "commit_then_fail": [{"verb": "bind", "count": 2}],
                           "drop_watches": true, "watch_outage": true|false,
                           "compact": true, "delay_ms": 20, "list_delay_ms": 200,
+                          "termination_grace_ms": 1500,
                           "absent_groups": ["scheduling.k8s.io", ...]}
   GET  /control/stats    counters: requests by verb, successful binds per pod,
                          bind conflicts, faults served, events by reason, ...
@@ -104,6 +109,7 @@ class Faults:
         self.drop_generation = 0
         self.delay = 0.0
         self.list_delay = 0.0      # Before each list page (a slow list of a big cluster).
+        self.termination_grace = 0.0  # A bound pod's DELETE: terminating this long, then gone.
 
 
 class Cluster:
@@ -158,6 +164,9 @@ class Cluster:
         self.token_file = None
         self.valid_tokens = set()
         self.unauthorized = 0
+        self.terminating = 0  # Pods deleted with a grace that have not gone yet.
+        self.deletes = {}   # "ns/name" -> DELETEs that passed their preconditions
+        self.deletes_with_uid = {}  # ... of which carried preconditions.uid
 
     # -- objects (lock held) -------------------------------------------------
 
@@ -413,10 +422,34 @@ class Handler(BaseHTTPRequestHandler):
                     return self._send(409, status_body(
                         409, "Conflict", f"Precondition failed: UID in precondition: {want}, "
                                          f"UID in object meta: {have}"))
-                obj = c.delete("pods", key)
+                name = f"{key[0]}/{key[1]}"
+                c.deletes[name] = c.deletes.get(name, 0) + 1
+                if want:
+                    c.deletes_with_uid[name] = c.deletes_with_uid.get(name, 0) + 1
+                grace = c.faults.termination_grace
+                if grace <= 0 or not pod.get("spec", {}).get("nodeName"):
+                    obj = c.delete("pods", key)
+                elif pod["metadata"].get("deletionTimestamp"):
+                    obj = pod  # Already terminating: the API answers the object again.
+                else:
+                    obj = copy.deepcopy(pod)
+                    obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+                    obj["metadata"]["deletionGracePeriodSeconds"] = max(1, round(grace))
+                    c.modify("pods", key, obj)
+                    c.terminating += 1
+                    threading.Timer(grace, self._finish_termination, (key, have)).start()
             return self._send(200, obj)
         self._count("other")
         self._send(404, status_body(404, "NotFound", f"no such resource ({self.path})"))
+
+    def _finish_termination(self, key, uid):
+        """The kubelet's confirmation: the terminating pod goes, if it is still that pod."""
+        c = self.cluster
+        with c.cv:
+            pod = c.objects["pods"].get(key)
+            if pod is not None and pod["metadata"]["uid"] == uid:
+                c.delete("pods", key)
+            c.terminating -= 1
 
     def do_PATCH(self):
         if not self._authorized():
@@ -734,6 +767,8 @@ class Handler(BaseHTTPRequestHandler):
                     f.delay = float(body["delay_ms"]) / 1000.0
                 if "list_delay_ms" in body:
                     f.list_delay = float(body["list_delay_ms"]) / 1000.0
+                if "termination_grace_ms" in body:
+                    f.termination_grace = float(body["termination_grace_ms"]) / 1000.0
                 if body.get("revoke_old_tokens") and c.token_file:
                     with open(c.token_file) as tf:
                         c.valid_tokens = {tf.read().strip()}
@@ -788,9 +823,13 @@ class Handler(BaseHTTPRequestHandler):
                 "lease_written_at": dict(c.lease_written_at),
                 "last_bind_at_by_agent": dict(c.last_bind_at_by_agent),
                 "now": time.monotonic(),
+                "terminating": c.terminating,
+                "deletes": dict(c.deletes),
+                "deletes_with_uid": dict(c.deletes_with_uid),
                 "pods": {f"{k[0]}/{k[1]}": {"node": o.get("spec", {}).get("nodeName", ""),
                                              "uid": o["metadata"]["uid"],
                                              "conditions": o.get("status", {}).get("conditions", []),
+                                             "deleting": bool(o["metadata"].get("deletionTimestamp")),
                                              "nominatedNodeName": o.get("status", {}).get("nominatedNodeName")}
                          for k, o in c.objects["pods"].items()},
             }

@@ -413,6 +413,96 @@ class K8sAdapterTest(AdapterTestBase):
         self.assertEqual(stats["pods"]["default/too-big"]["node"], "")
 
 
+class K8sAdapterPreemptionTest(AdapterTestBase):
+    """Preemption on a cluster behind the Kubernetes API: the fake apiserver
+    deletes a bound pod gracefully (deletionTimestamp first, gone when the
+    grace ends, as its kubelet would confirm), so the victims hold their room
+    while they terminate."""
+
+    def low(self, name, node_name, priority=100):
+        p = pod(name, cpu="500m")
+        p["spec"]["nodeName"] = node_name
+        p["spec"]["priority"] = priority
+        p["spec"]["priorityClassName"] = "low"
+        p["status"] = {"phase": "Running"}
+        return p
+
+    def test_preemptor_evicts_through_the_api_waits_for_termination_and_binds_once(self):
+        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
+        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 1500})
+        urgent = pod("urgent", cpu="1")
+        urgent["spec"].update(priority=1000, priorityClassName="high")
+        self.api.create([urgent])
+
+        # Two victims (the fewest that make room) are terminating; the
+        # preemptor is nominated to their node and not bound yet.
+        stats = self.wait_for("two victims terminating and the preemptor nominated", lambda s: sum(
+            p["deleting"] for p in s["pods"].values()) == 2 and s["pods"]["default/urgent"]["nominatedNodeName"])
+        victims = sorted(k for k, p in stats["pods"].items() if p["deleting"])
+        self.assertEqual(stats["pods"]["default/urgent"]["nominatedNodeName"], "node-a")
+        self.assertEqual(stats["pods"]["default/urgent"]["node"], "")
+        for v in victims:
+            self.assertTrue(any(c["type"] == "DisruptionTarget" and c["status"] == "True"
+                                and c["reason"] == "PreemptionByScheduler"
+                                for c in stats["pods"][v]["conditions"]), stats["pods"][v])
+            self.assertEqual(stats["deletes_with_uid"].get(v), 1, f"{v}'s delete carries its uid")
+
+        # A lower-priority pod that arrives meanwhile cannot take the room
+        # the preemptor is nominated to (nor preempt: it outranks no one).
+        late = pod("late", cpu="1")
+        late["spec"]["priority"] = 50
+        self.api.create([late])
+        stats = self.wait_for("FailedScheduling for the late pod", lambda s: any(
+            e[0] == "default/late" and e[2] == "FailedScheduling" for e in s["event_log"]), timeout=10)
+        self.assertEqual(stats["pods"]["default/urgent"]["node"], "", "bound before its victims were gone")
+
+        # Once the victims are gone the preemptor binds to their node, once;
+        # no pod is deleted twice and no other pod is evicted.
+        stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=20)
+        self.assertEqual(stats["pods"]["default/urgent"]["node"], "node-a")
+        self.assertEqual(stats["binds"].get("default/urgent"), 1)
+        self.assertEqual(stats["terminating"], 0)
+        time.sleep(1.0)  # Anything late (a second preemption, a second bind) would show now.
+        stats = self.api.stats()
+        self.assertEqual(sorted(stats["deletes"]), victims)
+        self.assertEqual(set(stats["deletes"].values()), {1}, stats["deletes"])
+        self.assertEqual(sorted(k for k in stats["pods"] if k.startswith("default/low-")),
+                         sorted(f"default/low-{i}" for i in range(4) if f"default/low-{i}" not in victims))
+        self.assertEqual(stats["pods"]["default/late"]["node"], "")
+        self.assertEqual(stats["binds"].get("default/urgent"), 1)
+        self.assertEqual(stats["requests"].get("DELETE delete", 0), 2)
+        preempted = sorted(e[0] for e in stats["event_log"] if e[2] == "Preempted")
+        self.assertEqual(preempted, victims)
+        uid = stats["pods"]["default/urgent"]["uid"]
+        for e in stats["event_log"]:
+            if e[2] == "Preempted":  # kube-scheduler names the preemptor by uid.
+                self.assertEqual(e[3], f"Preempted by pod {uid} on node node-a")
+        self.assertTrue(any(e[0] == "default/urgent" and e[2] == "Scheduled" for e in stats["event_log"]))
+        self.assert_scheduler_matches_api()
+
+
+    def test_pdb_read_from_the_api_steers_the_victims_to_the_node_it_does_not_cover(self):
+        # Both nodes full of equal pods; node-a's are covered by a PDB whose
+        # status (the disruption controller's) allows no disruption.
+        fillers = [self.low(f"a-{i}", "node-a") for i in range(4)] + [self.low(f"b-{i}", "node-b") for i in range(4)]
+        for f in fillers[:4]:
+            f["metadata"]["labels"] = {"app": "guarded"}
+        pdb = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "guarded", "namespace": "default"},
+               "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "guarded"}}},
+               "status": {"disruptionsAllowed": 0, "currentHealthy": 4, "desiredHealthy": 4, "expectedPods": 4}}
+        self.start([node("node-a", cpu="2"), node("node-b", cpu="2")], fillers + [pdb])
+        urgent = pod("urgent", cpu="1")
+        urgent["spec"]["priority"] = 1000
+        self.api.create([urgent])
+        stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=20)
+        self.assertEqual(stats["pods"]["default/urgent"]["node"], "node-b")
+        self.assertEqual(len(stats["deletes"]), 2, stats["deletes"])
+        self.assertTrue(all(k.startswith("default/b-") for k in stats["deletes"]), stats["deletes"])
+        self.assertEqual(sorted(k for k in stats["pods"] if k.startswith("default/a-")),
+                         [f"default/a-{i}" for i in range(4)])
+
+
 def openssl(*args, cwd):
     import subprocess
     r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True)
