@@ -503,6 +503,85 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
                          [f"default/a-{i}" for i in range(4)])
 
 
+    def test_restarted_scheduler_waits_for_the_victims_its_predecessor_evicted(self):
+        # The scheduler that preempted goes away while its victims terminate.
+        # The new one learns the nomination from the preemptor's
+        # status.nominatedNodeName and the victims' deletionTimestamp from the
+        # relist: it waits for them instead of evicting two more pods.
+        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
+        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 6000})
+        urgent = pod("urgent", cpu="1")
+        urgent["spec"]["priority"] = 1000
+        self.api.create([urgent])
+        self.wait_for("two victims terminating and the preemptor nominated", lambda s: sum(
+            p["deleting"] for p in s["pods"].values()) == 2 and s["pods"]["default/urgent"]["nominatedNodeName"])
+        old = self.scheduler_process
+        old.stop()
+        self.processes.remove(old)
+        self.scheduler_process = lib.Process(list(old.argv), self.dir, "podium-scheduler-2")
+        self.processes.append(self.scheduler_process)
+        self.scheduler_process.wait_for_stderr(r"Cluster synced", timeout=40)
+        self.assertGreater(self.api.stats()["terminating"], 0, "the victims went before the test could look")
+        stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=30)
+        self.assertEqual(stats["pods"]["default/urgent"]["node"], "node-a")
+        time.sleep(1.0)
+        stats = self.api.stats()
+        self.assertEqual(len(stats["deletes"]), 2, stats["deletes"])
+        self.assertEqual(set(stats["deletes"].values()), {1}, stats["deletes"])
+        self.assertEqual(stats["binds"].get("default/urgent"), 1)
+        self.assertEqual(len([k for k in stats["pods"] if k.startswith("default/low-")]), 2)
+        self.assert_scheduler_matches_api()
+
+    def resizing(self, name, node_name, want_cpu, allocated_cpu, priority):
+        """A bound pod whose in-place resize its kubelet deferred, as
+        Kubernetes 1.33+ reports it (the PodResizePending condition)."""
+        p = pod(name, cpu=want_cpu)
+        p["spec"]["nodeName"] = node_name
+        p["spec"]["priority"] = priority
+        p["status"] = {"phase": "Running",
+                       "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred",
+                                       "message": "Node didn't have enough capacity: cpu"}],
+                       "containerStatuses": [{"name": "main",
+                                              "allocatedResources": {"cpu": allocated_cpu, "memory": "64Mi"}}]}
+        return p
+
+    def test_deferred_resize_reported_by_condition_evicts_a_lower_priority_pod_on_its_own_node(self):
+        # node-a (2 CPU): db runs with 1 CPU and asks for 1500m; low-0 and
+        # low-1 (500m each) fill the rest. One of them must go; node-b's
+        # lower-priority pod is on another node and stays.
+        pods = [self.resizing("db", "node-a", "1500m", "1", 500),
+                self.low("low-0", "node-a"), self.low("low-1", "node-a"), self.low("lowest", "node-b", priority=1)]
+        self.start([node("node-a", cpu="2"), node("node-b", cpu="2")], pods)
+        stats = self.wait_for("a victim deleted", lambda s: s["deletes"], timeout=20)
+        time.sleep(1.0)  # A second eviction, if any, would show now.
+        stats = self.api.stats()
+        self.assertEqual(len(stats["deletes"]), 1, stats["deletes"])
+        victim = next(iter(stats["deletes"]))
+        self.assertIn(victim, ("default/low-0", "default/low-1"))
+        self.assertEqual(stats["deletes_with_uid"].get(victim), 1)
+        self.assertEqual(stats["pods"]["default/db"]["node"], "node-a")
+        self.assertEqual(stats["pods"]["default/lowest"]["node"], "node-b")
+        self.assertEqual(stats["binds"], {}, "nothing is bound: the resized pod stays where it is")
+        self.assertEqual([e[0] for e in stats["event_log"] if e[2] == "Preempted"], [victim])
+
+    def test_deferred_resize_without_victims_gets_a_condition_and_an_event_saying_why(self):
+        pods = [self.resizing("stuck", "node-a", "2", "1", 50), self.low("high", "node-a", priority=1000),
+                self.low("low-elsewhere", "node-b", priority=1)]
+        self.start([node("node-a", cpu="2"), node("node-b", cpu="2")], pods)
+        stats = self.wait_for("PodResizePreemption=False on the resized pod", lambda s: any(
+            c["type"] == "PodResizePreemption" and c["status"] == "False"
+            for c in s["pods"]["default/stuck"]["conditions"]), timeout=20)
+        cond = next(c for c in stats["pods"]["default/stuck"]["conditions"] if c["type"] == "PodResizePreemption")
+        self.assertEqual(cond["reason"], "PreemptionNotHelpful")
+        self.assertIn("No preemption victims found for incoming pod", cond["message"])
+        stats = self.wait_for("FailedResizePreemption event", lambda s: any(
+            e[0] == "default/stuck" and e[2] == "FailedResizePreemption" for e in s["event_log"]), timeout=10)
+        self.assertEqual(stats["deletes"], {})
+        # The kubelet's own condition is kept (conditions are merged by type).
+        self.assertTrue(any(c["type"] == "PodResizePending" and c["reason"] == "Deferred"
+                            for c in stats["pods"]["default/stuck"]["conditions"]))
+
+
 def openssl(*args, cwd):
     import subprocess
     r = subprocess.run(["openssl"] + list(args), cwd=cwd, capture_output=True, text=True)

@@ -483,7 +483,18 @@ v1::Pod ConvertPod(const N& obj, PodExtras* extras) {
     cond->set_message(Str(Get(c, p, "message"), Sub(p, "message")));
     cond->set_last_transition_time_us(TimeUs(Get(c, p, "lastTransitionTime"), Sub(p, "lastTransitionTime")));
   });
+  // A pending in-place resize: Kubernetes 1.33+ reports it as conditions
+  // (PodResizePending with reason Deferred or Infeasible, PodResizeInProgress),
+  // 1.27-1.32 as status.resize, deprecated since.
   pod.set_resize_status(Str(Get(status, st, "resize"), Sub(st, "resize")));
+  for (const auto& c : pod.conditions()) {
+    if (c.status() != "True") continue;
+    if (c.type() == "PodResizePending" && (c.reason() == "Deferred" || c.reason() == "Infeasible")) {
+      pod.set_resize_status(c.reason());
+      break;
+    }
+    if (c.type() == "PodResizeInProgress" && pod.resize_status().empty()) pod.set_resize_status("InProgress");
+  }
   ForEach(Get(status, st, "containerStatuses"), Sub(st, "containerStatuses"),
           [&](const N& cs, const std::string& p) {
             v1::ResourceList alloc;

@@ -467,5 +467,42 @@ TEST(K8sYamlTest, PodDisruptionBudgetFromTheApisJson) {
   EXPECT_THAT(both.status().message(), HasSubstr("cannot both be set"));
 }
 
+TEST(K8sYamlTest, PendingResizeFromItsConditionsOrTheDeprecatedField) {
+  auto pod = [](const std::string& status) {
+    return PodFromYaml(YAML::Load(R"({"metadata":{"name":"db","namespace":"x","uid":"u-1"},
+        "spec":{"nodeName":"n1","containers":[{"name":"main","resources":{"requests":{"cpu":"2"}}}]},
+        "status":)" + status + "}"));
+  };
+  const std::string allocated =
+      R"("containerStatuses":[{"name":"main","allocatedResources":{"cpu":"1","memory":"1Gi"}}])";
+  // Kubernetes 1.33+: the kubelet reports a deferred resize as a condition.
+  auto deferred = pod(R"({"phase":"Running","conditions":[{"type":"PodResizePending","status":"True",
+      "reason":"Deferred","message":"Node didn't have enough capacity: cpu"}],)" + allocated + "}");
+  ASSERT_TRUE(deferred.ok()) << deferred.status();
+  EXPECT_EQ(deferred->resize_status(), "Deferred");
+  EXPECT_EQ(deferred->allocated().milli_cpu(), 1000);
+  auto infeasible = pod(R"({"conditions":[{"type":"PodResizePending","status":"True","reason":"Infeasible"}],)" +
+                        allocated + "}");
+  ASSERT_TRUE(infeasible.ok()) << infeasible.status();
+  EXPECT_EQ(infeasible->resize_status(), "Infeasible");
+  // A resize pending behind one in progress is the pending one.
+  auto both = pod(R"({"conditions":[{"type":"PodResizeInProgress","status":"True"},
+      {"type":"PodResizePending","status":"True","reason":"Deferred"}],)" + allocated + "}");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(both->resize_status(), "Deferred");
+  auto in_progress = pod(R"({"conditions":[{"type":"PodResizeInProgress","status":"True"}],)" + allocated + "}");
+  ASSERT_TRUE(in_progress.ok()) << in_progress.status();
+  EXPECT_EQ(in_progress->resize_status(), "InProgress");
+  // 1.27-1.32: status.resize.
+  auto old = pod(R"({"resize":"Deferred",)" + allocated + "}");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ(old->resize_status(), "Deferred");
+  // No resize pending: no condition True, no field; what the kubelet admitted is not kept.
+  auto none = pod(R"({"conditions":[{"type":"PodResizePending","status":"False"}],)" + allocated + "}");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->resize_status(), "");
+  EXPECT_FALSE(none->has_allocated());
+}
+
 }  // namespace
 }  // namespace podium::k8s

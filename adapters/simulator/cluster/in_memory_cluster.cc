@@ -269,6 +269,12 @@ void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::ve
     if (!cpu_ok || !memory_ok) continue;
     rec.pod.clear_resize_status();
     rec.pod.clear_allocated();
+    // As the kubelet does once it admits the resize (Kubernetes 1.33+ reports
+    // the pending resize as this condition).
+    auto* conditions = rec.pod.mutable_conditions();
+    conditions->erase(std::remove_if(conditions->begin(), conditions->end(),
+                                     [](const v1::PodCondition& c) { return c.type() == "PodResizePending"; }),
+                      conditions->end());
     rec.resize_applied = true;
     --deferred_resizes_;
     Touch(rec.pod.mutable_meta());

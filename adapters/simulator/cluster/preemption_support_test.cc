@@ -140,6 +140,11 @@ TEST_F(PreemptionSupportTest, ADeferredResizeIsAppliedOnceTheNodeHasRoom) {
   v1::Pod big = WithCpu(BoundPod("big", "app"), 3000);
   big.set_resize_status("Deferred");
   big.mutable_allocated()->set_milli_cpu(1000);
+  auto* pending = big.add_conditions();  // As Kubernetes 1.33+ reports it.
+  pending->set_type("PodResizePending");
+  pending->set_status("True");
+  pending->set_reason("Deferred");
+  big.add_conditions()->set_type("Ready");
   cluster_.CreatePod(big);
   cluster_.CreatePod(WithCpu(BoundPod("low-1", "x"), 1000));
   cluster_.CreatePod(WithCpu(BoundPod("low-2", "y"), 1000));
@@ -163,6 +168,9 @@ TEST_F(PreemptionSupportTest, ADeferredResizeIsAppliedOnceTheNodeHasRoom) {
   EXPECT_EQ(out.events[1].type(), v1::ObjectEvent::UPSERT);
   EXPECT_EQ(out.events[1].pod().meta().name(), "big");
   EXPECT_EQ(out.events[1].pod().resize_status(), "");
+  // The kubelet's PodResizePending condition goes with it; the others stay.
+  ASSERT_EQ(out.events[1].pod().conditions_size(), 1);
+  EXPECT_EQ(out.events[1].pod().conditions(0).type(), "Ready");
 }
 
 TEST_F(PreemptionSupportTest, ATerminatingPodHoldsItsRoomFromADeferredResize) {
