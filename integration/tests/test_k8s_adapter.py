@@ -532,6 +532,31 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
         self.assertEqual(len([k for k in stats["pods"] if k.startswith("default/low-")]), 2)
         self.assert_scheduler_matches_api()
 
+    def test_pdb_with_an_invalid_selector_is_refused_and_preemption_goes_on(self):
+        # The API accepts what kube-scheduler would skip; Podium refuses the
+        # PDB where it enters, names it and the field, and keeps scheduling.
+        fillers = [self.low(f"db-{i}", "node-a") for i in range(4)]
+        for f in fillers:
+            f["metadata"]["labels"] = {"app": "db"}
+        bad = {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+               "metadata": {"name": "db", "namespace": "default"},
+               "spec": {"minAvailable": 4, "selector": {"matchExpressions": [
+                   {"key": "app", "operator": "In", "values": []}]}},
+               "status": {"disruptionsAllowed": 0}}
+        self.start([node("node-a", cpu="2")], fillers + [bad])
+        urgent = pod("urgent", cpu="1")
+        urgent["spec"]["priority"] = 1000
+        self.api.create([urgent])
+        stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=20)
+        self.assertEqual(len(stats["deletes"]), 2, stats["deletes"])
+        log = self.scheduler_process.stderr() + self.adapter.stderr()
+        self.assertIn("PodDisruptionBudget default/db", log)
+        self.assertIn("spec.selector.matchExpressions[0].values: must be non-empty for operator In and NotIn", log)
+        self.assertEqual(self.metric_sum(self.metrics(), "podium_adapter_objects_skipped_total",
+                                         kind="PodDisruptionBudget"), 1)
+        self.assertTrue(self.adapter.alive())
+        self.assertTrue(self.scheduler_process.alive())
+
     def resizing(self, name, node_name, want_cpu, allocated_cpu, priority):
         """A bound pod whose in-place resize its kubelet deferred, as
         Kubernetes 1.33+ reports it (the PodResizePending condition)."""
