@@ -557,6 +557,32 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
         self.assertTrue(self.adapter.alive())
         self.assertTrue(self.scheduler_process.alive())
 
+    def test_higher_priority_preemptor_takes_the_room_and_the_first_nomination_is_cleared(self):
+        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
+        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 3000})
+        first = pod("first", cpu="1")
+        first["spec"]["priority"] = 500
+        self.api.create([first])
+        self.wait_for("first nominated", lambda s: s["pods"]["default/first"]["nominatedNodeName"] == "node-a")
+        # A pod that needs the whole node and outranks the first: the first's
+        # nomination does not count against it; it evicts the other two.
+        second = pod("second", cpu="2")
+        second["spec"]["priority"] = 1000
+        self.api.create([second])
+        stats = self.wait_for("second nominated and first's nomination cleared", lambda s: (
+            s["pods"]["default/second"]["nominatedNodeName"] == "node-a"
+            and not s["pods"]["default/first"]["nominatedNodeName"]), timeout=20)
+        stats = self.wait_for("second bound", lambda s: s["pods"]["default/second"]["node"], timeout=20)
+        self.assertEqual(stats["pods"]["default/second"]["node"], "node-a")
+        time.sleep(1.0)
+        stats = self.api.stats()
+        self.assertEqual(sorted(stats["deletes"]), [f"default/low-{i}" for i in range(4)])
+        self.assertEqual(set(stats["deletes"].values()), {1})
+        self.assertEqual(stats["pods"]["default/first"]["node"], "")
+        self.assertFalse(stats["pods"]["default/first"]["nominatedNodeName"])
+        self.assertEqual(stats["binds"].get("default/second"), 1)
+        self.assertNotIn("default/first", stats["binds"])
+
     def resizing(self, name, node_name, want_cpu, allocated_cpu, priority):
         """A bound pod whose in-place resize its kubelet deferred, as
         Kubernetes 1.33+ reports it (the PodResizePending condition)."""
