@@ -448,6 +448,37 @@ class PodiumctlTest(lib.IntegrationTest):
                          [("preemptor", "unschedulable", None, "node-a"), ("preemptor", "scheduled", "node-a", None)],
                          decisions)
 
+    def test_explain_a_deferred_resize_that_preemption_cannot_help(self):
+        # KEP-5836: "stuck" runs with 1 CPU on node-a and its kubelet deferred
+        # its resize to 2 CPU (the PodResizePending condition); the only other
+        # pod there outranks it, so preemption finds no victim. Until now
+        # explain had nothing to say about a bound pod.
+        def doc(name, priority, cpu, status):
+            return json.dumps({"apiVersion": "v1", "kind": "Pod",
+                               "metadata": {"name": name, "namespace": "default"},
+                               "spec": {"priority": priority, "nodeName": "node-a",
+                                        "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
+                                                        "resources": {"requests": {"cpu": cpu,
+                                                                                   "memory": "128Mi"}}}]},
+                               "status": status}) + "\n"
+        stuck = doc("stuck", 50, "2", {
+            "phase": "Running",
+            "conditions": [{"type": "PodResizePending", "status": "True", "reason": "Deferred"}],
+            "containerStatuses": [{"name": "main", "allocatedResources": {"cpu": "1", "memory": "128Mi"}}]})
+        cluster = self.write("cluster-resize.yaml", lib.cluster_yaml(
+            lib.node_yaml("node-a", cpu="2"), stuck, doc("high", 1000, "1", {"phase": "Running"})))
+        self.start_sim(cluster)
+        self.wait_report()
+        out = self.wait_until("explain to report the resize", lambda: (
+            lambda p: p.stdout if p.returncode == 0 else None)(self.ctl("explain", "default/stuck", expect=None)))
+        self.assertIn("Resize:       Deferred on node-a: wants cpu 2, memory 128Mi; admitted cpu 1, memory 128Mi\n", out)
+        self.assertIn("Preemption:   preemption: 0/1 nodes are available: 1 No preemption victims found for incoming "
+                      "pod. (tried again when a pod leaves node-a)\n", out)
+        resize = self.ctl_json("explain", "default/stuck")["resize"]
+        self.assertEqual((resize["node"], resize["state"], resize["waiting_for_room"]), ("node-a", "Deferred", True))
+        # A pod that is not resizing is still not found.
+        self.ctl("explain", "default/high", expect=3)
+
     def test_queue_reads_every_page(self):
         # 1 100 pods that fit nowhere, besides giant: more than two of the
         # scheduler's default pages (500), so a podiumctl that stops after the

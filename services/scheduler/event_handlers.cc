@@ -278,15 +278,15 @@ void Scheduler::PodGone(const std::string& uid, const std::shared_ptr<const v1::
 }
 
 void Scheduler::RetryDeferredResizes(const std::string& node) {
-  absl::flat_hash_set<std::string> uids;
+  absl::flat_hash_map<std::string, std::string> failed;
   {
     absl::MutexLock lock(&mu_);
     auto it = failed_resizes_.find(node);
     if (it == failed_resizes_.end()) return;
-    uids = std::move(it->second);
+    failed = std::move(it->second);
     failed_resizes_.erase(it);
   }
-  for (const auto& uid : uids) {
+  for (const auto& [uid, message] : failed) {
     auto pod = pods_.find(uid);
     if (pod == pods_.end() || pod->second->node_name() != node || pod->second->resize_status() != kDeferredResize) {
       continue;

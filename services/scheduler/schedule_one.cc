@@ -220,11 +220,11 @@ void Scheduler::ScheduleDeferredResize(QueuedPodInfoPtr qp) {
     if (post.after_requeue) post.after_requeue();  // The evictions.
     return;
   }
+  const std::string message = status.Message();
   {
     absl::MutexLock lock(&mu_);
-    failed_resizes_[pod.node_name()].insert(uid);
+    failed_resizes_[pod.node_name()][uid] = message;
   }
-  const std::string message = status.Message();
   bool condition_current = false;
   for (const auto& c : pod.conditions()) {
     condition_current |= c.type() == kResizePreemptionCondition && c.status() == "False" && c.message() == message;

@@ -190,4 +190,24 @@ std::optional<PodDiagnosis> Scheduler::LastDiagnosis(std::string_view ns, std::s
   return diagnoses_.Find(ns, name);
 }
 
+std::optional<Scheduler::FailedResize> Scheduler::FailedResizeOf(std::string_view ns, std::string_view name) const {
+  std::vector<std::pair<std::string, std::string>> failed;  // uid, message: few, copied out of mu_.
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [node, pods] : failed_resizes_) {
+      for (const auto& [uid, message] : pods) failed.emplace_back(uid, message);
+    }
+  }
+  for (auto& [uid, message] : failed) {
+    sdk::PodInfoPtr pod = cache_.GetPod(uid);
+    // Still deferred: a resize the kubelet applied or that was withdrawn
+    // since is not waiting for anything.
+    if (pod != nullptr && pod->pod->meta().namespace_() == ns && pod->pod->meta().name() == name &&
+        pod->pod->resize_status() == kDeferredResize) {
+      return FailedResize{std::move(pod), std::move(message)};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace podium::scheduler

@@ -132,6 +132,13 @@ class Scheduler final : public ClusterEventHandler {
   DecisionBroadcaster& decisions() { return decisions_; }
   // The last failed attempt of a pending pod, by namespace/name.
   std::optional<PodDiagnosis> LastDiagnosis(std::string_view ns, std::string_view name) const;
+  // A bound pod whose deferred resize preemption could not help (KEP-5836):
+  // it waits for a pod to leave its node. By namespace/name; the cached pod.
+  struct FailedResize {
+    sdk::PodInfoPtr pod;
+    std::string message;  // Why no victim set makes room.
+  };
+  std::optional<FailedResize> FailedResizeOf(std::string_view ns, std::string_view name) const;
   const DiagnosisStore& diagnoses() const { return diagnoses_; }
   SchedulerCounters counters() const;
   // Opportunistic batching: hits, misses and why pods were unsignable.
@@ -299,8 +306,10 @@ class Scheduler final : public ClusterEventHandler {
   // Assumed pods whose bind the adapter confirmed -> when the assumption
   // expires unless the bound pod is observed first.
   absl::flat_hash_map<std::string, absl::Time> bind_confirmed_ ABSL_GUARDED_BY(mu_);
-  // Deferred resizes whose preemption found no victim set: node -> pod uids.
-  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>> failed_resizes_ ABSL_GUARDED_BY(mu_);
+  // Deferred resizes whose preemption found no victim set: node -> pod uid
+  // -> why (the PodResizePreemption condition's message).
+  absl::flat_hash_map<std::string, absl::flat_hash_map<std::string, std::string>> failed_resizes_
+      ABSL_GUARDED_BY(mu_);
   SchedulerCounters counters_ ABSL_GUARDED_BY(mu_);
   // Bind actions sent to the adapter whose result (success or failure) has
   // not come back: SendBind counts, its result callback releases.

@@ -565,6 +565,56 @@ TEST_F(PodiumctlCommandsTest, ExplainAPodNeverTriedSaysSoNotRejectedBeforeFilter
   EXPECT_THAT(out_.str(), Not(HasSubstr("Permit:")));
 }
 
+// KEP-5836: a bound pod whose resize its kubelet deferred and for which
+// preemption on its node found no victims.
+TEST_F(PodiumctlCommandsTest, ExplainADeferredResizeSaysWhatItWantsAndWhyPreemptionCannotHelp) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    auto* r = fake_.explain.mutable_resize();
+    r->set_node_name("node-a");
+    r->set_state("Deferred");
+    r->mutable_wanted()->set_milli_cpu(2000);
+    r->mutable_wanted()->set_memory_bytes(int64_t{128} << 20);
+    r->mutable_admitted()->set_milli_cpu(1500);
+    r->mutable_admitted()->set_memory_bytes(int64_t{128} << 20);
+    r->set_preemption_message("preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.");
+    r->set_waiting_for_room(true);
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  const std::string out = out_.str();
+  EXPECT_THAT(out, HasSubstr("Resize:       Deferred on node-a: wants cpu 2, memory 128Mi; admitted cpu 1500m, "
+                             "memory 128Mi\n"));
+  EXPECT_THAT(out, HasSubstr("Preemption:   preemption: 0/1 nodes are available: 1 No preemption victims found "
+                             "for incoming pod. (tried again when a pod leaves node-a)\n"));
+  EXPECT_THAT(out, Not(HasSubstr("No failed attempt recorded")));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("resize").at("wanted").at("cpu").as_string(), "2");
+  EXPECT_EQ(doc.at("resize").at("admitted").at("cpu").as_string(), "1500m");
+  EXPECT_TRUE(doc.at("resize").at("waiting_for_room").as_bool());
+
+  // While it is queued for its preemption attempt.
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.explain.mutable_resize()->set_preemption_message("");
+    fake_.explain.mutable_resize()->set_waiting_for_room(false);
+    fake_.explain.mutable_resize()->set_queued(true);
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), HasSubstr("Preemption:   queued: the scheduler looks for lower-priority pods on the node "
+                                    "to evict\n"));
+  // Not a resize: no such lines, and "resize" is null in JSON.
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.explain.clear_resize();
+    fake_.explain.set_message("0/1 nodes are available: 1 Insufficient cpu.");
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), Not(HasSubstr("Resize:")));
+  ASSERT_TRUE(Run({"explain", "default/giant", "-o", "json"}).ok());
+  EXPECT_TRUE(boost::json::parse(out_.str()).at("resize").is_null());
+}
+
 TEST_F(PodiumctlCommandsTest, ExplainUnknownPodIsNotFound) {
   absl::Status s = Run({"explain", "default/nope"});
   EXPECT_TRUE(absl::IsNotFound(s)) << s;

@@ -43,6 +43,34 @@ std::string PermitLine(const boost::json::value& wait) {
   return line;
 }
 
+// {"cpu": "2", "memory": "128Mi"}: the resources a resize is about.
+boost::json::object ResourcesJson(const v1::ResourceList& r) {
+  boost::json::object out;
+  if (r.milli_cpu() != 0) out["cpu"] = FormatMilliCpu(r.milli_cpu());
+  if (r.memory_bytes() != 0) out["memory"] = FormatBytes(r.memory_bytes());
+  if (r.ephemeral_storage_bytes() != 0) out["ephemeral-storage"] = FormatBytes(r.ephemeral_storage_bytes());
+  for (const auto& [name, value] : r.scalar()) out[name] = absl::StrCat(value);
+  return out;
+}
+
+std::string ResourcesText(const boost::json::value& v) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : v.as_object()) parts.push_back(absl::StrCat(std::string(name), " ", Str(value)));
+  return parts.empty() ? "nothing" : absl::StrJoin(parts, ", ");
+}
+
+boost::json::value ResizeJson(const v1::ExplainPodResponse& response) {
+  if (!response.has_resize()) return nullptr;
+  const v1::ResizeExplanation& r = response.resize();
+  return {{"node", r.node_name()},
+          {"state", r.state()},
+          {"wanted", ResourcesJson(r.wanted())},
+          {"admitted", ResourcesJson(r.admitted())},
+          {"preemption_message", r.preemption_message()},
+          {"waiting_for_room", r.waiting_for_room()},
+          {"queued", r.queued()}};
+}
+
 }  // namespace
 
 boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodResponse& response, absl::Time now) {
@@ -98,6 +126,7 @@ boost::json::value ExplainDocument(const PodName& pod, const v1::ExplainPodRespo
   }
   doc["reasons"] = std::move(reasons);
   doc["nodes"] = std::move(nodes);
+  doc["resize"] = ResizeJson(response);
   // ExplainPod's error field (an attempt that ended in an error rather than a
   // verdict) plugs in here as doc["error"], and prints as an "Error:" line.
   return doc;
@@ -139,6 +168,21 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
   }
   field("Nominated:", Str(doc.at("nominated_node")));
   field("Message:", Str(doc.at("message")));
+  // A bound pod whose in-place resize its kubelet deferred (KEP-5836).
+  if (const auto* rv = doc.if_contains("resize"); rv != nullptr && rv->is_object()) {
+    const auto& r = rv->as_object();
+    field("Resize:", absl::StrCat(Str(r.at("state")), " on ", Str(r.at("node")), ": wants ",
+                                  ResourcesText(r.at("wanted")), "; admitted ", ResourcesText(r.at("admitted"))));
+    std::string preemption;
+    if (r.at("queued").as_bool()) {
+      preemption = "queued: the scheduler looks for lower-priority pods on the node to evict";
+    } else if (r.at("waiting_for_room").as_bool()) {
+      preemption = absl::StrCat(Str(r.at("preemption_message")), " (tried again when a pod leaves ",
+                                Str(r.at("node")), ")");
+    }
+    field("Preemption:", preemption);
+    return out;
+  }
 
   const auto& reasons = doc.at("reasons").as_array();
   if (reasons.empty()) {

@@ -84,6 +84,19 @@ void ToResourceList(const sdk::Resource& r, v1::ResourceList* out) {
   for (const auto& [name, value] : r.scalar) (*out->mutable_scalar())[name] = value;
 }
 
+// A bound pod's deferred resize (KEP-5836), for ExplainPod.
+void FillResize(const sdk::PodInfo& info, const std::string& preemption_message, bool waiting_for_room,
+                bool queued, v1::ResizeExplanation* out) {
+  const v1::Pod& pod = *info.pod;
+  out->set_node_name(pod.node_name());
+  out->set_state(pod.resize_status());
+  ToResourceList(info.requests, out->mutable_wanted());
+  *out->mutable_admitted() = pod.allocated();
+  out->set_preemption_message(preemption_message);
+  out->set_waiting_for_room(waiting_for_room);
+  out->set_queued(queued);
+}
+
 std::optional<QueueKind> ToQueueKind(v1::QueueName name) {
   switch (name) {
     case v1::ACTIVE: return QueueKind::kActive;
@@ -188,11 +201,19 @@ grpc::Status AdminService::ExplainPod(grpc::ServerContext* ctx,
         queued->pending_plugins.empty() && queued->gating_plugin.empty()) {
       response->set_last_error(queued->message);
     }
+    // A bound pod is queued only for its deferred resize's preemption.
+    if (!queued->pod_info->pod->node_name().empty()) {
+      FillResize(*queued->pod_info, "", false, true, response->mutable_resize());
+    }
   }
   if (!last) {
     if (queued) {
       response->set_message(queued->message);
       if (nominated_node_of_) response->set_nominated_node_name(nominated_node_of_(queued->pod_info->uid()));
+      return grpc::Status::OK;
+    }
+    if (auto failed = scheduler_.FailedResizeOf(request->namespace_(), request->name())) {
+      FillResize(*failed->pod, failed->message, true, false, response->mutable_resize());
       return grpc::Status::OK;
     }
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
