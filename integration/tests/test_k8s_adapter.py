@@ -427,12 +427,20 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
         p["status"] = {"phase": "Running"}
         return p
 
+    def start_full_node(self, grace_ms):
+        """node-a (2 CPU) full of four priority-100 pods of 500m; the fake
+        deletes a bound pod over grace_ms."""
+        self.start([node("node-a", cpu="2")], [self.low(f"low-{i}", "node-a") for i in range(4)],
+                   faults={"termination_grace_ms": grace_ms})
+
+    def create_pending(self, name, cpu, priority, **spec):
+        p = pod(name, cpu=cpu)
+        p["spec"].update(priority=priority, **spec)
+        self.api.create([p])
+
     def test_preemptor_evicts_through_the_api_waits_for_termination_and_binds_once(self):
-        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
-        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 1500})
-        urgent = pod("urgent", cpu="1")
-        urgent["spec"].update(priority=1000, priorityClassName="high")
-        self.api.create([urgent])
+        self.start_full_node(grace_ms=1500)
+        self.create_pending("urgent", "1", 1000, priorityClassName="high")
 
         # Two victims (the fewest that make room) are terminating; the
         # preemptor is nominated to their node and not bound yet.
@@ -449,9 +457,7 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
 
         # A lower-priority pod that arrives meanwhile cannot take the room
         # the preemptor is nominated to (nor preempt: it outranks no one).
-        late = pod("late", cpu="1")
-        late["spec"]["priority"] = 50
-        self.api.create([late])
+        self.create_pending("late", "1", 50)
         stats = self.wait_for("FailedScheduling for the late pod", lambda s: any(
             e[0] == "default/late" and e[2] == "FailedScheduling" for e in s["event_log"]), timeout=10)
         self.assertEqual(stats["pods"]["default/urgent"]["node"], "", "bound before its victims were gone")
@@ -492,9 +498,7 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
                "spec": {"minAvailable": 4, "selector": {"matchLabels": {"app": "guarded"}}},
                "status": {"disruptionsAllowed": 0, "currentHealthy": 4, "desiredHealthy": 4, "expectedPods": 4}}
         self.start([node("node-a", cpu="2"), node("node-b", cpu="2")], fillers + [pdb])
-        urgent = pod("urgent", cpu="1")
-        urgent["spec"]["priority"] = 1000
-        self.api.create([urgent])
+        self.create_pending("urgent", "1", 1000)
         stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=20)
         self.assertEqual(stats["pods"]["default/urgent"]["node"], "node-b")
         self.assertEqual(len(stats["deletes"]), 2, stats["deletes"])
@@ -502,17 +506,13 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
         self.assertEqual(sorted(k for k in stats["pods"] if k.startswith("default/a-")),
                          [f"default/a-{i}" for i in range(4)])
 
-
     def test_restarted_scheduler_waits_for_the_victims_its_predecessor_evicted(self):
         # The scheduler that preempted goes away while its victims terminate.
         # The new one learns the nomination from the preemptor's
         # status.nominatedNodeName and the victims' deletionTimestamp from the
         # relist: it waits for them instead of evicting two more pods.
-        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
-        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 6000})
-        urgent = pod("urgent", cpu="1")
-        urgent["spec"]["priority"] = 1000
-        self.api.create([urgent])
+        self.start_full_node(grace_ms=6000)
+        self.create_pending("urgent", "1", 1000)
         self.wait_for("two victims terminating and the preemptor nominated", lambda s: sum(
             p["deleting"] for p in s["pods"].values()) == 2 and s["pods"]["default/urgent"]["nominatedNodeName"])
         old = self.scheduler_process
@@ -544,9 +544,7 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
                    {"key": "app", "operator": "In", "values": []}]}},
                "status": {"disruptionsAllowed": 0}}
         self.start([node("node-a", cpu="2")], fillers + [bad])
-        urgent = pod("urgent", cpu="1")
-        urgent["spec"]["priority"] = 1000
-        self.api.create([urgent])
+        self.create_pending("urgent", "1", 1000)
         stats = self.wait_for("the preemptor bound", lambda s: s["pods"]["default/urgent"]["node"], timeout=20)
         self.assertEqual(len(stats["deletes"]), 2, stats["deletes"])
         log = self.scheduler_process.stderr() + self.adapter.stderr()
@@ -558,17 +556,12 @@ class K8sAdapterPreemptionTest(AdapterTestBase):
         self.assertTrue(self.scheduler_process.alive())
 
     def test_higher_priority_preemptor_takes_the_room_and_the_first_nomination_is_cleared(self):
-        fillers = [self.low(f"low-{i}", "node-a") for i in range(4)]
-        self.start([node("node-a", cpu="2")], fillers, faults={"termination_grace_ms": 3000})
-        first = pod("first", cpu="1")
-        first["spec"]["priority"] = 500
-        self.api.create([first])
+        self.start_full_node(grace_ms=3000)
+        self.create_pending("first", "1", 500)
         self.wait_for("first nominated", lambda s: s["pods"]["default/first"]["nominatedNodeName"] == "node-a")
         # A pod that needs the whole node and outranks the first: the first's
         # nomination does not count against it; it evicts the other two.
-        second = pod("second", cpu="2")
-        second["spec"]["priority"] = 1000
-        self.api.create([second])
+        self.create_pending("second", "2", 1000)
         stats = self.wait_for("second nominated and first's nomination cleared", lambda s: (
             s["pods"]["default/second"]["nominatedNodeName"] == "node-a"
             and not s["pods"]["default/first"]["nominatedNodeName"]), timeout=20)
