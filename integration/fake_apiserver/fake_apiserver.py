@@ -164,7 +164,6 @@ class Cluster:
         self.token_file = None
         self.valid_tokens = set()
         self.unauthorized = 0
-        self.terminating = 0  # Pods deleted with a grace that have not gone yet.
         self.deletes = {}   # "ns/name" -> DELETEs that passed their preconditions
         self.deletes_with_uid = {}  # ... of which carried preconditions.uid
 
@@ -436,7 +435,6 @@ class Handler(BaseHTTPRequestHandler):
                     obj["metadata"]["deletionTimestamp"] = now_rfc3339()
                     obj["metadata"]["deletionGracePeriodSeconds"] = max(1, round(grace))
                     c.modify("pods", key, obj)
-                    c.terminating += 1
                     threading.Timer(grace, self._finish_termination, (key, have)).start()
             return self._send(200, obj)
         self._count("other")
@@ -449,7 +447,6 @@ class Handler(BaseHTTPRequestHandler):
             pod = c.objects["pods"].get(key)
             if pod is not None and pod["metadata"]["uid"] == uid:
                 c.delete("pods", key)
-            c.terminating -= 1
 
     def do_PATCH(self):
         if not self._authorized():
@@ -823,7 +820,9 @@ class Handler(BaseHTTPRequestHandler):
                 "lease_written_at": dict(c.lease_written_at),
                 "last_bind_at_by_agent": dict(c.last_bind_at_by_agent),
                 "now": time.monotonic(),
-                "terminating": c.terminating,
+                # Pods deleted with a grace that have not gone yet.
+                "terminating": sum(1 for o in c.objects["pods"].values()
+                                   if o["metadata"].get("deletionTimestamp")),
                 "deletes": dict(c.deletes),
                 "deletes_with_uid": dict(c.deletes_with_uid),
                 "pods": {f"{k[0]}/{k[1]}": {"node": o.get("spec", {}).get("nodeName", ""),
