@@ -39,9 +39,8 @@
 
 namespace podium::scheduler {
 
-// status.resize of a bound pod whose in-place resize the kubelet deferred, and
-// the condition the scheduler sets on it when preemption cannot make room.
-inline constexpr char kDeferredResize[] = "Deferred";
+// The condition the scheduler sets on a bound pod whose deferred resize
+// preemption cannot make room for.
 inline constexpr char kResizePreemptionCondition[] = "PodResizePreemption";
 
 // Counters of refused or dropped input, for tests and the logs.

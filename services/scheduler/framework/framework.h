@@ -32,6 +32,10 @@ inline constexpr char kPrioritySort[] = "PrioritySort";
 inline constexpr char kSchedulingGates[] = "SchedulingGates";
 inline constexpr char kDefaultBinder[] = "DefaultBinder";
 
+// status.resize of a bound pod whose in-place resize the kubelet deferred
+// (the adapter maps the PodResizePending condition's reason onto it too).
+inline constexpr char kDeferredResize[] = "Deferred";
+
 // A nominated pod's key as batching fingerprints nominations (summed per
 // node): its uid and resourceVersion, so any change to the pod changes it.
 inline uint64_t NominationKey(std::string_view uid, std::string_view resource_version) {

@@ -280,7 +280,7 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
       absl::MutexLock lock(&mu_);
       auto it = in_flight_.find(pod.meta().uid());
       if (it != in_flight_.end() &&
-          (deleted || !it->second.resize || pod.resize_status() != kResizeDeferred)) {
+          (deleted || !it->second.resize || pod.resize_status() != kDeferredResize)) {
         Forget(it);
         ended = true;
       }

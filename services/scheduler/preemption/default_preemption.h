@@ -43,8 +43,6 @@
 namespace podium::scheduler::preemption {
 
 inline constexpr char kDefaultPreemption[] = "DefaultPreemption";
-// status.resize of a bound pod whose in-place resize the kubelet deferred.
-inline constexpr char kResizeDeferred[] = "Deferred";
 
 // One per scheduler, shared by the profiles' DefaultPreemption plugins. Sits
 // in front of the scheduler as the adapter's event handler, so nominations and
