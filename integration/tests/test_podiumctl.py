@@ -469,8 +469,12 @@ class PodiumctlTest(lib.IntegrationTest):
             lib.node_yaml("node-a", cpu="2"), stuck, doc("high", 1000, "1", {"phase": "Running"})))
         self.start_sim(cluster)
         self.wait_report()
-        out = self.wait_until("explain to report the resize", lambda: (
-            lambda p: p.stdout if p.returncode == 0 else None)(self.ctl("explain", "default/stuck", expect=None)))
+        # Until its first preemption attempt the resize is only queued (explain
+        # says so); wait for the attempt that found no victim.
+        def attempted():
+            p = self.ctl("explain", "default/stuck", expect=None)
+            return p.stdout if p.returncode == 0 and "\nPreemption:   preemption:" in p.stdout else None
+        out = self.wait_until("explain to report the failed preemption for the resize", attempted)
         self.assertIn("Resize:       Deferred on node-a: wants cpu 2, memory 128Mi; admitted cpu 1, memory 128Mi\n", out)
         self.assertIn("Preemption:   preemption: 0/1 nodes are available: 1 No preemption victims found for incoming "
                       "pod. (tried again when a pod leaves node-a)\n", out)
