@@ -29,6 +29,8 @@ struct PodRequestsCase {
   int64_t want_non_zero_cpu;
   int64_t want_non_zero_memory;
 };
+// ctest lists the case by its name, not as a dump of its bytes.
+void PrintTo(const PodRequestsCase& c, std::ostream* os) { *os << c.name; }
 
 class PodRequestsTest : public ::testing::TestWithParam<PodRequestsCase> {};
 

@@ -1394,6 +1394,8 @@ struct OnePassCase {
   // Per member, its PodScheduled=False message ("": none, it was placed).
   std::vector<std::string> want_messages;
 };
+// ctest lists the case by its name, not as a dump of its bytes.
+void PrintTo(const OnePassCase& c, std::ostream* os) { *os << c.name; }
 
 class GangOnePassTest : public GangSchedulerTest, public testing::WithParamInterface<OnePassCase> {};
 

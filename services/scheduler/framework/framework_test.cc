@@ -510,6 +510,8 @@ struct BadAnswerCase {
   std::string name;
   v1::PluginToScheduler answer;
 };
+// ctest lists the case by its name, not as a dump of its bytes.
+void PrintTo(const BadAnswerCase& c, std::ostream* os) { *os << c.name; }
 
 class BadAnswers : public testing::TestWithParam<BadAnswerCase> {};
 
