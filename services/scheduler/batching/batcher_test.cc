@@ -1715,7 +1715,7 @@ TEST(BatcherTest, ANominatedCheckIsNotUsedOnceItsNodeOrTheNominationsThereChange
   // node-2 gets a pod: p1 asks on its own (and still fits, 1000m - 300m).
   v1::Pod other = MakePod("other", 300);
   other.set_node_name("node-2");
-  h.cache_.AddOrUpdatePod(other);
+  ASSERT_TRUE(h.cache_.AddOrUpdatePod(other).ok());
   EXPECT_EQ(run.Schedule(1), "node-2");
   ASSERT_EQ(h.process_.requests.size(), 1u);
   EXPECT_EQ(h.LastRequestedNodes(), std::vector<uint32_t>{h.NodeId("node-2")});
