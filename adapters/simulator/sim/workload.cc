@@ -1,5 +1,6 @@
 #include "sim/workload.h"
 
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -107,8 +108,11 @@ k8s::LoadedCluster GenerateWorkload(const WorkloadShape& shape, absl::Time now) 
     n.mutable_meta()->set_name(name);
     n.mutable_meta()->set_uid(k8s::NewUid());
     n.mutable_meta()->set_creation_timestamp_us(t++);
-    (*n.mutable_meta()->mutable_labels())[kHostnameLabel] = name;
-    if (shape.zones > 0) (*n.mutable_meta()->mutable_labels())[kZoneLabel] = absl::StrCat("zone-", i % shape.zones);
+    // Keys as std::string: GCC 12 warns (-Warray-bounds, a false positive) on
+    // protobuf's Map::operator[] with a char-array key copied into it.
+    auto& labels = *n.mutable_meta()->mutable_labels();
+    labels[std::string(kHostnameLabel)] = name;
+    if (shape.zones > 0) labels[std::string(kZoneLabel)] = absl::StrCat("zone-", i % shape.zones);
     v1::ResourceList r;
     r.set_milli_cpu(shape.node_milli_cpu);
     r.set_memory_bytes(shape.node_memory);
