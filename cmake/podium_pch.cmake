@@ -26,9 +26,11 @@ foreach(p cluster plugin admin)
 endforeach()
 
 set(PODIUM_PCH_DIR ${CMAKE_BINARY_DIR}/pch)
-file(MAKE_DIRECTORY ${PODIUM_PCH_DIR})
-file(WRITE ${PODIUM_PCH_DIR}/donor.cc "// The translation unit a precompiled header is built with.\n")
-file(WRITE ${PODIUM_PCH_DIR}/donor_main.cc "int main() { return 0; }\n")
+# file(CONFIGURE) writes only when the content changed: a rewrite on every
+# configure would recompile the donors each time.
+file(CONFIGURE OUTPUT ${PODIUM_PCH_DIR}/donor.cc
+     CONTENT "// The translation unit a precompiled header is built with.\n")
+file(CONFIGURE OUTPUT ${PODIUM_PCH_DIR}/donor_main.cc CONTENT "int main() { return 0; }\n")
 
 add_library(podium_pch_lib STATIC ${PODIUM_PCH_DIR}/donor.cc)
 target_link_libraries(podium_pch_lib PRIVATE podium_proto)
