@@ -392,14 +392,16 @@ class Report:
 
       {"outcome": "completed"|"timeout"|..., "nodes": N, "pods": N, "bound": N,
        "placements": [{"namespace", "name", "node"}],
-       "unschedulable_pods": [{"namespace", "name", "message"}],
+       "unschedulable_pods": [{"namespace", "name", "message", "nominated_node"}],
        "error_pods": [{"namespace", "name", "message"}],
        "pending_pods": ["ns/name"], "deleted_pods": ["ns/name: reason"], ...}
 
     placements: {"ns/name": node, or None when not bound};
     messages: {"ns/name": FailedScheduling message}, for unschedulable pods and
     pods whose attempt failed with an error;
-    errors: the "ns/name" of the latter (outcome "scheduling_errors", exit 4).
+    errors: the "ns/name" of the latter (outcome "scheduling_errors", exit 4);
+    nominations: {"ns/name": status.nominatedNodeName} of unschedulable pods
+    that have one.
     """
 
     def __init__(self, raw):
@@ -409,12 +411,15 @@ class Report:
         self.messages = {}
         self.pending = set()
         self.errors = set()
+        self.nominations = {}
         for p in raw.get("placements") or []:
             self.placements[self._key(p)] = p.get("node") or None
         for p in raw.get("unschedulable_pods") or []:
             key = self._key(p)
             self.placements[key] = None
             self.messages[key] = p.get("message") or ""
+            if p.get("nominated_node"):
+                self.nominations[key] = p["nominated_node"]
         for p in raw.get("error_pods") or []:
             key = self._key(p)
             self.placements[key] = None

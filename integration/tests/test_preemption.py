@@ -15,12 +15,14 @@ from podium_testlib import cluster_yaml, node_yaml
 LATER = {"sim.podium.dev/create-later": "true"}
 
 
-def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, nominated=None):
+def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, nominated=None, replaces=None):
     meta = {"name": name, "namespace": "default"}
     if labels:
         meta["labels"] = labels
     if later:
         meta["annotations"] = dict(LATER)
+    if replaces:
+        meta["annotations"] = {"sim.podium.dev/replaces": replaces}
     spec = {"priority": priority,
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
                             "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]}
@@ -77,6 +79,11 @@ class PreemptionTest(lib.IntegrationTest):
     @staticmethod
     def deleted(report):
         return sorted(d.split(":")[0] for d in report.raw.get("deleted_pods") or [])
+
+    @staticmethod
+    def delete_reasons(report):
+        """{"ns/name": why it was deleted} ("Preempted by ns/preemptor on node N")."""
+        return dict(d.split(": ", 1) for d in report.raw.get("deleted_pods") or [])
 
     def test_minimal_victim_set(self):
         # node-a: the preemptor (2 CPU) needs only low-20 gone (low-30 and low-10
@@ -165,6 +172,61 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(self.deleted(report), ["default/victim"])
         self.assertIsNone(report.node_of("late"))
         self.assertEqual(report.node_of("keep"), "node-a")
+
+    def test_higher_priority_pod_takes_a_nominated_pods_room_and_the_first_nomination_is_cleared(self):
+        # node-a (4 CPU) holds four priority-10 pods. "first" (1 CPU, priority
+        # 500) evicts one of them and is nominated to node-a while its victim
+        # terminates (2 s). Half a second later "second" (4 CPU, priority
+        # 1000) arrives: the first's nomination does not count against a pod
+        # that outranks it, so "second" evicts the other three (the first's
+        # victim, terminating already, is not deleted again) and takes the
+        # node. The first's nomination is cleared, and it fits nowhere. (Here
+        # the outcome, end to end; that the second's preemption clears it at
+        # once, before the first is tried again, is
+        # DefaultPreemptionTest.AHigherPriorityPodTakesTheRoomOfALowerNominatedOne.)
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="4"),
+            *[pod(f"low-{i}", "1", 10, node="node-a") for i in range(4)],
+            pod("first", "1", 500, later=True),
+            pod("second", "4", 1000, later=True),
+            extra=["--termination-grace", "2s", "--create-rate", "2"])
+        self.assertEqual(report.node_of("second"), "node-a")
+        self.assertIsNone(report.node_of("first"))
+        self.assertNotIn("default/first", report.nominations, report.raw)
+        reasons = self.delete_reasons(report)
+        self.assertEqual(sorted(reasons), [f"default/low-{i}" for i in range(4)])
+        by = sorted(r.split(" on node ")[0] for r in reasons.values())
+        self.assertEqual(by, ["Preempted by default/first"] + ["Preempted by default/second"] * 3, reasons)
+        self.assertTrue(all(r.endswith(" on node node-a") for r in reasons.values()), reasons)
+        self.assertEqual(report.raw["actions"]["delete_pod"], 4, report.raw["actions"])  # Each once.
+        self.assertEqual(report.raw["actions"]["bind"], 1, report.raw["actions"])
+
+    def test_a_victim_whose_uid_changed_is_not_deleted(self):
+        # The scheduler chooses "victim" on node-a (its only lower-priority
+        # pod). Just before the delete arrives, a controller replaces it
+        # (sim.podium.dev/replaces): the old incarnation is gone, and a new
+        # one with the same name and its own uid runs on node-b. The delete
+        # carries the old uid, so the API refuses it (Conflict) and the new
+        # incarnation lives. The preemptor is tried again and takes node-a,
+        # which the old incarnation left; nothing else is evicted.
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="4"), node_yaml("node-b", cpu="4"),
+            pod("victim", "2", 10, node="node-a"),
+            pod("keep-a", "2", 1000, node="node-a"),
+            pod("keep-b", "3", 1000, node="node-b"),
+            pod("victim-next", "1", 10, node="node-b", replaces="victim"),
+            pod("preemptor", "2", 100, later=True))
+        self.assertEqual(report.node_of("preemptor"), "node-a")
+        self.assertEqual(report.node_of("victim"), "node-b")  # The new incarnation, not deleted.
+        reasons = self.delete_reasons(report)
+        self.assertEqual(sorted(reasons), ["default/victim"], reasons)  # The old incarnation only,
+        self.assertTrue(reasons["default/victim"].startswith("replaced by a new incarnation"), reasons)  # by its controller.
+        actions = report.raw["actions"]
+        self.assertEqual(actions["delete_pod"], 0, actions)  # No delete went through,
+        self.assertEqual(actions["failed"], 1, actions)      # the stale one was refused,
+        self.assertEqual(actions["bind"], 1, actions)        # and the preemptor was bound once.
+        self.assertEqual(report.node_of("keep-a"), "node-a")
+        self.assertEqual(report.node_of("keep-b"), "node-b")
 
     def test_a_burst_of_preemptors_each_takes_a_node_of_its_own(self):
         # Twelve full nodes, twelve preemptors created at once, each needing

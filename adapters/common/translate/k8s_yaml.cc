@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/match.h"
@@ -780,6 +781,8 @@ struct Loader {
       p.loaded.pod = *std::move(pod);
       auto ann = p.loaded.pod.meta().annotations().find(std::string(kCreateLaterAnnotation));
       p.loaded.create_later = ann != p.loaded.pod.meta().annotations().end() && ann->second == "true";
+      auto replaces = p.loaded.pod.meta().annotations().find(std::string(kReplacesAnnotation));
+      if (replaces != p.loaded.pod.meta().annotations().end()) p.loaded.replaces = replaces->second;
       p.where = where;
       pods.push_back(std::move(p));
     } else if (kind == "Node") {
@@ -1076,6 +1079,31 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
       return absl::InvalidArgumentError(absl::StrCat(p.where, ": metadata.name: duplicate Pod, first in ", it->second));
     }
     if (absl::Status s = unique_uid(meta, p.where); !s.ok()) return s;
+  }
+  // Replacements (kReplacesAnnotation): each names a pod of the files, in its
+  // namespace, that is not a replacement itself; one replacement per pod.
+  std::set<std::string> replaced;
+  for (const PendingPod& p : loader.pods) {
+    if (p.loaded.replaces.empty()) continue;
+    const v1::ObjectMeta& meta = p.loaded.pod.meta();
+    const std::string annotation(kReplacesAnnotation);
+    const std::string field = absl::StrCat("metadata.annotations[", annotation, "]");
+    const std::string target = absl::StrCat(meta.namespace_(), "/", p.loaded.replaces);
+    auto refused = [&](const std::string& why) {
+      return absl::InvalidArgumentError(absl::StrCat(p.where, ": ", field, ": ", why));
+    };
+    if (p.loaded.create_later) {
+      return refused(absl::StrCat("a replacement is not also ", std::string(kCreateLaterAnnotation)));
+    }
+    if (p.loaded.replaces == meta.name()) return refused("a pod cannot replace itself");
+    if (!pod_names.contains(target)) return refused(absl::StrCat("no pod ", target, " in the files"));
+    for (const PendingPod& q : loader.pods) {
+      if (!q.loaded.replaces.empty() &&
+          absl::StrCat(q.loaded.pod.meta().namespace_(), "/", q.loaded.pod.meta().name()) == target) {
+        return refused(absl::StrCat(target, " is a replacement itself"));
+      }
+    }
+    if (!replaced.insert(target).second) return refused(absl::StrCat(target, " has another replacement"));
   }
 
   if (absl::Status s = CheckPodGroups(loader, &out, unique_uid); !s.ok()) return s;

@@ -19,6 +19,12 @@ namespace podium::k8s {
 // Pods carrying this annotation with value "true" are not part of the initial
 // list: podium-sim creates them after the initial pods settled (--create-rate).
 inline constexpr std::string_view kCreateLaterAnnotation = "sim.podium.dev/create-later";
+// A test fault: a pod carrying this annotation (value: the name of another pod
+// of its namespace in the files) is not created at load. When the first
+// DeletePod aimed at the named pod reaches podium-sim, the named pod is
+// replaced first, as a controller recreating it would: it is gone, and this pod
+// takes its name with a uid of its own. The delete then meets the new uid.
+inline constexpr std::string_view kReplacesAnnotation = "sim.podium.dev/replaces";
 
 // Built-in priority classes every Kubernetes cluster has.
 inline constexpr int32_t kSystemClusterCritical = 2000000000;
@@ -61,6 +67,7 @@ struct LoadOptions {
 struct LoadedPod {
   v1::Pod pod;
   bool create_later = false;  // kCreateLaterAnnotation.
+  std::string replaces;       // kReplacesAnnotation: the name of the pod it replaces.
 };
 
 struct LoadedCluster {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
+
 namespace podium::k8s {
 namespace {
 
@@ -156,6 +158,43 @@ items:
   ASSERT_EQ(c->warnings.size(), 1u);
   EXPECT_THAT(c->warnings[0], HasSubstr("list.yaml: document 1 item 3 (Service ns/svc)"));
   EXPECT_THAT(c->warnings[0], HasSubstr("Service"));
+}
+
+TEST(K8sYamlTest, AReplacementNamesAPodOfItsNamespaceInTheFiles) {
+  constexpr char kGood[] = R"(
+{kind: Pod, metadata: {name: db-0, namespace: ns}, spec: {containers: [{name: c}]}}
+---
+{kind: Pod, metadata: {name: db-0-next, namespace: ns, annotations: {sim.podium.dev/replaces: db-0}}, spec: {containers: [{name: c}]}}
+)";
+  auto good = LoadCluster({{"good.yaml", kGood}});
+  ASSERT_TRUE(good.ok()) << good.status();
+  ASSERT_EQ(good->pods.size(), 2u);
+  EXPECT_EQ(good->pods[0].replaces, "");
+  EXPECT_EQ(good->pods[1].replaces, "db-0");
+
+  struct Case {
+    std::string yaml, error;
+  };
+  auto pod = [](const std::string& name, const std::string& annotations = "", const std::string& ns = "ns") {
+    return absl::StrCat("{kind: Pod, metadata: {name: ", name, ", namespace: ", ns, ", annotations: {", annotations,
+                        "}}, spec: {containers: [{name: c}]}}\n---\n");
+  };
+  const std::string field = "(Pod ns/next): metadata.annotations[sim.podium.dev/replaces]: ";
+  const std::vector<Case> bad = {
+      {pod("next", "sim.podium.dev/replaces: db-0") + pod("db-0", "", "other"), field + "no pod ns/db-0 in the files"},
+      {pod("next", "sim.podium.dev/replaces: next"), field + "a pod cannot replace itself"},
+      {pod("db-0") + pod("next", "sim.podium.dev/replaces: db-0, sim.podium.dev/create-later: \"true\""),
+       field + "a replacement is not also sim.podium.dev/create-later"},
+      {pod("db-0") + pod("first", "sim.podium.dev/replaces: db-0") + pod("next", "sim.podium.dev/replaces: db-0"),
+       field + "ns/db-0 has another replacement"},
+      {pod("db-0") + pod("first", "sim.podium.dev/replaces: db-0") + pod("next", "sim.podium.dev/replaces: first"),
+       field + "ns/first is a replacement itself"},
+  };
+  for (const Case& c : bad) {
+    auto loaded = LoadCluster({{"bad.yaml", c.yaml}});
+    ASSERT_FALSE(loaded.ok()) << c.yaml;
+    EXPECT_THAT(std::string(loaded.status().message()), HasSubstr(c.error)) << c.yaml;
+  }
 }
 
 TEST(K8sYamlTest, ResolvesPriorityClasses) {

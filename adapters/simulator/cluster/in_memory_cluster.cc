@@ -115,6 +115,10 @@ v1::ObjectEvent InMemoryCluster::AddNode(v1::Node node) {
 
 v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
   absl::MutexLock lock(&mu_);
+  return CreatePodLocked(std::move(pod));
+}
+
+v1::ObjectEvent InMemoryCluster::CreatePodLocked(v1::Pod pod) {
   Touch(pod.mutable_meta());
   PodRecord rec;
   rec.created = clock_();
@@ -131,9 +135,44 @@ v1::ObjectEvent InMemoryCluster::CreatePod(v1::Pod pod) {
   return e;
 }
 
+void InMemoryCluster::AddReplacement(const std::string& ns, const std::string& name, v1::Pod next) {
+  absl::MutexLock lock(&mu_);
+  replacements_[Key(ns, name)] = std::move(next);
+}
+
+std::vector<v1::ObjectEvent> InMemoryCluster::ReplaceIfAsked(const v1::ObjectRef& ref) {
+  std::vector<v1::ObjectEvent> events;
+  const std::string key = Key(ref.namespace_(), ref.name());
+  auto next = replacements_.find(key);
+  if (next == replacements_.end()) return events;
+  v1::Pod pod = std::move(next->second);
+  replacements_.erase(next);
+  auto live = live_pods_.find(key);
+  if (live == live_pods_.end()) return events;  // Gone already: nothing to replace.
+  PodRecord& old = pods_[live->second];
+  Touch(old.pod.mutable_meta());
+  old.deleted = true;
+  old.delete_reason = absl::StrCat("replaced by a new incarnation (uid ", pod.meta().uid(), ")");
+  Reindex(old);
+  live_pods_.erase(live);
+  terminating_.erase(key);
+  v1::ObjectEvent gone;
+  gone.set_type(v1::ObjectEvent::DELETE);
+  *gone.mutable_pod() = old.pod;
+  events.push_back(std::move(gone));
+  pod.mutable_meta()->set_name(ref.name());
+  pod.mutable_meta()->set_creation_timestamp_us(absl::ToUnixMicros(clock_()));
+  events.push_back(CreatePodLocked(std::move(pod)));
+  RefreshPdbs(&events);
+  return events;
+}
+
 ActionOutcome InMemoryCluster::Execute(const v1::Action& action) {
   absl::MutexLock lock(&mu_);
   ActionOutcome out;
+  // The replacement comes first and its events before the delete's.
+  std::vector<v1::ObjectEvent> replaced;
+  if (action.has_delete_pod()) replaced = ReplaceIfAsked(action.delete_pod().pod());
   switch (action.kind_case()) {
     case v1::Action::kBind: out = Bind(action.id(), action.bind()); ++counts_.bind; break;
     case v1::Action::kDeletePod:
@@ -163,6 +202,10 @@ ActionOutcome InMemoryCluster::Execute(const v1::Action& action) {
     default: out = Result(action.id(), v1::ActionResult::INVALID, "action carries no known kind"); break;
   }
   if (out.result.code() != v1::ActionResult::OK) ++counts_.failed;
+  if (!replaced.empty()) {
+    for (auto& e : out.events) replaced.push_back(std::move(e));
+    out.events = std::move(replaced);
+  }
   return out;
 }
 

@@ -58,6 +58,14 @@ class InMemoryCluster {
 
   ActionOutcome Execute(const v1::Action& action);
 
+  // A test fault (k8s::kReplacesAnnotation): when the first DeletePod aimed
+  // at ns/name arrives, the pod is replaced before the delete runs, as a
+  // controller recreating it would: it is gone (a DELETE event; reported
+  // deleted, "replaced"), and `next`, renamed to it, is created with its own
+  // uid (an UPSERT). The delete then meets the new uid. Both events ride with
+  // the delete's outcome, before it.
+  void AddReplacement(const std::string& ns, const std::string& name, v1::Pod next);
+
   // Victims that terminate: with a grace period, a DeletePod marks a bound pod
   // terminating (deletionTimestamp; it keeps its resources) and the pod is gone
   // only when FinalizeTerminating runs after the grace. Zero: deletes at once.
@@ -126,6 +134,9 @@ class InMemoryCluster {
  private:
   ActionOutcome Bind(uint64_t id, const v1::BindPod& bind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ActionOutcome Delete(uint64_t id, const v1::DeletePod& del) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AddReplacement's replacement of the pod ref names, if one is waiting.
+  std::vector<v1::ObjectEvent> ReplaceIfAsked(const v1::ObjectRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ObjectEvent CreatePodLocked(v1::Pod pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ActionOutcome Patch(uint64_t id, const v1::PatchPodStatus& patch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ActionOutcome Record(uint64_t id, const v1::RecordEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live pod named by ref, or an outcome carrying NOT_FOUND / CONFLICT.
@@ -158,6 +169,7 @@ class InMemoryCluster {
   std::vector<v1::RecordEvent> events_ ABSL_GUARDED_BY(mu_);  // Bounded: kMaxEvents.
   absl::Duration termination_grace_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   std::map<std::string, absl::Time> terminating_ ABSL_GUARDED_BY(mu_);  // "ns/name" -> gone at.
+  std::map<std::string, v1::Pod> replacements_ ABSL_GUARDED_BY(mu_);   // "ns/name" -> its next incarnation.
   std::map<std::string, v1::PodDisruptionBudget> pdbs_ ABSL_GUARDED_BY(mu_);  // "ns/name" ->
   std::map<std::string, v1::PodGroup> pod_groups_ ABSL_GUARDED_BY(mu_);       // "ns/name" ->
 };

@@ -124,6 +124,46 @@ TEST_F(PreemptionSupportTest, AVictimWhoseUidChangedIsNotDeleted) {
 }
 
 
+// The fault behind sim.podium.dev/replaces: a controller recreated the victim
+// (same name, new uid, on another node) just before the scheduler's delete,
+// which carries the old uid and so deletes nothing.
+TEST_F(PreemptionSupportTest, AReplacementTakesTheNameBeforeTheDeleteWhichThenConflicts) {
+  cluster_.CreatePod(BoundPod("victim", "db"));
+  v1::Pod next = BoundPod("victim-next", "db", "node-2");
+  next.mutable_meta()->set_uid("uid-next");
+  cluster_.AddReplacement("default", "victim", next);
+  v1::Action del = Delete(1, "victim");
+  auto* target = del.mutable_delete_pod()->mutable_disruption_target();
+  target->set_type("DisruptionTarget");
+  target->set_status("True");
+  ActionOutcome out = cluster_.Execute(del);
+  EXPECT_EQ(out.result.code(), v1::ActionResult::CONFLICT);
+  EXPECT_THAT(out.result.message(), ::testing::HasSubstr("uid precondition failed: want uid-victim, have uid-next"));
+  ASSERT_GE(out.events.size(), 2u);
+  EXPECT_EQ(out.events[0].type(), v1::ObjectEvent::DELETE);
+  EXPECT_EQ(out.events[0].pod().meta().uid(), "uid-victim");
+  EXPECT_EQ(out.events[1].type(), v1::ObjectEvent::UPSERT);
+  EXPECT_EQ(out.events[1].pod().meta().name(), "victim");
+  EXPECT_EQ(out.events[1].pod().meta().uid(), "uid-next");
+  std::optional<PodRecord> now = cluster_.GetPod("default", "victim");
+  ASSERT_TRUE(now.has_value());
+  EXPECT_FALSE(now->deleted);
+  EXPECT_EQ(now->pod.node_name(), "node-2");
+  EXPECT_TRUE(now->pod.conditions().empty());  // The DisruptionTarget patch met the new uid too.
+  const std::vector<PodRecord> all = cluster_.Pods();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_TRUE(all[0].deleted);
+  EXPECT_THAT(all[0].delete_reason, ::testing::StartsWith("replaced by a new incarnation"));
+  EXPECT_EQ(cluster_.Counts().delete_pod, 0u);
+  EXPECT_EQ(cluster_.Counts().failed, 1u);
+
+  // Only the first delete replaces: the next one meets the pod as it is.
+  v1::Action again = Delete(2, "victim");
+  again.mutable_delete_pod()->mutable_pod()->set_uid("uid-next");
+  EXPECT_EQ(cluster_.Execute(again).result.code(), v1::ActionResult::OK);
+  EXPECT_TRUE(cluster_.GetPod("default", "victim")->deleted);
+}
+
 // KEP-5836's other half: the kubelet defers a resize for lack of room and
 // applies it once the node has room for the new requests.
 v1::Pod WithCpu(v1::Pod p, int64_t milli_cpu) {

@@ -116,7 +116,7 @@ std::string ReportJson(const Report& r) {
   o["placements"] = std::move(placements);
   boost::json::array unsched;
   for (const auto& u : r.unschedulable_pods)
-    unsched.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
+    unsched.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}, {"nominated_node", u.nominated_node}});
   o["unschedulable_pods"] = std::move(unsched);
   boost::json::array errors;
   for (const auto& u : r.error_pods) errors.push_back({{"namespace", u.ns}, {"name", u.name}, {"message", u.message}});
@@ -164,7 +164,8 @@ std::string ReportText(const Report& r, size_t max_rows) {
   if (!r.unschedulable_pods.empty()) {
     absl::StrAppend(&out, "\nUnschedulable (FailedScheduling):\n");
     for (const auto& u : r.unschedulable_pods)
-      absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message.empty() ? "(no message)" : u.message, "\n");
+      absl::StrAppend(&out, "  ", u.ns, "/", u.name, ": ", u.message.empty() ? "(no message)" : u.message,
+                      u.nominated_node.empty() ? "" : absl::StrCat(" (nominated to ", u.nominated_node, ")"), "\n");
   }
   if (!r.error_pods.empty()) {
     absl::StrAppend(&out, "\nScheduling errors (the attempt failed; not unschedulable):\n");

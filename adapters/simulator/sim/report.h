@@ -16,6 +16,7 @@ struct Report {
   };
   struct Unschedulable {
     std::string ns, name, message;
+    std::string nominated_node;  // status.nominatedNodeName (unschedulable pods; empty when none).
   };
   // One gang (PodGroup) and how it ended. outcome: "bound" (at least
   // minMember members bound), "waiting" (none bound; members held or pending),

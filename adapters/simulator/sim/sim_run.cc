@@ -34,7 +34,10 @@ An in-memory Kubernetes cluster that speaks Cluster.Sync to podium-scheduler.
                           Pods, Namespaces, PriorityClasses, PodDisruptionBudgets;
                           multi-document or kind: List.
                           Pods annotated sim.podium.dev/create-later: "true" are
-                          created after the others settled.
+                          created after the others settled. A pod annotated
+                          sim.podium.dev/replaces: NAME (test fault) replaces
+                          pod NAME, taking its name with a uid of its own, when
+                          the first DeletePod aimed at NAME arrives.
   --workload NAME         scheduler_perf shape: basic-500, basic-5000,
                           basic-5000-mixed; preemption:
                           preempt-edge-10, preempt-500; placement rules:
@@ -300,8 +303,14 @@ class Simulation {
     // Before their pods, so PreEnqueue finds each pod's group.
     for (auto& g : loaded.pod_groups) list.push_back(cluster_.AddPodGroup(std::move(g)));
     for (auto& p : loaded.pods) {
-      if (p.create_later) later_.push_back(std::move(p.pod));
-      else list.push_back(cluster_.CreatePod(std::move(p.pod)));
+      if (!p.replaces.empty()) {
+        const std::string ns = p.pod.meta().namespace_();
+        cluster_.AddReplacement(ns, p.replaces, std::move(p.pod));
+      } else if (p.create_later) {
+        later_.push_back(std::move(p.pod));
+      } else {
+        list.push_back(cluster_.CreatePod(std::move(p.pod)));
+      }
     }
     // After the pods: their status counts the pods it covers.
     for (auto& pdb : loaded.pdbs) list.push_back(cluster_.AddPdb(std::move(pdb)));
@@ -452,7 +461,8 @@ class Simulation {
         }
       } else if (rec.unschedulable) {
         ++r.unschedulable;
-        r.unschedulable_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});
+        r.unschedulable_pods.push_back(
+            {p.meta().namespace_(), p.meta().name(), rec.failed_message, p.nominated_node_name()});
       } else if (rec.scheduling_error) {
         ++r.scheduling_errors;
         r.error_pods.push_back({p.meta().namespace_(), p.meta().name(), rec.failed_message});

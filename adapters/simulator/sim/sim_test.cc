@@ -53,6 +53,7 @@ TEST(ReportTest, JsonHasTheMachineFields) {
   r.e2e_p50_ms = 1.5;
   r.placements.push_back({"ns", "a", "n1"});
   r.unschedulable_pods.push_back({"ns", "b", "0/1 nodes are available: 1 Insufficient cpu."});
+  r.unschedulable_pods.push_back({"ns", "c", "0/1 nodes are available: 1 Insufficient cpu.", "n1"});
   boost::json::object o = boost::json::parse(ReportJson(r)).as_object();
   EXPECT_EQ(o["workload"].as_string(), "basic-500");
   EXPECT_EQ(o["e2e_p50_ms"].as_double(), 1.5);
@@ -61,7 +62,10 @@ TEST(ReportTest, JsonHasTheMachineFields) {
   EXPECT_EQ(o["placements"].as_array().size(), 1u);
   EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["message"].as_string(),
             "0/1 nodes are available: 1 Insufficient cpu.");
+  EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["nominated_node"].as_string(), "");
+  EXPECT_EQ(o["unschedulable_pods"].as_array()[1].as_object()["nominated_node"].as_string(), "n1");
   EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("ns/b: 0/1 nodes are available"));
+  EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("ns/c: 0/1 nodes are available: 1 Insufficient cpu. (nominated to n1)"));
 }
 
 TEST(ReportTest, PerPodCostPerProcess) {
