@@ -42,6 +42,10 @@ struct Report {
   double seconds = 0;  // First measured creation to last measured binding.
   std::optional<double> pods_per_second;
   std::optional<double> e2e_p50_ms, e2e_p99_ms;
+  // First measured creation to the first measured binding: on preempt-500,
+  // how long every preemptor's first attempt and evictions take before the
+  // second attempts (queued behind them) start binding.
+  std::optional<double> first_bind_ms;
   std::optional<double> attempt_p50_ms, attempt_p99_ms;
   size_t attempts = 0;
   std::optional<double> scheduler_peak_rss_mb, plugin_host_peak_rss_mb;

@@ -58,6 +58,10 @@ TEST(ReportTest, JsonHasTheMachineFields) {
   EXPECT_EQ(o["workload"].as_string(), "basic-500");
   EXPECT_EQ(o["e2e_p50_ms"].as_double(), 1.5);
   EXPECT_TRUE(o["attempt_p50_ms"].is_null());
+  EXPECT_TRUE(o["first_bind_ms"].is_null());
+  r.first_bind_ms = 312.5;
+  EXPECT_EQ(boost::json::parse(ReportJson(r)).as_object()["first_bind_ms"].as_double(), 312.5);
+  EXPECT_THAT(ReportText(r, 10), ::testing::HasSubstr("first bind 312.50 ms"));
   EXPECT_TRUE(o["scheduler_peak_rss_mb"].is_null());
   EXPECT_EQ(o["placements"].as_array().size(), 1u);
   EXPECT_EQ(o["unschedulable_pods"].as_array()[0].as_object()["message"].as_string(),
