@@ -22,7 +22,7 @@ def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, n
     if later:
         meta["annotations"] = dict(LATER)
     if replaces:
-        meta["annotations"] = {"sim.podium.dev/replaces": replaces}
+        meta.setdefault("annotations", {})["sim.podium.dev/replaces"] = replaces
     spec = {"priority": priority,
             "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9",
                             "resources": {"requests": {"cpu": cpu, "memory": "128Mi"}}}]}
@@ -78,12 +78,16 @@ class PreemptionTest(lib.IntegrationTest):
 
     @staticmethod
     def deleted(report):
-        return sorted(d.split(":")[0] for d in report.raw.get("deleted_pods") or [])
+        return sorted(d.split(": ", 1)[0] for d in report.raw.get("deleted_pods") or [])
 
     @staticmethod
     def delete_reasons(report):
-        """{"ns/name": why it was deleted} ("Preempted by ns/preemptor on node N")."""
-        return dict(d.split(": ", 1) for d in report.raw.get("deleted_pods") or [])
+        """{"ns/name": why it was deleted} ("Preempted by ns/preemptor on node N");
+        fails when two deleted pods (incarnations) share a name."""
+        pairs = [d.split(": ", 1) for d in report.raw.get("deleted_pods") or []]
+        reasons = dict(pairs)
+        assert len(reasons) == len(pairs), f"a name deleted twice: {pairs}"
+        return reasons
 
     def test_minimal_victim_set(self):
         # node-a: the preemptor (2 CPU) needs only low-20 gone (low-30 and low-10

@@ -1082,27 +1082,27 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   }
   // Replacements (kReplacesAnnotation): each names a pod of the files, in its
   // namespace, that is not a replacement itself; one replacement per pod.
+  std::set<std::string> replacements;  // "ns/name" of the pods that are one.
+  for (const PendingPod& p : loader.pods) {
+    if (!p.loaded.replaces.empty()) {
+      replacements.insert(absl::StrCat(p.loaded.pod.meta().namespace_(), "/", p.loaded.pod.meta().name()));
+    }
+  }
+  const std::string replaces_field = absl::StrCat("metadata.annotations[", std::string(kReplacesAnnotation), "]");
   std::set<std::string> replaced;
   for (const PendingPod& p : loader.pods) {
     if (p.loaded.replaces.empty()) continue;
     const v1::ObjectMeta& meta = p.loaded.pod.meta();
-    const std::string annotation(kReplacesAnnotation);
-    const std::string field = absl::StrCat("metadata.annotations[", annotation, "]");
     const std::string target = absl::StrCat(meta.namespace_(), "/", p.loaded.replaces);
     auto refused = [&](const std::string& why) {
-      return absl::InvalidArgumentError(absl::StrCat(p.where, ": ", field, ": ", why));
+      return absl::InvalidArgumentError(absl::StrCat(p.where, ": ", replaces_field, ": ", why));
     };
     if (p.loaded.create_later) {
       return refused(absl::StrCat("a replacement is not also ", std::string(kCreateLaterAnnotation)));
     }
     if (p.loaded.replaces == meta.name()) return refused("a pod cannot replace itself");
     if (!pod_names.contains(target)) return refused(absl::StrCat("no pod ", target, " in the files"));
-    for (const PendingPod& q : loader.pods) {
-      if (!q.loaded.replaces.empty() &&
-          absl::StrCat(q.loaded.pod.meta().namespace_(), "/", q.loaded.pod.meta().name()) == target) {
-        return refused(absl::StrCat(target, " is a replacement itself"));
-      }
-    }
+    if (replacements.contains(target)) return refused(absl::StrCat(target, " is a replacement itself"));
     if (!replaced.insert(target).second) return refused(absl::StrCat(target, " has another replacement"));
   }
 

@@ -149,21 +149,15 @@ std::vector<v1::ObjectEvent> InMemoryCluster::ReplaceIfAsked(const v1::ObjectRef
   replacements_.erase(next);
   auto live = live_pods_.find(key);
   if (live == live_pods_.end()) return events;  // Gone already: nothing to replace.
-  PodRecord& old = pods_[live->second];
-  Touch(old.pod.mutable_meta());
-  old.deleted = true;
-  old.delete_reason = absl::StrCat("replaced by a new incarnation (uid ", pod.meta().uid(), ")");
-  Reindex(old);
-  live_pods_.erase(live);
-  terminating_.erase(key);
-  v1::ObjectEvent gone;
-  gone.set_type(v1::ObjectEvent::DELETE);
-  *gone.mutable_pod() = old.pod;
-  events.push_back(std::move(gone));
+  pods_[live->second].delete_reason = absl::StrCat("replaced by a new incarnation (uid ", pod.meta().uid(), ")");
+  events.push_back(Remove(key));
+  const std::string old_node = events.front().pod().node_name();
   pod.mutable_meta()->set_name(ref.name());
   pod.mutable_meta()->set_creation_timestamp_us(absl::ToUnixMicros(clock_()));
   events.push_back(CreatePodLocked(std::move(pod)));
   RefreshPdbs(&events);
+  // The old incarnation left its node, as a delete's pod does.
+  if (!old_node.empty()) ApplyDeferredResizes(old_node, &events);
   return events;
 }
 
@@ -270,21 +264,27 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
     return out;
   }
   // No kubelet here: a graceful deletion completes at once.
-  Touch(rec->pod.mutable_meta());
-  rec->deleted = true;
   rec->delete_reason = del.reason();
-  Reindex(*rec);
-  live_pods_.erase(key);
-  terminating_.erase(key);
   out = Result(id, v1::ActionResult::OK);
-  v1::ObjectEvent e;
-  e.set_type(v1::ObjectEvent::DELETE);
-  *e.mutable_pod() = rec->pod;
-  const std::string node = rec->pod.node_name();
-  out.events.push_back(std::move(e));
+  out.events.push_back(Remove(key));
   RefreshPdbs(&out.events);
+  const std::string node = out.events.front().pod().node_name();  // A copy: the events grow below.
   if (!node.empty()) ApplyDeferredResizes(node, &out.events);
   return out;
+}
+
+v1::ObjectEvent InMemoryCluster::Remove(const std::string& key) {
+  auto live = live_pods_.find(key);
+  PodRecord& rec = pods_[live->second];
+  Touch(rec.pod.mutable_meta());
+  rec.deleted = true;
+  Reindex(rec);
+  live_pods_.erase(live);
+  terminating_.erase(key);
+  v1::ObjectEvent e;
+  e.set_type(v1::ObjectEvent::DELETE);
+  *e.mutable_pod() = rec.pod;
+  return e;
 }
 
 void InMemoryCluster::ApplyDeferredResizes(const std::string& node_name, std::vector<v1::ObjectEvent>* events) {
@@ -347,16 +347,9 @@ std::vector<v1::ObjectEvent> InMemoryCluster::FinalizeTerminating(absl::Time now
       else ++it;
       continue;
     }
-    PodRecord& rec = pods_[live->second];
-    Touch(rec.pod.mutable_meta());
-    rec.deleted = true;
-    Reindex(rec);
-    live_pods_.erase(live);
-    it = terminating_.erase(it);
-    v1::ObjectEvent e;
-    e.set_type(v1::ObjectEvent::DELETE);
-    *e.mutable_pod() = rec.pod;
-    if (!rec.pod.node_name().empty()) freed.insert(rec.pod.node_name());
+    const std::string key = (it++)->first;  // Remove erases it from terminating_.
+    v1::ObjectEvent e = Remove(key);
+    if (!e.pod().node_name().empty()) freed.insert(e.pod().node_name());
     events.push_back(std::move(e));
   }
   if (!events.empty()) RefreshPdbs(&events);

@@ -134,6 +134,10 @@ class InMemoryCluster {
  private:
   ActionOutcome Bind(uint64_t id, const v1::BindPod& bind) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ActionOutcome Delete(uint64_t id, const v1::DeletePod& del) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live pod "ns/name" is gone: marked deleted (its delete_reason set
+  // beforehand, if any), out of live_pods_ and terminating_. Returns its DELETE
+  // event; PDB statuses and the node's deferred resizes are the caller's.
+  v1::ObjectEvent Remove(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // AddReplacement's replacement of the pod ref names, if one is waiting.
   std::vector<v1::ObjectEvent> ReplaceIfAsked(const v1::ObjectRef& ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ObjectEvent CreatePodLocked(v1::Pod pod) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
