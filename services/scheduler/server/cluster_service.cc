@@ -4,7 +4,9 @@
 
 #include <cstdio>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "grpc_support/thread_name.h"
 #include "grpcpp/alarm.h"
 #include "logging/logger.h"
@@ -731,6 +733,27 @@ void ClusterService::EventLoop() {
   }
 }
 
+std::vector<bool> SupersededPodUpserts(const google::protobuf::RepeatedPtrField<v1::ObjectEvent>& events,
+                                       const std::vector<bool>& valid) {
+  std::vector<bool> superseded(events.size());
+  // uid -> index of the pod's last valid DELETE in the batch.
+  absl::flat_hash_map<absl::string_view, int> deleted_at;
+  for (int i = 0; i < events.size(); ++i) {
+    const v1::ObjectEvent& event = events[i];
+    if (valid[i] && event.type() == v1::ObjectEvent::DELETE && event.object_case() == v1::ObjectEvent::kPod) {
+      deleted_at[event.pod().meta().uid()] = i;
+    }
+  }
+  if (deleted_at.empty()) return superseded;
+  for (int i = 0; i < events.size(); ++i) {
+    const v1::ObjectEvent& event = events[i];
+    if (event.type() != v1::ObjectEvent::UPSERT || event.object_case() != v1::ObjectEvent::kPod) continue;
+    auto it = deleted_at.find(event.pod().meta().uid());
+    if (it != deleted_at.end() && it->second > i) superseded[i] = true;
+  }
+  return superseded;
+}
+
 void ClusterService::Handle(Work& work) {
   if (work.disconnected) {
     handler_.OnAdapterDisconnected();
@@ -744,8 +767,11 @@ void ClusterService::Handle(Work& work) {
       break;
     case v1::ClusterMessage::kListBegin: handler_.OnListBegin(); break;
     case v1::ClusterMessage::kListEnd: handler_.OnListEnd(); break;
-    case v1::ClusterMessage::kEvents:
-      for (const auto& event : message.events().events()) {
+    case v1::ClusterMessage::kEvents: {
+      const auto& events = message.events().events();
+      std::vector<bool> valid(events.size());
+      for (int i = 0; i < events.size(); ++i) {
+        const v1::ObjectEvent& event = events[i];
         if (absl::Status s = ValidateObjectEvent(event); !s.ok()) {
           PODIUM_LOG(Warning, "Refused an object from the adapter", {"object", Echo(DescribeObject(event))},
                      {"err", Echo(s.message(), 1024)});
@@ -755,9 +781,14 @@ void ClusterService::Handle(Work& work) {
           }
           continue;
         }
-        handler_.OnObjectEvent(event);
+        valid[i] = true;
+      }
+      const std::vector<bool> superseded = SupersededPodUpserts(events, valid);
+      for (int i = 0; i < events.size(); ++i) {
+        if (valid[i] && !superseded[i]) handler_.OnObjectEvent(events[i]);
       }
       break;
+    }
     default: break;  // Results went to their callbacks in OnReadDone; cleared messages of a replaced stream.
   }
 }

@@ -23,6 +23,15 @@ namespace podium::scheduler {
 
 class SchedulerMetrics;
 
+// Which events of one batch need not be applied: a pod UPSERT that a valid
+// DELETE of the same uid follows in the batch (a preemption victim's
+// DisruptionTarget patch and its deletion, answered together). The DELETE
+// carries the pod's last state, so applying only it leaves the scheduler where
+// both would, without handling a state that is already gone. `valid` marks
+// the events that passed validation; an invalid DELETE supersedes nothing.
+std::vector<bool> SupersededPodUpserts(const google::protobuf::RepeatedPtrField<v1::ObjectEvent>& events,
+                                       const std::vector<bool>& valid);
+
 // Serves one adapter stream at a time (see AdapterHello in cluster.proto): a
 // second stream is refused while one is live unless its hello asks to take
 // over. Everything it buffers is bounded: the adapter's outbox and the actions

@@ -865,5 +865,42 @@ TEST_F(ClusterServiceTest, ReadingPausesAboveTheBufferedBoundUntilTheEventThread
   EXPECT_GE(handled_at_result, 3);
 }
 
+
+v1::ObjectEvent PodEvent(v1::ObjectEvent::Type type, const std::string& uid) {
+  v1::ObjectEvent e;
+  e.set_type(type);
+  e.mutable_pod()->mutable_meta()->set_name("pod-" + uid);
+  e.mutable_pod()->mutable_meta()->set_uid(uid);
+  return e;
+}
+
+// A preemption victim's DisruptionTarget patch and its deletion come back in
+// one batch: the update is not applied, the deletion (with the last state) is.
+TEST(SupersededPodUpsertsTest, AnUpdateThatTheSamePodsDeletionFollowsIsSkipped) {
+  google::protobuf::RepeatedPtrField<v1::ObjectEvent> events;
+  *events.Add() = PodEvent(v1::ObjectEvent::UPSERT, "victim");
+  *events.Add() = PodEvent(v1::ObjectEvent::UPSERT, "other");
+  *events.Add() = PodEvent(v1::ObjectEvent::DELETE, "victim");
+  v1::ObjectEvent* node = events.Add();
+  node->set_type(v1::ObjectEvent::UPSERT);
+  node->mutable_node()->mutable_meta()->set_uid("victim");  // Not a pod: never skipped.
+  EXPECT_THAT(SupersededPodUpserts(events, std::vector<bool>(4, true)), ElementsAre(true, false, false, false));
+}
+
+TEST(SupersededPodUpsertsTest, AnUpdateAfterTheDeletionOrBeforeARefusedOneIsApplied) {
+  google::protobuf::RepeatedPtrField<v1::ObjectEvent> events;
+  *events.Add() = PodEvent(v1::ObjectEvent::DELETE, "a");
+  *events.Add() = PodEvent(v1::ObjectEvent::UPSERT, "a");  // A new incarnation under the same uid: kept.
+  *events.Add() = PodEvent(v1::ObjectEvent::UPSERT, "b");
+  *events.Add() = PodEvent(v1::ObjectEvent::DELETE, "b");  // Refused by validation.
+  EXPECT_THAT(SupersededPodUpserts(events, {true, true, true, false}), ElementsAre(false, false, false, false));
+  // Two updates before the deletion: both skipped.
+  google::protobuf::RepeatedPtrField<v1::ObjectEvent> twice;
+  *twice.Add() = PodEvent(v1::ObjectEvent::UPSERT, "c");
+  *twice.Add() = PodEvent(v1::ObjectEvent::UPSERT, "c");
+  *twice.Add() = PodEvent(v1::ObjectEvent::DELETE, "c");
+  EXPECT_THAT(SupersededPodUpserts(twice, std::vector<bool>(3, true)), ElementsAre(true, true, false));
+}
+
 }  // namespace
 }  // namespace podium::scheduler
