@@ -25,7 +25,9 @@ class SchedulerMetrics;
 
 // Which events of one batch need not be applied: a pod UPSERT that a valid
 // DELETE of the same uid follows in the batch (a preemption victim's
-// DisruptionTarget patch and its deletion, answered together). The DELETE
+// DisruptionTarget patch and its deletion when both are answered together, as
+// podium-sim does without a termination grace period; a victim that
+// terminates over a grace period is deleted in a later batch). The DELETE
 // carries the pod's last state, so applying only it leaves the scheduler where
 // both would, without handling a state that is already gone. `valid` marks
 // the events that passed validation; an invalid DELETE supersedes nothing.
