@@ -865,7 +865,6 @@ TEST_F(ClusterServiceTest, ReadingPausesAboveTheBufferedBoundUntilTheEventThread
   EXPECT_GE(handled_at_result, 3);
 }
 
-
 v1::ObjectEvent PodEvent(v1::ObjectEvent::Type type, const std::string& uid) {
   v1::ObjectEvent e;
   e.set_type(type);
