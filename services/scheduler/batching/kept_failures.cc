@@ -381,6 +381,9 @@ void KeptFailures::ResolveGone(Framework& fw, Failure& failure, const v1::Pod& p
     }
     failure.gone.erase(entry);
     failure.dirty.erase(it++);
+    // A what-if the chain holds for the node was asked before its pods
+    // left: it no longer describes the node (it would count them).
+    if (failure.chain) failure.chain->nodes.erase(id);
     ++what_if_gone_nodes_;
   }
 }

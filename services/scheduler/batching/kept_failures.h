@@ -52,7 +52,8 @@
 // an update is a new object), no nomination on it changed since, and the
 // PDBs did not change (ResolveGone). The node is then clean; the pod is
 // served from the what-ifs above when nothing else changed, and otherwise
-// asks for fewer nodes.
+// asks for fewer nodes. The chain's what-if for that node, asked while those
+// pods were still there, is dropped.
 //
 // Not thread-safe: the scheduling thread owns it.
 #pragma once

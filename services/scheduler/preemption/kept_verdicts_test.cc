@@ -731,6 +731,56 @@ TEST(KeptVerdictsTest, ANominationChangedWhileVictimsLeaveIsAskedAgain) {
   EXPECT_EQ(d[4].victims.size(), 1u);
 }
 
+// A what-if holds for the node as it was asked. A preemptor (x) is
+// nominated to a 6-CPU node whose six pods are the newest, two of them its
+// victims; the next two go to the 4-CPU nodes, and the narrowed cycle of
+// the second asks the big node ahead with one more preemptor nominated
+// there, x's victims still on it. Then they leave (the node takes its
+// what-if of pods gone), and the next preemptor is nominated to the big
+// node, now the best again. The one after it must not take the what-if
+// asked before x's victims left: counting them, it finds six victims there
+// where four are left, and would go to a 4-CPU node; asked again it goes to
+// the big node (four victims, the newest), as with no caches.
+TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
+  auto world = [](bool caches) {
+    auto w = std::make_unique<World>(caches, /*dry_runs_in_cycles=*/true, 100, false, true,
+                                     /*what_if_nodes=*/caches ? 8 : 0, /*num_nodes=*/2, false);
+    w->host_.what_ifs_gone = caches;
+    w->cache_.AddOrUpdateNode(World::Node(9, 6000));
+    for (int p = 0; p < 6; ++p) {
+      v1::Pod low = World::Pod(absl::StrCat("low-9-", p), 100, 1000);
+      low.set_node_name(World::NodeName(9));
+      low.mutable_meta()->set_creation_timestamp_us(2'000'000 + p * 1000);
+      EXPECT_TRUE(w->cache_.AddOrUpdatePod(low).ok());
+    }
+    return w;
+  };
+  auto script = [](World& w) {
+    std::vector<Step> steps;
+    steps.push_back(w.Schedule(World::Pod("preemptor-x", 1000, 2000)));
+    for (int i = 0; i < 4; ++i) {
+      if (i == 2) {
+        for (const std::string& uid : steps.front().victims) w.Delete(uid);
+      }
+      steps.push_back(w.Schedule(World::Pod(absl::StrCat("preemptor-", i), 1000, 2000)));
+    }
+    return steps;
+  };
+  std::unique_ptr<World> cached = world(true);
+  std::unique_ptr<World> off = world(false);
+  const std::vector<Step> a = script(*cached);
+  const std::vector<Step> d = script(*off);
+  ASSERT_EQ(a.size(), d.size());
+  for (size_t i = 0; i < d.size(); ++i) EXPECT_EQ(a[i], d[i]) << "step " << i;
+  // The shape the test is about.
+  EXPECT_EQ(d[0].nominated, World::NodeName(9));
+  EXPECT_NE(d[1].nominated, World::NodeName(9));
+  EXPECT_NE(d[2].nominated, World::NodeName(9));
+  EXPECT_EQ(d[3].nominated, World::NodeName(9));
+  EXPECT_EQ(d[4].nominated, World::NodeName(9));
+  EXPECT_GT(cached->stats().preemption_what_if_gone_nodes, 0u);
+}
+
 // Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
 // walk stops, and so its pick, depends on whether the nodes changed or
 // nominated to since are still candidates, which the request that asks the
