@@ -680,7 +680,10 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
 
 std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(const v1::Pod& pod,
                                                                             uint64_t cycle_id) {
-  prediction_.reset();
+  if (prediction_) {  // No PostFilter came for it (the pod fit): its offset was not used.
+    ReturnOffset(prediction_->offset, prediction_->num_potential);
+    prediction_.reset();
+  }
   const std::string& uid = pod.meta().uid();
   // Only for a pod PostFilter would take straight to the dry run: pending,
   // not nominated, not preempting already, eligible.
@@ -707,8 +710,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   // No prediction: the offset stays the next walk's, as if not drawn yet (a
   // pod's walk takes the same offset whether or not its cycle predicted).
   auto none = [&]() -> std::optional<v1::PreemptionDryRunRequest> {
-    drawn_offsets_.push_front(offset);
-    drawn_for_ = n;
+    ReturnOffset(offset, n);
     return std::nullopt;
   };
   // Nodes without victims among them: PostFilter's chunk would reach further.
@@ -719,6 +721,14 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   if (!request) return none();
   prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
   return request;
+}
+
+void DefaultPreemption::ReturnOffset(uint32_t offset, uint32_t n) {
+  // Offsets drawn ahead for another number of nodes since: NextOffset would
+  // drop this one with them.
+  if (drawn_for_ != n && !drawn_offsets_.empty()) return;
+  drawn_offsets_.push_front(offset);
+  drawn_for_ = n;
 }
 
 uint32_t DefaultPreemption::NextOffset(uint32_t n) {
@@ -751,8 +761,23 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   Nominator& nominator = controller_.nominator();
   // kube-scheduler counts every PostFilter call of DefaultPreemption.
   if (ExtensionPointRecorder* recorder = framework_.recorder()) recorder->CountPreemptionAttempt();
+  // The dry run predicted for this cycle, if any (see below). Its offset
+  // is this attempt's walk's; when no walk takes it (the pod is not
+  // eligible, no node could help, the prediction does not hold), it goes
+  // back to the draws, as if not drawn: a walk's offset is the same whether
+  // or not a cycle predicted, or a cache decided the cycle without one.
+  std::optional<Prediction> prediction = std::move(prediction_);
+  prediction_.reset();
+  bool walked = false;  // The walk below took this attempt's offset.
+  const auto give_back = [&] {
+    if (prediction && !walked) ReturnOffset(prediction->offset, prediction->num_potential);
+    if (!walked) prediction.reset();
+  };
   // 1) Eligibility.
-  if (controller_.InFlight(uid)) return {{}, Unschedulable(kNotEligibleTerminating)};
+  if (controller_.InFlight(uid)) {
+    give_back();
+    return {{}, Unschedulable(kNotEligibleTerminating)};
+  }
   std::string nominated = nominator.NominatedNode(uid);
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
   const sdk::Status* nominated_status = nullptr;
@@ -760,6 +785,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     if (name == nominated) nominated_status = status.get();
   }
   if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
+    give_back();
     return {{}, Unschedulable(why)};
   }
 
@@ -776,6 +802,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     potential = NodesWherePreemptionMightHelp(snapshot_, diagnosis, &failure.node_statuses);
   }
   const auto no_candidates = [&]() -> std::pair<PostFilterResult, sdk::Status> {
+    give_back();
     // Preemption cannot help: a nomination the pod had is cleared.
     if (!nominated.empty()) controller_.ClearNomination(pod);
     return {{}, Unschedulable(failure.Message())};
@@ -783,14 +810,12 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (potential.empty()) return no_candidates();
 
   const uint32_t n = static_cast<uint32_t>(potential.size());
-  // The dry run predicted for this cycle, made over every node: it holds when
-  // every node is still a potential one (then the offset drawn for it is
-  // this attempt's); its answer is used below if the first chunk is the same.
-  std::optional<Prediction> prediction = std::move(prediction_);
-  prediction_.reset();
+  // The prediction, made over every node, holds when every node is still a
+  // potential one (then the offset drawn for it is this attempt's); its
+  // answer is used below if the first chunk is the same.
   if (prediction && (prediction->pod_uid != uid || prediction->cycle_id != diagnosis.cycle_id ||
                      prediction->num_potential != n || n != snapshot_.NumNodes())) {
-    prediction.reset();
+    give_back();
   }
   std::optional<Prediction> dirty_prediction = std::move(dirty_prediction_);
   dirty_prediction_.reset();
@@ -798,6 +823,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     dirty_prediction.reset();
   }
   const uint32_t offset = prediction ? prediction->offset : NextOffset(n);
+  walked = true;
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const auto pdbs = cache_.ListPdbs();

@@ -255,6 +255,9 @@ class DefaultPreemption final : public PostFilterPlugin {
   // A walk's random offset over n potential nodes: the next one drawn
   // ahead, else a fresh draw.
   uint32_t NextOffset(uint32_t n);
+  // An offset drawn for a walk over n nodes that no walk took: the next
+  // NextOffset(n) returns it.
+  void ReturnOffset(uint32_t offset, uint32_t n);
 
   // This plugin's preemptions whose victims the snapshot may still hold, by
   // node: what the what-ifs of pods gone ask for (PredictDryRunOn). Kept
