@@ -73,6 +73,7 @@ class FitProcess : public PluginProcess {
   bool RunsDryRunsInCycles() const override { return dry_runs_in_cycles_; }
   bool AnswersPreemptionWhatIf() const override { return what_ifs; }
   bool AnswersPreemptionWhatIfGone() const override { return what_ifs_gone; }
+  bool AnswersNominatedChecks() const override { return nominated_checks; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
   void CountIgnoredFailure() override {}
@@ -119,6 +120,12 @@ class FitProcess : public PluginProcess {
         s->add_scores(parity_ ? 50 : (alloc - node->requested().milli_cpu - want) * 100 / alloc);
       }
     }
+    // Other nominated pods, each on its nominated node (protocol version 6).
+    for (const v1::NominatedCheck& c : req.nominated_checks()) {
+      const sdk::NodeInfo* node = snapshot_.GetById(c.node_id());
+      const bool fits = parity_ ? node->id() % 2 == 0 : Free(c.pod(), *node) >= Cpu(c.pod());
+      out.add_nominated_checks(fits ? v1::WhatIfVerdicts::FEASIBLE : v1::WhatIfVerdicts::INFEASIBLE);
+    }
     if (feasible.empty() && req.has_preemption_dry_run()) {
       ++dry_runs_in_cycle;
       DryRun(req.preemption_dry_run(), req.pod(), *out.mutable_preemption_dry_run());
@@ -128,6 +135,8 @@ class FitProcess : public PluginProcess {
 
   // Answers PreemptionDryRunRequest.what_if (protocol version 7).
   bool what_ifs = false;
+  // Answers CycleRequest.nominated_checks (protocol version 6).
+  bool nominated_checks = false;
   // Answers what_if_gone and what_if's then_gone (protocol version 8).
   bool what_ifs_gone = false;
   // Each what_if_gone answer names a pod that is not on its node (a plugin
@@ -338,6 +347,9 @@ class World {
       nominator_.ForEachKey(pod, snap, visit);
     };
     spec.nominations_generation = [this] { return nominator_.generation(); };
+    spec.nominated_key_on = [this](const v1::Pod& pod, std::string_view node) {
+      return nominator_.KeySumOn(pod, node);
+    };
     if (change_log) {
       spec.nomination_changes = [this](uint64_t since, int32_t priority, const auto& visit) {
         return nominator_.ChangedNodesSince(since, priority, visit);
@@ -393,13 +405,15 @@ class World {
   // One attempt of `pod`, as the scheduling loop runs it. A preemption's
   // victims stay until Delete (they terminate), the preemptor stays
   // nominated until Bind.
-  Step Schedule(const v1::Pod& pod) {
+  // `next`, `later`: the pods queued after it (a nominated pod's request
+  // carries checks of theirs on their nominated nodes).
+  Step Schedule(const v1::Pod& pod, sdk::PodInfoPtr next = nullptr, const std::vector<sdk::PodInfoPtr>& later = {}) {
     batching_.SnapshotUpdating();
     cache_.UpdateSnapshot(snapshot_);
     batching_.SnapshotUpdated(snapshot_);
     uint64_t id = ++cycle_;
     ScheduleResult r = batching_.SchedulePod(*fw_, pod, snapshot_, snapshot_.delta_seq(), id,
-                                             [this] { return ++cycle_; });
+                                             [this] { return ++cycle_; }, std::move(next), later);
     Step step;
     if (r.outcome == ScheduleResult::Outcome::kScheduled) {
       step.bound = r.node_name;
@@ -788,16 +802,19 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // 100 candidates or of 2 to 4, and a seeded script of preemptors (mostly 2
 // CPU, some 1 or 3, so several signatures share nodes) with the API lagging
 // at random: some steps delete one pending victim or all of the oldest
-// preemption's, bind the preemptors whose victims are all gone, or clear the
-// newest nomination. Two worlds run each action, one with every cache and
-// what-if (protocol 8), one with none: every step must decide alike. Seed 2
+// preemption's, try again the preemptors whose victims are all gone (their
+// second attempts, each carrying checks of the ones after it on their
+// nominated nodes; bound when they fit, else waiting again), or clear the
+// newest nomination. Two worlds run each action, one with every cache,
+// what-if (protocol 8) and nominated-node check, one with none: every step
+// must decide alike. Seed 2
 // failed before a node that takes its what-if of pods gone dropped the
 // chain's what-if for it; seed 799 before an unused prediction gave its
 // offset back (round 35, which ran 3 000 seeds, and 1 500 more with two
 // filter processes, fingerprints instead of the change log, dry runs outside
-// cycles and 2 what-ifs, mixed by seed).
+// cycles and 2 what-ifs, mixed by seed; 3 000 with second attempts).
 TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
-  uint64_t hits = 0, gone_nodes = 0;
+  uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0;
   for (uint32_t seed = 1; seed <= 800; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937 rng(seed);
@@ -827,6 +844,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
       auto w = std::make_unique<World>(caches, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
                                        /*what_if_nodes=*/caches ? 8 : 0, /*num_nodes=*/0, false);
       w->host_.what_ifs_gone = caches;
+      w->host_.nominated_checks = caches;
       for (const auto& [id, cpu] : nodes) w->cache_.AddOrUpdateNode(World::Node(id, cpu));
       for (const Low& l : lows) {
         v1::Pod low = World::Pod(l.name, l.priority, l.cpu);
@@ -858,16 +876,35 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
           off->Delete(*it);
           break;
         }
-      } else if (action == 3) {  // Preemptors whose victims are all gone are bound.
+      } else if (action == 3) {  // Preemptors whose victims are all gone try again, then bind.
+        std::vector<std::pair<v1::Pod, std::string>> ready;  // Each with its nomination.
         for (auto it = evicting.begin(); it != evicting.end();) {
           if (std::any_of(it->second.victims.begin(), it->second.victims.end(),
                           [&](const std::string& uid) { return off->cache_.GetPod(uid) != nullptr; })) {
             ++it;
             continue;
           }
-          cached->Bind(it->first, it->second.nominated);
-          off->Bind(it->first, it->second.nominated);
+          v1::Pod second = it->first;
+          second.set_nominated_node_name(it->second.nominated);
+          ready.emplace_back(std::move(second), it->second.nominated);
           it = evicting.erase(it);
+        }
+        for (size_t r = 0; r < ready.size(); ++r) {
+          // The others after it in the queue: their checks ride in its request.
+          std::vector<sdk::PodInfoPtr> later;
+          for (size_t k = r + 2; k < ready.size(); ++k) later.push_back(sdk::PodInfo::Create(ready[k].first));
+          sdk::PodInfoPtr next = r + 1 < ready.size() ? sdk::PodInfo::Create(ready[r + 1].first) : nullptr;
+          const Step a = cached->Schedule(ready[r].first, next, later);
+          const Step d = off->Schedule(ready[r].first, next, later);
+          ASSERT_EQ(a, d) << "second attempt of " << ready[r].first.meta().name();
+          if (!d.nominated.empty()) {  // Waits on the node's other nominees' victims: again later.
+            evicting.emplace_back(ready[r].first, d);
+            continue;
+          }
+          if (d.bound.empty()) continue;
+          ++second_bound;
+          cached->Bind(ready[r].first, d.bound);
+          off->Bind(ready[r].first, d.bound);
         }
       } else if (action == 4 && !evicting.empty()) {  // The newest nomination is cleared.
         cached->controller_.ClearNomination(evicting.back().first);
@@ -888,10 +925,13 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
     EXPECT_GT(preempted, 0);
     hits += cached->stats().preemption_what_if_hits;
     gone_nodes += cached->stats().preemption_what_if_gone_nodes;
+    check_hits += cached->stats().nominated_check_hits;
   }
   // The caches were taken, not only asked.
   EXPECT_GT(hits, 0u);
   EXPECT_GT(gone_nodes, 0u);
+  EXPECT_GT(check_hits, 0u);
+  EXPECT_GT(second_bound, 0u);
 }
 
 // Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
