@@ -466,6 +466,13 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       if (!what_if_gone) continue;
       auto kept = what_if_from->nodes.find(id);
       if (kept == what_if_from->nodes.end() || kept->second.rejection != nullptr) continue;
+      // The answer keeps this request's PDB order for the pods left; a victim
+      // that spends a PDB's budget would change it (another pod may no
+      // longer violate): not asked then.
+      if (std::any_of(kept->second.victims.begin(), kept->second.victims.end(),
+                      [&](const sdk::PodInfoPtr& v) { return SpendsAPdbBudget(*v->pod, pdbs); })) {
+        continue;
+      }
       for (const sdk::PodInfoPtr& v : kept->second.victims) c.add_gone(v->uid());
     }
     request->set_what_if_copy_uid(absl::StrCat(uid, "/what-if"));

@@ -264,6 +264,7 @@ class FitProcess : public PluginProcess {
       n.add_victims(potential[v].first);
       if (v < c.num_pdb_violating()) ++violations;
     }
+    n.set_num_pdb_violations(static_cast<uint32_t>(violations));  // As the SDK answers.
     return violations;
   }
 
@@ -805,19 +806,27 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // preemption's, try again the preemptors whose victims are all gone (their
 // second attempts, each carrying checks of the ones after it on their
 // nominated nodes; bound when they fit, else waiting again), or clear the
-// newest nomination. Two worlds run each action, one with every cache,
-// what-if (protocol 8) and nominated-node check, one with none: every step
-// must decide alike. Seed 2
+// newest nomination; seeds past 800 also label the pods into three groups
+// with one or two PDBs over them, whose allowance changes at random. Two
+// worlds run each action, one with every cache, what-if (protocol 8) and
+// nominated-node check, one with none: every step must decide alike. Seed 2
 // failed before a node that takes its what-if of pods gone dropped the
 // chain's what-if for it; seed 799 before an unused prediction gave its
-// offset back (round 35, which ran 3 000 seeds, and 1 500 more with two
+// offset back; seed 919 before a pick's what-if stopped asking the node once
+// its victims have left when one of them spends a PDB's budget (round 35, which ran 3 000 seeds, and 1 500 more with two
 // filter processes, fingerprints instead of the change log, dry runs outside
-// cycles and 2 what-ifs, mixed by seed; 3 000 with second attempts).
+// cycles and 2 what-ifs, mixed by seed; 3 000 with second attempts; 4 000
+// with PDBs on every other seed past 800, 5 000 with PDBs on 4 600).
 TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
   uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0;
-  for (uint32_t seed = 1; seed <= 800; ++seed) {
+  for (uint32_t seed = 1; seed <= 1200; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937 rng(seed);
+    // Seeds past 800 add PDBs (their own generator: the first 800 stay as
+    // they were found).
+    const bool with_pdbs = seed > 800;
+    std::mt19937 pdb_rng(seed);
+    auto pdb_pick = [&](int n) { return static_cast<int>(pdb_rng() % static_cast<uint32_t>(n)); };
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
     const int num_nodes = 4 + pick(7);
     const int min_candidates = pick(2) == 0 ? 100 : 2 + pick(3);
@@ -827,6 +836,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
       int32_t priority;
       int64_t cpu;
       int64_t start;
+      int group = 0;  // Label group=g<n>, which PDBs select (with_pdbs).
     };
     std::vector<std::pair<int, int64_t>> nodes;  // id, cpu
     std::vector<Low> lows;
@@ -840,6 +850,19 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
         used += c;
       }
     }
+    std::vector<v1::PodDisruptionBudget> pdbs;
+    if (with_pdbs) {
+      for (Low& l : lows) l.group = pdb_pick(3);
+      for (int g = 0, n = 1 + pdb_pick(2); g < n; ++g) {
+        v1::PodDisruptionBudget& pdb = pdbs.emplace_back();
+        pdb.mutable_meta()->set_uid(absl::StrCat("uid-pdb-", g));
+        pdb.mutable_meta()->set_namespace_("default");
+        pdb.mutable_meta()->set_name(absl::StrCat("pdb-", g));
+        pdb.mutable_meta()->set_resource_version("1");
+        (*pdb.mutable_selector()->mutable_match_labels())["group"] = absl::StrCat("g", g);
+        pdb.set_disruptions_allowed(pdb_pick(3));
+      }
+    }
     auto world = [&](bool caches) {
       auto w = std::make_unique<World>(caches, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
                                        /*what_if_nodes=*/caches ? 8 : 0, /*num_nodes=*/0, false);
@@ -850,8 +873,10 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
         v1::Pod low = World::Pod(l.name, l.priority, l.cpu);
         low.set_node_name(World::NodeName(l.node));
         low.mutable_meta()->set_creation_timestamp_us(l.start);
+        if (with_pdbs) (*low.mutable_meta()->mutable_labels())["group"] = absl::StrCat("g", l.group);
         EXPECT_TRUE(w->cache_.AddOrUpdatePod(low).ok());
       }
+      for (const v1::PodDisruptionBudget& pdb : pdbs) EXPECT_TRUE(w->cache_.AddOrUpdatePdb(pdb).ok());
       return w;
     };
     std::unique_ptr<World> cached = world(true);
@@ -906,6 +931,12 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
           cached->Bind(ready[r].first, d.bound);
           off->Bind(ready[r].first, d.bound);
         }
+      } else if (action == 5 && !pdbs.empty()) {  // A PDB's allowance changes.
+        v1::PodDisruptionBudget& pdb = pdbs[static_cast<size_t>(pdb_pick(static_cast<int>(pdbs.size())))];
+        pdb.set_disruptions_allowed(pdb_pick(3));
+        pdb.mutable_meta()->set_resource_version(absl::StrCat(std::stoi(pdb.meta().resource_version()) + 1));
+        EXPECT_TRUE(cached->cache_.AddOrUpdatePdb(pdb).ok());
+        EXPECT_TRUE(off->cache_.AddOrUpdatePdb(pdb).ok());
       } else if (action == 4 && !evicting.empty()) {  // The newest nomination is cleared.
         cached->controller_.ClearNomination(evicting.back().first);
         off->controller_.ClearNomination(evicting.back().first);

@@ -108,6 +108,18 @@ bool SelectorMatches(const v1::LabelSelector& selector,
   return true;
 }
 
+bool SpendsAPdbBudget(const v1::Pod& pod,
+                      const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs) {
+  if (pod.meta().labels().empty()) return false;
+  for (const auto& pdb : pdbs) {
+    if (SelectorIsEmpty(pdb->selector()) || !ValidateLabelSelector(pdb->selector()).ok()) continue;
+    if (pdb->meta().namespace_() != pod.meta().namespace_()) continue;
+    if (!SelectorMatches(pdb->selector(), pod.meta().labels())) continue;
+    if (!pdb->disrupted_pods().contains(pod.meta().name())) return true;
+  }
+  return false;
+}
+
 PotentialVictims OrderPotentialVictims(
     std::vector<sdk::PodInfoPtr> pods,
     const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs) {

@@ -87,6 +87,10 @@ struct PotentialVictims {
 PotentialVictims OrderPotentialVictims(
     std::vector<sdk::PodInfoPtr> lower_priority_pods,
     const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs);
+// Whether the pod uses up some PDB's budget in OrderPotentialVictims (a
+// usable PDB of its namespace selects it, and it is not in that PDB's
+// disruptedPods): taking it off the node can change the others' order.
+bool SpendsAPdbBudget(const v1::Pod& pod, const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs);
 
 // A node where the pod fits once `victims` are gone.
 struct Candidate {
