@@ -807,7 +807,10 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // second attempts, each carrying checks of the ones after it on their
 // nominated nodes; bound when they fit, else waiting again), or clear the
 // newest nomination; seeds past 800 also label the pods into three groups
-// with one or two PDBs over them, whose allowance changes at random. Two
+// with one or two PDBs over them, whose allowance changes at random, and
+// seeds past 1 200 vary the scheduler too (a second filter process,
+// fingerprints instead of the change log, dry runs outside cycles, 2
+// what-ifs). Two
 // worlds run each action, one with every cache, what-if (protocol 8) and
 // nominated-node check, one with none: every step must decide alike. Seed 2
 // failed before a node that takes its what-if of pods gone dropped the
@@ -816,15 +819,24 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // its victims have left when one of them spends a PDB's budget (round 35, which ran 3 000 seeds, and 1 500 more with two
 // filter processes, fingerprints instead of the change log, dry runs outside
 // cycles and 2 what-ifs, mixed by seed; 3 000 with second attempts; 4 000
-// with PDBs on every other seed past 800, 5 000 with PDBs on 4 600).
+// with PDBs on every other seed past 800, 5 000 with PDBs on 4 600, 4 000
+// with the scheduler varied past 1 200).
 TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
   uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0;
-  for (uint32_t seed = 1; seed <= 1200; ++seed) {
+  for (uint32_t seed = 1; seed <= 1500; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937 rng(seed);
     // Seeds past 800 add PDBs (their own generator: the first 800 stay as
     // they were found).
     const bool with_pdbs = seed > 800;
+    // Seeds past 1 200 also vary the scheduler: a second filter process,
+    // per-node fingerprints instead of the nominator's change log, dry runs
+    // outside cycles, 2 what-ifs.
+    const bool varied = seed > 1200;
+    const bool parity = varied && seed % 2 == 0;
+    const bool change_log = !varied || seed % 5 != 0;
+    const bool dry_runs_in_cycles = !varied || seed % 3 != 0;
+    const uint32_t what_if_nodes = varied && seed % 4 == 1 ? 2 : 8;
     std::mt19937 pdb_rng(seed);
     auto pdb_pick = [&](int n) { return static_cast<int>(pdb_rng() % static_cast<uint32_t>(n)); };
     auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
@@ -864,8 +876,8 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
       }
     }
     auto world = [&](bool caches) {
-      auto w = std::make_unique<World>(caches, /*dry_runs_in_cycles=*/true, min_candidates, false, true,
-                                       /*what_if_nodes=*/caches ? 8 : 0, /*num_nodes=*/0, false);
+      auto w = std::make_unique<World>(caches, dry_runs_in_cycles, min_candidates, parity, change_log,
+                                       /*what_if_nodes=*/caches ? what_if_nodes : 0, /*num_nodes=*/0, false);
       w->host_.what_ifs_gone = caches;
       w->host_.nominated_checks = caches;
       for (const auto& [id, cpu] : nodes) w->cache_.AddOrUpdateNode(World::Node(id, cpu));
