@@ -1772,7 +1772,7 @@ TEST(BatcherTest, PodsNominatedToTheSameNodeAreNotCheckedTogether) {
 // go either way), and fit nowhere only when no node has room. (Round 35
 // ran 5 000 seeds, and 5 000 more with a second filter process, and found
 // nothing; kept_verdicts_test.cc's random test of preemption's caches
-// found two defects.)
+// found three defects.)
 TEST(BatcherTest, RandomClustersAndEventsPlaceEveryPodAsAFullCycleWould) {
   uint64_t hits = 0;
   for (uint32_t seed = 1; seed <= 400; ++seed) {
@@ -1820,7 +1820,9 @@ TEST(BatcherTest, RandomClustersAndEventsPlaceEveryPodAsAFullCycleWould) {
         case 2:  // A placed pod is bound, then deleted.
           if (!placed.empty()) {
             const size_t k = static_cast<size_t>(pick(static_cast<int>(placed.size())));
-            if (!placed[k].bound) ASSERT_TRUE(h.cache_.AddOrUpdatePod(placed[k].pod).ok());
+            if (!placed[k].bound) {
+              ASSERT_TRUE(h.cache_.AddOrUpdatePod(placed[k].pod).ok());
+            }
             ASSERT_TRUE(h.cache_.RemovePod(placed[k].pod.meta().uid()).ok());
             model[placed[k].pod.node_name()].requested -= PodCpu(placed[k].pod);
             placed.erase(placed.begin() + static_cast<std::ptrdiff_t>(k));
@@ -1828,7 +1830,9 @@ TEST(BatcherTest, RandomClustersAndEventsPlaceEveryPodAsAFullCycleWould) {
           break;
         case 3:  // Every placed pod's bind confirmed.
           for (Placed& p : placed) {
-            if (!p.bound) ASSERT_TRUE(h.cache_.AddOrUpdatePod(p.pod).ok());
+            if (!p.bound) {
+              ASSERT_TRUE(h.cache_.AddOrUpdatePod(p.pod).ok());
+            }
             p.bound = true;
           }
           break;

@@ -777,8 +777,9 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   prediction_.reset();
   bool walked = false;  // The walk below took this attempt's offset.
   const auto give_back = [&] {
-    if (prediction && !walked) ReturnOffset(prediction->offset, prediction->num_potential);
-    if (!walked) prediction.reset();
+    if (walked || !prediction) return;
+    ReturnOffset(prediction->offset, prediction->num_potential);
+    prediction.reset();
   };
   // 1) Eligibility.
   if (controller_.InFlight(uid)) {

@@ -806,21 +806,19 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // preemption's, try again the preemptors whose victims are all gone (their
 // second attempts, each carrying checks of the ones after it on their
 // nominated nodes; bound when they fit, else waiting again), or clear the
-// newest nomination; seeds past 800 also label the pods into three groups
-// with one or two PDBs over them, whose allowance changes at random, and
-// seeds past 1 200 vary the scheduler too (a second filter process,
-// fingerprints instead of the change log, dry runs outside cycles, 2
-// what-ifs). Two
+// newest nomination. Seeds past 800 also label the pods into three groups
+// with one or two PDBs over them, whose allowance changes at random; seeds
+// past 1 200 vary the scheduler too (a second filter process, fingerprints
+// instead of the change log, dry runs outside cycles, 2 what-ifs). Two
 // worlds run each action, one with every cache, what-if (protocol 8) and
-// nominated-node check, one with none: every step must decide alike. Seed 2
-// failed before a node that takes its what-if of pods gone dropped the
-// chain's what-if for it; seed 799 before an unused prediction gave its
-// offset back; seed 919 before a pick's what-if stopped asking the node once
-// its victims have left when one of them spends a PDB's budget (round 35, which ran 3 000 seeds, and 1 500 more with two
-// filter processes, fingerprints instead of the change log, dry runs outside
-// cycles and 2 what-ifs, mixed by seed; 3 000 with second attempts; 4 000
-// with PDBs on every other seed past 800, 5 000 with PDBs on 4 600, 4 000
-// with the scheduler varied past 1 200).
+// nominated-node check, one with none: every step must decide alike.
+//
+// Seed 2 failed before a node that takes its what-if of pods gone dropped
+// the chain's what-if for it; seed 799 before an unused prediction gave its
+// offset back; seed 919 before a pick's what-if stopped asking the node
+// once its victims have left when one of them spends a PDB's budget. Round
+// 35 ran 3 000 seeds, 1 500 with the scheduler varied, 3 000 with second
+// attempts, 5 000 with PDBs on 4 600 and 4 000 with everything, all alike.
 TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
   uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0;
   for (uint32_t seed = 1; seed <= 1500; ++seed) {
@@ -894,20 +892,20 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
     std::unique_ptr<World> cached = world(true);
     std::unique_ptr<World> off = world(false);
     std::deque<std::pair<v1::Pod, Step>> evicting;  // Nominated, oldest first.
-    int steps = 0, preempted = 0;
+    int preempted = 0;
+    auto present = [&](const std::string& uid) { return off->cache_.GetPod(uid) != nullptr; };
     for (int i = 0; i < 30; ++i) {
       const int action = pick(10);
       if (action == 0 && !evicting.empty()) {  // The oldest preemption's victims all leave.
         for (const std::string& uid : evicting.front().second.victims) {
-          if (off->cache_.GetPod(uid) != nullptr) {
+          if (present(uid)) {
             cached->Delete(uid);
             off->Delete(uid);
           }
         }
       } else if (action <= 2 && !evicting.empty()) {  // One pending victim leaves.
         for (const auto& [pod, step] : evicting) {
-          auto it = std::find_if(step.victims.begin(), step.victims.end(),
-                                 [&](const std::string& uid) { return off->cache_.GetPod(uid) != nullptr; });
+          auto it = std::find_if(step.victims.begin(), step.victims.end(), present);
           if (it == step.victims.end()) continue;
           cached->Delete(*it);
           off->Delete(*it);
@@ -916,8 +914,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
       } else if (action == 3) {  // Preemptors whose victims are all gone try again, then bind.
         std::vector<std::pair<v1::Pod, std::string>> ready;  // Each with its nomination.
         for (auto it = evicting.begin(); it != evicting.end();) {
-          if (std::any_of(it->second.victims.begin(), it->second.victims.end(),
-                          [&](const std::string& uid) { return off->cache_.GetPod(uid) != nullptr; })) {
+          if (std::any_of(it->second.victims.begin(), it->second.victims.end(), present)) {
             ++it;
             continue;
           }
@@ -943,22 +940,21 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
           cached->Bind(ready[r].first, d.bound);
           off->Bind(ready[r].first, d.bound);
         }
+      } else if (action == 4 && !evicting.empty()) {  // The newest nomination is cleared.
+        cached->controller_.ClearNomination(evicting.back().first);
+        off->controller_.ClearNomination(evicting.back().first);
+        evicting.pop_back();
       } else if (action == 5 && !pdbs.empty()) {  // A PDB's allowance changes.
         v1::PodDisruptionBudget& pdb = pdbs[static_cast<size_t>(pdb_pick(static_cast<int>(pdbs.size())))];
         pdb.set_disruptions_allowed(pdb_pick(3));
         pdb.mutable_meta()->set_resource_version(absl::StrCat(std::stoi(pdb.meta().resource_version()) + 1));
         EXPECT_TRUE(cached->cache_.AddOrUpdatePdb(pdb).ok());
         EXPECT_TRUE(off->cache_.AddOrUpdatePdb(pdb).ok());
-      } else if (action == 4 && !evicting.empty()) {  // The newest nomination is cleared.
-        cached->controller_.ClearNomination(evicting.back().first);
-        off->controller_.ClearNomination(evicting.back().first);
-        evicting.pop_back();
       }
       const int64_t cpu = std::array<int64_t, 6>{2000, 2000, 2000, 2000, 1000, 3000}[pick(6)];
       const v1::Pod pod = World::Pod(absl::StrCat("preemptor-", i), 1000, cpu);
       const Step a = cached->Schedule(pod);
       const Step d = off->Schedule(pod);
-      ++steps;
       ASSERT_EQ(a, d) << "step " << i << " (" << cpu << "m)";
       if (!d.nominated.empty()) {
         evicting.emplace_back(pod, d);

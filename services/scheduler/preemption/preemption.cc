@@ -108,16 +108,27 @@ bool SelectorMatches(const v1::LabelSelector& selector,
   return true;
 }
 
+namespace {
+
+// A PDB with an empty or invalid selector matches nothing.
+bool PdbUsable(const v1::PodDisruptionBudget& pdb) {
+  return !SelectorIsEmpty(pdb.selector()) && ValidateLabelSelector(pdb.selector()).ok();
+}
+
+// Whether evicting `pod` uses up one of a usable `pdb`'s disruptions: it
+// selects the pod, and the API server has not counted the pod as disrupted.
+bool SpendsBudgetOf(const v1::PodDisruptionBudget& pdb, const v1::Pod& pod) {
+  return pdb.meta().namespace_() == pod.meta().namespace_() && SelectorMatches(pdb.selector(), pod.meta().labels()) &&
+         !pdb.disrupted_pods().contains(pod.meta().name());
+}
+
+}  // namespace
+
 bool SpendsAPdbBudget(const v1::Pod& pod,
                       const std::vector<std::shared_ptr<const v1::PodDisruptionBudget>>& pdbs) {
   if (pod.meta().labels().empty()) return false;
-  for (const auto& pdb : pdbs) {
-    if (SelectorIsEmpty(pdb->selector()) || !ValidateLabelSelector(pdb->selector()).ok()) continue;
-    if (pdb->meta().namespace_() != pod.meta().namespace_()) continue;
-    if (!SelectorMatches(pdb->selector(), pod.meta().labels())) continue;
-    if (!pdb->disrupted_pods().contains(pod.meta().name())) return true;
-  }
-  return false;
+  return std::any_of(pdbs.begin(), pdbs.end(),
+                     [&](const auto& pdb) { return PdbUsable(*pdb) && SpendsBudgetOf(*pdb, pod); });
 }
 
 PotentialVictims OrderPotentialVictims(
@@ -132,7 +143,7 @@ PotentialVictims OrderPotentialVictims(
   allowed.reserve(pdbs.size());
   for (const auto& pdb : pdbs) {
     allowed.push_back(pdb->disruptions_allowed());
-    usable.push_back(!SelectorIsEmpty(pdb->selector()) && ValidateLabelSelector(pdb->selector()).ok());
+    usable.push_back(PdbUsable(*pdb));
   }
   PotentialVictims out;
   std::vector<sdk::PodInfoPtr> non_violating;
@@ -141,12 +152,8 @@ PotentialVictims OrderPotentialVictims(
     bool violated = false;
     if (!pod.meta().labels().empty()) {
       for (size_t i = 0; i < pdbs.size(); ++i) {
-        const v1::PodDisruptionBudget& pdb = *pdbs[i];
-        if (!usable[i] || pdb.meta().namespace_() != pod.meta().namespace_()) continue;
-        if (!SelectorMatches(pdb.selector(), pod.meta().labels())) continue;
-        // Already being disrupted (the API server counted it): not a new violation.
-        if (pdb.disrupted_pods().contains(pod.meta().name())) continue;
-        if (--allowed[i] < 0) violated = true;
+        // A pod already being disrupted (the API server counted it) is not a new violation.
+        if (usable[i] && SpendsBudgetOf(*pdbs[i], pod) && --allowed[i] < 0) violated = true;
       }
     }
     if (violated) {
