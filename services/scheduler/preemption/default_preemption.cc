@@ -299,8 +299,7 @@ DefaultPreemption::DefaultPreemption(Options options, const Framework& framework
       framework_(framework),
       snapshot_(snapshot),
       cache_(cache),
-      controller_(controller),
-      rng_(options.seed) {}
+      controller_(controller) {}
 
 std::vector<DryRunNode> DefaultPreemption::NextChunk(const v1::Pod& pod,
                                                      const std::vector<const sdk::NodeInfo*>& potential,
@@ -362,11 +361,11 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, /*num_candidates=*/0);
   if (!request) return std::nullopt;
-  dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
+  dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, 0, chunk);
   if (what_if_from != nullptr && what_if_nodes > 0) {
     // Where this pod and the next of its signature will likely be nominated:
     // the nodes changed here, and the picks of the next candidate walks.
-    // Their offsets are drawn now, and each walk's pick is predicted from
+    // Their offsets are looked up now, and each walk's pick is predicted from
     // the kept outcomes (their nodes are clean; each node is taken at most
     // once: one nominated there makes it worse). Two kinds of node may or
     // may not be candidates when the walk comes: a node changed here (its
@@ -386,13 +385,6 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
     absl::flat_hash_set<uint32_t> predicted;
     std::vector<uint32_t> best;
     const size_t max_predicted = 2 * static_cast<size_t>(what_if_nodes);
-    if (drawn_for_ != n) drawn_offsets_.clear();
-    drawn_for_ = n;
-    // Topped up, never redrawn: the offsets PostFilters take stay the
-    // generator's sequence, whether or not they were drawn ahead.
-    while (n > 0 && drawn_offsets_.size() < what_if_nodes) {
-      drawn_offsets_.push_back(std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_));
-    }
     struct Step {
       bool uncertain;  // Changed here, or an earlier walk's pick: a candidate or not.
       bool violating;
@@ -402,8 +394,8 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
       return pick ? std::optional<uint32_t>(pick->second) : std::nullopt;
     };
     std::vector<Step> steps;
-    for (uint32_t i = 0; i < what_if_nodes && i < drawn_offsets_.size() && best.size() < max_predicted; ++i) {
-      const uint32_t offset = drawn_offsets_[i];
+    for (uint32_t i = 0; n > 0 && i < what_if_nodes && best.size() < max_predicted; ++i) {
+      const uint32_t offset = OffsetOf(UpcomingWalk(i), n);
       // The walk as far as it goes with no uncertain node a candidate.
       DryRunCounts known;
       steps.clear();
@@ -688,7 +680,7 @@ absl::Status DefaultPreemption::WalkKept(const v1::Pod& pod, const Diagnosis& di
 std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(const v1::Pod& pod,
                                                                             uint64_t cycle_id) {
   if (prediction_) {  // No PostFilter came for it (the pod fit): its offset was not used.
-    ReturnOffset(prediction_->offset, prediction_->num_potential);
+    ReturnWalk(prediction_->walk);
     prediction_.reset();
   }
   const std::string& uid = pod.meta().uid();
@@ -702,7 +694,8 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   const std::vector<const sdk::NodeInfo*>& potential = snapshot_.Nodes();
   const uint32_t n = static_cast<uint32_t>(potential.size());
   if (n == 0) return std::nullopt;
-  const uint32_t offset = NextOffset(n);
+  const uint64_t walk = TakeWalk();
+  const uint32_t offset = OffsetOf(walk, n);
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);
   const uint32_t chunk_size = num_candidates > 0 ? num_candidates : n;
@@ -714,10 +707,10 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   uint32_t k = 0;
   std::vector<DryRunNode> chunk =
       NextChunk(pod, potential, offset, chunk_size, std::min(n, chunk_size), k, pdbs, assumed, nullptr);
-  // No prediction: the offset stays the next walk's, as if not drawn yet (a
-  // pod's walk takes the same offset whether or not its cycle predicted).
+  // No prediction: the walk is given back, the next PostFilter's as if not
+  // taken (a pod's walk is the same whether or not its cycle predicted).
   auto none = [&]() -> std::optional<v1::PreemptionDryRunRequest> {
-    ReturnOffset(offset, n);
+    ReturnWalk(walk);
     return std::nullopt;
   };
   // Nodes without victims among them: PostFilter's chunk would reach further.
@@ -726,32 +719,38 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, num_candidates);
   if (!request) return none();
-  prediction_ = PredictionOf(uid, cycle_id, n, offset, chunk);
+  prediction_ = PredictionOf(uid, cycle_id, n, walk, offset, chunk);
   return request;
 }
 
-void DefaultPreemption::ReturnOffset(uint32_t offset, uint32_t n) {
-  // Offsets drawn ahead for another number of nodes since: NextOffset would
-  // drop this one with them.
-  if (drawn_for_ != n && !drawn_offsets_.empty()) return;
-  drawn_offsets_.push_front(offset);
-  drawn_for_ = n;
+uint64_t DefaultPreemption::UpcomingWalk(size_t i) const {
+  return i < returned_walks_.size() ? returned_walks_[i] : next_walk_ + (i - returned_walks_.size());
 }
 
-uint32_t DefaultPreemption::NextOffset(uint32_t n) {
-  if (drawn_for_ == n && !drawn_offsets_.empty()) {
-    const uint32_t offset = drawn_offsets_.front();  // Drawn ahead for the what-ifs.
-    drawn_offsets_.pop_front();
-    return offset;
-  }
-  drawn_offsets_.clear();
-  return std::uniform_int_distribution<uint32_t>(0, n - 1)(rng_);
+uint64_t DefaultPreemption::TakeWalk() {
+  if (returned_walks_.empty()) return next_walk_++;
+  const uint64_t walk = returned_walks_.front();
+  returned_walks_.pop_front();
+  return walk;
+}
+
+void DefaultPreemption::ReturnWalk(uint64_t walk) { returned_walks_.push_front(walk); }
+
+uint32_t DefaultPreemption::OffsetOf(uint64_t walk, uint32_t n) const {
+  // splitmix64 of (seed, walk): a uniform 64-bit value per walk, then scaled
+  // to [0, n) by a 128-bit multiply (bias below 2^-32 for any n here).
+  uint64_t z = options_.seed + (walk + 1) * 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  return static_cast<uint32_t>((static_cast<unsigned __int128>(z) * n) >> 64);
 }
 
 DefaultPreemption::Prediction DefaultPreemption::PredictionOf(const std::string& uid, uint64_t cycle_id,
-                                                              uint32_t num_potential, uint32_t offset,
+                                                              uint32_t num_potential, uint64_t walk,
+                                                              uint32_t offset,
                                                               const std::vector<DryRunNode>& chunk) {
-  Prediction prediction{uid, cycle_id, num_potential, offset, {}};
+  Prediction prediction{uid, cycle_id, num_potential, walk, offset, {}};
   prediction.nodes.reserve(chunk.size());
   for (const DryRunNode& c : chunk) {
     Prediction::Node& node = prediction.nodes.emplace_back();
@@ -768,17 +767,17 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   Nominator& nominator = controller_.nominator();
   // kube-scheduler counts every PostFilter call of DefaultPreemption.
   if (ExtensionPointRecorder* recorder = framework_.recorder()) recorder->CountPreemptionAttempt();
-  // The dry run predicted for this cycle, if any (see below). Its offset
-  // is this attempt's walk's; when no walk takes it (the pod is not
-  // eligible, no node could help, the prediction does not hold), it goes
-  // back to the draws, as if not drawn: a walk's offset is the same whether
-  // or not a cycle predicted, or a cache decided the cycle without one.
+  // The dry run predicted for this cycle, if any (see below). Its walk is
+  // this attempt's; when this attempt walks nothing (the pod is not
+  // eligible, no node could help, the prediction does not hold), it is
+  // given back, as if not taken: a walk's offset is the same whether or not
+  // a cycle predicted, or a cache decided the cycle without one.
   std::optional<Prediction> prediction = std::move(prediction_);
   prediction_.reset();
   bool walked = false;  // The walk below took this attempt's offset.
   const auto give_back = [&] {
     if (walked || !prediction) return;
-    ReturnOffset(prediction->offset, prediction->num_potential);
+    ReturnWalk(prediction->walk);
     prediction.reset();
   };
   // 1) Eligibility.
@@ -819,7 +818,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
 
   const uint32_t n = static_cast<uint32_t>(potential.size());
   // The prediction, made over every node, holds when every node is still a
-  // potential one (then the offset drawn for it is this attempt's); its
+  // potential one (then the walk taken for it is this attempt's); its
   // answer is used below if the first chunk is the same.
   if (prediction && (prediction->pod_uid != uid || prediction->cycle_id != diagnosis.cycle_id ||
                      prediction->num_potential != n || n != snapshot_.NumNodes())) {
@@ -830,7 +829,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (dirty_prediction && (dirty_prediction->pod_uid != uid || dirty_prediction->cycle_id != diagnosis.cycle_id)) {
     dirty_prediction.reset();
   }
-  const uint32_t offset = prediction ? prediction->offset : NextOffset(n);
+  const uint32_t offset = prediction ? prediction->offset : OffsetOf(TakeWalk(), n);
   walked = true;
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);

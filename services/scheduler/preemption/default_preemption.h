@@ -189,7 +189,7 @@ class DefaultPreemption final : public PostFilterPlugin {
                                                       const Diagnosis& diagnosis) override;
   // The first dry-run chunk PostFilter would send if no node is rejected as
   // UnschedulableAndUnresolvable (the usual failure: resources), with its
-  // random offset drawn now; PostFilter uses it, and the answer that rode in
+  // walk taken now; PostFilter uses it, and the answer that rode in
   // the cycle, only when its own first chunk is this one.
   std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod& pod,
                                                            uint64_t cycle_id) override;
@@ -199,8 +199,8 @@ class DefaultPreemption final : public PostFilterPlugin {
   // outcomes with the kept ones of the clean nodes.
   // With `what_if_from`: what-ifs (PreemptionDryRunRequest.what_if) for the
   // nodes changed here (node_ids), and for the picks of the next
-  // `what_if_nodes` candidate walks, their offsets drawn now (NextOffset
-  // takes them in order) and their picks predicted from the kept outcomes:
+  // `what_if_nodes` candidate walks (the next PostFilters', UpcomingWalk)
+  // and their picks predicted from the kept outcomes:
   // where this pod and the next pods of its signature will likely be
   // nominated.
   std::optional<v1::PreemptionDryRunRequest> PredictDryRunOn(const v1::Pod& pod, uint64_t cycle_id,
@@ -231,7 +231,8 @@ class DefaultPreemption final : public PostFilterPlugin {
     std::string pod_uid;
     uint64_t cycle_id = 0;
     uint32_t num_potential = 0;  // Every node of the snapshot.
-    uint32_t offset = 0;
+    uint64_t walk = 0;
+    uint32_t offset = 0;  // OffsetOf(walk, num_potential).
     // Per candidate node of the first chunk: id, potential victims in order,
     // how many of them violate a PDB.
     struct Node {
@@ -243,21 +244,23 @@ class DefaultPreemption final : public PostFilterPlugin {
   };
   // The prediction a first chunk's dry-run request stands for.
   static Prediction PredictionOf(const std::string& uid, uint64_t cycle_id, uint32_t num_potential,
-                                 uint32_t offset, const std::vector<DryRunNode>& chunk);
+                                 uint64_t walk, uint32_t offset, const std::vector<DryRunNode>& chunk);
   std::optional<Prediction> prediction_;
   std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (offset unused).
-  // Offsets drawn ahead by PredictDryRunOn's what-ifs (each pick of a
-  // candidate walk starts at one), for the next PostFilters over
-  // `drawn_for_` potential nodes: the same uniform draws, made earlier, so
-  // that the what-ifs can cover where those pods will be nominated.
-  std::deque<uint32_t> drawn_offsets_;
-  uint32_t drawn_for_ = 0;
-  // A walk's random offset over n potential nodes: the next one drawn
-  // ahead, else a fresh draw.
-  uint32_t NextOffset(uint32_t n);
-  // An offset drawn for a walk over n nodes that no walk took: the next
-  // NextOffset(n) returns it.
-  void ReturnOffset(uint32_t offset, uint32_t n);
+  // Walks' random offsets (kube-scheduler's rand.Int31n(n), one per walk),
+  // computed from the walk's index rather than drawn from a generator: the
+  // offset of walk w over n potential nodes is OffsetOf(w, n). Looking ahead
+  // (PredictDryRunOn's what-ifs cover the next walks) then takes nothing
+  // from anyone, and a change in n between the look and the walk changes
+  // that walk's offset only, never which walk the later PostFilters are.
+  uint64_t next_walk_ = 0;
+  std::deque<uint64_t> returned_walks_;  // Given back, in order: taken first.
+  // The i-th walk from now (0: the next PostFilter's).
+  uint64_t UpcomingWalk(size_t i) const;
+  uint64_t TakeWalk();
+  // A walk taken that no PostFilter used: the next TakeWalk returns it.
+  void ReturnWalk(uint64_t walk);
+  uint32_t OffsetOf(uint64_t walk, uint32_t n) const;
 
   // This plugin's preemptions whose victims the snapshot may still hold, by
   // node: what the what-ifs of pods gone ask for (PredictDryRunOn). Kept
@@ -288,7 +291,6 @@ class DefaultPreemption final : public PostFilterPlugin {
   const Snapshot& snapshot_;
   const Cache& cache_;
   PreemptionController& controller_;
-  std::mt19937_64 rng_;
 };
 
 // The profile's DefaultPreemption options, or nullopt when the profile

@@ -403,6 +403,14 @@ class World {
     return pod;
   }
 
+  // FitProcess's score of `node` for a pod of `cpu` millicores in the last
+  // attempt's snapshot.
+  int64_t ScoreOf(const std::string& node, int64_t cpu) const {
+    const sdk::NodeInfo* n = snapshot_.Get(node);
+    const int64_t alloc = n->allocatable().milli_cpu;
+    return (alloc - n->requested().milli_cpu - cpu) * 100 / alloc;
+  }
+
   // One attempt of `pod`, as the scheduling loop runs it. A preemption's
   // victims stay until Delete (they terminate), the preemptor stays
   // nominated until Bind.
@@ -809,7 +817,8 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // newest nomination. Seeds past 800 also label the pods into three groups
 // with one or two PDBs over them, whose allowance changes at random; seeds
 // past 1 200 vary the scheduler too (a second filter process, fingerprints
-// instead of the change log, dry runs outside cycles, 2 what-ifs). Two
+// instead of the change log, dry runs outside cycles, 2 what-ifs); seeds
+// past 1 500 also resize nodes and add empty ones between preemptors. Two
 // worlds run each action, one with every cache, what-if (protocol 8) and
 // nominated-node check, one with none: every step must decide alike.
 //
@@ -819,9 +828,12 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // once its victims have left when one of them spends a PDB's budget. Round
 // 35 ran 3 000 seeds, 1 500 with the scheduler varied, 3 000 with second
 // attempts, 5 000 with PDBs on 4 600 and 4 000 with everything, all alike.
+// Seed 1 507 failed while walks drew their offsets from a generator: the
+// offsets drawn ahead for the what-ifs were dropped when the node count
+// changed, and the world with caches drew more than the other.
 TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
-  uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0;
-  for (uint32_t seed = 1; seed <= 1500; ++seed) {
+  uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0, ties = 0;
+  for (uint32_t seed = 1; seed <= 1800; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937 rng(seed);
     // Seeds past 800 add PDBs (their own generator: the first 800 stay as
@@ -831,6 +843,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
     // per-node fingerprints instead of the nominator's change log, dry runs
     // outside cycles, 2 what-ifs.
     const bool varied = seed > 1200;
+    const bool node_changes = seed > 1500;
     const bool parity = varied && seed % 2 == 0;
     const bool change_log = !varied || seed % 5 != 0;
     const bool dry_runs_in_cycles = !varied || seed % 3 != 0;
@@ -893,6 +906,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
     std::unique_ptr<World> off = world(false);
     std::deque<std::pair<v1::Pod, Step>> evicting;  // Nominated, oldest first.
     int preempted = 0;
+    bool tied = false;
     auto present = [&](const std::string& uid) { return off->cache_.GetPod(uid) != nullptr; };
     for (int i = 0; i < 30; ++i) {
       const int action = pick(10);
@@ -950,22 +964,42 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
         pdb.mutable_meta()->set_resource_version(absl::StrCat(std::stoi(pdb.meta().resource_version()) + 1));
         EXPECT_TRUE(cached->cache_.AddOrUpdatePdb(pdb).ok());
         EXPECT_TRUE(off->cache_.AddOrUpdatePdb(pdb).ok());
+      } else if (action == 6 && node_changes) {  // A node resized, or one more (empty) node.
+        const bool grow = pdb_pick(4) == 0;
+        const int id = grow ? 20 + static_cast<int>(nodes.size())
+                            : nodes[static_cast<size_t>(pdb_pick(static_cast<int>(nodes.size())))].first;
+        const int64_t new_cpu = 2000 + 2000 * pdb_pick(4);
+        if (grow) nodes.emplace_back(id, new_cpu);
+        cached->cache_.AddOrUpdateNode(World::Node(id, new_cpu));
+        off->cache_.AddOrUpdateNode(World::Node(id, new_cpu));
       }
       const int64_t cpu = std::array<int64_t, 6>{2000, 2000, 2000, 2000, 1000, 3000}[pick(6)];
       const v1::Pod pod = World::Pod(absl::StrCat("preemptor-", i), 1000, cpu);
       const Step a = cached->Schedule(pod);
       const Step d = off->Schedule(pod);
+      // A pod that fits on two nodes of equal score: with caches the
+      // batcher breaks the tie with its own draws, without them the
+      // framework with its own; either pick is kube-scheduler's (a uniform
+      // choice among the best), but the worlds differ from here on.
+      if (a != d && !a.bound.empty() && !d.bound.empty() &&
+          off->ScoreOf(a.bound, cpu) == off->ScoreOf(d.bound, cpu)) {
+        ++ties;
+        tied = true;
+        break;
+      }
       ASSERT_EQ(a, d) << "step " << i << " (" << cpu << "m)";
       if (!d.nominated.empty()) {
         evicting.emplace_back(pod, d);
         ++preempted;
       }
     }
-    EXPECT_GT(preempted, 0);
+    EXPECT_TRUE(preempted > 0 || tied);
     hits += cached->stats().preemption_what_if_hits;
     gone_nodes += cached->stats().preemption_what_if_gone_nodes;
     check_hits += cached->stats().nominated_check_hits;
   }
+  // Ties end a script early, rarely: the steps compared are most of them.
+  EXPECT_LT(ties, 1800u / 20);
   // The caches were taken, not only asked.
   EXPECT_GT(hits, 0u);
   EXPECT_GT(gone_nodes, 0u);
