@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -42,6 +43,65 @@ std::string_view PointName(v1::ExtensionPoint point) {
 
 sdk::Status ErrorStatus(std::string message) {
   return sdk::Status(sdk::Code::kError, std::move(message));
+}
+
+// A what-if's dry run names victims among the potential ones the request
+// listed for its node (`potential`, in reprieve order, the first
+// `num_pdb_violating` violating a PDB; `gone`: taken off the node first,
+// no victim then). Its num_pdb_violations is recounted from that order, as
+// the scheduler counts a dry run's (the plugin's count is not taken).
+absl::Status RecountWhatIfVictims(const v1::PreemptionDryRunRequest::Candidate& asked, bool without_gone,
+                                  v1::NodeVictims& dry, const std::string& field) {
+  if (dry.status().code() != v1::Status::SUCCESS) return absl::OkStatus();
+  uint32_t violations = 0;
+  absl::flat_hash_set<std::string_view> seen;
+  for (const std::string& victim : dry.victims()) {
+    const auto at = std::find(asked.potential_victims().begin(), asked.potential_victims().end(), victim);
+    const bool gone = without_gone && std::find(asked.gone().begin(), asked.gone().end(), victim) != asked.gone().end();
+    if (at == asked.potential_victims().end() || gone) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".victims: pod ", victim,
+                                                     " is not a potential victim on node_id ", asked.node_id()));
+    }
+    if (!seen.insert(victim).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".victims: pod ", victim, " is named twice"));
+    }
+    if (at - asked.potential_victims().begin() < static_cast<std::ptrdiff_t>(asked.num_pdb_violating())) ++violations;
+  }
+  dry.set_num_pdb_violations(violations);
+  return absl::OkStatus();
+}
+
+// One what-if list of an answer against the request's: every entry answers
+// a node asked, once. On an error naming the entry, the list is dropped
+// (batching/ then asks those nodes when it needs them).
+absl::Status CheckWhatIfList(const google::protobuf::RepeatedPtrField<v1::PreemptionDryRunRequest::Candidate>& asked,
+                             google::protobuf::RepeatedPtrField<v1::WhatIfNominated>& answers, const char* field) {
+  absl::flat_hash_map<uint32_t, const v1::PreemptionDryRunRequest::Candidate*> by_node;
+  for (const auto& c : asked) by_node.emplace(c.node_id(), &c);
+  absl::flat_hash_set<uint32_t> answered;
+  for (int i = 0; i < answers.size(); ++i) {
+    v1::WhatIfNominated& w = *answers.Mutable(i);
+    const std::string at = absl::StrCat("preemption_dry_run.", field, "[", i, "]");
+    auto c = by_node.find(w.node_id());
+    if (c == by_node.end() || !answered.insert(w.node_id()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ".node_id: ", w.node_id(), " was not asked, or is answered twice"));
+    }
+    if (w.has_dry_run()) {
+      if (absl::Status s = RecountWhatIfVictims(*c->second, false, *w.mutable_dry_run(), at + ".dry_run"); !s.ok()) {
+        return s;
+      }
+    }
+    if (w.has_then_gone() && w.then_gone().has_dry_run()) {
+      // The node once the candidate's gone pods left: the others, in order.
+      if (absl::Status s = RecountWhatIfVictims(*c->second, true, *w.mutable_then_gone()->mutable_dry_run(),
+                                                at + ".then_gone.dry_run");
+          !s.ok()) {
+        return s;
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -742,6 +802,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     // preemptor. Only with a lone filter process that counts nominations
     // itself, as the dry run would be sent to it alone.
     bool dry_run_attached = false;
+    google::protobuf::RepeatedPtrField<v1::PreemptionDryRunRequest::Candidate> what_if_asked, what_if_gone_asked;
     if (setup.num_filter_processes == 1 && only_node == nullptr && !post_filters_.empty() &&
         plan.process->RunsDryRunsInCycles() && plan.process->MirrorsNominatedPods() &&
         (scoped ? scope.predict_dry_run : last_cycle_found_none_)) {
@@ -754,6 +815,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
                                     what_if && plan.process->AnswersPreemptionWhatIfGone())
                               : post_filters_.front()->PredictDryRun(pod, cycle_id);
       if (predicted) {
+        // Kept to check the what-ifs' answers against (their victims and
+        // PDB counts).
+        what_if_asked = predicted->what_if();
+        what_if_gone_asked = predicted->what_if_gone();
         *request.mutable_preemption_dry_run() = std::move(*predicted);
         dry_run_attached = true;
       }
@@ -816,8 +881,20 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     }
     if (dry_run_attached && answer->cycle().feasible_size() == 0 &&
         answer->cycle().has_preemption_dry_run()) {
-      result.diagnosis.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(
-          std::move(*answer->mutable_cycle()->mutable_preemption_dry_run()));
+      v1::PreemptionDryRunResponse* dry_run = answer->mutable_cycle()->mutable_preemption_dry_run();
+      // A bad what-if list costs only itself: the dry run's own answer stands.
+      for (auto [asked, answers, field] :
+           {std::tuple{&what_if_asked, dry_run->mutable_what_if(), "what_if"},
+            std::tuple{&what_if_gone_asked, dry_run->mutable_what_if_gone(), "what_if_gone"}}) {
+        if (answers->empty()) continue;
+        if (absl::Status s = CheckWhatIfList(*asked, *answers, field); !s.ok()) {
+          plan.process->CountInvalidAnswer();
+          PODIUM_LOG(Warning, "Dropped an invalid preemption what-if", {"endpoint", plan.process->name()},
+                     {"error", s.message()});
+          answers->Clear();
+        }
+      }
+      result.diagnosis.dry_run_answer = std::make_shared<const v1::PreemptionDryRunResponse>(std::move(*dry_run));
     }
     const v1::CycleResponse& cycle = answer->cycle();
     if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&

@@ -75,7 +75,10 @@ class FitProcess : public PluginProcess {
   bool AnswersPreemptionWhatIfGone() const override { return what_ifs_gone; }
   bool AnswersNominatedChecks() const override { return nominated_checks; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
-  void CountInvalidAnswer() override { ADD_FAILURE() << "invalid answer"; }
+  void CountInvalidAnswer() override {
+    ++invalid_answers;
+    if (lie != Lie::kForeignVictim) ADD_FAILURE() << "invalid answer";
+  }
   void CountIgnoredFailure() override {}
 
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin message, std::optional<uint64_t>) override {
@@ -142,6 +145,13 @@ class FitProcess : public PluginProcess {
   // Each what_if_gone answer names a pod that is not on its node (a plugin
   // process's error): the scheduler must drop the list and ask instead.
   bool bad_gone = false;
+  // What-if answers that lie (a plugin process's error): every dry run's
+  // num_pdb_violations says 0, or names one more pod of the node that was
+  // not a potential victim (one of the pod's priority or higher).
+  enum class Lie { kNone, kNoPdbViolations, kForeignVictim };
+  Lie lie = Lie::kNone;
+  int lies_told = 0;
+  int invalid_answers = 0;
   int gone_answered = 0;
   // The nodes named in what_if_gone requests.
   std::set<std::string> gone_asked;
@@ -197,6 +207,7 @@ class FitProcess : public PluginProcess {
       }
       *w->mutable_filter() = Rejection("Insufficient cpu");
       Evaluate(c, *node, free, want, r.no_reprieve(), *w->mutable_dry_run());
+      TellLie(c, *node, *w->mutable_dry_run());
       if (!what_ifs_gone || c.gone_size() == 0) continue;
       // Then the pods in `gone` gone, the copy still nominated.
       v1::PreemptionDryRunRequest::Candidate after;
@@ -211,13 +222,33 @@ class FitProcess : public PluginProcess {
         }
       }
       AnswerGone(after, *node, free, want, *w->mutable_then_gone());
+      if (w->then_gone().has_dry_run()) TellLie(after, *node, *w->mutable_then_gone()->mutable_dry_run());
     }
     if (!what_ifs_gone) return;
     for (const auto& c : r.what_if_gone()) {
       gone_asked.insert(snapshot_.GetById(c.node_id())->name());
       v1::WhatIfNominated& w = *out.add_what_if_gone();
       AnswerGone(c, *snapshot_.GetById(c.node_id()), Free(pod, *snapshot_.GetById(c.node_id())), want, w);
+      if (w.has_dry_run()) TellLie(c, *snapshot_.GetById(c.node_id()), *w.mutable_dry_run());
       if (bad_gone) w.add_gone("uid-ghost");
+    }
+  }
+
+  void TellLie(const v1::PreemptionDryRunRequest::Candidate& c, const sdk::NodeInfo& node, v1::NodeVictims& n) {
+    if (n.status().code() != v1::Status::SUCCESS) return;
+    if (lie == Lie::kNoPdbViolations && n.num_pdb_violations() > 0) {
+      n.set_num_pdb_violations(0);
+      ++lies_told;
+    } else if (lie == Lie::kForeignVictim) {
+      for (const sdk::PodInfoPtr& p : node.pods()) {
+        const bool potential = std::find(c.potential_victims().begin(), c.potential_victims().end(), p->uid()) !=
+                               c.potential_victims().end();
+        const bool gone = std::find(c.gone().begin(), c.gone().end(), p->uid()) != c.gone().end();
+        if (potential || gone) continue;
+        n.add_victims(p->uid());
+        ++lies_told;
+        return;
+      }
     }
   }
 
@@ -831,9 +862,18 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
 // Seed 1 507 failed while walks drew their offsets from a generator: the
 // offsets drawn ahead for the what-ifs were dropped when the node count
 // changed, and the world with caches drew more than the other.
-TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
+struct RandomTotals {
   uint64_t hits = 0, gone_nodes = 0, check_hits = 0, second_bound = 0, ties = 0;
-  for (uint32_t seed = 1; seed <= 1800; ++seed) {
+  int lies_told = 0, invalid_answers = 0;
+};
+
+void RunRandomClusters(uint32_t first_seed, uint32_t last_seed, FitProcess::Lie lie, RandomTotals& totals) {
+  uint64_t& hits = totals.hits;
+  uint64_t& gone_nodes = totals.gone_nodes;
+  uint64_t& check_hits = totals.check_hits;
+  uint64_t& second_bound = totals.second_bound;
+  uint64_t& ties = totals.ties;
+  for (uint32_t seed = first_seed; seed <= last_seed; ++seed) {
     SCOPED_TRACE(absl::StrCat("seed ", seed));
     std::mt19937 rng(seed);
     // Seeds past 800 add PDBs (their own generator: the first 800 stay as
@@ -891,6 +931,7 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
                                        /*what_if_nodes=*/caches ? what_if_nodes : 0, /*num_nodes=*/0, false);
       w->host_.what_ifs_gone = caches;
       w->host_.nominated_checks = caches;
+      w->host_.lie = caches ? lie : FitProcess::Lie::kNone;
       for (const auto& [id, cpu] : nodes) w->cache_.AddOrUpdateNode(World::Node(id, cpu));
       for (const Low& l : lows) {
         v1::Pod low = World::Pod(l.name, l.priority, l.cpu);
@@ -994,17 +1035,45 @@ TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
       }
     }
     EXPECT_TRUE(preempted > 0 || tied);
+    totals.lies_told += cached->host_.lies_told;
+    totals.invalid_answers += cached->host_.invalid_answers;
     hits += cached->stats().preemption_what_if_hits;
     gone_nodes += cached->stats().preemption_what_if_gone_nodes;
     check_hits += cached->stats().nominated_check_hits;
   }
+}
+
+TEST(KeptVerdictsTest, RandomClustersDecideAsNoCaches) {
+  RandomTotals totals;
+  RunRandomClusters(1, 1800, FitProcess::Lie::kNone, totals);
   // Ties end a script early, rarely: the steps compared are most of them.
-  EXPECT_LT(ties, 1800u / 20);
+  EXPECT_LT(totals.ties, 1800u / 20);
   // The caches were taken, not only asked.
-  EXPECT_GT(hits, 0u);
-  EXPECT_GT(gone_nodes, 0u);
-  EXPECT_GT(check_hits, 0u);
-  EXPECT_GT(second_bound, 0u);
+  EXPECT_GT(totals.hits, 0u);
+  EXPECT_GT(totals.gone_nodes, 0u);
+  EXPECT_GT(totals.check_hits, 0u);
+  EXPECT_GT(totals.second_bound, 0u);
+}
+
+// A plugin process's what-if answers are checked against the request as a
+// dry run's are: their PDB violations are recounted from the request's
+// order (a process that says 0 does not make a node look better), and a
+// victim that was not a potential one (a pod of the preemptor's priority
+// or higher) drops the whole list, counted as an invalid answer, so the
+// scheduler asks those nodes instead. Every step still decides as with no
+// caches; the seeds are the random test's with PDBs. Before the scheduler
+// checked what-if answers, seed 802 nominated another node on a count of 0,
+// and seed 829 evicted a bound preemptor of the pod's own priority.
+TEST(KeptVerdictsTest, WhatIfAnswersThatLieDecideAsNoCaches) {
+  RandomTotals miscounted;
+  RunRandomClusters(801, 1100, FitProcess::Lie::kNoPdbViolations, miscounted);
+  EXPECT_GT(miscounted.lies_told, 0);
+  EXPECT_EQ(miscounted.invalid_answers, 0);
+  EXPECT_GT(miscounted.hits, 0u);
+  RandomTotals foreign;
+  RunRandomClusters(801, 1100, FitProcess::Lie::kForeignVictim, foreign);
+  EXPECT_GT(foreign.lies_told, 0);
+  EXPECT_GT(foreign.invalid_answers, 0);
 }
 
 // Walks that stop early (3, 4 or 6 candidates of 12 to 40 nodes): where a
