@@ -46,10 +46,11 @@ sdk::Status ErrorStatus(std::string message) {
 }
 
 // A what-if's dry run names victims among the potential ones the request
-// listed for its node (`potential`, in reprieve order, the first
-// `num_pdb_violating` violating a PDB; `gone`: taken off the node first,
-// no victim then). Its num_pdb_violations is recounted from that order, as
-// the scheduler counts a dry run's (the plugin's count is not taken).
+// listed for its node (`asked.potential_victims`, in reprieve order, the
+// first `num_pdb_violating` violating a PDB; with `without_gone`, the pods
+// in `asked.gone` have left first and are no victims). Its
+// num_pdb_violations is recounted from that order, as the scheduler counts
+// a dry run's (the plugin's count is not taken).
 absl::Status RecountWhatIfVictims(const v1::PreemptionDryRunRequest::Candidate& asked, bool without_gone,
                                   v1::NodeVictims& dry, const std::string& field) {
   if (dry.status().code() != v1::Status::SUCCESS) return absl::OkStatus();

@@ -489,6 +489,83 @@ TEST(Framework, ADryRunRidesInTheCycleAfterACycleThatFoundNoNode) {
   EXPECT_THAT(post->answers[1]->nodes(0).victims(), testing::ElementsAre("v"));
 }
 
+// The what-ifs a predicted dry run carries are answered with victims the
+// scheduler checks against the request, as it checks a dry run's: the PDB
+// count is recounted from the request's order, and a list naming a pod that
+// was not a potential victim there is dropped (an invalid answer) while the
+// rest of the answer stands.
+TEST(Framework, WhatIfAnswersAreCheckedAgainstTheRequest) {
+  class WhatIfPostFilter final : public PostFilterPlugin {
+   public:
+    std::string_view Name() const override { return "WhatIfs"; }
+    std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod&, const Diagnosis& d) override {
+      answers.push_back(d.dry_run_answer);
+      return {{}, sdk::Status(sdk::Code::kUnschedulable, "no")};
+    }
+    std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod&, uint64_t cycle_id) override {
+      v1::PreemptionDryRunRequest r;
+      r.set_cycle_id(cycle_id);
+      r.add_candidates()->set_node_id(2);
+      auto* w = r.add_what_if();
+      w->set_node_id(3);
+      for (const char* uid : {"a", "b", "c"}) w->add_potential_victims(uid);
+      w->set_num_pdb_violating(1);  // "a" violates a PDB.
+      auto* g = r.add_what_if_gone();
+      g->set_node_id(1);
+      g->add_potential_victims("d");
+      g->add_gone("e");
+      return r;
+    }
+    std::vector<std::shared_ptr<const v1::PreemptionDryRunResponse>> answers;
+  };
+  MockPluginProcess host("host");
+  host.runs_dry_runs_in_cycles = true;
+  host.mirrors_nominated_pods = true;
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  auto* post = new WhatIfPostFilter;
+  fw.AddPostFilterPlugin(PostFilterPluginPtr(post));
+  EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}});
+    if (req.cycle().has_preemption_dry_run()) {
+      v1::PreemptionDryRunResponse& dry = *a.mutable_cycle()->mutable_preemption_dry_run();
+      auto* n = dry.add_nodes();
+      n->set_node_id(2);
+      n->add_victims("v");
+      auto* w = dry.add_what_if();
+      w->set_node_id(3);
+      w->mutable_filter()->set_code(v1::Status::UNSCHEDULABLE);
+      w->mutable_dry_run()->set_node_id(3);
+      w->mutable_dry_run()->add_victims("a");
+      w->mutable_dry_run()->add_victims("c");
+      w->mutable_dry_run()->set_num_pdb_violations(0);  // Wrong: "a" violates.
+      auto* g = dry.add_what_if_gone();
+      g->set_node_id(1);
+      g->add_gone("e");
+      g->mutable_filter()->set_code(v1::Status::UNSCHEDULABLE);
+      g->mutable_dry_run()->set_node_id(1);
+      g->mutable_dry_run()->add_victims("e");  // Gone, not a potential victim.
+    }
+    return Answered(a);
+  }));
+  for (uint64_t cycle = 1; cycle <= 2; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable) << r.error;
+    fw.RunPostFilter(TestPod(), r.diagnosis);
+  }
+  ASSERT_EQ(post->answers.size(), 2u);
+  ASSERT_NE(post->answers[1], nullptr);
+  const v1::PreemptionDryRunResponse& taken = *post->answers[1];
+  ASSERT_EQ(taken.nodes_size(), 1);  // The dry run's own answer stands.
+  EXPECT_THAT(taken.nodes(0).victims(), testing::ElementsAre("v"));
+  ASSERT_EQ(taken.what_if_size(), 1);
+  EXPECT_THAT(taken.what_if(0).dry_run().victims(), testing::ElementsAre("a", "c"));
+  EXPECT_EQ(taken.what_if(0).dry_run().num_pdb_violations(), 1u);  // Recounted.
+  EXPECT_EQ(taken.what_if_gone_size(), 0);  // Dropped.
+  EXPECT_EQ(host.invalid_answers, 1);
+}
+
 TEST(Framework, NoDryRunRidesToAProcessThatDoesNotRunThem) {
   MockPluginProcess host("host");  // Protocol version 1.
   host.mirrors_nominated_pods = true;
