@@ -446,12 +446,13 @@ class PredictingPostFilter final : public PostFilterPlugin {
     return {{}, sdk::Status(sdk::Code::kUnschedulable, "no")};
   }
   std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod&, uint64_t cycle_id) override {
-    v1::PreemptionDryRunRequest r;
+    v1::PreemptionDryRunRequest r = what_ifs;
     r.set_cycle_id(cycle_id);
     r.add_candidates()->set_node_id(2);
     return r;
   }
   std::vector<std::shared_ptr<const v1::PreemptionDryRunResponse>> answers;
+  v1::PreemptionDryRunRequest what_ifs;  // Its what_if and what_if_gone ride along.
 };
 
 TEST(Framework, ADryRunRidesInTheCycleAfterACycleThatFoundNoNode) {
@@ -495,36 +496,22 @@ TEST(Framework, ADryRunRidesInTheCycleAfterACycleThatFoundNoNode) {
 // was not a potential victim there is dropped (an invalid answer) while the
 // rest of the answer stands.
 TEST(Framework, WhatIfAnswersAreCheckedAgainstTheRequest) {
-  class WhatIfPostFilter final : public PostFilterPlugin {
-   public:
-    std::string_view Name() const override { return "WhatIfs"; }
-    std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod&, const Diagnosis& d) override {
-      answers.push_back(d.dry_run_answer);
-      return {{}, sdk::Status(sdk::Code::kUnschedulable, "no")};
-    }
-    std::optional<v1::PreemptionDryRunRequest> PredictDryRun(const v1::Pod&, uint64_t cycle_id) override {
-      v1::PreemptionDryRunRequest r;
-      r.set_cycle_id(cycle_id);
-      r.add_candidates()->set_node_id(2);
-      auto* w = r.add_what_if();
-      w->set_node_id(3);
-      for (const char* uid : {"a", "b", "c"}) w->add_potential_victims(uid);
-      w->set_num_pdb_violating(1);  // "a" violates a PDB.
-      auto* g = r.add_what_if_gone();
-      g->set_node_id(1);
-      g->add_potential_victims("d");
-      g->add_gone("e");
-      return r;
-    }
-    std::vector<std::shared_ptr<const v1::PreemptionDryRunResponse>> answers;
-  };
+  auto owned = std::make_unique<PredictingPostFilter>();
+  PredictingPostFilter* post = owned.get();
+  auto* w = post->what_ifs.add_what_if();
+  w->set_node_id(3);
+  for (const char* uid : {"a", "b", "c"}) w->add_potential_victims(uid);
+  w->set_num_pdb_violating(1);  // "a" violates a PDB.
+  auto* g = post->what_ifs.add_what_if_gone();
+  g->set_node_id(1);
+  g->add_potential_victims("d");
+  g->add_gone("e");
   MockPluginProcess host("host");
   host.runs_dry_runs_in_cycles = true;
   host.mirrors_nominated_pods = true;
   FakeSnapshot snapshot(3);
   Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
-  auto* post = new WhatIfPostFilter;
-  fw.AddPostFilterPlugin(PostFilterPluginPtr(post));
+  fw.AddPostFilterPlugin(std::move(owned));
   EXPECT_CALL(host, FinishCycle(_)).Times(testing::AnyNumber());
   EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
     v1::PluginToScheduler a = CycleAnswer({}, {}, {{1, "full"}, {2, "full"}, {3, "full"}});
