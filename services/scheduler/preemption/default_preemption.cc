@@ -361,7 +361,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRunOn(
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, /*num_candidates=*/0);
   if (!request) return std::nullopt;
-  dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, 0, chunk);
+  dirty_prediction_ = PredictionOf(uid, cycle_id, 0, 0, chunk);
   if (what_if_from != nullptr && what_if_nodes > 0) {
     // Where this pod and the next of its signature will likely be nominated:
     // the nodes changed here, and the picks of the next candidate walks.
@@ -719,7 +719,7 @@ std::optional<v1::PreemptionDryRunRequest> DefaultPreemption::PredictDryRun(cons
   std::optional<v1::PreemptionDryRunRequest> request =
       FirstDryRunRequest(*framework_.spec_ptr(), cycle_id, chunk, num_candidates);
   if (!request) return none();
-  prediction_ = PredictionOf(uid, cycle_id, n, walk, offset, chunk);
+  prediction_ = PredictionOf(uid, cycle_id, n, walk, chunk);
   return request;
 }
 
@@ -748,9 +748,8 @@ uint32_t DefaultPreemption::OffsetOf(uint64_t walk, uint32_t n) const {
 
 DefaultPreemption::Prediction DefaultPreemption::PredictionOf(const std::string& uid, uint64_t cycle_id,
                                                               uint32_t num_potential, uint64_t walk,
-                                                              uint32_t offset,
                                                               const std::vector<DryRunNode>& chunk) {
-  Prediction prediction{uid, cycle_id, num_potential, walk, offset, {}};
+  Prediction prediction{uid, cycle_id, num_potential, walk, {}};
   prediction.nodes.reserve(chunk.size());
   for (const DryRunNode& c : chunk) {
     Prediction::Node& node = prediction.nodes.emplace_back();
@@ -829,7 +828,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   if (dirty_prediction && (dirty_prediction->pod_uid != uid || dirty_prediction->cycle_id != diagnosis.cycle_id)) {
     dirty_prediction.reset();
   }
-  const uint32_t offset = prediction ? prediction->offset : OffsetOf(TakeWalk(), n);
+  const uint32_t offset = OffsetOf(prediction ? prediction->walk : TakeWalk(), n);
   walked = true;
   const uint32_t num_candidates =
       NumCandidates(n, options_.min_candidate_nodes_percentage, options_.min_candidate_nodes_absolute);

@@ -231,8 +231,7 @@ class DefaultPreemption final : public PostFilterPlugin {
     std::string pod_uid;
     uint64_t cycle_id = 0;
     uint32_t num_potential = 0;  // Every node of the snapshot.
-    uint64_t walk = 0;
-    uint32_t offset = 0;  // OffsetOf(walk, num_potential).
+    uint64_t walk = 0;  // Its offset: OffsetOf(walk, num_potential).
     // Per candidate node of the first chunk: id, potential victims in order,
     // how many of them violate a PDB.
     struct Node {
@@ -244,9 +243,9 @@ class DefaultPreemption final : public PostFilterPlugin {
   };
   // The prediction a first chunk's dry-run request stands for.
   static Prediction PredictionOf(const std::string& uid, uint64_t cycle_id, uint32_t num_potential,
-                                 uint64_t walk, uint32_t offset, const std::vector<DryRunNode>& chunk);
+                                 uint64_t walk, const std::vector<DryRunNode>& chunk);
   std::optional<Prediction> prediction_;
-  std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (offset unused).
+  std::optional<Prediction> dirty_prediction_;  // PredictDryRunOn's (walk unused).
   // Walks' random offsets (kube-scheduler's rand.Int31n(n), one per walk),
   // computed from the walk's index rather than drawn from a generator: the
   // offset of walk w over n potential nodes is OffsetOf(w, n). Looking ahead
