@@ -552,7 +552,7 @@ TEST_F(SchedulerTest, PostFilterSeesTheDiagnosisAndNominatesANode) {
   const v1::Action failed_action = sink_.action(*failed);
   EXPECT_EQ(failed_action.patch_pod_status().nominated_node_name(), "node-1");
   EXPECT_EQ(failed_action.patch_pod_status().conditions(0).message(),
-            "0/1 nodes are available: 1 Insufficient cpu. preemption: 1 victim on node-1");
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 1 victim on node-1.");
   ASSERT_TRUE(sink_.Find(v1::Action::kRecordEvent, *failed + 1));  // Sent after the patch.
   EXPECT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
   EXPECT_EQ(NominatingPostFilter::seen_nodes, 1u);
@@ -597,7 +597,7 @@ TEST_F(SchedulerTest, AnAttemptRetriedAtOnceOnAStaleSnapshotSendsNoPatchAndNoEve
   EXPECT_EQ(QueueOf("big"), QueueKind::kUnschedulable);
   ASSERT_EQ(sink_.Count(v1::Action::kPatchPodStatus), 1u);
   EXPECT_EQ(sink_.action(*sink_.Find(v1::Action::kPatchPodStatus)).patch_pod_status().conditions(0).message(),
-            "0/1 nodes are available: 1 Insufficient cpu. preemption: no victims");
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: no victims.");
   EXPECT_EQ(sink_.Count(v1::Action::kRecordEvent), 1u);
 }
 

@@ -131,9 +131,12 @@ SharedStatus RejectionStatuses::Get(const v1::NodeStatus& rejected) const {
 }
 
 std::string Diagnosis::Message() const {
-  std::string message = absl::StrCat("0/", num_all_nodes, " nodes are available");
-  const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message);
-  if (!pre_filter_message.empty()) return absl::StrCat(message, ": ", pre_filter_message, ".", post);
+  // kube-scheduler's FitError.Error: "0/N nodes are available:", then each
+  // part present as " %v." -- so a PostFilter message that ends in a period
+  // ends in two, as kube-scheduler's events do.
+  std::string message = absl::StrCat("0/", num_all_nodes, " nodes are available:");
+  const std::string post = post_filter_message.empty() ? "" : absl::StrCat(" ", post_filter_message, ".");
+  if (!pre_filter_message.empty()) return absl::StrCat(message, " ", pre_filter_message, ".", post);
   // Nodes sharing a status are counted together, then its reasons once.
   std::map<std::string, uint32_t> histogram;
   for (const auto& [status, nodes] : NodesPerStatus()) {
@@ -142,7 +145,8 @@ std::string Diagnosis::Message() const {
   std::vector<std::string> parts;
   for (const auto& [reason, count] : histogram) parts.push_back(absl::StrCat(count, " ", reason));
   std::sort(parts.begin(), parts.end());
-  return absl::StrCat(message, ": ", absl::StrJoin(parts, ", "), ".", post);
+  if (parts.empty()) return absl::StrCat(message, post);
+  return absl::StrCat(message, " ", absl::StrJoin(parts, ", "), ".", post);
 }
 
 absl::flat_hash_map<const sdk::Status*, uint32_t> Diagnosis::NodesPerStatus() const {

@@ -117,6 +117,31 @@ TEST(Diagnosis, MessageMatchesFailedSchedulingFormat) {
             "0/10 nodes are available: 3 Insufficient cpu, 7 node(s) had untolerated taint {edge: true}.");
 }
 
+// kube-scheduler's FitError.Error appends the PreFilter, Filter and PostFilter
+// parts each as " %v.": a PostFilter message that ends in a period ends in two.
+TEST(Diagnosis, MessageAppendsEachPartAsKubeSchedulerDoes) {
+  Diagnosis d;
+  d.num_all_nodes = 1;
+  d.node_statuses.emplace_back("a", MakeSharedStatus(sdk::Status(sdk::Code::kUnschedulable, "Insufficient cpu")));
+  d.post_filter_message = "preemption: not eligible due to preemptionPolicy=Never.";
+  EXPECT_EQ(d.Message(),
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never..");
+
+  Diagnosis pre;
+  pre.num_all_nodes = 3;
+  pre.pre_filter_message = "persistentvolumeclaim \"data\" not found";
+  pre.post_filter_message = "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.";
+  EXPECT_EQ(pre.Message(),
+            "0/3 nodes are available: persistentvolumeclaim \"data\" not found. preemption: 0/3 nodes are "
+            "available: 3 Preemption is not helpful for scheduling..");
+
+  Diagnosis none;  // No node statuses: no empty ". " part.
+  none.num_all_nodes = 0;
+  EXPECT_EQ(none.Message(), "0/0 nodes are available:");
+  none.post_filter_message = "preemption: no nodes";
+  EXPECT_EQ(none.Message(), "0/0 nodes are available: preemption: no nodes.");
+}
+
 TEST(Framework, OneProcessFiltersAndScoresInOneRequest) {
   MockPluginProcess host("host");
   FakeSnapshot snapshot(5);
