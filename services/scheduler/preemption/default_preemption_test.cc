@@ -755,6 +755,44 @@ TEST(NominatorTest, AnAssumedPodIsNotNominatedAgainByALateEvent) {
   EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
 }
 
+// kube-scheduler's nominator, on an update: the scheduler's own nomination is
+// kept while events still lack the field (its patch not seen yet), but a
+// nomination an event carried is dropped when a later event no longer has it
+// (another component removed status.nominatedNodeName). Before, Podium kept
+// counting the pod on the node after the field was gone.
+TEST(NominatorTest, ANominatedNodeNameRemovedFromThePodDropsTheNomination) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  Nominator nominator(&cache);
+  v1::Pod pod = MakePod("hinted", 1000, 2000);
+  const v1::Pod other = MakePod("other", 1000, 2000);
+
+  // The scheduler nominates it; an unrelated update arrives before the patch.
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-1");
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-hinted"), "node-1");
+
+  // The patch is seen, then the field is removed.
+  pod.set_nominated_node_name("node-1");
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  ASSERT_EQ(nominator.NominatedPodsFor(other, "node-1").size(), 1u);
+  pod.clear_nominated_node_name();
+  const uint64_t before = nominator.generation();
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-hinted"), "");
+  EXPECT_TRUE(nominator.NominatedPodsFor(other, "node-1").empty());
+  EXPECT_GT(nominator.generation(), before);
+
+  // An external hint, then the scheduler moves the nomination: the API still
+  // has the old node, so an event without the field keeps the new one.
+  pod.set_nominated_node_name("node-1");
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-2");
+  pod.clear_nominated_node_name();
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  EXPECT_EQ(nominator.NominatedNode("uid-hinted"), "node-2");
+}
+
 
 // The per-node sums batching fingerprints nominations with (ForEachKey) and
 // the per-node lists (LowerPriorityNominated, NominatedPodsFor) follow every
@@ -793,7 +831,8 @@ TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
   v1::Pod low = nominated("low", 10, "node-1", "1");
   v1::Pod d = nominated("d", 1000, "node-2", "1");
   v1::Pod gone = nominated("gone", 1000, "node-9", "1");  // A node the snapshot lacks.
-  for (const v1::Pod* p : {&a, &b, &low, &d, &gone}) nominator.OnPodEvent(*p, /*deleted=*/false);
+  nominator.Nominate(sdk::PodInfo::Create(a), "node-1");  // The scheduler's own; its patch not seen.
+  for (const v1::Pod* p : {&b, &low, &d, &gone}) nominator.OnPodEvent(*p, /*deleted=*/false);
   const v1::Pod asking = MakePod("asking", 500, 1000);
   EXPECT_EQ(sums(asking), (std::map<uint32_t, uint64_t>{{id1, key("a", "1") + key("b", "1")}, {id2, key("d", "1")}}));
   // The pod itself is not counted; a higher-priority pod counts nothing here.
@@ -805,8 +844,8 @@ TEST(NominatorTest, PerNodeKeySumsFollowEveryChange) {
                                           {id2, key("d", "1")}}));
 
   // b moves to node-2; a is updated in place (the scheduler's own
-  // nomination, the event without nominatedNodeName, a new label); d is
-  // cleared.
+  // nomination, an event without nominatedNodeName from before its patch,
+  // a new label); d is cleared.
   nominator.OnPodEvent(nominated("b", 1000, "node-2", "2"), /*deleted=*/false);
   v1::Pod a2 = a;
   a2.mutable_meta()->set_resource_version("3");
@@ -874,9 +913,10 @@ TEST(NominatorTest, ItsOwnStatusPatchLeavesANominationAsItIs) {
   const uint64_t generation = nominator.generation();
   const auto before = sums();
 
+  // An event from before the nomination patch (the condition patch's):
+  // without status.nominatedNodeName.
   v1::Pod patched = preemptor;
   patched.mutable_meta()->set_resource_version("8");
-  patched.set_nominated_node_name("node-1");
   auto* c = patched.add_conditions();
   c->set_type("PodScheduled");
   c->set_status("False");
@@ -884,8 +924,9 @@ TEST(NominatorTest, ItsOwnStatusPatchLeavesANominationAsItIs) {
   nominator.OnPodEvent(patched, /*deleted=*/false);
   EXPECT_EQ(nominator.generation(), generation);
   EXPECT_EQ(sums(), before);
-  // The same without status.nominatedNodeName (an event that raced the patch).
-  patched.clear_nominated_node_name();
+  EXPECT_EQ(nominator.NominatedNode("uid-preemptor"), "node-1");
+  // The nomination patch's event.
+  patched.set_nominated_node_name("node-1");
   patched.mutable_meta()->set_resource_version("9");
   nominator.OnPodEvent(patched, /*deleted=*/false);
   EXPECT_EQ(nominator.generation(), generation);

@@ -46,7 +46,7 @@ void Nominator::Mirror(const std::string& uid, const Nomination* n) {
   mirror_log_->SetNomination(uid, std::move(pod));
 }
 
-void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
+void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node, bool from_api) {
   absl::MutexLock lock(&mu_);
   std::string uid = pod->uid();
   // An assumed pod counts on its node already: an event that still carries
@@ -70,9 +70,11 @@ void Nominator::Nominate(sdk::PodInfoPtr pod, std::string node) {
   // 1 000 first attempts, by timing).
   if (auto it = by_uid_.find(uid); it != by_uid_.end() && it->second.node == node &&
                                    CountsTheSame(*it->second.pod->pod, *pod->pod)) {
+    it->second.from_api |= from_api;
     return;
   }
   Entry& e = Set(uid, std::move(pod), std::move(node));
+  e.second.from_api = from_api;
   Mirror(e.first, &e.second);
 }
 
@@ -137,16 +139,27 @@ void Nominator::OnPodEvent(const v1::Pod& pod, bool deleted) {
     return;
   }
   if (pod.nominated_node_name().empty()) {
-    // Keep the pod up to date (priority, requests) under its nomination.
     absl::MutexLock lock(&mu_);
     auto it = by_uid_.find(pod.meta().uid());
-    if (it != by_uid_.end() && !CountsTheSame(*it->second.pod->pod, pod)) {
+    if (it == by_uid_.end()) return;
+    if (it->second.from_api) {
+      // An event carried the nomination and this one does not: it was
+      // removed (by another component, or a relist), as kube-scheduler's
+      // nominator reads an update whose old pod had the field.
+      const std::string cleared = it->first;
+      Erase(it);
+      Mirror(cleared, nullptr);
+      return;
+    }
+    // The scheduler's own nomination, its patch not seen yet: keep it, with
+    // the pod up to date (priority, requests).
+    if (!CountsTheSame(*it->second.pod->pod, pod)) {
       Entry& e = Set(it->first, sdk::PodInfo::Create(pod), it->second.node);
       Mirror(e.first, &e.second);
     }
     return;
   }
-  Nominate(sdk::PodInfo::Create(pod), pod.nominated_node_name());
+  Nominate(sdk::PodInfo::Create(pod), pod.nominated_node_name(), true);
 }
 
 std::vector<sdk::PodInfoPtr> Nominator::NominatedPodsFor(const v1::Pod& pod,

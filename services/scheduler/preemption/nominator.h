@@ -41,17 +41,18 @@ class Nominator {
   // A pod already nominated there that counts the same (it differs only in
   // resourceVersion, conditions or status.nominatedNodeName: its own status
   // patches) is left as it is: no change, no generation bump.
-  void Nominate(sdk::PodInfoPtr pod, std::string node);
+  void Nominate(sdk::PodInfoPtr pod, std::string node) { Nominate(std::move(pod), std::move(node), false); }
   // Clears the pod's nomination; returns the node it had ("" when none).
   std::string Clear(std::string_view uid);
   // The node the pod is nominated to, or "".
   std::string NominatedNode(std::string_view uid) const;
 
   // What a cluster event says about nominations: a pending pod carrying
-  // status.nominatedNodeName is nominated there (a pending pod without it keeps
-  // the scheduler's own nomination until the patch is seen, updated when it
-  // counts differently), a bound, finished or deleted pod is no longer
-  // nominated.
+  // status.nominatedNodeName is nominated there; a pending pod without it
+  // keeps the scheduler's own nomination until the patch is seen (updated
+  // when it counts differently), but loses a nomination an earlier event
+  // carried (the field was removed, as kube-scheduler's nominator drops it);
+  // a bound, finished or deleted pod is no longer nominated.
   void OnPodEvent(const v1::Pod& pod, bool deleted);
 
   // Nominated pods on `node_name` (every node when empty) with priority at
@@ -93,7 +94,11 @@ class Nominator {
   struct Nomination {
     sdk::PodInfoPtr pod;
     std::string node;
+    // An event carried this nomination (status.nominatedNodeName == node):
+    // the API has it, so an event without the field means it was removed.
+    bool from_api = false;
   };
+  void Nominate(sdk::PodInfoPtr pod, std::string node, bool from_api);
   using Entry = std::pair<const std::string, Nomination>;  // uid -> nomination
   // A nomination as its node's list holds it: what ForEachKey reads.
   struct OnNode {
