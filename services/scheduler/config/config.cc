@@ -420,7 +420,11 @@ absl::Status ParseKubeDocument(const YAML::Node& doc, SchedulerConfig& config,
     }
   }
   if (const YAML::Node n = doc["parallelism"]; n && !n.IsNull()) {
-    if (absl::StatusOr<int64_t> v = GetInt(n, "parallelism"); !v.ok()) return v.status();
+    // Read and checked as kube-scheduler's validation does; Podium's
+    // parallelism is its plugin processes, not this number.
+    absl::StatusOr<int64_t> v = GetInt(n, "parallelism");
+    if (!v.ok()) return v.status();
+    if (*v <= 0) return Error("parallelism", absl::StrCat("must be a positive integer, got ", *v));
   }
   if (const YAML::Node n = doc["extenders"]; n && !n.IsNull()) {
     if (absl::Status s = ExpectSequence(n, "extenders"); !s.ok()) return s;
@@ -583,10 +587,17 @@ absl::Status ValidatePluginNames(const SchedulerConfig& config, const RawKubeCon
     return IsBuiltinPlugin(name) || config.EndpointFor(name) != nullptr;
   };
   auto check = [&](const PluginSetConfig& set, const std::string& path) -> absl::Status {
+    std::set<std::string_view> seen;
     for (size_t i = 0; i < set.enabled.size(); ++i) {
       if (!known(set.enabled[i].name)) {
         return Error(absl::StrCat(path, ".enabled[", i, "].name"),
                      absl::StrCat("unknown plugin ", Quote(set.enabled[i].name)));
+      }
+      // kube-scheduler refuses a plugin enabled twice at one point
+      // ("already registered"); accepted, it would run twice per cycle.
+      if (!seen.insert(set.enabled[i].name).second) {
+        return Error(absl::StrCat(path, ".enabled[", i, "].name"),
+                     absl::StrCat("plugin ", Quote(set.enabled[i].name), " is enabled twice"));
       }
     }
     return absl::OkStatus();
@@ -627,6 +638,17 @@ absl::Status RefuseUnhonouredPoints(const RawKubeConfig& raw) {
     const auto& per_point = raw.profiles[i].profile.per_point;
     const std::string path = absl::StrCat("profiles[", i, "].plugins");
     if (auto it = per_point.find("queueSort"); it != per_point.end()) {
+      // kube-scheduler: "no queue sort plugin is enabled". PrioritySort is
+      // the only one, so disabling it cannot be honoured.
+      for (const std::string& name : it->second.disabled) {
+        if ((name == "*" || name == "PrioritySort") &&
+            std::none_of(it->second.enabled.begin(), it->second.enabled.end(),
+                         [](const PluginRef& r) { return r.name == "PrioritySort"; })) {
+          return Error(absl::StrCat(path, ".queueSort.disabled"),
+                       "no queue sort plugin is enabled: the queue sorts with PrioritySort, which "
+                       "cannot be disabled");
+        }
+      }
       for (size_t j = 0; j < it->second.enabled.size(); ++j) {
         if (it->second.enabled[j].name != "PrioritySort") {
           return Error(absl::StrCat(path, ".queueSort.enabled[", j, "].name"),

@@ -472,6 +472,53 @@ profiles:
   EXPECT_THAT(std::string(s.message()), HasSubstr("PrioritySort only"));
 }
 
+// kube-scheduler refuses a plugin registered twice; Podium accepted it and
+// then failed every pod ("plugin scored twice").
+TEST(ConfigRefusalTest, APluginEnabledTwiceAtOnePointIsRefused) {
+  absl::Status s = ParseKube(R"(
+profiles:
+- plugins:
+    multiPoint:
+      enabled: [{name: NodeResourcesFit}, {name: NodeResourcesFit}]
+)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0].plugins.multiPoint.enabled[1].name"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("\"NodeResourcesFit\" is enabled twice"));
+  s = ParseKube(R"(
+profiles:
+- plugins:
+    score: {enabled: [{name: ImageLocality, weight: 5}, {name: ImageLocality, weight: 50}]}
+)");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0].plugins.score.enabled[1].name"));
+  // Once in multiPoint and once at a point re-configures it, as in kube.
+  EXPECT_TRUE(ParseKube(R"(
+profiles:
+- plugins:
+    multiPoint: {enabled: [{name: ImageLocality}]}
+    score: {enabled: [{name: ImageLocality, weight: 5}]}
+)").ok());
+}
+
+TEST(ConfigRefusalTest, DisablingTheOnlyQueueSortOrANonPositiveParallelismIsRefused) {
+  absl::Status s = ParseKube(R"(
+profiles:
+- plugins:
+    queueSort: {disabled: [{name: "*"}]}
+)");
+  EXPECT_THAT(std::string(s.message()), HasSubstr("profiles[0].plugins.queueSort.disabled"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("no queue sort plugin is enabled"));
+  EXPECT_TRUE(ParseKube(R"(
+profiles:
+- plugins:
+    queueSort: {disabled: [{name: "*"}], enabled: [{name: PrioritySort}]}
+)").ok());
+  for (const char* bad : {"parallelism: 0\n", "parallelism: -4\n"}) {
+    s = ParseKube(bad);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("parallelism: must be a positive integer")) << bad;
+  }
+  EXPECT_TRUE(ParseKube("parallelism: 16\n").ok());
+}
+
 TEST(ConfigRefusalTest, RemotePostFilterPluginIsRefused) {
   absl::Status s = ParseKube(R"(
 profiles:
