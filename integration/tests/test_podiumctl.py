@@ -427,15 +427,19 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(node["pods"], ["default/victim"], node)  # Still terminating.
         rows = table_rows(self.ctl("nodes").stdout)
         self.assertEqual(rows[0]["NOMINATED"], "1", rows)
-        # The preemptor itself: held by DefaultPreemption (kube-scheduler's
-        # PreEnqueue of KEP-4832) while its victim leaves, nominated to node-a.
-        rows = table_rows(self.ctl("queue").stdout)
-        self.assertEqual(sorted((r["NAME"], r["QUEUE"], r["WAITING ON"]) for r in rows),
-                         [("gated", "gated", "SchedulingGates"), ("preemptor", "gated", "DefaultPreemption")], rows)
+        # The preemptor itself: its preemption's API calls returned, so it is
+        # no longer held by DefaultPreemption (kube-scheduler's PreEnqueue of
+        # KEP-4832 holds it only while they are out); it waits unschedulable,
+        # nominated to node-a, for an event (its victim's deletion).
+        def queued():
+            rows = table_rows(self.ctl("queue").stdout)
+            return rows if any(r["NAME"] == "preemptor" and r["QUEUE"] == "unschedulable" for r in rows) else None
+        rows = self.wait_until("default/preemptor unschedulable", queued, timeout=10)
+        self.assertEqual(sorted((r["NAME"], r["QUEUE"]) for r in rows),
+                         [("gated", "gated"), ("preemptor", "unschedulable")], rows)
         explain = self.ctl("explain", "default/preemptor").stdout
         self.assertIn("Nominated:    node-a\n", explain)
-        self.assertIn("Gated:        by DefaultPreemption: waiting for the preemption for this pod to be finished\n",
-                      explain)
+        self.assertNotIn("Gated:", explain)
 
         self.wait_until("default/preemptor bound", lambda: self.bound_pods().get("default/preemptor") == "node-a")
         node = next(n for n in self.ctl_json("nodes")["nodes"] if n["name"] == "node-a")

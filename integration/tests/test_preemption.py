@@ -37,6 +37,13 @@ def pod(name, cpu, priority, node=None, labels=None, later=False, never=False, n
     return json.dumps(doc) + "\n"
 
 
+def pod_on_node_b(name, cpu, priority):
+    """A pending pod (created later) that only node-b takes (nodeSelector)."""
+    doc = json.loads(pod(name, cpu, priority, later=True))
+    doc["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "node-b"}
+    return json.dumps(doc) + "\n"
+
+
 def resizing_pod(name, cpu, admitted_cpu, priority, node):
     """A bound pod whose in-place resize to `cpu` the kubelet deferred: it runs
     with `admitted_cpu` (status.containerStatuses[].allocatedResources)."""
@@ -207,6 +214,26 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(report.raw["actions"]["delete_pod"], 4, report.raw["actions"])  # Each once.
         self.assertEqual(report.raw["actions"]["bind"], 1, report.raw["actions"])
 
+    def test_room_freed_elsewhere_while_victims_terminate_is_used(self):
+        # kube-scheduler holds a preemptor only while its preemption's API
+        # calls are out; while its victims terminate, events may schedule it
+        # elsewhere. "r-high" (priority 200, node-b only) evicts w-mid from
+        # node-b; a second later "p-mid" (priority 100) finds no room (w-mid
+        # still terminating) and evicts v-low from node-a. When w-mid is gone
+        # (2 s), node-b has 2 CPU beyond r-high's nomination: p-mid binds
+        # there, before its own victim is gone (v-low is still evicted, as
+        # kube-scheduler's would be).
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="2"), node_yaml("node-b", cpu="4"),
+            pod("v-low", "2", 10, node="node-a"),
+            pod("w-mid", "4", 150, node="node-b"),
+            pod_on_node_b("r-high", "2", 200),
+            pod("p-mid", "2", 100, later=True),
+            extra=["--termination-grace", "2s", "--create-rate", "1"])
+        self.assertEqual(report.node_of("r-high"), "node-b")
+        self.assertEqual(report.node_of("p-mid"), "node-b", report.raw)
+        self.assertEqual(self.deleted(report), ["default/v-low", "default/w-mid"])
+
     def test_a_victim_whose_uid_changed_is_not_deleted(self):
         # The scheduler chooses "victim" on node-a (its only lower-priority
         # pod). Just before the delete arrives, a controller replaces it
@@ -326,14 +353,15 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(actions["delete_pod"], 2, actions)  # No pod deleted twice.
         self.assertEqual(actions["bind"], 1, actions)        # Scheduled exactly once.
 
-    def test_preemptor_is_held_while_its_victims_terminate_and_patched_once(self):
-        # Victims take 1 s to go, one after the other (the API answers one call
-        # at a time, 20 ms each). Meanwhile the first victim's deletion, its
-        # DisruptionTarget patch and terminating update are events that would
-        # retry the preemptor while the second is still there; it is
-        # held out of the cycles instead (kube-scheduler's async preemption), so
-        # the API sees exactly 2 calls per victim plus the preemptor's one
-        # status patch (PodScheduled=False with the nomination) and its bind.
+    def test_preemptor_is_held_while_its_api_calls_are_out_and_preempts_once(self):
+        # The API answers one call at a time, 20 ms each; the victims then
+        # take 1 s to go. While the preemption's calls are out the preemptor
+        # is held out of the cycles (kube-scheduler's async preemption); once
+        # they returned, the first victim's deletion may retry it while the
+        # second is still there: that attempt is not eligible to preempt
+        # again ("a terminating pod on the nominated node"). So each victim
+        # gets exactly its 2 calls, and the preemptor one status patch (and
+        # one FailedScheduling event) per failed attempt, then its bind.
         cluster = self.write("cluster.yaml", cluster_yaml(
             node_yaml("node-a", cpu="4"),
             pod("victim-10", "2", 10, node="node-a"),
@@ -348,8 +376,11 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(report.node_of("preemptor"), "node-a")
         self.assertEqual(self.deleted(report), ["default/victim-10", "default/victim-20"])
         actions = report.raw["actions"]
+        failed_attempts = report.raw["attempts"] - 1
+        self.assertIn(failed_attempts, (1, 2), report.raw)
         self.assertEqual(actions["delete_pod"], 2, actions)
-        self.assertEqual(actions["patch_pod_status"], 3, actions)  # 2 DisruptionTarget + 1 preemptor.
+        self.assertEqual(actions["patch_pod_status"], 2 + failed_attempts, actions)  # DisruptionTarget x2.
+        self.assertEqual(actions["record_event"], 2 + failed_attempts + 1, actions)  # Preempted x2, Scheduled.
         self.assertEqual(actions["bind"], 1, actions)
 
     def test_pdb_with_an_invalid_selector_is_refused_naming_the_object_and_field(self):

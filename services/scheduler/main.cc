@@ -419,7 +419,8 @@ int Run(std::vector<std::string> overrides) {
       [&queue](const std::string& uid, const std::string& message) {
         (void)queue.Hold(uid, preemption::kDefaultPreemption, message);
       },
-      [&queue](const std::string& uid, bool to_active) { return queue.Release(uid, to_active); }});
+      [&queue](const std::string& uid, bool to_active) { return queue.Release(uid, to_active); },
+      [&queue](const std::string& uid) { (void)queue.Unhold(uid); }});
   preemption_controller.SetApiCallsObserver(
       [&metrics](std::string_view result, absl::Duration took) { metrics.ObservePreemptionApiCalls(result, took); });
   preemption_controller.SetPodLookup([&cache](std::string_view uid) { return cache.GetPod(uid) != nullptr; });

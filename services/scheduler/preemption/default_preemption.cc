@@ -71,6 +71,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
       if (!waiting.empty()) evicted_by_other.insert(v->uid());
       waiting.push_back(uid);
     }
+    p.shares_an_eviction = !evicted_by_other.empty();
     preemptors_[uid] = preemptor;
   }
   // A victim whose deletion the cache saw before it was registered above
@@ -92,14 +93,13 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   const bool patch_in_delete = sink_ != nullptr && sink_->ProtocolVersion() >= 2;
   // The API calls' bookkeeping holds one count for this loop itself: a
   // result may come back (on the driver thread) before the loop ends.
-  if (api_calls_observer_) {
+  {
     absl::MutexLock lock(&mu_);
     api_calls_[uid] = ApiCalls{absl::Now(), 1};
   }
   int calls = 0;  // Victims whose calls were sent.
   auto count_call = [this, &uid, &calls] {
     ++calls;
-    if (!api_calls_observer_) return;
     absl::MutexLock lock(&mu_);
     if (auto it = api_calls_.find(uid); it != api_calls_.end()) ++it->second.pending;
   };
@@ -169,26 +169,38 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     });
     Send(std::move(event), nullptr);
   }
-  // The loop's own count; a preemption that sent no call is not observed.
+  // The loop's own count; a preemption that sent no call is not observed,
+  // and holds the preemptor no longer (kube-scheduler starts no goroutine).
   if (calls > 0) {
     ApiCallReturned(uid, true);
-  } else if (api_calls_observer_) {
+    return;
+  }
+  bool unhold = false;
+  {
     absl::MutexLock lock(&mu_);
     api_calls_.erase(uid);
+    auto it = in_flight_.find(uid);
+    unhold = it != in_flight_.end() && !it->second.shares_an_eviction;
   }
+  if (unhold && queue_.unhold) queue_.unhold(uid);
 }
 
 void PreemptionController::ApiCallReturned(const std::string& preemptor_uid, bool ok) {
   std::optional<absl::Duration> took;
+  bool unhold = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = api_calls_.find(preemptor_uid);
-    if (it == api_calls_.end()) return;  // Not observed, or already failed.
+    if (it == api_calls_.end()) return;  // Already failed.
     if (ok && --it->second.pending > 0) return;
     took = absl::Now() - it->second.sent;
     api_calls_.erase(it);
+    // Victims still terminating: the calls are done, the hold ends.
+    auto p = in_flight_.find(preemptor_uid);
+    unhold = ok && p != in_flight_.end() && !p->second.shares_an_eviction;
   }
   if (api_calls_observer_) api_calls_observer_(ok ? "success" : "error", *took);
+  if (unhold && queue_.unhold) queue_.unhold(preemptor_uid);
 }
 
 void PreemptionController::VictimGone(const std::string& victim_uid) {

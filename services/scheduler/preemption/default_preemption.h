@@ -63,16 +63,21 @@ class PreemptionController final : public ClusterEventHandler {
         reject;
   };
 
-  // The preemptor's place in the queue (SchedulingQueue::Hold/Release): held
-  // out of the cycles while its preemption is carried out, as
-  // kube-scheduler's DefaultPreemption.PreEnqueue does (KEP-4832), so no
-  // cycle runs (and no status patch goes out) for it meanwhile; released to
-  // activeQ when every victim is gone, or as after a failed attempt when an
-  // action failed.
+  // The preemptor's place in the queue (SchedulingQueue::Hold/Release/
+  // Unhold): held out of the cycles while its preemption's API calls are out,
+  // as kube-scheduler's DefaultPreemption.PreEnqueue does (KEP-4832), so no
+  // cycle runs (and no status patch goes out) for it meanwhile. When every
+  // call returned, it is left in the pool ungated (unhold): events move it
+  // as any unschedulable pod, so room freed elsewhere during the victims'
+  // grace period is used, and a cycle meanwhile finds it not eligible to
+  // preempt again ("a terminating pod on the nominated node"). Moved to
+  // activeQ when every victim is gone (released, or activated once
+  // unheld), or released as after a failed attempt when an action failed.
   struct QueueControl {
     std::function<void(const std::string& uid, const std::string& message)> hold;
     // False when the pod was not held (then it is activated, with to_active).
     std::function<bool(const std::string& uid, bool to_active)> release;
+    std::function<void(const std::string& uid)> unhold;
   };
   // kube-scheduler's message for a preemptor held at PreEnqueue.
   static constexpr char kWaitingForPreemption[] = "waiting for the preemption for this pod to be finished";
@@ -132,6 +137,9 @@ class PreemptionController final : public ClusterEventHandler {
     absl::flat_hash_set<std::string> victims;  // Not yet seen gone.
     bool failed = false;
     bool resize = false;  // For a bound pod's deferred resize (KEP-5836).
+    // Some victim is evicted by another preemption (its calls, not ours):
+    // held until the victims are gone, since that eviction may still fail.
+    bool shares_an_eviction = false;
   };
   void Send(v1::Action action, ActionSink::ResultCallback on_result);
   // An action for `victim_uid` failed: the preemption that sent it fails,
@@ -143,7 +151,8 @@ class PreemptionController final : public ClusterEventHandler {
   // Ends the preemptor's hold (QueueControl), or activates it without one.
   void Release(const std::string& uid, bool to_active);
   // One victim's last API call for `preemptor_uid` returned (ok: it went
-  // through or found the pod gone): ApiCallsObserver's bookkeeping.
+  // through or found the pod gone). The last one ends the hold (QueueControl)
+  // and is told to the ApiCallsObserver.
   void ApiCallReturned(const std::string& preemptor_uid, bool ok);
 
   ClusterEventHandler* scheduler_ = nullptr;

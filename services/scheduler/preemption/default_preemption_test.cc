@@ -399,20 +399,27 @@ TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
 }
 
 // KEP-4832: the preemptor is held out of the cycles (in the queue, gated by
-// DefaultPreemption) before its first action goes out, and released to
-// activeQ when its last victim is gone, or as after a failed attempt when an
-// action fails.
+// DefaultPreemption) before its first action goes out, until its API calls
+// returned: then left in the pool ungated while its victims terminate, and
+// moved to activeQ when its last victim is gone; released as after a failed
+// attempt when an action fails.
 class HeldPreemptorTest : public DefaultPreemptionTest {
  protected:
   void SetUp() override {
     DefaultPreemptionTest::SetUp();
+    // As SchedulingQueue: Release and Unhold end a hold, and only a hold.
     controller_.SetQueueControl(PreemptionController::QueueControl{
         [this](const std::string& uid, const std::string& message) {
+          held_.insert(uid);
           calls_.push_back(absl::StrCat("hold ", uid, " after ", sink_.actions.size(), " actions: ", message));
         },
         [this](const std::string& uid, bool to_active) {
+          if (held_.erase(uid) == 0) return false;
           calls_.push_back(absl::StrCat("release ", uid, to_active ? " to activeQ" : " to backoff"));
           return true;
+        },
+        [this](const std::string& uid) {
+          if (held_.erase(uid) > 0) calls_.push_back(absl::StrCat("unhold ", uid));
         }});
     controller_.SetPodLookup([this](std::string_view uid) { return cache_.GetPod(uid) != nullptr; });
   }
@@ -426,22 +433,50 @@ class HeldPreemptorTest : public DefaultPreemptionTest {
     const std::vector<sdk::PodInfoPtr> victims = {sdk::PodInfo::Create(*cache_.GetPod("uid-low")->pod)};
     controller_.Execute(MakePod("second", 100, 2000), "node-1", victims, {});
   }
+  absl::flat_hash_set<std::string> held_;
   std::vector<std::string> calls_;
 };
 
-TEST_F(HeldPreemptorTest, HeldBeforeTheFirstActionAndReleasedWhenTheLastVictimIsGone) {
+// kube-scheduler holds a preemptor only while its preemption goroutine's API
+// calls run: during the victims' grace period an event (room freed on
+// another node) may schedule it elsewhere. Podium held it until the last
+// victim was gone, so such room went unused for the grace period.
+TEST_F(HeldPreemptorTest, HeldUntilItsCallsReturnedThenActivatedWhenTheLastVictimIsGone) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());
   result.after_requeue();
   EXPECT_THAT(calls_, ElementsAre("hold uid-preemptor after 0 actions: "
                                   "waiting for the preemption for this pod to be finished"));
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  EXPECT_EQ(calls_.size(), 1u);  // The delete is still out.
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
-  EXPECT_EQ(calls_.size(), 1u);  // Still held: the deletion is not seen yet.
+  EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "unhold uid-preemptor"));
+  // Its victim still terminating: a cycle now is not eligible to preempt again.
+  EXPECT_TRUE(controller_.InFlight("uid-preemptor"));
+  auto [again, why] = plugin_->PostFilter(preemptor_, Failed());
+  EXPECT_EQ(why.Message(), "preemption: not eligible due to a terminating pod on the nominated node.");
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");
+  EXPECT_TRUE(activated_.empty());
+  ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_EQ(calls_.size(), 2u);
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));  // Not held: activated.
+  EXPECT_FALSE(controller_.InFlight("uid-preemptor"));
+}
+
+// The deletion is seen before the delete's answer: released from its hold
+// straight to activeQ, and the answer then changes nothing.
+TEST_F(HeldPreemptorTest, AVictimSeenGoneBeforeItsDeleteReturnedReleasesToActiveQ) {
+  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+  ASSERT_TRUE(status.IsSuccess());
+  result.after_requeue();
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
   ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
   Delivered(MakePod("low", 10, 3000, "node-1"));
   EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "release uid-preemptor to activeQ"));
-  EXPECT_TRUE(activated_.empty());  // Released, not activated besides.
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
+  EXPECT_EQ(calls_.size(), 2u);
+  EXPECT_TRUE(activated_.empty());
 }
 
 TEST_F(HeldPreemptorTest, AFailedActionReleasesThePreemptorToBackoff) {
@@ -482,10 +517,14 @@ TEST_F(HeldPreemptorTest, TwoPreemptionsOfTheSameVictimAreBothReleasedByItsDelet
   }
   ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
   Delivered(MakePod("low", 10, 3000, "node-1"));
+  // The first one's calls returned before the deletion: unheld, then
+  // activated. The second one sent none for the victim, whose eviction could
+  // still have failed: held until it is gone.
   EXPECT_THAT(calls_, ::testing::UnorderedElementsAre(::testing::StartsWith("hold uid-preemptor"),
                                                       ::testing::StartsWith("hold uid-second"),
-                                                      "release uid-preemptor to activeQ",
+                                                      "unhold uid-preemptor",
                                                       "release uid-second to activeQ"));
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
   EXPECT_EQ(controller_.NumInFlight(), 0u);
   // One eviction: a patch and a delete, from the first preemption only.
   EXPECT_EQ(sink_.Of(v1::Action::kPatchPodStatus).size(), 1u);

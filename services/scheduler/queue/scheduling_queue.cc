@@ -824,6 +824,18 @@ bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
   return true;
 }
 
+bool SchedulingQueue::Unhold(std::string_view uid) {
+  absl::MutexLock lock(&mu_);
+  auto it = pods_.find(AV(uid));
+  if (it == pods_.end() || !it->second->held) return false;
+  Entry* e = it->second.get();
+  e->held = false;
+  e->info.gated = false;
+  e->info.gating_plugin.clear();
+  e->info.message.clear();
+  return true;
+}
+
 uint64_t SchedulingQueue::popped_from_backoff_q() const {
   absl::ReaderMutexLock lock(&mu_);
   return popped_from_backoff_q_;

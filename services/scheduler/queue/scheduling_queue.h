@@ -246,6 +246,10 @@ class SchedulingQueue {
   // failed attempt (backoffQ until its backoff expires). False when the pod
   // is not held.
   bool Release(std::string_view uid, bool to_active);
+  // Ends a hold and leaves the pod in the pool, ungated: events move it as
+  // they move any unschedulable pod (kube-scheduler's preemptor once its
+  // preemption's API calls returned). False when the pod is not held.
+  bool Unhold(std::string_view uid);
 
   PendingPodCounts PendingPods() const;
   // How many pods Pop has taken from backoffQ because activeQ was empty.

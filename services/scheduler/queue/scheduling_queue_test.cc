@@ -785,6 +785,22 @@ TEST_F(SchedulingQueueTest, AHeldPodWaitsUntilReleased) {
   EXPECT_EQ(popped->pod().meta().labels().at("new"), "label");  // The latest version.
 }
 
+// A preemptor whose preemption's API calls returned is unheld: it stays in
+// the pool, ungated, and events move it as any unschedulable pod's.
+TEST_F(SchedulingQueueTest, AnUnheldPodWaitsInThePoolForAnEvent) {
+  SchedulingQueue q(Opts());
+  q.Add(MakePod("p"));
+  FailAttempt(q, "p", {"NodeResourcesFit"});
+  ASSERT_TRUE(q.Hold("p", "DefaultPreemption", "waiting"));
+  ASSERT_TRUE(q.Unhold("p"));
+  EXPECT_FALSE(q.Unhold("p"));  // Once.
+  EXPECT_FALSE(q.Release("p", true));  // Not held any more.
+  EXPECT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+  EXPECT_FALSE(q.TryPop().has_value());
+  EXPECT_EQ(q.Activate({"p"}), 1u);  // Its last victim gone.
+  EXPECT_EQ(Where(q, "p"), QueueKind::kActive);
+}
+
 TEST_F(SchedulingQueueTest, AReleaseAfterAFailedPreemptionBacksOff) {
   SchedulingQueue q(Opts());
   q.Add(MakePod("p"));
