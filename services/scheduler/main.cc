@@ -11,11 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "boost/json/serialize.hpp"
 #include "cache/cache.h"
 #include "grpc_support/async_driver.h"
@@ -153,6 +158,52 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenCredentials(const
                 {{"address", listen}});
   }
   return ServerCredentialsFor(listen, security);
+}
+
+// `podium-scheduler --help`: the flags this file defines, spelled as typed
+// (dashes; underscores work too), with their defaults. Built from the flag
+// registry, so a new flag is listed without a second place to edit.
+std::string Usage() {
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    // absl reports the file without its leading "/".
+    if (absl::EndsWith(__FILE__, flag->Filename())) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
+  std::string out =
+      "usage: podium-scheduler [flags]\n\n"
+      "Schedules the pods an adapter (podium-sim, podium-k8s-adapter) sends over Cluster.Sync,\n"
+      "with the plugins of its --config; serves Cluster, Admin and health on --listen.\n\n";
+  for (const absl::CommandLineFlag* flag : flags) {
+    std::string name(flag->Name());
+    std::replace(name.begin(), name.end(), '_', '-');
+    const std::string value = flag->DefaultValue();
+    const bool quoted = flag->IsOfType<std::string>();
+    absl::StrAppend(&out, "  --", name, " (default ", quoted ? absl::StrCat("\"", value, "\"") : value, ")\n");
+    // The help text, wrapped at 80 columns under the flag.
+    std::string line = "      ";
+    for (absl::string_view word : absl::StrSplit(flag->Help(), ' ', absl::SkipEmpty())) {
+      if (line.size() > 6 && line.size() + 1 + word.size() > 80) {
+        absl::StrAppend(&out, line, "\n");
+        line = "      ";
+      }
+      absl::StrAppend(&line, line.size() > 6 ? " " : "", word);
+    }
+    absl::StrAppend(&out, line, "\n");
+  }
+  absl::StrAppend(&out, "\n  -h, --help (this text); --helpfull lists the libraries' flags as well.\n");
+  return out;
+}
+
+// Whether absl takes `name` (underscores) as a flag: a registered one,
+// --noNAME of a registered bool, or a usage flag (not in the registry).
+bool IsKnownFlag(const std::string& name) {
+  static const auto* const kUsageFlags = new absl::flat_hash_set<std::string>{
+      "help", "helpfull", "helpshort", "helppackage", "helpon", "helpmatch", "version", "only_check_args"};
+  if (kUsageFlags->contains(name) || absl::FindCommandLineFlag(name) != nullptr) return true;
+  if (name.rfind("no", 0) != 0) return false;
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name.substr(2));
+  return flag != nullptr && flag->IsOfType<bool>();
 }
 
 int Run(std::vector<std::string> overrides) {
@@ -608,21 +659,47 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  absl::SetProgramUsageMessage("podium-scheduler [flags] (podium-scheduler --help lists them)");
   // Flags are spelled --plugin-endpoint as well as --plugin_endpoint, and
-  // --plugin-endpoint may repeat (absl keeps only the last), so collect it here.
+  // --plugin-endpoint may repeat (absl keeps only the last), so collect it
+  // here. An unknown flag is reported here too, as typed (absl would name
+  // it with underscores).
   std::vector<std::string> overrides;
   std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     std::string arg = argv[i];
-    if (i > 0 && arg.rfind("--", 0) == 0) {
+    if (arg == "--") {
+      for (; i < argc; ++i) args.push_back(argv[i]);
+      break;
+    }
+    if (i > 0 && arg.size() > 1 && arg[0] == '-') {
+      if (arg == "--help" || arg == "-help" || arg == "-h") {
+        std::fputs(podium::scheduler::Usage().c_str(), stdout);
+        return 0;
+      }
+      const size_t dashes = arg.rfind("--", 0) == 0 ? 2 : 1;
       const size_t end = std::min(arg.find('='), arg.size());
-      std::replace(arg.begin() + 2, arg.begin() + end, '-', '_');
-      if (arg.rfind("--plugin_endpoint", 0) == 0) {
+      const std::string typed = arg.substr(0, end);
+      std::replace(arg.begin() + dashes, arg.begin() + end, '-', '_');
+      const std::string name = arg.substr(dashes, end - dashes);
+      if (name == "plugin_endpoint") {
         if (end < arg.size()) {
           overrides.push_back(arg.substr(end + 1));
         } else if (i + 1 < argc) {
           overrides.push_back(argv[++i]);
         }
+        continue;
+      }
+      if (!podium::scheduler::IsKnownFlag(name)) {
+        std::fprintf(stderr, "podium-scheduler: unknown flag %s (podium-scheduler --help lists the flags)\n",
+                     typed.c_str());
+        return 1;
+      }
+      // `--flag VALUE`: the value is not a flag, whatever it starts with.
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag != nullptr && end == arg.size() && !flag->IsOfType<bool>() && i + 1 < argc) {
+        args.push_back(std::move(arg));
+        args.push_back(argv[++i]);
         continue;
       }
     }

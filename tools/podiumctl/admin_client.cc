@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli.h"
 
@@ -37,13 +38,19 @@ absl::StatusOr<AdminClient::Options> AdminClient::OptionsFrom(const Invocation& 
       return absl::InvalidArgumentError(absl::StrCat("--token-file: ", inv.token_file, " must hold one token"));
     }
   }
-  for (const auto& [flag, path, pem] :
-       {std::tuple{"--tls-ca-file", &inv.tls_ca_file, &options.tls_ca_pem},
-        std::tuple{"--tls-cert-file", &inv.tls_cert_file, &options.tls_cert_pem},
-        std::tuple{"--tls-key-file", &inv.tls_key_file, &options.tls_key_pem}}) {
+  // gRPC reads a file that is not PEM as no credentials at all, and the call
+  // then fails as if the scheduler were unreachable: check the kind here.
+  for (const auto& [flag, path, pem, kind, marker] :
+       {std::tuple{"--tls-ca-file", &inv.tls_ca_file, &options.tls_ca_pem, "certificate", "CERTIFICATE-----"},
+        std::tuple{"--tls-cert-file", &inv.tls_cert_file, &options.tls_cert_pem, "certificate", "CERTIFICATE-----"},
+        std::tuple{"--tls-key-file", &inv.tls_key_file, &options.tls_key_pem, "private key", "PRIVATE KEY-----"}}) {
     if (path->empty()) continue;
     auto content = ReadFile(flag, *path);
     if (!content.ok()) return content.status();
+    if (!absl::StrContains(*content, "-----BEGIN ") || !absl::StrContains(*content, marker)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": ", *path, " is not a PEM ", kind, " (no \"-----BEGIN ...", marker, "\" block)"));
+    }
     *pem = std::move(*content);
   }
   if (options.tls_ca_pem.empty() && (!options.tls_cert_pem.empty() || !inv.tls_server_name.empty())) {

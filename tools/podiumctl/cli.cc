@@ -34,9 +34,13 @@ const CommandInfo kCommands[] = {
      "  --limit N           at most N pods (the scheduler still reports the total); when\n"
      "                      more remain, the token of the next page is printed (stderr,\n"
      "                      or \"continue\" in -o json|yaml)\n"
-     "  --continue TOKEN    start where an earlier --limit run stopped\n"
+     "  --continue TOKEN    start where an earlier --limit run stopped (repeat its\n"
+     "                      filters: the token is an offset into their listing)\n"
      "  --chunk-size N      pods per call to the scheduler (default 500, at most 5000);\n"
-     "                      every page is read, up to --limit\n"},
+     "                      every page is read, up to --limit\n"
+     "Pods are sorted by queue, then namespace/name; with --limit or --continue they\n"
+     "come in the scheduler's order (activeQ in pop order, backoffQ by expiry, the\n"
+     "pool by time, then in-flight, waiting-on-permit), so that the pages join up.\n"},
     {"explain", Command::kExplain, "explain NAMESPACE/POD",
      "why a pod is not scheduled: its last attempt, per reason with sample nodes",
      "Why a pod is not scheduled: its last failed attempt, the per-node verdicts\n"
@@ -222,11 +226,25 @@ absl::StatusOr<PodName> ParsePodName(const std::string& text) {
     return absl::InvalidArgumentError(absl::StrCat("pod \"", text, "\": want NAMESPACE/POD"));
   }
   if (pod.name.empty()) return absl::InvalidArgumentError(absl::StrCat("pod \"", text, "\": empty name"));
+  // Kubernetes' limits (a DNS subdomain, a DNS label): a longer name names no pod.
+  if (pod.name.size() > kMaxPodNameLength) {
+    return absl::InvalidArgumentError(absl::StrCat("pod name \"", pod.name.substr(0, 20), "...\" is ", pod.name.size(),
+                                                   " characters; a pod name has at most ", kMaxPodNameLength));
+  }
+  if (pod.namespace_.size() > kMaxNamespaceLength) {
+    return absl::InvalidArgumentError(absl::StrCat("namespace \"", pod.namespace_.substr(0, 20), "...\" is ",
+                                                   pod.namespace_.size(), " characters; a namespace has at most ",
+                                                   kMaxNamespaceLength));
+  }
   return pod;
 }
 
 std::string NormalizeAddress(const std::string& address) {
   if (!address.empty() && address[0] == '/') return absl::StrCat("unix://", address);
+  // A '/' before any ':' is a relative socket path (./scheduler.sock), not a
+  // host: gRPC's unix:PATH takes it relative to the working directory.
+  const size_t slash = address.find('/');
+  if (slash != std::string::npos && address.find(':') > slash) return absl::StrCat("unix:", address);
   return address;
 }
 
@@ -333,6 +351,10 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
       *field = value;
     } else if (flag == "namespace") {
       if (value.empty()) return absl::InvalidArgumentError("-n/--namespace: empty namespace");
+      if (value.size() > kMaxNamespaceLength) {
+        return absl::InvalidArgumentError(absl::StrCat("-n/--namespace: ", value.size(),
+                                                       " characters; a namespace has at most ", kMaxNamespaceLength));
+      }
       inv.namespace_ = value;
     } else if (flag == "queue") {
       static const std::vector<std::string> kQueues = {"active",   "backoff",   "unschedulable",
@@ -449,7 +471,8 @@ std::string Usage(const std::string& topic) {
       commands,
       "  help        help COMMAND shows a command's flags\n\n"
       "Flags:\n"
-      "  --address ADDR      the scheduler's Admin address: unix:///path, host:port\n"
+      "  --address ADDR      the scheduler's Admin address: unix:///path, host:port, or a\n"
+      "                      socket path (/abs or ./rel: anything with '/' before any ':')\n"
       "                      (default $",
       kAddressEnv, ", else ", kDefaultAddress,
       ")\n"
@@ -457,8 +480,8 @@ std::string Usage(const std::string& topic) {
       "  --token-file PATH   send the bearer token in PATH (default $",
       kTokenFileEnv,
       ");\n"
-      "                      mutating commands (pause, resume, activate) need it or a\n"
-      "                      client certificate when the scheduler has access control\n"
+      "                      mutating commands (pause, resume, activate, log-level N) need\n"
+      "                      it or a client certificate when the scheduler has access control\n"
       "  --tls-ca-file PATH  dial with TLS, trusting the CA in PATH\n"
       "  --tls-cert-file PATH, --tls-key-file PATH\n"
       "                      a client certificate and its key (mTLS)\n"

@@ -2,6 +2,7 @@
 // Parsing only; nothing here dials the scheduler.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ inline constexpr int kExitRefused = 4;      // The scheduler refused the credent
 inline constexpr char kDefaultAddress[] = "unix:///run/podium/scheduler.sock";
 inline constexpr char kAddressEnv[] = "PODIUM_ADDRESS";
 inline constexpr char kTokenFileEnv[] = "PODIUM_TOKEN_FILE";
+
+// Kubernetes' limits: a pod name is a DNS subdomain, a namespace a DNS label.
+inline constexpr size_t kMaxPodNameLength = 253;
+inline constexpr size_t kMaxNamespaceLength = 63;
 
 enum class Command {
   kHelp,
@@ -88,7 +93,8 @@ absl::StatusOr<Invocation> ParseCommandLine(const std::vector<std::string>& args
 // "NAMESPACE/POD" (or "POD", meaning namespace "default").
 absl::StatusOr<PodName> ParsePodName(const std::string& text);
 
-// unix:///path, unix:path, host:port, or a bare absolute path (taken as a unix socket).
+// unix:///path, unix:path, host:port, or a bare socket path: absolute, or
+// relative when a '/' comes before any ':' (./scheduler.sock -> unix:./scheduler.sock).
 std::string NormalizeAddress(const std::string& address);
 
 // `podiumctl --help`, or the help of one command ("" for the overview).

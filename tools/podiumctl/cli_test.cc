@@ -33,6 +33,18 @@ TEST(PodiumctlParseTest, AddressFlagWinsOverEnvironment) {
   EXPECT_EQ(inline_flag->address, "unix:///tmp/s.sock") << "a bare path is a unix socket";
 }
 
+// A '/' before any ':' is a path, however relative; anything else is gRPC's.
+TEST(PodiumctlAddressTest, ARelativeSocketPathIsAUnixSocket) {
+  EXPECT_EQ(NormalizeAddress("./scheduler.sock"), "unix:./scheduler.sock");
+  EXPECT_EQ(NormalizeAddress("run/podium/scheduler.sock"), "unix:run/podium/scheduler.sock");
+  EXPECT_EQ(NormalizeAddress("/run/s.sock"), "unix:///run/s.sock");
+  EXPECT_EQ(NormalizeAddress("unix:///run/s.sock"), "unix:///run/s.sock");
+  EXPECT_EQ(NormalizeAddress("unix:rel/s.sock"), "unix:rel/s.sock");
+  EXPECT_EQ(NormalizeAddress("127.0.0.1:9000"), "127.0.0.1:9000");
+  EXPECT_EQ(NormalizeAddress("dns:///scheduler:9000"), "dns:///scheduler:9000");
+  EXPECT_EQ(Parse({"nodes", "--address", "./scheduler.sock"})->address, "unix:./scheduler.sock");
+}
+
 TEST(PodiumctlParseTest, FlagsBeforeAndAfterTheCommand) {
   auto inv = Parse({"-n", "batch", "queue", "-ojson", "--queue", "unschedulable", "--plugin=NodeResourcesFit",
                     "--limit", "10", "--timeout", "1500ms"});
@@ -119,6 +131,11 @@ TEST(PodiumctlParseTest, UsageErrorsNameTheFlagOrArgument) {
       {{"completion", "zsh"}, "bash"},
       {{"pause", "--all-unschedulable"}, "does not apply to \"pause\""},
       {{"activate", "--all-unschedulable=yes"}, "takes no value"},
+      {{"explain", "default/" + std::string(254, 'a')}, "254 characters; a pod name has at most 253"},
+      {{"explain", std::string(64, 'n') + "/x"}, "64 characters; a namespace has at most 63"},
+      {{"explain", "-n", std::string(64, 'n'), "x"}, "-n/--namespace: 64 characters"},
+      {{"queue", "--queue", "waiting"},
+       "--queue: unknown queue \"waiting\" (active, backoff, unschedulable, gated, in-flight, waiting-on-permit)"},
   };
   for (const auto& c : cases) {
     auto inv = Parse(c.args);
@@ -152,6 +169,13 @@ TEST(PodiumctlUsageTest, DocumentsEveryCommandAndTheExitCodes) {
   EXPECT_THAT(usage, HasSubstr("2  the scheduler is unreachable"));
   EXPECT_THAT(usage, HasSubstr("3  not found"));
   EXPECT_THAT(Usage("activate"), HasSubstr("--all-unschedulable"));
+  EXPECT_THAT(usage, HasSubstr("mutating commands (pause, resume, activate, log-level N)"));
+}
+
+TEST(PodiumctlParseTest, AcceptsNamesUpToKubernetesLimits) {
+  auto longest = Parse({"explain", std::string(63, 'n') + "/" + std::string(253, 'p')});
+  ASSERT_TRUE(longest.ok()) << longest.status();
+  EXPECT_EQ(longest->pods[0].name.size(), 253u);
 }
 
 }  // namespace

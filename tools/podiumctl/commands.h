@@ -51,9 +51,14 @@ struct QueueListing {
 // Follows ListQueuedPods' next_page_token, --chunk-size pods per call; the
 // filters (namespace, queue, plugin) travel in the request.
 absl::StatusOr<QueueListing> ListQueue(AdminClient& client, const Invocation& inv);
-// The queued pods, sorted by queue then namespace/name.
+// The queued pods, sorted by queue then namespace/name; or, with
+// `server_order` (a --limit/--continue page), as the scheduler listed them,
+// so that consecutive pages join up into one listing.
 boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now,
-                                 const std::string& continue_token = "");
+                                 const std::string& continue_token = "", bool server_order = false);
+// The command that lists the next page: `podiumctl queue` with the
+// invocation's filters, --limit and --chunk-size, and --continue `token`.
+std::string NextPageCommand(const Invocation& inv, const std::string& token);
 std::string QueueTable(const boost::json::value& doc, bool wide);
 // The JSON object of one queued pod (shared with explain).
 boost::json::object QueuedPodJson(const v1::QueuedPod& pod, absl::Time now);

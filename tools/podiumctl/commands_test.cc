@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -144,7 +146,9 @@ class FakeAdmin final : public v1::Admin::Service {
     int moved = 0;
     for (const auto& ref : req->pods()) {
       for (auto& p : queued) {
-        if (p.pod().uid() == ref.uid() && p.queue() != v1::ACTIVE && p.queue() != v1::GATED) {
+        // As the scheduler's queue: from backoffQ and the pool only (not
+        // gated, not in flight or waiting at Permit).
+        if (p.pod().uid() == ref.uid() && (p.queue() == v1::BACKOFF || p.queue() == v1::UNSCHEDULABLE)) {
           p.set_queue(v1::ACTIVE);
           ++moved;
         }
@@ -378,9 +382,10 @@ TEST_F(PodiumctlCommandsTest, QueueFollowsPageTokensToTheEnd) {
 
 TEST_F(PodiumctlCommandsTest, QueueLimitAndContinueWalkTheListingInPieces) {
   // --limit 3 with pages of 2: two calls, then the token of the fourth pod.
+  // A page keeps the scheduler's order (here the fake's: as the pods were added).
   ASSERT_TRUE(Run({"queue", "--limit", "3", "--chunk-size", "2", "-o", "name"}).ok());
-  EXPECT_EQ(out_.str(), "default/web-1\nbatch/job-7\ndefault/giant\n");
-  EXPECT_THAT(err_.str(), HasSubstr("More pods: podiumctl queue --limit 3 --continue o:3\n"));
+  EXPECT_EQ(out_.str(), "default/web-1\ndefault/giant\nbatch/job-7\n");
+  EXPECT_THAT(err_.str(), HasSubstr("More pods: podiumctl queue --limit 3 --chunk-size 2 --continue o:3\n"));
   {
     absl::MutexLock lock(&fake_.mu);
     ASSERT_EQ(fake_.list_requests.size(), 2u);
@@ -396,8 +401,67 @@ TEST_F(PodiumctlCommandsTest, QueueLimitAndContinueWalkTheListingInPieces) {
   ASSERT_TRUE(Run({"queue", "--limit", "2", "-o", "json"}).ok());
   EXPECT_EQ(boost::json::parse(out_.str()).at("continue").as_string(), "o:2");
   EXPECT_EQ(err_.str(), "");
-  // A token the scheduler does not know is its INVALID_ARGUMENT, a usage error.
-  EXPECT_TRUE(absl::IsInvalidArgument(Run({"queue", "--continue", "bogus"})));
+  // A token the scheduler does not know is its INVALID_ARGUMENT, a usage error
+  // naming the flag the operator typed, not the request's field.
+  absl::Status bogus = Run({"queue", "--continue", "bogus"});
+  EXPECT_TRUE(absl::IsInvalidArgument(bogus)) << bogus;
+  EXPECT_THAT(std::string(bogus.message()), HasSubstr("--continue: \"bogus\" is not a page token"));
+  EXPECT_THAT(std::string(bogus.message()), Not(HasSubstr("page_token")));
+}
+
+// The hint repeats every filter: the token is an offset into their listing.
+TEST_F(PodiumctlCommandsTest, QueueNextPageHintRepeatsTheFilters) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    for (int i = 0; i < 3; ++i) {
+      fake_.queued.push_back(Queued("bulk", "pod-" + std::to_string(i), v1::UNSCHEDULABLE, 1, {"NodeResourcesFit"}));
+    }
+  }
+  ASSERT_TRUE(Run({"queue", "-n", "bulk", "--queue", "unschedulable", "--plugin", "NodeResourcesFit", "--limit", "1",
+                   "--chunk-size", "7", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), "bulk/pod-0\n");
+  const std::string next =
+      "queue -n bulk --queue unschedulable --plugin NodeResourcesFit --limit 1 --chunk-size 7 --continue o:1";
+  ASSERT_EQ(err_.str(), "More pods: podiumctl " + next + "\n");
+  // Running the hint continues the same listing.
+  std::vector<std::string> args = absl::StrSplit(next, ' ');
+  args.push_back("-o=name");
+  ASSERT_TRUE(Run(args).ok());
+  EXPECT_EQ(out_.str(), "bulk/pod-1\n");
+  // A value the shell would split or expand is quoted.
+  auto inv = ParseCommandLine({"queue", "--plugin", "My Plugin", "--limit", "1"}, std::nullopt);
+  ASSERT_TRUE(inv.ok());
+  EXPECT_EQ(NextPageCommand(*inv, "o:1"), "podiumctl queue --plugin 'My Plugin' --limit 1 --continue o:1");
+}
+
+// Pages walked with --limit/--continue join up into the scheduler's listing:
+// each page keeps its order instead of being sorted on its own.
+TEST_F(PodiumctlCommandsTest, QueuePagesJoinUpInTheSchedulersOrder) {
+  {
+    // As the scheduler lists: activeQ in pop order, backoffQ, then the pool
+    // (unschedulable and gated together) by time.
+    absl::MutexLock lock(&fake_.mu);
+    fake_.queued = {Queued("default", "web-2", v1::ACTIVE, 0), Queued("default", "web-1", v1::ACTIVE, 0),
+                    Queued("batch", "job-7", v1::BACKOFF, 1), Queued("batch", "gated-1", v1::GATED, 0),
+                    Queued("default", "giant", v1::UNSCHEDULABLE, 3)};
+  }
+  const std::string server_order = "default/web-2\ndefault/web-1\nbatch/job-7\nbatch/gated-1\ndefault/giant\n";
+  std::string walked;
+  std::vector<std::string> args = {"queue", "--limit", "2", "-o", "name"};
+  for (int page = 0; page < 5; ++page) {
+    ASSERT_TRUE(Run(args).ok());
+    walked += out_.str();
+    const std::string err = err_.str();
+    std::smatch token;
+    if (!std::regex_search(err, token, std::regex("--continue (\\S+)\n"))) break;
+    args = {"queue", "--limit", "2", "-o", "name", "--continue", token[1]};
+  }
+  EXPECT_EQ(walked, server_order);
+  ASSERT_TRUE(Run({"queue", "--limit", "5", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), server_order);
+  // Without paging, the listing is sorted by queue, then namespace/name.
+  ASSERT_TRUE(Run({"queue", "-o", "name"}).ok());
+  EXPECT_EQ(out_.str(), "default/web-1\ndefault/web-2\nbatch/job-7\ndefault/giant\nbatch/gated-1\n");
 }
 
 class LoopingAdmin final : public v1::Admin::Service {
@@ -791,6 +855,21 @@ TEST_F(PodiumctlCommandsTest, TheTokenFileTravelsAsABearerToken) {
   EXPECT_TRUE(absl::IsInvalidArgument(Run({"pause", "--token-file", path})));
 }
 
+// A file that is not PEM is the operator's mistake (exit 1), named; not a
+// scheduler gRPC cannot reach.
+TEST_F(PodiumctlCommandsTest, ATlsFileThatIsNotPemIsAUsageError) {
+  const std::string path = ::testing::TempDir() + "/podiumctl-junk.pem";
+  {
+    std::ofstream f(path);
+    f << "garbage\n";
+  }
+  absl::Status s = Run({"queue", "--tls-ca-file", path});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--tls-ca-file: " + path + " is not a PEM certificate"));
+  s = Run({"queue", "--tls-ca-file", path, "--tls-cert-file", path, "--tls-key-file", path});
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+}
+
 TEST_F(PodiumctlCommandsTest, PauseAndResumeSetTheState) {
   ASSERT_TRUE(Run({"pause"}).ok());
   EXPECT_THAT(out_.str(), HasSubstr("scheduling paused"));
@@ -840,6 +919,36 @@ TEST_F(PodiumctlCommandsTest, ActivateUnknownPodMovesNothing) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("default/ghost is not in the scheduling queue"));
   absl::MutexLock lock(&fake_.mu);
   EXPECT_TRUE(fake_.move_requests.empty());
+}
+
+// The bug this replaced: only the first page (500 pods) was searched.
+TEST_F(PodiumctlCommandsTest, ActivateFindsPodsPastTheFirstPage) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    for (int i = 0; i < 700; ++i) {
+      fake_.queued.push_back(Queued("bulk", "pod-" + std::to_string(i), v1::UNSCHEDULABLE, 1, {"NodeResourcesFit"}));
+    }
+  }
+  ASSERT_TRUE(Run({"activate", "bulk/pod-650"}).ok());
+  EXPECT_EQ(out_.str(), "1 pod moved to the active queue\n");
+  ASSERT_TRUE(Run({"activate", "--all-unschedulable", "-o", "json"}).ok());
+  boost::json::value doc = boost::json::parse(out_.str());
+  EXPECT_EQ(doc.at("requested").as_array().size(), 700u) << "giant and pod-0..699 but pod-650";
+  EXPECT_EQ(doc.at("moved").as_int64(), 700);
+}
+
+// Pods activeQ cannot take: the output says why each stays.
+TEST_F(PodiumctlCommandsTest, ActivateSaysWhyAGatedOrPermitWaitingPodStays) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    fake_.queued.push_back(WaitingOnCoscheduling("ml", "worker-0", 1));
+  }
+  ASSERT_TRUE(Run({"activate", "ml/worker-0", "batch/gated-1"}).ok());
+  EXPECT_EQ(out_.str(),
+            "0 pods moved to the active queue\n"
+            "not moved: ml/worker-0 waits at Permit on Coscheduling (node node-3): it is being scheduled, not in a "
+            "queue\n"
+            "not moved: batch/gated-1 is gated by SchedulingGates (it enters the queue once that plugin lets it)\n");
 }
 
 TEST_F(PodiumctlCommandsTest, ActivateAllUnschedulableNamesOnlyThePool) {
@@ -922,6 +1031,45 @@ TEST_F(PodiumctlCommandsTest, WatchReportsAStreamTheSchedulerEnded) {
   absl::Status s = Run({"watch"});  // No --count: the fake ends the stream.
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(std::string(s.message()), HasSubstr("ended the decision stream"));
+}
+
+// What bash completion offers for `podiumctl WORDS...` (the last word is the
+// one being completed), with no podiumctl on PATH: commands and flags only.
+std::vector<std::string> Complete(const std::vector<std::string>& words) {
+  const std::string script = ::testing::TempDir() + "/podiumctl-completion.bash";
+  {
+    std::ofstream f(script);
+    f << BashCompletion();
+  }
+  std::string command = "bash -c 'PATH=/nonexistent; source \"$0\"; COMP_WORDS=(podiumctl \"$@\"); "
+                        "COMP_CWORD=$#; _podiumctl; printf \"%s\\n\" \"${COMPREPLY[@]}\"' " + script;
+  for (const auto& w : words) command += " '" + w + "'";
+  std::string out;
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) return {"popen failed"};
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof(buf), p)) > 0;) out.append(buf, n);
+  pclose(p);
+  std::vector<std::string> words_out = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  std::sort(words_out.begin(), words_out.end());
+  return words_out;
+}
+
+TEST(PodiumctlCompletionTest, KnowsTheCredentialFlagsAndSkipsTheirValues) {
+  EXPECT_THAT(Complete({"qu"}), ElementsAre("queue"));
+  // A global flag's value is not the command.
+  EXPECT_THAT(Complete({"--token-file", "t.tok", "qu"}), ElementsAre("queue"));
+  EXPECT_THAT(Complete({"--tls-ca-file", "ca.pem", "--tls-server-name", "sched", "qu"}), ElementsAre("queue"));
+  EXPECT_THAT(Complete({"--token-file=t.tok", "queue", "--q"}), ElementsAre("--queue"));
+  EXPECT_THAT(Complete({"pause", "--to"}), ElementsAre("--token-file"));
+  EXPECT_THAT(Complete({"queue", "--tls-"}),
+              ElementsAre("--tls-ca-file", "--tls-cert-file", "--tls-key-file", "--tls-server-name"));
+  // Their values: a file name, or nothing to offer.
+  EXPECT_THAT(Complete({"--tls-server-name", "qu"}), ElementsAre());
+  const std::string dir = ::testing::TempDir() + "/podiumctl-completion-dir";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/admin.token") << "t\n";
+  EXPECT_THAT(Complete({"--token-file", dir + "/adm"}), ElementsAre(dir + "/admin.token"));
 }
 
 TEST(PodiumctlUnreachableTest, NamesTheAddressAndIsUnavailable) {

@@ -1,5 +1,6 @@
 // podiumctl completion bash: commands, flags and their values; pod names for
-// explain and activate come from the running scheduler (podiumctl queue -o name).
+// explain and activate come from the running scheduler (podiumctl queue -o name,
+// with the address and credentials flags given on the line).
 #include "commands.h"
 
 namespace podium::ctl {
@@ -12,11 +13,14 @@ _podiumctl() {
   prev="${COMP_WORDS[COMP_CWORD-1]}"
   local commands="queue explain nodes plugins status pause resume activate watch log-level completion help"
   local global="--address --timeout --output -o --help -h"
-  local cmd="" addr=() i
+  global="$global --token-file --tls-ca-file --tls-cert-file --tls-key-file --tls-server-name"
+  local cmd="" conn=() i
   for ((i = 1; i < COMP_CWORD; i++)); do
     case "${COMP_WORDS[i]}" in
-      --address) addr=(--address "${COMP_WORDS[i+1]}"); ((i++)) ;;
-      --address=*) addr=("${COMP_WORDS[i]}") ;;
+      # How to reach the scheduler, for the pod names below.
+      --address|--token-file|--tls-ca-file|--tls-cert-file|--tls-key-file|--tls-server-name)
+        conn+=("${COMP_WORDS[i]}" "${COMP_WORDS[i+1]}"); ((i++)) ;;
+      --address=*|--token-file=*|--tls-*=*) conn+=("${COMP_WORDS[i]}") ;;
       --timeout|--output|-o|--namespace|-n|--queue|--plugin|--limit|--continue|--chunk-size|--count) ((i++)) ;;
       -*) ;;
       *) [[ -z "$cmd" ]] && cmd="${COMP_WORDS[i]}" ;;
@@ -25,7 +29,8 @@ _podiumctl() {
   case "$prev" in
     -o|--output) COMPREPLY=($(compgen -W "table wide json yaml name" -- "$cur")); return ;;
     --queue) COMPREPLY=($(compgen -W "active backoff unschedulable gated in-flight waiting-on-permit" -- "$cur")); return ;;
-    --address|--timeout|--namespace|-n|--plugin|--limit|--continue|--chunk-size|--count) return ;;
+    --token-file|--tls-ca-file|--tls-cert-file|--tls-key-file) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --address|--timeout|--tls-server-name|--namespace|-n|--plugin|--limit|--continue|--chunk-size|--count) return ;;
   esac
   if [[ -z "$cmd" ]]; then
     COMPREPLY=($(compgen -W "$commands $global" -- "$cur"))
@@ -46,7 +51,7 @@ _podiumctl() {
   fi
   case "$cmd" in
     explain|activate)
-      COMPREPLY=($(compgen -W "$(podiumctl "${addr[@]}" queue -o name 2>/dev/null)" -- "$cur")) ;;
+      COMPREPLY=($(compgen -W "$(podiumctl "${conn[@]}" queue -o name 2>/dev/null)" -- "$cur")) ;;
   esac
 }
 complete -F _podiumctl podiumctl

@@ -111,6 +111,36 @@ std::string JoinCell(const boost::json::value& array_of_strings, const std::stri
   return out;
 }
 
+std::string Printable(absl::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u != 0x7f) {
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else {
+      out += absl::StrFormat("\\x%02x", u);
+    }
+  }
+  return out;
+}
+
+std::string ShellWord(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+           std::string_view("._:/=@%+-").find(c) != std::string_view::npos;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (const char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 namespace {
 
 // Shortest text that reads back as the same double ("0.389", not "3.89E-1");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "boost/json/value.hpp"
 
@@ -42,6 +43,14 @@ boost::json::value JsonTimestamp(int64_t unix_micros);
 std::string CamelCase(const std::string& upper_snake);
 // A list for a table cell: "a,b" ("" when empty: the table prints <none>).
 std::string JoinCell(const boost::json::value& array_of_strings, const std::string& sep = ",");
+
+// `text` safe to print on a terminal: control characters (a newline, an
+// escape sequence) escaped as \n, \t, \r, \xNN; everything else, UTF-8
+// included, as is.
+std::string Printable(absl::string_view text);
+// `word` as a shell reads it back: as is when it holds only [A-Za-z0-9._:/=@%+-],
+// else in single quotes.
+std::string ShellWord(const std::string& word);
 
 // A JSON document as pretty JSON (two-space indent, one trailing newline).
 std::string RenderJson(const boost::json::value& v);

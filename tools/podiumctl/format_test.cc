@@ -21,6 +21,22 @@ TEST(PodiumctlTableTest, AlignsColumnsAndMarksEmptyCells) {
             "a-much-longer-name   unschedulable   NodeResourcesFit\n");
 }
 
+// What an operator typed comes back in error messages: never raw control
+// characters (a terminal would act on them).
+TEST(PodiumctlPrintableTest, EscapesControlCharactersOnly) {
+  EXPECT_EQ(Printable("pod \"\x01" "bad\x1b[2J\"\n\t\r\x7f"), "pod \"\\x01bad\\x1b[2J\"\\n\\t\\r\\x7f");
+  EXPECT_EQ(Printable("default/caf\xc3\xa9 ok"), "default/caf\xc3\xa9 ok");
+}
+
+TEST(PodiumctlShellWordTest, QuotesWhatTheShellWouldSplitOrExpand) {
+  EXPECT_EQ(ShellWord("offset:500"), "offset:500");
+  EXPECT_EQ(ShellWord("batch-1.x"), "batch-1.x");
+  EXPECT_EQ(ShellWord("a b"), "'a b'");
+  EXPECT_EQ(ShellWord("$(x)"), "'$(x)'");
+  EXPECT_EQ(ShellWord("it's"), "'it'\\''s'");
+  EXPECT_EQ(ShellWord(""), "''");
+}
+
 TEST(PodiumctlTableTest, HeaderOnlyAndShortRows) {
   Table t({"A", "B"});
   EXPECT_EQ(t.Render(), "A   B\n");

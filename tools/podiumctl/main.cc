@@ -11,6 +11,7 @@
 #include "admin_client.h"
 #include "cli.h"
 #include "commands.h"
+#include "format.h"
 
 namespace podium::ctl {
 namespace {
@@ -60,7 +61,7 @@ int Main(int argc, char** argv) {
   };
   auto inv = ParseCommandLine(args, env(kAddressEnv), env(kTokenFileEnv));
   if (!inv.ok()) {
-    std::cerr << "podiumctl: " << inv.status().message() << "\nSee 'podiumctl --help'.\n";
+    std::cerr << "podiumctl: " << Printable(inv.status().message()) << "\nSee 'podiumctl --help'.\n";
     return kExitUsage;
   }
   if (inv->command == Command::kHelp) {
@@ -77,14 +78,14 @@ int Main(int argc, char** argv) {
   static InterruptHandler* const interrupts = new InterruptHandler();
   auto options = AdminClient::OptionsFrom(*inv);
   if (!options.ok()) {
-    std::cerr << "podiumctl: " << options.status().message() << "\n";
+    std::cerr << "podiumctl: " << Printable(options.status().message()) << "\n";
     return kExitUsage;
   }
   AdminClient client(std::move(*options));
   CommandContext ctx{*inv, client, std::cout, std::cerr, absl::Now(),
                      [](std::function<void()> action) { interrupts->Set(std::move(action)); }};
   absl::Status s = RunCommand(ctx);
-  if (!s.ok()) std::cerr << "podiumctl: " << s.message() << "\n";
+  if (!s.ok()) std::cerr << "podiumctl: " << Printable(s.message()) << "\n";
   return ExitCodeFor(s);
 }
 

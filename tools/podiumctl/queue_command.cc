@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "commands.h"
@@ -131,13 +132,15 @@ std::string PermitDeadlineCell(const boost::json::value& permit_wait) {
 }
 
 boost::json::value QueueDocument(const std::vector<v1::QueuedPod>& pods, int server_total, absl::Time now,
-                                 const std::string& continue_token) {
+                                 const std::string& continue_token, bool server_order) {
   std::vector<const v1::QueuedPod*> sorted;
   for (const auto& p : pods) sorted.push_back(&p);
-  std::stable_sort(sorted.begin(), sorted.end(), [](const v1::QueuedPod* a, const v1::QueuedPod* b) {
-    return std::make_tuple(QueueRank(a->queue()), a->pod().namespace_(), a->pod().name()) <
-           std::make_tuple(QueueRank(b->queue()), b->pod().namespace_(), b->pod().name());
-  });
+  if (!server_order) {
+    std::stable_sort(sorted.begin(), sorted.end(), [](const v1::QueuedPod* a, const v1::QueuedPod* b) {
+      return std::make_tuple(QueueRank(a->queue()), a->pod().namespace_(), a->pod().name()) <
+             std::make_tuple(QueueRank(b->queue()), b->pod().namespace_(), b->pod().name());
+    });
+  }
   boost::json::object counts;
   for (const char* q : kQueueNames) counts[q] = 0;
   boost::json::array items;
@@ -221,7 +224,16 @@ absl::StatusOr<QueueListing> ListQueue(AdminClient& client, const Invocation& in
     }
     request.set_page_size(page_size);
     auto response = client.ListQueuedPods(request);
-    if (!response.ok()) return response.status();
+    if (!response.ok()) {
+      // The scheduler names its field; the operator typed --continue.
+      if (absl::IsInvalidArgument(response.status()) && first && !inv.continue_token.empty() &&
+          absl::StrContains(response.status().message(), "page_token")) {
+        return absl::InvalidArgumentError(absl::StrCat("--continue: \"", inv.continue_token,
+                                                       "\" is not a page token of this scheduler (give the one a "
+                                                       "--limit run printed, with the same filters)"));
+      }
+      return response.status();
+    }
     // The total of the first page: later pages see the live queue, which moves.
     if (first) listing.total = response->total();
     first = false;
@@ -243,23 +255,39 @@ absl::StatusOr<QueueListing> ListQueue(AdminClient& client, const Invocation& in
   return listing;
 }
 
+std::string NextPageCommand(const Invocation& inv, const std::string& token) {
+  std::string command = "podiumctl queue";
+  auto flag = [&](const std::string& name, const std::string& value) {
+    absl::StrAppend(&command, " ", name, " ", ShellWord(value));
+  };
+  if (!inv.namespace_.empty()) flag("-n", inv.namespace_);
+  if (inv.queue) flag("--queue", *inv.queue);
+  if (!inv.plugin.empty()) flag("--plugin", inv.plugin);
+  flag("--limit", absl::StrCat(inv.limit));
+  if (inv.chunk_size != Invocation().chunk_size) flag("--chunk-size", absl::StrCat(inv.chunk_size));
+  flag("--continue", token);
+  return command;
+}
+
 absl::Status RunQueue(CommandContext& ctx) {
   const Invocation& inv = ctx.invocation;
   auto listing = ListQueue(ctx.client, inv);
   if (!listing.ok()) return listing.status();
   std::vector<v1::QueuedPod>& pods = listing->pods;
   const int total = listing->total;
-  boost::json::value doc = QueueDocument(pods, total, ctx.now, listing->continue_token);
+  // A page keeps the scheduler's order: sorted on its own, it would not join
+  // up with the pages before and after it.
+  const bool paged = inv.limit > 0 || !inv.continue_token.empty();
+  boost::json::value doc = QueueDocument(pods, total, ctx.now, listing->continue_token, paged);
   const bool table = inv.output == OutputFormat::kTable || inv.output == OutputFormat::kWide;
   if (!listing->continue_token.empty() && inv.output != OutputFormat::kJson && inv.output != OutputFormat::kYaml) {
     // As kubectl does with --limit: where the next page starts, on stderr so
     // that -o name stays a plain list.
-    ctx.err << "More pods: podiumctl queue --limit " << inv.limit << " --continue " << listing->continue_token
-            << "\n";
+    ctx.err << "More pods: " << Printable(NextPageCommand(inv, listing->continue_token)) << "\n";
   }
   if (pods.empty() && table) {
-    ctx.err << "No pods in the scheduling queue" << (inv.namespace_.empty() ? "" : " of namespace " + inv.namespace_)
-            << ".\n";
+    ctx.err << "No pods in the scheduling queue"
+            << (inv.namespace_.empty() ? "" : " of namespace " + Printable(inv.namespace_)) << ".\n";
     return absl::OkStatus();
   }
   PrintDocument(

@@ -250,6 +250,12 @@ grpc::Status AdminService::DumpCache(grpc::ServerContext* ctx,
     node->set_generation(n.generation);
     if (n.allocatable) ToResourceList(*n.allocatable, node->mutable_allocatable());
     ToResourceList(n.requested, node->mutable_requested());
+    // A pod's requests count no pods (kube's Resource neither): the node's
+    // bound and assumed pods are what it uses of its allocatable pods. The
+    // cache dumps them only with include_pods.
+    if (request->include_pods()) {
+      node->mutable_requested()->set_pods(static_cast<int64_t>(n.pods.size() + n.assumed_pods.size()));
+    }
     for (const auto& pod : n.pods) ToObjectRef(*pod->pod, node->add_pods());
     for (const auto& pod : n.assumed_pods) ToObjectRef(*pod->pod, node->add_assumed_pods());
     if (auto it = nominated.find(n.name); it != nominated.end()) {

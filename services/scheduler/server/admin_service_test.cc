@@ -364,6 +364,27 @@ TEST_F(AdminServiceTest, DumpCacheListsTheNominatedPodsOfEachNode) {
   EXPECT_EQ(dump.nodes(0).nominated_pods_size(), 0);
 }
 
+// A node's requested pods are its bound and assumed pods (a pod's own
+// requests count none), as `podiumctl nodes` shows them against allocatable.
+TEST_F(AdminServiceTest, DumpCacheCountsTheBoundAndAssumedPodsAsRequestedPods) {
+  v1::Node node;
+  node.mutable_meta()->set_name("node-a");
+  node.mutable_allocatable()->set_milli_cpu(2000);
+  node.mutable_allocatable()->set_pods(30);
+  cache_.AddOrUpdateNode(node);
+  v1::Pod bound = *MakePod("default", "bound", 1)->pod;
+  bound.set_node_name("node-a");
+  ASSERT_TRUE(cache_.AddOrUpdatePod(bound).ok());
+  ASSERT_TRUE(cache_.AssumePod(MakePod("default", "assumed", 2), "node-a").ok());
+  v1::DumpCacheRequest request;
+  request.set_include_pods(true);
+  v1::DumpCacheResponse dump;
+  ASSERT_TRUE(stub_->DumpCache(Ctx().get(), request, &dump).ok());
+  ASSERT_EQ(dump.nodes_size(), 1);
+  EXPECT_EQ(dump.nodes(0).allocatable().pods(), 30);
+  EXPECT_EQ(dump.nodes(0).requested().pods(), 2);
+}
+
 // Raising the verbosity through the Admin API makes the scheduler's V(4)
 // lines appear; lowering it hides them again. Asserted on the logger's sink.
 SchedulingDecision Decision(const std::string& name) {
