@@ -30,7 +30,7 @@ Faults and objects are driven through /control (JSON):
   POST /control/objects  {"objects": [Node or Pod, ...]}           create
   POST /control/delete   {"objects": [{"kind", "apiVersion", "namespace", "name"}]}
   POST /control/faults   {"fail": [{"verb": "bind", "status": 500, "count": 3,
-                                     "retry_after": 1}],
+                                     "retry_after": 1, "resource": "pods"}],
                           "commit_then_fail": [{"verb": "bind", "count": 2}],
                           "drop_watches": true, "watch_outage": true|false,
                           "compact": true, "delay_ms": 20, "list_delay_ms": 200,
@@ -39,6 +39,8 @@ Faults and objects are driven through /control (JSON):
   GET  /control/stats    counters: requests by verb, successful binds per pod,
                          bind conflicts, faults served, events by reason, ...
 verbs: list, watch, get, create, bind, delete, patch, event, event_patch, lease.
+A "fail" fault with "resource" (e.g. "pods", "nodes") applies to lists of that
+resource only.
 
 Authentication (optional): --tls-cert/--tls-key serve HTTPS, --client-ca asks for
 a client certificate signed by that CA, --token-file requires
@@ -220,9 +222,10 @@ class Cluster:
 
     # -- faults (lock held) --------------------------------------------------
 
-    def take_fault(self, verb, table):
+    def take_fault(self, verb, table, resource=None):
         for f in table:
-            if f.get("count", 0) > 0 and f.get("verb") in (verb, "any"):
+            if (f.get("count", 0) > 0 and f.get("verb") in (verb, "any")
+                    and f.get("resource") in (None, resource)):
                 f["count"] -= 1
                 name = f"{verb}:{f.get('status', 500)}" + (":commit" if table is self.faults.commit_then_fail else "")
                 self.faults_served[name] = self.faults_served.get(name, 0) + 1
@@ -266,12 +269,12 @@ class Handler(BaseHTTPRequestHandler):
             key = f"{self.command} {verb}"
             c.requests[key] = c.requests.get(key, 0) + 1
 
-    def _fault(self, verb):
+    def _fault(self, verb, resource=None):
         """Answers with an injected failure (and returns True) when one is due."""
         c = self.cluster
         with c.cv:
             delay = c.faults.delay
-            f = c.take_fault(verb, c.faults.fail)
+            f = c.take_fault(verb, c.faults.fail, resource)
         if delay:
             time.sleep(delay)
         if f is None:
@@ -280,7 +283,7 @@ class Handler(BaseHTTPRequestHandler):
         headers = {}
         if f.get("retry_after") is not None:
             headers["Retry-After"] = str(f["retry_after"])
-        reason = "TooManyRequests" if code == 429 else "InternalError"
+        reason = {429: "TooManyRequests", 403: "Forbidden"}.get(code, "InternalError")
         self._send(code, status_body(code, reason, f"injected fault {code}"), headers)
         return True
 
@@ -618,7 +621,7 @@ class Handler(BaseHTTPRequestHandler):
         if query.get("watch") in ("1", "true"):
             return self._watch(resource, namespace, query)
         self._count("list")
-        if self._fault("list"):
+        if self._fault("list", resource):
             return
         c = self.cluster
         limit = int(query.get("limit") or 0)

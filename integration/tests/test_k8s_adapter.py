@@ -382,6 +382,19 @@ class K8sAdapterTest(AdapterTestBase):
         self.assert_bound_exactly_once(stats)
         self.assertNotRegex(self.adapter.stderr(), r"Workload.*(cannot translate|API group absent)")
 
+    def test_forbidden_pod_list_is_retried_until_rbac_allows_it(self):
+        # RBAC not yet propagated: the first lists of pods are refused. Pods are
+        # required: the adapter lists them again (with backoff) instead of
+        # giving up on them, and the scheduler starts only once they are listed.
+        self.start([node("node-a")], [pod("web-0"), pod("web-1")],
+                   faults={"fail": [{"verb": "list", "resource": "pods", "status": 403, "count": 2}]})
+        stats = self.wait_for("every pod bound", self.all_bound, timeout=60)
+        self.assert_bound_exactly_once(stats)
+        self.assertEqual(stats["faults_served"].get("list:403"), 2)
+        self.assertRegex(self.adapter.stderr(), r"Pod: list /api/v1/pods: HTTP 403: .*; listing again in")
+        self.api.create([pod("web-2")])  # And it watches them.
+        self.wait_for("a later pod bound", self.all_bound)
+
     def test_absent_gang_api_groups_are_logged_once_and_skipped(self):
         self.start([node("node-a")], [pod("web-0"), pod("web-1")],
                    faults={"absent_groups": ["scheduling.k8s.io", "scheduling.x-k8s.io"]})

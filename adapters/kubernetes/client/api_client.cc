@@ -1,5 +1,9 @@
 #include "client/api_client.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <iostream>
 #include <optional>
@@ -27,6 +31,21 @@ using error_code = boost::system::error_code;
 struct ApiClient::Tls {
   ssl::context ctx{ssl::context::tls_client};
 };
+
+namespace {
+
+// TCP keepalive as client-go's dialer sets it (30 s): a peer that vanished
+// without a FIN or RST (a half-open connection) ends the connection instead
+// of holding it for hours.
+void EnableKeepAlive(tcp::socket& socket) {
+  error_code ignored;
+  socket.set_option(asio::socket_base::keep_alive(true), ignored);
+  const int seconds = 30;
+  ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPIDLE, &seconds, sizeof(seconds));
+  ::setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_KEEPINTVL, &seconds, sizeof(seconds));
+}
+
+}  // namespace
 
 // One kept-alive connection. Its operations are asynchronous on a private
 // io_context that the calling thread drives, so every step has a deadline
@@ -68,6 +87,7 @@ class Connection {
     Lowest().async_connect(endpoints, [&](error_code e, const tcp::endpoint&) { ec = e; });
     Drive();
     if (ec) return ec;
+    EnableKeepAlive(Lowest().socket());
     if (tls_) {
       const std::string name = c.tls_server_name.empty() ? c.host : c.tls_server_name;
       if (!SSL_set_tlsext_host_name(tls_->native_handle(), name.c_str())) {
@@ -202,6 +222,9 @@ ApiAnswer ToAnswer(http::response<Body>& res) {
   return a;
 }
 
+// client-go's limit on one watch event (its streaming decoder's maxBytes).
+constexpr size_t kMaxWatchLine = 16 << 20;
+
 // A watch body as lines; owns its connection.
 class WatchLines : public LineStream {
  public:
@@ -231,8 +254,15 @@ class WatchLines : public LineStream {
       parser_->get().body().data = chunk;
       parser_->get().body().size = sizeof(chunk);
       error_code ec = connection_->ReadSome(*parser_, idle_timeout_);
+      if (ec == beast::error::timeout) {
+        return absl::DeadlineExceededError(absl::StrCat("watch stream: no data for ", absl::FormatDuration(idle_timeout_)));
+      }
       if (ec) return absl::UnavailableError(Describe(ec, "watch stream"));
       pending_.append(chunk, sizeof(chunk) - parser_->get().body().size);
+      if (pending_.size() > kMaxWatchLine && pending_.find('\n', scanned_) == std::string::npos) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat("watch stream: an event longer than ", kMaxWatchLine >> 20, " MiB"));
+      }
     }
   }
 

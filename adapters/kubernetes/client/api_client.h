@@ -30,9 +30,12 @@ class ApiClient : public Transport {
     double qps = 50;   // kube-scheduler's default; <= 0 = no limit.
     int burst = 100;
     absl::Duration request_timeout = absl::Seconds(30);
-    // A watch with no byte for this long is broken (the server sends
-    // bookmarks and ends watches after timeoutSeconds).
-    absl::Duration stream_idle_timeout = absl::Minutes(11);
+    // A watch with no byte for this long ends with DEADLINE_EXCEEDED, so a
+    // half-open connection is noticed within about a minute (client-go's
+    // HTTP/2 health check: about 45 s). A watch that was only quiet is
+    // watched again from its last resourceVersion, which is cheap (the API
+    // server also sends a bookmark about once a minute).
+    absl::Duration stream_idle_timeout = absl::Seconds(60);
     size_t max_idle_connections = 32;
     std::string user_agent = "podium-k8s-adapter";
     AdapterMetrics* metrics = nullptr;  // Requests, latency, rate-limiter waits.

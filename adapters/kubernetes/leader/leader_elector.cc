@@ -1,5 +1,6 @@
 #include "leader/leader_elector.h"
 
+#include <cstdint>
 #include <iostream>
 
 #include <boost/json.hpp>
@@ -26,6 +27,17 @@ std::string StringAt(const json::value& v, std::initializer_list<const char*> pa
   return "";
 }
 
+// spec.FIELD as an int32 (the Lease's type); `missing` when absent or null.
+absl::StatusOr<int64_t> Int32At(const json::value& lease, const char* field, int64_t missing) {
+  const json::value* spec = lease.is_object() ? lease.as_object().if_contains("spec") : nullptr;
+  const json::value* v = spec != nullptr && spec->is_object() ? spec->as_object().if_contains(field) : nullptr;
+  if (v == nullptr || v->is_null()) return missing;
+  if (v->is_int64() && v->as_int64() >= INT32_MIN && v->as_int64() <= INT32_MAX) return v->as_int64();
+  if (v->is_uint64() && v->as_uint64() <= INT32_MAX) return static_cast<int64_t>(v->as_uint64());
+  return absl::InvalidArgumentError(
+      absl::StrCat("spec.", field, ": ", json::serialize(*v).substr(0, 40), " is not an int32"));
+}
+
 }  // namespace
 
 LeaderElector::LeaderElector(Transport& transport, Options options, Clock clock)
@@ -35,7 +47,7 @@ std::string LeaderElector::LeasePath() const {
   return absl::StrCat("/apis/coordination.k8s.io/v1/namespaces/", options_.lease_namespace, "/leases");
 }
 
-std::string LeaderElector::LeaseBody(const std::string& resource_version, int transitions,
+std::string LeaderElector::LeaseBody(const std::string& resource_version, int64_t transitions,
                                      const std::string& acquire_time, absl::Time now) const {
   json::object meta{{"name", options_.lease_name}, {"namespace", options_.lease_namespace}};
   if (!resource_version.empty()) meta["resourceVersion"] = resource_version;
@@ -56,16 +68,25 @@ bool LeaderElector::TryAcquireOrRenew() {
   if (got.status == 404) {
     wrote = transport_.Do({.method = "POST", .target = LeasePath(), .body = LeaseBody("", 0, "", now)});
   } else if (got.status == 200) {
-    json::value lease;
-    try {
-      lease = json::parse(got.body);
-    } catch (const std::exception&) {
+    boost::system::error_code ec;
+    json::value lease = json::parse(got.body, ec);
+    // A Lease we cannot read is a failed attempt, never a crash: a leader
+    // stops at its renew deadline, a standby keeps waiting.
+    auto unreadable = [&](absl::string_view why) {
+      ::podium::logging::Line(::podium::logging::Severity::kError)
+          << "podium-k8s-adapter: Lease " << options_.lease_namespace << "/" << options_.lease_name << ": " << why
+          << "; not acquired or renewed\n";
       return false;
-    }
+    };
+    if (ec) return unreadable(absl::StrCat("not JSON: ", ec.message()));
     const std::string holder = StringAt(lease, {"spec", "holderIdentity"});
     const std::string renew = StringAt(lease, {"spec", "renewTime"});
-    std::string transitions_text = StringAt(lease, {"spec", "leaseTransitions"});
-    int transitions = transitions_text.empty() ? 0 : std::stoi(transitions_text);
+    auto transitions = Int32At(lease, "leaseTransitions", 0);
+    if (!transitions.ok()) return unreadable(transitions.status().message());
+    // The record's own duration decides when it expires (client-go's
+    // isLeaseValid); a record without one has expired.
+    auto duration_seconds = Int32At(lease, "leaseDurationSeconds", 0);
+    if (!duration_seconds.ok()) return unreadable(duration_seconds.status().message());
     bool expired;
     {
       absl::MutexLock lock(&mu_);
@@ -74,7 +95,7 @@ bool LeaderElector::TryAcquireOrRenew() {
         observed_renew_ = renew;
         observed_at_ = now;
       }
-      expired = observed_at_ + options_.lease_duration <= now;
+      expired = observed_at_ + absl::Seconds(*duration_seconds) <= now;
     }
     const bool ours = holder == options_.identity;
     if (!holder.empty() && !ours && !expired) {
@@ -83,10 +104,10 @@ bool LeaderElector::TryAcquireOrRenew() {
       return false;
     }
     std::string acquire = ours ? StringAt(lease, {"spec", "acquireTime"}) : "";
-    if (!ours) ++transitions;
+    if (!ours) ++*transitions;
     wrote = transport_.Do({.method = "PUT",
                            .target = absl::StrCat(LeasePath(), "/", options_.lease_name),
-                           .body = LeaseBody(StringAt(lease, {"metadata", "resourceVersion"}), transitions, acquire, now)});
+                           .body = LeaseBody(StringAt(lease, {"metadata", "resourceVersion"}), *transitions, acquire, now)});
   } else {
     return false;  // The API is unreachable or refuses: not renewed.
   }

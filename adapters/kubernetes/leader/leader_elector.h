@@ -53,7 +53,7 @@ class LeaderElector {
 
  private:
   std::string LeasePath() const;
-  std::string LeaseBody(const std::string& resource_version, int transitions, const std::string& acquire_time,
+  std::string LeaseBody(const std::string& resource_version, int64_t transitions, const std::string& acquire_time,
                         absl::Time now) const;
 
   Transport& transport_;
@@ -61,7 +61,8 @@ class LeaderElector {
   const Clock clock_;
   mutable absl::Mutex mu_;
   // The record as last seen, and when we saw it change (the others' clocks
-  // are not trusted: expiry is measured on ours, as client-go does).
+  // are not trusted: expiry is measured on ours, from then plus the record's
+  // leaseDurationSeconds, as client-go does).
   std::string observed_holder_ ABSL_GUARDED_BY(mu_);
   std::string observed_renew_ ABSL_GUARDED_BY(mu_);
   absl::Time observed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -118,5 +118,55 @@ TEST_F(LeaderElectorTest, ConcurrentWritesOfOneVersionConflict) {
   EXPECT_EQ(put.status, 409);
 }
 
+// Another holder's Lease, as last written by it.
+json::value OthersLease(json::value transitions, json::value duration_seconds = 15) {
+  return json::value{{"apiVersion", "coordination.k8s.io/v1"},
+                     {"kind", "Lease"},
+                     {"metadata", {{"name", "podium"}, {"namespace", "kube-system"}, {"resourceVersion", "5"}}},
+                     {"spec",
+                      {{"holderIdentity", "other"},
+                       {"leaseDurationSeconds", duration_seconds},
+                       {"renewTime", "2020-01-01T00:00:00.000000Z"},
+                       {"leaseTransitions", transitions}}}};
+}
+
+TEST_F(LeaderElectorTest, AMalformedLeaseIsAFailedAttemptNotACrash) {
+  for (json::value transitions : {json::value("abc"), json::value(99999999999), json::value(1.5),
+                                  json::value(json::array{1})}) {
+    SCOPED_TRACE(json::serialize(transitions));
+    server_.lease = OthersLease(transitions);
+    const int rv = server_.rv;
+    for (int i = 0; i < 10; ++i) {  // Well past its expiry.
+      EXPECT_FALSE(a_.TryAcquireOrRenew());
+      now_ += absl::Seconds(5);
+    }
+    EXPECT_FALSE(a_.IsLeader());
+    EXPECT_EQ(server_.rv, rv) << "wrote a Lease it could not read";
+  }
+  server_.lease = OthersLease(3, "fifteen");
+  EXPECT_FALSE(a_.TryAcquireOrRenew());
+  // Readable again: taken over once expired, transitions counted on.
+  server_.lease = OthersLease(3);
+  EXPECT_FALSE(a_.TryAcquireOrRenew());
+  now_ += absl::Seconds(15);
+  EXPECT_TRUE(a_.TryAcquireOrRenew());
+  EXPECT_EQ(server_.transitions(), 4);
+}
+
+TEST_F(LeaderElectorTest, ExpiryFollowsTheRecordsLeaseDuration) {
+  // The holder's record says 60 s; our own flag (15 s) does not shorten it.
+  server_.lease = OthersLease(0, 60);
+  EXPECT_FALSE(a_.TryAcquireOrRenew());
+  now_ += absl::Seconds(59);
+  EXPECT_FALSE(a_.TryAcquireOrRenew());
+  now_ += absl::Seconds(1);
+  EXPECT_TRUE(a_.TryAcquireOrRenew());
+  // A record of 5 s expires 5 s after it was last seen to change.
+  server_.lease = OthersLease(1, 5);
+  EXPECT_FALSE(b_.TryAcquireOrRenew());
+  now_ += absl::Seconds(5);
+  EXPECT_TRUE(b_.TryAcquireOrRenew());
+}
+
 }  // namespace
 }  // namespace podium::kube

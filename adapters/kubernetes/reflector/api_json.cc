@@ -11,6 +11,10 @@ namespace json = boost::json;
 
 absl::StatusOr<json::value> ParseApiJson(std::string_view text, std::string_view what) {
   json::parse_options options;
+  // Deeper than the schemas of the kinds we watch ever nest. Kept well
+  // below Go's 10000: destroying a parsed value recurses once per level, on
+  // the reflector's thread stack. A deeper watch event is undecodable (the
+  // reflector relists).
   options.max_depth = 256;
   boost::system::error_code ec;
   // One arena per document, kept alive by the values in it: a list page's

@@ -133,19 +133,32 @@ absl::StatusOr<std::string> Reflector::ListPages(const std::string& field_select
       on_restart();
       continue;
     }
-    if (answer.status == 404) return absl::NotFoundError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+    if (answer.status == 404) {
+      return absl::NotFoundError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
+    }
     if (answer.status == 403) {
-      return absl::PermissionDeniedError(absl::StrCat(kind_.list_path, ": ", AnswerMessage(answer)));
+      return absl::PermissionDeniedError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
     }
     if (answer.status != 200) return absl::UnavailableError(absl::StrCat("list ", kind_.list_path, ": ", AnswerMessage(answer)));
     auto doc = ParseApiJson(answer.body, absl::StrCat("list ", kind_.list_path));
     if (!doc.ok()) return doc.status();
+    // An answer that is not a list of this kind is an error, never an empty
+    // list: a relist would take it for every object deleted.
+    const std::string list_kind = Scalar(&*doc, "kind");
+    if (!list_kind.empty() && !kind_.list_kind.empty() && list_kind != kind_.list_kind) {
+      return absl::DataLossError(
+          absl::StrCat("list ", kind_.list_path, ": the answer is a ", list_kind, ", not a ", kind_.list_kind));
+    }
+    const json::value* items = Member(&*doc, "items");
+    if (items == nullptr || !(items->is_array() || items->is_null())) {  // null: Go's empty slice.
+      return absl::DataLossError(absl::StrCat("list ", kind_.list_path, ": items: ",
+                                              items == nullptr ? "missing" : "not an array"));
+    }
     std::vector<Listed> page;
     const json::value* meta = Member(&*doc, "metadata");
     list_rv = Scalar(meta, "resourceVersion");
     next = Scalar(meta, "continue");
-    const json::value* items = Member(&*doc, "items");
-    if (items != nullptr && items->is_array()) {
+    if (items->is_array()) {
       page.reserve(items->get_array().size());
       for (const json::value& item : items->get_array()) {
         const json::value* m = Member(&item, "metadata");
@@ -180,21 +193,20 @@ absl::Status Reflector::ListAndSync() { return synced_ ? Relist() : FirstList();
 
 absl::Status Reflector::FirstList() {
   while (first_list_parts_done_ < kind_.first_list_parts.size()) {
-    // Keys this part listed, and those its last attempt listed: an object
-    // seen only before a restart has gone meanwhile.
-    std::set<std::string> listed, seen;
+    std::set<std::string> seen;  // Keys this attempt listed (since its last restart).
     auto on_page = [&](std::vector<Listed>& page) {
-      for (const Listed& l : page) listed.insert(l.key);
       std::vector<v1::ObjectEvent> out;
       ApplyListed(page, &seen, &out);
       if (!out.empty()) sink_.OnListPage(kind_, std::move(out));
     };
     auto rv = ListPages(kind_.first_list_parts[first_list_parts_done_].field_selector, on_page, [&] { seen.clear(); });
     if (!rv.ok()) return rv.status();
+    // What a failed attempt or a restarted list sent and this complete list
+    // did not list has gone meanwhile. The store holds only this part's
+    // objects and those of the parts already done.
+    first_list_keys_.insert(seen.begin(), seen.end());
     std::vector<v1::ObjectEvent> gone;
-    for (const auto& key : listed) {
-      if (!key.empty() && !seen.contains(key)) Remove(key, &gone);
-    }
+    RemoveUnlisted(first_list_keys_, &gone);
     if (!gone.empty()) sink_.OnEvents(kind_, std::move(gone));
     // The watch starts from the first part's version: the later parts'
     // objects then see again what changed after it (harmless repeats; an
@@ -203,6 +215,7 @@ absl::Status Reflector::FirstList() {
     sink_.OnListPartDone(kind_, first_list_parts_done_++);
   }
   synced_ = true;
+  first_list_keys_.clear();
   return absl::OkStatus();
 }
 
@@ -216,15 +229,26 @@ absl::Status Reflector::Relist() {
   };
   auto rv = ListPages("", on_page, [&] { seen.clear(); });
   if (!rv.ok()) return rv.status();
-  std::vector<std::string> vanished;
-  for (const auto& [key, stored] : store_) {
-    if (!seen.contains(key)) vanished.push_back(key);
-  }
   std::vector<v1::ObjectEvent> out;
-  for (const auto& key : vanished) Remove(key, &out);
+  RemoveUnlisted(seen, &out);
   if (!out.empty()) sink_.OnEvents(kind_, std::move(out));
   resource_version_ = *rv;
   return absl::OkStatus();
+}
+
+void Reflector::RemoveUnlisted(const std::set<std::string>& listed, std::vector<v1::ObjectEvent>* out) {
+  std::vector<std::string> vanished;
+  for (const auto& [key, stored] : store_) {
+    if (!listed.contains(key)) vanished.push_back(key);
+  }
+  for (const auto& key : vanished) Remove(key, out);
+}
+
+absl::Duration Reflector::NextBackoff() {
+  const absl::Time now = clock_();
+  if (now - last_backoff_ > options_.backoff_reset) backoff_.Reset();
+  last_backoff_ = now;
+  return backoff_.Next();
 }
 
 void Reflector::MarkFirstListDone() {
@@ -251,16 +275,23 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
   std::string line;
   for (;;) {
     absl::StatusOr<bool> more = answer.lines->NextLine(&line);
+    if (absl::IsDeadlineExceeded(more.status())) {
+      // Quiet for the transport's idle timeout: an idle watch or a half-open
+      // connection. Watching again from the last version is cheap and tells
+      // them apart.
+      return WatchEnd::kEnded;
+    }
     if (!more.ok()) {
       *error = more.status();
-      return WatchEnd::kError;
+      // An event over the size limit would come again from the same version.
+      return absl::IsResourceExhausted(more.status()) ? WatchEnd::kRelist : WatchEnd::kError;
     }
     if (!*more) break;
     if (line.empty()) continue;
     auto doc = ParseApiJson(line, absl::StrCat("watch ", kind_.list_path));
     if (!doc.ok()) {
       *error = doc.status();
-      return WatchEnd::kError;
+      return WatchEnd::kRelist;
     }
     std::vector<v1::ObjectEvent> out;
     {
@@ -269,9 +300,10 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
       const json::value* object_ptr = Member(&*doc, "object");
       const json::value& object = object_ptr != nullptr ? *object_ptr : kNull;
       if (type == "ERROR") {
-        if (Scalar(&object, "code") == "410") return WatchEnd::kGone;
+        const std::string code = Scalar(&object, "code");
+        if (code == "410") return WatchEnd::kGone;
         *error = absl::UnavailableError(absl::StrCat("watch ", kind_.list_path, ": ", Scalar(&object, "message")));
-        return WatchEnd::kError;
+        return code == "429" ? WatchEnd::kError : WatchEnd::kRelist;  // 429: watch again after the backoff.
       }
       const json::value* meta = Member(&object, "metadata");
       const std::string rv = Scalar(meta, "resourceVersion");
@@ -303,8 +335,10 @@ Reflector::WatchEnd Reflector::Watch(absl::Status* error) {
           Remove(key, &out);
         }
       } else {
-        *error = absl::DataLossError(absl::StrCat("watch ", kind_.list_path, ": unknown event type \"", type, "\""));
-        return WatchEnd::kError;
+        // As client-go: logged and skipped; the resourceVersion moves past it.
+        ::podium::logging::Line(::podium::logging::Severity::kWarning)
+            << "podium-k8s-adapter: " << kind_.kind << ": unable to understand watch event type \"" << type
+            << "\" (resourceVersion " << rv << "); skipped\n";
       }
       if (!rv.empty()) resource_version_ = rv;
     }
@@ -322,7 +356,8 @@ void Reflector::Run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     if (need_list) {
       absl::Status s = ListAndSync();
-      if (absl::IsNotFound(s) || absl::IsPermissionDenied(s)) {
+      const bool refused = absl::IsNotFound(s) || absl::IsPermissionDenied(s);
+      if (refused && kind_.optional && !synced_) {
         ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << kind_.kind << ": "
                   << (absl::IsNotFound(s) ? "the API has no " : "not allowed to list ") << kind_.list_path
                   << (absl::IsNotFound(s) ? " (API group absent)" : " (RBAC)") << "; not watching it\n";
@@ -331,8 +366,16 @@ void Reflector::Run(const std::atomic<bool>& stop) {
       }
       if (!s.ok()) {
         if (stop.load()) return;
-        ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << s.message() << "; retrying\n";
-        sleep_(backoff_.Next());
+        // Retried until it succeeds, as client-go does (a 403 while RBAC
+        // propagates heals itself). Until a required kind's first list is
+        // complete the scheduler gets no ListEnd: as kube-scheduler waits in
+        // WaitForCacheSync, it does not start on a partial view of the
+        // cluster. client-go takes a 404 for an empty list; for a required
+        // kind it means a wrong server or proxy, so it waits the same way.
+        const absl::Duration wait = NextBackoff();
+        ::podium::logging::Line(::podium::logging::Severity::kWarning)
+            << "podium-k8s-adapter: " << kind_.kind << ": " << s.message() << "; listing again in " << wait << "\n";
+        sleep_(wait);
         continue;
       }
       need_list = false;
@@ -344,20 +387,31 @@ void Reflector::Run(const std::atomic<bool>& stop) {
                                                       : end == WatchEnd::kGone ? "gone"
                                                                                : "error");
     }
+    // Every relist waits its backoff first, as client-go's ListAndWatch
+    // iterations do: a server that answers each watch with 410 is not
+    // listed in a hot loop.
     switch (end) {
       case WatchEnd::kEnded:
-        backoff_.Reset();
         break;
       case WatchEnd::kGone:
+        if (stop.load()) return;
         ::podium::logging::Line() << "podium-k8s-adapter: " << kind_.kind << ": resourceVersion " << resource_version_
                   << " is too old (410 Gone); relisting\n";
         need_list = true;
+        sleep_(NextBackoff());
+        break;
+      case WatchEnd::kRelist:
+        if (stop.load()) return;
+        ::podium::logging::Line(::podium::logging::Severity::kWarning)
+            << "podium-k8s-adapter: " << kind_.kind << ": " << error.message() << "; relisting\n";
+        need_list = true;
+        sleep_(NextBackoff());
         break;
       case WatchEnd::kError:
         if (stop.load()) return;
         ::podium::logging::Line(::podium::logging::Severity::kWarning) << "podium-k8s-adapter: " << error.message() << "; watching again from resourceVersion "
                   << resource_version_ << "\n";
-        sleep_(backoff_.Next());
+        sleep_(NextBackoff());
         break;
     }
   }

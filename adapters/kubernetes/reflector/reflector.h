@@ -39,9 +39,10 @@ class ReflectorSink {
 
 // client-go's Reflector for one resource: list in pages, remember the
 // resourceVersion, watch from it (with bookmarks), relist on 410 Gone and
-// send only the differences, back off with jitter on errors. It keeps the last
-// state of every object (the store), so a relist can tell what changed and
-// what vanished, and a DELETE carries the object's last known state.
+// send only the differences, back off with jitter on errors and between
+// relists. It keeps the last state of every object (the store), so a relist
+// can tell what changed and what vanished, and a DELETE carries the object's
+// last known state.
 class Reflector {
  public:
   struct Options {
@@ -51,7 +52,10 @@ class Reflector {
     absl::Duration watch_timeout = absl::Minutes(5);
     // A watch that ends cleanly this soon without one event is an error.
     absl::Duration min_watch_duration = absl::Seconds(1);
+    // client-go's reflector backoff manager: 0.8 s doubling to 30 s, jitter
+    // 1.0, back to the start when the last backoff began over 2 minutes ago.
     Backoff::Options backoff{.initial = absl::Milliseconds(800), .cap = absl::Seconds(30), .jitter = 1.0};
+    absl::Duration backoff_reset = absl::Minutes(2);
     AdapterMetrics* metrics = nullptr;  // Watch restarts, relists.
   };
   using Clock = std::function<absl::Time()>;
@@ -60,19 +64,26 @@ class Reflector {
   Reflector(ResourceKind kind, Transport& transport, ReflectorSink& sink, Options options, Clock clock = absl::Now,
             Sleep sleep = absl::SleepFor, Backoff::Random random = DefaultRandom());
 
-  // List, then watch, until `stop`. Returns at once (after an empty initial
-  // list) when the resource does not exist or RBAC does not allow listing it.
+  // List, then watch, until `stop`. Every list error is retried with backoff,
+  // except that an optional kind (kind.optional) whose first list is refused
+  // (404 or 403) returns at once, after an empty initial list.
   void Run(const std::atomic<bool>& stop);
 
   // The steps of Run, for tests.
   // The first list (its parts, each page handed to the sink as it arrives),
   // or a relist that hands the sink the differences with the store. Resumes
   // a first list at the part that failed. NotFound: the resource does not
-  // exist; PermissionDenied: listing it is forbidden.
+  // exist; PermissionDenied: listing it is forbidden; DataLoss: the answer is
+  // not a list of this kind (nothing is deleted for it).
   absl::Status ListAndSync();
-  // One watch from resource_version(). OK when the server ended it normally;
-  // kGone (relist) or another error.
-  enum class WatchEnd { kEnded, kGone, kError };
+  // One watch from resource_version(). kEnded when the server ended it
+  // normally or it was quiet for the transport's idle timeout (watch again);
+  // kGone: relist; kRelist: relist after a backoff, as client-go does after
+  // an ERROR event, an event that cannot be parsed or one over the
+  // transport's size limit (watching again from the same resourceVersion
+  // could replay it); kError:
+  // another error (watch again after a backoff).
+  enum class WatchEnd { kEnded, kGone, kRelist, kError };
   WatchEnd Watch(absl::Status* error);
 
   const std::string& resource_version() const { return resource_version_; }
@@ -110,6 +121,11 @@ class Reflector {
   absl::Status FirstList();
   absl::Status Relist();
   void MarkFirstListDone();
+  // Deletes what the store has and `listed` does not (client-go's Replace).
+  void RemoveUnlisted(const std::set<std::string>& listed, std::vector<v1::ObjectEvent>* out);
+  // client-go's ExponentialBackoffManager: the backoff starts again when the
+  // previous one began more than options_.backoff_reset ago.
+  absl::Duration NextBackoff();
 
   const ResourceKind kind_;
   Transport& transport_;
@@ -122,7 +138,12 @@ class Reflector {
   std::map<std::string, Stored> store_;  // By namespace/name.
   std::string resource_version_;
   size_t first_list_parts_done_ = 0;
+  // Keys the completed parts of the first list listed. Kept across failed
+  // attempts: what an attempt sent and a later complete one did not list is
+  // deleted.
+  std::set<std::string> first_list_keys_;
   bool synced_ = false;  // The first list is complete.
+  absl::Time last_backoff_ = absl::InfinitePast();
 };
 
 // "namespace/name" (or "name") of an API object; empty when it has no name.

@@ -17,8 +17,9 @@ std::string Pod(const std::string& name, const std::string& uid, const std::stri
                       cpu, R"("}}}]},"status":{"phase":")", phase, R"("}})");
 }
 
-std::string List(const std::vector<std::string>& items, const std::string& rv, const std::string& next = "") {
-  return absl::StrCat(R"({"kind":"PodList","metadata":{"resourceVersion":")", rv, R"(")",
+std::string List(const std::vector<std::string>& items, const std::string& rv, const std::string& next = "",
+                 const std::string& kind = "PodList") {
+  return absl::StrCat(R"({"kind":")", kind, R"(","metadata":{"resourceVersion":")", rv, R"(")",
                       next.empty() ? "" : absl::StrCat(R"(,"continue":")", next, R"(")"), R"(},"items":[)",
                       absl::StrJoin(items, ","), "]}");
 }
@@ -46,6 +47,7 @@ class RecordingSink : public ReflectorSink {
   }
   void OnEvents(const ResourceKind&, std::vector<v1::ObjectEvent> events) override {
     for (const auto& e : events) changes.push_back(Describe(e));
+    if (on_events) on_events();
   }
   void OnBadObject(const ResourceKind&, const boost::json::value& object, const absl::Status& error) override {
     bad.push_back(absl::StrCat(ObjectKey(object), ": ", error.message()));
@@ -63,6 +65,7 @@ class RecordingSink : public ReflectorSink {
   }
   int initial_lists() const { return static_cast<int>(parts_done.size()); }
   const FakeTransport* transport_;
+  std::function<void()> on_events;  // Runs after each OnEvents (a watch event's time passing).
   std::vector<size_t> parts_done;
   std::vector<std::string> initial, changes, bad, pages;
 };
@@ -268,17 +271,17 @@ TEST_F(ReflectorTest, RunRelistsAfterGoneAndBacksOffOnErrors) {
   transport_.watches = {{.head = {.status = 500, .body = R"({"message":"etcd is sad"})"}},
                         {.lines = {Event("ADDED", Pod("c", "u-c", "11"))}, .end = absl::UnavailableError("dropped")},
                         {.head = {.status = 410}}};
-  // After the relist the fake has no more watches: the third backoff stops the run.
-  stop_after_sleeps_ = 3;
+  // The relist after 410 waits the third backoff; after it the fake has no
+  // more watches: the fourth backoff stops the run.
+  stop_after_sleeps_ = 4;
   Reflector r = Make();
   r.Run(stop_);
   EXPECT_EQ(r.resource_version(), "30");
   EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1"));
   EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/c@11", "UPSERT default/b@30", "DELETE default/a@1",
                                          "DELETE default/c@11"));
-  ASSERT_GE(slept_.size(), 2u);
-  EXPECT_EQ(slept_[0], absl::Milliseconds(800));
-  EXPECT_EQ(slept_[1], absl::Milliseconds(1600));
+  EXPECT_THAT(slept_, ElementsAre(absl::Milliseconds(800), absl::Milliseconds(1600), absl::Milliseconds(3200),
+                                  absl::Milliseconds(6400)));
 }
 
 std::string Workload(const std::string& name, const std::string& uid, const std::string& rv,
@@ -293,11 +296,11 @@ std::string Workload(const std::string& name, const std::string& uid, const std:
 }
 
 TEST_F(ReflectorTest, AWorkloadIsOnePodGroupPerEntryAndItsGroupsComeAndGoWithIt) {
-  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"workers", 4}, {"ps", 2}})}, "10")),
+  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"workers", 4}, {"ps", 2}})}, "10", "", "WorkloadList")),
                         // Relist: the ps group dropped, an eval group added.
-                        Ok(List({Workload("train", "u-w", "20", {{"workers", 8}, {"eval", 1}})}, "20")),
+                        Ok(List({Workload("train", "u-w", "20", {{"workers", 8}, {"eval", 1}})}, "20", "", "WorkloadList")),
                         // Relist: the Workload is gone.
-                        Ok(List({}, "30"))};
+                        Ok(List({}, "30", "", "WorkloadList"))};
   Reflector r = Make(WorkloadsKind());
   EXPECT_EQ(WorkloadsKind().list_path, "/apis/scheduling.k8s.io/v1alpha1/workloads");
   ASSERT_TRUE(r.ListAndSync().ok());
@@ -318,7 +321,7 @@ TEST_F(ReflectorTest, AWorkloadIsOnePodGroupPerEntryAndItsGroupsComeAndGoWithIt)
 }
 
 TEST_F(ReflectorTest, AWatchedWorkloadDeletionDeletesEachGroup) {
-  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"a", 2}, {"b", 3}})}, "10"))};
+  transport_.answers = {Ok(List({Workload("train", "u-w", "1", {{"a", 2}, {"b", 3}})}, "10", "", "WorkloadList"))};
   transport_.watches = {{.lines = {Event("DELETED", Workload("train", "u-w", "11", {{"a", 2}, {"b", 3}}))}}};
   Reflector r = Make(WorkloadsKind());
   ASSERT_TRUE(r.ListAndSync().ok());
@@ -351,7 +354,8 @@ TEST_F(ReflectorTest, RelistDeletesVanishedObjectsOfEveryKind) {
   for (const Case& c : cases) {
     RecordingSink sink;
     FakeTransport transport;
-    transport.answers = {Ok(List({c.keep, c.gone}, "10")), Ok(List({c.keep}, "20"))};
+    transport.answers = {Ok(List({c.keep, c.gone}, "10", "", c.kind.list_kind)),
+                         Ok(List({c.keep}, "20", "", c.kind.list_kind))};
     Reflector r(c.kind, transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
     ASSERT_TRUE(r.ListAndSync().ok()) << c.kind.kind;
     EXPECT_EQ(sink.initial.size(), 2u) << c.kind.kind << ": " << absl::StrJoin(sink.bad, "; ");
@@ -361,17 +365,198 @@ TEST_F(ReflectorTest, RelistDeletesVanishedObjectsOfEveryKind) {
   }
 }
 
-TEST_F(ReflectorTest, AbsentOrForbiddenResourceIsAnEmptyInitialList) {
+TEST_F(ReflectorTest, AbsentOrForbiddenOptionalResourceIsAnEmptyInitialList) {
   for (int status : {404, 403}) {
     RecordingSink sink;
     FakeTransport transport;
     transport.answers = {{.status = status, .body = R"({"kind":"Status"})"}};
-    Reflector r(OnePartPods(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {}, [] { return 0.0; });
+    Reflector r(SchedulerPluginsPodGroupsKind(), transport, sink, {}, [this] { return now_; }, [](absl::Duration) {},
+                [] { return 0.0; });
     r.Run(stop_);  // Returns: nothing to watch.
     EXPECT_EQ(sink.initial_lists(), 1) << status;  // The only part is done.
     EXPECT_TRUE(sink.initial.empty());
     EXPECT_EQ(transport.requests.size(), 1u);
   }
+}
+
+TEST_F(ReflectorTest, ARequiredKindRetriesARefusedFirstListAndIsNotSyncedMeanwhile) {
+  for (int status : {403, 404}) {
+    SCOPED_TRACE(status);
+    RecordingSink sink;
+    FakeTransport transport;
+    transport.answers = {{.status = status, .body = R"({"kind":"Status","message":"pods is forbidden"})"},
+                         Ok(List({Pod("a", "u-a", "1")}, "10"))};
+    std::vector<absl::Duration> slept;
+    std::atomic<bool> stop{false};
+    Reflector r(OnePartPods(), transport, sink, {}, [this] { return now_; },
+                [&](absl::Duration d) {
+                  slept.push_back(d);
+                  // No ListEnd for the scheduler while the list is refused.
+                  if (slept.size() == 1) EXPECT_TRUE(sink.parts_done.empty());
+                  if (slept.size() == 2) stop = true;  // The watch the fake has not scripted.
+                },
+                [] { return 0.0; });
+    r.Run(stop);
+    EXPECT_THAT(sink.parts_done, ElementsAre(0u));
+    EXPECT_THAT(sink.initial, ElementsAre("UPSERT default/a@1"));
+    ASSERT_FALSE(slept.empty());
+    EXPECT_EQ(slept.front(), absl::Milliseconds(800));
+    ASSERT_EQ(transport.requests.size(), 3u);  // List (refused), list, watch.
+    EXPECT_THAT(transport.requests[2].target, HasSubstr("watch=1"));
+  }
+}
+
+TEST_F(ReflectorTest, AnOptionalKindGivesUpOnlyOnItsFirstList) {
+  const ResourceKind kind = PriorityClassesKind();
+  ASSERT_TRUE(kind.optional);
+  transport_.answers = {Ok(List({}, "10", "", kind.list_kind)),
+                        {.status = 403, .body = R"({"kind":"Status"})"},  // The relist after 410.
+                        Ok(List({}, "20", "", kind.list_kind))};
+  transport_.watches = {{.head = {.status = 410}}};
+  stop_after_sleeps_ = 3;  // 410, the refused relist, then the watch the fake has not scripted.
+  Reflector r = Make(kind);
+  r.Run(stop_);
+  EXPECT_EQ(r.resource_version(), "20");
+  ASSERT_EQ(transport_.requests.size(), 5u);  // List, watch, list (refused), list, watch.
+  EXPECT_THAT(transport_.requests[4].target, HasSubstr("watch=1&allowWatchBookmarks=true&resourceVersion=20"));
+}
+
+TEST_F(ReflectorTest, AFailedFirstListDeletesWhatItSentThatTheRetryDidNotList) {
+  // Part 0 (assigned pods) completes; part 1's first attempt sends p and q,
+  // then fails; p is deleted before the retry, which lists only q.
+  transport_.answers = {Ok(List({Pod("x", "u-x", "5")}, "10")),
+                        Ok(List({Pod("p", "u-p", "6"), Pod("q", "u-q", "7")}, "11", "next")),
+                        {.status = 500, .body = R"({"message":"etcd is sad"})"},
+                        Ok(List({Pod("q", "u-q", "7")}, "12"))};
+  Reflector r = Make(PodsKind());
+  EXPECT_FALSE(r.ListAndSync().ok());
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/x@5", "UPSERT default/p@6", "UPSERT default/q@7"));
+  // p is deleted before part 1 is done; part 0's x stays.
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE default/p@6"));
+  EXPECT_THAT(sink_.pages.back(), "part 1 done");
+  EXPECT_EQ(r.store_size(), 2u);
+  // The same for a one-part list whose first page came from a failed attempt.
+  RecordingSink sink;
+  FakeTransport transport;
+  transport.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10", "next")),
+                       {.status = 500, .body = R"({"message":"etcd is sad"})"},
+                       Ok(List({Pod("b", "u-b", "2")}, "11"))};
+  Reflector one(OnePartPods(), transport, sink, {.page_size = 2}, [this] { return now_; }, [](absl::Duration) {},
+                [] { return 0.0; });
+  EXPECT_FALSE(one.ListAndSync().ok());
+  ASSERT_TRUE(one.ListAndSync().ok());
+  EXPECT_THAT(sink.changes, ElementsAre("DELETE default/a@1"));
+  EXPECT_EQ(one.store_size(), 1u);
+}
+
+TEST_F(ReflectorTest, AMalformedListAnswerIsAnErrorAndDeletesNothing) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1"), Pod("b", "u-b", "2")}, "10"))};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  for (const std::string body :
+       {R"({"kind":"PodList","metadata":{"resourceVersion":"20"},"items":{"oops":1}})",
+        R"({"kind":"PodList","metadata":{"resourceVersion":"20"},"items":"nope"})",
+        R"({"kind":"PodList","metadata":{"resourceVersion":"20"}})", R"([])", R"("PodList")",
+        R"({"kind":"NodeList","metadata":{"resourceVersion":"20"},"items":[]})"}) {
+    transport_.answers = {Ok(body)};
+    absl::Status s = r.ListAndSync();  // A relist.
+    EXPECT_TRUE(absl::IsDataLoss(s)) << body << ": " << s;
+    EXPECT_THAT(s.message(), HasSubstr("list /api/v1/pods")) << body;
+  }
+  EXPECT_THAT(sink_.changes, ElementsAre());
+  EXPECT_EQ(r.store_size(), 2u);
+  EXPECT_EQ(r.resource_version(), "10");
+  // Go's encoding of an empty list (null items) is an empty list.
+  transport_.answers = {Ok(R"({"kind":"PodList","metadata":{"resourceVersion":"30"},"items":null})")};
+  ASSERT_TRUE(r.ListAndSync().ok());
+  EXPECT_THAT(sink_.changes, ElementsAre("DELETE default/a@1", "DELETE default/b@2"));
+}
+
+TEST_F(ReflectorTest, AMalformedListIsRetriedWithBackoff) {
+  transport_.answers = {Ok(R"({"kind":"PodList","metadata":{"resourceVersion":"10"},"items":"nope"})"),
+                        Ok(List({Pod("a", "u-a", "1")}, "10"))};
+  stop_after_sleeps_ = 2;  // The malformed list, then the watch the fake has not scripted.
+  Reflector r = Make();
+  r.Run(stop_);
+  EXPECT_THAT(sink_.initial, ElementsAre("UPSERT default/a@1"));
+  ASSERT_FALSE(slept_.empty());
+  EXPECT_EQ(slept_.front(), absl::Milliseconds(800));
+}
+
+TEST_F(ReflectorTest, RelistsWaitTheBackoffWhichStartsAgainAfterTwoHealthyMinutes) {
+  transport_.answers = {Ok(List({}, "10")), Ok(List({}, "20")), Ok(List({}, "30")), Ok(List({}, "40"))};
+  transport_.watches = {{.head = {.status = 410}},
+                        {.lines = {R"({"type":"ERROR","object":{"kind":"Status","code":410}})"}},
+                        // Three healthy minutes pass while this watch delivers its event.
+                        {.lines = {Event("ADDED", Pod("c", "u-c", "31")),
+                                   R"({"type":"ERROR","object":{"kind":"Status","code":410}})"}}};
+  sink_.on_events = [this, once = true]() mutable {
+    if (once) now_ += absl::Minutes(3);
+    once = false;
+  };
+  stop_after_sleeps_ = 4;  // Three relists, then the watch the fake has not scripted.
+  Reflector r = Make();
+  r.Run(stop_);
+  EXPECT_EQ(r.resource_version(), "40");
+  EXPECT_THAT(slept_, ElementsAre(absl::Milliseconds(800), absl::Milliseconds(1600), absl::Milliseconds(800),
+                                  absl::Milliseconds(1600)));
+}
+
+TEST_F(ReflectorTest, AnUnknownWatchEventIsSkippedAndAnUndecodableOrErrorOneMeansRelist) {
+  transport_.answers = {Ok(List({}, "10"))};
+  const std::string deep = absl::StrCat(
+      R"({"type":"ADDED","object":{"metadata":{"name":"deep","namespace":"default","uid":"u","resourceVersion":"7"},"spec":{"x":)",
+      std::string(300, '['), std::string(300, ']'), "}}}");
+  transport_.watches = {
+      {.lines = {R"({"type":"WEIRD","object":{"metadata":{"name":"x","resourceVersion":"11"}}})",
+                 Event("ADDED", Pod("b", "u-b", "12"))}},
+      {.lines = {R"({"type":"ADDED","object":{"metadata":{"name":"x")"}},
+      {.lines = {deep}},
+      {.lines = {R"({"type":"ERROR","object":{"kind":"Status","code":500,"message":"etcd hiccup"}})"}},
+      {.lines = {R"({"type":"ERROR","object":{"kind":"Status","code":429,"message":"slow down"}})"}}};
+  Reflector r = Make();
+  ASSERT_TRUE(r.ListAndSync().ok());
+  absl::Status error;
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kEnded) << error;
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@12"));
+  EXPECT_EQ(r.resource_version(), "12");
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kRelist);
+  EXPECT_THAT(error.message(), HasSubstr("not JSON"));
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kRelist);
+  EXPECT_EQ(r.resource_version(), "12");
+  // An ERROR event: relist, as client-go does; but a 429 watches again.
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kRelist);
+  EXPECT_THAT(error.message(), HasSubstr("etcd hiccup"));
+  EXPECT_EQ(r.Watch(&error), Reflector::WatchEnd::kError);
+}
+
+TEST_F(ReflectorTest, RunRelistsAfterAnUndecodableWatchEvent) {
+  transport_.answers = {Ok(List({Pod("a", "u-a", "1")}, "10")), Ok(List({Pod("b", "u-b", "20")}, "20"))};
+  transport_.watches = {{.lines = {R"({"type":"ADDED","object":{"metadata":{"name":"x")"}}};
+  stop_after_sleeps_ = 2;  // The relist's backoff, then the watch the fake has not scripted.
+  Reflector r = Make();
+  r.Run(stop_);
+  ASSERT_EQ(transport_.requests.size(), 4u);
+  EXPECT_THAT(transport_.requests[1].target, HasSubstr("watch=1&allowWatchBookmarks=true&resourceVersion=10&"));
+  EXPECT_EQ(transport_.requests[2].target, "/api/v1/pods?limit=2");  // A relist, not a watch from 10.
+  EXPECT_THAT(transport_.requests[3].target, HasSubstr("resourceVersion=20&"));
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@20", "DELETE default/a@1"));
+}
+
+TEST_F(ReflectorTest, AQuietWatchIsWatchedAgainFromItsVersionAtOnce) {
+  // The transport's idle timeout (a quiet watch, or a half-open connection).
+  transport_.answers = {Ok(List({}, "10"))};
+  transport_.watches = {{.lines = {Event("ADDED", Pod("b", "u-b", "11"))},
+                         .end = absl::DeadlineExceededError("watch stream: no data for 1m")},
+                        {.lines = {Event("ADDED", Pod("c", "u-c", "12"))}, .end = absl::UnavailableError("reset")}};
+  stop_after_sleeps_ = 1;
+  Reflector r = Make();
+  r.Run(stop_);
+  ASSERT_EQ(transport_.requests.size(), 3u);
+  EXPECT_THAT(transport_.requests[2].target, HasSubstr("resourceVersion=11&"));
+  EXPECT_THAT(sink_.changes, ElementsAre("UPSERT default/b@11", "UPSERT default/c@12"));
+  EXPECT_EQ(slept_.size(), 1u);  // Only after the reset, none after the quiet end.
 }
 
 }  // namespace

@@ -7,6 +7,7 @@ namespace podium::kube {
 ResourceKind NodesKind() {
   return {.kind = "Node",
           .list_path = "/api/v1/nodes",
+          .list_kind = "NodeList",
           .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto node = k8s::NodeFromJson(o);
             if (!node.ok()) return node.status();
@@ -20,6 +21,7 @@ ResourceKind NodesKind() {
 ResourceKind PodsKind() {
   return {.kind = "Pod",
           .list_path = "/api/v1/pods",
+          .list_kind = "PodList",
           // Assigned pods first (all of them before the scheduler may place
           // a pod), then the pending ones, streamed while it already schedules.
           .first_list_parts = {{.field_selector = "spec.nodeName!=", .needed_to_schedule = true},
@@ -40,6 +42,8 @@ ResourceKind PodsKind() {
 ResourceKind PriorityClassesKind() {
   return {.kind = "PriorityClass",
           .list_path = "/apis/scheduling.k8s.io/v1/priorityclasses",
+          .list_kind = "PriorityClassList",
+          .optional = true,  // The deployed ClusterRole does not grant them.
           .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto pc = k8s::PriorityClassFromJson(o);
             if (!pc.ok()) return pc.status();
@@ -53,6 +57,7 @@ ResourceKind PriorityClassesKind() {
 ResourceKind PodDisruptionBudgetsKind() {
   return {.kind = "PodDisruptionBudget",
           .list_path = "/apis/policy/v1/poddisruptionbudgets",
+          .list_kind = "PodDisruptionBudgetList",
           .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto pdb = k8s::PodDisruptionBudgetFromJson(o);
             if (!pdb.ok()) return pdb.status();
@@ -66,6 +71,7 @@ ResourceKind PodDisruptionBudgetsKind() {
 ResourceKind NamespacesKind() {
   return {.kind = "Namespace",
           .list_path = "/api/v1/namespaces",
+          .list_kind = "NamespaceList",
           .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto ns = k8s::NamespaceFromJson(o);
             if (!ns.ok()) return ns.status();
@@ -82,6 +88,8 @@ namespace {
 ResourceKind PodGroupsKind(std::string kind, std::string list_path) {
   return {.kind = std::move(kind),
           .list_path = std::move(list_path),
+          .list_kind = "PodGroupList",
+          .optional = true,  // An absent API group: no gangs of this kind.
           .decode = [](const boost::json::value& o) -> absl::StatusOr<v1::ObjectEvent> {
             auto group = k8s::PodGroupFromJson(o);
             if (!group.ok()) return group.status();
@@ -105,6 +113,8 @@ ResourceKind KubernetesPodGroupsKind() {
 ResourceKind WorkloadsKind() {
   return {.kind = "Workload.scheduling.k8s.io",
           .list_path = "/apis/scheduling.k8s.io/v1alpha1/workloads",
+          .list_kind = "WorkloadList",
+          .optional = true,  // An absent API group: no gangs of this kind.
           .decode_many = [](const boost::json::value& o) -> absl::StatusOr<std::vector<v1::ObjectEvent>> {
             auto groups = k8s::PodGroupsFromWorkloadJson(o);
             if (!groups.ok()) return groups.status();

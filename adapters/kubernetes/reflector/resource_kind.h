@@ -28,6 +28,12 @@ struct ListPart {
 struct ResourceKind {
   std::string kind;       // "Pod", for logs and bad-object reports.
   std::string list_path;  // "/api/v1/pods": every namespace.
+  std::string list_kind;  // "PodList": what a list answer must say it is.
+  // A kind the scheduler can do without (gangs, PriorityClasses): when its
+  // first list is refused (404: the API group is absent; 403: RBAC does not
+  // allow it) the reflector logs it and gives up on that kind. A required
+  // kind (Nodes, Pods, ...) retries every list error, as client-go does.
+  bool optional = false;
   // The first list's parts, in order; the parts needed to schedule come
   // first. Relists are one unfiltered list (they must see what vanished).
   std::vector<ListPart> first_list_parts = {ListPart{}};
