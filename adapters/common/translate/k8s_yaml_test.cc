@@ -76,6 +76,9 @@ spec:
     topologyKey: topology.kubernetes.io/zone
     whenUnsatisfiable: ScheduleAnyway
     labelSelector: {matchLabels: {app: web}}
+  - maxSkew: 1
+    topologyKey: kubernetes.io/hostname
+    labelSelector: {matchLabels: {app: web}}
     minDomains: 2
 status:
   nominatedNodeName: n1
@@ -132,9 +135,11 @@ TEST(K8sYamlTest, LoadsMultiDocumentNodesAndPods) {
   EXPECT_EQ(na.required().terms(0).match_expressions(0).operator_(), v1::NodeSelectorRequirement::IN);
   EXPECT_EQ(na.preferred(0).weight(), 10);
   EXPECT_EQ(p.affinity().pod_anti_affinity().required(0).topology_key(), "kubernetes.io/hostname");
-  ASSERT_EQ(p.topology_spread_constraints_size(), 1);
+  ASSERT_EQ(p.topology_spread_constraints_size(), 2);
   EXPECT_EQ(p.topology_spread_constraints(0).when_unsatisfiable(), v1::TopologySpreadConstraint::SCHEDULE_ANYWAY);
-  EXPECT_EQ(p.topology_spread_constraints(0).min_domains(), 2);
+  EXPECT_FALSE(p.topology_spread_constraints(0).has_min_domains());
+  EXPECT_EQ(p.topology_spread_constraints(1).when_unsatisfiable(), v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
+  EXPECT_EQ(p.topology_spread_constraints(1).min_domains(), 2);
   EXPECT_EQ(p.nominated_node_name(), "n1");
 }
 
@@ -371,6 +376,27 @@ TEST(K8sYamlTest, RefusesWhatTheSchedulerRefuses) {
        "f.yaml: document 2 (Node n): metadata.name: duplicate Node, first in f.yaml: document 1 (Node n)"},
       {"kind: Node\nmetadata: {name: n, uid: u1}\n---\nkind: Pod\nmetadata: {name: p, uid: u1}\n",
        "f.yaml: document 2 (Pod default/p): metadata.uid: \"u1\" is also the uid of f.yaml: document 1 (Node n)"},
+      // Found by a probe: accepted before, each misbehaving later.
+      {"kind: PriorityClass\nmetadata: {name: system-node-critical}\nvalue: 5\n",
+       "f.yaml: document 1 (PriorityClass system-node-critical): value: the built-in PriorityClass "
+       "system-node-critical has value 2000001000"},
+      {"kind: PriorityClass\nmetadata: {name: urgent}\nvalue: 2000000500\n",
+       "value: maximum allowed value of a user defined priority is 1000000000"},
+      {"kind: PodDisruptionBudget\nmetadata: {name: \"bad\\u0001name\"}\nspec: {minAvailable: 1}\n",
+       "metadata.name: control character"},
+      {"kind: PodDisruptionBudget\nmetadata: {name: d}\nspec: {minAvailable: 1}\n---\n"
+       "kind: PodDisruptionBudget\nmetadata: {name: d}\nspec: {maxUnavailable: 1}\n",
+       "f.yaml: document 2 (PodDisruptionBudget d): metadata.name: duplicate PodDisruptionBudget"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: \"0.5\"}}}]}\n",
+       "spec.containers[0].resources.limits.nvidia.com/gpu: quantity \"0.5\" must be an integer"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {gpu: \"1\"}}}]}\n",
+       "spec.containers[0].resources.requests[gpu]: must be a standard resource type or fully qualified"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: \"2\"}, "
+       "limits: {cpu: \"1\"}}}]}\n",
+       "spec.containers[0].resources.requests[cpu]: must be less than or equal to cpu limit"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {topologySpreadConstraints: [{maxSkew: 0, topologyKey: zone, "
+       "whenUnsatisfiable: DoNotSchedule}]}\n",
+       "spec.topologySpreadConstraints[0].maxSkew: must be greater than zero"},
   };
   for (const Case& c : cases) {
     auto r = LoadCluster({{"f.yaml", c.text}});

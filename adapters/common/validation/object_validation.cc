@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace podium::validation {
@@ -127,6 +128,139 @@ absl::Status ValidateContainers(const google::protobuf::RepeatedPtrField<v1::Con
   return absl::OkStatus();
 }
 
+// Kubernetes' container resource names: cpu, memory, ephemeral-storage,
+// hugepages-*, or a qualified extended resource (with a '/'); "pods" or "gpu"
+// is a typo the scheduler would otherwise count as a resource.
+absl::Status ValidateContainerResourceNames(const google::protobuf::RepeatedPtrField<v1::Container>& containers,
+                                            std::string_view field) {
+  for (int i = 0; i < containers.size(); ++i) {
+    for (const bool is_requests : {true, false}) {
+      const v1::ResourceList& list = is_requests ? containers[i].requests() : containers[i].limits();
+      const std::string path =
+          absl::StrCat(AV(field), "[", i, "].resources.", is_requests ? "requests" : "limits");
+      if (list.pods() != 0) {
+        return Invalid(absl::StrCat(path, "[pods]"), "must be a standard resource type or fully qualified");
+      }
+      for (const auto& [name, value] : list.scalar()) {
+        if (name.find('/') == std::string::npos && name.rfind("hugepages-", 0) != 0) {
+          return Invalid(absl::StrCat(path, "[", Printable(name), "]"),
+                         "must be a standard resource type or fully qualified");
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Kubernetes' ValidateResourceRequirements: a request above its limit.
+absl::Status ValidateRequestsWithinLimits(const google::protobuf::RepeatedPtrField<v1::Container>& containers,
+                                          std::string_view field) {
+  for (int i = 0; i < containers.size(); ++i) {
+    const v1::ResourceList& req = containers[i].requests();
+    const v1::ResourceList& lim = containers[i].limits();
+    const auto where = [&](std::string_view name) {
+      return absl::StrCat(AV(field), "[", i, "].resources.requests[", AV(name), "]");
+    };
+    const auto above = [&](std::string_view name) {
+      return Invalid(where(name), absl::StrCat("must be less than or equal to ", AV(name), " limit"));
+    };
+    if (lim.milli_cpu() > 0 && req.milli_cpu() > lim.milli_cpu()) return above("cpu");
+    if (lim.memory_bytes() > 0 && req.memory_bytes() > lim.memory_bytes()) return above("memory");
+    for (const auto& [name, value] : req.scalar()) {
+      auto it = lim.scalar().find(name);
+      if (it != lim.scalar().end() && value > it->second) return above(name);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNodeSelectorTerm(const v1::NodeSelectorTerm& term, const std::string& where) {
+  auto check = [&](const google::protobuf::RepeatedPtrField<v1::NodeSelectorRequirement>& reqs,
+                   const std::string& list) -> absl::Status {
+    for (int i = 0; i < reqs.size(); ++i) {
+      const auto& r = reqs[i];
+      const std::string at = absl::StrCat(where, ".", list, "[", i, "]");
+      if (r.key().empty()) return Invalid(at + ".key", "must not be empty");
+      switch (r.operator_()) {
+        case v1::NodeSelectorRequirement::IN:
+        case v1::NodeSelectorRequirement::NOT_IN:
+          if (r.values().empty()) return Invalid(at + ".values", "must be specified when `operator` is 'In' or 'NotIn'");
+          break;
+        case v1::NodeSelectorRequirement::EXISTS:
+        case v1::NodeSelectorRequirement::DOES_NOT_EXIST:
+          if (!r.values().empty()) {
+            return Invalid(at + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+          }
+          break;
+        case v1::NodeSelectorRequirement::GT:
+        case v1::NodeSelectorRequirement::LT: {
+          int64_t n = 0;
+          if (r.values_size() != 1) return Invalid(at + ".values", "must be specified single value when `operator` is 'Lt' or 'Gt'");
+          if (!absl::SimpleAtoi(r.values(0), &n)) {
+            return Invalid(at + ".values[0]", absl::StrCat("must be an integer, got \"", Printable(r.values(0)), "\""));
+          }
+          break;
+        }
+        default: return Invalid(at + ".operator", "not a valid selector operator");
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (auto s = check(term.match_expressions(), "matchExpressions"); !s.ok()) return s;
+  return check(term.match_fields(), "matchFields");
+}
+
+absl::Status ValidatePodAffinityTerm(const v1::PodAffinityTerm& term, const std::string& where) {
+  if (term.topology_key().empty()) return Invalid(where + ".topologyKey", "can not be empty");
+  if (auto s = ValidateLabelSelector(term.label_selector(), where + ".labelSelector"); !s.ok()) return s;
+  return ValidateLabelSelector(term.namespace_selector(), where + ".namespaceSelector");
+}
+
+// Kubernetes' pod affinity validation: terms with a topology key, valid
+// selectors and requirements, preferred weights within 1-100.
+absl::Status ValidateAffinity(const v1::Affinity& affinity) {
+  const std::string base = "spec.affinity";
+  if (affinity.has_node_affinity()) {
+    const v1::NodeAffinity& na = affinity.node_affinity();
+    const std::string at = base + ".nodeAffinity";
+    if (na.has_required()) {
+      const std::string req = at + ".requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms";
+      if (na.required().terms().empty()) return Invalid(req, "must have at least one node selector term");
+      for (int i = 0; i < na.required().terms_size(); ++i) {
+        if (auto s = ValidateNodeSelectorTerm(na.required().terms(i), absl::StrCat(req, "[", i, "]")); !s.ok()) {
+          return s;
+        }
+      }
+    }
+    for (int i = 0; i < na.preferred_size(); ++i) {
+      const std::string pref = absl::StrCat(at, ".preferredDuringSchedulingIgnoredDuringExecution[", i, "]");
+      if (na.preferred(i).weight() < 1 || na.preferred(i).weight() > 100) {
+        return Invalid(pref + ".weight", "must be in the range 1-100");
+      }
+      if (auto s = ValidateNodeSelectorTerm(na.preferred(i).preference(), pref + ".preference"); !s.ok()) return s;
+    }
+  }
+  const std::pair<const char*, const v1::PodAffinity*> kinds[] = {
+      {"podAffinity", affinity.has_pod_affinity() ? &affinity.pod_affinity() : nullptr},
+      {"podAntiAffinity", affinity.has_pod_anti_affinity() ? &affinity.pod_anti_affinity() : nullptr}};
+  for (const auto& [name, pa] : kinds) {
+    if (pa == nullptr) continue;
+    const std::string at = absl::StrCat(base, ".", name);
+    for (int i = 0; i < pa->required_size(); ++i) {
+      const std::string term = absl::StrCat(at, ".requiredDuringSchedulingIgnoredDuringExecution[", i, "]");
+      if (auto s = ValidatePodAffinityTerm(pa->required(i), term); !s.ok()) return s;
+    }
+    for (int i = 0; i < pa->preferred_size(); ++i) {
+      const std::string pref = absl::StrCat(at, ".preferredDuringSchedulingIgnoredDuringExecution[", i, "]");
+      if (pa->preferred(i).weight() < 1 || pa->preferred(i).weight() > 100) {
+        return Invalid(pref + ".weight", "must be in the range 1-100");
+      }
+      if (auto s = ValidatePodAffinityTerm(pa->preferred(i).term(), pref + ".podAffinityTerm"); !s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsValidUtf8(std::string_view value) {
@@ -165,6 +299,32 @@ absl::Status ValidatePod(const v1::Pod& pod) {
   return absl::OkStatus();
 }
 
+absl::Status ValidatePodSpec(const v1::Pod& pod) {
+  if (auto s = ValidatePod(pod); !s.ok()) return s;
+  if (auto s = ValidateContainerResourceNames(pod.containers(), "spec.containers"); !s.ok()) return s;
+  if (auto s = ValidateContainerResourceNames(pod.init_containers(), "spec.initContainers"); !s.ok()) return s;
+  if (auto s = ValidateRequestsWithinLimits(pod.containers(), "spec.containers"); !s.ok()) return s;
+  if (auto s = ValidateRequestsWithinLimits(pod.init_containers(), "spec.initContainers"); !s.ok()) return s;
+  if (pod.has_affinity()) {
+    if (auto s = ValidateAffinity(pod.affinity()); !s.ok()) return s;
+  }
+  for (int i = 0; i < pod.topology_spread_constraints_size(); ++i) {
+    const auto& c = pod.topology_spread_constraints(i);
+    const std::string where = absl::StrCat("spec.topologySpreadConstraints[", i, "]");
+    if (c.max_skew() <= 0) return Invalid(where + ".maxSkew", "must be greater than zero");
+    if (c.topology_key().empty()) return Invalid(where + ".topologyKey", "can not be empty");
+    if (c.has_min_domains()) {
+      if (c.min_domains() <= 0) return Invalid(where + ".minDomains", "must be greater than zero");
+      if (c.when_unsatisfiable() != v1::TopologySpreadConstraint::DO_NOT_SCHEDULE) {
+        return Invalid(where + ".minDomains",
+                       "can only use minDomains if whenUnsatisfiable=DoNotSchedule, not ScheduleAnyway");
+      }
+    }
+    if (auto s = ValidateLabelSelector(c.label_selector(), where + ".labelSelector"); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateNode(const v1::Node& node) {
   if (auto s = ValidateMeta(node.meta(), false); !s.ok()) return s;
   if (auto s = ValidateResources(node.capacity(), "status.capacity"); !s.ok()) return s;
@@ -179,7 +339,29 @@ absl::Status ValidateNode(const v1::Node& node) {
 }
 
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class) {
-  return ValidateMeta(priority_class.meta(), false);
+  if (auto s = ValidateMeta(priority_class.meta(), false); !s.ok()) return s;
+  // Kubernetes' PriorityClass validation: the "system-" prefix is the
+  // built-in classes' (a dump of a cluster lists them, as they are), and a
+  // user class is at most HighestUserDefinablePriority.
+  constexpr int64_t kHighestUserDefinablePriority = 1000000000;
+  const std::string& name = priority_class.meta().name();
+  if (name.rfind("system-", 0) == 0) {
+    const int64_t want = name == "system-node-critical"      ? 2000001000
+                         : name == "system-cluster-critical" ? 2000000000
+                                                             : -1;
+    if (want < 0) {
+      return Invalid("metadata.name", absl::StrCat("priority class names with 'system-' prefix are reserved for "
+                                                   "system use only (system-node-critical, system-cluster-critical)"));
+    }
+    if (priority_class.value() != want || priority_class.global_default()) {
+      return Invalid("value", absl::StrCat("the built-in PriorityClass ", name, " has value ", want,
+                                           " and is not the global default"));
+    }
+  } else if (priority_class.value() > kHighestUserDefinablePriority) {
+    return Invalid("value", absl::StrCat("maximum allowed value of a user defined priority is ",
+                                         kHighestUserDefinablePriority, ", got ", priority_class.value()));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ValidateNamespace(const v1::Namespace& ns) {

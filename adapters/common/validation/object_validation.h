@@ -37,6 +37,13 @@ absl::Status ValidateName(std::string_view value, std::string_view field, size_t
 
 absl::Status ValidateResources(const v1::ResourceList& list, std::string_view field);
 absl::Status ValidatePod(const v1::Pod& pod);
+// ValidatePod, then what the API server also refuses in a pod's spec (request
+// above its limit, container resource names, affinity terms and spread
+// constraints as Kubernetes validates them). podium-sim's loader refuses such
+// a file; the scheduler's gate (ValidateObjectEvent) keeps such a pod from an
+// adapter and reports it unschedulable naming the field, so a bound one still
+// counts on its node.
+absl::Status ValidatePodSpec(const v1::Pod& pod);
 absl::Status ValidateNode(const v1::Node& node);
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);
 // A Namespace: its name is a DNS-1123 label (at most 63 bytes); it has no

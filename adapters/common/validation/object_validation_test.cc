@@ -21,6 +21,37 @@ TEST(ValidateObjectEvent, AcceptsAWellFormedPod) {
   EXPECT_EQ(DescribeObject(GoodPod()), "Pod shop/web-1");
 }
 
+// What Kubernetes accepts is accepted: a request equal to its limit, the
+// built-in PriorityClasses as a cluster dump lists them, a user class at
+// 10^9, valid affinity and spread constraints.
+TEST(ValidateObjectEvent, AcceptsWhatKubernetesAccepts) {
+  v1::ObjectEvent e = GoodPod();
+  v1::Pod* pod = e.mutable_pod();
+  pod->mutable_containers(0)->mutable_limits()->set_milli_cpu(100);
+  auto* c = pod->add_topology_spread_constraints();
+  c->set_max_skew(1);
+  c->set_topology_key("zone");
+  c->set_min_domains(3);
+  auto* na = pod->mutable_affinity()->mutable_node_affinity();
+  auto* r = na->mutable_required()->add_terms()->add_match_expressions();
+  r->set_key("cores");
+  r->set_operator_(v1::NodeSelectorRequirement::GT);
+  r->add_values("4");
+  auto* pref = na->add_preferred();
+  pref->set_weight(100);
+  pod->mutable_affinity()->mutable_pod_anti_affinity()->add_required()->set_topology_key("kubernetes.io/hostname");
+  EXPECT_TRUE(ValidatePodSpec(e.pod()).ok()) << ValidatePodSpec(e.pod());
+  for (const auto& [name, value] : std::vector<std::pair<std::string, int32_t>>{
+           {"system-node-critical", 2000001000}, {"system-cluster-critical", 2000000000}, {"urgent", 1000000000}}) {
+    v1::ObjectEvent pc;
+    pc.set_type(v1::ObjectEvent::UPSERT);
+    pc.mutable_priority_class()->mutable_meta()->set_uid("uid-" + name);
+    pc.mutable_priority_class()->mutable_meta()->set_name(name);
+    pc.mutable_priority_class()->set_value(value);
+    EXPECT_TRUE(ValidateObjectEvent(pc).ok()) << name << ": " << ValidateObjectEvent(pc);
+  }
+}
+
 TEST(ValidateObjectEvent, NamesTheFieldThatIsWrong) {
   struct Case {
     const char* name;
@@ -89,6 +120,81 @@ TEST(ValidateObjectEvent, NamesTheFieldThatIsWrong) {
          (*n->mutable_allocatable()->mutable_scalar())["example.com/x"] = kMaxQuantity + 1;
        },
        "status.allocatable.example.com/x"},
+      {"cpu request above its limit",
+       [](auto& e) {
+         e.mutable_pod()->mutable_containers(0)->mutable_limits()->set_milli_cpu(50);
+       },
+       "spec.containers[0].resources.requests[cpu]"},
+      {"spread constraint with maxSkew 0",
+       [](auto& e) { e.mutable_pod()->add_topology_spread_constraints()->set_topology_key("zone"); },
+       "spec.topologySpreadConstraints[0].maxSkew"},
+      {"spread constraint without a topology key",
+       [](auto& e) { e.mutable_pod()->add_topology_spread_constraints()->set_max_skew(1); },
+       "spec.topologySpreadConstraints[0].topologyKey"},
+      {"spread constraint with minDomains 0",
+       [](auto& e) {
+         auto* c = e.mutable_pod()->add_topology_spread_constraints();
+         c->set_max_skew(1);
+         c->set_topology_key("zone");
+         c->set_min_domains(0);
+       },
+       "spec.topologySpreadConstraints[0].minDomains"},
+      {"pod affinity term without a topology key",
+       [](auto& e) { e.mutable_pod()->mutable_affinity()->mutable_pod_affinity()->add_required(); },
+       "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"},
+      {"anti-affinity weight 0",
+       [](auto& e) {
+         auto* t = e.mutable_pod()->mutable_affinity()->mutable_pod_anti_affinity()->add_preferred();
+         t->mutable_term()->set_topology_key("zone");
+       },
+       "spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight"},
+      {"pod affinity selector In without values",
+       [](auto& e) {
+         auto* t = e.mutable_pod()->mutable_affinity()->mutable_pod_affinity()->add_required();
+         t->set_topology_key("zone");
+         auto* r = t->mutable_label_selector()->add_match_expressions();
+         r->set_key("app");
+         r->set_operator_(v1::LabelSelectorRequirement::IN);
+       },
+       "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].labelSelector."
+       "matchExpressions[0].values"},
+      {"required node affinity with no term",
+       [](auto& e) { e.mutable_pod()->mutable_affinity()->mutable_node_affinity()->mutable_required(); },
+       "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"},
+      {"node affinity Gt that is no integer",
+       [](auto& e) {
+         auto* r = e.mutable_pod()->mutable_affinity()->mutable_node_affinity()->mutable_required()->add_terms()
+                       ->add_match_expressions();
+         r->set_key("cores");
+         r->set_operator_(v1::NodeSelectorRequirement::GT);
+         r->add_values("abc");
+       },
+       "spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]."
+       "matchExpressions[0].values[0]"},
+      {"user PriorityClass above 10^9",
+       [](auto& e) {
+         auto* pc = e.mutable_priority_class();
+         pc->mutable_meta()->set_uid("pc1");
+         pc->mutable_meta()->set_name("urgent");
+         pc->set_value(2000000500);
+       },
+       "value"},
+      {"user PriorityClass named system-",
+       [](auto& e) {
+         auto* pc = e.mutable_priority_class();
+         pc->mutable_meta()->set_uid("pc1");
+         pc->mutable_meta()->set_name("system-mine");
+         pc->set_value(5);
+       },
+       "metadata.name"},
+      {"system-node-critical with another value",
+       [](auto& e) {
+         auto* pc = e.mutable_priority_class();
+         pc->mutable_meta()->set_uid("pc1");
+         pc->mutable_meta()->set_name("system-node-critical");
+         pc->set_value(5);
+       },
+       "value"},
       {"no type", [](auto& e) { e.clear_type(); }, "type"},
       {"taint without effect",
        [](auto& e) {
@@ -103,6 +209,7 @@ TEST(ValidateObjectEvent, NamesTheFieldThatIsWrong) {
     v1::ObjectEvent e = GoodPod();
     c.breakit(e);
     absl::Status s = ValidateObjectEvent(e);
+    if (s.ok() && e.has_pod()) s = ValidatePodSpec(e.pod());
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.name;
     EXPECT_EQ(s.message().substr(0, std::string(c.field).size()), c.field) << c.name << ": " << s;
   }
@@ -116,6 +223,16 @@ TEST(ValidateObjectEvent, AcceptsTheBoundsAndUtf8Names) {
   EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
   e.mutable_pod()->mutable_meta()->set_name("caf\xc3\xa9-\xe2\x82\xac-\xf0\x9f\x98\x80");
   EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
+}
+
+// The scheduler's gate keeps a pod whose spec the API server would refuse:
+// it is reported unschedulable naming the field (a bound one keeps counting
+// on its node); podium-sim's loader refuses the file (ValidatePodSpec).
+TEST(ValidateObjectEvent, ThePodSpecChecksAreTheLoadersNotTheSchedulersGate) {
+  v1::ObjectEvent e = GoodPod();
+  e.mutable_pod()->add_topology_spread_constraints()->set_topology_key("zone");  // maxSkew 0.
+  EXPECT_TRUE(ValidateObjectEvent(e).ok());
+  EXPECT_EQ(ValidatePodSpec(e.pod()).message(), "spec.topologySpreadConstraints[0].maxSkew: must be greater than zero");
 }
 
 TEST(ValidateObjectEvent, APdbWithAnInvalidSelectorIsRefusedNamingTheField) {

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -23,6 +24,10 @@ struct Refusal {
 // Walks the parser's events once, before any node is built: counts nodes as
 // the tree would hold them after alias expansion, and checks that scalars are
 // UTF-8. Sizes of anchored subtrees are remembered so an alias costs its size.
+// A mapping key written twice is refused (kubectl's and kube-scheduler's
+// strict decoding: "mapping key already defined"; yaml-cpp would keep one of
+// them, the first or the last depending on how it is read), and so is a
+// merge key (<<), which yaml-cpp does not implement: it would be dropped.
 class BoundsCheck final : public YAML::EventHandler {
  public:
   explicit BoundsCheck(const YamlLimits& limits) : limits_(limits) {}
@@ -32,23 +37,31 @@ class BoundsCheck final : public YAML::EventHandler {
     open_.clear();
   }
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { Leaf(mark, anchor); }
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    Child(mark, nullptr, false);
+    Leaf(mark, anchor);
+  }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    Child(mark, nullptr, false);
     auto it = anchors_.find(anchor);
     const uint64_t size = it == anchors_.end() ? 1 : it->second;
     expanded_ += size;
     Check(mark);
   }
-  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, const std::string& value) override {
+  void OnScalar(const YAML::Mark& mark, const std::string& tag, YAML::anchor_t anchor,
+                const std::string& value) override {
     if (!validation::IsValidUtf8(value)) throw Refusal{mark, "text is not valid UTF-8"};
+    Child(mark, &value, tag == "?");  // "?": plain (not quoted).
     Leaf(mark, anchor);
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    Open(mark, anchor);
+    Child(mark, nullptr, false);
+    Open(mark, anchor, false);
   }
   void OnSequenceEnd() override { Close(); }
   void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override {
-    Open(mark, anchor);
+    Child(mark, nullptr, false);
+    Open(mark, anchor, true);
   }
   void OnMapEnd() override { Close(); }
 
@@ -59,17 +72,28 @@ class BoundsCheck final : public YAML::EventHandler {
     if (anchor != YAML::NullAnchor) anchors_[anchor] = 1;
     Check(mark);
   }
-  void Open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+  void Open(const YAML::Mark& mark, YAML::anchor_t anchor, bool map) {
     ++written_;
     ++expanded_;
-    open_.push_back({anchor, expanded_ - 1});
+    open_.push_back({anchor, expanded_ - 1, map});
     Check(mark);
   }
   void Close() {
     if (open_.empty()) return;
-    auto [anchor, start] = open_.back();
+    const Container& c = open_.back();
+    if (c.anchor != YAML::NullAnchor) anchors_[c.anchor] = expanded_ - c.start;
     open_.pop_back();
-    if (anchor != YAML::NullAnchor) anchors_[anchor] = expanded_ - start;
+  }
+  // A node written into the innermost open container: in a mapping, every
+  // other one is a key. `key` is the scalar's text (null for any other node).
+  void Child(const YAML::Mark& mark, const std::string* key, bool plain) {
+    if (open_.empty() || !open_.back().map) return;
+    Container& c = open_.back();
+    if (c.children++ % 2 != 0 || key == nullptr) return;  // A value, or a key that is no scalar.
+    if (plain && *key == "<<") throw Refusal{mark, "merge keys (<<) are not supported; write the keys out"};
+    if (!c.keys.insert(*key).second) {
+      throw Refusal{mark, absl::StrCat("mapping key \"", validation::Printable(*key), "\" already defined")};
+    }
   }
   void Check(const YAML::Mark& mark) {
     if (expanded_ > limits_.max_nodes) {
@@ -86,7 +110,14 @@ class BoundsCheck final : public YAML::EventHandler {
   uint64_t written_ = 0;   // Nodes as written.
   uint64_t expanded_ = 0;  // Nodes with every alias expanded.
   std::unordered_map<YAML::anchor_t, uint64_t> anchors_;  // Of the current document.
-  std::vector<std::pair<YAML::anchor_t, uint64_t>> open_;
+  struct Container {
+    YAML::anchor_t anchor;
+    uint64_t start;
+    bool map;
+    uint64_t children = 0;
+    std::unordered_set<std::string> keys;  // A mapping's scalar keys.
+  };
+  std::vector<Container> open_;
 };
 
 std::string Where(const std::string& name, size_t document, const YAML::Mark& mark) {

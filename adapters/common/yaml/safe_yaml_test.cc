@@ -44,6 +44,24 @@ TEST(LoadAllDocuments, RefusesAliasAmplification) {
   EXPECT_THAT(many.status().message(), HasSubstr("more than 50 nodes"));
 }
 
+// kubectl and kube-scheduler decode strictly: a key written twice is an
+// error. yaml-cpp kept one of the two (which one depended on how the loader
+// read the map), and dropped merge keys, which it does not implement.
+TEST(LoadAllDocuments, RefusesDuplicateKeysAndMergeKeys) {
+  auto dup = LoadAllDocuments("d.yaml", "kind: Pod\nspec:\n  requests: {cpu: \"1\", cpu: \"64\"}\n");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_THAT(dup.status().message(), HasSubstr("d.yaml: document 1: line 3"));
+  EXPECT_THAT(dup.status().message(), HasSubstr("mapping key \"cpu\" already defined"));
+  auto json = LoadAllDocuments("d.json", "{\"kind\": \"Node\", \"kind\": \"Pod\"}");
+  EXPECT_THAT(json.status().message(), HasSubstr("mapping key \"kind\" already defined"));
+  auto merge = LoadAllDocuments("m.yaml", "base: &b {namespace: prod}\nmetadata: {name: p1, <<: *b}\n");
+  ASSERT_FALSE(merge.ok());
+  EXPECT_THAT(merge.status().message(), HasSubstr("merge keys (<<) are not supported"));
+  // The same key in two maps, a quoted "<<", and equal values are fine.
+  auto ok = LoadAllDocuments("ok.yaml", "a: {cpu: 1}\nb: {cpu: 1, \"<<\": x}\nc: [{k: 1}, {k: 1}]\n");
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
 TEST(LoadAllDocuments, NamesTheDocumentAndLineOfAParseError) {
   auto docs = LoadAllDocuments("f.yaml", "kind: Node\n---\nkind: Pod\nmetadata: [oops\n");
   ASSERT_FALSE(docs.ok());
