@@ -234,6 +234,25 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(report.node_of("p-mid"), "node-b", report.raw)
         self.assertEqual(self.deleted(report), ["default/v-low", "default/w-mid"])
 
+    def test_the_victim_that_started_last_is_chosen_not_the_one_created_last(self):
+        # kube-scheduler's last pick criterion and victim order read
+        # status.startTime (GetPodStartTime), not the creation time: "va" was
+        # created first but started last (a slow image pull, a restart), so
+        # node-a, whose victim started latest, is chosen. Podium read the
+        # creation time and evicted vb.
+        def running(name, node, created, started):
+            doc = json.loads(pod(name, "2", 10, node=node))
+            doc["metadata"]["creationTimestamp"] = created
+            doc["status"]["startTime"] = started
+            return json.dumps(doc) + "\n"
+        report = self.run_cluster(
+            node_yaml("node-a", cpu="2"), node_yaml("node-b", cpu="2"),
+            running("va", "node-a", "2024-01-01T00:00:00Z", "2024-01-03T00:00:00Z"),
+            running("vb", "node-b", "2024-01-02T00:00:00Z", "2024-01-02T00:00:00Z"),
+            pod("preemptor", "2", 100, later=True))
+        self.assertEqual(report.node_of("preemptor"), "node-a")
+        self.assertEqual(self.deleted(report), ["default/va"])
+
     def test_a_victim_whose_uid_changed_is_not_deleted(self):
         # The scheduler chooses "victim" on node-a (its only lower-priority
         # pod). Just before the delete arrives, a controller replaces it

@@ -482,6 +482,7 @@ v1::Pod ConvertPod(const N& obj, PodExtras* extras) {
   if (ph == kPhases.end()) Fail(Sub(st, "phase"), absl::StrCat("unknown phase \"", phase, "\""));
   pod.set_phase(ph->second);
   pod.set_nominated_node_name(Str(Get(status, st, "nominatedNodeName"), Sub(st, "nominatedNodeName")));
+  pod.set_start_time_us(TimeUs(Get(status, st, "startTime"), Sub(st, "startTime")));
   ForEach(Get(status, st, "conditions"), Sub(st, "conditions"), [&](const N& c, const std::string& p) {
     auto* cond = pod.add_conditions();
     cond->set_type(Str(Get(c, p, "type"), Sub(p, "type")));
@@ -1041,6 +1042,14 @@ absl::StatusOr<LoadedCluster> LoadCluster(const std::vector<YamlSource>& sources
   for (auto& ns : out.namespaces) Stamp(&ns, options.default_creation_time, &index);
   for (auto& p : loader.pods) Stamp(&p.loaded.pod, options.default_creation_time, &index);
   for (auto& g : out.pod_groups) Stamp(&g, options.default_creation_time, &index);
+  // A pod the files bind without a status.startTime has been running since
+  // it was created (a dump of a cluster gives the kubelet's startTime).
+  for (PendingPod& p : loader.pods) {
+    v1::Pod& pod = p.loaded.pod;
+    if (!pod.node_name().empty() && pod.start_time_us() == 0) {
+      pod.set_start_time_us(pod.meta().creation_timestamp_us());
+    }
+  }
 
   // What the scheduler would refuse is refused here, with the file and
   // document: the same rules (adapters/common/validation), then what makes a

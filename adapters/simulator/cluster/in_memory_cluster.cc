@@ -231,6 +231,8 @@ ActionOutcome InMemoryCluster::Bind(uint64_t id, const v1::BindPod& bind) {
   if (bind.node_name().empty()) return Result(id, v1::ActionResult::INVALID, "binding has no node name");
   // Like the API server, the binding does not check that the node exists.
   rec->pod.set_node_name(bind.node_name());
+  // The kubelet acknowledges the pod at once here: its status.startTime.
+  rec->pod.set_start_time_us(absl::ToUnixMicros(clock_()));
   v1::PodCondition scheduled;
   scheduled.set_type("PodScheduled");
   scheduled.set_status("True");

@@ -407,7 +407,7 @@ class World {
         v1::Pod low = Pod(absl::StrCat("low-", n, "-", p), 100, 1000);
         low.set_node_name(NodeName(n));
         (*low.mutable_meta()->mutable_labels())["app"] = absl::StrCat("low-", n % 3);
-        low.mutable_meta()->set_creation_timestamp_us(
+        low.set_start_time_us(
             1'000'000 + (starts_in_node_order ? n * 4 + p : (n * 7 + p * 13) % 48) * 1000);
         EXPECT_TRUE(cache_.AddOrUpdatePod(low).ok());
       }
@@ -806,7 +806,7 @@ TEST(KeptVerdictsTest, AWhatIfAskedBeforeANodesVictimsLeftIsNotUsedAfter) {
     for (int p = 0; p < 6; ++p) {
       v1::Pod low = World::Pod(absl::StrCat("low-9-", p), 100, 1000);
       low.set_node_name(World::NodeName(9));
-      low.mutable_meta()->set_creation_timestamp_us(2'000'000 + p * 1000);
+      low.set_start_time_us(2'000'000 + p * 1000);
       EXPECT_TRUE(w->cache_.AddOrUpdatePod(low).ok());
     }
     return w;
@@ -942,7 +942,7 @@ void RunRandomClusters(uint32_t first_seed, uint32_t last_seed, FitProcess::Lie 
       for (const Low& l : lows) {
         v1::Pod low = World::Pod(l.name, l.priority, l.cpu);
         low.set_node_name(World::NodeName(l.node));
-        low.mutable_meta()->set_creation_timestamp_us(l.start);
+        low.set_start_time_us(l.start);
         if (with_pdbs) (*low.mutable_meta()->mutable_labels())["group"] = absl::StrCat("g", l.group);
         EXPECT_TRUE(w->cache_.AddOrUpdatePod(low).ok());
       }

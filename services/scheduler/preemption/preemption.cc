@@ -8,9 +8,13 @@
 
 namespace podium::scheduler::preemption {
 
+int64_t PodStartTime(const v1::Pod& pod) {
+  return pod.start_time_us() != 0 ? pod.start_time_us() : std::numeric_limits<int64_t>::max();
+}
+
 bool MoreImportantPod(const v1::Pod& a, const v1::Pod& b) {
   if (PodPriority(a) != PodPriority(b)) return PodPriority(a) > PodPriority(b);
-  return a.meta().creation_timestamp_us() < b.meta().creation_timestamp_us();
+  return PodStartTime(a) < PodStartTime(b);
 }
 
 bool TerminatingByPreemption(const v1::Pod& pod) {
@@ -190,7 +194,7 @@ int64_t EarliestStartOfHighest(const Victims& victims) {
   const int32_t highest = HighestPriority(victims);
   int64_t earliest = std::numeric_limits<int64_t>::max();
   for (const auto& v : victims) {
-    if (PodPriority(*v->pod) == highest) earliest = std::min(earliest, v->pod->meta().creation_timestamp_us());
+    if (PodPriority(*v->pod) == highest) earliest = std::min(earliest, PodStartTime(*v->pod));
   }
   return earliest;
 }

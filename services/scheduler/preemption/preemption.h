@@ -38,8 +38,12 @@ inline constexpr char kNoVictims[] = "No preemption victims found for incoming p
 // corev1helpers.PodPriority: spec.priority (0 when unset, as on the wire).
 inline int32_t PodPriority(const v1::Pod& pod) { return pod.priority(); }
 
+// util.GetPodStartTime: status.startTime; a pod not started yet (assumed, or
+// bound and not acknowledged by its kubelet) counts as starting now, after
+// every started pod.
+int64_t PodStartTime(const v1::Pod& pod);
 // util.MoreImportantPod: higher priority first; at equal priority the pod that
-// started earlier. Podium's Pod has no status.startTime: creation time stands in.
+// started earlier.
 bool MoreImportantPod(const v1::Pod& a, const v1::Pod& b);
 
 // Terminating (deletionTimestamp set) with DisruptionTarget=True, reason

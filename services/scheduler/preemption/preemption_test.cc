@@ -2,6 +2,8 @@
 // kube-scheduler's documented behaviour (default_preemption_test.go shapes).
 #include "preemption/preemption.h"
 
+#include <limits>
+
 #include "cache/cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -20,6 +22,7 @@ v1::Pod MakePod(const std::string& name, int32_t priority, int64_t created_us = 
   pod.mutable_meta()->set_namespace_(ns);
   pod.mutable_meta()->set_name(name);
   pod.mutable_meta()->set_creation_timestamp_us(created_us);
+  pod.set_start_time_us(created_us);  // Victims here run since they were created.
   for (const auto& [k, v] : labels) (*pod.mutable_meta()->mutable_labels())[k] = v;
   pod.set_priority(priority);
   return pod;
@@ -38,6 +41,21 @@ TEST(MoreImportantPodTest, HigherPriorityThenEarlierStart) {
   EXPECT_FALSE(MoreImportantPod(MakePod("a", 5), MakePod("b", 10)));
   EXPECT_TRUE(MoreImportantPod(MakePod("a", 5, 100), MakePod("b", 5, 200)));
   EXPECT_FALSE(MoreImportantPod(MakePod("a", 5, 200), MakePod("b", 5, 100)));
+}
+
+// kube-scheduler's GetPodStartTime: status.startTime, not the creation time;
+// a pod not started yet (just bound) counts as starting now, the least
+// important of its priority. Before, Podium ordered by creation time.
+TEST(MoreImportantPodTest, StartTimeNotCreationTimeAndNotStartedLast) {
+  v1::Pod created_early_started_late = MakePod("a", 5, 100);
+  created_early_started_late.set_start_time_us(300);
+  const v1::Pod created_late_started_early = MakePod("b", 5, 200);
+  EXPECT_TRUE(MoreImportantPod(created_late_started_early, created_early_started_late));
+  v1::Pod not_started = MakePod("c", 5, 50);
+  not_started.clear_start_time_us();
+  EXPECT_TRUE(MoreImportantPod(created_early_started_late, not_started));
+  EXPECT_FALSE(MoreImportantPod(not_started, created_early_started_late));
+  EXPECT_EQ(PodStartTime(not_started), std::numeric_limits<int64_t>::max());
 }
 
 TEST(NumCandidatesTest, TenPercentAtLeastOneHundredAtMostAll) {
@@ -235,6 +253,14 @@ TEST(PickOneNodeForPreemptionTest, FollowsKubeSchedulerCriteriaInOrder) {
        {MakeCandidate("n1", {MakePod("a", 10, 100)}), MakeCandidate("n2", {MakePod("b", 10, 300)}),
         MakeCandidate("n3", {MakePod("c", 10, 200)})},
        "n2"},
+      {"the start time, not the creation time",
+       {MakeCandidate("n1", {[] {
+          v1::Pod p = MakePod("a", 10, 100);  // Created first, started last.
+          p.set_start_time_us(500);
+          return p;
+        }()}),
+        MakeCandidate("n2", {MakePod("b", 10, 200)})},
+       "n1"},
       {"still tied: the first in order",
        {MakeCandidate("n1", {MakePod("a", 10, 100)}), MakeCandidate("n2", {MakePod("b", 10, 100)})}, "n1"},
   };
