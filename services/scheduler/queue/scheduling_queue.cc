@@ -806,15 +806,21 @@ bool SchedulingQueue::Hold(std::string_view uid, std::string plugin, std::string
   return true;
 }
 
-bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
-  absl::MutexLock lock(&mu_);
+SchedulingQueue::Entry* SchedulingQueue::EndHold(std::string_view uid) {
   auto it = pods_.find(AV(uid));
-  if (it == pods_.end() || !it->second->held) return false;
+  if (it == pods_.end() || !it->second->held) return nullptr;
   Entry* e = it->second.get();
   e->held = false;
   e->info.gated = false;
   e->info.gating_plugin.clear();
   e->info.message.clear();
+  return e;
+}
+
+bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
+  absl::MutexLock lock(&mu_);
+  Entry* e = EndHold(uid);
+  if (e == nullptr) return false;
   if (to_active) {
     Detach(e);
     InsertActive(e, kEventForceActivate);
@@ -826,14 +832,7 @@ bool SchedulingQueue::Release(std::string_view uid, bool to_active) {
 
 bool SchedulingQueue::Unhold(std::string_view uid) {
   absl::MutexLock lock(&mu_);
-  auto it = pods_.find(AV(uid));
-  if (it == pods_.end() || !it->second->held) return false;
-  Entry* e = it->second.get();
-  e->held = false;
-  e->info.gated = false;
-  e->info.gating_plugin.clear();
-  e->info.message.clear();
-  return true;
+  return EndHold(uid) != nullptr;  // It stays in the pool, ungated.
 }
 
 uint64_t SchedulingQueue::popped_from_backoff_q() const {

@@ -317,6 +317,8 @@ class SchedulingQueue {
   sdk::Status RunPreEnqueue(const sdk::PodInfo& pod) const;
   void AddNew(sdk::PodInfoPtr pod) ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the pod's hold (ungated, where it is); null when it is not held.
+  Entry* EndHold(std::string_view uid) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `event`: what brought the pod, counted by on_incoming_pod; empty for a
   // re-insert into the same queue (its sort key changed), not counted.
   void InsertActive(Entry* entry, std::string_view event = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
