@@ -286,6 +286,18 @@ class PodiumctlTest(lib.IntegrationTest):
         self.assertEqual(edoc["queued"]["permit_wait"]["node"], "node-a")
         self.assertEqual(edoc["reasons"], [])
 
+        # The plugin process dies: its decision will never come, so the pod
+        # does not wait out its 60 s. The endpoint's failurePolicy (Fail)
+        # rejects it as soon as the stream is dialed again: it leaves Permit
+        # and node-a and is tried again (failing while the endpoint is down).
+        self.plugin_process.stop()
+        requeued = self.wait_until(
+            "default/held out of Permit",
+            lambda: (self.queued().get("default/held", {}).get("queue") not in (None, "waiting-on-permit", "in-flight")
+                     and self.queued()["default/held"]), timeout=15)
+        self.assertGreater(requeued["attempts"], held["attempts"], requeued)
+        self.assertIsNone(requeued.get("permit_wait"), requeued)
+
     def test_activate_moves_the_pod_and_watch_sees_the_attempt(self):
         self.start_sim(cluster_path())
         self.wait_report()

@@ -20,6 +20,7 @@ void Scheduler::Housekeeping() {
     status.WithPlugin(plugin);
     PostBindingFailed(std::move(waiting), std::move(status), true);
   }
+  DecideWaitsOfLostStreams();
   queue_.FlushBackoffQCompleted();
   if (now - last_unschedulable_flush_ >= options_.flush_unschedulable_interval) {
     last_unschedulable_flush_ = now;
@@ -48,6 +49,32 @@ void Scheduler::Housekeeping() {
     }
   }
   if (housekeeping_hook_) housekeeping_hook_();
+}
+
+void Scheduler::DecideWaitsOfLostStreams() {
+  if (waiting_.size() == 0) return;
+  for (const WaitingPodSummary& w : waiting_.List()) {
+    if (w.framework == nullptr) continue;
+    for (const auto& [plugin, deadline] : w.pending) {
+      auto at_wait = w.permit_streams.find(plugin);
+      if (at_wait == w.permit_streams.end()) continue;
+      PluginProcess* process = w.framework->ProcessServing(plugin);
+      if (process == nullptr || process->stream_generation() == at_wait->second) continue;
+      v1::PermitDecision decision;
+      decision.set_pod_uid(w.pod->uid());
+      decision.set_plugin(plugin);
+      if (process->failure_policy() == FailurePolicy::kIgnore) {
+        process->CountIgnoredFailure();
+        decision.set_allow(true);
+      } else {
+        decision.set_reason(absl::StrCat("the stream of plugin endpoint ", process->name(),
+                                         " broke while the pod waited (the process stopped or restarted)"));
+      }
+      PODIUM_LOG(Warning, "Permit wait decided: its plugin's stream broke", {"pod", w.pod->uid()},
+                 {"plugin", plugin}, {"endpoint", process->name()}, {"allowed", decision.allow()});
+      OnPermitDecision(decision);
+    }
+  }
 }
 
 }  // namespace podium::scheduler

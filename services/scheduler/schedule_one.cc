@@ -300,6 +300,9 @@ void Scheduler::PermitAndBind(QueuedPodInfoPtr qp, Framework* fw, const std::str
     // kube-scheduler caps a Permit wait at 15 minutes.
     for (const auto& [plugin, timeout] : permit.waiting) {
       deadlines[plugin] = now + std::min(timeout, kMaxPermitWait);
+      if (PluginProcess* process = fw->ProcessServing(plugin)) {
+        binding.permit_streams[plugin] = process->stream_generation();
+      }
     }
     WaitingPods::Outcome outcome = waiting_.Add(std::move(binding), std::move(deadlines), early);
     // The binding cycle starts when every plugin allowed it.

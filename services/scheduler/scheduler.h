@@ -146,6 +146,11 @@ class Scheduler final : public ClusterEventHandler {
   // Periodic work: Permit timeouts, backoff and pool flushes, assumed-pod
   // expiry, the hook. Run by the housekeeping thread every 100 ms.
   void Housekeeping();
+  // Pods waiting at Permit on a plugin whose process's stream broke since
+  // (it crashed or restarted: the decision would never come) are decided as
+  // that endpoint's failure policy says, at once rather than at the wait's
+  // timeout: rejected (Fail) or allowed by that plugin (Ignore).
+  void DecideWaitsOfLostStreams();
   // Blocks until the queue worker and the binding pool ran what was posted
   // before the call (tests; shutdown).
   void WaitForBackgroundWork();

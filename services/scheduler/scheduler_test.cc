@@ -677,6 +677,48 @@ TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
   EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
 }
 
+// The plugin process that made the pod wait at Permit restarted (its stream
+// broke and was dialed again): its decision will never come. Before, the pod
+// waited for its whole timeout (up to 15 minutes) holding its node; now the
+// next housekeeping rejects it (failurePolicy Fail) ...
+TEST_F(SchedulerTest, APermitWaitWhoseProcessRestartedIsRejectedAtOnce) {
+  Build(true);
+  ExpectGangWaits(60000);
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  scheduler_->Housekeeping();  // The same stream: it waits on.
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  host_.generation = 1;
+  scheduler_->Housekeeping();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+  auto patch = sink_.Find(v1::Action::kPatchPodStatus);
+  ASSERT_TRUE(patch);
+  EXPECT_THAT(sink_.action(*patch).patch_pod_status().conditions(0).message(),
+              testing::HasSubstr("the stream of plugin endpoint host broke while the pod waited"));
+  EXPECT_EQ(unreserves_.load(), 1);
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+  EXPECT_EQ(sink_.Count(v1::Action::kBind), 0u);
+  EXPECT_TRUE(QueueOf("member").has_value());
+}
+
+// ... or lets that plugin's wait go (failurePolicy Ignore), counted as an
+// ignored failure.
+TEST_F(SchedulerTest, APermitWaitWhoseIgnoredProcessRestartedIsAllowed) {
+  Build(true);
+  host_.set_failure_policy(FailurePolicy::kIgnore);
+  ExpectGangWaits(60000);
+  StartWithPod("member");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  host_.generation = 3;
+  scheduler_->Housekeeping();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+  EXPECT_TRUE(sink_.Find(v1::Action::kBind));
+  EXPECT_EQ(host_.ignored_failures, 1);
+}
+
 TEST_F(SchedulerTest, PermitTimeoutUnreservesAndRequeues) {
   Build(true);
   ExpectGangWaits(1000);

@@ -126,7 +126,8 @@ std::vector<WaitingPodSummary> WaitingPods::List() const {
     absl::MutexLock lock(&mu_);
     out.reserve(pods_.size());
     for (const auto& [uid, entry] : pods_) {
-      out.push_back(WaitingPodSummary{entry.pod.pod, entry.pod.node, entry.pod.wait_start, entry.pending});
+      out.push_back(WaitingPodSummary{entry.pod.pod, entry.pod.node, entry.pod.wait_start, entry.pending,
+                                      entry.pod.framework, entry.pod.permit_streams});
     }
   }
   std::sort(out.begin(), out.end(), [](const WaitingPodSummary& a, const WaitingPodSummary& b) {

@@ -39,6 +39,9 @@ struct BindingPod {
   uint64_t scheduling_cycle = 0;  // The queue's cycle at Pop (moveRequestCycle).
   absl::Time start;
   absl::Time wait_start = absl::InfinitePast();  // When it began to wait at Permit.
+  // Plugin -> the stream generation of the process serving it when the pod
+  // began to wait there (PluginProcess::stream_generation).
+  std::map<std::string, uint64_t> permit_streams;
 };
 
 // A pod waiting at Permit, as the Admin API lists it.
@@ -47,6 +50,8 @@ struct WaitingPodSummary {
   std::string node;
   absl::Time waiting_since = absl::InfinitePast();
   std::map<std::string, absl::Time> pending;  // plugin -> deadline
+  Framework* framework = nullptr;
+  std::map<std::string, uint64_t> permit_streams;  // BindingPod::permit_streams
 };
 
 class WaitingPods {

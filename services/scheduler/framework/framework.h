@@ -415,6 +415,13 @@ class Framework {
 
   // The profile as resolved now (a copy: Reconfigure may replace it).
   ProfileSpec spec() const { return CurrentSetup()->spec; }
+  // The process serving `plugin` now (null: a built-in or unknown plugin).
+  // Processes outlive the framework.
+  PluginProcess* ProcessServing(const std::string& plugin) const {
+    const auto setup = CurrentSetup();
+    auto it = setup->spec.processes.find(plugin);
+    return it == setup->spec.processes.end() ? nullptr : it->second;
+  }
   // The same without the copy (its maps, vectors and hooks): the profile as
   // resolved now, kept alive by the pointer while Reconfigure replaces it.
   std::shared_ptr<const ProfileSpec> spec_ptr() const {

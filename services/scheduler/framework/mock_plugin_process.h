@@ -14,6 +14,8 @@ class MockPluginProcess : public PluginProcess {
 
   const std::string& name() const override { return name_; }
   FailurePolicy failure_policy() const override { return policy_; }
+  void set_failure_policy(FailurePolicy policy) { policy_ = policy; }
+  uint64_t stream_generation() const override { return generation; }
   MOCK_METHOD(bool, ready, (), (const, override));
   MOCK_METHOD(v1::Registration, registration, (), (const, override));
   MOCK_METHOD(std::future<PluginAnswer>, Call,
@@ -34,6 +36,7 @@ class MockPluginProcess : public PluginProcess {
   bool answers_what_if = false;
   bool answers_lookahead = false;
   bool answers_nominated_checks = false;
+  uint64_t generation = 0;  // Bump to play a stream that broke and was dialed again.
   int invalid_answers = 0;
   int ignored_failures = 0;
 

@@ -46,6 +46,10 @@ class PluginProcess {
   virtual bool ready() const = 0;
   // The registration of the current stream (empty when never connected).
   virtual v1::Registration registration() const = 0;
+  // Bumped each time the process's stream is dialed again (after it broke):
+  // a change means what the process held for an earlier stream, such as the
+  // pods it made wait at Permit, is gone with it.
+  virtual uint64_t stream_generation() const { return 0; }
   // The process keeps nominated pods from state deltas
   // (MirrorScope.nominated_pods): its requests carry none.
   virtual bool MirrorsNominatedPods() const { return false; }

@@ -423,6 +423,11 @@ void GrpcPluginProcess::Shutdown() {
   if (own_driver_ != nullptr) own_driver_->Stop();
 }
 
+uint64_t GrpcPluginProcess::stream_generation() const {
+  absl::MutexLock lock(&mu_);
+  return stream_generation_;
+}
+
 bool GrpcPluginProcess::ready() const {
   absl::MutexLock lock(&mu_);
   return ready_;

@@ -105,6 +105,7 @@ class GrpcPluginProcess : public PluginProcess {
   const std::string& name() const override { return options_.name; }
   FailurePolicy failure_policy() const override { return options_.failure_policy; }
   bool ready() const override;
+  uint64_t stream_generation() const override;
   v1::Registration registration() const override;
   bool MirrorsNominatedPods() const override;
   bool RunsDryRunsInCycles() const override;
