@@ -52,6 +52,14 @@ void Scheduler::Housekeeping() {
 }
 
 void Scheduler::DecideWaitsOfLostStreams() {
+  // No stream dialed again since the last tick: no wait to decide, and the
+  // waiting pods (a large gang's, every 100 ms) are not copied.
+  uint64_t streams = 0;
+  for (const FrameworkPtr& fw : profiles_) {
+    for (const auto& [plugin, process] : fw->spec_ptr()->processes) streams += process->stream_generation();
+  }
+  if (streams == permit_streams_seen_) return;
+  permit_streams_seen_ = streams;
   if (waiting_.size() == 0) return;
   for (const WaitingPodSummary& w : waiting_.List()) {
     if (w.framework == nullptr) continue;

@@ -150,7 +150,7 @@ class Scheduler final : public ClusterEventHandler {
   // (it crashed or restarted: the decision would never come) are decided as
   // that endpoint's failure policy says, at once rather than at the wait's
   // timeout: rejected (Fail) or allowed by that plugin (Ignore).
-  void DecideWaitsOfLostStreams();
+  void DecideWaitsOfLostStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(housekeeping_mu_);
   // Blocks until the queue worker and the binding pool ran what was posted
   // before the call (tests; shutdown).
   void WaitForBackgroundWork();
@@ -324,6 +324,9 @@ class Scheduler final : public ClusterEventHandler {
   // Serialises Housekeeping (its thread and tests).
   absl::Mutex housekeeping_mu_;
   absl::Time last_unschedulable_flush_ ABSL_GUARDED_BY(housekeeping_mu_);
+  // The sum of the plugin processes' stream generations at the last
+  // DecideWaitsOfLostStreams: the waiting pods are read only when it moved.
+  uint64_t permit_streams_seen_ ABSL_GUARDED_BY(housekeeping_mu_) = 0;
 
   BoundedExecutor binding_pool_;
   BoundedExecutor queue_worker_;
