@@ -350,6 +350,13 @@ void Container(const N& n, const std::string& path, bool init, v1::Container* ou
   out->set_image(Str(Get(n, path, "image"), Sub(path, "image")));
   N res = Get(n, path, "resources");
   std::string rp = Sub(path, "resources");
+  // A misspelt key here ("request:") would leave the pod with no requests at
+  // all: refused as strict decoding refuses it.
+  ForEachEntry(res, rp, [&](const std::string& key, const N&, const std::string& kp) {
+    if (key != "requests" && key != "limits" && key != "claims") {
+      Fail(kp, "unknown field (a container's resources has requests, limits and claims)");
+    }
+  });
   ResourceList(Get(res, rp, "requests"), Sub(rp, "requests"), out->mutable_requests());
   ResourceList(Get(res, rp, "limits"), Sub(rp, "limits"), out->mutable_limits());
   DefaultRequestsFromLimits(out);

@@ -389,6 +389,8 @@ TEST(K8sYamlTest, RefusesWhatTheSchedulerRefuses) {
        "f.yaml: document 2 (PodDisruptionBudget d): metadata.name: duplicate PodDisruptionBudget"},
       {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: \"0.5\"}}}]}\n",
        "spec.containers[0].resources.limits.nvidia.com/gpu: quantity \"0.5\" must be an integer"},
+      {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {request: {cpu: \"64\"}}}]}\n",
+       "spec.containers[0].resources.request: unknown field"},
       {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {gpu: \"1\"}}}]}\n",
        "spec.containers[0].resources.requests[gpu]: must be a standard resource type or fully qualified"},
       {"kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: c, resources: {requests: {cpu: \"2\"}, "
