@@ -618,6 +618,21 @@ TEST_F(PodiumctlCommandsTest, ExplainAHeldPreemptorSaysWhatGatesItAndWhereItIsNo
   EXPECT_EQ(doc.at("nominated_node").as_string(), "node-a");
 }
 
+// A pod gated before its first attempt (spec.schedulingGates) was said to be
+// "rejected before Filter": it was never tried.
+TEST_F(PodiumctlCommandsTest, ExplainAGatedPodNeverTriedSaysItIsHeldNotRejected) {
+  {
+    absl::MutexLock lock(&fake_.mu);
+    v1::QueuedPod gated = Queued("default", "giant", v1::GATED, 0);
+    gated.set_gated_by("SchedulingGates");
+    gated.set_message("waiting for scheduling gates: [example.com/later]");
+    *fake_.explain.mutable_pod() = gated;
+  }
+  ASSERT_TRUE(Run({"explain", "default/giant"}).ok());
+  EXPECT_THAT(out_.str(), Not(HasSubstr("rejected before Filter")));
+  EXPECT_THAT(out_.str(), HasSubstr("No attempt yet: a PreEnqueue plugin holds the pod out of the scheduling cycles"));
+}
+
 TEST_F(PodiumctlCommandsTest, ExplainAPodNeverTriedSaysSoNotRejectedBeforeFilter) {
   {
     absl::MutexLock lock(&fake_.mu);

@@ -188,8 +188,12 @@ std::string ExplainText(const boost::json::value& v, bool wide) {
   if (reasons.empty()) {
     const auto& q = doc.at("queued");
     const std::string queue = q.is_object() ? Str(q.at("queue")) : "";
+    const bool never_tried = q.is_object() && q.as_object().contains("attempts") && q.at("attempts").is_number() &&
+                             q.at("attempts").to_number<int64_t>() == 0;
     if (queue == "waiting-on-permit") {
       out += "\nNo failed attempt: the pod passed Filter and waits at Permit (see Permit).\n";
+    } else if (queue == "gated" && never_tried) {
+      out += "\nNo attempt yet: a PreEnqueue plugin holds the pod out of the scheduling cycles (see Gated).\n";
     } else if (Str(doc.at("message")).empty() && (!q.is_object() || Str(q.at("message")).empty())) {
       out += "\nNo failed attempt recorded: the pod has not been tried yet, or its attempt is in progress.\n";
     } else {
