@@ -41,8 +41,8 @@ absl::Status ValidatePod(const v1::Pod& pod);
 // above its limit, container resource names, affinity terms and spread
 // constraints as Kubernetes validates them). podium-sim's loader refuses such
 // a file; the scheduler's gate (ValidateObjectEvent) keeps such a pod from an
-// adapter and reports it unschedulable naming the field, so a bound one still
-// counts on its node.
+// adapter, so a bound one still counts on its node, and its plugins judge it
+// as written (an invalid selector is reported naming the field).
 absl::Status ValidatePodSpec(const v1::Pod& pod);
 absl::Status ValidateNode(const v1::Node& node);
 absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class);

@@ -225,9 +225,9 @@ TEST(ValidateObjectEvent, AcceptsTheBoundsAndUtf8Names) {
   EXPECT_TRUE(ValidateObjectEvent(e).ok()) << ValidateObjectEvent(e);
 }
 
-// The scheduler's gate keeps a pod whose spec the API server would refuse:
-// it is reported unschedulable naming the field (a bound one keeps counting
-// on its node); podium-sim's loader refuses the file (ValidatePodSpec).
+// The scheduler's gate keeps a pod whose spec the API server would refuse (a
+// bound one keeps counting on its node; its plugins judge it as written);
+// podium-sim's loader refuses the file (ValidatePodSpec).
 TEST(ValidateObjectEvent, ThePodSpecChecksAreTheLoadersNotTheSchedulersGate) {
   v1::ObjectEvent e = GoodPod();
   e.mutable_pod()->add_topology_spread_constraints()->set_topology_key("zone");  // maxSkew 0.
