@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/validation/object_validation.h"
 
 namespace podium::ctl {
 
@@ -24,8 +25,8 @@ inline constexpr char kAddressEnv[] = "PODIUM_ADDRESS";
 inline constexpr char kTokenFileEnv[] = "PODIUM_TOKEN_FILE";
 
 // Kubernetes' limits: a pod name is a DNS subdomain, a namespace a DNS label.
-inline constexpr size_t kMaxPodNameLength = 253;
-inline constexpr size_t kMaxNamespaceLength = 63;
+inline constexpr size_t kMaxPodNameLength = validation::kMaxNameLength;
+using validation::kMaxNamespaceLength;
 
 enum class Command {
   kHelp,

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/validation/object_validation.h"
 #include "common/yaml/safe_yaml.h"
 #include "podium/v1/objects.pb.h"
 #include "yaml-cpp/yaml.h"
@@ -27,8 +28,8 @@ inline constexpr std::string_view kCreateLaterAnnotation = "sim.podium.dev/creat
 inline constexpr std::string_view kReplacesAnnotation = "sim.podium.dev/replaces";
 
 // Built-in priority classes every Kubernetes cluster has.
-inline constexpr int32_t kSystemClusterCritical = 2000000000;
-inline constexpr int32_t kSystemNodeCritical = 2000001000;
+using validation::kSystemClusterCritical;
+using validation::kSystemNodeCritical;
 
 // Per-object conversion. Errors name the field path ("spec.containers[0]...").
 // Defaults that the API server applies are applied here too (namespace

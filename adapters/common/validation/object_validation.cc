@@ -210,6 +210,12 @@ absl::Status ValidateNodeSelectorTerm(const v1::NodeSelectorTerm& term, const st
   return check(term.match_fields(), "matchFields");
 }
 
+// A preferred term's weight: 1-100, as Kubernetes validates it.
+absl::Status ValidateWeight(int32_t weight, const std::string& where) {
+  if (weight < 1 || weight > 100) return Invalid(where + ".weight", "must be in the range 1-100");
+  return absl::OkStatus();
+}
+
 absl::Status ValidatePodAffinityTerm(const v1::PodAffinityTerm& term, const std::string& where) {
   if (term.topology_key().empty()) return Invalid(where + ".topologyKey", "can not be empty");
   if (auto s = ValidateLabelSelector(term.label_selector(), where + ".labelSelector"); !s.ok()) return s;
@@ -234,9 +240,7 @@ absl::Status ValidateAffinity(const v1::Affinity& affinity) {
     }
     for (int i = 0; i < na.preferred_size(); ++i) {
       const std::string pref = absl::StrCat(at, ".preferredDuringSchedulingIgnoredDuringExecution[", i, "]");
-      if (na.preferred(i).weight() < 1 || na.preferred(i).weight() > 100) {
-        return Invalid(pref + ".weight", "must be in the range 1-100");
-      }
+      if (auto s = ValidateWeight(na.preferred(i).weight(), pref); !s.ok()) return s;
       if (auto s = ValidateNodeSelectorTerm(na.preferred(i).preference(), pref + ".preference"); !s.ok()) return s;
     }
   }
@@ -252,9 +256,7 @@ absl::Status ValidateAffinity(const v1::Affinity& affinity) {
     }
     for (int i = 0; i < pa->preferred_size(); ++i) {
       const std::string pref = absl::StrCat(at, ".preferredDuringSchedulingIgnoredDuringExecution[", i, "]");
-      if (pa->preferred(i).weight() < 1 || pa->preferred(i).weight() > 100) {
-        return Invalid(pref + ".weight", "must be in the range 1-100");
-      }
+      if (auto s = ValidateWeight(pa->preferred(i).weight(), pref); !s.ok()) return s;
       if (auto s = ValidatePodAffinityTerm(pa->preferred(i).term(), pref + ".podAffinityTerm"); !s.ok()) return s;
     }
   }
@@ -343,11 +345,10 @@ absl::Status ValidatePriorityClass(const v1::PriorityClass& priority_class) {
   // Kubernetes' PriorityClass validation: the "system-" prefix is the
   // built-in classes' (a dump of a cluster lists them, as they are), and a
   // user class is at most HighestUserDefinablePriority.
-  constexpr int64_t kHighestUserDefinablePriority = 1000000000;
   const std::string& name = priority_class.meta().name();
   if (name.rfind("system-", 0) == 0) {
-    const int64_t want = name == "system-node-critical"      ? 2000001000
-                         : name == "system-cluster-critical" ? 2000000000
+    const int64_t want = name == "system-node-critical"      ? kSystemNodeCritical
+                         : name == "system-cluster-critical" ? kSystemClusterCritical
                                                              : -1;
     if (want < 0) {
       return Invalid("metadata.name", absl::StrCat("priority class names with 'system-' prefix are reserved for "

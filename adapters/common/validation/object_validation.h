@@ -25,6 +25,12 @@ inline constexpr size_t kMaxUidLength = 128;
 // It is 9e12 CPUs or 8 PiB of memory on one node or container.
 inline constexpr int64_t kMaxQuantity = int64_t{1} << 53;
 
+// Built-in priority classes every Kubernetes cluster has, and the highest
+// value a user-defined class may take (Kubernetes' scheduling API).
+inline constexpr int32_t kSystemClusterCritical = 2000000000;
+inline constexpr int32_t kSystemNodeCritical = 2000001000;
+inline constexpr int32_t kHighestUserDefinablePriority = 1000000000;
+
 // Protobuf refuses to serialize a string field that is not UTF-8 (and a
 // parser on the other side would end the stream), so adapters check text
 // before it becomes a field. Overlongs, surrogates and > U+10FFFF are invalid.
