@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -350,13 +351,17 @@ void Container(const N& n, const std::string& path, bool init, v1::Container* ou
   out->set_image(Str(Get(n, path, "image"), Sub(path, "image")));
   N res = Get(n, path, "resources");
   std::string rp = Sub(path, "resources");
-  // A misspelt key here ("request:") would leave the pod with no requests at
-  // all: refused as strict decoding refuses it.
-  ForEachEntry(res, rp, [&](const std::string& key, const N&, const std::string& kp) {
-    if (key != "requests" && key != "limits" && key != "claims") {
-      Fail(kp, "unknown field (a container's resources has requests, limits and claims)");
-    }
-  });
+  // In a file, a misspelt key here ("request:") would leave the pod with no
+  // requests at all: refused as strict decoding refuses it. The API's
+  // objects (JsonNode) were checked by the API server, and a key a newer API
+  // adds must not make every pod untranslatable to the adapter.
+  if constexpr (!std::is_same_v<N, JsonNode>) {
+    ForEachEntry(res, rp, [&](const std::string& key, const N&, const std::string& kp) {
+      if (key != "requests" && key != "limits" && key != "claims") {
+        Fail(kp, "unknown field (a container's resources has requests, limits and claims)");
+      }
+    });
+  }
   ResourceList(Get(res, rp, "requests"), Sub(rp, "requests"), out->mutable_requests());
   ResourceList(Get(res, rp, "limits"), Sub(rp, "limits"), out->mutable_limits());
   DefaultRequestsFromLimits(out);

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "boost/json/parse.hpp"
+#include "common/translate/k8s_json.h"
 
 namespace podium::k8s {
 namespace {
@@ -488,6 +490,19 @@ TEST(K8sYamlTest, TranslatesJsonObjects) {
   EXPECT_EQ(pod->meta().uid(), "u-1");
   EXPECT_EQ(pod->containers(0).requests().milli_cpu(), 250);
   EXPECT_EQ(pod->containers(0).requests().memory_bytes(), 128 << 20);
+}
+
+// A file is decoded strictly (an unknown key under a container's resources
+// is refused, LoadCluster's cases); an object from the API server, which
+// validated it, is not: a key a newer API adds there must not make the pod
+// untranslatable to the Kubernetes adapter.
+TEST(K8sYamlTest, TheApisObjectsAreNotDecodedStrictly) {
+  const boost::json::value obj = boost::json::parse(
+      R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":"j","namespace":"x","uid":"u-1"},)"
+      R"("spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"250m"},"newField":{}}}]}})");
+  auto pod = PodFromJson(obj);
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  EXPECT_EQ(pod->containers(0).requests().milli_cpu(), 250);
 }
 
 TEST(K8sYamlTest, LoadsDirectoriesInNameOrder) {
