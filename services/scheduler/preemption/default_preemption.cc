@@ -179,10 +179,14 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
   {
     absl::MutexLock lock(&mu_);
     api_calls_.erase(uid);
-    auto it = in_flight_.find(uid);
-    unhold = it != in_flight_.end() && !it->second.shares_an_eviction;
+    unhold = HeldOnlyForItsCalls(uid);
   }
   if (unhold && queue_.unhold) queue_.unhold(uid);
+}
+
+bool PreemptionController::HeldOnlyForItsCalls(const std::string& preemptor_uid) const {
+  auto it = in_flight_.find(preemptor_uid);
+  return it != in_flight_.end() && !it->second.shares_an_eviction;
 }
 
 void PreemptionController::ApiCallReturned(const std::string& preemptor_uid, bool ok) {
@@ -196,8 +200,7 @@ void PreemptionController::ApiCallReturned(const std::string& preemptor_uid, boo
     took = absl::Now() - it->second.sent;
     api_calls_.erase(it);
     // Victims still terminating: the calls are done, the hold ends.
-    auto p = in_flight_.find(preemptor_uid);
-    unhold = ok && p != in_flight_.end() && !p->second.shares_an_eviction;
+    unhold = ok && HeldOnlyForItsCalls(preemptor_uid);
   }
   if (api_calls_observer_) api_calls_observer_(ok ? "success" : "error", *took);
   if (unhold && queue_.unhold) queue_.unhold(preemptor_uid);

@@ -154,6 +154,9 @@ class PreemptionController final : public ClusterEventHandler {
   // through or found the pod gone). The last one ends the hold (QueueControl)
   // and is told to the ApiCallsObserver.
   void ApiCallReturned(const std::string& preemptor_uid, bool ok);
+  // Its preemption is in flight and waits on no other preemption's eviction:
+  // once its own calls returned, its hold can end.
+  bool HeldOnlyForItsCalls(const std::string& preemptor_uid) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ClusterEventHandler* scheduler_ = nullptr;
   Nominator& nominator_;
