@@ -111,7 +111,8 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
     actions |= v1::UPDATE_POD_SCHEDULING_GATES_ELIMINATED;
   }
   if (actions != 0) return actions;
-  return SamePodExcept(old_pod, new_pod, {v1::Pod::kConditionsFieldNumber, v1::Pod::kPhaseFieldNumber},
+  return SamePodExcept(old_pod, new_pod,
+                       {v1::Pod::kConditionsFieldNumber, v1::Pod::kPhaseFieldNumber, v1::Pod::kStartTimeUsFieldNumber},
                        {v1::ObjectMeta::kResourceVersionFieldNumber})
              ? 0
              : static_cast<uint32_t>(v1::UPDATE);

@@ -51,6 +51,7 @@ TEST(EventsTest, PodUpdateActions) {
   v1::Pod p = base;
   p.mutable_meta()->set_resource_version("2");
   p.set_phase(v1::RUNNING);
+  p.set_start_time_us(1'700'000'000'000'000);  // Status, as the phase: no event.
   EXPECT_EQ(PodUpdateActions(base, p), 0u);
 
   p = base;

@@ -31,7 +31,7 @@ bool IsPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod) {
   return !SamePodExcept(old_pod, new_pod,
                         {v1::Pod::kPhaseFieldNumber, v1::Pod::kNominatedNodeNameFieldNumber,
                          v1::Pod::kConditionsFieldNumber, v1::Pod::kResizeStatusFieldNumber,
-                         v1::Pod::kAllocatedFieldNumber},
+                         v1::Pod::kAllocatedFieldNumber, v1::Pod::kStartTimeUsFieldNumber},
                         {v1::ObjectMeta::kResourceVersionFieldNumber});
 }
 
