@@ -532,10 +532,11 @@ sdk::Status InterPodAffinity::PreScore(sdk::CycleState& state, const sdk::PodInf
         ProcessTerm(s->scores, t, hard_weight_, *pod.pod, &namespace_labels, v1node);
       }
     }
-    if (!ignore_preferred_of_existing_) {
-      ProcessTerms(s->scores, their->preferred_affinity, *pod.pod, &namespace_labels, v1node, 1);
-      ProcessTerms(s->scores, their->preferred_anti_affinity, *pod.pod, &namespace_labels, v1node, -1);
-    }
+    // ignorePreferredTermsOfExistingPods only skips PreScore for a pod
+    // without preferred terms of its own (above); a pod with some still counts
+    // the existing pods' preferred terms, as kube-scheduler does.
+    ProcessTerms(s->scores, their->preferred_affinity, *pod.pod, &namespace_labels, v1node, 1);
+    ProcessTerms(s->scores, their->preferred_anti_affinity, *pod.pod, &namespace_labels, v1node, -1);
   };
   for (const sdk::NodeInfo* node : snapshot.NodesHavingPodsWithAffinity()) {
     for (const sdk::PodInfoPtr& existing : node->pods_with_affinity()) theirs(*node, *existing);

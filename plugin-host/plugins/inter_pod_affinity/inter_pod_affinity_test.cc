@@ -602,6 +602,24 @@ TEST(InterPodAffinityTest, ScoreSkipsWhenNothingCanScore) {
   EXPECT_THAT(ScoreAll(*only_hard, cluster, *App("new", "web").Info()), ElementsAreArray({100, 0}));
 }
 
+// kube-scheduler's ignorePreferredTermsOfExistingPods skips scoring for a pod
+// with no preferred terms of its own; a pod with some still counts the
+// existing pods' preferred terms next to its own.
+TEST(InterPodAffinityTest, IgnoringExistingPodsPreferredTermsAppliesOnlyToAPodWithoutItsOwn) {
+  Cluster cluster({{"n1", "a", {WithPreferred(App("fan", "db"), false, 10, Term("web", kHost))}},
+                   {"n2", "b", {App("cache", "cache")}},
+                   {"n3", "c", {}}});
+  auto plugin = NewPlugin(cluster.handle(), R"({"ignorePreferredTermsOfExistingPods": true})");
+  sdk::Code code;
+  ScoreAll(*plugin, cluster, *App("new", "web").Info(), &code);
+  EXPECT_EQ(code, sdk::Code::kSkip) << "a pod without preferred terms is not scored";
+  // Its own term (weight 5 towards cache, on n2) and the existing pod's term
+  // (weight 10 towards web, on n1): n1 scores 10, n2 5, n3 0.
+  EXPECT_THAT(ScoreAll(*plugin, cluster,
+                       *WithPreferred(App("new", "web"), false, 5, Term("cache", kHost)).Info()),
+              ElementsAreArray({100, 50, 0}));
+}
+
 TEST(InterPodAffinityTest, BadArgs) {
   FakeHandle handle;
   for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
