@@ -120,8 +120,15 @@ sdk::PermitResult Coscheduling::Permit(sdk::CycleState&, const sdk::PodInfo& pod
   const v1::Pod& p = *pod.pod;
   if (p.pod_group().empty()) return {};
   const v1::PodGroup* group = handle_.snapshot().GetPodGroup(p.meta().namespace_(), p.pod_group());
-  if (group == nullptr) return {};  // Deleted since: not a gang any more.
   const std::string key = GroupKey(p);
+  if (group == nullptr) {
+    // Its group was deleted, or the pod joined a group that does not exist
+    // after PreEnqueue let it in: as scheduler-plugins' Coscheduling, it is
+    // not placed alone; it waits in the pool, where PreEnqueue holds it.
+    sdk::PermitResult result;
+    result.status = sdk::Status(sdk::Code::kUnschedulable, absl::StrCat("pod group ", key, " not found"));
+    return result;
+  }
   // This pod is assumed too (the mirror may not show it yet).
   if (AssignedMembers(p) + 1 >= static_cast<size_t>(MinMember(*group))) {
     std::vector<std::string> allow;

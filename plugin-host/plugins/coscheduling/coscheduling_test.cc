@@ -176,6 +176,21 @@ TEST(CoschedulingTest, LastMemberAllowsEveryWaitingMember) {
   EXPECT_TRUE(plugin.Permit(state, *sdk::PodInfo::Create(Member("x", "other")), "n1").status.IsWait());
 }
 
+// A member whose group is gone (deleted, or never created: the pod joined it
+// after PreEnqueue let it in) is not placed alone.
+TEST(CoschedulingTest, PermitRejectsAMemberOfAGroupNotFound) {
+  RecordingHandle handle;
+  handle.snapshot_.Add(MakeNodeInfo(NodeBuilder("n1").Build(), {}));
+  Coscheduling plugin(handle, 60);
+  sdk::CycleState state;
+  sdk::PermitResult r = plugin.Permit(state, *sdk::PodInfo::Create(Member("a", "train")), "n1");
+  EXPECT_EQ(r.status.code(), sdk::Code::kUnschedulable);
+  EXPECT_EQ(r.status.Message(), "pod group default/train not found");
+  EXPECT_EQ(plugin.NumWaiting("default/train"), 0u);
+  // A pod of no group is not Coscheduling's concern.
+  EXPECT_TRUE(plugin.Permit(state, *sdk::PodInfo::Create(PodBuilder("solo").Build()), "n1").status.IsSuccess());
+}
+
 TEST(CoschedulingTest, UnreserveOfOneMemberRejectsTheOthersWaiting) {
   RecordingHandle handle;
   handle.snapshot_.AddGroup(Group("train", 4));
