@@ -516,7 +516,12 @@ class TlsFiles:
 
 def serve(flags):
     misbehaviour = Misbehaviour(flags.misbehave, flags.crash_after)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=flags.workers))
+    # A full state of a large cluster is one message: take what the C++ SDK
+    # takes (512 MiB) instead of gRPC's default of 4 MiB.
+    max_bytes = 512 * 1024 * 1024
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=flags.workers),
+                         options=[("grpc.max_receive_message_length", max_bytes),
+                                  ("grpc.max_send_message_length", max_bytes)])
     plugin_pb2_grpc.add_PluginServicer_to_server(PluginService(misbehaviour), server)
     address = flags.listen
     if address.startswith("unix:"):

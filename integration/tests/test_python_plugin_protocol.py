@@ -226,6 +226,20 @@ class PluginProtocolTest(lib.IntegrationTest):
                    scores=())
         self.assertEqual(list(self.answer(s, 5).feasible), [5])
 
+    def test_a_full_state_larger_than_grpc_default_limit_is_taken(self):
+        # 5 000 nodes with a 1 KiB annotation each: a reset of ~5.5 MiB in one
+        # message, over gRPC's default receive limit of 4 MiB.
+        s, _ = self.connect()
+        nodes = []
+        for i in range(1, 5001):
+            n = self.node(i, f"n{i}", "a")
+            n.node.meta.annotations["example.com/blob"] = "x" * 1024
+            nodes.append(n)
+        delta = self.pb.StateDelta(reset=True, generation=1, node_upserts=nodes)
+        self.assertGreater(delta.ByteSize(), 4 * 1024 * 1024)
+        self.cycle(s, 2, delta=delta, scores=(), find=3)
+        self.assertEqual(list(self.answer(s, 2).feasible), [1, 2, 3])
+
     def test_requests_in_flight_answered_by_id(self):
         s, _ = self.connect()
         s.send(self.pb.SchedulerToPlugin(id=0, delta=self.reset_delta()))
