@@ -55,8 +55,7 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
     result.outcome = ScheduleResult::Outcome::kError;
-    result.error = absl::Status(status.code(), absl::StrCat("plugin endpoint ", process.name(), ": ",
-                                                            status.message()));
+    result.error = absl::Status(status.code(), EndpointMessage(process.name(), status.message()));
     return result;
   };
   // Nodes() is in ascending id order: a node's position in the rotation.
@@ -167,7 +166,8 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       PluginAnswer answer = call.answer.get();
       const absl::Duration round_trip = absl::Now() - call.sent;
       const bool scored = round == 0 && call.shape.score_plugins_size() + call.shape.pre_score_plugins_size() > 0;
-      absl::Status valid = CheckCycleAnswer(plan, answer, call.shape, snapshot, false);
+      absl::Status score_error;
+      absl::Status valid = CheckCycleAnswer(plan, answer, call.shape, snapshot, false, &score_error);
       if (valid.ok() && round > 0 && answer->cycle().feasible_size() + answer->cycle().rejected_size() == 0) {
         // Asked about nodes with something left to find: an answer about none
         // of them would leave the rotation undecided forever.
@@ -184,7 +184,22 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
         }
         return fail(*plan.process, valid);
       }
+      // A plugin ERROR at PreFilter or Filter: decided by the failurePolicy,
+      // before any of the answer's verdicts count.
+      if (absl::Status error = FirstFilterError(answer->cycle()); !error.ok()) {
+        if (IgnoresFailure(*plan.process)) {
+          ignored[call.plan] = true;
+          continue;
+        }
+        return fail(*plan.process, error);
+      }
       v1::CycleResponse& cycle = *answer->mutable_cycle();
+      if (!score_error.ok()) {
+        // Bad scores cost only the scores: its verdicts stand.
+        if (!IgnoresFailure(*plan.process)) return fail(*plan.process, score_error);
+        cycle.clear_scores();
+        cycle.mutable_pre_score_status()->Clear();
+      }
       if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
           cycle.pre_filter_status().code() != v1::Status::SKIP) {
         if (!pre_filter_rejection || call.plan < pre_filter_rejection->first) {
@@ -195,10 +210,6 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       const RejectionStatuses statuses(cycle);
       for (const auto& r : cycle.rejected()) {
         SharedStatus status = statuses.Get(r);
-        if (status->code() == sdk::Code::kError) {
-          return fail(*plan.process, absl::InternalError(absl::StrCat(
-                                         "Filter plugin ", status->plugin(), ": ", status->Message())));
-        }
         const int64_t k = position_of(r.node_id());
         if (k < 0) continue;  // Validated above; cannot happen.
         verdicts[call.plan * num_nodes + k] = kReject;
@@ -214,11 +225,6 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     }
     if (pre_filter_rejection) {
       auto& [p, status] = *pre_filter_rejection;
-      if (status.code() == sdk::Code::kError) {
-        return fail(*setup.plans[p].process,
-                    absl::InternalError(absl::StrCat("PreFilter plugin ", status.plugin(), ": ",
-                                                     status.Message())));
-      }
       result.outcome = ScheduleResult::Outcome::kUnschedulable;
       result.diagnosis.pre_filter_message = status.Message();
       result.diagnosis.unschedulable_plugins.insert(status.plugin());

@@ -302,7 +302,8 @@ uint32_t Framework::NextStartIndex(uint32_t num_nodes) const {
 absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
                                             const v1::CycleResponse& answer,
                                             const sdk::Snapshot& snapshot,
-                                            bool scores_for_request_nodes) const {
+                                            bool scores_for_request_nodes,
+                                            absl::Status* score_error) const {
   const bool explicit_nodes = !request.nodes().all_nodes();
   absl::flat_hash_set<uint32_t> allowed;
   if (explicit_nodes) allowed.insert(request.nodes().node_ids().begin(), request.nodes().node_ids().end());
@@ -361,6 +362,36 @@ absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::C
   }
   const size_t scored = scores_for_request_nodes ? request.nodes().node_ids_size()
                                                  : static_cast<size_t>(answer.feasible_size());
+  absl::Status scores_ok = ValidateScores(request, answer, scored);
+  if (score_error != nullptr) {
+    *score_error = std::move(scores_ok);  // The caller weighs the scores apart from the verdicts.
+  } else if (!scores_ok.ok()) {
+    return scores_ok;
+  }
+  if (answer.has_what_if()) return ValidateWhatIf(request, answer);
+  return absl::OkStatus();
+}
+
+absl::Status Framework::FirstFilterError(const v1::CycleResponse& answer) {
+  if (answer.pre_filter_status().code() == v1::Status::ERROR) {
+    const sdk::Status status = sdk::Status::FromProto(answer.pre_filter_status());
+    return absl::InternalError(absl::StrCat("PreFilter plugin ", status.plugin(), ": ", status.Message()));
+  }
+  auto error_of = [](const v1::Status& status) {
+    return absl::InternalError(absl::StrCat("Filter plugin ", status.plugin(), ": ",
+                                            absl::StrJoin(status.reasons(), ", ")));
+  };
+  for (const v1::Status& entry : answer.status_table()) {
+    if (entry.code() == v1::Status::ERROR) return error_of(entry);
+  }
+  for (const auto& r : answer.rejected()) {
+    if (r.status_index() == 0 && r.status().code() == v1::Status::ERROR) return error_of(r.status());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Framework::ValidateScores(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                       size_t scored) {
   absl::flat_hash_set<std::string> score_plugins(request.score_plugins().begin(),
                                                  request.score_plugins().end());
   absl::flat_hash_set<std::string> seen;
@@ -385,7 +416,10 @@ absl::Status Framework::ValidateCycleAnswer(const ProcessPlan& plan, const v1::C
       }
     }
   }
-  if (answer.has_what_if()) return ValidateWhatIf(request, answer);
+  if (answer.pre_score_status().code() == v1::Status::ERROR) {
+    const sdk::Status status = sdk::Status::FromProto(answer.pre_score_status());
+    return absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
+  }
   return absl::OkStatus();
 }
 
@@ -549,14 +583,19 @@ v1::SchedulerToPlugin Framework::NewCycleRequest(const ProcessPlan& plan, uint64
 absl::Status Framework::CheckCycleAnswer(const ProcessPlan& plan, const PluginAnswer& answer,
                                          const v1::CycleRequest& request,
                                          const sdk::Snapshot& snapshot,
-                                         bool scores_for_request_nodes) const {
+                                         bool scores_for_request_nodes,
+                                         absl::Status* score_error) const {
   if (!answer.ok()) return answer.status();
   absl::Status valid = ValidateCycleAnswer(plan, request, answer->cycle(), snapshot,
-                                           scores_for_request_nodes);
-  if (!valid.ok()) {
+                                           scores_for_request_nodes, score_error);
+  // A PreScore ERROR is the plugin's word, not an invalid answer.
+  const bool invalid_scores = score_error != nullptr && !score_error->ok() &&
+                              answer->cycle().pre_score_status().code() != v1::Status::ERROR;
+  if (!valid.ok() || invalid_scores) {
     plan.process->CountInvalidAnswer();
     PODIUM_LOG(Warning, "Invalid plugin answer", {"endpoint", plan.process->name()},
-               {"request", scores_for_request_nodes ? "score" : "cycle"}, {"err", valid.message()});
+               {"request", scores_for_request_nodes ? "score" : "cycle"},
+               {"err", valid.ok() ? score_error->message() : valid.message()});
   }
   return valid;
 }
@@ -719,8 +758,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
 
   auto fail = [&](PluginProcess& process, const absl::Status& status) {
     result.outcome = ScheduleResult::Outcome::kError;
-    result.error = absl::Status(status.code(), absl::StrCat("plugin endpoint ", process.name(), ": ",
-                                                            status.message()));
+    result.error = absl::Status(status.code(), EndpointMessage(process.name(), status.message()));
     return result;
   };
 
@@ -831,7 +869,8 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     const absl::Time sent = absl::Now();
     PluginAnswer answer = plan.process->Call(std::move(message), state_seq).get();
     const absl::Duration round_trip = absl::Now() - sent;
-    const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false);
+    absl::Status score_error;
+    const absl::Status valid = CheckCycleAnswer(plan, answer, shape, snapshot, false, &score_error);
     if (valid.ok()) {
       AddCyclePhases(plan, answer->cycle(), round_trip, /*filter=*/true, /*score=*/combined);
     } else {
@@ -842,6 +881,19 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
         continue;  // As if its plugins had let every node through.
       }
       return fail(*plan.process, valid);
+    }
+    // A plugin ERROR at PreFilter or Filter, as an invalid answer: decided by
+    // the endpoint's failurePolicy (Ignore: as if its plugins let every node
+    // through).
+    if (absl::Status error = FirstFilterError(answer->cycle()); !error.ok()) {
+      if (IgnoresFailure(*plan.process)) continue;
+      return fail(*plan.process, error);
+    }
+    if (!score_error.ok()) {
+      // Bad scores (or a PreScore ERROR) cost only the scores: under Ignore
+      // its filter verdicts stand and its score plugins add nothing.
+      if (!IgnoresFailure(*plan.process)) return fail(*plan.process, score_error);
+      answer->mutable_cycle()->clear_scores();
     }
     if (result.lookahead_sent && answer->cycle().has_lookahead()) {
       // A bad lookahead costs only itself: the pod's own answer stands.
@@ -855,7 +907,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
           if (!later_ok.ok()) {
             plan.process->CountInvalidAnswer();
             result.lookahead_error = absl::Status(
-                later_ok.code(), absl::StrCat("plugin endpoint ", plan.process->name(), ": ", later_ok.message()));
+                later_ok.code(), EndpointMessage(plan.process->name(), later_ok.message()));
             PODIUM_LOG(Warning, "Dropped an invalid lookahead answer", {"endpoint", plan.process->name()},
                        {"error", later_ok.message()});
           }
@@ -863,7 +915,7 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
       } else {
         plan.process->CountInvalidAnswer();
         result.lookahead_error = absl::Status(
-            taken_ok.code(), absl::StrCat("plugin endpoint ", plan.process->name(), ": ", taken_ok.message()));
+            taken_ok.code(), EndpointMessage(plan.process->name(), taken_ok.message()));
         PODIUM_LOG(Warning, "Dropped an invalid lookahead answer", {"endpoint", plan.process->name()},
                    {"error", taken_ok.message()});
       }
@@ -905,24 +957,13 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
         cycle.pre_filter_status().code() != v1::Status::SKIP) {
       sdk::Status status = sdk::Status::FromProto(cycle.pre_filter_status());
-      if (status.code() == sdk::Code::kError) {
-        return fail(*plan.process, absl::InternalError(absl::StrCat(
-                                       "PreFilter plugin ", status.plugin(), ": ", status.Message())));
-      }
       result.outcome = ScheduleResult::Outcome::kUnschedulable;
       result.diagnosis.pre_filter_message = status.Message();
       result.diagnosis.unschedulable_plugins.insert(status.plugin());
       return result;
     }
     const RejectionStatuses statuses(cycle);
-    for (const auto& r : cycle.rejected()) {
-      SharedStatus status = statuses.Get(r);
-      if (status->code() == sdk::Code::kError) {
-        return fail(*plan.process, absl::InternalError(absl::StrCat(
-                                       "Filter plugin ", status->plugin(), ": ", status->Message())));
-      }
-      rejected[r.node_id()] = std::move(status);
-    }
+    for (const auto& r : cycle.rejected()) rejected[r.node_id()] = statuses.Get(r);
     if (last) {
       // Where the evaluation stopped, in the rotation over all nodes.
       if (all_nodes) {
@@ -1026,16 +1067,14 @@ std::optional<Framework::ProcessError> Framework::FoldScoreAnswers(
   for (auto& [plan, shape, future] : calls) {
     PluginAnswer answer = future.get();
     const absl::Duration round_trip = absl::Now() - sent;
-    absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true);
+    absl::Status score_error;
+    absl::Status valid = CheckCycleAnswer(*plan, answer, shape, snapshot, true, &score_error);
     if (valid.ok()) {
       AddCyclePhases(*plan, answer->cycle(), round_trip, /*filter=*/false, /*score=*/true);
     } else {
       AddPhase(kScorePhase, round_trip, sdk::Code::kError, /*parallel=*/true);
     }
-    if (valid.ok() && answer->cycle().pre_score_status().code() == v1::Status::ERROR) {
-      const sdk::Status status = sdk::Status::FromProto(answer->cycle().pre_score_status());
-      valid = absl::InternalError(absl::StrCat("PreScore plugin ", status.plugin(), ": ", status.Message()));
-    }
+    if (valid.ok()) valid = std::move(score_error);
     if (!valid.ok()) {
       if (IgnoresFailure(*plan->process)) continue;  // Its plugins add nothing to the totals.
       return ProcessError{plan->process, std::move(valid)};
@@ -1192,7 +1231,7 @@ sdk::Status Framework::RunStatusRuns(const std::vector<ProcessRun>& groups,
       if (IgnoresFailure(*process)) {
         continue;
       }
-      return ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ", answer.status().message()));
+      return ErrorStatus(EndpointMessage(process->name(), answer.status().message()));
     }
     bool group_skipped = false;
     for (const auto& s : answer->status().statuses()) {
@@ -1228,8 +1267,7 @@ sdk::Status Framework::RunPreEnqueue(const v1::Pod& pod, const v1::PodGroup* pod
         continue;
       }
       // Fail closed: the pod stays gated until it is updated or the plugin answers.
-      sdk::Status status(sdk::Code::kError, absl::StrCat("plugin endpoint ", process->name(), ": ",
-                                                         answer.status().message()));
+      sdk::Status status(sdk::Code::kError, EndpointMessage(process->name(), answer.status().message()));
       status.WithPlugin(names.front());
       return status;
     }
@@ -1293,8 +1331,7 @@ PermitOutcome Framework::RunPermitPlugins(const v1::Pod& pod, const std::string&
       if (IgnoresFailure(*process)) {
         continue;
       }
-      outcome.status = ErrorStatus(absl::StrCat("plugin endpoint ", process->name(), ": ",
-                                                answer.status().message()));
+      outcome.status = ErrorStatus(EndpointMessage(process->name(), answer.status().message()));
       return outcome;
     }
     for (const auto& r : answer->permit().results()) {

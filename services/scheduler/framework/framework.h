@@ -601,14 +601,24 @@ class Framework {
   v1::SchedulerToPlugin NewCycleRequest(const ProcessPlan& plan, uint64_t cycle_id, bool filter,
                                         bool score) const;
   // The answer's error, or its validation against the request (counted and
-  // logged when invalid).
+  // logged when invalid). With `score_error`, a problem of the scores alone
+  // (or a PreScore ERROR) goes there instead, so that a caller under Ignore
+  // can drop the scores and keep the filter verdicts.
   absl::Status CheckCycleAnswer(const ProcessPlan& plan, const PluginAnswer& answer,
                                 const v1::CycleRequest& request, const sdk::Snapshot& snapshot,
-                                bool scores_for_request_nodes) const;
+                                bool scores_for_request_nodes, absl::Status* score_error = nullptr) const;
   // Validates a CycleResponse against its request; an error names the problem.
   absl::Status ValidateCycleAnswer(const ProcessPlan& plan, const v1::CycleRequest& request,
                                    const v1::CycleResponse& answer, const sdk::Snapshot& snapshot,
-                                   bool expect_scores_for_request_nodes) const;
+                                   bool expect_scores_for_request_nodes,
+                                   absl::Status* score_error = nullptr) const;
+  // A plugin's ERROR status at PreFilter or Filter in the answer (the first),
+  // or OK.
+  static absl::Status FirstFilterError(const v1::CycleResponse& answer);
+  // CycleResponse.scores (`scored` per plugin, each in range, only plugins
+  // the request named, once each) and pre_score_status (not ERROR).
+  static absl::Status ValidateScores(const v1::CycleRequest& request, const v1::CycleResponse& answer,
+                                     size_t scored);
   // CycleResponse.what_if against CycleRequest.what_if_copies.
   static absl::Status ValidateWhatIf(const v1::CycleRequest& request, const v1::CycleResponse& answer);
   // CycleResponse.lookahead against CycleRequest.lookahead, into `out`.

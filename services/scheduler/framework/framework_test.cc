@@ -625,6 +625,86 @@ TEST_P(BadAnswers, IgnorePolicyDropsTheAnswerAndSchedules) {
   EXPECT_EQ(host.ignored_failures, 1);
 }
 
+// An answer whose verdicts are sound but whose scores are bad, under Ignore:
+// only the scores are dropped; the nodes its filters rejected stay rejected.
+// (Dropping the whole answer would place pods where a filter said no.)
+TEST(Framework, IgnoreDropsOnlyTheScoresOfAnAnswerWhoseScoresAreBad) {
+  MockPluginProcess host("host", FailurePolicy::kIgnore);
+  FakeSnapshot snapshot(4);
+  Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+  EXPECT_CALL(host, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) {
+    return Answered(CycleAnswer({2, 4}, {{"Spread", {1000, 50}}}, {{1, "full"}, {3, "full"}}));
+  }));
+  for (uint64_t cycle = 1; cycle <= 12; ++cycle) {
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, cycle);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+    EXPECT_THAT(r.node_name, testing::AnyOf("node-2", "node-4")) << "cycle " << cycle;
+  }
+  EXPECT_EQ(host.invalid_answers, 12);
+  EXPECT_EQ(host.ignored_failures, 12);
+}
+
+// A plugin's ERROR status at PreFilter, Filter or PreScore is decided by its
+// endpoint's failurePolicy, as an invalid answer is: Fail fails the cycle
+// naming the plugin, Ignore schedules as if that process let every node
+// through (or, at PreScore, added no scores), and counts it.
+TEST(Framework, APluginErrorStatusIsDecidedByTheFailurePolicyAndCounted) {
+  auto filter_error = [] {
+    v1::PluginToScheduler a = CycleAnswer({2}, {{"Spread", {50}}}, {{1, "x"}});
+    v1::Status* st = a.mutable_cycle()->mutable_rejected(0)->mutable_status();
+    st->set_code(v1::Status::ERROR);
+    st->clear_reasons();
+    st->add_reasons("quota service unreachable");
+    return a;
+  };
+  auto pre_filter_error = [] {
+    v1::PluginToScheduler a;
+    v1::Status* st = a.mutable_cycle()->mutable_pre_filter_status();
+    st->set_code(v1::Status::ERROR);
+    st->set_plugin("Fit");
+    st->add_reasons("quota service unreachable");
+    return a;
+  };
+  auto pre_score_error = [] {
+    v1::PluginToScheduler a = CycleAnswer({1, 2}, {});
+    v1::Status* st = a.mutable_cycle()->mutable_pre_score_status();
+    st->set_code(v1::Status::ERROR);
+    st->set_plugin("Spread");
+    st->add_reasons("metrics unreachable");
+    return a;
+  };
+  struct Case {
+    std::string name;
+    v1::PluginToScheduler answer;
+    std::string error;
+  };
+  for (const Case& c : {Case{"Filter", filter_error(), "Filter plugin Fit: quota service unreachable"},
+                        Case{"PreFilter", pre_filter_error(), "PreFilter plugin Fit: quota service unreachable"},
+                        Case{"PreScore", pre_score_error(), "PreScore plugin Spread: metrics unreachable"}}) {
+    SCOPED_TRACE(c.name);
+    {
+      MockPluginProcess host("host");
+      FakeSnapshot snapshot(3);
+      Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+      EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) { return Answered(c.answer); }));
+      ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+      EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError);
+      EXPECT_EQ(std::string(r.error.message()), "plugin endpoint host: " + c.error);
+      EXPECT_EQ(host.ignored_failures, 0);
+    }
+    {
+      MockPluginProcess host("host", FailurePolicy::kIgnore);
+      FakeSnapshot snapshot(3);
+      Framework fw(SpecFor({{"Fit", &host}, {"Spread", &host}}, {"Fit"}, {{"Spread", 1}}), 1);
+      EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) { return Answered(c.answer); }));
+      ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+      EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kScheduled) << r.error;
+      EXPECT_EQ(host.ignored_failures, 1);
+      EXPECT_EQ(host.invalid_answers, 0) << "an ERROR status is the plugin's word, not an invalid answer";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Framework, BadAnswers,
     testing::Values(BadAnswerCase{"ScoreOutOfRange", CycleAnswer({1, 2}, {{"Spread", {50, 1000}}})},
@@ -653,6 +733,23 @@ TEST(Framework, TimeoutFailsTheCycle) {
   ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
   EXPECT_EQ(r.outcome, ScheduleResult::Outcome::kError);
   EXPECT_THAT(std::string(r.error.message()), testing::HasSubstr("did not answer"));
+}
+
+// A plugin process's own errors already name it ("plugin endpoint host did
+// not answer ..."): the cycle's error names it once, and prefixes the rest.
+TEST(Framework, AnErrorNamesItsPluginEndpointOnce) {
+  MockPluginProcess host("host");
+  FakeSnapshot snapshot(3);
+  Framework fw(SpecFor({{"Fit", &host}}, {"Fit"}, {}), 1);
+  EXPECT_CALL(host, Call(_, _))
+      .WillOnce(Invoke([](auto, auto) {
+        return Answered(absl::DeadlineExceededError("plugin endpoint host did not answer cycle within 1s"));
+      }))
+      .WillOnce(Invoke([](auto, auto) { return Answered(absl::UnavailableError("stream ended")); }));
+  ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+  EXPECT_EQ(std::string(r.error.message()), "plugin endpoint host did not answer cycle within 1s");
+  r = fw.SchedulePod(TestPod(), snapshot, 1, 2);
+  EXPECT_EQ(std::string(r.error.message()), "plugin endpoint host: stream ended");
 }
 
 // Two processes, each serving a filter and a score plugin: the host Fit and

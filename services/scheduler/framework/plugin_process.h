@@ -11,6 +11,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "config/config.h"
 #include "podium/v1/plugin.pb.h"
@@ -92,5 +95,14 @@ class PluginProcess {
 };
 
 using PluginProcessPtr = std::shared_ptr<PluginProcess>;
+
+// An error of a plugin process, for a pod's status or an admin reply, named
+// once: "plugin endpoint NAME: MESSAGE", unless the process's own message
+// already begins with "plugin endpoint NAME".
+inline std::string EndpointMessage(absl::string_view endpoint, absl::string_view message) {
+  const std::string prefix = absl::StrCat("plugin endpoint ", endpoint);
+  if (absl::StartsWith(message, prefix)) return std::string(message);
+  return absl::StrCat(prefix, ": ", message);
+}
 
 }  // namespace podium::scheduler
