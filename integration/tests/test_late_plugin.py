@@ -56,7 +56,7 @@ class LatePluginTest(lib.IntegrationTest):
         time.sleep(1)
         self.start_plugin()
         self.scheduler_process.wait_for_stderr(r"podium-scheduler listening on", timeout=40)
-        self.assertNotIn("stream closed by the plugin process", self.scheduler_process.stderr())
+        self.assertNotIn("\"Plugin stream broke\"", self.scheduler_process.stderr())
         self.assert_deny_label_applied(scheduler)
 
     def test_ignore_endpoint_that_connects_after_the_wait_is_used(self):

@@ -114,7 +114,10 @@ class MisbehavingPluginTest(lib.IntegrationTest):
         self.assertEqual(report.node_of("web-1"), "node-b")
         self.assertSchedulerLogged(r'"Plugin stream broke" endpoint="python"')
         from podium.v1 import admin_pb2
-        self.assertNotEqual(self.counters().state, admin_pb2.PluginEndpointInfo.READY)
+        python = self.counters()
+        self.assertNotEqual(python.state, admin_pb2.PluginEndpointInfo.READY)
+        # ListPlugins says why (the stream's end, or a redial that failed since).
+        self.assertTrue(python.last_error, python)
 
     def test_crash_mid_run_fail(self):
         report = self.run_with("crash-after=1", "Fail")

@@ -356,7 +356,12 @@ int Run(std::vector<std::string> overrides) {
         });
     absl::Status started = process->Start();
     if (!started.ok()) {
-      if (options.failure_policy == FailurePolicy::kFail) return console.Fail(std::string(started.message()));
+      // A process that answers without a plugin the config lists is a
+      // configuration error, whatever the policy; one not reachable yet is
+      // waited for under Ignore.
+      if (options.failure_policy == FailurePolicy::kFail || absl::IsNotFound(started)) {
+        return console.Fail(std::string(started.message()));
+      }
       console.Say(logging::Severity::kWarning,
                   absl::StrCat("podium-scheduler: ", started.message(), "; its plugins are ignored until it connects"),
                   {{"endpoint", ep.name}, {"address", ep.address}});
@@ -571,6 +576,7 @@ int Run(std::vector<std::string> overrides) {
       metrics.SetPluginCounter(e->name(), "invalid_answers", s.invalid_answers);
       metrics.SetPluginCounter(e->name(), "ignored_failures", s.ignored_failures);
       metrics.SetPluginCounter(e->name(), "refused_permit_decisions", s.refused_permit_decisions);
+      metrics.SetPluginCounter(e->name(), "spurious_answers", s.spurious_answers);
       metrics.SetPluginCounter(e->name(), "circuit_opens", s.circuit_opens);
       if (auto seq = e->mirror_seq()) min_seq = std::min(min_seq.value_or(*seq), *seq);
     }

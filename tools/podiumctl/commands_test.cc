@@ -760,6 +760,7 @@ TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
     py->set_endpoint("python (unix:///run/podium/python.sock)");
     py->set_state(v1::PluginEndpointInfo::FAILED);
     py->set_ignorable(true);
+    py->set_last_error("stream ended: UNAVAILABLE: Socket closed");
     auto* breaker = fake_.plugins.add_endpoints();  // Its circuit breaker open.
     breaker->set_endpoint("gpu (unix:///run/podium/gpu.sock)");
     breaker->set_state(v1::PluginEndpointInfo::FAILED);
@@ -772,13 +773,21 @@ TEST_F(PodiumctlCommandsTest, PluginsShowEndpointCountersAndExtensionPoints) {
   EXPECT_THAT(rows[1], ElementsAre("host", "Ready", "Fail", "1", "120", "2", "1", "3", "0.042ms", "0.310ms"));
   EXPECT_THAT(rows[2], ElementsAre("python", "Failed", "Ignore", "0", "0", "0", "0", "0", "0.000ms", "0.000ms"));
   EXPECT_THAT(rows[3], ElementsAre("gpu", "CircuitOpen", "Fail", "0", "0", "0", "0", "0", "0.000ms", "0.000ms"));
-  auto plugin_rows = Rows(out.substr(out.find("\n\n") + 2));
+  const std::string after_endpoints = out.substr(out.find("\n\n") + 2);
+  auto plugin_rows = Rows(after_endpoints);
   ASSERT_EQ(plugin_rows.size(), 2u);
   EXPECT_THAT(plugin_rows[1], ElementsAre("NodeResourcesFit", "host", "PreFilter,Filter,Score"));
+  // Why the endpoint that is not ready failed, in a table of its own.
+  auto error_rows = Rows(after_endpoints.substr(after_endpoints.find("\n\n") + 2));
+  ASSERT_EQ(error_rows.size(), 2u) << out;
+  EXPECT_THAT(error_rows[0], ElementsAre("ENDPOINT", "LAST ERROR"));
+  EXPECT_THAT(error_rows[1], ElementsAre("python", "stream ended: UNAVAILABLE: Socket closed"));
   ASSERT_TRUE(Run({"plugins", "-o", "json"}).ok());
   boost::json::value doc = boost::json::parse(out_.str());
   EXPECT_EQ(doc.at("endpoints").at(0).at("address").as_string(), "unix:///run/podium/host.sock");
   EXPECT_EQ(doc.at("endpoints").at(0).at("reconnects").to_number<int>(), 1);
+  EXPECT_EQ(doc.at("endpoints").at(0).at("last_error").as_string(), "");
+  EXPECT_EQ(doc.at("endpoints").at(1).at("last_error").as_string(), "stream ended: UNAVAILABLE: Socket closed");
 }
 
 TEST_F(PodiumctlCommandsTest, StatusSaysWhetherItSchedulesAndWhatBatchingDid) {

@@ -52,7 +52,8 @@ boost::json::value PluginsDocument(const v1::ListPluginsResponse& response) {
                          {"invalid_answers", e.invalid_answers()},
                          {"latency_p50_ms", e.latency_p50_ms()},
                          {"latency_p99_ms", e.latency_p99_ms()},
-                         {"reconnects", e.reconnects()}});
+                         {"reconnects", e.reconnects()},
+                         {"last_error", e.last_error()}});
   }
   boost::json::object doc;
   doc["endpoints"] = std::move(endpoints);
@@ -68,8 +69,14 @@ std::string PluginsTable(const boost::json::value& doc, bool wide) {
   }
   Table endpoints(headers);
   Table plugins({"PLUGIN", "ENDPOINT", "EXTENSION POINTS"});
+  // Why an endpoint that is not ready failed, last: the one column that can
+  // be long.
+  Table errors({"ENDPOINT", "LAST ERROR"});
   for (const auto& v : doc.at("endpoints").as_array()) {
     const auto& e = v.as_object();
+    if (const auto* error = e.if_contains("last_error"); error != nullptr && !Str(*error).empty()) {
+      errors.AddRow({Str(e.at("name")), Str(*error)});
+    }
     std::vector<std::string> row = {Str(e.at("name")),         Str(e.at("state")),
                                     Str(e.at("failure_policy")), absl::StrCat(e.at("plugins").as_array().size()),
                                     Count(e.at("requests")),   Count(e.at("errors")),
@@ -87,6 +94,7 @@ std::string PluginsTable(const boost::json::value& doc, bool wide) {
   }
   std::string out = endpoints.Render();
   if (plugins.rows() > 0) absl::StrAppend(&out, "\n", plugins.Render());
+  if (errors.rows() > 0) absl::StrAppend(&out, "\n", errors.Render());
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "grpc_support/thread_name.h"
 #include "grpcpp/grpcpp.h"
@@ -217,9 +218,9 @@ class GrpcPluginProcess::Stream {
     call_->Read(&incoming_, &read_done_);
   }
 
-  // Nothing more will be read: ask for the call's status.
+  // Nothing more will be read: ask for the call's status, which says why
+  // (OnFinished reports the break).
   void OnInputClosed() {
-    owner_.OnStreamBroken(this, "stream closed by the plugin process");
     absl::MutexLock lock(&owner_.mu_);
     reading_ = false;
     finishing_ = true;
@@ -243,9 +244,24 @@ class GrpcPluginProcess::Stream {
   }
 
   void OnFinished(bool /*ok*/) {
-    if (!status_.ok()) {
-      owner_.OnStreamBroken(this, absl::StrCat("stream ended: ", status_.error_message()));
+    bool by_scheduler;
+    {
+      absl::MutexLock lock(&owner_.mu_);
+      by_scheduler = closing_;
     }
+    // The cause, for the log and ListPlugins: a process that died or was
+    // unreachable leaves UNAVAILABLE, one that ended its handler cleanly OK.
+    std::string why;
+    if (by_scheduler) {
+      why = "stream closed by the scheduler";
+    } else if (status_.ok()) {
+      why = "stream closed by the plugin process";
+    } else {
+      why = absl::StrCat("stream ended: ",
+                         absl::StatusCodeToString(static_cast<absl::StatusCode>(status_.error_code())), ": ",
+                         status_.error_message());
+    }
+    owner_.OnStreamBroken(this, why, /*record=*/!by_scheduler);
     bool done;
     {
       absl::MutexLock lock(&owner_.mu_);
@@ -387,6 +403,19 @@ absl::Status GrpcPluginProcess::Connect() {
     if (stream_ != nullptr) stream_->Close();
     return absl::FailedPreconditionError(absl::StrCat(
         "plugin endpoint ", options_.name, " refused the handshake: ", last_error_));
+  }
+  // A process back without a plugin the configuration assigns to it (a
+  // sidecar rolled back to an older build) is not used: its requests would
+  // name a plugin it does not run. Refused until it serves them all.
+  for (const v1::PluginArgs& configured : options_.plugins) {
+    const bool served = std::any_of(reg.plugins().begin(), reg.plugins().end(),
+                                    [&](const v1::PluginRegistration& p) { return p.name() == configured.name(); });
+    if (!served) {
+      last_error_ = absl::StrCat("does not serve plugin \"", configured.name(), "\" that the configuration assigns to it");
+      if (stream_ != nullptr) stream_->Close();
+      return absl::NotFoundError(absl::StrCat("plugin endpoint ", options_.name, " (", options_.address, ") ",
+                                              last_error_));
+    }
   }
   registration_ = reg;
   mirror_scope_ = EffectiveMirrorScope(reg);
@@ -621,8 +650,14 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
   if (stream != stream_) return;
   auto it = pending_.find(message.id());
   if (it == pending_.end()) {
-    // A late answer (after its deadline) or a made-up id.
-    stats_.spurious_answers++;
+    // A late answer (after its deadline), a second answer, or a made-up id:
+    // dropped. Said in the log at the 1st, 2nd, 4th, 8th, ... so that a
+    // plugin answering every request twice does not flood it.
+    const uint64_t n = ++stats_.spurious_answers;
+    if ((n & (n - 1)) == 0) {
+      PODIUM_LOG(Warning, "Dropped answers to no request in flight (late, repeated or a made-up id)",
+                 {"endpoint", options_.name}, {"id", absl::StrCat(message.id())}, {"count", absl::StrCat(n)});
+    }
     return;
   }
   Pending pending = std::move(it->second);
@@ -666,7 +701,7 @@ void GrpcPluginProcess::OnMessage(Stream* stream, v1::PluginToScheduler&& messag
   pending.promise.set_value(std::move(message));
 }
 
-void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
+void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why, bool record) {
   absl::MutexLock lock(&mu_);
   if (stream != stream_) return;
   stream_->Close();
@@ -674,7 +709,9 @@ void GrpcPluginProcess::OnStreamBroken(Stream* stream, const std::string& why) {
   if (!broken_) {
     broken_ = true;
     ready_ = false;
-    if (!shutdown_) {
+    // The scheduler closes a stream only after recording why (a refused
+    // handshake, a failed redial): that cause stands.
+    if (!shutdown_ && record) {
       last_error_ = why;
       PODIUM_LOG(Warning, "Plugin stream broke", {"endpoint", options_.name}, {"address", options_.address},
                  {"err", why});
@@ -804,6 +841,7 @@ void GrpcPluginProcess::DeadlineLoop() {
 
 void GrpcPluginProcess::ReconnectLoop() {
   absl::Duration backoff = options_.reconnect_initial_backoff;
+  std::string last_logged;  // A failed redial is logged when its cause changes.
   while (true) {
     {
       absl::MutexLock lock(&mu_);
@@ -829,6 +867,11 @@ void GrpcPluginProcess::ReconnectLoop() {
       }
       if (options_.on_reconnected) options_.on_reconnected();
     } else {
+      if (status.message() != last_logged) {
+        last_logged = std::string(status.message());
+        PODIUM_LOG(Warning, "Plugin endpoint redial failed", {"endpoint", options_.name},
+                   {"address", options_.address}, {"err", last_logged});
+      }
       // Wait for the failed stream's OnDone before dialing again.
       absl::MutexLock lock(&mu_);
       if (stream_ != nullptr) stream_->Close();

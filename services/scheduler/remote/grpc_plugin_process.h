@@ -148,7 +148,9 @@ class GrpcPluginProcess : public PluginProcess {
                                  bool expect_answer);
   void InvalidateMirror() ABSL_EXCLUSIVE_LOCKS_REQUIRED(delta_mu_);
   void OnMessage(Stream* stream, v1::PluginToScheduler&& message);
-  void OnStreamBroken(Stream* stream, const std::string& why);
+  // `record`: the cause goes to last_error and the log (not when the
+  // scheduler closed the stream itself, having recorded why).
+  void OnStreamBroken(Stream* stream, const std::string& why, bool record);
   void OnStreamDone(Stream* stream);
   void FailAllPending(const absl::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordLatency(absl::Duration d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "test_support/time_scale.h"
@@ -37,6 +38,10 @@ class FakePlugin final : public v1::Plugin::Service {
   // Answer `error` to the n-th request after Open (1-based; 0 = never), as the
   // SDK does when a delta does not apply.
   std::atomic<int> error_on_request{0};
+  // Each answer is followed by a copy of it and by one with a made-up id.
+  std::atomic<bool> answer_extra{false};
+  // Registers without Spread, as a process rolled back to a build without it.
+  std::atomic<bool> without_spread{false};
   std::atomic<int> requests{0};
   absl::Mutex mu;
   std::vector<bool> resets ABSL_GUARDED_BY(mu);  // Per request: did its delta reset?
@@ -59,9 +64,11 @@ class FakePlugin final : public v1::Plugin::Service {
         auto* gate = reg->add_plugins();
         gate->set_name("Gate");
         gate->add_extension_points(v1::PERMIT);
-        auto* score = reg->add_plugins();
-        score->set_name("Spread");
-        score->add_extension_points(v1::SCORE);
+        if (!without_spread) {
+          auto* score = reg->add_plugins();
+          score->set_name("Spread");
+          score->add_extension_points(v1::SCORE);
+        }
         reg->mutable_mirror()->set_nodes(true);
         stream->Write(out);
         if (send_permit_decision) {
@@ -99,6 +106,11 @@ class FakePlugin final : public v1::Plugin::Service {
         case Mode::kCrash: return grpc::Status(grpc::StatusCode::UNAVAILABLE, "plugin process died");
       }
       stream->Write(out);
+      if (answer_extra) {
+        stream->Write(out);
+        out.set_id(in.id() + 1000);
+        stream->Write(out);
+      }
     }
     return grpc::Status::OK;
   }
@@ -146,7 +158,8 @@ class GrpcPluginProcessTest : public testing::Test {
   }
 
   GrpcPluginProcess& Start(absl::Duration timeout = Scaled(absl::Seconds(2)),
-                           std::function<void(PluginEndpointOptions&)> customize = nullptr) {
+                           std::function<void(PluginEndpointOptions&)> customize = nullptr,
+                           absl::Status* started = nullptr) {
     PluginEndpointOptions options;
     options.name = "host";
     options.address = "127.0.0.1:" + std::to_string(port_);
@@ -164,7 +177,12 @@ class GrpcPluginProcessTest : public testing::Test {
         decided_.Notify();
       }
     });
-    EXPECT_TRUE(process_->Start().ok());
+    absl::Status status = process_->Start();
+    if (started != nullptr) {
+      *started = std::move(status);
+    } else {
+      EXPECT_TRUE(status.ok()) << status;
+    }
     return *process_;
   }
 
@@ -315,6 +333,19 @@ TEST_F(GrpcPluginProcessTest, PermitDecisionsForPluginsTheEndpointDoesNotServeAr
   EXPECT_EQ(p.stats().refused_permit_decisions, 3u);
 }
 
+// Answers nobody asked for (a second answer to one request, a made-up id)
+// are dropped and counted, and the requests still get their own.
+TEST_F(GrpcPluginProcessTest, AnswersToNoRequestInFlightAreCounted) {
+  GrpcPluginProcess& p = Start();
+  plugin_.answer_extra = true;
+  ASSERT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
+  plugin_.answer_extra = false;
+  // Messages are handled in order: once this is answered, the extras were seen.
+  ASSERT_TRUE(p.Call(Cycle(), std::nullopt).get().ok());
+  EXPECT_EQ(p.stats().spurious_answers, 2u);
+  EXPECT_EQ(p.stats().invalid_answers, 0u);
+}
+
 // Defect 13: an endpoint that keeps timing out fails fast, and a probe
 // request is let through after the open period.
 TEST_F(GrpcPluginProcessTest, HungEndpointOpensTheCircuitAndAProbeClosesIt) {
@@ -374,6 +405,9 @@ TEST_F(GrpcPluginProcessTest, PluginProcessDyingMidRequestFailsEveryRequestInFli
   EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable) << a.status();
   EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
   EXPECT_NE(a.status().message().find("plugin endpoint host"), std::string::npos) << a.status();
+  // The cause is the call's status, not a guess.
+  EXPECT_NE(a.status().message().find("stream ended: UNAVAILABLE: plugin process died"), std::string::npos)
+      << a.status();
   EXPECT_EQ(p.stats().timeouts, 0u);
   plugin_.mode = FakePlugin::Mode::kEcho;
   const absl::Time ready_by = absl::Now() + Scaled(absl::Seconds(5));
@@ -383,6 +417,46 @@ TEST_F(GrpcPluginProcessTest, PluginProcessDyingMidRequestFailsEveryRequestInFli
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(plugin_.opens, 2);
   EXPECT_TRUE(plugin_.last_delta_reset);
+}
+
+// A process that answers the handshake without a plugin the configuration
+// assigns to it is refused, naming the plugin: it is not used, and the
+// scheduler's start fails on it (main.cc).
+TEST_F(GrpcPluginProcessTest, AProcessWithoutAPluginTheConfigListsFailsToStartNamingIt) {
+  plugin_.without_spread = true;
+  absl::Status started;
+  GrpcPluginProcess& p = Start(Scaled(absl::Seconds(2)), nullptr, &started);
+  EXPECT_EQ(started.code(), absl::StatusCode::kNotFound) << started;
+  EXPECT_THAT(std::string(started.message()),
+              testing::HasSubstr("does not serve plugin \"Spread\" that the configuration assigns to it"));
+  EXPECT_FALSE(p.ready());
+  EXPECT_THAT(p.last_error(), testing::HasSubstr("\"Spread\""));
+}
+
+// The same process coming back (a redial after its stream broke) without the
+// plugin is refused until it serves it again.
+TEST_F(GrpcPluginProcessTest, AProcessBackWithoutAPluginTheConfigListsIsRefusedUntilItServesIt) {
+  GrpcPluginProcess& p = Start(Scaled(absl::Seconds(60)));
+  ASSERT_TRUE(p.Call(Cycle(), 5).get().ok());
+  plugin_.without_spread = true;
+  plugin_.mode = FakePlugin::Mode::kCrash;
+  EXPECT_FALSE(p.Call(Cycle(), 6).get().ok());
+  plugin_.mode = FakePlugin::Mode::kEcho;
+  // Redialed at least once more (Open answered without Spread), not taken.
+  const absl::Time redialed_by = absl::Now() + Scaled(absl::Seconds(5));
+  while (plugin_.opens < 3 && absl::Now() < redialed_by) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_GE(plugin_.opens, 3);
+  EXPECT_FALSE(p.ready());
+  EXPECT_EQ(p.stats().reconnects, 0u);
+  EXPECT_THAT(p.last_error(), testing::HasSubstr("does not serve plugin \"Spread\""));
+  const PluginAnswer refused = p.Call(Cycle(), 7).get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable) << refused.status();
+  plugin_.without_spread = false;
+  const absl::Time ready_by = absl::Now() + Scaled(absl::Seconds(5));
+  while (p.stats().reconnects == 0 && absl::Now() < ready_by) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(p.stats().reconnects, 1u);
+  EXPECT_TRUE(p.Call(Cycle(), 8).get().ok());
+  EXPECT_TRUE(p.last_error().empty());
 }
 
 // Shutdown with requests in flight answers every one of them (cancelled), and

@@ -289,6 +289,7 @@ grpc::Status AdminService::ListPlugins(grpc::ServerContext* ctx,
     info->set_latency_p50_ms(stats.latency_p50_ms);
     info->set_latency_p99_ms(stats.latency_p99_ms);
     info->set_reconnects(stats.reconnects);
+    if (!endpoint->ready()) info->set_last_error(endpoint->last_error());
   }
   return grpc::Status::OK;
 }
