@@ -201,7 +201,23 @@ void Scheduler::PostBindingFailed(BindingPod pod, sdk::Status status, bool unsch
   AttemptFailed(copy.pod, copy.framework, copy.scheduling_cycle, copy.start,
                 unschedulable ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
                 status.Message(), plugins, nullptr);
+  MoveOnForgottenAssumption(*copy.pod->pod_info->pod, copy.node);
   if (released) released();
+}
+
+void Scheduler::MoveOnForgottenAssumption(const v1::Pod& pod, const std::string& node) {
+  // The room the assumed pod held is free again: pods refused it while it was
+  // held may fit now. As kube-scheduler's handleBindingCycleError, an
+  // AssignedPodDelete for everyone but the pod itself, which was just
+  // requeued (moving it too would send it to backoff, not the pool). Hints
+  // are asked on the queue worker.
+  v1::ClusterEvent event;
+  event.set_resource(v1::POD);
+  event.set_action(v1::DELETE);
+  *event.mutable_old_pod() = pod;
+  event.mutable_old_pod()->set_node_name(node);
+  queue_.MoveAllToActiveOrBackoffQueue(
+      event, [this](std::function<void()> ask) { PostQueueWork(std::move(ask)); }, pod.meta().uid());
 }
 
 void Scheduler::BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable) {
@@ -217,6 +233,7 @@ void Scheduler::BindingFailed(BindingPod pod, const sdk::Status& status, bool un
   AttemptFailed(pod.pod, pod.framework, pod.scheduling_cycle, pod.start,
                 unschedulable ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
                 status.Message(), plugins, nullptr);
+  MoveOnForgottenAssumption(p, pod.node);
 }
 
 void Scheduler::ReleaseDeleted(BindingPod pod) {

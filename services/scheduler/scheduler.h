@@ -238,6 +238,9 @@ class Scheduler final : public ClusterEventHandler {
   // Unreserve (a plugin call), forget the assumed pod, requeue with the
   // pod's own scheduling cycle. Runs on the binding pool.
   void BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable);
+  // After a binding-cycle failure undid `pod`'s assumption on `node`: the
+  // pool's other pods are told (AssignedPodDelete).
+  void MoveOnForgottenAssumption(const v1::Pod& pod, const std::string& node);
   // Hands BindingFailed to the binding pool; when it is full, releases the
   // pod without Unreserve (counted) rather than block the caller.
   // `released` runs once the pod is forgotten.

@@ -241,6 +241,7 @@ class SchedulerTest : public testing::Test {
     // "Gang" is the profile's gang plugin (pod_group_members_only), registered
     // for PodGroup add/update only, as Coscheduling is (and more).
     bool gang_plugin = false;
+    bool fit_on_pod_delete = false;  // Fit is registered for Pod/Delete too (no hint).
     std::vector<FrameworkPtr> extra_profiles;
   };
 
@@ -280,6 +281,12 @@ class SchedulerTest : public testing::Test {
                               i.set_has_queueing_hint(o.hinted);
                               return i;
                             }()}}};
+    if (o.fit_on_pod_delete) {
+      v1::ClusterEventInterest i;
+      i.set_resource(v1::POD);
+      i.set_action_mask(v1::DELETE);
+      registry["Fit"].push_back(i);
+    }
     if (o.gang_plugin) {
       v1::ClusterEventInterest i;
       i.set_resource(v1::POD_GROUP);
@@ -675,6 +682,39 @@ TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
   ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_TRUE(sink_.Find(v1::Action::kBind));
   EXPECT_FALSE(scheduler_->WaitingAtPermit("uid-member"));
+}
+
+// A pod refused a node while another pod held it, assumed and waiting at
+// Permit, is told when that assumption is undone by a binding-cycle failure
+// (here a Permit rejection): as kube-scheduler does, an AssignedPodDelete
+// moves the pool's other pods, not the rejected pod itself.
+TEST_F(SchedulerTest, ABindingCycleFailureRequeuesThePodsRefusedTheRoomItHeld) {
+  BuildOptions o;
+  o.with_permit = true;
+  o.fit_on_pod_delete = true;
+  Build(std::move(o));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
+    v1::PluginToScheduler a;
+    if (req.has_cycle()) return Answered(CycleAnswer(req.cycle().pod().meta().name() == "member"));
+    if (req.has_permit()) {
+      auto* r = a.mutable_permit()->add_results();
+      r->set_plugin("Gang");
+      r->mutable_status()->set_code(v1::Status::WAIT);
+      r->set_timeout_ms(60000);
+      return Answered(a);
+    }
+    return Answered(StatusAnswer());
+  }));
+  StartWithPods({"member", "other"});
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
+  ASSERT_TRUE(scheduler_->ScheduleNext());  // "other": no room while member holds it.
+  ASSERT_EQ(QueueOf("other"), QueueKind::kUnschedulable);
+  scheduler_->OnPermitDecision(Decision("member", "Gang", false));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_FALSE(cache_.IsAssumed("uid-member"));
+  EXPECT_NE(QueueOf("other"), QueueKind::kUnschedulable) << "the room it was refused is free again";
+  EXPECT_EQ(QueueOf("member"), QueueKind::kUnschedulable) << "the rejected pod waits in the pool";
 }
 
 // The plugin process that made the pod wait at Permit restarted (its stream

@@ -634,7 +634,8 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
   return MoveAllToActiveOrBackoffQueue(event, nullptr);
 }
 
-size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer) {
+size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer,
+                                                      std::string_view except_uid) {
   std::vector<HintCandidate> candidates;
   std::vector<HintAsked> asked;
   QueueingHintEvaluator* evaluator;
@@ -647,7 +648,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
     std::vector<Entry*> to_move;
     std::vector<std::string> plugins;
     for (Entry* e : unschedulable_pods_) {
-      if (e->info.gated) continue;
+      if (e->info.gated || (!except_uid.empty() && e->info.uid() == except_uid)) continue;
       switch (Decide(e->info, event, &plugins)) {
         case EventDecision::kStay:
           break;

@@ -215,8 +215,11 @@ class SchedulingQueue {
   // which never waits on a hint; the pods whose hints say Queue move when the
   // deferred work runs (if they are still in the pool as they were). Returns
   // how many pods moved here.
+  // `except_uid`: a pod left where it is (kube's binding-cycle failure moves
+  // everyone but the pod whose assumption it undid).
   using HintDeferral = std::function<void(std::function<void()>)>;
-  size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer);
+  size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer,
+                                       std::string_view except_uid = {});
   // kube's event handlers for assigned pods.
   size_t AssignedPodAdded(const v1::Pod& pod);
   size_t AssignedPodUpdated(const v1::Pod& old_pod, const v1::Pod& new_pod,
