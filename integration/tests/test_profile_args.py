@@ -4,6 +4,7 @@ the out-of-process NodeResourcesFit different scoring strategies, and the same
 pod is placed differently by each, as kube-scheduler would."""
 
 import os
+import re
 
 import podium_testlib as lib
 from podium_testlib import cluster_yaml, node_yaml, pod_yaml
@@ -64,6 +65,35 @@ class ProfileArgsTest(lib.IntegrationTest):
         self.assertEqual(report.outcome, "completed", out[-4000:])
         self.assertEqual(report.node_of("spread-me"), "idle")
         self.assertEqual(report.node_of("pack-me"), "busy")
+
+
+def readme_configuration_example():
+    """The first yaml block under README.md's "## Configuration"."""
+    with open(os.path.join(lib.Flags.repo, "README.md")) as f:
+        text = f.read()
+    section = text[text.index("\n## Configuration\n"):]
+    match = re.search(r"```yaml\n(.*?)```", section, re.S)
+    assert match, "README.md's Configuration section has no yaml block"
+    return match.group(1)
+
+
+class ReadmeConfigurationTest(lib.IntegrationTest):
+    def test_the_readme_configuration_example_schedules(self):
+        # The example a reader copies: its endpoints must serve every plugin
+        # its profile enables, and its python endpoint's PreferZone (weight
+        # 10) must steer a pod to its preferred zone.
+        plugin = self.start_plugin()
+        config = self.write("readme.yaml", readme_configuration_example())
+        cluster = self.write("cluster.yaml", cluster_yaml(
+            node_yaml("a1", zone="a"), node_yaml("b1", zone="b"),
+            pod_yaml("to-b", annotations={"podium.dev/preferred-zone": "b"}),
+            pod_yaml("to-a", annotations={"podium.dev/preferred-zone": "a"})))
+        rc, out, err = self.run_sim(cluster, config=config, endpoints=[("python", plugin)])
+        self.assertEqual(rc, 0, f"podium-sim failed (README's example must be accepted):\n{err[-4000:]}")
+        report = lib.parse_report(out)
+        self.assertEqual(report.outcome, "completed", out[-4000:])
+        self.assertEqual(report.node_of("to-b"), "b1")
+        self.assertEqual(report.node_of("to-a"), "a1")
 
 
 if __name__ == "__main__":
