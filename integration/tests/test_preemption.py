@@ -450,6 +450,38 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(self.deleted(report), ["default/mid"])
         self.assertEqual(report.node_of("low"), "node-a")
 
+    def test_a_pre_filter_unschedulable_is_resolved_by_preemption(self):
+        # ClusterHeadroom (an SDK example plugin, its own process) rejects at
+        # PreFilter with a plain Unschedulable while no node has the pod's CPU
+        # free. As kube-scheduler, that leaves preemption every node: the
+        # preemptor evicts the lowest-priority victim and binds. `polite`
+        # (preemptionPolicy Never) is refused with the PreFilter's message.
+        self.assertTrue(HEADROOM and os.path.exists(HEADROOM), "--cluster-headroom binary is missing")
+        sock = self.path("headroom.sock")
+        plugin = lib.Process([HEADROOM, "--listen", f"unix://{sock}"], self.dir, "cluster-headroom")
+        self.processes.append(plugin)
+        plugin.wait_for_stderr(r"listening on ")
+        cluster = self.write("cluster.yaml", cluster_yaml(
+            node_yaml("node-a", cpu="2"), node_yaml("node-b", cpu="2"),
+            pod("low", "2", 10, node="node-a"),
+            pod("mid", "2", 50, node="node-b"),
+            pod("preemptor", "2", 100, later=True),
+            pod("polite", "2", 5, later=True, never=True)))
+        rc, out, err = self.run_sim(cluster, config=lib.config_path("with-cluster-headroom.yaml"),
+                                    endpoints=[("headroom", f"unix://{sock}")])
+        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
+        report = lib.parse_report(out)
+        self.assertEqual(report.node_of("preemptor"), "node-a")
+        self.assertEqual(self.deleted(report), ["default/low"])
+        self.assertEqual(report.node_of("mid"), "node-b")
+        self.assertIsNone(report.node_of("polite"))
+        self.assertEqual(report.message_of("polite"),
+                         "0/2 nodes are available: no node has 2000m CPU free. "
+                         "preemption: not eligible due to preemptionPolicy=Never..")
+
+
+HEADROOM = None
 
 if __name__ == "__main__":
+    HEADROOM = lib.take_flag("--cluster-headroom")
     lib.main()

@@ -367,11 +367,20 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
   if (!pre_filters.empty()) timer.Enter(PhaseTimer::kPreFilter);
   std::optional<absl::flat_hash_set<std::string>> allowed_names;
   std::vector<std::string> narrowing_plugins;
+  // A plain Unschedulable from a PreFilter does not stop the others (as
+  // kube-scheduler since #119770): preemption may help, and its dry run
+  // filters with this cycle's state, which every PreFilter must have
+  // written. The last such status is the cycle's answer.
+  std::optional<std::pair<Status, const std::string*>> unschedulable;
   for (PluginInstance* plugin : pre_filters) {
     auto [result, status] = plugin->pre_filter->PreFilter(state, *pod, mirror_);
     if (status.IsSkip()) {
       state.skip_filter_plugins().insert(plugin->name);
       out.add_skipped_filter_plugins(plugin->name);
+      continue;
+    }
+    if (status.code() == Code::kUnschedulable) {
+      unschedulable.emplace(std::move(status), &plugin->name);
       continue;
     }
     if (!status.IsSuccess()) {
@@ -393,6 +402,10 @@ absl::Status CycleRunner::RunCycle(const PluginList& pre_filters, const PluginLi
       WriteStatus(status, plugin->name, Recode::kKeep, out.mutable_pre_filter_status());
       return absl::OkStatus();
     }
+  }
+  if (unschedulable.has_value()) {
+    WriteStatus(unschedulable->first, *unschedulable->second, Recode::kFilter, out.mutable_pre_filter_status());
+    return absl::OkStatus();
   }
   absl::flat_hash_set<const NodeInfo*> allowed_nodes;
   if (allowed_names.has_value()) {
@@ -604,8 +617,10 @@ CycleRunner::PreFilterOutcome CycleRunner::RunPreFilters(const PluginList& pre_f
       continue;
     }
     if (!status.IsSuccess()) {
+      const bool go_on = status.code() == Code::kUnschedulable;  // As RunCycle: the others still run.
       out.status = std::move(status);
       out.plugin = &plugin->name;
+      if (go_on) continue;
       return out;
     }
     if (!result.node_names.has_value()) continue;
@@ -892,7 +907,9 @@ absl::Status CycleRunner::RunDryRunFilter(const PluginList& filters,
       auto [result, status] = plugin->pre_filter->PreFilter(*base, *pod, mirror_);
       if (status.IsSkip()) {
         base->skip_filter_plugins().insert(plugin->name);
-      } else if (!status.IsSuccess()) {
+      } else if (!status.IsSuccess() && status.code() != Code::kUnschedulable) {
+        // A plain Unschedulable leaves the node to the filters, as the cycle
+        // leaves it to preemption.
         WriteStatus(status, plugin->name, Recode::kFilter, out.mutable_status());
         cycle_states_.erase(request.cycle_id());
         return absl::OkStatus();

@@ -117,7 +117,8 @@ class SkipperPlugin final : public PreFilterPlugin, public FilterPlugin {
   }
 };
 
-// Only the nodes named in the pod's "only" label (PreFilterResult).
+// Only the nodes named in the pod's "only" label (PreFilterResult); "none":
+// UnschedulableAndUnresolvable.
 class OnlyPlugin final : public PreFilterPlugin {
  public:
   std::string_view Name() const override { return "Only"; }
@@ -125,7 +126,21 @@ class OnlyPlugin final : public PreFilterPlugin {
                                                const Snapshot&) override {
     const std::string only = Label(pod.pod->meta().labels(), "only");
     if (only.empty()) return {PreFilterResult{}, Status::Success()};
+    if (only == "none") return {PreFilterResult{}, Status(Code::kUnschedulableAndUnresolvable, "only none")};
     return {PreFilterResult{absl::flat_hash_set<std::string>{only}}, Status::Success()};
+  }
+};
+
+// A PreFilter that says Unschedulable (preemption may help) for a pod
+// labelled quota=full: a quota check ahead of the filters.
+class QuotaPlugin final : public PreFilterPlugin {
+ public:
+  std::string_view Name() const override { return "Quota"; }
+  std::pair<PreFilterResult, Status> PreFilter(CycleState&, const PodInfo& pod, const Snapshot&) override {
+    if (Label(pod.pod->meta().labels(), "quota") == "full") {
+      return {PreFilterResult{}, Status(Code::kUnschedulable, "quota used up")};
+    }
+    return {PreFilterResult{}, Status::Success()};
   }
 };
 
@@ -200,6 +215,9 @@ std::vector<PluginDefinition> TestPlugins() {
        }},
       {"Only", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
          return std::make_unique<OnlyPlugin>();
+       }},
+      {"Quota", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
+         return std::make_unique<QuotaPlugin>();
        }},
       {"Prefer", [](const boost::json::object&, Handle&) -> absl::StatusOr<PluginPtr> {
          return std::make_unique<PreferPlugin>();
@@ -475,8 +493,8 @@ TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
   auto stream = Connect();
   std::vector<v1::PluginArgs> plugins(1);
   plugins[0].set_name("Fit");
-  v1::Registration reg = stream->OpenWith(plugins, /*version=*/9, /*max_version=*/9);
-  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 9 is not supported"));
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/10, /*max_version=*/10);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 10 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
@@ -778,7 +796,7 @@ TEST_F(PluginServerTest, NominatedChecksJudgeEachPodOnItsNodeWithTheNominationsT
     v1::PluginArgs args;
     args.set_name("Capacity");
     args.set_args_json("{\"maxPods\": 1}");
-    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 8));
+    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 9));
     return stream;
   };
   auto stream = open(6);
@@ -867,6 +885,68 @@ TEST_F(PluginServerTest, DryRunWithAVictimRemovedMakesTheNodeFit) {
               HasSubstr("dry_run_filter.remove_pod_uids[0]"));
 }
 
+// A dry run of cycle `cycle_id` on n1, whose potential victims are
+// victim-1 and victim-2 (in that order).
+v1::PreemptionDryRunRequest DryRunOfTwoVictimsOnN1(uint64_t cycle_id, std::vector<std::string> pre_filters,
+                                                   std::vector<std::string> filters) {
+  v1::PreemptionDryRunRequest dry;
+  dry.set_cycle_id(cycle_id);
+  for (const std::string& name : pre_filters) dry.add_pre_filter_plugins(name);
+  for (const std::string& name : filters) dry.add_filter_plugins(name);
+  v1::PreemptionDryRunRequest::Candidate* c = dry.add_candidates();
+  c->set_node_id(1);
+  c->add_potential_victims("victim-1");
+  c->add_potential_victims("victim-2");
+  dry.set_num_candidates(1);
+  return dry;
+}
+
+// Protocol version 9 (kube-scheduler #119770): a PreFilter's plain
+// Unschedulable does not stop the PreFilters after it, so that preemption's
+// dry run filters with a whole cycle state; an UnschedulableAndUnresolvable
+// after it still wins.
+TEST_F(PluginServerTest, APreFilterUnschedulableLeavesTheOtherPreFiltersToRunForPreemption) {
+  auto stream = Connect();
+  ASSERT_EQ(stream->Open({{"Quota", ""}, {"Capacity", "{\"maxPods\": 2}"}, {"Only", ""}}).error(), "");
+  const v1::Pod pod = MakePod("p", 10, {{"quota", "full"}});
+  v1::SchedulerToPlugin cycle = CycleMessage(2, 1, pod, {"Quota", "Capacity", "Only"}, {"Capacity"}, {});
+  cycle.mutable_delta()->set_reset(true);
+  AddNode(cycle.mutable_delta(), 1, MakeNode("n1"));
+  AddPod(cycle.mutable_delta(), 1, MakePod("victim-1", 0));
+  AddPod(cycle.mutable_delta(), 1, MakePod("victim-2", 0));
+  const v1::CycleResponse answer = stream->Call(cycle).cycle();
+  EXPECT_EQ(answer.pre_filter_status().code(), v1::Status::UNSCHEDULABLE) << answer.DebugString();
+  EXPECT_EQ(answer.pre_filter_status().plugin(), "Quota");
+  EXPECT_THAT(answer.pre_filter_status().reasons(), ElementsAre("quota used up"));
+  EXPECT_THAT(answer.feasible(), IsEmpty());
+
+  // The dry run of that cycle: Capacity's Filter reads the state its
+  // PreFilter wrote after Quota's rejection (without it: ERROR "no PreFilter
+  // state"). With a state made afresh (cycle 99), the same.
+  auto dry_run = [&](uint64_t id, uint64_t cycle_id) {
+    v1::SchedulerToPlugin message;
+    message.set_id(id);
+    *message.mutable_preemption_dry_run() =
+        DryRunOfTwoVictimsOnN1(cycle_id, {"Quota", "Capacity", "Only"}, {"Capacity"});
+    *message.mutable_preemption_dry_run()->mutable_pod() = pod;
+    return message;
+  };
+  for (auto [id, cycle_id] : {std::pair<uint64_t, uint64_t>{3, 1}, {4, 99}}) {
+    const v1::PluginToScheduler dry = stream->Call(dry_run(id, cycle_id));
+    ASSERT_EQ(dry.preemption_dry_run().nodes_size(), 1) << dry.DebugString();
+    EXPECT_EQ(dry.preemption_dry_run().nodes(0).status().code(), v1::Status::SUCCESS) << dry.DebugString();
+    EXPECT_THAT(dry.preemption_dry_run().nodes(0).victims(), ElementsAre("victim-2"));
+  }
+
+  // A PreFilter after it that says UnschedulableAndUnresolvable: that is the
+  // answer, not the earlier Unschedulable.
+  v1::Pod nowhere = MakePod("q", 10, {{"quota", "full"}, {"only", "none"}});
+  const v1::CycleResponse unresolvable =
+      stream->Call(CycleMessage(5, 2, nowhere, {"Quota", "Capacity", "Only"}, {"Capacity"}, {})).cycle();
+  EXPECT_EQ(unresolvable.pre_filter_status().code(), v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE);
+  EXPECT_EQ(unresolvable.pre_filter_status().plugin(), "Only");
+}
+
 // Protocol version 2: preemption's first dry run rides in the cycle request
 // and is answered with the cycle when no node fits (and only then).
 TEST_F(PluginServerTest, ADryRunInTheCycleRequestIsAnsweredWhenNoNodeFits) {
@@ -877,15 +957,8 @@ TEST_F(PluginServerTest, ADryRunInTheCycleRequestIsAnsweredWhenNoNodeFits) {
   ASSERT_EQ(stream->OpenWith(plugins, 1, 2).error(), "");
   auto cycle = [](uint64_t id, uint64_t cycle_id) {
     v1::SchedulerToPlugin message = CycleMessage(id, cycle_id, MakePod("p", 10), {"Capacity"}, {"Capacity"}, {});
-    v1::PreemptionDryRunRequest* dry = message.mutable_cycle()->mutable_preemption_dry_run();
-    dry->set_cycle_id(cycle_id);
-    dry->add_pre_filter_plugins("Capacity");
-    dry->add_filter_plugins("Capacity");
-    auto* c = dry->add_candidates();
-    c->set_node_id(1);
-    c->add_potential_victims("victim-1");
-    c->add_potential_victims("victim-2");
-    dry->set_num_candidates(1);
+    *message.mutable_cycle()->mutable_preemption_dry_run() =
+        DryRunOfTwoVictimsOnN1(cycle_id, {"Capacity"}, {"Capacity"});
     return message;
   };
   v1::SchedulerToPlugin full = cycle(2, 1);
@@ -1027,7 +1100,7 @@ TEST(PluginServerUnixTest, ServesOnAUnixSocketWithHealthAndRemovesItOnShutdown) 
   EXPECT_EQ(server.port(), 0);
   {
     SchedulerStream stream("unix://" + path);
-    EXPECT_EQ(stream.Open({}).plugins_size(), 6);  // No plugins named: all of them.
+    EXPECT_EQ(stream.Open({}).plugins_size(), 7);  // No plugins named: all of them.
     // grpc.health.v1.Health/Check with an empty HealthCheckRequest.
     test_support::GenericStreamCall check("unix://" + path, "/grpc.health.v1.Health/Check", std::chrono::seconds(10));
     ASSERT_TRUE(check.started());

@@ -379,8 +379,10 @@ absl::Status Session::RunPreemptionDryRun(v1::PreemptionDryRunRequest& request, 
       auto [result, status] = plugin->pre_filter->PreFilter(*fresh, *pod, mirror_);
       if (status.IsSkip()) {
         fresh->skip_filter_plugins().insert(plugin->name);
-      } else if (!status.IsSuccess()) {
-        // No node can help: every candidate fails with this status.
+      } else if (!status.IsSuccess() && status.code() != Code::kUnschedulable) {
+        // No node can help: every candidate fails with this status. (A plain
+        // Unschedulable is what preemption may resolve: the filters decide,
+        // as they do with the cycle's state.)
         for (const auto& candidate : request.candidates()) {
           v1::NodeVictims& node = *out.add_nodes();
           node.set_node_id(candidate.node_id());

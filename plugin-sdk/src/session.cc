@@ -20,8 +20,10 @@ namespace {
 // (CycleRequest.later_lookaheads); 6 nominated-node checks of the pods
 // decided next (CycleRequest.nominated_checks); 7 preemption what-ifs
 // (PreemptionDryRunRequest.what_if); 8 what-ifs of pods gone
-// (PreemptionDryRunRequest.what_if_gone).
-constexpr uint32_t kProtocolVersion = 8;
+// (PreemptionDryRunRequest.what_if_gone); 9 a PreFilter's plain
+// Unschedulable no longer stops the other PreFilters (the cycle's state is
+// whole, for preemption's dry run).
+constexpr uint32_t kProtocolVersion = 9;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 

@@ -128,10 +128,30 @@ v1::PluginToScheduler CycleAnswer(bool fits) {
   return a;
 }
 
+// Gang's Permit answer: WAIT, 60 s.
+v1::PluginToScheduler GangWaits() {
+  v1::PluginToScheduler a;
+  auto* r = a.mutable_permit()->add_results();
+  r->set_plugin("Gang");
+  r->mutable_status()->set_code(v1::Status::WAIT);
+  r->set_timeout_ms(60000);
+  return a;
+}
+
 v1::PluginToScheduler StatusAnswer() {
   v1::PluginToScheduler a;
   a.mutable_status();
   return a;
+}
+
+// The host as a gang test wants it: only "member" fits, and Gang makes it
+// wait at Permit.
+auto OnlyMemberFitsAndWaitsAtPermit() {
+  return [](v1::SchedulerToPlugin req, auto) {
+    if (req.has_cycle()) return Answered(CycleAnswer(req.cycle().pod().meta().name() == "member"));
+    if (req.has_permit()) return Answered(GangWaits());
+    return Answered(StatusAnswer());
+  };
 }
 
 v1::PermitDecision Decision(const std::string& pod, const std::string& plugin, bool allow) {
@@ -666,15 +686,10 @@ TEST_F(SchedulerTest, AllowSentBeforeTheWaitAnswerIsNotLost) {
   // The plugin allows the pod before its WAIT answer is even returned, as a
   // gang plugin does when the pod completes its gang at that moment.
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
     if (req.has_cycle()) return Answered(CycleAnswer(true));
     if (req.has_permit()) {
       scheduler_->OnPermitDecision(Decision("member", "Gang", true));
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
+      return Answered(GangWaits());
     }
     return Answered(StatusAnswer());
   }));
@@ -693,18 +708,7 @@ TEST_F(SchedulerTest, ABindingCycleFailureRequeuesThePodsRefusedTheRoomItHeld) {
   o.with_permit = true;
   o.fit_on_pod_delete = true;
   Build(std::move(o));
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
-    if (req.has_cycle()) return Answered(CycleAnswer(req.cycle().pod().meta().name() == "member"));
-    if (req.has_permit()) {
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
-    }
-    return Answered(StatusAnswer());
-  }));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke(OnlyMemberFitsAndWaitsAtPermit()));
   StartWithPods({"member", "other"});
   ASSERT_TRUE(scheduler_->ScheduleNext());
   ASSERT_TRUE(scheduler_->WaitingAtPermit("uid-member"));
@@ -786,14 +790,9 @@ TEST_F(SchedulerTest, APluginRejectDoesNotWaitForUnreserveOnTheCallersThread) {
   std::promise<PluginAnswer> release;
   std::shared_future<PluginAnswer> unreserve_answer = release.get_future().share();
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([&](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
     if (req.has_cycle()) return Answered(CycleAnswer(true));
     if (req.has_permit()) {
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
+      return Answered(GangWaits());
     }
     if (req.has_unreserve()) {
       ++unreserves_;
@@ -1035,18 +1034,7 @@ TEST_F(SchedulerTest, AConfirmedBindWhoseBoundPodNeverComesExpires) {
 
 TEST_F(SchedulerTest, ARejectedPermitWaitRequeuesWithThePodsOwnCycle) {
   Build(true);
-  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
-    if (req.has_cycle()) return Answered(CycleAnswer(req.cycle().pod().meta().name() == "member"));
-    if (req.has_permit()) {
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
-    }
-    return Answered(StatusAnswer());
-  }));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke(OnlyMemberFitsAndWaitsAtPermit()));
   v1::ObjectEvent member = PodEvent("member");
   member.mutable_pod()->set_priority(10);  // Popped first.
   scheduler_->OnObjectEvent(member);
@@ -1329,17 +1317,12 @@ TEST_F(SchedulerTest, ADecisionForAPluginThePodDoesNotWaitOnIsRefused) {
 TEST_F(SchedulerTest, EarlyDecisionsBeyondTheBoundAreCounted) {
   Build(true);
   EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
-    v1::PluginToScheduler a;
     if (req.has_cycle()) return Answered(CycleAnswer(true));
     if (req.has_permit()) {
       for (size_t i = 0; i < kMaxEarlyPermitDecisions + 3; ++i) {
         scheduler_->OnPermitDecision(Decision("member", "Gang", true));
       }
-      auto* r = a.mutable_permit()->add_results();
-      r->set_plugin("Gang");
-      r->mutable_status()->set_code(v1::Status::WAIT);
-      r->set_timeout_ms(60000);
-      return Answered(a);
+      return Answered(GangWaits());
     }
     return Answered(StatusAnswer());
   }));

@@ -160,7 +160,10 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
     }
 
     // Collect every answer before acting on any: they all ran.
-    std::optional<std::pair<size_t, sdk::Status>> pre_filter_rejection;
+    // (plan, status, soft: a plain Unschedulable that leaves preemption a
+    // chance). As kube-scheduler's PreFilter loop: the first hard rejection
+    // in plan order, else the last soft one.
+    std::optional<std::tuple<size_t, sdk::Status, bool>> pre_filter_rejection;
     for (Call& call : calls) {
       const ProcessPlan& plan = setup.plans[call.plan];
       PluginAnswer answer = call.answer.get();
@@ -202,9 +205,15 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       }
       if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
           cycle.pre_filter_status().code() != v1::Status::SKIP) {
-        if (!pre_filter_rejection || call.plan < pre_filter_rejection->first) {
-          pre_filter_rejection.emplace(call.plan, sdk::Status::FromProto(cycle.pre_filter_status()));
+        sdk::Status status = sdk::Status::FromProto(cycle.pre_filter_status());
+        const bool soft = status.code() == sdk::Code::kUnschedulable &&
+                          plan.process->LeavesPreFilterUnschedulableToPreemption();
+        bool take = !pre_filter_rejection.has_value();
+        if (!take) {
+          const auto& [p, taken, taken_soft] = *pre_filter_rejection;
+          take = soft != taken_soft ? !soft : (soft ? call.plan > p : call.plan < p);
         }
+        if (take) pre_filter_rejection.emplace(call.plan, std::move(status), soft);
         continue;
       }
       const RejectionStatuses statuses(cycle);
@@ -224,10 +233,9 @@ ScheduleResult Framework::RunFanOut(const Setup& setup, const v1::Pod& pod,
       if (round == 0) first_answers[call.plan] = std::move(cycle);
     }
     if (pre_filter_rejection) {
-      auto& [p, status] = *pre_filter_rejection;
+      const auto& [p, status, soft] = *pre_filter_rejection;
       result.outcome = ScheduleResult::Outcome::kUnschedulable;
-      result.diagnosis.pre_filter_message = status.Message();
-      result.diagnosis.unschedulable_plugins.insert(status.plugin());
+      RecordPreFilterRejection(result.diagnosis, status, soft);
       return result;
     }
 

@@ -727,6 +727,14 @@ void Framework::FinishCycle(const Setup& setup, uint64_t cycle_id) {
   for (PluginProcess* process : setup.all_processes) process->FinishCycle(cycle_id);
 }
 
+void RecordPreFilterRejection(Diagnosis& diagnosis, const sdk::Status& status, bool ran_every_pre_filter) {
+  diagnosis.pre_filter_message = status.Message();
+  diagnosis.pre_filter_code = status.code() == sdk::Code::kUnschedulable && ran_every_pre_filter
+                                  ? sdk::Code::kUnschedulable
+                                  : sdk::Code::kUnschedulableAndUnresolvable;
+  diagnosis.unschedulable_plugins.insert(status.plugin());
+}
+
 ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& pod,
                                             const sdk::Snapshot& snapshot, uint64_t state_seq,
                                             uint64_t cycle_id, const CycleScope& scope,
@@ -956,10 +964,10 @@ ScheduleResult Framework::RunFilterAndScore(const Setup& setup, const v1::Pod& p
     const v1::CycleResponse& cycle = answer->cycle();
     if (cycle.pre_filter_status().code() != v1::Status::SUCCESS &&
         cycle.pre_filter_status().code() != v1::Status::SKIP) {
-      sdk::Status status = sdk::Status::FromProto(cycle.pre_filter_status());
+      const sdk::Status status = sdk::Status::FromProto(cycle.pre_filter_status());
       result.outcome = ScheduleResult::Outcome::kUnschedulable;
-      result.diagnosis.pre_filter_message = status.Message();
-      result.diagnosis.unschedulable_plugins.insert(status.plugin());
+      RecordPreFilterRejection(result.diagnosis, status,
+                               plan.process->LeavesPreFilterUnschedulableToPreemption());
       return result;
     }
     const RejectionStatuses statuses(cycle);

@@ -222,6 +222,11 @@ struct Diagnosis {
   uint64_t cycle_id = 0;  // The cycle that produced it (plugin processes keep its state).
   NodeStatuses node_statuses;  // node name -> status
   std::string pre_filter_message;
+  // With pre_filter_message: kUnschedulable when preemption may still help
+  // on any node (a plain Unschedulable from a process that ran every
+  // PreFilter: LeavesPreFilterUnschedulableToPreemption), otherwise
+  // kUnschedulableAndUnresolvable (no node is a candidate).
+  sdk::Code pre_filter_code = sdk::Code::kUnschedulableAndUnresolvable;
   std::string post_filter_message;  // What PostFilter (preemption) said, appended.
   absl::flat_hash_set<std::string> unschedulable_plugins;
   absl::flat_hash_set<std::string> pending_plugins;
@@ -238,6 +243,11 @@ struct Diagnosis {
   // kept failure shares one among most nodes) cost one lookup, not one per node.
   absl::flat_hash_map<const sdk::Status*, uint32_t> NodesPerStatus() const;
 };
+
+// A PreFilter's rejection into the diagnosis: its message, its plugin, and
+// whether preemption may help (a plain Unschedulable from a process that
+// `ran_every_pre_filter`).
+void RecordPreFilterRejection(Diagnosis& diagnosis, const sdk::Status& status, bool ran_every_pre_filter);
 
 // Every feasible node a cycle examined with each score plugin's (normalized)
 // score, aligned with `feasible`: what batching/ keeps of a canonical pod.

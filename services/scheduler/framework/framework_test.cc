@@ -1045,6 +1045,73 @@ TEST(FrameworkFanOut, PreFilterRejectionOfTheFirstProcessInOrderWins) {
   EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: first.");
 }
 
+v1::PluginToScheduler PreFilterAnswer(v1::Status::Code code, const std::string& plugin, const std::string& reason) {
+  v1::PluginToScheduler a;
+  auto* s = a.mutable_cycle()->mutable_pre_filter_status();
+  s->set_code(code);
+  s->add_reasons(reason);
+  s->set_plugin(plugin);
+  return a;
+}
+
+// Protocol version 9: a PreFilter's plain Unschedulable leaves every node to
+// preemption (kube-scheduler #119770); from an older process, whose later
+// PreFilters did not run, it is taken as UnschedulableAndUnresolvable.
+TEST(Framework, APreFilterUnschedulableLeavesPreemptionEveryNodeOnlyFromAProcessThatRanThemAll) {
+  for (bool v9 : {true, false}) {
+    MockPluginProcess host("host");
+    host.leaves_pre_filter_unschedulable = v9;
+    FakeSnapshot snapshot(3);
+    ProfileSpec spec = SpecFor({{"Fit", &host}}, {"Fit"}, {});
+    spec.plugins[v1::PRE_FILTER].push_back({"Fit", 0});
+    Framework fw(spec, 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([](auto, auto) {
+      return Answered(PreFilterAnswer(v1::Status::UNSCHEDULABLE, "Fit", "quota used up"));
+    }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable);
+    EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: quota used up.");
+    EXPECT_TRUE(r.diagnosis.unschedulable_plugins.contains("Fit"));
+    EXPECT_EQ(r.diagnosis.pre_filter_code,
+              v9 ? sdk::Code::kUnschedulable : sdk::Code::kUnschedulableAndUnresolvable);
+  }
+}
+
+// Across processes, as kube-scheduler's PreFilter loop over the plugins in
+// order: an UnschedulableAndUnresolvable anywhere wins (the first in order),
+// otherwise the last plain Unschedulable.
+TEST(FrameworkFanOut, AHardPreFilterRejectionWinsOverAPlainUnschedulableAndTheLastPlainOneIsKept) {
+  struct Case {
+    v1::Status::Code host_code, extra_code;
+    std::string message;
+    sdk::Code code;
+  };
+  for (const Case& c : {Case{v1::Status::UNSCHEDULABLE, v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE, "second",
+                             sdk::Code::kUnschedulableAndUnresolvable},
+                        Case{v1::Status::UNSCHEDULABLE, v1::Status::UNSCHEDULABLE, "second", sdk::Code::kUnschedulable},
+                        Case{v1::Status::UNSCHEDULABLE_AND_UNRESOLVABLE, v1::Status::UNSCHEDULABLE, "first",
+                             sdk::Code::kUnschedulableAndUnresolvable}}) {
+    MockPluginProcess host("host");
+    MockPluginProcess extra("extra");
+    host.leaves_pre_filter_unschedulable = extra.leaves_pre_filter_unschedulable = true;
+    FakeSnapshot snapshot(3);
+    ProfileSpec spec = SpecFor({{"Fit", &host}, {"Deny", &extra}}, {"Fit", "Deny"}, {});
+    spec.plugins[v1::PRE_FILTER].push_back({"Fit", 0});
+    spec.plugins[v1::PRE_FILTER].push_back({"Deny", 0});
+    Framework fw(spec, 1);
+    EXPECT_CALL(host, Call(_, _)).WillOnce(Invoke([&](auto, auto) {
+      return Answered(PreFilterAnswer(c.host_code, "Fit", "first"));
+    }));
+    EXPECT_CALL(extra, Call(_, _)).WillOnce(Invoke([&](auto, auto) {
+      return Answered(PreFilterAnswer(c.extra_code, "Deny", "second"));
+    }));
+    ScheduleResult r = fw.SchedulePod(TestPod(), snapshot, 1, 1);
+    ASSERT_EQ(r.outcome, ScheduleResult::Outcome::kUnschedulable);
+    EXPECT_EQ(r.diagnosis.Message(), "0/3 nodes are available: " + c.message + ".");
+    EXPECT_EQ(r.diagnosis.pre_filter_code, c.code) << c.message;
+  }
+}
+
 }  // namespace
 }  // namespace podium::scheduler
 

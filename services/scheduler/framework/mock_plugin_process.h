@@ -27,6 +27,7 @@ class MockPluginProcess : public PluginProcess {
   bool AnswersWhatIf() const override { return answers_what_if; }
   bool AnswersLookahead() const override { return answers_lookahead; }
   bool AnswersNominatedChecks() const override { return answers_nominated_checks; }
+  bool LeavesPreFilterUnschedulableToPreemption() const override { return leaves_pre_filter_unschedulable; }
   absl::Duration timeout() const override { return absl::Seconds(1); }
   void CountInvalidAnswer() override { ++invalid_answers; }
   void CountIgnoredFailure() override { ++ignored_failures; }
@@ -36,6 +37,7 @@ class MockPluginProcess : public PluginProcess {
   bool answers_what_if = false;
   bool answers_lookahead = false;
   bool answers_nominated_checks = false;
+  bool leaves_pre_filter_unschedulable = false;
   uint64_t generation = 0;  // Bump to play a stream that broke and was dialed again.
   int invalid_answers = 0;
   int ignored_failures = 0;

@@ -73,6 +73,11 @@ class PluginProcess {
   virtual bool AnswersPreemptionWhatIf() const { return false; }
   // PreemptionDryRunRequest.what_if_gone (protocol version 8).
   virtual bool AnswersPreemptionWhatIfGone() const { return false; }
+  // A PreFilter's plain Unschedulable leaves the other PreFilters run and the
+  // cycle's state whole (protocol version 9): preemption may then try every
+  // node, as kube-scheduler does. From an older process it is taken as
+  // UnschedulableAndUnresolvable (its dry run would read a partial state).
+  virtual bool LeavesPreFilterUnschedulableToPreemption() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

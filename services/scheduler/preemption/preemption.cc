@@ -51,7 +51,10 @@ std::string PodEligibleToPreemptOthers(const v1::Pod& pod, const sdk::Snapshot& 
 std::vector<const sdk::NodeInfo*> NodesWherePreemptionMightHelp(
     const sdk::Snapshot& snapshot, const Diagnosis& diagnosis, NodeStatuses* unresolvable) {
   std::vector<const sdk::NodeInfo*> potential;
-  const bool pre_filter_failed = !diagnosis.pre_filter_message.empty();
+  // A PreFilter's rejection leaves every node out, unless it was a plain
+  // Unschedulable (kube-scheduler gives every node that status then).
+  const bool pre_filter_failed = !diagnosis.pre_filter_message.empty() &&
+                                 diagnosis.pre_filter_code != sdk::Code::kUnschedulable;
   absl::flat_hash_set<std::string> unresolvable_nodes;
   for (const auto& [name, status] : diagnosis.node_statuses) {
     if (status->code() == sdk::Code::kUnschedulableAndUnresolvable) unresolvable_nodes.insert(name.str());

@@ -149,6 +149,15 @@ TEST_F(EligibilityTest, UnresolvableNodesAreNeverCandidates) {
   unresolvable.clear();
   EXPECT_THAT(NodesWherePreemptionMightHelp(Snap(), d, &unresolvable), IsEmpty());
   EXPECT_EQ(unresolvable.size(), 3u);
+
+  // A PreFilter's plain Unschedulable (from a process that ran every
+  // PreFilter): every node may help, as kube-scheduler gives each that status.
+  d.node_statuses.clear();
+  d.pre_filter_message = "quota used up";
+  d.pre_filter_code = sdk::Code::kUnschedulable;
+  unresolvable.clear();
+  EXPECT_EQ(NodesWherePreemptionMightHelp(Snap(), d, &unresolvable).size(), 3u);
+  EXPECT_THAT(unresolvable, IsEmpty());
 }
 
 std::shared_ptr<const v1::PodDisruptionBudget> Pdb(const std::string& name, std::map<std::string, std::string> match,

@@ -18,7 +18,9 @@ constexpr size_t kLatencyWindow = 4096;
 // process answers the one it picked). 2 adds CycleResponse.status_table, which
 // the framework decodes whichever version a process speaks; 3 what-if verdicts.
 constexpr uint32_t kOldestPluginProtocol = 1;
-constexpr uint32_t kPluginProtocol = 8;
+// 9: every PreFilter has run when one answered a plain Unschedulable, so
+// preemption may dry-run with the cycle's state (LeavesPreFilterUnschedulableToPreemption).
+constexpr uint32_t kPluginProtocol = 9;
 
 bool SpeaksPluginProtocol(const v1::Registration& reg) {
   return reg.protocol_version() >= kOldestPluginProtocol && reg.protocol_version() <= kPluginProtocol;
@@ -505,6 +507,11 @@ bool GrpcPluginProcess::AnswersPreemptionWhatIf() const {
 bool GrpcPluginProcess::AnswersPreemptionWhatIfGone() const {
   absl::MutexLock lock(&mu_);
   return registration_.protocol_version() >= 8;
+}
+
+bool GrpcPluginProcess::LeavesPreFilterUnschedulableToPreemption() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 9;
 }
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,

@@ -115,6 +115,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool AnswersNominatedChecks() const override;
   bool AnswersPreemptionWhatIf() const override;
   bool AnswersPreemptionWhatIfGone() const override;
+  bool LeavesPreFilterUnschedulableToPreemption() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;
