@@ -141,7 +141,10 @@ absl::Duration SchedulingQueue::BackoffDuration(int attempts) const {
 }
 
 absl::Time SchedulingQueue::BackoffExpiry(const QueuedPodInfo& info) const {
-  const absl::Time expiry = info.timestamp + BackoffDuration(info.attempts);
+  const absl::Time expiry =
+      info.timestamp + BackoffDuration(info.attempts <= 0                      ? 0
+                                       : info.consecutive_errors_count > 0 ? info.consecutive_errors_count
+                                                                           : info.unschedulable_count);
   if (!pop_from_backoff_q_ || info.attempts <= 0 ||
       backoff_ordering_window_ <= absl::ZeroDuration() || expiry == absl::InfiniteFuture()) {
     return expiry;
@@ -575,6 +578,12 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info,
   info.gated = false;
   info.gating_plugin.clear();
   const bool error = info.unschedulable_plugins.empty() && info.pending_plugins.empty();
+  if (error) {
+    ++info.consecutive_errors_count;
+  } else {
+    ++info.unschedulable_count;
+    info.consecutive_errors_count = 0;  // The errors are over.
+  }
   auto entry = std::make_unique<Entry>();
   entry->info = std::move(info);
   Entry* e = Insert(std::move(entry));

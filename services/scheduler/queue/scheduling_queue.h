@@ -36,6 +36,13 @@ struct QueuedPodInfo {
   sdk::PodInfoPtr pod_info;
   // Scheduling attempts so far (incremented by Pop).
   int attempts = 0;
+  // Attempts that ended Unschedulable (a plugin rejected the pod or left it
+  // Pending), and the Errors since the last such one. The backoff counts the
+  // errors while they last, else the unschedulable attempts (kube-scheduler
+  // #128748): an API or plugin outage does not lengthen a pod's backoff for
+  // good.
+  int unschedulable_count = 0;
+  int consecutive_errors_count = 0;
   // When the pod was added to the queue (Add, or AddUnschedulableIfNotPresent
   // after an attempt); backoff and the pool's leftover flush count from it,
   // and PrioritySort orders pods of equal priority by it.
@@ -283,7 +290,8 @@ class SchedulingQueue {
   // member of their gang or the PodGroup appears). Returns how many moved.
   size_t RetryGatedMembers(std::string_view namespace_, std::string_view group, std::string_view except_uid = "");
 
-  // The backoff for a pod with this many attempts: initial * 2^(attempts-1),
+  // The backoff for a pod with this many failed attempts (consecutive
+  // errors, else unschedulable ones): initial * 2^(attempts-1),
   // capped at max; 0 before the first attempt.
   absl::Duration BackoffDuration(int attempts) const;
 

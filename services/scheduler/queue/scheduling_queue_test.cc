@@ -317,6 +317,34 @@ TEST_F(SchedulingQueueTest, BackoffExpiryFollowsAttempts) {
   }
 }
 
+// kube-scheduler #128748: the backoff counts the consecutive Errors while
+// they last, else the Unschedulable attempts; an outage's errors do not
+// lengthen the backoff of the rejections after it (by attempts, the last
+// three would be 8, 10 and 10 s).
+TEST_F(SchedulingQueueTest, BackoffCountsTheErrorsWhileTheyLastElseTheUnschedulableAttempts) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  struct Step {
+    bool error;
+    int64_t seconds;
+  };
+  const std::vector<Step> steps = {{true, 1}, {true, 2}, {true, 4},     // An outage.
+                                   {false, 1}, {false, 2},              // Rejections: counted apart.
+                                   {true, 1}, {false, 4}};              // One error, then a third rejection.
+  for (size_t i = 0; i < steps.size(); ++i) {
+    // A rejection goes to backoffQ when a move request came during its cycle.
+    FailAttempt(q, "p", steps[i].error ? std::set<std::string>{} : std::set<std::string>{"NodeResourcesFit"},
+                /*move_request_during_cycle=*/!steps[i].error);
+    auto s = q.Find("p");
+    ASSERT_TRUE(s.has_value());
+    ASSERT_EQ(s->queue, QueueKind::kBackoff) << "attempt " << i + 1;
+    EXPECT_EQ(s->backoff_expiry - clock_.Now(), absl::Seconds(steps[i].seconds)) << "attempt " << i + 1;
+    clock_.Advance(absl::Seconds(steps[i].seconds));
+    EXPECT_EQ(q.FlushBackoffQCompleted(), 1u);
+  }
+}
+
 TEST_F(SchedulingQueueTest, FlushBackoffQMovesOnlyExpiredPods) {
   // Exact expiries: without KEP-5142's ordering windows.
   SchedulingQueue::Options o = Opts();
