@@ -6,13 +6,12 @@
 // to check that end to end.
 //
 //   podium-example-cluster-headroom --listen unix:///run/podium/headroom.sock
-#include <iostream>
 #include <string>
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "podium/sdk/framework.h"
-#include "podium/sdk/serve.h"
+#include "serve_example.h"
 
 namespace sdk = podium::sdk;
 
@@ -42,32 +41,9 @@ class ClusterHeadroom : public sdk::PreFilterPlugin, public sdk::EnqueueExtensio
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
-      listen = argv[++i];
-    } else if (arg.starts_with("--listen=")) {
-      listen = std::string(arg.substr(9));
-    } else {
-      listen.clear();
-      break;
-    }
-  }
-  if (listen.empty()) {
-    std::cerr << "usage: podium-example-cluster-headroom --listen ADDR\n";
-    return 2;
-  }
-  absl::Status served = sdk::Serve(
-      {.address = listen,
-       .process_name = "podium-example-cluster-headroom",
-       .plugins = {{"ClusterHeadroom",
-                    [](const boost::json::object&, sdk::Handle&) -> absl::StatusOr<sdk::PluginPtr> {
-                      return std::make_unique<ClusterHeadroom>();
-                    }}}});
-  if (!served.ok()) {
-    std::cerr << "podium-example-cluster-headroom: " << served.message() << "\n";
-    return 1;
-  }
-  return 0;
+  return sdk::examples::ServeExample(
+      argc, argv, "podium-example-cluster-headroom",
+      {"ClusterHeadroom", [](const boost::json::object&, sdk::Handle&) -> absl::StatusOr<sdk::PluginPtr> {
+         return std::make_unique<ClusterHeadroom>();
+       }});
 }

@@ -4,12 +4,11 @@
 // example.podium.dev/preferred=true score 100, the others 0.
 //
 //   podium-example-node-label-preference --listen unix:///run/podium/extra.sock
-#include <iostream>
 #include <string>
 #include <string_view>
 
 #include "podium/sdk/framework.h"
-#include "podium/sdk/serve.h"
+#include "serve_example.h"
 
 namespace sdk = podium::sdk;
 
@@ -48,32 +47,9 @@ class NodeLabelPreference : public sdk::SignPlugin, public sdk::FilterPlugin, pu
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string listen;
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    if (arg == "--listen" && i + 1 < argc) {
-      listen = argv[++i];
-    } else if (arg.starts_with("--listen=")) {
-      listen = std::string(arg.substr(9));
-    } else {
-      std::cerr << "usage: podium-example-node-label-preference --listen ADDR\n";
-      return 2;
-    }
-  }
-  if (listen.empty()) {
-    std::cerr << "usage: podium-example-node-label-preference --listen ADDR\n";
-    return 2;
-  }
-  absl::Status served = sdk::Serve(
-      {.address = listen,
-       .process_name = "podium-example-node-label-preference",
-       .plugins = {{"NodeLabelPreference",
-                    [](const boost::json::object&, sdk::Handle&) -> absl::StatusOr<sdk::PluginPtr> {
-                      return std::make_unique<NodeLabelPreference>();
-                    }}}});
-  if (!served.ok()) {
-    std::cerr << "podium-example-node-label-preference: " << served.message() << "\n";
-    return 1;
-  }
-  return 0;
+  return sdk::examples::ServeExample(
+      argc, argv, "podium-example-node-label-preference",
+      {"NodeLabelPreference", [](const boost::json::object&, sdk::Handle&) -> absl::StatusOr<sdk::PluginPtr> {
+         return std::make_unique<NodeLabelPreference>();
+       }});
 }
