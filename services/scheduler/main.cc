@@ -366,16 +366,13 @@ int Run(std::vector<std::string> overrides) {
                   absl::StrCat("podium-scheduler: ", started.message(), "; its plugins are ignored until it connects"),
                   {{"endpoint", ep.name}, {"address", ep.address}});
     }
+    // Start refused a process missing any of ep.plugins (NotFound above); one
+    // not connected yet has no registration, and nothing is served from it.
     const v1::Registration registration = process->registration();
     for (const std::string& plugin : ep.plugins) {
       auto it = std::find_if(registration.plugins().begin(), registration.plugins().end(),
                              [&](const auto& p) { return p.name() == plugin; });
-      if (it == registration.plugins().end()) {
-        if (!started.ok()) continue;
-        return console.Fail(absl::StrCat("plugin endpoint ", ep.name, " (", ep.address,
-                                 ") does not serve plugin \"", plugin, "\" that the config lists"));
-      }
-      served[plugin] = ServedPlugin{process.get(), *it};
+      if (it != registration.plugins().end()) served[plugin] = ServedPlugin{process.get(), *it};
     }
     console.Say(logging::Severity::kInfo,
                 absl::StrCat("podium-scheduler: plugin endpoint ", ep.name, " (", ep.address, "): ",
