@@ -124,7 +124,8 @@ sdk::PermitResult Coscheduling::Permit(sdk::CycleState&, const sdk::PodInfo& pod
   if (group == nullptr) {
     // Its group was deleted, or the pod joined a group that does not exist
     // after PreEnqueue let it in: as scheduler-plugins' Coscheduling, it is
-    // not placed alone; it waits in the pool, where PreEnqueue holds it.
+    // not placed alone. It waits in the unschedulable pool until its group
+    // appears (a PodGroup event its queueing hint accepts).
     sdk::PermitResult result;
     result.status = sdk::Status(sdk::Code::kUnschedulable, absl::StrCat("pod group ", key, " not found"));
     return result;

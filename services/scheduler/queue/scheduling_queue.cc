@@ -141,10 +141,10 @@ absl::Duration SchedulingQueue::BackoffDuration(int attempts) const {
 }
 
 absl::Time SchedulingQueue::BackoffExpiry(const QueuedPodInfo& info) const {
-  const absl::Time expiry =
-      info.timestamp + BackoffDuration(info.attempts <= 0                      ? 0
-                                       : info.consecutive_errors_count > 0 ? info.consecutive_errors_count
-                                                                           : info.unschedulable_count);
+  // The errors while they last, else the rejections (kube #128748).
+  const int failures =
+      info.consecutive_errors_count > 0 ? info.consecutive_errors_count : info.unschedulable_count;
+  const absl::Time expiry = info.timestamp + BackoffDuration(info.attempts <= 0 ? 0 : failures);
   if (!pop_from_backoff_q_ || info.attempts <= 0 ||
       backoff_ordering_window_ <= absl::ZeroDuration() || expiry == absl::InfiniteFuture()) {
     return expiry;
