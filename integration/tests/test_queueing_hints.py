@@ -11,6 +11,9 @@ between two files reaches the scheduler as the events a watch would bring
    unschedulable pool, one attempt.
 3. hog is gone: its deletion frees 3 CPU, big is requeued and bound to n1.
 
+A second test updates big itself: an annotation leaves it in the pool, a
+smaller CPU request requeues it.
+
 Run by ctest with the usual flags. A missing binary FAILS the test."""
 
 import podium_testlib as lib
@@ -33,7 +36,7 @@ def node(labels, storage=None):
         + (f", ephemeral-storage: {storage}" if storage else "") + "}\n")
 
 
-def pod(name, cpu, node_name=None, unschedulable=False):
+def pod(name, cpu, node_name=None, unschedulable=False, annotations=None):
     """A pod with a fixed uid, so that every run names the same pod."""
     spec_node = f"  nodeName: {node_name}\n" if node_name else ""
     status = "  phase: Running\n" if node_name else "  phase: Pending\n"
@@ -52,9 +55,10 @@ def pod(name, cpu, node_name=None, unschedulable=False):
         f"  name: {name}\n"
         "  namespace: default\n"
         f"  uid: uid-{name}\n"
-        # Fixed too: a pod whose spec or metadata changed between two runs
-        # would be requeued as updated, whatever the hints say.
+        # Fixed too: a change between two runs is an update of the pod.
         "  creationTimestamp: \"2026-01-01T00:00:00Z\"\n"
+        + ("".join(["  annotations:\n"] + [f"    {k}: \"{v}\"\n" for k, v in sorted(annotations.items())])
+           if annotations else "") +
         "spec:\n"
         f"{spec_node}"
         "  containers:\n"
@@ -118,6 +122,42 @@ class QueueingHintsTest(lib.IntegrationTest):
                                    [node({"team": "blue"}, storage="100Gi"),
                                     pod("probe", "100m", node_name="n1"),
                                     pod("big", "2")])
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(report.node_of("big"), "n1")
+        self.assertNotIn("big", self.queued(scheduler))
+
+    def test_a_pending_pods_own_update_requeues_it_only_when_it_can_help(self):
+        """kube-scheduler's UnscheduledPodUpdate with queueing hints: an
+        annotation on big does not requeue it (NodeResourcesFit registered
+        only for the pod asking for less); big asking for less does."""
+        lib.require_binaries(self, "sim", "scheduler", "plugin_host")
+        from podium.v1 import admin_pb2
+        scheduler = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+
+        # 1. big (2 CPU) does not fit beside hog (3 of 4 CPU).
+        rc, report, err = self.run_cluster(scheduler, "1-initial.yaml",
+                                   [node({}), pod("hog", "3", node_name="n1"), pod("big", "2")])
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertIsNone(report.node_of("big"))
+        self.assertEqual(self.queued(scheduler)["big"].attempts, 1)
+
+        # 2. big annotated (and probe scheduled meanwhile): not tried again.
+        rc, report, err = self.run_cluster(scheduler, "2-annotated.yaml",
+                                   [node({}), pod("hog", "3", node_name="n1"),
+                                    pod("big", "2", unschedulable=True, annotations={"owner": "team-blue"}),
+                                    pod("probe", "100m")])
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(report.node_of("probe"), "n1")
+        big = self.queued(scheduler)["big"]
+        self.assertEqual(big.queue, admin_pb2.UNSCHEDULABLE, big)
+        self.assertEqual(big.attempts, 1, big)
+
+        # 3. big asks for 800m, which fits the 900m left beside hog and
+        # probe: requeued on its own update and bound.
+        rc, report, err = self.run_cluster(scheduler, "3-smaller.yaml",
+                                   [node({}), pod("hog", "3", node_name="n1"),
+                                    pod("probe", "100m", node_name="n1"),
+                                    pod("big", "800m", annotations={"owner": "team-blue"})])
         self.assertEqual(rc, 0, err[-3000:])
         self.assertEqual(report.node_of("big"), "n1")
         self.assertNotIn("big", self.queued(scheduler))

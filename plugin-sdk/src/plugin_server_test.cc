@@ -493,8 +493,8 @@ TEST_F(PluginServerTest, AnOpenOfANewerProtocolOnlyIsRefusedNamingTheField) {
   auto stream = Connect();
   std::vector<v1::PluginArgs> plugins(1);
   plugins[0].set_name("Fit");
-  v1::Registration reg = stream->OpenWith(plugins, /*version=*/10, /*max_version=*/10);
-  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 10 is not supported"));
+  v1::Registration reg = stream->OpenWith(plugins, /*version=*/11, /*max_version=*/11);
+  EXPECT_THAT(reg.error(), HasSubstr("open.protocol_version: 11 is not supported"));
 }
 
 TEST_F(PluginServerTest, FilterStopsEarlyFromTheRotatedStartAndNamesRejectingPlugins) {
@@ -796,7 +796,7 @@ TEST_F(PluginServerTest, NominatedChecksJudgeEachPodOnItsNodeWithTheNominationsT
     v1::PluginArgs args;
     args.set_name("Capacity");
     args.set_args_json("{\"maxPods\": 1}");
-    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 9));
+    EXPECT_EQ(stream->OpenWith({args}, 1, max_version).protocol_version(), std::min<uint32_t>(max_version, 10));
     return stream;
   };
   auto stream = open(6);

@@ -23,7 +23,7 @@ namespace {
 // (PreemptionDryRunRequest.what_if_gone); 9 a PreFilter's plain
 // Unschedulable no longer stops the other PreFilters (the cycle's state is
 // whole, for preemption's dry run).
-constexpr uint32_t kProtocolVersion = 9;
+constexpr uint32_t kProtocolVersion = 10;
 constexpr uint32_t kOldestProtocolVersion = 1;
 constexpr size_t kMaxResolvedLists = 256;
 

@@ -216,8 +216,7 @@ void Scheduler::MoveOnForgottenAssumption(const v1::Pod& pod, const std::string&
   event.set_action(v1::DELETE);
   *event.mutable_old_pod() = pod;
   event.mutable_old_pod()->set_node_name(node);
-  queue_.MoveAllToActiveOrBackoffQueue(
-      event, [this](std::function<void()> ask) { PostQueueWork(std::move(ask)); }, pod.meta().uid());
+  queue_.MoveAllToActiveOrBackoffQueue(event, HintsToQueueWorker(), pod.meta().uid());
 }
 
 void Scheduler::BindingFailed(BindingPod pod, const sdk::Status& status, bool unschedulable) {
@@ -228,8 +227,8 @@ void Scheduler::BindingFailed(BindingPod pod, const sdk::Status& status, bool un
   (void)cache_.ForgetPod(p.meta().uid());
   absl::flat_hash_set<std::string> plugins;
   if (!status.plugin().empty()) plugins.insert(status.plugin());
-  // The pod's own cycle: events during its Permit wait or bind send it to
-  // backoff rather than the pool (kube's moveRequestCycle).
+  // Still in flight: the events during its Permit wait or bind are judged by
+  // its rejecting plugin (kube's in-flight events).
   AttemptFailed(pod.pod, pod.framework, pod.scheduling_cycle, pod.start,
                 unschedulable ? ScheduleResult::Outcome::kUnschedulable : ScheduleResult::Outcome::kError,
                 status.Message(), plugins, nullptr);

@@ -191,24 +191,30 @@ void Scheduler::QueueWorkHere(std::string done_uid, v1::ClusterEvent event) {
   // Nothing queued before it: the queue's own part runs here (brief, under
   // the queue's lock) and only the asking of queueing hints, which may call a
   // plugin, goes to the worker. Most events move nothing and need no hint, so
-  // most of them cost the worker no wake-up.
+  // most of them cost the worker no wake-up. Shared: the queue keeps it
+  // without a copy while pods are in flight.
+  auto shared = std::make_shared<const v1::ClusterEvent>(std::move(event));
   std::function<void()> hints;
   const auto here = [&] {
-    DeleteAndMove(done_uid, event, [&hints](std::function<void()> ask) { hints = std::move(ask); });
+    DeleteAndMove(done_uid, shared, [&hints](std::function<void()> ask) { hints = std::move(ask); });
   };
   if (!queue_worker_.RunHereIfIdle(here)) {
-    PostQueueWork([this, done_uid = std::move(done_uid), event = std::move(event)] {
-      DeleteAndMove(done_uid, event, nullptr);
+    PostQueueWork([this, done_uid = std::move(done_uid), shared = std::move(shared)] {
+      DeleteAndMove(done_uid, shared, nullptr);
     });
     return;
   }
   if (hints) PostQueueWork(std::move(hints));
 }
 
-void Scheduler::DeleteAndMove(const std::string& done_uid, const v1::ClusterEvent& event,
+void Scheduler::DeleteAndMove(const std::string& done_uid, std::shared_ptr<const v1::ClusterEvent> event,
                               const SchedulingQueue::HintDeferral& defer) {
   if (!done_uid.empty()) queue_.Delete(done_uid);
-  queue_.MoveAllToActiveOrBackoffQueue(event, defer);
+  queue_.MoveAllToActiveOrBackoffQueue(std::move(event), defer);
+}
+
+SchedulingQueue::HintDeferral Scheduler::HintsToQueueWorker() {
+  return [this](std::function<void()> ask) { PostQueueWork(std::move(ask)); };
 }
 
 void Scheduler::HandleNode(const v1::ObjectEvent& event) {
@@ -360,7 +366,7 @@ void Scheduler::HandlePod(const v1::ObjectEvent& event) {
     if (!was_assigned && resize != nullptr) {
       // Out of the queue, then the event, then into it for preemption (Add
       // runs PreEnqueue plugins): one hand-off to the queue worker.
-      PostQueueWork([this, uid, e = std::move(e), resize] {
+      PostQueueWork([this, uid, e = std::make_shared<const v1::ClusterEvent>(std::move(e)), resize] {
         DeleteAndMove(uid, e, nullptr);
         queue_.Add(resize);
       });

@@ -403,7 +403,10 @@ int Run(std::vector<std::string> overrides) {
     }
     for (const auto& [plugin, process] : spec->processes) {
       by_plugin[plugin] = process;
-      for (const auto& e : served[plugin].registration.events()) events[plugin].push_back(e);
+      const ServedPlugin& s = served[plugin];
+      for (auto& e : RegisteredEvents(s.registration, s.process->RegistersPendingPodUpdates())) {
+        events[plugin].push_back(std::move(e));
+      }
     }
     spec->recorder = extension_point_metrics
                          .emplace_back(std::make_unique<ExtensionPointMetrics>(metrics, spec->scheduler_name))

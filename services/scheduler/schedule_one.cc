@@ -350,7 +350,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
     } else {
       diagnoses_.RecordError(pod, message);
     }
-    (void)queue_.AddUnschedulableIfNotPresent(*qp, scheduling_cycle);
+    (void)queue_.AddUnschedulableIfNotPresent(*qp, scheduling_cycle, HintsToQueueWorker());
   }
   queue_.Done(pod.meta().uid());
   if (unschedulable) {

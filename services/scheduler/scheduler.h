@@ -266,8 +266,10 @@ class Scheduler final : public ClusterEventHandler {
   void QueueWorkHere(std::string done_uid, v1::ClusterEvent event);
   // `done_uid` (if any) out of the queue, then the event's moves; the hints
   // to `defer` when given, else asked here.
-  void DeleteAndMove(const std::string& done_uid, const v1::ClusterEvent& event,
+  void DeleteAndMove(const std::string& done_uid, std::shared_ptr<const v1::ClusterEvent> event,
                      const SchedulingQueue::HintDeferral& defer);
+  // Hands hints to the queue worker (PostQueueWork).
+  SchedulingQueue::HintDeferral HintsToQueueWorker();
 
   const Options options_;
   Cache& cache_;

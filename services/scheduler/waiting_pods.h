@@ -36,7 +36,7 @@ struct BindingPod {
   Framework* framework = nullptr;
   std::string node;
   uint64_t cycle_id = 0;          // The framework's cycle (plugin cycle state).
-  uint64_t scheduling_cycle = 0;  // The queue's cycle at Pop (moveRequestCycle).
+  uint64_t scheduling_cycle = 0;  // The queue's cycle at Pop.
   absl::Time start;
   absl::Time wait_start = absl::InfinitePast();  // When it began to wait at Permit.
   // Plugin -> the stream generation of the process serving it when the pod

@@ -368,6 +368,12 @@ inline v1::ClusterEvent PodUpdated(const v1::Pod& before, const v1::Pod& after, 
   *e.mutable_new_pod() = after;
   return e;
 }
+// The pending pod's own update (the queue's UNSCHEDULED_POD event).
+inline v1::ClusterEvent PendingPodUpdated(const v1::Pod& before, const v1::Pod& after, uint32_t actions) {
+  v1::ClusterEvent e = PodUpdated(before, after, actions);
+  e.set_resource(v1::UNSCHEDULED_POD);
+  return e;
+}
 inline v1::ClusterEvent PodDeleted(const v1::Pod& pod) {
   v1::ClusterEvent e;
   e.set_resource(v1::POD);

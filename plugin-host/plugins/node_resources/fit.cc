@@ -400,6 +400,9 @@ std::vector<sdk::ClusterEventWithHint> NodeResourcesFit::EventsToRegister() cons
                     ? sdk::QueueingHint::kQueue
                     : sdk::QueueingHint::kQueueSkip;
        }},
+      // kube's isSchedulableAfterPodScaleDown: the pending pod itself asks
+      // for less.
+      {v1::UNSCHEDULED_POD, static_cast<uint32_t>(v1::UPDATE_POD_SCALE_DOWN), nullptr},
       // kube's isSchedulableAfterNodeChange: the node (empty) fits the pod,
       // and it is new or has more of something the pod requests than before.
       {v1::NODE, Actions(v1::ADD, v1::UPDATE_NODE_ALLOCATABLE),

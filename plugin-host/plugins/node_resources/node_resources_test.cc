@@ -386,11 +386,15 @@ TEST(NodeResourcesBalancedAllocationTest, BadArgs) {
 TEST(NodeResourcesFitTest, Events) {
   std::unique_ptr<NodeResourcesFit> plugin = New<NodeResourcesFit>("{}");
   auto events = plugin->EventsToRegister();
-  ASSERT_EQ(events.size(), 2u);
+  ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0].resource, v1::POD);
   EXPECT_EQ(events[0].action_mask, v1::DELETE | v1::UPDATE_POD_SCALE_DOWN);
-  EXPECT_EQ(events[1].resource, v1::NODE);
-  EXPECT_EQ(events[1].action_mask, v1::ADD | v1::UPDATE_NODE_ALLOCATABLE);
+  // The pending pod asking for less always may help: no hint to ask.
+  EXPECT_EQ(events[1].resource, v1::UNSCHEDULED_POD);
+  EXPECT_EQ(events[1].action_mask, static_cast<uint32_t>(v1::UPDATE_POD_SCALE_DOWN));
+  EXPECT_FALSE(events[1].hint);
+  EXPECT_EQ(events[2].resource, v1::NODE);
+  EXPECT_EQ(events[2].action_mask, v1::ADD | v1::UPDATE_NODE_ALLOCATABLE);
   std::unique_ptr<NodeResourcesBalancedAllocation> balanced =
       New<NodeResourcesBalancedAllocation>("{}");
   EXPECT_THAT(balanced->EventsToRegister(), IsEmpty());  // Scores only: rejects nobody.

@@ -30,6 +30,16 @@ std::vector<sdk::ClusterEventWithHint> NodeUnschedulable::EventsToRegister() con
                return sdk::QueueingHint::kQueueSkip;
              }
              return sdk::QueueingHint::kQueue;
+           }},
+          // kube's isSchedulableAfterPodTolerationChange: the pending pod
+          // itself now tolerates the unschedulable taint.
+          {v1::UNSCHEDULED_POD, static_cast<uint32_t>(v1::UPDATE_POD_TOLERATIONS),
+           [](const v1::Pod&, const v1::ClusterEvent& e) {
+             if (!e.has_new_pod()) return sdk::QueueingHint::kQueue;
+             const bool now = TolerationsTolerateTaint(e.new_pod().tolerations(), UnschedulableTaint());
+             const bool before = e.has_old_pod() &&
+                                 TolerationsTolerateTaint(e.old_pod().tolerations(), UnschedulableTaint());
+             return now && !before ? sdk::QueueingHint::kQueue : sdk::QueueingHint::kQueueSkip;
            }}};
 }
 

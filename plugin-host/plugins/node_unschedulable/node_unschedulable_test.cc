@@ -77,7 +77,7 @@ TEST(NodeUnschedulableTest, QueueingHint) {
   };
   NodeUnschedulable plugin;
   auto events = plugin.EventsToRegister();
-  ASSERT_EQ(events.size(), 1u);
+  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].resource, v1::NODE);
   EXPECT_EQ(events[0].action_mask, v1::ADD | v1::UPDATE_NODE_TAINT);
   ASSERT_TRUE(events[0].hint);
@@ -116,6 +116,21 @@ TEST(NodeUnschedulableTest, RequeuesOnlyWhenTheNodeBecomesSchedulable) {
   EXPECT_FALSE(Requeues(events, pod, NodeAdded(cordoned)));
   EXPECT_FALSE(Requeues(events, pod, NodeUpdated(cordoned, cordoned_labelled, v1::UPDATE_NODE_LABEL)));
   EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("n").Build())));
+}
+
+// The pending pod's own update: requeued when it comes to tolerate the
+// unschedulable taint, not for another toleration.
+TEST(NodeUnschedulableTest, RequeuesWhenThePendingPodToleratesCordonedNodes) {
+  using namespace testing;  // Event builders.
+  const v1::Pod before = PodBuilder("p").Build();
+  const v1::Pod tolerating =
+      PodBuilder("p").Toleration("node.kubernetes.io/unschedulable", v1::Toleration::EXISTS, "", v1::NO_SCHEDULE).Build();
+  const v1::Pod other = PodBuilder("p").Toleration("x", v1::Toleration::EQUAL, "y", v1::NO_SCHEDULE).Build();
+  const auto events = NodeUnschedulable().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, tolerating, PendingPodUpdated(before, tolerating, v1::UPDATE_POD_TOLERATIONS)));
+  EXPECT_FALSE(Requeues(events, other, PendingPodUpdated(before, other, v1::UPDATE_POD_TOLERATIONS)));
+  // Already tolerated before: this update changes nothing for the plugin.
+  EXPECT_FALSE(Requeues(events, tolerating, PendingPodUpdated(tolerating, tolerating, v1::UPDATE_POD_TOLERATIONS)));
 }
 
 }  // namespace

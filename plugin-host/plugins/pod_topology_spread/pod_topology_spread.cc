@@ -704,9 +704,30 @@ std::vector<sdk::ClusterEventWithHint> PodTopologySpread::EventsToRegister() con
     }
     return sdk::QueueingHint::kQueueSkip;
   };
+  // kube's isSchedulableAfterPodChange for the pending pod itself: new
+  // tolerations count when a constraint honours taints; a label change
+  // counts when it flips whether the pod matches a constraint's selector
+  // (the pod counts itself in its domain).
+  auto self_hint = [hard_constraints](const v1::Pod& pod, const v1::ClusterEvent& e) {
+    if (!e.has_old_pod() || !e.has_new_pod()) return sdk::QueueingHint::kQueue;
+    std::optional<std::vector<SpreadConstraint>> constraints = hard_constraints(pod);
+    if (!constraints) return sdk::QueueingHint::kQueue;
+    if ((e.action() & v1::UPDATE_POD_TOLERATIONS) != 0) {
+      for (const SpreadConstraint& c : *constraints) {
+        if (c.honor_node_taints) return sdk::QueueingHint::kQueue;
+      }
+    }
+    for (const SpreadConstraint& c : *constraints) {
+      if (c.selector.Matches(e.old_pod().meta().labels()) != c.selector.Matches(e.new_pod().meta().labels())) {
+        return sdk::QueueingHint::kQueue;
+      }
+    }
+    return sdk::QueueingHint::kQueueSkip;
+  };
   return {
       {v1::POD, Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_POD_LABEL),
        pod_hint},
+      {v1::UNSCHEDULED_POD, Actions(v1::UPDATE_POD_LABEL, v1::UPDATE_POD_TOLERATIONS), self_hint},
       {v1::NODE,
        Actions(v1::ADD, v1::DELETE) | static_cast<uint32_t>(v1::UPDATE_NODE_LABEL) |
            static_cast<uint32_t>(v1::UPDATE_NODE_TAINT),

@@ -843,5 +843,46 @@ TEST(PodTopologySpreadTest, QueueingHints) {
   for (const Case& c : cases) EXPECT_EQ(Hint(*plugin, pod, c.event), c.want) << c.name;
 }
 
+// kube's isSchedulableAfterPodChange for the pending pod's own update: a
+// label change that flips whether it matches its own selector (it counts in
+// its domain), or new tolerations when a constraint honours taints.
+TEST(PodTopologySpreadTest, QueueingHintsForThePendingPodsOwnUpdate) {
+  FakeHandle handle;
+  auto plugin = NewPlugin(handle);
+  auto pending = [](std::string app, bool honor_taints, bool tolerates) {
+    PodBuilder pb = PodBuilder("pending").Label("app", app);
+    if (tolerates) pb.Toleration("k", v1::Toleration::EQUAL, "v", v1::NO_SCHEDULE);
+    TSC c = Constraint(kZone, 1, TSC::DO_NOT_SCHEDULE);
+    if (honor_taints) c.set_node_taints_policy(TSC::HONOR);
+    *pb.mutable_pod().add_topology_spread_constraints() = c;
+    return pb.Build();
+  };
+  auto self = [](const v1::Pod& before, const v1::Pod& after, uint32_t actions) {
+    v1::ClusterEvent e;
+    e.set_resource(v1::UNSCHEDULED_POD);
+    e.set_action(actions);
+    *e.mutable_old_pod() = before;
+    *e.mutable_new_pod() = after;
+    return e;
+  };
+  using H = sdk::QueueingHint;
+  const v1::Pod matching = pending("foo", false, false);
+  const v1::Pod unmatching = pending("bar", false, false);
+  v1::Pod matching_relabelled = matching;
+  (*matching_relabelled.mutable_meta()->mutable_labels())["tier"] = "web";
+  EXPECT_EQ(Hint(*plugin, unmatching, self(matching, unmatching, v1::UPDATE_POD_LABEL)), H::kQueue);
+  EXPECT_EQ(Hint(*plugin, matching, self(unmatching, matching, v1::UPDATE_POD_LABEL)), H::kQueue);
+  EXPECT_EQ(Hint(*plugin, matching_relabelled, self(matching, matching_relabelled, v1::UPDATE_POD_LABEL)),
+            H::kQueueSkip);
+  EXPECT_EQ(Hint(*plugin, pending("foo", true, true),
+                 self(pending("foo", true, false), pending("foo", true, true), v1::UPDATE_POD_TOLERATIONS)),
+            H::kQueue);
+  EXPECT_EQ(Hint(*plugin, pending("foo", false, true),
+                 self(pending("foo", false, false), pending("foo", false, true), v1::UPDATE_POD_TOLERATIONS)),
+            H::kQueueSkip);
+  // Resources are not this plugin's: not registered.
+  EXPECT_EQ(Hint(*plugin, matching, self(matching, matching, v1::UPDATE_POD_SCALE_DOWN)), H::kQueueSkip);
+}
+
 }  // namespace
 }  // namespace podium::plugins

@@ -96,7 +96,10 @@ std::vector<sdk::ClusterEventWithHint> TaintToleration::EventsToRegister() const
                  before == nullptr ||
                  FindUntoleratedDoNotScheduleTaint(before->taints(), pod.tolerations()) != nullptr;
              return untolerated_before ? sdk::QueueingHint::kQueue : sdk::QueueingHint::kQueueSkip;
-           }}};
+           }},
+          // kube's isSchedulableAfterPodTolerationChange: the pending pod
+          // itself got tolerations (they can only be added).
+          {v1::UNSCHEDULED_POD, static_cast<uint32_t>(v1::UPDATE_POD_TOLERATIONS), nullptr}};
 }
 
 }  // namespace podium::plugins

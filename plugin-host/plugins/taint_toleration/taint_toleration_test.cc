@@ -176,7 +176,7 @@ TEST(TaintTolerationTest, QueueingHint) {
   };
   TaintToleration plugin;
   auto events = plugin.EventsToRegister();
-  ASSERT_EQ(events.size(), 1u);
+  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(events[0].action_mask, v1::ADD | v1::UPDATE_NODE_TAINT);
   for (const Case& tc : cases) {
     SCOPED_TRACE(tc.name);
@@ -204,6 +204,19 @@ TEST(TaintTolerationTest, RequeuesOnlyWhenTheTaintsBecomeTolerable) {
   EXPECT_FALSE(Requeues(events, pod, NodeUpdated(untolerated, still_untolerated, v1::UPDATE_NODE_TAINT)));
   EXPECT_FALSE(Requeues(events, pod, NodeUpdated(untolerated, untolerated_labelled, v1::UPDATE_NODE_LABEL)));
   EXPECT_FALSE(Requeues(events, pod, PodDeleted(PodBuilder("d").NodeName("n").Build())));
+}
+
+// The pending pod's own update: new tolerations requeue it (without a hint,
+// as kube-scheduler's hint always says Queue then); a label change does not.
+TEST(TaintTolerationTest, RequeuesWhenThePendingPodGetsTolerations) {
+  using namespace testing;  // Event builders.
+  const v1::Pod before = PodBuilder("p").Build();
+  const v1::Pod tolerating = PodBuilder("p").Toleration("x", kEqual, "y", v1::NO_SCHEDULE).Build();
+  v1::Pod labelled = before;
+  (*labelled.mutable_meta()->mutable_labels())["k"] = "v";
+  const auto events = TaintToleration().EventsToRegister();
+  EXPECT_TRUE(Requeues(events, tolerating, PendingPodUpdated(before, tolerating, v1::UPDATE_POD_TOLERATIONS)));
+  EXPECT_FALSE(Requeues(events, labelled, PendingPodUpdated(before, labelled, v1::UPDATE_POD_LABEL)));
 }
 
 }  // namespace

@@ -78,6 +78,10 @@ class PluginProcess {
   // node, as kube-scheduler does. From an older process it is taken as
   // UnschedulableAndUnresolvable (its dry run would read a partial state).
   virtual bool LeavesPreFilterUnschedulableToPreemption() const { return false; }
+  // Its plugins' registrations name the pending pod's own updates that may
+  // help (UNSCHEDULED_POD; protocol version 10). From an older process, every
+  // such update is taken to help, as it was before (RegisteredEvents).
+  virtual bool RegistersPendingPodUpdates() const { return false; }
 
   // Sends a request and returns its answer, or DeadlineExceeded / Unavailable /
   // an error naming what was wrong with the answer. When state_seq is set, the

@@ -130,7 +130,7 @@ class DefaultPluginHintsTest : public testing::Test {
     const v1::Registration registration = process_->registration();
     for (const v1::PluginRegistration& p : registration.plugins()) {
       by_plugin[p.name()] = process_.get();
-      registry_[p.name()].assign(p.events().begin(), p.events().end());
+      registry_[p.name()] = RegisteredEvents(p, process_->RegistersPendingPodUpdates());
     }
     evaluator_ = std::make_unique<RemoteQueueingHintEvaluator>(std::move(by_plugin));
   }
@@ -252,6 +252,74 @@ TEST_F(DefaultPluginHintsTest, EachPluginRequeuesOnlyOnEventsThatCanHelp) {
     ASSERT_TRUE(q->Find(uid).has_value());
     EXPECT_EQ(q->Find(uid)->queue, QueueKind::kUnschedulable);
     EXPECT_EQ(q->MoveAllToActiveOrBackoffQueue(c.moves), 1u);
+    ASSERT_TRUE(q->Find(uid).has_value());
+    EXPECT_EQ(q->Find(uid)->queue, QueueKind::kActive);
+  }
+  EXPECT_EQ(process_->stats().invalid_answers, 0u);
+  EXPECT_EQ(process_->stats().errors, 0u);
+}
+
+// The pending pod's own update (UNSCHEDULED_POD), through the plugins'
+// registrations and hints: it moves the pod only when what changed can
+// resolve the rejection.
+TEST_F(DefaultPluginHintsTest, APendingPodsOwnUpdateMovesItOnlyWhenItCanHelp) {
+  ASSERT_TRUE(process_->RegistersPendingPodUpdates());
+  auto annotated = [](v1::Pod pod) {
+    (*pod.mutable_meta()->mutable_annotations())["note"] = "x";
+    return pod;
+  };
+  auto tolerating = [](v1::Pod pod, const std::string& key) {
+    v1::Toleration* t = pod.add_tolerations();
+    t->set_key(key);
+    t->set_operator_(v1::Toleration::EXISTS);
+    return pod;
+  };
+  v1::Pod spread = Labelled(Pod("pending"), "app", "web");
+  {
+    auto* c = spread.add_topology_spread_constraints();
+    c->set_max_skew(1);
+    c->set_topology_key("topology.kubernetes.io/zone");
+    c->set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
+    (*c->mutable_label_selector()->mutable_match_labels())["app"] = "web";
+  }
+  v1::Pod affine = Pod("pending");
+  {
+    auto* term = affine.mutable_affinity()->mutable_pod_affinity()->add_required();
+    term->set_topology_key("topology.kubernetes.io/zone");
+    (*term->mutable_label_selector()->mutable_match_labels())["app"] = "db";
+  }
+  struct Case {
+    std::string plugin;
+    v1::Pod pending;
+    v1::Pod stays;  // An update that cannot help.
+    v1::Pod moves;  // One that can (nullopt-like: same as pending when none).
+    bool can_move;
+  };
+  const v1::Pod big = Requesting(Pod("pending"), 2000);
+  const std::vector<Case> cases = {
+      {"NodeResourcesFit", big, annotated(big), Requesting(Pod("pending"), 1000), true},
+      {"NodeResourcesFit", big, Requesting(Pod("pending"), 3000), Requesting(Pod("pending"), 1000), true},
+      {"TaintToleration", Pod("pending"), Labelled(Pod("pending"), "k", "v"), tolerating(Pod("pending"), "a"), true},
+      {"NodeUnschedulable", Pod("pending"), tolerating(Pod("pending"), "a"),
+       tolerating(Pod("pending"), "node.kubernetes.io/unschedulable"), true},
+      {"PodTopologySpread", spread, Labelled(spread, "tier", "x"), Labelled(spread, "app", "api"), true},
+      // kube-scheduler's InterPodAffinity ignores unscheduled pods, itself
+      // included: its own labels never requeue it.
+      {"InterPodAffinity", affine, Labelled(affine, "app", "db"), affine, false},
+      // NodeAffinity registered no update of the pod (its affinity can change
+      // only while gated, which PreEnqueue handles).
+      {"NodeAffinity", Pod("pending"), annotated(Pod("pending")), Pod("pending"), false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(absl::StrCat(c.plugin, ": stays on ", c.stays.ShortDebugString().substr(0, 160)));
+    ASSERT_TRUE(registry_.contains(c.plugin));
+    std::unique_ptr<SchedulingQueue> q = PoolWith(c.pending, c.plugin);
+    const std::string uid = c.pending.meta().uid();
+    q->Update(sdk::PodInfo::Create(c.stays));
+    ASSERT_TRUE(q->Find(uid).has_value());
+    EXPECT_EQ(q->Find(uid)->queue, QueueKind::kUnschedulable);
+    if (!c.can_move) continue;
+    q->Update(sdk::PodInfo::Create(c.moves));
     ASSERT_TRUE(q->Find(uid).has_value());
     EXPECT_EQ(q->Find(uid)->queue, QueueKind::kActive);
   }

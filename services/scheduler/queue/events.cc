@@ -118,6 +118,17 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod) {
              : static_cast<uint32_t>(v1::UPDATE);
 }
 
+std::vector<v1::ClusterEventInterest> RegisteredEvents(const v1::PluginRegistration& registration,
+                                                       bool registers_pending_pod_updates) {
+  std::vector<v1::ClusterEventInterest> events(registration.events().begin(), registration.events().end());
+  if (!events.empty() && !registers_pending_pod_updates) {
+    v1::ClusterEventInterest& own = events.emplace_back();
+    own.set_resource(v1::UNSCHEDULED_POD);
+    own.set_action_mask(v1::UPDATE);
+  }
+  return events;
+}
+
 std::string ClusterEventLabel(const v1::ClusterEvent& event) {
   std::string resource;
   switch (event.resource()) {

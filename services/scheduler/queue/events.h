@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "podium/v1/objects.pb.h"
 #include "podium/v1/plugin.pb.h"
@@ -25,6 +26,16 @@ uint32_t PodUpdateActions(const v1::Pod& old_pod, const v1::Pod& new_pod);
 // NodeTaintChange, AssignedPodDelete, ...): the resource, then the action, or
 // the one update it carries ("NodeUpdate" when it carries several).
 std::string ClusterEventLabel(const v1::ClusterEvent& event);
+
+// The events a plugin's Registration names, as the queue's registry holds
+// them. A process older than protocol version 10 did not register the
+// pending pod's own updates (UNSCHEDULED_POD), which moved the pod whatever
+// the registrations said: a plugin of such a process that registered any
+// event is also given every such update without a hint, so nothing it relied
+// on changes. A plugin that registered nothing is left so (the registry
+// then treats it as registered for every event).
+std::vector<v1::ClusterEventInterest> RegisteredEvents(const v1::PluginRegistration& registration,
+                                                       bool registers_pending_pod_updates);
 
 // Whether two pods are equal field for field but for some of their fields:
 // Pod fields `pod_fields` and ObjectMeta fields `meta_fields`, by field number

@@ -168,5 +168,30 @@ TEST(EventsTest, SamePodExceptSkipsOnlyTheNamedFields) {
   EXPECT_TRUE(SamePodExcept(x, y, {}, {}));
 }
 
+// Protocol version 10: a process's registrations name the pending pod's own
+// updates; an older one's plugins keep moving a pod on any such update.
+TEST(EventsTest, RegisteredEventsGiveOlderProcessesEveryPendingPodUpdate) {
+  v1::PluginRegistration reg;
+  reg.set_name("Fit");
+  v1::ClusterEventInterest& node = *reg.add_events();
+  node.set_resource(v1::NODE);
+  node.set_action_mask(v1::ADD);
+  node.set_has_queueing_hint(true);
+
+  std::vector<v1::ClusterEventInterest> current = RegisteredEvents(reg, /*registers_pending_pod_updates=*/true);
+  ASSERT_EQ(current.size(), 1u);
+  EXPECT_EQ(current[0].resource(), v1::NODE);
+
+  std::vector<v1::ClusterEventInterest> older = RegisteredEvents(reg, false);
+  ASSERT_EQ(older.size(), 2u);
+  EXPECT_EQ(older[0].resource(), v1::NODE);
+  EXPECT_EQ(older[1].resource(), v1::UNSCHEDULED_POD);
+  EXPECT_EQ(older[1].action_mask(), static_cast<uint32_t>(v1::UPDATE));
+  EXPECT_FALSE(older[1].has_queueing_hint());
+
+  // Registered nothing: left empty (the registry treats it as every event).
+  EXPECT_TRUE(RegisteredEvents(v1::PluginRegistration(), false).empty());
+}
+
 }  // namespace
 }  // namespace podium::scheduler

@@ -41,7 +41,26 @@ bool EventMatches(const v1::ClusterEventInterest& interest, const v1::ClusterEve
   if (interest.resource() != v1::RESOURCE_UNSPECIFIED && interest.resource() != event.resource()) {
     return false;
   }
+  if (event.resource() == v1::UNSCHEDULED_POD && event.action() == v1::UPDATE) {
+    // A change of the pending pod that no UPDATE_POD_* bit names (kube's
+    // updatePodOther): only an interest in every update matches it.
+    return (interest.action_mask() & v1::UPDATE) == v1::UPDATE;
+  }
   return (interest.action_mask() & event.action()) != 0;
+}
+
+// The pending pod's own update, as the UNSCHEDULED_POD event plugins
+// register for (kube-scheduler's UnscheduledPodUpdate events). Null when
+// nothing beyond its status changed.
+std::shared_ptr<const v1::ClusterEvent> SelfUpdateEvent(const v1::Pod& before, const v1::Pod& after) {
+  if (!IsPodUpdated(before, after)) return nullptr;
+  auto event = std::make_shared<v1::ClusterEvent>();
+  event->set_resource(v1::UNSCHEDULED_POD);
+  const uint32_t actions = PodUpdateActions(before, after);
+  event->set_action(actions != 0 ? actions : static_cast<uint32_t>(v1::UPDATE));
+  *event->mutable_old_pod() = before;
+  *event->mutable_new_pod() = after;
+  return event;
 }
 
 
@@ -319,12 +338,26 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
     return;
   }
   uint64_t gated_stay = 0;
+  struct SelfHint {
+    sdk::PodInfoPtr pod;
+    uint64_t pool_stay;
+    std::shared_ptr<const v1::ClusterEvent> event;
+    std::vector<std::string> plugins;
+    QueueingHintEvaluator* evaluator;
+  };
+  std::optional<SelfHint> self_hint;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
+      // Kept with the cluster events: if the attempt fails, the rejecting
+      // plugins judge it as they judge the rest (kube's in-flight events).
       InFlight& flight = it->second;
-      if (flight.latest == nullptr || IsPodUpdated(*flight.latest->pod, *new_pod->pod)) {
+      if (flight.latest == nullptr) {
         flight.updated = true;
+        flight.unjudged_update = true;
+      } else if (auto event = SelfUpdateEvent(*flight.latest->pod, *new_pod->pod)) {
+        flight.updated = true;
+        RecordInFlightEvent(std::move(event));
       }
       flight.latest = std::move(new_pod);
       return;
@@ -349,17 +382,47 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
           break;
       }
       if (!e->info.gated) {
-        const bool updated = IsPodUpdated(*e->info.pod_info->pod, *new_pod->pod);
+        // kube-scheduler with queueing hints: the update moves the pod only
+        // when a rejecting plugin registered for it (UNSCHEDULED_POD) and,
+        // if it has a hint, the hint says Queue.
+        std::shared_ptr<const v1::ClusterEvent> event = SelfUpdateEvent(*e->info.pod_info->pod, *new_pod->pod);
         SetPodInfo(e, std::move(new_pod));
-        if (updated) MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
-        return;
-      }
-      if (e->held) {  // Only Release lets it go; it leaves with this version.
+        if (event == nullptr) return;
+        std::vector<std::string> plugins;
+        switch (Decide(e->info, *event, &plugins)) {
+          case EventDecision::kStay:
+            return;
+          case EventDecision::kMove:
+            MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
+            return;
+          case EventDecision::kAskHints:
+            break;
+        }
+        self_hint = SelfHint{e->info.pod_info, e->pool_stay, std::move(event), std::move(plugins), hint_evaluator_};
+      } else if (e->held) {  // Only Release lets it go; it leaves with this version.
         SetPodInfo(e, std::move(new_pod));
         return;
+      } else {
+        gated_stay = e->pool_stay;
       }
-      gated_stay = e->pool_stay;
     }
+  }
+  if (self_hint.has_value()) {
+    // Outside the lock (Update runs where plugins may be called: the queue
+    // worker).
+    std::vector<bool> queue;
+    if (self_hint->evaluator != nullptr) {
+      queue = self_hint->evaluator->Evaluate(*self_hint->event,
+                                              {HintCandidate{self_hint->pod->pod.get(), self_hint->plugins}});
+    }
+    if (queue.size() == 1 && !queue[0]) return;  // QueueSkip.
+    absl::MutexLock lock(&mu_);
+    auto it = pods_.find(uid);
+    if (it == pods_.end()) return;
+    Entry* e = it->second.get();
+    if (e->pool_stay != self_hint->pool_stay || e->info.gated || unschedulable_pods_.count(e) == 0) return;
+    MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
+    return;
   }
   if (gated_stay == 0) {
     AddNew(std::move(new_pod));  // Not queued: a new pending pod.
@@ -429,7 +492,8 @@ std::optional<QueuedPodInfo> SchedulingQueue::PopLocked() {
   // The next attempt records its own rejections.
   info.unschedulable_plugins.clear();
   info.pending_plugins.clear();
-  in_flight_[info.uid()] = InFlight{.latest = info.pod_info, .attempts = info.attempts, .popped = clock_.Now()};
+  in_flight_[info.uid()] = InFlight{
+      .latest = info.pod_info, .events_before = last_event_seq_, .attempts = info.attempts, .popped = clock_.Now()};
   return info;
 }
 
@@ -455,7 +519,8 @@ std::vector<QueuedPodInfo> SchedulingQueue::PopGroupMembers(
     if (!info.initial_attempt_timestamp.has_value()) info.initial_attempt_timestamp = now;
     info.unschedulable_plugins.clear();
     info.pending_plugins.clear();
-    in_flight_[info.uid()] = InFlight{.latest = info.pod_info, .attempts = info.attempts, .popped = now};
+    in_flight_[info.uid()] =
+        InFlight{.latest = info.pod_info, .events_before = last_event_seq_, .attempts = info.attempts, .popped = now};
     out.push_back(std::move(info));
   }
   return out;
@@ -550,59 +615,160 @@ uint64_t SchedulingQueue::scheduling_cycle() const {
   return scheduling_cycle_;
 }
 
-absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info,
-                                                           uint64_t pod_scheduling_cycle) {
+absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, uint64_t pod_scheduling_cycle,
+                                                           const HintDeferral& defer) {
   if (info.pod_info == nullptr) return absl::InvalidArgumentError("null pod");
   const std::string uid = info.uid();
-  absl::MutexLock lock(&mu_);
-  std::optional<InFlight> flight;
-  if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
-    flight = std::move(it->second);
-    in_flight_.erase(it);
-  }
-  if (pods_.contains(uid)) {
-    return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already queued"));
-  }
-  bool updated_in_flight = false;
-  if (flight.has_value()) {
-    if (flight->deleted) return absl::OkStatus();
-    if (flight->updated && flight->latest != nullptr) {
-      info.pod_info = flight->latest;
-      updated_in_flight = true;
+  std::vector<InFlightHint> hints;
+  sdk::PodInfoPtr pooled;
+  uint64_t pool_stay = 0;
+  QueueingHintEvaluator* evaluator;
+  {
+    absl::MutexLock lock(&mu_);
+    evaluator = hint_evaluator_;
+    std::optional<InFlight> flight;
+    if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
+      flight = std::move(it->second);
+      in_flight_.erase(it);
     }
-  }
-  if (!info.pod().node_name().empty()) return absl::OkStatus();  // Assigned meanwhile.
+    if (pods_.contains(uid)) {
+      PruneInFlightEvents();
+      return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already queued"));
+    }
+    if (flight.has_value()) {
+      if (flight->deleted) {
+        PruneInFlightEvents();
+        return absl::OkStatus();
+      }
+      if (flight->updated && flight->latest != nullptr) info.pod_info = flight->latest;
+    }
+    if (!info.pod().node_name().empty()) {  // Assigned meanwhile.
+      PruneInFlightEvents();
+      return absl::OkStatus();
+    }
 
-  const absl::Time now = clock_.Now();
-  info.timestamp = now;
-  info.gated = false;
-  info.gating_plugin.clear();
-  const bool error = info.unschedulable_plugins.empty() && info.pending_plugins.empty();
-  if (error) {
-    ++info.consecutive_errors_count;
-  } else {
-    ++info.unschedulable_count;
-    info.consecutive_errors_count = 0;  // The errors are over.
-  }
-  auto entry = std::make_unique<Entry>();
-  entry->info = std::move(info);
-  Entry* e = Insert(std::move(entry));
-  if (move_request_cycle_ >= pod_scheduling_cycle || error || updated_in_flight) {
-    // Something may have changed since the attempt started: retry after backoff.
-    if (BackoffExpiry(e->info) > now) {
-      InsertBackoff(e, kEventScheduleAttemptFailure);
+    const absl::Time now = clock_.Now();
+    info.timestamp = now;
+    info.gated = false;
+    info.gating_plugin.clear();
+    const bool error = info.unschedulable_plugins.empty() && info.pending_plugins.empty();
+    if (error) {
+      ++info.consecutive_errors_count;
     } else {
-      InsertActive(e, kEventScheduleAttemptFailure);
+      ++info.unschedulable_count;
+      info.consecutive_errors_count = 0;  // The errors are over.
     }
-  } else {
+    // Did something change while the attempt ran that may make it pass?
+    bool retry = error || (flight.has_value() && flight->unjudged_update);
+    if (!retry && !flight.has_value()) {
+      retry = move_request_cycle_ >= pod_scheduling_cycle;  // Never popped: no record to read.
+    } else if (!retry && flight->events_before < events_dropped_through_) {
+      retry = true;  // Some of its events were dropped: assume the worst.
+    } else if (!retry) {
+      std::vector<std::string> plugins;
+      auto first = std::upper_bound(
+          in_flight_events_.begin(), in_flight_events_.end(), flight->events_before,
+          [](uint64_t seq, const auto& recorded) { return seq < recorded.first; });
+      for (auto it = first; it != in_flight_events_.end() && !retry; ++it) {
+        const v1::ClusterEvent& event = *it->second;
+        if (event.resource() == v1::UNSCHEDULED_POD && event.new_pod().meta().uid() != uid) continue;
+        switch (Decide(info, event, &plugins)) {
+          case EventDecision::kStay:
+            break;
+          case EventDecision::kMove:
+            retry = true;
+            break;
+          case EventDecision::kAskHints:
+            if (hints.size() == kMaxInFlightHintEvents) {
+              retry = true;
+            } else {
+              hints.push_back(InFlightHint{it->second, plugins});
+            }
+            break;
+        }
+      }
+    }
+    PruneInFlightEvents();
+    auto entry = std::make_unique<Entry>();
+    entry->info = std::move(info);
+    Entry* e = Insert(std::move(entry));
+    if (retry) {
+      if (BackoffExpiry(e->info) > now) {
+        InsertBackoff(e, kEventScheduleAttemptFailure);
+      } else {
+        InsertActive(e, kEventScheduleAttemptFailure);
+      }
+      return absl::OkStatus();
+    }
     InsertPool(e, kEventScheduleAttemptFailure);
+    if (hints.empty()) return absl::OkStatus();
+    pooled = e->info.pod_info;
+    pool_stay = e->pool_stay;
+  }
+  if (defer) {
+    defer([this, pooled = std::move(pooled), pool_stay, hints = std::move(hints), evaluator] {
+      AskInFlightHints(pooled, pool_stay, hints, evaluator);
+    });
+  } else {
+    AskInFlightHints(std::move(pooled), pool_stay, hints, evaluator);
   }
   return absl::OkStatus();
 }
 
+void SchedulingQueue::AskInFlightHints(sdk::PodInfoPtr pod, uint64_t pool_stay,
+                                       const std::vector<InFlightHint>& hints,
+                                       QueueingHintEvaluator* evaluator) {
+  // Called with mu_ held.
+  auto still_pooled = [&]() -> Entry* {
+    auto it = pods_.find(pod->uid());
+    if (it == pods_.end()) return nullptr;
+    Entry* e = it->second.get();
+    if (e->pool_stay != pool_stay || e->info.gated || unschedulable_pods_.count(e) == 0) return nullptr;
+    return e;
+  };
+  for (const InFlightHint& hint : hints) {
+    {
+      // Held (a preemptor) or moved by a later event: nothing to ask.
+      absl::MutexLock lock(&mu_);
+      if (still_pooled() == nullptr) return;
+    }
+    std::vector<bool> queue;
+    if (evaluator != nullptr) queue = evaluator->Evaluate(*hint.event, {HintCandidate{pod->pod.get(), hint.plugins}});
+    if (queue.size() == 1 && !queue[0]) continue;  // QueueSkip; else Queue, or no usable answer.
+    absl::MutexLock lock(&mu_);
+    Entry* e = still_pooled();
+    if (e != nullptr) MoveToActiveOrBackoff(e, clock_.Now(), on_incoming_pod_ ? ClusterEventLabel(*hint.event) : "");
+    return;
+  }
+}
+
 void SchedulingQueue::Done(std::string_view uid) {
   absl::MutexLock lock(&mu_);
-  in_flight_.erase(AV(uid));
+  if (in_flight_.erase(AV(uid)) > 0) PruneInFlightEvents();
+}
+
+void SchedulingQueue::RecordInFlightEvent(std::shared_ptr<const v1::ClusterEvent> event) {
+  in_flight_events_.emplace_back(++last_event_seq_, std::move(event));
+  if (in_flight_events_.size() > kMaxInFlightEvents) {
+    events_dropped_through_ = in_flight_events_.front().first;
+    in_flight_events_.pop_front();
+  }
+}
+
+void SchedulingQueue::PruneInFlightEvents() {
+  if (in_flight_events_.empty()) return;
+  if (in_flight_.empty()) {
+    in_flight_events_.clear();
+    return;
+  }
+  uint64_t oldest = in_flight_.begin()->second.events_before;
+  for (const auto& [uid, flight] : in_flight_) oldest = std::min(oldest, flight.events_before);
+  while (!in_flight_events_.empty() && in_flight_events_.front().first <= oldest) in_flight_events_.pop_front();
+}
+
+size_t SchedulingQueue::InFlightEventCount() const {
+  absl::MutexLock lock(&mu_);
+  return in_flight_events_.size();
 }
 
 // ---- cluster events ----
@@ -640,11 +806,27 @@ SchedulingQueue::EventDecision SchedulingQueue::Decide(
 }
 
 size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event) {
-  return MoveAllToActiveOrBackoffQueue(event, nullptr);
+  return MoveAll(event, nullptr, nullptr, {});
 }
 
 size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer,
                                                       std::string_view except_uid) {
+  return MoveAll(event, nullptr, defer, except_uid);
+}
+
+size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(std::shared_ptr<const v1::ClusterEvent> event,
+                                                      const HintDeferral& defer, std::string_view except_uid) {
+  const v1::ClusterEvent& ref = *event;
+  return MoveAll(ref, std::move(event), defer, except_uid);
+}
+
+size_t SchedulingQueue::MoveAll(const v1::ClusterEvent& event, std::shared_ptr<const v1::ClusterEvent> shared,
+                                const HintDeferral& defer, std::string_view except_uid) {
+  // The event as kept or handed on: copied once, and only when needed.
+  auto keep = [&]() {
+    if (shared == nullptr) shared = std::make_shared<const v1::ClusterEvent>(event);
+    return shared;
+  };
   std::vector<HintCandidate> candidates;
   std::vector<HintAsked> asked;
   QueueingHintEvaluator* evaluator;
@@ -652,6 +834,7 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
   {
     absl::MutexLock lock(&mu_);
     move_request_cycle_ = scheduling_cycle_;
+    if (!in_flight_.empty()) RecordInFlightEvent(keep());
     evaluator = hint_evaluator_;
     const absl::Time now = clock_.Now();
     std::vector<Entry*> to_move;
@@ -676,9 +859,8 @@ size_t SchedulingQueue::MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& ev
   }
   if (candidates.empty()) return moved;
   if (defer) {
-    // The pods asked about stay alive in `asked`; the event is copied.
-    defer([this, event = std::make_shared<const v1::ClusterEvent>(event), candidates = std::move(candidates),
-           asked = std::move(asked), evaluator]() mutable {
+    // The pods asked about stay alive in `asked`.
+    defer([this, event = keep(), candidates = std::move(candidates), asked = std::move(asked), evaluator]() mutable {
       AskHintsAndMove(*event, candidates, asked, evaluator);
     });
     return moved;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -174,11 +175,17 @@ class SchedulingQueue {
   // gated, and leave it only on an update that clears the gate. A pod already
   // queued is updated instead.
   void Add(sdk::PodInfoPtr pod);
-  // A pending pod changed. In activeQ/backoffQ it is updated in place; in the
-  // pool it moves out if gated and the gate cleared, or if its spec changed; a
-  // pod that got a node_name is no longer pending and is removed. A pod being
-  // scheduled (popped, not Done) is remembered as updated: if that attempt
-  // fails it goes to backoffQ with the new version. Unknown pods are added.
+  // A pending pod changed. In activeQ/backoffQ it is updated in place. In the
+  // pool a gated pod moves out when the gate cleared; any other pod is judged
+  // by an UNSCHEDULED_POD event (UPDATE_POD_* bits, or UPDATE when none
+  // names the change, which only interests in every update match): it moves
+  // when a rejecting plugin registered for it without a hint or its hint
+  // says Queue (asked on the calling thread, outside the lock), as
+  // kube-scheduler's queueing hints judge UnscheduledPodUpdate; a change of
+  // status alone moves nothing. A pod that got a node_name is no longer
+  // pending and is removed. A pod being scheduled (popped, not Done) keeps
+  // the new version, and the update is judged with the other in-flight
+  // events if that attempt fails. Unknown pods are added.
   void Update(sdk::PodInfoPtr new_pod);
   void Update(const v1::Pod& old_pod, sdk::PodInfoPtr new_pod) { Update(std::move(new_pod)); }
   // Returns whether the pod was queued or in flight.
@@ -203,12 +210,34 @@ class SchedulingQueue {
   // Cycles started so far (the cycle of the last Pop).
   uint64_t scheduling_cycle() const;
 
-  // After a failed attempt of the cycle `pod_scheduling_cycle`: to backoffQ
-  // (or activeQ when the backoff already expired) if a move request came
-  // during or after that cycle, the pod was updated in flight, or no plugin
-  // rejected it (an Error); otherwise to the unschedulable pool. Dropped if it
-  // was deleted or assigned while in flight. AlreadyExists if queued.
-  absl::Status AddUnschedulableIfNotPresent(QueuedPodInfo pod_info, uint64_t pod_scheduling_cycle);
+  // Where the asking of queueing hints goes when it may call a plugin (e.g.
+  // posted to the queue worker); null: asked on the calling thread.
+  using HintDeferral = std::function<void(std::function<void()>)>;
+
+  // After a failed attempt: to backoffQ (or activeQ when the backoff already
+  // expired) if no plugin rejected it (an Error), or a cluster event that
+  // came while it was in flight (its own updates included) may make it
+  // schedulable; otherwise to the unschedulable pool. The events are judged
+  // as kube-scheduler (with queueing hints) judges them: an event that a
+  // rejecting plugin registered without a hint moves the pod at once; events
+  // whose rejecting plugins registered hints are asked (through `defer`)
+  // once the pod is in the pool, which it leaves on the first Queue, as on
+  // any event meanwhile. When more than kMaxInFlightHintEvents such events
+  // came, or the in-flight record overflowed (kMaxInFlightEvents), the pod
+  // goes to backoffQ without asking. A pod never popped (no record) goes to
+  // backoffQ if any event came during or after `pod_scheduling_cycle`.
+  // Dropped if it was deleted or assigned while in flight. AlreadyExists if
+  // queued.
+  absl::Status AddUnschedulableIfNotPresent(QueuedPodInfo pod_info, uint64_t pod_scheduling_cycle,
+                                            const HintDeferral& defer = nullptr);
+  // Cluster events kept while pods are in flight (kube-scheduler's
+  // inFlightEvents): the oldest go first beyond this many.
+  static constexpr size_t kMaxInFlightEvents = 10000;
+  // In-flight events asked about for one failed pod, at most: beyond it the
+  // pod is retried after its backoff (a busy cluster changed a lot).
+  static constexpr size_t kMaxInFlightHintEvents = 8;
+  // Cluster events recorded and not yet pruned (for tests and metrics).
+  size_t InFlightEventCount() const;
   // The attempt for this pod is over (after success or requeue).
   void Done(std::string_view uid);
 
@@ -223,9 +252,13 @@ class SchedulingQueue {
   // deferred work runs (if they are still in the pool as they were). Returns
   // how many pods moved here.
   // `except_uid`: a pod left where it is (kube's binding-cycle failure moves
-  // everyone but the pod whose assumption it undid).
-  using HintDeferral = std::function<void(std::function<void()>)>;
+  // everyone but the pod whose assumption it undid). While pods are in
+  // flight the event is also kept for their verdicts (see
+  // AddUnschedulableIfNotPresent): the shared_ptr form keeps it without a
+  // copy.
   size_t MoveAllToActiveOrBackoffQueue(const v1::ClusterEvent& event, const HintDeferral& defer,
+                                       std::string_view except_uid = {});
+  size_t MoveAllToActiveOrBackoffQueue(std::shared_ptr<const v1::ClusterEvent> event, const HintDeferral& defer,
                                        std::string_view except_uid = {});
   // kube's event handlers for assigned pods.
   size_t AssignedPodAdded(const v1::Pod& pod);
@@ -300,6 +333,19 @@ class SchedulingQueue {
     sdk::PodInfoPtr pod;  // Keeps HintCandidate::pod alive.
     uint64_t pool_stay;
   };
+  size_t MoveAll(const v1::ClusterEvent& event, std::shared_ptr<const v1::ClusterEvent> shared,
+                 const HintDeferral& defer, std::string_view except_uid);
+  void RecordInFlightEvent(std::shared_ptr<const v1::ClusterEvent> event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops the in-flight events no pod in flight can still be judged by.
+  void PruneInFlightEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct InFlightHint {
+    std::shared_ptr<const v1::ClusterEvent> event;
+    std::vector<std::string> plugins;
+  };
+  // Asks the hints for a pod put in the pool after its attempt, event by
+  // event, and moves it on the first Queue if it is still there as it was.
+  void AskInFlightHints(sdk::PodInfoPtr pod, uint64_t pool_stay, const std::vector<InFlightHint>& hints,
+                        QueueingHintEvaluator* evaluator);
   size_t AskHintsAndMove(const v1::ClusterEvent& event, const std::vector<HintCandidate>& candidates,
                          const std::vector<HintAsked>& asked, QueueingHintEvaluator* evaluator);
   struct Entry;
@@ -315,6 +361,11 @@ class SchedulingQueue {
   };
   struct InFlight {
     sdk::PodInfoPtr latest;
+    // The sequence number of the last cluster event before the pod was
+    // popped: later ones came while it was in flight.
+    uint64_t events_before = 0;
+    // Updated with no version to compare with: retried, not judged.
+    bool unjudged_update = false;
     bool updated = false;
     bool deleted = false;
     // For listings: the attempt it is in and when it was popped.
@@ -384,6 +435,12 @@ class SchedulingQueue {
   uint64_t scheduling_cycle_ ABSL_GUARDED_BY(mu_) = 0;
   // The scheduling cycle at the last move request (cluster event).
   uint64_t move_request_cycle_ ABSL_GUARDED_BY(mu_) = 0;
+  // Cluster events that came while a pod was in flight, by sequence number
+  // (kube-scheduler's inFlightEvents), oldest first.
+  std::deque<std::pair<uint64_t, std::shared_ptr<const v1::ClusterEvent>>> in_flight_events_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_event_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  // Events up to this sequence number were dropped over kMaxInFlightEvents.
+  uint64_t events_dropped_through_ ABSL_GUARDED_BY(mu_) = 0;
   // Tags each stay in the pool, so a pod that left and came back while hints
   // were asked is not moved on an answer about its earlier stay.
   uint64_t next_pool_stay_ ABSL_GUARDED_BY(mu_) = 0;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <map>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +19,7 @@ namespace {
 using ::testing::_;
 using ::testing::ElementsAre;
 using ::testing::Field;
+using ::testing::Property;
 using ::testing::Return;
 using ::testing::SizeIs;
 
@@ -72,7 +74,8 @@ class SchedulingQueueTest : public ::testing::Test {
     ASSERT_EQ(info->uid(), uid);
     const uint64_t cycle = q.scheduling_cycle();
     if (move_request_during_cycle) {
-      q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::ADD));
+      // A wildcard event: something changed that any plugin may care about.
+      q.MoveAllToActiveOrBackoffQueue(Event(v1::RESOURCE_UNSPECIFIED, v1::ALL));
     }
     info->unschedulable_plugins = std::move(plugins);
     info->message = "0/1 nodes are available";
@@ -626,15 +629,163 @@ TEST_F(SchedulingQueueTest, PodThatLeftThePoolWhileHintsWereAskedIsNotMoved) {
   EXPECT_FALSE(q.Find("p").has_value());
 }
 
-TEST_F(SchedulingQueueTest, MoveRequestDuringCycleSendsFailedPodToBackoff) {
+// kube-scheduler's inFlightEvents: the cluster events that came while a pod
+// was being scheduled decide, through its rejecting plugins' registrations
+// and hints, whether it is retried after its backoff or waits in the pool.
+TEST_F(SchedulingQueueTest, EventsDuringTheAttemptDecideWhereTheFailedPodGoes) {
+  struct Case {
+    std::string name;
+    std::set<std::string> plugins;
+    std::vector<v1::ClusterEvent> during;
+    std::optional<bool> hint;  // The hint's answer, when one is asked.
+    QueueKind where;
+  };
+  const std::vector<Case> cases = {
+      {"nothing happened", {"NodeAffinity"}, {}, std::nullopt, QueueKind::kUnschedulable},
+      {"an event its rejector ignores", {"NodeAffinity"}, {Event(v1::POD, v1::ADD)}, std::nullopt,
+       QueueKind::kUnschedulable},
+      {"a rejector registered for nothing", {"NodeResourcesFit"}, {Event(v1::NODE, v1::ALL)}, std::nullopt,
+       QueueKind::kUnschedulable},
+      {"an event its rejector registered without a hint", {"NodeAffinity"},
+       {Event(v1::POD, v1::ADD), Event(v1::NODE, v1::UPDATE_NODE_LABEL)}, std::nullopt, QueueKind::kBackoff},
+      {"a wildcard event", {"NodeResourcesFit"}, {Event(v1::RESOURCE_UNSPECIFIED, v1::ALL)}, std::nullopt,
+       QueueKind::kBackoff},
+      {"an Error retries whatever came", {}, {}, std::nullopt, QueueKind::kBackoff},
+      {"a hint says Queue", {"TaintToleration"}, {Event(v1::NODE, v1::UPDATE_NODE_TAINT)}, true,
+       QueueKind::kBackoff},
+      {"a hint says QueueSkip", {"TaintToleration"}, {Event(v1::NODE, v1::UPDATE_NODE_TAINT)}, false,
+       QueueKind::kUnschedulable},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    SchedulingQueue q(Opts());
+    q.SetEventRegistry(TestRegistry());
+    q.Add(MakePod("p"));
+    q.MoveAllToActiveOrBackoffQueue(Event(v1::RESOURCE_UNSPECIFIED, v1::ALL));  // Before the pop: not counted.
+    auto info = q.TryPop();
+    ASSERT_TRUE(info.has_value());
+    for (const auto& e : c.during) q.MoveAllToActiveOrBackoffQueue(e);
+    EXPECT_EQ(q.InFlightEventCount(), c.during.size());
+    info->unschedulable_plugins = c.plugins;
+    if (c.hint.has_value()) {
+      EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(1)))
+          .WillOnce([&](const v1::ClusterEvent& e, const std::vector<HintCandidate>& candidates) {
+            EXPECT_EQ(e.action(), static_cast<uint32_t>(v1::UPDATE_NODE_TAINT));
+            EXPECT_EQ(candidates[0].pod->meta().uid(), "p");
+            EXPECT_THAT(candidates[0].plugins, ElementsAre("TaintToleration"));
+            return std::vector<bool>{*c.hint};
+          });
+    }
+    ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+    q.Done("p");
+    EXPECT_EQ(Where(q, "p"), c.where);
+    EXPECT_EQ(q.InFlightEventCount(), 0u);  // Nobody in flight: nothing kept.
+    testing::Mock::VerifyAndClearExpectations(&evaluator_);
+  }
+}
+
+// The hints about in-flight events may call plugins: asked where `defer`
+// sends them, with the pod waiting in the pool meanwhile; not asked at all
+// when it left the pool (a preemptor held, a later event moved it).
+TEST_F(SchedulingQueueTest, InFlightHintsAreAskedWhereTheDeferralSendsThem) {
   SchedulingQueue q(Opts());
   q.SetEventRegistry(TestRegistry());
-  q.Add(MakePod("a"));
-  q.Add(MakePod("b"));
-  FailAttempt(q, "a", {"NodeResourcesFit"}, /*move_request_during_cycle=*/true);
-  EXPECT_EQ(Where(q, "a"), QueueKind::kBackoff);
-  FailAttempt(q, "b", {"NodeResourcesFit"}, /*move_request_during_cycle=*/false);
-  EXPECT_EQ(Where(q, "b"), QueueKind::kUnschedulable);
+  q.Add(MakePod("p"));
+  clock_.Advance(absl::Milliseconds(1));
+  q.Add(MakePod("held"));
+  auto p = q.TryPop();
+  auto held = q.TryPop();
+  ASSERT_TRUE(p.has_value() && held.has_value());
+  ASSERT_EQ(p->uid(), "p");
+  ASSERT_EQ(held->uid(), "held");
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::UPDATE_NODE_TAINT));
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::DELETE));
+  std::vector<std::function<void()>> deferred;
+  const SchedulingQueue::HintDeferral defer = [&](std::function<void()> ask) { deferred.push_back(std::move(ask)); };
+  p->unschedulable_plugins = {"TaintToleration", "InterPodAffinity"};
+  held->unschedulable_plugins = {"TaintToleration"};
+  EXPECT_CALL(evaluator_, Evaluate(_, _)).Times(0);
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*p, q.scheduling_cycle(), defer).ok());
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*held, q.scheduling_cycle(), defer).ok());
+  q.Done("p");
+  q.Done("held");
+  ASSERT_EQ(deferred.size(), 2u);
+  EXPECT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+  ASSERT_TRUE(q.Hold("held", "DefaultPreemption", "waiting"));
+  testing::Mock::VerifyAndClearExpectations(&evaluator_);
+
+  // p: the taint update says QueueSkip, the pod deletion Queue, event by
+  // event in the order they came, each asking only the plugins registered
+  // for it.
+  testing::InSequence in_order;
+  EXPECT_CALL(evaluator_, Evaluate(Property(&v1::ClusterEvent::action, static_cast<uint32_t>(v1::UPDATE_NODE_TAINT)), _))
+      .WillOnce([](const v1::ClusterEvent&, const std::vector<HintCandidate>& candidates) {
+        EXPECT_THAT(candidates[0].plugins, ElementsAre("TaintToleration"));
+        return std::vector<bool>{false};
+      });
+  EXPECT_CALL(evaluator_, Evaluate(Property(&v1::ClusterEvent::action, static_cast<uint32_t>(v1::DELETE)), _))
+      .WillOnce([](const v1::ClusterEvent&, const std::vector<HintCandidate>& candidates) {
+        EXPECT_THAT(candidates[0].plugins, ElementsAre("InterPodAffinity"));
+        return std::vector<bool>{true};
+      });
+  deferred[0]();
+  deferred[1]();  // Held: nothing asked.
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);
+  EXPECT_EQ(Where(q, "held"), QueueKind::kGated);
+}
+
+TEST_F(SchedulingQueueTest, ManyHintedEventsInFlightRetryWithoutAsking) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  auto info = q.TryPop();
+  for (size_t i = 0; i <= SchedulingQueue::kMaxInFlightHintEvents; ++i) {
+    q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::UPDATE_NODE_TAINT));
+  }
+  info->unschedulable_plugins = {"TaintToleration"};
+  EXPECT_CALL(evaluator_, Evaluate(_, _)).Times(0);
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);
+}
+
+TEST_F(SchedulingQueueTest, InFlightEventsAreKeptForTheOldestPodInFlightAndNoLonger) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  for (std::string uid : {"early", "late"}) q.Add(MakePod(uid));
+  auto early = q.TryPop();
+  ASSERT_EQ(early->uid(), "early");
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::NODE, v1::UPDATE_NODE_LABEL));  // early's only.
+  auto late = q.TryPop();
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::ADD));
+  EXPECT_EQ(q.InFlightEventCount(), 2u);
+  // late saw only the pod add, which NodeAffinity ignores.
+  late->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*late, q.scheduling_cycle()).ok());
+  q.Done("late");
+  EXPECT_EQ(Where(q, "late"), QueueKind::kUnschedulable);
+  EXPECT_EQ(q.InFlightEventCount(), 2u);  // early may still fail.
+  early->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*early, q.scheduling_cycle()).ok());
+  EXPECT_EQ(Where(q, "early"), QueueKind::kBackoff);
+  EXPECT_EQ(q.InFlightEventCount(), 0u);
+  // No pod in flight: events are not kept.
+  q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::ADD));
+  EXPECT_EQ(q.InFlightEventCount(), 0u);
+}
+
+TEST_F(SchedulingQueueTest, APodWhoseInFlightEventsOverflowedIsRetried) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  auto info = q.TryPop();
+  // Events NodeAffinity ignores, one more than are kept.
+  for (size_t i = 0; i <= SchedulingQueue::kMaxInFlightEvents; ++i) {
+    q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::ADD));
+  }
+  EXPECT_EQ(q.InFlightEventCount(), SchedulingQueue::kMaxInFlightEvents);
+  info->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*info, q.scheduling_cycle()).ok());
+  EXPECT_EQ(Where(q, "p"), QueueKind::kBackoff);  // What was dropped may have mattered.
 }
 
 TEST_F(SchedulingQueueTest, AddUnschedulableOfQueuedPodFails) {
@@ -688,6 +839,111 @@ TEST_F(SchedulingQueueTest, UpdateInPool) {
   clock_.Advance(absl::Seconds(5));
   q.Update(MakePod("r", 3));
   EXPECT_EQ(Where(q, "r"), QueueKind::kActive);
+}
+
+// kube-scheduler's UnscheduledPodUpdate with queueing hints: the pending pod's
+// own update moves it only when a plugin that rejected it registered for
+// what changed (and its hint, if any, says Queue).
+TEST_F(SchedulingQueueTest, APendingPodsOwnUpdateMovesItOnlyForItsRejectingPlugins) {
+  EventRegistry registry;
+  registry["NodeAffinity"] = {Interest(v1::NODE, v1::ADD, false)};
+  registry["NodeResourcesFit"] = {Interest(v1::UNSCHEDULED_POD, v1::UPDATE_POD_SCALE_DOWN, false)};
+  registry["PodTopologySpread"] = {
+      Interest(v1::UNSCHEDULED_POD, v1::UPDATE_POD_LABEL | v1::UPDATE_POD_TOLERATIONS, true)};
+  registry["AnyUpdate"] = {Interest(v1::UNSCHEDULED_POD, v1::UPDATE, false)};
+  v1::Pod big = MakePodProto("p");
+  big.mutable_containers(0)->mutable_requests()->set_milli_cpu(2000);
+  v1::Pod small = big;
+  small.mutable_containers(0)->mutable_requests()->set_milli_cpu(1000);
+  v1::Pod labelled = big;
+  (*labelled.mutable_meta()->mutable_labels())["app"] = "web";
+  v1::Pod annotated = big;
+  (*annotated.mutable_meta()->mutable_annotations())["note"] = "x";
+  struct Case {
+    std::string name;
+    std::string plugin;
+    const v1::Pod* update;
+    std::optional<bool> hint;
+    bool moves;
+  };
+  const std::vector<Case> cases = {
+      {"a label change NodeAffinity ignores", "NodeAffinity", &labelled, std::nullopt, false},
+      {"an annotation: no UPDATE_POD_* bit, only an interest in every update", "NodeResourcesFit", &annotated,
+       std::nullopt, false},
+      {"the pod asks for less", "NodeResourcesFit", &small, std::nullopt, true},
+      {"a label change, the hint says QueueSkip", "PodTopologySpread", &labelled, false, false},
+      {"a label change, the hint says Queue", "PodTopologySpread", &labelled, true, true},
+      {"an annotation, for a plugin registered for every update", "AnyUpdate", &annotated, std::nullopt, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    SchedulingQueue q(Opts());
+    q.SetEventRegistry(registry);
+    q.Add(sdk::PodInfo::Create(big));
+    FailAttempt(q, "p", {c.plugin});
+    ASSERT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+    if (c.hint.has_value()) {
+      EXPECT_CALL(evaluator_, Evaluate(_, SizeIs(1)))
+          .WillOnce([&](const v1::ClusterEvent& e, const std::vector<HintCandidate>& candidates) {
+            EXPECT_EQ(e.resource(), v1::UNSCHEDULED_POD);
+            EXPECT_EQ(e.action(), static_cast<uint32_t>(v1::UPDATE_POD_LABEL));
+            EXPECT_EQ(e.old_pod().meta().labels_size(), 0);
+            EXPECT_EQ(e.new_pod().meta().labels().at("app"), "web");
+            EXPECT_THAT(candidates[0].plugins, ElementsAre("PodTopologySpread"));
+            return std::vector<bool>{*c.hint};
+          });
+    }
+    q.Update(sdk::PodInfo::Create(*c.update));
+    EXPECT_EQ(Where(q, "p"), c.moves ? QueueKind::kBackoff : QueueKind::kUnschedulable);
+    // Moved or not, the queue holds the new version.
+    EXPECT_EQ(q.Find("p")->pod_info->pod->SerializeAsString(), c.update->SerializeAsString());
+    testing::Mock::VerifyAndClearExpectations(&evaluator_);
+  }
+}
+
+// An update that comes while the pod is being scheduled is judged with the
+// other in-flight events when the attempt fails; another pod's own update
+// is not its event.
+TEST_F(SchedulingQueueTest, AnUpdateInFlightIsJudgedByTheRejectingPlugins) {
+  EventRegistry registry;
+  registry["NodeAffinity"] = {Interest(v1::NODE, v1::ADD, false)};
+  registry["NodeResourcesFit"] = {Interest(v1::UNSCHEDULED_POD, v1::UPDATE_POD_SCALE_DOWN, false)};
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(registry);
+  v1::Pod big = MakePodProto("a");
+  big.mutable_containers(0)->mutable_requests()->set_milli_cpu(2000);
+  q.Add(sdk::PodInfo::Create(big));
+  q.Add(MakePod("b"));
+  q.Add(MakePod("c"));
+  auto a = q.TryPop();
+  auto b = q.TryPop();
+  auto c = q.TryPop();
+  ASSERT_TRUE(a.has_value() && b.has_value() && c.has_value());
+  ASSERT_EQ(a->uid(), "a");  // Equal times: by uid.
+  ASSERT_EQ(b->uid(), "b");
+  v1::Pod a_small = big;
+  a_small.mutable_containers(0)->mutable_requests()->set_milli_cpu(1000);
+  q.Update(sdk::PodInfo::Create(a_small));
+  v1::Pod b_labelled = MakePodProto("b");
+  (*b_labelled.mutable_meta()->mutable_labels())["app"] = "web";
+  q.Update(sdk::PodInfo::Create(b_labelled));
+  // a asked for less: NodeResourcesFit registered for that.
+  a->unschedulable_plugins = {"NodeResourcesFit"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*a, q.scheduling_cycle()).ok());
+  q.Done("a");
+  EXPECT_EQ(Where(q, "a"), QueueKind::kBackoff);
+  EXPECT_EQ(q.Find("a")->pod_info->pod->containers(0).requests().milli_cpu(), 1000);
+  // b's label change does not help NodeAffinity: the pool, with the new labels.
+  b->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*b, q.scheduling_cycle()).ok());
+  q.Done("b");
+  EXPECT_EQ(Where(q, "b"), QueueKind::kUnschedulable);
+  EXPECT_EQ(q.Find("b")->pod_info->pod->meta().labels().at("app"), "web");
+  // c was not updated: a's scale-down is a's own.
+  c->unschedulable_plugins = {"NodeResourcesFit"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*c, q.scheduling_cycle()).ok());
+  q.Done("c");
+  EXPECT_EQ(Where(q, "c"), QueueKind::kUnschedulable);
 }
 
 TEST_F(SchedulingQueueTest, AssignedPodLeavesTheQueue) {

@@ -20,7 +20,7 @@ constexpr size_t kLatencyWindow = 4096;
 constexpr uint32_t kOldestPluginProtocol = 1;
 // 9: every PreFilter has run when one answered a plain Unschedulable, so
 // preemption may dry-run with the cycle's state (LeavesPreFilterUnschedulableToPreemption).
-constexpr uint32_t kPluginProtocol = 9;
+constexpr uint32_t kPluginProtocol = 10;
 
 bool SpeaksPluginProtocol(const v1::Registration& reg) {
   return reg.protocol_version() >= kOldestPluginProtocol && reg.protocol_version() <= kPluginProtocol;
@@ -512,6 +512,11 @@ bool GrpcPluginProcess::AnswersPreemptionWhatIfGone() const {
 bool GrpcPluginProcess::LeavesPreFilterUnschedulableToPreemption() const {
   absl::MutexLock lock(&mu_);
   return registration_.protocol_version() >= 9;
+}
+
+bool GrpcPluginProcess::RegistersPendingPodUpdates() const {
+  absl::MutexLock lock(&mu_);
+  return registration_.protocol_version() >= 10;
 }
 
 std::future<PluginAnswer> GrpcPluginProcess::Call(v1::SchedulerToPlugin request,

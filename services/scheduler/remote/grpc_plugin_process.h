@@ -116,6 +116,7 @@ class GrpcPluginProcess : public PluginProcess {
   bool AnswersPreemptionWhatIf() const override;
   bool AnswersPreemptionWhatIfGone() const override;
   bool LeavesPreFilterUnschedulableToPreemption() const override;
+  bool RegistersPendingPodUpdates() const override;
   std::future<PluginAnswer> Call(v1::SchedulerToPlugin request,
                                  std::optional<uint64_t> state_seq) override;
   void SendState(uint64_t state_seq) override;
