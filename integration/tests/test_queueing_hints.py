@@ -87,17 +87,21 @@ class QueueingHintsTest(lib.IntegrationTest):
                                     timeout=40, extra=["--settle", "1s"])
         return rc, lib.parse_report(out), err
 
-    def test_rejected_for_cpu_requeued_by_a_pod_deletion_not_by_a_node_label(self):
+    def start_with_big_rejected(self):
+        """A scheduler on the default plugins, and run 1: big (2 CPU) does
+        not fit n1 beside hog (3 of 4 CPU). Returns the scheduler's address."""
         lib.require_binaries(self, "sim", "scheduler", "plugin_host")
-        from podium.v1 import admin_pb2
         scheduler = self.start_scheduler(lib.config_path("default-plugins.yaml"))
-
-        # 1. big does not fit.
         rc, report, err = self.run_cluster(scheduler, "1-initial.yaml",
                                    [node({}), pod("hog", "3", node_name="n1"), pod("big", "2")])
         self.assertEqual(rc, 0, err[-3000:])
         self.assertIsNone(report.node_of("big"))
         self.assertIn("Insufficient cpu", report.message_of("big"))
+        return scheduler
+
+    def test_rejected_for_cpu_requeued_by_a_pod_deletion_not_by_a_node_label(self):
+        from podium.v1 import admin_pb2
+        scheduler = self.start_with_big_rejected()  # 1.
         big = self.queued(scheduler)["big"]
         self.assertEqual(big.queue, admin_pb2.UNSCHEDULABLE)
         self.assertEqual(big.attempts, 1)
@@ -130,15 +134,8 @@ class QueueingHintsTest(lib.IntegrationTest):
         """kube-scheduler's UnscheduledPodUpdate with queueing hints: an
         annotation on big does not requeue it (NodeResourcesFit registered
         only for the pod asking for less); big asking for less does."""
-        lib.require_binaries(self, "sim", "scheduler", "plugin_host")
         from podium.v1 import admin_pb2
-        scheduler = self.start_scheduler(lib.config_path("default-plugins.yaml"))
-
-        # 1. big (2 CPU) does not fit beside hog (3 of 4 CPU).
-        rc, report, err = self.run_cluster(scheduler, "1-initial.yaml",
-                                   [node({}), pod("hog", "3", node_name="n1"), pod("big", "2")])
-        self.assertEqual(rc, 0, err[-3000:])
-        self.assertIsNone(report.node_of("big"))
+        scheduler = self.start_with_big_rejected()  # 1.
         self.assertEqual(self.queued(scheduler)["big"].attempts, 1)
 
         # 2. big annotated (and probe scheduled meanwhile): not tried again.

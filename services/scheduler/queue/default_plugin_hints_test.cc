@@ -45,6 +45,22 @@ v1::Pod Labelled(v1::Pod pod, const std::string& k, const std::string& v) {
   (*pod.mutable_meta()->mutable_labels())[k] = v;
   return pod;
 }
+// A DoNotSchedule spread over zones of the pods labelled app=`app`.
+v1::Pod SpreadByZone(v1::Pod pod, const std::string& app) {
+  auto* c = pod.add_topology_spread_constraints();
+  c->set_max_skew(1);
+  c->set_topology_key("topology.kubernetes.io/zone");
+  c->set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
+  (*c->mutable_label_selector()->mutable_match_labels())["app"] = app;
+  return pod;
+}
+// Required affinity to the zone of a pod labelled app=`app`.
+v1::Pod AffineByZone(v1::Pod pod, const std::string& app) {
+  auto* term = pod.mutable_affinity()->mutable_pod_affinity()->add_required();
+  term->set_topology_key("topology.kubernetes.io/zone");
+  (*term->mutable_label_selector()->mutable_match_labels())["app"] = app;
+  return pod;
+}
 v1::Pod On(v1::Pod pod, const std::string& node) {
   pod.set_node_name(node);
   return pod;
@@ -187,20 +203,8 @@ TEST_F(DefaultPluginHintsTest, EachPluginRequeuesOnlyOnEventsThatCanHelp) {
     req->set_operator_(v1::NodeSelectorRequirement::IN);
     req->add_values("bar");
   }
-  v1::Pod spread = Labelled(Pod("pending"), "app", "web");
-  {
-    auto* c = spread.add_topology_spread_constraints();
-    c->set_max_skew(1);
-    c->set_topology_key("topology.kubernetes.io/zone");
-    c->set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
-    (*c->mutable_label_selector()->mutable_match_labels())["app"] = "web";
-  }
-  v1::Pod affine = Pod("pending");
-  {
-    auto* term = affine.mutable_affinity()->mutable_pod_affinity()->add_required();
-    term->set_topology_key("topology.kubernetes.io/zone");
-    (*term->mutable_label_selector()->mutable_match_labels())["app"] = "db";
-  }
+  const v1::Pod spread = SpreadByZone(Labelled(Pod("pending"), "app", "web"), "web");
+  const v1::Pod affine = AffineByZone(Pod("pending"), "db");
 
   v1::Pod member = Requesting(Pod("pending"), 2000);
   member.set_pod_group("train");
@@ -274,20 +278,8 @@ TEST_F(DefaultPluginHintsTest, APendingPodsOwnUpdateMovesItOnlyWhenItCanHelp) {
     t->set_operator_(v1::Toleration::EXISTS);
     return pod;
   };
-  v1::Pod spread = Labelled(Pod("pending"), "app", "web");
-  {
-    auto* c = spread.add_topology_spread_constraints();
-    c->set_max_skew(1);
-    c->set_topology_key("topology.kubernetes.io/zone");
-    c->set_when_unsatisfiable(v1::TopologySpreadConstraint::DO_NOT_SCHEDULE);
-    (*c->mutable_label_selector()->mutable_match_labels())["app"] = "web";
-  }
-  v1::Pod affine = Pod("pending");
-  {
-    auto* term = affine.mutable_affinity()->mutable_pod_affinity()->add_required();
-    term->set_topology_key("topology.kubernetes.io/zone");
-    (*term->mutable_label_selector()->mutable_match_labels())["app"] = "db";
-  }
+  const v1::Pod spread = SpreadByZone(Labelled(Pod("pending"), "app", "web"), "web");
+  const v1::Pod affine = AffineByZone(Pod("pending"), "db");
   struct Case {
     std::string plugin;
     v1::Pod pending;
