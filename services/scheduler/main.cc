@@ -566,6 +566,7 @@ int Run(std::vector<std::string> overrides) {
     metrics.SetPendingPods("backoff", counts.backoff);
     metrics.SetPendingPods("unschedulable", counts.unschedulable);
     metrics.SetPendingPods("gated", counts.gated);
+    metrics.SetInFlightEvents(queue.InFlightEventsByLabel());
     std::optional<uint64_t> min_seq;
     for (auto* e : endpoint_ptrs) {
       const PluginProcessStats s = e->stats();

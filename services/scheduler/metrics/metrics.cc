@@ -102,6 +102,10 @@ SchedulerMetrics::SchedulerMetrics(std::shared_ptr<prometheus::Registry> registr
                                     "increment the gauge for all plugins that caused it to not schedule and so "
                                     "this metric have meaning only when broken down by plugin.")
                               .Register(*registry_)),
+      inflight_events_(prometheus::BuildGauge()
+                           .Name("scheduler_inflight_events")
+                           .Help("Number of events currently tracked in the scheduling queue.")
+                           .Register(*registry_)),
       queue_incoming_(prometheus::BuildCounter()
                           .Name("scheduler_queue_incoming_pods_total")
                           .Help("Number of pods added to scheduling queues by event and queue type.")
@@ -284,6 +288,18 @@ void SchedulerMetrics::SetUnschedulablePods(
     auto [it, inserted] = unschedulable_series_.try_emplace(key, nullptr);
     if (inserted) it->second = &unschedulable_pods_.Add({{"plugin", key.first}, {"profile", key.second}});
     it->second->Set(count);
+  }
+}
+
+void SchedulerMetrics::SetInFlightEvents(const absl::flat_hash_map<std::string, size_t>& counts) {
+  absl::MutexLock lock(&unschedulable_mu_);
+  for (auto& [event, gauge] : inflight_series_) {
+    if (!counts.contains(event)) gauge->Set(0);
+  }
+  for (const auto& [event, count] : counts) {
+    auto [it, inserted] = inflight_series_.try_emplace(event, nullptr);
+    if (inserted) it->second = &inflight_events_.Add({{"event", event}});
+    it->second->Set(static_cast<double>(count));
   }
 }
 

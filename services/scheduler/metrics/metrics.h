@@ -92,6 +92,10 @@ class SchedulerMetrics {
   // unschedulable pool per plugin that rejected them (a pod counts once per
   // plugin), from a listing of the pool. Series missing from `counts` drop to 0.
   void SetUnschedulablePods(const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts);
+  // kube-scheduler's scheduler_inflight_events{event}: the cluster events the
+  // queue keeps for the pods in flight, by event. Series missing from
+  // `counts` drop to 0.
+  void SetInFlightEvents(const absl::flat_hash_map<std::string, size_t>& counts);
 
   // kube-scheduler's scheduler_queue_incoming_pods_total{queue,event}: queue is
   // active, backoff, unschedulable or gated; event what brought the pod there
@@ -150,6 +154,7 @@ class SchedulerMetrics {
   prometheus::Family<prometheus::Gauge>& adapter_connected_;
   prometheus::Family<prometheus::Gauge>& cache_size_;
   prometheus::Family<prometheus::Gauge>& unschedulable_pods_;
+  prometheus::Family<prometheus::Gauge>& inflight_events_;
   prometheus::Family<prometheus::Counter>& queue_incoming_;
   prometheus::Family<prometheus::Histogram>& plugin_execution_;
   prometheus::Family<prometheus::Histogram>& queueing_hint_;
@@ -170,6 +175,7 @@ class SchedulerMetrics {
   // (plugin, profile) series ever set, so that one whose pods left goes to 0.
   absl::flat_hash_map<std::pair<std::string, std::string>, prometheus::Gauge*> unschedulable_series_
       ABSL_GUARDED_BY(unschedulable_mu_);
+  absl::flat_hash_map<std::string, prometheus::Gauge*> inflight_series_ ABSL_GUARDED_BY(unschedulable_mu_);
 };
 
 // scheduler_framework_extension_point_duration_seconds of one profile, by

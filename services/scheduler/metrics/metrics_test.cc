@@ -78,6 +78,17 @@ TEST(SchedulerMetricsTest, UnschedulablePodsPerPluginAndProfileDropToZeroWhenThe
                                            {"TaintToleration/default-scheduler", 0}}));
 }
 
+TEST(SchedulerMetricsTest, InFlightEventsByEventDropToZeroWhenPruned) {
+  auto registry = std::make_shared<prometheus::Registry>();
+  SchedulerMetrics metrics(registry);
+  metrics.SetInFlightEvents({{"PodPoppedInFlightEvent", 2}, {"NodeAdd", 3}});
+  EXPECT_EQ(Gauges(*registry, "scheduler_inflight_events", "event"),
+            (std::map<std::string, double>{{"PodPoppedInFlightEvent", 2}, {"NodeAdd", 3}}));
+  metrics.SetInFlightEvents({{"AssignedPodDelete", 1}});
+  EXPECT_EQ(Gauges(*registry, "scheduler_inflight_events", "event"),
+            (std::map<std::string, double>{{"PodPoppedInFlightEvent", 0}, {"NodeAdd", 0}, {"AssignedPodDelete", 1}}));
+}
+
 TEST(SchedulerMetricsTest, CacheSizeByType) {
   auto registry = std::make_shared<prometheus::Registry>();
   SchedulerMetrics metrics(registry);

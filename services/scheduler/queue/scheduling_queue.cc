@@ -771,6 +771,14 @@ size_t SchedulingQueue::InFlightEventCount() const {
   return in_flight_events_.size();
 }
 
+absl::flat_hash_map<std::string, size_t> SchedulingQueue::InFlightEventsByLabel() const {
+  absl::flat_hash_map<std::string, size_t> counts;
+  absl::MutexLock lock(&mu_);
+  if (!in_flight_.empty()) counts["PodPoppedInFlightEvent"] = in_flight_.size();
+  for (const auto& [seq, event] : in_flight_events_) ++counts[ClusterEventLabel(*event)];
+  return counts;
+}
+
 // ---- cluster events ----
 
 SchedulingQueue::EventDecision SchedulingQueue::Decide(

@@ -236,8 +236,12 @@ class SchedulingQueue {
   // In-flight events asked about for one failed pod, at most: beyond it the
   // pod is retried after its backoff (a busy cluster changed a lot).
   static constexpr size_t kMaxInFlightHintEvents = 8;
-  // Cluster events recorded and not yet pruned (for tests and metrics).
+  // Cluster events recorded and not yet pruned.
   size_t InFlightEventCount() const;
+  // kube-scheduler's scheduler_inflight_events{event}: the kept events by
+  // their label (NodeAdd, AssignedPodDelete, ...), and the pods in flight as
+  // "PodPoppedInFlightEvent".
+  absl::flat_hash_map<std::string, size_t> InFlightEventsByLabel() const;
   // The attempt for this pod is over (after success or requeue).
   void Done(std::string_view uid);
 

@@ -758,6 +758,9 @@ TEST_F(SchedulingQueueTest, InFlightEventsAreKeptForTheOldestPodInFlightAndNoLon
   auto late = q.TryPop();
   q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::ADD));
   EXPECT_EQ(q.InFlightEventCount(), 2u);
+  EXPECT_EQ(q.InFlightEventsByLabel(),
+            (absl::flat_hash_map<std::string, size_t>{
+                {"PodPoppedInFlightEvent", 2}, {"NodeLabelChange", 1}, {"AssignedPodAdd", 1}}));
   // late saw only the pod add, which NodeAffinity ignores.
   late->unschedulable_plugins = {"NodeAffinity"};
   ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*late, q.scheduling_cycle()).ok());
@@ -771,6 +774,7 @@ TEST_F(SchedulingQueueTest, InFlightEventsAreKeptForTheOldestPodInFlightAndNoLon
   // No pod in flight: events are not kept.
   q.MoveAllToActiveOrBackoffQueue(Event(v1::POD, v1::ADD));
   EXPECT_EQ(q.InFlightEventCount(), 0u);
+  EXPECT_TRUE(q.InFlightEventsByLabel().empty());
 }
 
 TEST_F(SchedulingQueueTest, APodWhoseInFlightEventsOverflowedIsRetried) {
