@@ -352,12 +352,8 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
       // Kept with the cluster events: if the attempt fails, the rejecting
       // plugins judge it as they judge the rest (kube's in-flight events).
       InFlight& flight = it->second;
-      if (flight.latest == nullptr) {
-        flight.updated = true;
-        flight.unjudged_update = true;
-      } else if (auto event = SelfUpdateEvent(*flight.latest->pod, *new_pod->pod)) {
-        flight.updated = true;
-        RecordInFlightEvent(std::move(event));
+      if (flight.latest != nullptr) {  // Pop sets it.
+        if (auto event = SelfUpdateEvent(*flight.latest->pod, *new_pod->pod)) RecordInFlightEvent(std::move(event));
       }
       flight.latest = std::move(new_pod);
       return;
@@ -640,7 +636,9 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
         PruneInFlightEvents();
         return absl::OkStatus();
       }
-      if (flight->updated && flight->latest != nullptr) info.pod_info = flight->latest;
+      // The newest version, status changes included (an external
+      // nominatedNodeName, say), as kube requeues the informer's latest.
+      if (flight->latest != nullptr) info.pod_info = flight->latest;
     }
     if (!info.pod().node_name().empty()) {  // Assigned meanwhile.
       PruneInFlightEvents();
@@ -659,7 +657,7 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
       info.consecutive_errors_count = 0;  // The errors are over.
     }
     // Did something change while the attempt ran that may make it pass?
-    bool retry = error || (flight.has_value() && flight->unjudged_update);
+    bool retry = error;
     if (!retry && !flight.has_value()) {
       retry = move_request_cycle_ >= pod_scheduling_cycle;  // Never popped: no record to read.
     } else if (!retry && flight->events_before < events_dropped_through_) {

@@ -368,9 +368,6 @@ class SchedulingQueue {
     // The sequence number of the last cluster event before the pod was
     // popped: later ones came while it was in flight.
     uint64_t events_before = 0;
-    // Updated with no version to compare with: retried, not judged.
-    bool unjudged_update = false;
-    bool updated = false;
     bool deleted = false;
     // For listings: the attempt it is in and when it was popped.
     int attempts = 0;

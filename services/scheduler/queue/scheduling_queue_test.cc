@@ -950,6 +950,23 @@ TEST_F(SchedulingQueueTest, AnUpdateInFlightIsJudgedByTheRejectingPlugins) {
   EXPECT_EQ(Where(q, "c"), QueueKind::kUnschedulable);
 }
 
+// A change of status alone while in flight (another component's
+// nominatedNodeName) moves nothing, but the queue keeps that version.
+TEST_F(SchedulingQueueTest, AStatusChangeInFlightIsKeptWithoutMovingThePod) {
+  SchedulingQueue q(Opts());
+  q.SetEventRegistry(TestRegistry());
+  q.Add(MakePod("p"));
+  auto p = q.TryPop();
+  v1::Pod hinted = MakePodProto("p");
+  hinted.set_nominated_node_name("n7");
+  q.Update(sdk::PodInfo::Create(hinted));
+  p->unschedulable_plugins = {"NodeAffinity"};
+  ASSERT_TRUE(q.AddUnschedulableIfNotPresent(*p, q.scheduling_cycle()).ok());
+  q.Done("p");
+  EXPECT_EQ(Where(q, "p"), QueueKind::kUnschedulable);
+  EXPECT_EQ(q.Find("p")->pod_info->pod->nominated_node_name(), "n7");
+}
+
 TEST_F(SchedulingQueueTest, AssignedPodLeavesTheQueue) {
   SchedulingQueue q(Opts());
   q.Add(MakePod("p"));
