@@ -12,7 +12,9 @@ between two files reaches the scheduler as the events a watch would bring
 3. hog is gone: its deletion frees 3 CPU, big is requeued and bound to n1.
 
 A second test updates big itself: an annotation leaves it in the pool, a
-smaller CPU request requeues it.
+smaller CPU request requeues it. A third tries giant among 300 small pods
+whose binds come back during its attempt: it waits in the pool after one
+attempt.
 
 Run by ctest with the usual flags. A missing binary FAILS the test."""
 
@@ -34,6 +36,20 @@ def node(labels, storage=None):
         "status:\n"
         "  allocatable: {cpu: \"4\", memory: 8Gi, pods: \"110\""
         + (f", ephemeral-storage: {storage}" if storage else "") + "}\n")
+
+
+def big_node(name, cpu, pods):
+    return (
+        "apiVersion: v1\n"
+        "kind: Node\n"
+        "metadata:\n"
+        f"  name: {name}\n"
+        f"  uid: uid-{name}\n"
+        "  creationTimestamp: \"2026-01-01T00:00:00Z\"\n"
+        "  labels:\n"
+        f"    kubernetes.io/hostname: {name}\n"
+        "status:\n"
+        f"  allocatable: {{cpu: \"{cpu}\", memory: 64Gi, pods: \"{pods}\"}}\n")
 
 
 def pod(name, cpu, node_name=None, unschedulable=False, annotations=None):
@@ -158,6 +174,29 @@ class QueueingHintsTest(lib.IntegrationTest):
         self.assertEqual(rc, 0, err[-3000:])
         self.assertEqual(report.node_of("big"), "n1")
         self.assertNotIn("big", self.queued(scheduler))
+
+    def test_binds_during_an_attempt_do_not_send_a_pod_round_again(self):
+        """kube-scheduler's in-flight events: giant (100 CPU) is tried among
+        300 small pods whose binds come back while it is being scheduled.
+        Those pod additions cannot help NodeResourcesFit, so giant waits in
+        the pool after its one attempt. (Before, any event during the
+        attempt sent it to backoffQ, and it was tried again as soon as
+        activeQ emptied.)"""
+        lib.require_binaries(self, "sim", "scheduler", "plugin_host")
+        from podium.v1 import admin_pb2
+        scheduler = self.start_scheduler(lib.config_path("default-plugins.yaml"))
+        docs = [big_node("n1", 64, 500)]
+        docs += [pod(f"small-{i:03d}", "10m") for i in range(150)]
+        docs.append(pod("giant", "100"))
+        docs += [pod(f"small-{i:03d}", "10m") for i in range(150, 300)]
+        rc, report, err = self.run_cluster(scheduler, "1-busy.yaml", docs)
+        self.assertEqual(rc, 0, err[-3000:])
+        self.assertEqual(sum(1 for i in range(300) if report.node_of(f"small-{i:03d}") == "n1"), 300)
+        self.assertIsNone(report.node_of("giant"))
+        giant = self.queued(scheduler)["giant"]
+        self.assertEqual(giant.queue, admin_pb2.UNSCHEDULABLE, giant)
+        self.assertEqual(list(giant.unschedulable_plugins), ["NodeResourcesFit"], giant)
+        self.assertEqual(giant.attempts, 1, giant)
 
 
 if __name__ == "__main__":
