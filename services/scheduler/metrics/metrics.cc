@@ -1,5 +1,7 @@
 #include "metrics/metrics.h"
 
+#include <map>
+
 namespace podium::scheduler {
 namespace {
 
@@ -278,29 +280,40 @@ void SchedulerMetrics::SetCacheSize(const std::string& type, double count) {
   cache_size_.Add({{"type", type}}).Set(count);
 }
 
-void SchedulerMetrics::SetUnschedulablePods(
-    const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts) {
-  absl::MutexLock lock(&unschedulable_mu_);
-  for (auto& [key, gauge] : unschedulable_series_) {
+namespace {
+
+// Sets a gauge family from a full sample: one series per key of `counts`
+// (created with `labels_of(key)` the first time), and every series seen
+// before but missing from `counts` back to 0.
+template <typename Key, typename Count, typename LabelsOf>
+void SetGaugeSample(prometheus::Family<prometheus::Gauge>& family,
+                    absl::flat_hash_map<Key, prometheus::Gauge*>& series,
+                    const absl::flat_hash_map<Key, Count>& counts, const LabelsOf& labels_of) {
+  for (auto& [key, gauge] : series) {
     if (!counts.contains(key)) gauge->Set(0);
   }
   for (const auto& [key, count] : counts) {
-    auto [it, inserted] = unschedulable_series_.try_emplace(key, nullptr);
-    if (inserted) it->second = &unschedulable_pods_.Add({{"plugin", key.first}, {"profile", key.second}});
-    it->second->Set(count);
+    auto [it, inserted] = series.try_emplace(key, nullptr);
+    if (inserted) it->second = &family.Add(labels_of(key));
+    it->second->Set(static_cast<double>(count));
   }
+}
+
+}  // namespace
+
+void SchedulerMetrics::SetUnschedulablePods(
+    const absl::flat_hash_map<std::pair<std::string, std::string>, int>& counts) {
+  absl::MutexLock lock(&unschedulable_mu_);
+  SetGaugeSample(unschedulable_pods_, unschedulable_series_, counts,
+                 [](const std::pair<std::string, std::string>& key) -> std::map<std::string, std::string> {
+                   return {{"plugin", key.first}, {"profile", key.second}};
+                 });
 }
 
 void SchedulerMetrics::SetInFlightEvents(const absl::flat_hash_map<std::string, size_t>& counts) {
   absl::MutexLock lock(&unschedulable_mu_);
-  for (auto& [event, gauge] : inflight_series_) {
-    if (!counts.contains(event)) gauge->Set(0);
-  }
-  for (const auto& [event, count] : counts) {
-    auto [it, inserted] = inflight_series_.try_emplace(event, nullptr);
-    if (inserted) it->second = &inflight_events_.Add({{"event", event}});
-    it->second->Set(static_cast<double>(count));
-  }
+  SetGaugeSample(inflight_events_, inflight_series_, counts,
+                 [](const std::string& event) -> std::map<std::string, std::string> { return {{"event", event}}; });
 }
 
 void SchedulerMetrics::CountInvalidObject(const std::string& kind) {

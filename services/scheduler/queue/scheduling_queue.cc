@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "queue/events.h"
@@ -338,14 +339,11 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
     return;
   }
   uint64_t gated_stay = 0;
-  struct SelfHint {
-    sdk::PodInfoPtr pod;
-    uint64_t pool_stay;
-    std::shared_ptr<const v1::ClusterEvent> event;
-    std::vector<std::string> plugins;
-    QueueingHintEvaluator* evaluator;
-  };
-  std::optional<SelfHint> self_hint;
+  // A pool pod whose own update needs a hint: asked once the lock is gone.
+  sdk::PodInfoPtr hinted_pod;
+  uint64_t hinted_stay = 0;
+  std::vector<PodHint> hints;
+  QueueingHintEvaluator* evaluator = nullptr;
   {
     absl::MutexLock lock(&mu_);
     if (auto it = in_flight_.find(uid); it != in_flight_.end()) {
@@ -394,7 +392,10 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
           case EventDecision::kAskHints:
             break;
         }
-        self_hint = SelfHint{e->info.pod_info, e->pool_stay, std::move(event), std::move(plugins), hint_evaluator_};
+        hinted_pod = e->info.pod_info;
+        hinted_stay = e->pool_stay;
+        hints.push_back(PodHint{std::move(event), std::move(plugins)});
+        evaluator = hint_evaluator_;
       } else if (e->held) {  // Only Release lets it go; it leaves with this version.
         SetPodInfo(e, std::move(new_pod));
         return;
@@ -403,21 +404,9 @@ void SchedulingQueue::Update(sdk::PodInfoPtr new_pod) {
       }
     }
   }
-  if (self_hint.has_value()) {
-    // Outside the lock (Update runs where plugins may be called: the queue
-    // worker).
-    std::vector<bool> queue;
-    if (self_hint->evaluator != nullptr) {
-      queue = self_hint->evaluator->Evaluate(*self_hint->event,
-                                              {HintCandidate{self_hint->pod->pod.get(), self_hint->plugins}});
-    }
-    if (queue.size() == 1 && !queue[0]) return;  // QueueSkip.
-    absl::MutexLock lock(&mu_);
-    auto it = pods_.find(uid);
-    if (it == pods_.end()) return;
-    Entry* e = it->second.get();
-    if (e->pool_stay != self_hint->pool_stay || e->info.gated || unschedulable_pods_.count(e) == 0) return;
-    MoveToActiveOrBackoff(e, clock_.Now(), kEventPodUpdate);
+  if (hinted_pod != nullptr) {
+    // Update runs where plugins may be called (the queue worker).
+    AskPooledPodHints(std::move(hinted_pod), hinted_stay, hints, evaluator);
     return;
   }
   if (gated_stay == 0) {
@@ -615,7 +604,7 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
                                                            const HintDeferral& defer) {
   if (info.pod_info == nullptr) return absl::InvalidArgumentError("null pod");
   const std::string uid = info.uid();
-  std::vector<InFlightHint> hints;
+  std::vector<PodHint> hints;
   sdk::PodInfoPtr pooled;
   uint64_t pool_stay = 0;
   QueueingHintEvaluator* evaluator;
@@ -627,23 +616,20 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
       flight = std::move(it->second);
       in_flight_.erase(it);
     }
+    // The pod is no longer in flight: once its events are read (below), those
+    // no other pod in flight can be judged by go. Runs before the lock is
+    // released, whichever way this returns.
+    absl::Cleanup prune = [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { PruneInFlightEvents(); };
     if (pods_.contains(uid)) {
-      PruneInFlightEvents();
       return absl::AlreadyExistsError(absl::StrCat("pod ", uid, " is already queued"));
     }
     if (flight.has_value()) {
-      if (flight->deleted) {
-        PruneInFlightEvents();
-        return absl::OkStatus();
-      }
+      if (flight->deleted) return absl::OkStatus();
       // The newest version, status changes included (an external
       // nominatedNodeName, say), as kube requeues the informer's latest.
       if (flight->latest != nullptr) info.pod_info = flight->latest;
     }
-    if (!info.pod().node_name().empty()) {  // Assigned meanwhile.
-      PruneInFlightEvents();
-      return absl::OkStatus();
-    }
+    if (!info.pod().node_name().empty()) return absl::OkStatus();  // Assigned meanwhile.
 
     const absl::Time now = clock_.Now();
     info.timestamp = now;
@@ -680,13 +666,12 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
             if (hints.size() == kMaxInFlightHintEvents) {
               retry = true;
             } else {
-              hints.push_back(InFlightHint{it->second, plugins});
+              hints.push_back(PodHint{it->second, plugins});
             }
             break;
         }
       }
     }
-    PruneInFlightEvents();
     auto entry = std::make_unique<Entry>();
     entry->info = std::move(info);
     Entry* e = Insert(std::move(entry));
@@ -705,37 +690,37 @@ absl::Status SchedulingQueue::AddUnschedulableIfNotPresent(QueuedPodInfo info, u
   }
   if (defer) {
     defer([this, pooled = std::move(pooled), pool_stay, hints = std::move(hints), evaluator] {
-      AskInFlightHints(pooled, pool_stay, hints, evaluator);
+      AskPooledPodHints(pooled, pool_stay, hints, evaluator);
     });
   } else {
-    AskInFlightHints(std::move(pooled), pool_stay, hints, evaluator);
+    AskPooledPodHints(std::move(pooled), pool_stay, hints, evaluator);
   }
   return absl::OkStatus();
 }
 
-void SchedulingQueue::AskInFlightHints(sdk::PodInfoPtr pod, uint64_t pool_stay,
-                                       const std::vector<InFlightHint>& hints,
-                                       QueueingHintEvaluator* evaluator) {
-  // Called with mu_ held.
-  auto still_pooled = [&]() -> Entry* {
-    auto it = pods_.find(pod->uid());
-    if (it == pods_.end()) return nullptr;
-    Entry* e = it->second.get();
-    if (e->pool_stay != pool_stay || e->info.gated || unschedulable_pods_.count(e) == 0) return nullptr;
-    return e;
-  };
-  for (const InFlightHint& hint : hints) {
+SchedulingQueue::Entry* SchedulingQueue::PooledAsAsked(std::string_view uid, uint64_t pool_stay) {
+  auto it = pods_.find(AV(uid));
+  if (it == pods_.end()) return nullptr;
+  Entry* e = it->second.get();
+  if (e->pool_stay != pool_stay || e->info.gated || unschedulable_pods_.count(e) == 0) return nullptr;
+  return e;
+}
+
+void SchedulingQueue::AskPooledPodHints(sdk::PodInfoPtr pod, uint64_t pool_stay, const std::vector<PodHint>& hints,
+                                        QueueingHintEvaluator* evaluator) {
+  for (const PodHint& hint : hints) {
     {
       // Held (a preemptor) or moved by a later event: nothing to ask.
       absl::MutexLock lock(&mu_);
-      if (still_pooled() == nullptr) return;
+      if (PooledAsAsked(pod->uid(), pool_stay) == nullptr) return;
     }
     std::vector<bool> queue;
     if (evaluator != nullptr) queue = evaluator->Evaluate(*hint.event, {HintCandidate{pod->pod.get(), hint.plugins}});
     if (queue.size() == 1 && !queue[0]) continue;  // QueueSkip; else Queue, or no usable answer.
     absl::MutexLock lock(&mu_);
-    Entry* e = still_pooled();
-    if (e != nullptr) MoveToActiveOrBackoff(e, clock_.Now(), on_incoming_pod_ ? ClusterEventLabel(*hint.event) : "");
+    if (Entry* e = PooledAsAsked(pod->uid(), pool_stay)) {
+      MoveToActiveOrBackoff(e, clock_.Now(), on_incoming_pod_ ? ClusterEventLabel(*hint.event) : "");
+    }
     return;
   }
 }
@@ -889,13 +874,8 @@ size_t SchedulingQueue::AskHintsAndMove(const v1::ClusterEvent& event, const std
   const absl::Time now = clock_.Now();
   for (size_t i = 0; i < asked.size(); ++i) {
     if (!queue[i]) continue;
-    auto it = pods_.find(asked[i].pod->uid());
-    if (it == pods_.end()) continue;
-    Entry* e = it->second.get();
-    if (e->pool_stay != asked[i].pool_stay || e->info.gated ||
-        unschedulable_pods_.count(e) == 0) {
-      continue;  // Left the pool since we asked.
-    }
+    Entry* e = PooledAsAsked(asked[i].pod->uid(), asked[i].pool_stay);
+    if (e == nullptr) continue;  // Left the pool since we asked.
     MoveToActiveOrBackoff(e, now, label);
     ++moved;
   }

@@ -342,17 +342,22 @@ class SchedulingQueue {
   void RecordInFlightEvent(std::shared_ptr<const v1::ClusterEvent> event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Drops the in-flight events no pod in flight can still be judged by.
   void PruneInFlightEvents() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  struct InFlightHint {
+  struct PodHint {
     std::shared_ptr<const v1::ClusterEvent> event;
     std::vector<std::string> plugins;
   };
-  // Asks the hints for a pod put in the pool after its attempt, event by
-  // event, and moves it on the first Queue if it is still there as it was.
-  void AskInFlightHints(sdk::PodInfoPtr pod, uint64_t pool_stay, const std::vector<InFlightHint>& hints,
-                        QueueingHintEvaluator* evaluator);
+  // Asks the hints about one pod in the pool (after its attempt: the events
+  // that came while it was in flight; after its own update: that update),
+  // event by event, and moves it on the first Queue if it is still there as
+  // it was. Outside the lock.
+  void AskPooledPodHints(sdk::PodInfoPtr pod, uint64_t pool_stay, const std::vector<PodHint>& hints,
+                         QueueingHintEvaluator* evaluator);
   size_t AskHintsAndMove(const v1::ClusterEvent& event, const std::vector<HintCandidate>& candidates,
                          const std::vector<HintAsked>& asked, QueueingHintEvaluator* evaluator);
   struct Entry;
+  // The pod's entry if it is still in the pool, ungated, in the stay
+  // `pool_stay` (hints were asked about that stay); null otherwise.
+  Entry* PooledAsAsked(std::string_view uid, uint64_t pool_stay) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   struct ActiveLess {
     const QueueLessFn* less;
     bool operator()(const Entry* a, const Entry* b) const;
