@@ -450,6 +450,77 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(self.deleted(report), ["default/mid"])
         self.assertEqual(report.node_of("low"), "node-a")
 
+    @staticmethod
+    def gang_member(name, cpu, priority, group):
+        """A pending member of scheduler-plugins' PodGroup `group`, created later."""
+        return pod(name, cpu, priority, labels={"scheduling.x-k8s.io/pod-group": group}, later=True)
+
+    @staticmethod
+    def pod_group(name, min_member):
+        return json.dumps({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                           "metadata": {"name": name, "namespace": "default"},
+                           "spec": {"minMember": min_member}}) + "\n"
+
+    def gang_outcome(self, report, name):
+        gangs = {g["name"]: g for g in report.raw.get("gangs") or []}
+        self.assertIn(name, gangs, report.raw)
+        return gangs[name]
+
+    def test_a_gang_preempts_as_a_whole(self):
+        # Four full nodes, each with low (priority 10) and mid (20), 1 CPU
+        # each. The gang's four members (priority 100, 1 CPU) fit nowhere:
+        # each preempts on its own node, beside the members nominated before
+        # it, and evicts only low (mid is reprieved, as for a lone pod). The
+        # gang binds whole once the victims are gone.
+        n = 4
+        docs = [self.pod_group("train", n)]
+        for i in range(n):
+            docs.append(node_yaml(f"node-{i}", cpu="2"))
+            docs.append(pod(f"low-{i}", "1", 10, node=f"node-{i}"))
+            docs.append(pod(f"mid-{i}", "1", 20, node=f"node-{i}"))
+        docs += [self.gang_member(f"train-{i}", "1", 100, "train") for i in range(n)]
+        report = self.run_cluster(*docs)
+        self.assertEqual(self.deleted(report), sorted(f"default/low-{i}" for i in range(n)))
+        nodes = [report.node_of(f"train-{i}") for i in range(n)]
+        self.assertEqual(sorted(nodes), sorted(f"node-{i}" for i in range(n)), report.raw)
+        for i in range(n):
+            self.assertEqual(report.node_of(f"mid-{i}"), f"node-{i}")
+        g = self.gang_outcome(report, "train")
+        self.assertEqual((g["outcome"], g["bound"]), ("bound", n), g)
+        self.assertEqual(report.raw["gangs_partially_bound"], 0)
+
+    def test_a_gang_that_preemption_cannot_place_whole_evicts_nothing(self):
+        # Three nodes, each with one pod the gang may preempt (low, 10) and
+        # one it may not (high, 1000). Preemption would make room for three
+        # of the four members the gang needs: kube-scheduler's pod-by-pod
+        # preemption would evict three pods for a gang that still cannot
+        # run. Podium evicts none for it, binds none, and says why. The
+        # members' tentative nominations are undone too: "solo" (priority
+        # 50, 1 CPU), created with them, still finds a low pod to preempt,
+        # which it could not if three members of priority 100 stayed
+        # nominated on the three nodes.
+        docs = [self.pod_group("train", 4)]
+        for i in range(3):
+            docs.append(node_yaml(f"node-{i}", cpu="2"))
+            docs.append(pod(f"low-{i}", "1", 10, node=f"node-{i}"))
+            docs.append(pod(f"high-{i}", "1", 1000, node=f"node-{i}"))
+        docs += [self.gang_member(f"train-{i}", "1", 100, "train") for i in range(4)]
+        docs.append(pod("solo", "1", 50, later=True))
+        report = self.run_cluster(*docs)
+        deleted = self.delete_reasons(report)
+        self.assertEqual(len(deleted), 1, deleted)
+        victim, reason = next(iter(deleted.items()))
+        self.assertRegex(victim, r"^default/low-[012]$")
+        self.assertIn("default/solo", reason)
+        self.assertEqual(report.node_of("solo"), "node-" + victim[-1], report.raw)
+        for i in range(4):
+            self.assertIsNone(report.node_of(f"train-{i}"), report.raw)
+            msg = report.message_of(f"train-{i}")
+            self.assertIn("pod group default/train (minMember 4): only 3 of 4 members can be placed together, "
+                          "so none is bound", msg)
+        g = self.gang_outcome(report, "train")
+        self.assertEqual((g["outcome"], g["bound"]), ("unschedulable", 0), g)
+
     def test_a_pre_filter_unschedulable_is_resolved_by_preemption(self):
         # ClusterHeadroom (an SDK example plugin, its own process) rejects at
         # PreFilter with a plain Unschedulable while no node has the pod's CPU

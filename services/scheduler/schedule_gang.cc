@@ -7,7 +7,9 @@
 // timeout, and holds no room meanwhile. Members that fit go through Permit,
 // where the gang's Permit plugin (Coscheduling) lets them bind together.
 #include <cstdio>
+#include <functional>
 #include <optional>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gang/gang.h"
@@ -73,8 +75,23 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     absl::flat_hash_set<std::string> plugins;
     std::optional<Diagnosis> diagnosis;
   };
+  // A member no node takes now, for which PostFilter (DefaultPreemption)
+  // chose victims and nominated a node: counted towards the minimum, and
+  // carried out only if the gang can be placed as a whole.
+  struct Preempting {
+    QueuedPodInfoPtr qp;
+    std::string node;
+    std::string message;
+    absl::flat_hash_set<std::string> plugins;
+    Diagnosis diagnosis;
+    PostFilterResult post;
+  };
   std::vector<Placed> placed;
   std::vector<Failed> failed;
+  std::vector<Preempting> preempting;
+  // A failed PostFilter's work after the requeue (a retry when its victims
+  // were already gone), per member.
+  std::vector<std::pair<QueuedPodInfoPtr, std::function<void()>>> after_requeue;
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
   if (outcome.members + outcome.assigned >= min) {
     const size_t max_failures = outcome.members + outcome.assigned - min;
@@ -94,7 +111,23 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
       if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
-        fw->AbandonCycle(cycle_id);  // No preemption for gang members (yet).
+        if (!fw->HasPostFilterPlugins()) {
+          fw->AbandonCycle(cycle_id);
+        } else {
+          // Preemption on the pass's snapshot: the members placed so far are
+          // assumed there, and those preempting so far nominated, so each
+          // member's victims make room beside theirs. Nothing is evicted yet.
+          auto [post, status] = fw->RunPostFilter(member, result.diagnosis);
+          result.diagnosis.post_filter_message = status.Message();
+          if (status.IsSuccess() && !post.nominated_node_name.empty()) {
+            std::string node = post.nominated_node_name;
+            preempting.push_back({m, std::move(node), result.diagnosis.Message(),
+                                  result.diagnosis.unschedulable_plugins, std::move(result.diagnosis),
+                                  std::move(post)});
+            continue;
+          }
+          if (post.after_requeue) after_requeue.emplace_back(m, std::move(post.after_requeue));
+        }
         failed.push_back({m, result.outcome, result.diagnosis.Message(), result.diagnosis.unschedulable_plugins,
                           std::move(result.diagnosis)});
         continue;
@@ -124,13 +157,22 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     }
   }
 
-  if (!gang::Satisfied(group, placed.size(), outcome.assigned)) {
-    // None of them: give back what the pass assumed, newest first.
+  const auto run_after_requeue = [&after_requeue](const QueuedPodInfoPtr& m) {
+    for (auto& [qp, work] : after_requeue) {
+      if (qp == m && work) std::exchange(work, nullptr)();
+    }
+  };
+  if (!gang::Satisfied(group, placed.size() + preempting.size(), outcome.assigned)) {
+    // None of them: give back what the pass assumed and nominated, newest
+    // first; no victim is evicted for a gang that would still not fit.
+    for (auto it = preempting.rbegin(); it != preempting.rend(); ++it) {
+      if (it->post.withdraw) it->post.withdraw();
+    }
     for (auto it = placed.rbegin(); it != placed.rend(); ++it) {
       fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
       (void)cache_.ForgetPod(it->qp->uid());
     }
-    outcome.placed = placed.size();
+    outcome.placed = placed.size() + preempting.size();
     const Failed* cause = failed.empty() ? nullptr : &failed.front();
     if (cause != nullptr) {
       outcome.failed_pod = PodKey(cause->qp->pod());
@@ -155,6 +197,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       const Diagnosis* diagnosis =
           cause != nullptr && cause->qp == m && cause->diagnosis ? &*cause->diagnosis : nullptr;
       AttemptFailed(m, fw, scheduling_cycle, start, kind, message, plugins, diagnosis);
+      run_after_requeue(m);
     }
     return true;
   }
@@ -162,6 +205,15 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   for (Failed& f : failed) {
     AttemptFailed(f.qp, fw, scheduling_cycle, start, f.outcome, f.message, f.plugins,
                   f.diagnosis ? &*f.diagnosis : nullptr);
+    run_after_requeue(f.qp);
+  }
+  // Those preempting wait for their victims as any preemptor does (held,
+  // then moved by the victims' deletions); the placed members wait at Permit
+  // until they are placed too.
+  for (Preempting& p : preempting) {
+    AttemptFailed(p.qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kUnschedulable, p.message, p.plugins,
+                  &p.diagnosis, &p.node, !p.post.retry_unreported);
+    if (p.post.after_requeue) p.post.after_requeue();
   }
   // Permit sees every member this pass assumed (the last one's cycle ran
   // before it was assumed): the gang plugin counts the minimum at the first

@@ -380,6 +380,10 @@ struct PostFilterResult {
   // attempt is not reported through the API (no PodScheduled patch, no
   // FailedScheduling event): its status would be replaced by the next cycle's.
   bool retry_unreported = false;
+  // Run instead of after_requeue when the decision is not carried out (a
+  // gang member's preemption when the gang cannot be placed as a whole):
+  // undoes what PostFilter already changed (the nomination).
+  std::function<void()> withdraw;
 };
 
 class PostFilterPlugin {

@@ -944,10 +944,23 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     std::sort(e.victims.begin(), e.victims.end());
   }
   // A resizing pod is already counted on its node with its new requests: no nomination.
-  if (!resize) nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
+  PostFilterResult result;
+  if (!resize) {
+    Nominator::Saved before = nominator.Save(uid);
+    nominator.Nominate(sdk::PodInfo::Create(pod), best.node_name);
+    result.withdraw = [this, before = std::move(before), node = best.node_name] {
+      controller_.nominator().Restore(before, node);
+      auto e = evicting_.find(node);
+      if (e == evicting_.end()) return;
+      // The one this PostFilter added: the last of this pod's there.
+      auto& list = e->second;
+      auto mine = std::find_if(list.rbegin(), list.rend(), [&](const Evicting& x) { return x.preemptor_uid == before.uid; });
+      if (mine != list.rend()) list.erase(std::next(mine).base());
+      if (list.empty()) evicting_.erase(e);
+    };
+  }
 
   // 4) Carried out once the preemptor is back in the queue.
-  PostFilterResult result;
   if (!resize) result.nominated_node_name = best.node_name;
   result.after_requeue = [&controller = controller_, pod, node = best.node_name,
                           victims = std::move(best.victims), lower = std::move(lower_nominated)] {

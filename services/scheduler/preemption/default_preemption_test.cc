@@ -833,6 +833,54 @@ TEST(NominatorTest, ANominatedNodeNameRemovedFromThePodDropsTheNomination) {
 }
 
 
+// A gang member's tentative nomination (its preemption carried out only if
+// the whole gang can be placed) is undone to what the pod had before: none,
+// or an earlier node; but an event that changed the nomination meanwhile has
+// the newer word.
+TEST(NominatorTest, ATentativeNominationIsRestoredUnlessAnEventChangedIt) {
+  Cache cache;
+  cache.AddOrUpdateNode(MakeNode("node-1", 4000));
+  cache.AddOrUpdateNode(MakeNode("node-2", 4000));
+  Nominator nominator(&cache);
+  v1::Pod pod = MakePod("member", 1000, 2000);
+  const v1::Pod other = MakePod("other", 1000, 2000);
+
+  // None before: none after, and the node no longer counts it.
+  Nominator::Saved none = nominator.Save("uid-member");
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-1");
+  ASSERT_EQ(nominator.NominatedPodsFor(other, "node-1").size(), 1u);
+  const uint64_t before = nominator.generation();
+  nominator.Restore(none, "node-1");
+  EXPECT_EQ(nominator.NominatedNode("uid-member"), "");
+  EXPECT_TRUE(nominator.NominatedPodsFor(other, "node-1").empty());
+  EXPECT_GT(nominator.generation(), before);
+
+  // An external hint to node-2 before: back to node-2, still from the API.
+  pod.set_nominated_node_name("node-2");
+  nominator.OnPodEvent(pod, /*deleted=*/false);
+  Nominator::Saved hinted = nominator.Save("uid-member");
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-1");
+  nominator.Restore(hinted, "node-1");
+  EXPECT_EQ(nominator.NominatedNode("uid-member"), "node-2");
+  EXPECT_EQ(nominator.NominatedPodsFor(other, "node-2").size(), 1u);
+  EXPECT_TRUE(nominator.NominatedPodsFor(other, "node-1").empty());
+  pod.clear_nominated_node_name();
+  nominator.OnPodEvent(pod, /*deleted=*/false);  // The hint removed: dropped, as it came from the API.
+  EXPECT_EQ(nominator.NominatedNode("uid-member"), "");
+
+  // Deleted between the tentative nomination and its undoing: not put back.
+  Nominator::Saved again = nominator.Save("uid-member");
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-1");
+  nominator.OnPodEvent(pod, /*deleted=*/true);
+  nominator.Restore(again, "node-1");
+  EXPECT_EQ(nominator.NominatedNode("uid-member"), "");
+  // Moved by another decision meanwhile: left where it is.
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-1");
+  nominator.Nominate(sdk::PodInfo::Create(pod), "node-2");
+  nominator.Restore(none, "node-1");
+  EXPECT_EQ(nominator.NominatedNode("uid-member"), "node-2");
+}
+
 // The per-node sums batching fingerprints nominations with (ForEachKey) and
 // the per-node lists (LowerPriorityNominated, NominatedPodsFor) follow every
 // change: a nomination added, moved to another node, updated in place (a new

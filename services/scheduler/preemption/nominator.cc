@@ -115,6 +115,35 @@ std::string Nominator::Clear(std::string_view uid) {
   return node;
 }
 
+Nominator::Saved Nominator::Save(std::string_view uid) const {
+  absl::MutexLock lock(&mu_);
+  Saved saved{.uid = std::string(uid)};
+  if (auto it = by_uid_.find(AV(uid)); it != by_uid_.end()) {
+    saved.pod = it->second.pod;
+    saved.node = it->second.node;
+    saved.from_api = it->second.from_api;
+  }
+  return saved;
+}
+
+void Nominator::Restore(const Saved& saved, std::string_view tentative_node) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_uid_.find(saved.uid);
+  if (it == by_uid_.end() || it->second.node != tentative_node) return;  // An event moved or cleared it.
+  if (saved.pod == nullptr) {
+    Erase(it);
+    Mirror(saved.uid, nullptr);
+    return;
+  }
+  if (saved.node == tentative_node) {
+    it->second.from_api = saved.from_api;
+    return;
+  }
+  Entry& e = Set(saved.uid, saved.pod, saved.node);
+  e.second.from_api = saved.from_api;
+  Mirror(e.first, &e.second);
+}
+
 std::optional<uint64_t> Nominator::ChangedNodesSince(uint64_t since, int32_t priority,
                                                      const std::function<void(std::string_view node)>& visit) const {
   absl::MutexLock lock(&mu_);

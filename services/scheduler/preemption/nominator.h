@@ -47,6 +47,22 @@ class Nominator {
   // The node the pod is nominated to, or "".
   std::string NominatedNode(std::string_view uid) const;
 
+  // A pod's nomination as it was before a tentative one (a gang member's
+  // preemption, carried out only if the whole gang can be placed): Restore
+  // puts it back.
+  struct Saved {
+    std::string uid;
+    sdk::PodInfoPtr pod;  // Null: the pod had no nomination.
+    std::string node;
+    bool from_api = false;
+  };
+  Saved Save(std::string_view uid) const;
+  // Undoes the tentative nomination to `tentative_node` made after `saved`:
+  // the earlier nomination is back, or none. Left as it is when an event
+  // changed the pod's nomination meanwhile (moved, or cleared as the pod was
+  // deleted or bound): the event's word is newer.
+  void Restore(const Saved& saved, std::string_view tentative_node);
+
   // What a cluster event says about nominations: a pending pod carrying
   // status.nominatedNodeName is nominated there; a pending pod without it
   // keeps the scheduler's own nomination until the patch is seen (updated
