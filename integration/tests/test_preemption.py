@@ -489,6 +489,25 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual((g["outcome"], g["bound"]), ("bound", n), g)
         self.assertEqual(report.raw["gangs_partially_bound"], 0)
 
+    def test_a_gangs_placed_members_wait_at_permit_for_those_preempting(self):
+        # Two free nodes and two full ones: the pass places two members and
+        # the other two preempt. The victims take a second to go (their
+        # grace period); the placed members wait at Coscheduling's Permit
+        # meanwhile, and the gang binds whole, each member once.
+        docs = [self.pod_group("train", 4)]
+        for i in range(4):
+            docs.append(node_yaml(f"node-{i}", cpu="2"))
+        docs.append(pod("low-2", "2", 10, node="node-2"))
+        docs.append(pod("low-3", "2", 10, node="node-3"))
+        docs += [self.gang_member(f"train-{i}", "2", 100, "train") for i in range(4)]
+        report = self.run_cluster(*docs, extra=["--termination-grace", "1s"])
+        self.assertEqual(self.deleted(report), ["default/low-2", "default/low-3"])
+        nodes = sorted(report.node_of(f"train-{i}") for i in range(4))
+        self.assertEqual(nodes, [f"node-{i}" for i in range(4)], report.raw)
+        self.assertEqual(report.raw["actions"]["bind"], 4, report.raw["actions"])
+        g = self.gang_outcome(report, "train")
+        self.assertEqual((g["outcome"], g["bound"]), ("bound", 4), g)
+
     def test_a_gang_that_preemption_cannot_place_whole_evicts_nothing(self):
         # Three nodes, each with one pod the gang may preempt (low, 10) and
         # one it may not (high, 1000). Preemption would make room for three
