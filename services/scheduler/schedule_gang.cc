@@ -6,6 +6,9 @@
 // says why: a gang that cannot fit is found out in one pass, not after a Permit
 // timeout, and holds no room meanwhile. Members that fit go through Permit,
 // where the gang's Permit plugin (Coscheduling) lets them bind together.
+// A member no node takes runs PostFilter (DefaultPreemption) in the pass;
+// its victims are evicted only if the gang's minimum is then reached, as a
+// whole: a gang never evicts for a placement it cannot complete.
 #include <cstdio>
 #include <functional>
 #include <optional>
