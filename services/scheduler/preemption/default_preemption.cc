@@ -140,6 +140,9 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
         absl::StrCat("Preempted by ", PodKey(preemptor), " on node ", node));
     auto on_delete = [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
       const bool ok = r.code() == v1::ActionResult::OK || r.code() == v1::ActionResult::NOT_FOUND;
+      if (r.code() == v1::ActionResult::NOT_FOUND || r.code() == v1::ActionResult::CONFLICT) {
+        MarkGoneFromApi(victim_uid);
+      }
       ApiCallReturned(uid, ok);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
@@ -162,6 +165,9 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     count_call();
     Send(std::move(patch), [this, uid, victim_uid, del = std::move(del), on_delete = std::move(on_delete)](
                                const v1::ActionResult& r, absl::Time) mutable {
+      if (r.code() == v1::ActionResult::NOT_FOUND || r.code() == v1::ActionResult::CONFLICT) {
+        MarkGoneFromApi(victim_uid);
+      }
       if (r.code() != v1::ActionResult::OK) ApiCallReturned(uid, r.code() == v1::ActionResult::NOT_FOUND);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
@@ -228,6 +234,21 @@ void PreemptionController::VictimGone(const std::string& victim_uid) {
   for (const std::string& uid : done) Release(uid, /*to_active=*/true);
 }
 
+void PreemptionController::MarkGoneFromApi(const std::string& victim_uid) {
+  // Only while the cache still shows it (checked outside mu_: the cache's
+  // lock is not taken under ours). A deletion seen in between leaves an
+  // entry no uid will match again.
+  if (present_ && !present_(victim_uid)) return;
+  absl::MutexLock lock(&mu_);
+  if (gone_from_api_.size() >= kMaxGoneFromApi) gone_from_api_.clear();
+  gone_from_api_.insert(victim_uid);
+}
+
+bool PreemptionController::GoneFromApi(std::string_view victim_uid) const {
+  absl::MutexLock lock(&mu_);
+  return gone_from_api_.contains(absl::string_view(victim_uid.data(), victim_uid.size()));
+}
+
 void PreemptionController::Release(const std::string& uid, bool to_active) {
   if (queue_.release && queue_.release(uid, to_active)) return;
   if (to_active && activate_) activate_({uid});  // Not held (e.g. a resize's pod): straight to activeQ.
@@ -286,6 +307,10 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   // is activated below.
   scheduler_->OnObjectEvent(event);
   const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
+  if (deleted) {
+    absl::MutexLock lock(&mu_);
+    gone_from_api_.erase(pod.meta().uid());  // The cache has caught up.
+  }
   if (deleted || finished) VictimGone(pod.meta().uid());
   if (deleted || !pod.node_name().empty()) {
     // The preemptor itself is placed or gone: nothing to wait for. (A resizing
@@ -922,12 +947,19 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   // gone (an earlier preemption of this pod finished while its filters ran).
   // Nothing is evicted again; the pod is tried at once on the current state.
   for (const sdk::PodInfoPtr& v : best.victims) {
-    if (cache_.GetPod(v->uid()) != nullptr) continue;
+    const bool cached = cache_.GetPod(v->uid()) != nullptr;
+    if (cached && !controller_.GoneFromApi(v->uid())) continue;
     PostFilterResult retry;
-    retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
     // Only its own, out-of-date view failed: the user is told nothing
     // (a second PodScheduled patch would exceed 2 x victims + 2 API calls).
     retry.retry_unreported = true;
+    if (cached) {
+      // The API said it is gone; the cache has not seen it go yet. Its
+      // deletion event, on its way, moves the pod (queueing hints): a
+      // retry now would find the same stale view.
+      return {std::move(retry), Unschedulable(kVictimsGoneFromApi)};
+    }
+    retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
     return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
   }
   if (ExtensionPointRecorder* recorder = framework_.recorder()) {

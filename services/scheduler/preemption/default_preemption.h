@@ -124,6 +124,14 @@ class PreemptionController final : public ClusterEventHandler {
 
   // A victim is gone (its deletion was seen, or its delete found nothing).
   void VictimGone(const std::string& victim_uid);
+  // The API no longer has this victim (its patch or delete found no pod, or
+  // another incarnation under its name: NotFound, Conflict) while the cache
+  // still showed it; true until its deletion event is seen. A preemption
+  // that would choose it again waits for that event (DefaultPreemption's
+  // PostFilter) instead of sending calls bound to fail: the preemptor's
+  // retry may come before the cache caught up (backoffQ is popped at once
+  // when activeQ is empty).
+  bool GoneFromApi(std::string_view victim_uid) const;
   // Drops the pod's nomination and patches status.nominatedNodeName away.
   void ClearNomination(const v1::Pod& pod);
   // Moves the pod straight to activeQ.
@@ -146,6 +154,7 @@ class PreemptionController final : public ClusterEventHandler {
   // and so does any other waiting for that victim.
   void ActionFailed(const std::string& preemptor_uid, const std::string& victim_uid,
                     const v1::ActionResult& result);
+  void MarkGoneFromApi(const std::string& victim_uid);
   // Drops an in-flight preemption and its claims on its victims.
   void Forget(absl::flat_hash_map<std::string, Preemption>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the preemptor's hold (QueueControl), or activates it without one.
@@ -173,6 +182,11 @@ class PreemptionController final : public ClusterEventHandler {
   // evicts it first.
   absl::flat_hash_map<std::string, std::vector<std::string>> victim_of_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, v1::Pod> preemptors_ ABSL_GUARDED_BY(mu_);
+  // GoneFromApi's victims. One whose deletion was seen before its call's
+  // answer stays (its uid never comes back, so it matters to no one); the
+  // set is bounded by clearing it past kMaxGoneFromApi.
+  absl::flat_hash_set<std::string> gone_from_api_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kMaxGoneFromApi = 4096;
   // Preemptions whose victims' API calls have not all returned: preemptor
   // uid -> when they were sent and how many victims' calls are out.
   struct ApiCalls {

@@ -560,6 +560,58 @@ TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNomination
   EXPECT_EQ(clear.nominated_node_name(), "");
 }
 
+// The preemptor's retry after a failed eviction can come before the cache
+// has seen the victim go (backoffQ is popped at once when activeQ is empty;
+// podium-sim sends the replacement's events with the failed call's answer,
+// on another thread). Before, that retry chose the same stale victim and sent
+// a second patch, refused again (integration.preemption.a_victim_whose_uid_
+// changed_is_not_deleted failed so under load). Now it sends nothing, is not
+// reported, and waits for the deletion event; once seen, the victim is no
+// longer marked.
+TEST_F(DefaultPreemptionTest, AVictimTheApiNoLongerHasIsNotChosenAgainBeforeTheCacheSeesItGo) {
+  {
+    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+    ASSERT_TRUE(status.IsSuccess());
+    result.after_requeue();
+  }
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
+  EXPECT_TRUE(controller_.GoneFromApi("uid-low"));
+  const size_t sent = sink_.actions.size();
+  {
+    auto [retry, status] = plugin_->PostFilter(preemptor_, Failed());  // The cache still has "low".
+    EXPECT_TRUE(status.IsRejected());
+    EXPECT_THAT(status.Message(), ::testing::HasSubstr(kVictimsGoneFromApi));
+    EXPECT_TRUE(retry.retry_unreported);
+    EXPECT_FALSE(retry.after_requeue);  // No activation: the deletion event moves it.
+    EXPECT_EQ(retry.nominated_node_name, "");
+  }
+  EXPECT_EQ(sink_.actions.size(), sent);
+  EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "");
+  EXPECT_TRUE(activated_.empty());
+
+  Delivered(MakePod("low", 10, 3000, "node-1"));
+  EXPECT_FALSE(controller_.GoneFromApi("uid-low"));
+}
+
+// A delete that finds no pod counts the victim as deleted (the preemptor is
+// activated, its nomination stands); while the cache still shows it, the
+// retry waits for its deletion event rather than deleting it again.
+TEST_F(DefaultPreemptionTest, AVictimDeleteThatFindsNothingIsNotSentAgainBeforeTheCacheSeesItGo) {
+  {
+    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+    ASSERT_TRUE(status.IsSuccess());
+    result.after_requeue();
+  }
+  sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
+  sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
+  EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
+  const size_t sent = sink_.actions.size();
+  auto [retry, status] = plugin_->PostFilter(preemptor_, Failed());
+  EXPECT_THAT(status.Message(), ::testing::HasSubstr(kVictimsGoneFromApi));
+  EXPECT_FALSE(retry.after_requeue);
+  EXPECT_EQ(sink_.actions.size(), sent);
+}
+
 TEST_F(DefaultPreemptionTest, AnAdapterThatGoesAwayClearsTheNominationAndNothingIsSentTwice) {
   auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
   ASSERT_TRUE(status.IsSuccess());

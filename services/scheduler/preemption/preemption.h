@@ -30,6 +30,8 @@ inline constexpr char kPreemptionByScheduler[] = "PreemptionByScheduler";
 inline constexpr char kNotEligibleNever[] = "not eligible due to preemptionPolicy=Never.";
 // A chosen victim was gone from the cache by the end of the cycle (Podium's).
 inline constexpr char kVictimsAlreadyGone[] = "victims already gone; trying again on the current state.";
+inline constexpr char kVictimsGoneFromApi[] =
+    "victims already gone from the API; trying again once their deletion is seen.";
 inline constexpr char kNotEligibleTerminating[] =
     "not eligible due to a terminating pod on the nominated node.";
 inline constexpr char kNotHelpful[] = "Preemption is not helpful for scheduling";
