@@ -962,9 +962,6 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     retry.after_requeue = [&controller = controller_, uid] { controller.Activate(uid); };
     return {std::move(retry), Unschedulable(kVictimsAlreadyGone)};
   }
-  if (ExtensionPointRecorder* recorder = framework_.recorder()) {
-    recorder->ObservePreemptionVictims(static_cast<int>(best.victims.size()));
-  }
   std::stable_sort(best.victims.begin(), best.victims.end(),
                    [](const sdk::PodInfoPtr& a, const sdk::PodInfoPtr& b) { return MoreImportantPod(*a->pod, *b->pod); });
   std::vector<sdk::PodInfoPtr> lower_nominated = nominator.LowerPriorityNominated(pod, best.node_name);
@@ -994,8 +991,10 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
 
   // 4) Carried out once the preemptor is back in the queue.
   if (!resize) result.nominated_node_name = best.node_name;
-  result.after_requeue = [&controller = controller_, pod, node = best.node_name,
+  // Observed when carried out: a gang's decision may be withdrawn instead.
+  result.after_requeue = [&controller = controller_, recorder = framework_.recorder(), pod, node = best.node_name,
                           victims = std::move(best.victims), lower = std::move(lower_nominated)] {
+    if (recorder != nullptr) recorder->ObservePreemptionVictims(static_cast<int>(victims.size()));
     controller.Execute(pod, node, victims, lower);
   };
   return {std::move(result), sdk::Status::Success()};
