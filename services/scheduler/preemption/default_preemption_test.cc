@@ -93,6 +93,13 @@ class DefaultPreemptionTest : public ::testing::Test {
     }));
   }
   void Bind(const v1::Pod& pod) { ASSERT_TRUE(cache_.AddOrUpdatePod(pod).ok()); }
+  // The preemptor's PostFilter succeeds and its decision is carried out
+  // (the actions go to sink_).
+  void PreemptAndCarryOut() {
+    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
+    ASSERT_TRUE(status.IsSuccess()) << status.Message();
+    result.after_requeue();
+  }
   Diagnosis Failed() {
     cache_.UpdateSnapshot(snapshot_);
     Diagnosis d;
@@ -391,9 +398,7 @@ TEST_F(DefaultPreemptionTest, AFailedEvictionIsObservedAsAnError) {
 }
 
 TEST_F(DefaultPreemptionTest, AVictimAlreadyGoneCountsAsDeleted) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
   EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
@@ -444,9 +449,7 @@ class HeldPreemptorTest : public DefaultPreemptionTest {
 // another node) may schedule it elsewhere. Podium held it until the last
 // victim was gone, so such room went unused for the grace period.
 TEST_F(HeldPreemptorTest, HeldUntilItsCallsReturnedThenActivatedWhenTheLastVictimIsGone) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   EXPECT_THAT(calls_, ElementsAre("hold uid-preemptor after 0 actions: "
                                   "waiting for the preemption for this pod to be finished"));
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
@@ -469,9 +472,7 @@ TEST_F(HeldPreemptorTest, HeldUntilItsCallsReturnedThenActivatedWhenTheLastVicti
 // The deletion is seen before the delete's answer: released from its hold
 // straight to activeQ, and the answer then changes nothing.
 TEST_F(HeldPreemptorTest, AVictimSeenGoneBeforeItsDeleteReturnedReleasesToActiveQ) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
   ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
   Delivered(MakePod("low", 10, 3000, "node-1"));
@@ -482,9 +483,7 @@ TEST_F(HeldPreemptorTest, AVictimSeenGoneBeforeItsDeleteReturnedReleasesToActive
 }
 
 TEST_F(HeldPreemptorTest, AFailedActionReleasesThePreemptorToBackoff) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
   EXPECT_THAT(calls_, ElementsAre(::testing::StartsWith("hold"), "release uid-preemptor to backoff"));
 }
@@ -546,9 +545,7 @@ TEST_F(HeldPreemptorTest, AFailedEvictionFailsEveryPreemptionWaitingForThatVicti
 }
 
 TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNominationIsCleared) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
   EXPECT_TRUE(sink_.Of(v1::Action::kDeletePod).empty());
   EXPECT_TRUE(activated_.empty());
@@ -571,11 +568,7 @@ TEST_F(DefaultPreemptionTest, AVictimWhoseUidChangedIsNotDeletedAndTheNomination
 // reported, and waits for the deletion event; once seen, the victim is no
 // longer marked.
 TEST_F(DefaultPreemptionTest, AVictimTheApiNoLongerHasIsNotChosenAgainBeforeTheCacheSeesItGo) {
-  {
-    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-    ASSERT_TRUE(status.IsSuccess());
-    result.after_requeue();
-  }
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::CONFLICT);
   EXPECT_TRUE(controller_.GoneFromApi("uid-low"));
   const size_t sent = sink_.actions.size();
@@ -599,11 +592,7 @@ TEST_F(DefaultPreemptionTest, AVictimTheApiNoLongerHasIsNotChosenAgainBeforeTheC
 // activated, its nomination stands); while the cache still shows it, the
 // retry waits for its deletion event rather than deleting it again.
 TEST_F(DefaultPreemptionTest, AVictimDeleteThatFindsNothingIsNotSentAgainBeforeTheCacheSeesItGo) {
-  {
-    auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-    ASSERT_TRUE(status.IsSuccess());
-    result.after_requeue();
-  }
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::NOT_FOUND);
   EXPECT_THAT(activated_, ElementsAre("uid-preemptor"));
@@ -615,9 +604,7 @@ TEST_F(DefaultPreemptionTest, AVictimDeleteThatFindsNothingIsNotSentAgainBeforeT
 }
 
 TEST_F(DefaultPreemptionTest, AnAdapterThatGoesAwayClearsTheNominationAndNothingIsSentTwice) {
-  auto [result, status] = plugin_->PostFilter(preemptor_, Failed());
-  ASSERT_TRUE(status.IsSuccess());
-  result.after_requeue();
+  PreemptAndCarryOut();
   sink_.Reply(sink_.Of(v1::Action::kPatchPodStatus)[0], v1::ActionResult::OK);
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::UNAVAILABLE);
   EXPECT_TRUE(activated_.empty());
