@@ -12,7 +12,6 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "gang/gang.h"
@@ -77,24 +76,22 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     std::string message;
     absl::flat_hash_set<std::string> plugins;
     std::optional<Diagnosis> diagnosis;
+    // A failed PostFilter's work once the pod is requeued (a retry when its
+    // victims were already gone).
+    std::function<void()> after_requeue;
   };
   // A member no node takes now, for which PostFilter (DefaultPreemption)
-  // chose victims and nominated a node: counted towards the minimum, and
-  // carried out only if the gang can be placed as a whole.
+  // chose victims and nominated a node (post.nominated_node_name): counted
+  // towards the minimum, and carried out only if the gang can be placed as a
+  // whole.
   struct Preempting {
     QueuedPodInfoPtr qp;
-    std::string node;
-    std::string message;
-    absl::flat_hash_set<std::string> plugins;
     Diagnosis diagnosis;
     PostFilterResult post;
   };
   std::vector<Placed> placed;
   std::vector<Failed> failed;
   std::vector<Preempting> preempting;
-  // A failed PostFilter's work after the requeue (a retry when its victims
-  // were already gone), per member.
-  std::vector<std::pair<QueuedPodInfoPtr, std::function<void()>>> after_requeue;
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
   if (outcome.members + outcome.assigned >= min) {
     const size_t max_failures = outcome.members + outcome.assigned - min;
@@ -114,6 +111,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       (result.outcome == ScheduleResult::Outcome::kScheduled ? series.filter_success : series.filter_unschedulable)
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
       if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
+        std::function<void()> after_requeue;
         if (!fw->HasPostFilterPlugins()) {
           fw->AbandonCycle(cycle_id);
         } else {
@@ -123,16 +121,13 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
           auto [post, status] = fw->RunPostFilter(member, result.diagnosis);
           result.diagnosis.post_filter_message = status.Message();
           if (status.IsSuccess() && !post.nominated_node_name.empty()) {
-            std::string node = post.nominated_node_name;
-            preempting.push_back({m, std::move(node), result.diagnosis.Message(),
-                                  result.diagnosis.unschedulable_plugins, std::move(result.diagnosis),
-                                  std::move(post)});
+            preempting.push_back({m, std::move(result.diagnosis), std::move(post)});
             continue;
           }
-          if (post.after_requeue) after_requeue.emplace_back(m, std::move(post.after_requeue));
+          after_requeue = std::move(post.after_requeue);
         }
         failed.push_back({m, result.outcome, result.diagnosis.Message(), result.diagnosis.unschedulable_plugins,
-                          std::move(result.diagnosis)});
+                          std::move(result.diagnosis), std::move(after_requeue)});
         continue;
       }
       if (result.outcome == ScheduleResult::Outcome::kError) {
@@ -160,11 +155,6 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     }
   }
 
-  const auto run_after_requeue = [&after_requeue](const QueuedPodInfoPtr& m) {
-    for (auto& [qp, work] : after_requeue) {
-      if (qp == m && work) std::exchange(work, nullptr)();
-    }
-  };
   if (!gang::Satisfied(group, placed.size() + preempting.size(), outcome.assigned)) {
     // None of them: give back what the pass assumed and nominated, newest
     // first; no victim is evicted for a gang that would still not fit.
@@ -200,7 +190,9 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       const Diagnosis* diagnosis =
           cause != nullptr && cause->qp == m && cause->diagnosis ? &*cause->diagnosis : nullptr;
       AttemptFailed(m, fw, scheduling_cycle, start, kind, message, plugins, diagnosis);
-      run_after_requeue(m);
+    }
+    for (Failed& f : failed) {
+      if (f.after_requeue) f.after_requeue();
     }
     return true;
   }
@@ -208,14 +200,15 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   for (Failed& f : failed) {
     AttemptFailed(f.qp, fw, scheduling_cycle, start, f.outcome, f.message, f.plugins,
                   f.diagnosis ? &*f.diagnosis : nullptr);
-    run_after_requeue(f.qp);
+    if (f.after_requeue) f.after_requeue();
   }
   // Those preempting wait for their victims as any preemptor does (held,
   // then moved by the victims' deletions); the placed members wait at Permit
   // until they are placed too.
   for (Preempting& p : preempting) {
-    AttemptFailed(p.qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kUnschedulable, p.message, p.plugins,
-                  &p.diagnosis, &p.node, !p.post.retry_unreported);
+    AttemptFailed(p.qp, fw, scheduling_cycle, start, ScheduleResult::Outcome::kUnschedulable, p.diagnosis.Message(),
+                  p.diagnosis.unschedulable_plugins, &p.diagnosis, &p.post.nominated_node_name,
+                  !p.post.retry_unreported);
     if (p.post.after_requeue) p.post.after_requeue();
   }
   // Permit sees every member this pass assumed (the last one's cycle ran

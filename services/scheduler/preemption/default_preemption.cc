@@ -140,9 +140,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
         absl::StrCat("Preempted by ", PodKey(preemptor), " on node ", node));
     auto on_delete = [this, uid, victim_uid](const v1::ActionResult& r, absl::Time) {
       const bool ok = r.code() == v1::ActionResult::OK || r.code() == v1::ActionResult::NOT_FOUND;
-      if (r.code() == v1::ActionResult::NOT_FOUND || r.code() == v1::ActionResult::CONFLICT) {
-        MarkGoneFromApi(victim_uid);
-      }
+      MarkIfGoneFromApi(victim_uid, r);
       ApiCallReturned(uid, ok);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
@@ -165,9 +163,7 @@ void PreemptionController::Execute(const v1::Pod& preemptor, const std::string& 
     count_call();
     Send(std::move(patch), [this, uid, victim_uid, del = std::move(del), on_delete = std::move(on_delete)](
                                const v1::ActionResult& r, absl::Time) mutable {
-      if (r.code() == v1::ActionResult::NOT_FOUND || r.code() == v1::ActionResult::CONFLICT) {
-        MarkGoneFromApi(victim_uid);
-      }
+      MarkIfGoneFromApi(victim_uid, r);
       if (r.code() != v1::ActionResult::OK) ApiCallReturned(uid, r.code() == v1::ActionResult::NOT_FOUND);
       if (r.code() == v1::ActionResult::NOT_FOUND) return VictimGone(victim_uid);
       if (r.code() != v1::ActionResult::OK) return ActionFailed(uid, victim_uid, r);
@@ -234,7 +230,8 @@ void PreemptionController::VictimGone(const std::string& victim_uid) {
   for (const std::string& uid : done) Release(uid, /*to_active=*/true);
 }
 
-void PreemptionController::MarkGoneFromApi(const std::string& victim_uid) {
+void PreemptionController::MarkIfGoneFromApi(const std::string& victim_uid, const v1::ActionResult& result) {
+  if (result.code() != v1::ActionResult::NOT_FOUND && result.code() != v1::ActionResult::CONFLICT) return;
   // Only while the cache still shows it (checked outside mu_: the cache's
   // lock is not taken under ours). A deletion seen in between leaves an
   // entry no uid will match again.

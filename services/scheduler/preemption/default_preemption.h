@@ -154,7 +154,8 @@ class PreemptionController final : public ClusterEventHandler {
   // and so does any other waiting for that victim.
   void ActionFailed(const std::string& preemptor_uid, const std::string& victim_uid,
                     const v1::ActionResult& result);
-  void MarkGoneFromApi(const std::string& victim_uid);
+  // GoneFromApi from now on when `result` says the API has no such victim.
+  void MarkIfGoneFromApi(const std::string& victim_uid, const v1::ActionResult& result);
   // Drops an in-flight preemption and its claims on its victims.
   void Forget(absl::flat_hash_map<std::string, Preemption>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the preemptor's hold (QueueControl), or activates it without one.
