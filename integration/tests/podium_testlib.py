@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -379,6 +380,16 @@ def pod_yaml(name, cpu="100m", memory="128Mi", namespace="default", annotations=
         f"  phase: {'Running' if node_name else 'Pending'}\n")
 
 
+def sp_group(name, min_member, namespace="default"):
+    """A PodGroup of scheduler-plugins' Coscheduling API (scheduling.x-k8s.io)."""
+    return textwrap.dedent(f"""\
+        apiVersion: scheduling.x-k8s.io/v1alpha1
+        kind: PodGroup
+        metadata: {{name: {name}, namespace: {namespace}}}
+        spec: {{minMember: {min_member}}}
+        """)
+
+
 def cluster_yaml(*docs):
     return "---\n".join(docs)
 
@@ -444,6 +455,10 @@ class Report:
 
     def scheduled(self):
         return {k: v for k, v in self.placements.items() if v}
+
+    def gangs(self):
+        """{group name: its entry in "gangs" (outcome, bound, members, reason)}."""
+        return {g["name"]: g for g in self.raw.get("gangs") or []}
 
     def unschedulable(self):
         """Pods not bound: reported unschedulable or still pending."""

@@ -7,16 +7,7 @@ scheduler finds out in one pass, and every member says why."""
 import textwrap
 
 import podium_testlib as lib
-from podium_testlib import node_yaml, pod_yaml
-
-
-def sp_group(name, min_member, namespace="default"):
-    return textwrap.dedent(f"""\
-        apiVersion: scheduling.x-k8s.io/v1alpha1
-        kind: PodGroup
-        metadata: {{name: {name}, namespace: {namespace}}}
-        spec: {{minMember: {min_member}}}
-        """)
+from podium_testlib import node_yaml, pod_yaml, sp_group
 
 
 def k8s_group(name, min_count):
@@ -58,9 +49,6 @@ def member(name, cpu="1", label_group=None, scheduling_group=None, workload_ref=
 
 
 class GangTest(lib.ScenarioTest):
-    def gangs(self, report):
-        return {g["name"]: g for g in report.raw.get("gangs") or []}
-
     def test_gang_of_8_with_room_for_7_binds_none_and_says_why(self):
         nodes = [node_yaml(f"n{i}", cpu="1") for i in range(7)]
         pods = [member(f"train-{i}", label_group="train") for i in range(8)]
@@ -71,7 +59,7 @@ class GangTest(lib.ScenarioTest):
             self.assertIn("pod group default/train (minMember 8): only 7 of 8 members can be placed together, "
                           "so none is bound", msg)
             self.assertIn("Insufficient cpu", msg)
-        g = self.gangs(report)["train"]
+        g = report.gangs()["train"]
         self.assertEqual((g["outcome"], g["bound"], g["members"]), ("unschedulable", 0, 8), g)
         self.assertEqual(report.raw["gangs_partially_bound"], 0)
 
@@ -80,7 +68,7 @@ class GangTest(lib.ScenarioTest):
         pods = [member(f"a-{i}", label_group="a") for i in range(4)] + \
                [member(f"b-{i}", label_group="b") for i in range(4)]
         report = self.place(sp_group("a", 4), sp_group("b", 4), *nodes, *pods)
-        gangs = self.gangs(report)
+        gangs = report.gangs()
         outcomes = sorted((g["outcome"], g["bound"]) for g in gangs.values())
         self.assertEqual(outcomes, [("bound", 4), ("unschedulable", 0)], gangs)
         self.assertEqual(report.raw["gangs_partially_bound"], 0)
@@ -95,7 +83,7 @@ class GangTest(lib.ScenarioTest):
         report = self.place(k8s_group("kg", 3), workload("job", "workers", 2), *nodes, *pods)
         for name in [f"k-{i}" for i in range(3)] + ["w-0", "w-1"]:
             self.assertIsNotNone(report.node_of(name), report.raw)
-        gangs = self.gangs(report)
+        gangs = report.gangs()
         self.assertEqual(gangs["kg"]["outcome"], "bound", gangs)
         self.assertEqual(gangs["job/workers"]["outcome"], "bound", gangs)
 
@@ -117,7 +105,7 @@ class GangTest(lib.ScenarioTest):
                          "Coscheduling: waiting for pod group default/big: fewer than minMember 3 pods exist", held)
         self.assertEqual(held.get("default/lost-0"),
                          "Coscheduling: waiting for pod group default/nowhere: it does not exist", held)
-        g = self.gangs(report)["big"]
+        g = report.gangs()["big"]
         self.assertEqual((g["outcome"], g["bound"]), ("waiting", 0), g)
 
 

@@ -10,7 +10,7 @@ import json
 import os
 
 import podium_testlib as lib
-from podium_testlib import cluster_yaml, node_yaml
+from podium_testlib import cluster_yaml, node_yaml, sp_group
 
 LATER = {"sim.podium.dev/create-later": "true"}
 
@@ -455,17 +455,6 @@ class PreemptionTest(lib.IntegrationTest):
         """A pending member of scheduler-plugins' PodGroup `group`, created later."""
         return pod(name, cpu, priority, labels={"scheduling.x-k8s.io/pod-group": group}, later=True)
 
-    @staticmethod
-    def pod_group(name, min_member):
-        return json.dumps({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                           "metadata": {"name": name, "namespace": "default"},
-                           "spec": {"minMember": min_member}}) + "\n"
-
-    def gang_outcome(self, report, name):
-        gangs = {g["name"]: g for g in report.raw.get("gangs") or []}
-        self.assertIn(name, gangs, report.raw)
-        return gangs[name]
-
     def test_a_gang_preempts_as_a_whole(self):
         # Four full nodes, each with low (priority 10) and mid (20), 1 CPU
         # each. The gang's four members (priority 100, 1 CPU) fit nowhere:
@@ -473,7 +462,7 @@ class PreemptionTest(lib.IntegrationTest):
         # it, and evicts only low (mid is reprieved, as for a lone pod). The
         # gang binds whole once the victims are gone.
         n = 4
-        docs = [self.pod_group("train", n)]
+        docs = [sp_group("train", n)]
         for i in range(n):
             docs.append(node_yaml(f"node-{i}", cpu="2"))
             docs.append(pod(f"low-{i}", "1", 10, node=f"node-{i}"))
@@ -485,7 +474,7 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual(sorted(nodes), sorted(f"node-{i}" for i in range(n)), report.raw)
         for i in range(n):
             self.assertEqual(report.node_of(f"mid-{i}"), f"node-{i}")
-        g = self.gang_outcome(report, "train")
+        g = report.gangs()["train"]
         self.assertEqual((g["outcome"], g["bound"]), ("bound", n), g)
         self.assertEqual(report.raw["gangs_partially_bound"], 0)
 
@@ -494,7 +483,7 @@ class PreemptionTest(lib.IntegrationTest):
         # the other two preempt. The victims take a second to go (their
         # grace period); the placed members wait at Coscheduling's Permit
         # meanwhile, and the gang binds whole, each member once.
-        docs = [self.pod_group("train", 4)]
+        docs = [sp_group("train", 4)]
         for i in range(4):
             docs.append(node_yaml(f"node-{i}", cpu="2"))
         docs.append(pod("low-2", "2", 10, node="node-2"))
@@ -505,7 +494,7 @@ class PreemptionTest(lib.IntegrationTest):
         nodes = sorted(report.node_of(f"train-{i}") for i in range(4))
         self.assertEqual(nodes, [f"node-{i}" for i in range(4)], report.raw)
         self.assertEqual(report.raw["actions"]["bind"], 4, report.raw["actions"])
-        g = self.gang_outcome(report, "train")
+        g = report.gangs()["train"]
         self.assertEqual((g["outcome"], g["bound"]), ("bound", 4), g)
 
     def test_a_gang_that_preemption_cannot_place_whole_evicts_nothing(self):
@@ -518,7 +507,7 @@ class PreemptionTest(lib.IntegrationTest):
         # 50, 1 CPU), created with them, still finds a low pod to preempt,
         # which it could not if three members of priority 100 stayed
         # nominated on the three nodes.
-        docs = [self.pod_group("train", 4)]
+        docs = [sp_group("train", 4)]
         for i in range(3):
             docs.append(node_yaml(f"node-{i}", cpu="2"))
             docs.append(pod(f"low-{i}", "1", 10, node=f"node-{i}"))
@@ -537,7 +526,7 @@ class PreemptionTest(lib.IntegrationTest):
             msg = report.message_of(f"train-{i}")
             self.assertIn("pod group default/train (minMember 4): only 3 of 4 members can be placed together, "
                           "so none is bound", msg)
-        g = self.gang_outcome(report, "train")
+        g = report.gangs()["train"]
         self.assertEqual((g["outcome"], g["bound"]), ("unschedulable", 0), g)
 
     def test_a_pre_filter_unschedulable_is_resolved_by_preemption(self):
