@@ -105,8 +105,11 @@ class FakePlugin final : public v1::Plugin::Service {
         case Mode::kSilent: continue;
         case Mode::kCrash: return grpc::Status(grpc::StatusCode::UNAVAILABLE, "plugin process died");
       }
+      // Read before the answer goes: the test clears the flag once the
+      // answer arrived, which may be before this thread reads it again.
+      const bool extra = answer_extra;
       stream->Write(out);
-      if (answer_extra) {
+      if (extra) {
         stream->Write(out);
         out.set_id(in.id() + 1000);
         stream->Write(out);
