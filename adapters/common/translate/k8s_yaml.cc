@@ -803,6 +803,7 @@ struct Loader {
       p.loaded.create_later = ann != p.loaded.pod.meta().annotations().end() && ann->second == "true";
       auto replaces = p.loaded.pod.meta().annotations().find(std::string(kReplacesAnnotation));
       if (replaces != p.loaded.pod.meta().annotations().end()) p.loaded.replaces = replaces->second;
+      if (auto grace = SimTerminationGrace(p.loaded.pod); !grace.ok()) return wrap(grace.status());
       p.where = where;
       pods.push_back(std::move(p));
     } else if (kind == "Node") {
@@ -1186,6 +1187,18 @@ absl::StatusOr<LoadedCluster> LoadClusterPaths(const std::vector<std::string>& p
     }
   }
   return LoadCluster(sources, options);
+}
+
+absl::StatusOr<std::optional<absl::Duration>> SimTerminationGrace(const v1::Pod& pod) {
+  auto it = pod.meta().annotations().find(std::string(kTerminationGraceAnnotation));
+  if (it == pod.meta().annotations().end()) return std::nullopt;
+  absl::Duration grace;
+  if (!absl::ParseDuration(it->second, &grace) || grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat("metadata.annotations[", std::string(kTerminationGraceAnnotation),
+                                                   "]: invalid duration \"", it->second,
+                                                   "\" (want one of at least zero, e.g. 500ms, 2s)"));
+  }
+  return grace;
 }
 
 }  // namespace podium::k8s

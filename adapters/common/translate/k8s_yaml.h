@@ -4,6 +4,7 @@
 // prints) into podium.v1 objects. podium-sim loads files with it; the Kubernetes
 // adapter reuses the per-object conversion (PodFromYaml, NodeFromYaml, ...).
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,14 @@ inline constexpr std::string_view kCreateLaterAnnotation = "sim.podium.dev/creat
 // replaced first, as a controller recreating it would: it is gone, and this pod
 // takes its name with a uid of its own. The delete then meets the new uid.
 inline constexpr std::string_view kReplacesAnnotation = "sim.podium.dev/replaces";
+// A pod carrying this annotation (a duration: "3s", "500ms") terminates for
+// that long once deleted on its node, instead of podium-sim's
+// --termination-grace (spec.terminationGracePeriodSeconds, which Podium's pod
+// does not carry, made per pod for the simulator).
+inline constexpr std::string_view kTerminationGraceAnnotation = "sim.podium.dev/termination-grace";
+// The pod's kTerminationGraceAnnotation, nullopt without it; an error naming
+// the field when it is not a duration of at least zero.
+absl::StatusOr<std::optional<absl::Duration>> SimTerminationGrace(const v1::Pod& pod);
 
 // Built-in priority classes every Kubernetes cluster has.
 using validation::kSystemClusterCritical;

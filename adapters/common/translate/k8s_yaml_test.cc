@@ -204,6 +204,28 @@ TEST(K8sYamlTest, AReplacementNamesAPodOfItsNamespaceInTheFiles) {
   }
 }
 
+// podium-sim's per-pod termination grace: a duration of at least zero, or
+// the file is refused naming the pod and the field.
+TEST(K8sYamlTest, APodsTerminationGraceIsADuration) {
+  auto pod = [](const std::string& grace) {
+    return absl::StrCat("{kind: Pod, metadata: {name: low, namespace: ns, annotations: ",
+                        "{sim.podium.dev/termination-grace: \"", grace, "\"}}, spec: {containers: [{name: c}]}}\n");
+  };
+  auto good = LoadCluster({{"good.yaml", pod("300ms")}});
+  ASSERT_TRUE(good.ok()) << good.status();
+  auto grace = SimTerminationGrace(good->pods[0].pod);
+  ASSERT_TRUE(grace.ok());
+  EXPECT_EQ(*grace, absl::Milliseconds(300));
+  for (const std::string bad : {"soon", "-1s", ""}) {
+    auto loaded = LoadCluster({{"bad.yaml", pod(bad)}});
+    ASSERT_FALSE(loaded.ok()) << bad;
+    EXPECT_THAT(std::string(loaded.status().message()),
+                HasSubstr(absl::StrCat("(Pod ns/low): metadata.annotations[sim.podium.dev/termination-grace]: "
+                                       "invalid duration \"", bad, "\"")))
+        << bad;
+  }
+}
+
 TEST(K8sYamlTest, ResolvesPriorityClasses) {
   constexpr char kText[] = R"(
 kind: PriorityClass

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "common/translate/k8s_yaml.h"
 
 namespace podium::sim {
 namespace {
@@ -253,14 +254,17 @@ ActionOutcome InMemoryCluster::Delete(uint64_t id, const v1::DeletePod& del) {
   PodRecord* rec = Lookup(id, del.pod(), &out);
   if (rec == nullptr) return out;
   const std::string key = Key(del.pod().namespace_(), del.pod().name());
-  if (termination_grace_ > absl::ZeroDuration() && !rec->pod.node_name().empty()) {
+  // The pod's own grace (validated at load), else --termination-grace.
+  absl::StatusOr<std::optional<absl::Duration>> own = k8s::SimTerminationGrace(rec->pod);
+  const absl::Duration grace = own.ok() && own->has_value() ? **own : termination_grace_;
+  if (grace > absl::ZeroDuration() && !rec->pod.node_name().empty()) {
     // Graceful: terminating now, gone after the grace (FinalizeTerminating).
     out = Result(id, v1::ActionResult::OK);
     if (terminating_.contains(key)) return out;
     Touch(rec->pod.mutable_meta());
     rec->pod.mutable_meta()->set_deletion_timestamp_us(absl::ToUnixMicros(clock_()));
     rec->delete_reason = del.reason();
-    terminating_[key] = clock_() + termination_grace_;
+    terminating_[key] = clock_() + grace;
     out.events.push_back(Upsert(rec->pod));
     RefreshPdbs(&out.events);
     return out;
