@@ -32,7 +32,13 @@ void Scheduler::OnListEnd() {
       v1::ObjectEvent event;
       event.set_type(v1::ObjectEvent::DELETE);
       *event.mutable_pod() = *pod;
-      HandlePod(event);
+      // Through the handlers in front (the preemption controller), as a
+      // watched deletion goes: its nominations and awaited victims learn of it.
+      if (event_front_ != nullptr) {
+        event_front_->OnObjectEvent(event);
+      } else {
+        HandlePod(event);
+      }
     }
     std::vector<std::shared_ptr<const v1::Node>> gone_nodes;
     for (const auto& [name, node] : nodes_) {

@@ -470,6 +470,7 @@ int Run(std::vector<std::string> overrides) {
                       Clock::Real());
   scheduler_ptr.store(&scheduler, std::memory_order_release);
   preemption_controller.SetScheduler(scheduler);
+  scheduler.SetEventFront(&preemption_controller);
   preemption_controller.SetActivator([&queue](const std::vector<std::string>& uids) { queue.Activate(uids); });
   preemption_controller.SetQueueControl(preemption::PreemptionController::QueueControl{
       [&queue](const std::string& uid, const std::string& message) {

@@ -168,6 +168,10 @@ class Scheduler final : public ClusterEventHandler {
   // (kube-scheduler's assume: the pod's nomination goes, since it now counts
   // on its node as assumed; a failed binding does not bring it back). Set
   // before Run.
+  // The handler the adapter's events reach first, which forwards them here
+  // (the preemption controller): the deletions a relist infers are sent
+  // through it, as watched ones are. Set before Run.
+  void SetEventFront(ClusterEventHandler* front) { event_front_ = front; }
   void SetAssumedHook(std::function<void(const std::string& uid)> hook) { assumed_hook_ = std::move(hook); }
 
  private:
@@ -288,6 +292,7 @@ class Scheduler final : public ClusterEventHandler {
   gang::MemberRegistry gang_members_;
   std::function<void()> housekeeping_hook_;
   std::function<void(const std::string& uid)> assumed_hook_;
+  ClusterEventHandler* event_front_ = nullptr;
 
   // Scheduling thread only (or the ScheduleNext caller).
   uint64_t cycle_id_ = 0;

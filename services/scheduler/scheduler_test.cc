@@ -11,6 +11,8 @@
 
 #include "framework/mock_plugin_process.h"
 #include "framework/queueing_hints.h"
+#include "preemption/default_preemption.h"
+#include "preemption/nominator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "queue/fake_clock.h"
@@ -1011,6 +1013,33 @@ TEST_F(SchedulerTest, ARelistWithoutTheAssumedPodForgetsIt) {
   scheduler_->WaitForBackgroundWork();
   EXPECT_FALSE(cache_.IsAssumed("uid-web"));
   EXPECT_EQ(cache_.NumPods(), 0u);
+}
+
+// A pod deleted while the adapter was away (the relist no longer carries it)
+// reaches the handler in front of the scheduler, the preemption controller,
+// as a watched deletion does: its nomination goes, and no node keeps room
+// for a pod that no longer exists.
+TEST_F(SchedulerTest, ARelistsInferredDeletionsGoThroughTheHandlerInFront) {
+  Build(false);
+  preemption::Nominator nominator;
+  preemption::PreemptionController front(*scheduler_, nominator);
+  scheduler_->SetEventFront(&front);
+  v1::ObjectEvent nominated = PodEvent("gone");
+  nominated.mutable_pod()->set_nominated_node_name("node-1");
+  front.OnObjectEvent(nominated);
+  front.OnObjectEvent(PodEvent("kept"));
+  front.OnListEnd();
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_EQ(nominator.NominatedNode("uid-gone"), "node-1");
+  scheduler_->OnAdapterDisconnected();
+  front.OnListBegin();
+  front.OnObjectEvent(NodeEvent("node-1"));
+  front.OnObjectEvent(PodEvent("kept"));
+  front.OnListEnd();
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(nominator.NominatedNode("uid-gone"), "");
+  EXPECT_EQ(QueueOf("gone"), std::nullopt);
+  EXPECT_NE(QueueOf("kept"), std::nullopt);
 }
 
 TEST_F(SchedulerTest, AConfirmedBindWhoseBoundPodNeverComesExpires) {
