@@ -497,6 +497,37 @@ class PreemptionTest(lib.IntegrationTest):
         g = report.gangs()["train"]
         self.assertEqual((g["outcome"], g["bound"]), ("bound", 4), g)
 
+    def test_a_gang_member_whose_victim_goes_last_does_not_break_up_the_gang(self):
+        # As above, but the victims take different times to go: low-2 0.3 s,
+        # low-3 3 s. Once low-2 is gone, train-2 is tried with train-3 along
+        # (a gang is popped together) while low-3 still terminates. train-3's
+        # room is on its way, so it counts towards the minimum: train-2 is
+        # placed and waits at Permit with train-0 and train-1, and the gang
+        # binds once low-3 is gone. (Before, train-3 counted as a misfit: the
+        # pass was undone, Coscheduling rejected the members waiting at
+        # Permit, and all four were told "only 3 of 4 members can be placed".)
+        docs = [sp_group("train", 4)]
+        for i in range(4):
+            docs.append(node_yaml(f"node-{i}", cpu="2"))
+        for i, grace in ((2, "300ms"), (3, "3s")):
+            doc = json.loads(pod(f"low-{i}", "2", 10, node=f"node-{i}"))
+            doc["metadata"]["annotations"] = {"sim.podium.dev/termination-grace": grace}
+            docs.append(json.dumps(doc) + "\n")
+        docs += [self.gang_member(f"train-{i}", "2", 100, "train") for i in range(4)]
+        report = self.run_cluster(*docs)
+        self.assertEqual(self.deleted(report), ["default/low-2", "default/low-3"])
+        nodes = sorted(report.node_of(f"train-{i}") for i in range(4))
+        self.assertEqual(nodes, [f"node-{i}" for i in range(4)], report.raw)
+        actions = report.raw["actions"]
+        self.assertEqual(actions["bind"], 4, actions)
+        # Events: FailedScheduling for train-2 and train-3 (preempting), two
+        # Preempted, FailedScheduling for train-3 waiting on low-3, four
+        # Scheduled. Status patches: the two preemptors' (with their
+        # nomination), the victims' DisruptionTarget, train-3's new message.
+        self.assertEqual((actions["record_event"], actions["patch_pod_status"]), (9, 5), actions)
+        g = report.gangs()["train"]
+        self.assertEqual((g["outcome"], g["bound"]), ("bound", 4), g)
+
     def test_a_gang_that_preemption_cannot_place_whole_evicts_nothing(self):
         # Three nodes, each with one pod the gang may preempt (low, 10) and
         # one it may not (high, 1000). Preemption would make room for three

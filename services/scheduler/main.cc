@@ -543,7 +543,7 @@ int Run(std::vector<std::string> overrides) {
   // as assumed from now on, and must not count there twice until its bind
   // event arrives (on preempt-500 the last preemptors, sharing a node, saw
   // it full and were left unschedulable).
-  scheduler.SetAssumedHook([&nominator](const std::string& uid) { (void)nominator.Clear(uid); });
+  scheduler.SetClearNominationHook([&nominator](const std::string& uid) { (void)nominator.Clear(uid); });
   scheduler.SetHousekeepingHook([&] {
     // Gauges that list the pool or count the cache: once a second, not on
     // every 100 ms pass.

@@ -9,6 +9,7 @@
 // A member no node takes runs PostFilter (DefaultPreemption) in the pass;
 // its victims are evicted only if the gang's minimum is then reached, as a
 // whole: a gang never evicts for a placement it cannot complete.
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <optional>
@@ -79,6 +80,11 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     // A failed PostFilter's work once the pod is requeued (a retry when its
     // victims were already gone).
     std::function<void()> after_requeue;
+    bool report = true;  // !PostFilterResult::retry_unreported
+    // Room is already being made for it (PostFilterResult::awaiting_victims):
+    // counted towards the minimum.
+    bool awaiting_victims = false;
+    bool deleted = false;  // While the pass ran.
   };
   // A member no node takes now, for which PostFilter (DefaultPreemption)
   // chose victims and nominated a node (post.nominated_node_name): counted
@@ -93,10 +99,14 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   std::vector<Failed> failed;
   std::vector<Preempting> preempting;
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
+  // Members that have room on its way, so far.
+  const auto num_awaiting = [&failed] {
+    return static_cast<size_t>(std::count_if(failed.begin(), failed.end(), [](const Failed& f) { return f.awaiting_victims; }));
+  };
   if (outcome.members + outcome.assigned >= min) {
     const size_t max_failures = outcome.members + outcome.assigned - min;
     for (const QueuedPodInfoPtr& m : members) {
-      if (failed.size() > max_failures) break;  // The minimum is out of reach.
+      if (failed.size() - num_awaiting() > max_failures) break;  // The minimum is out of reach.
       const v1::Pod& member = m->pod();
       uint64_t cycle_id = ++cycle_id_;
       const absl::Time member_start = clock_.Now();
@@ -112,6 +122,8 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
           ->Observe(absl::ToDoubleSeconds(clock_.Now() - member_start));
       if (result.outcome == ScheduleResult::Outcome::kUnschedulable) {
         std::function<void()> after_requeue;
+        bool report = true;
+        bool awaiting_victims = false;
         if (!fw->HasPostFilterPlugins()) {
           fw->AbandonCycle(cycle_id);
         } else {
@@ -125,9 +137,11 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
             continue;
           }
           after_requeue = std::move(post.after_requeue);
+          report = !post.retry_unreported;
+          awaiting_victims = post.awaiting_victims;
         }
         failed.push_back({m, result.outcome, result.diagnosis.Message(), result.diagnosis.unschedulable_plugins,
-                          std::move(result.diagnosis), std::move(after_requeue)});
+                          std::move(result.diagnosis), std::move(after_requeue), report, awaiting_victims});
         continue;
       }
       if (result.outcome == ScheduleResult::Outcome::kError) {
@@ -155,7 +169,39 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     }
   }
 
-  if (!gang::Satisfied(group, placed.size() + preempting.size(), outcome.assigned)) {
+  // A member deleted while the pass ran counts for nothing: what the pass
+  // assumed or nominated for it is given back, and no victim is evicted for
+  // it (its deletion's event found it here, out of the queue).
+  const auto deleted = [&](const QueuedPodInfoPtr& m) {
+    failed.push_back({m, ScheduleResult::Outcome::kUnschedulable, "deleted while its pod group was being placed", {},
+                      std::nullopt, nullptr, /*report=*/false, /*awaiting_victims=*/false, /*deleted=*/true});
+  };
+  for (auto it = preempting.begin(); it != preempting.end();) {
+    if (!DeletedWhilePreempting(it->qp->uid(), it->post)) {
+      ++it;
+      continue;
+    }
+    deleted(it->qp);
+    it = preempting.erase(it);
+  }
+  for (auto it = placed.begin(); it != placed.end();) {
+    if (StillPending(it->qp->uid())) {
+      ++it;
+      continue;
+    }
+    fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
+    (void)cache_.ForgetPod(it->qp->uid());
+    deleted(it->qp);
+    it = placed.erase(it);
+  }
+  for (Failed& f : failed) {
+    if (!f.awaiting_victims || StillPending(f.qp->uid())) continue;
+    f.awaiting_victims = false;
+    f.deleted = true;
+  }
+  const size_t awaiting = num_awaiting();
+
+  if (!gang::Satisfied(group, placed.size() + preempting.size() + awaiting, outcome.assigned)) {
     // None of them: give back what the pass assumed and nominated, newest
     // first; no victim is evicted for a gang that would still not fit.
     for (auto it = preempting.rbegin(); it != preempting.rend(); ++it) {
@@ -165,8 +211,11 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
       (void)cache_.ForgetPod(it->qp->uid());
     }
-    outcome.placed = placed.size() + preempting.size();
-    const Failed* cause = failed.empty() ? nullptr : &failed.front();
+    outcome.placed = placed.size() + preempting.size() + awaiting;
+    // The first member that fits nowhere, nor has room on its way.
+    const auto misfit =
+        std::find_if(failed.begin(), failed.end(), [](const Failed& f) { return !f.awaiting_victims && !f.deleted; });
+    const Failed* cause = misfit == failed.end() ? nullptr : &*misfit;
     if (cause != nullptr) {
       outcome.failed_pod = PodKey(cause->qp->pod());
       outcome.failed_message = cause->message;
@@ -199,7 +248,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   // The gang's minimum fits: members that did not are retried on their own.
   for (Failed& f : failed) {
     AttemptFailed(f.qp, fw, scheduling_cycle, start, f.outcome, f.message, f.plugins,
-                  f.diagnosis ? &*f.diagnosis : nullptr);
+                  f.diagnosis ? &*f.diagnosis : nullptr, nullptr, f.report);
     if (f.after_requeue) f.after_requeue();
   }
   // Those preempting wait for their victims as any preemptor does (held,

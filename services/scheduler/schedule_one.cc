@@ -103,6 +103,15 @@ bool Scheduler::StillPending(const std::string& uid) const {
   return pending_uids_.contains(uid);
 }
 
+bool Scheduler::DeletedWhilePreempting(const std::string& uid, PostFilterResult& post) {
+  if (StillPending(uid)) return false;
+  // Its victims are not evicted for it, and it is nominated nowhere: its
+  // deletion's event may have cleared the nomination before PostFilter set it.
+  if (post.withdraw) post.withdraw();
+  if (clear_nomination_hook_) clear_nomination_hook_(uid);
+  return true;
+}
+
 void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
   // A bound pod in the queue is there for its deferred resize (KEP-5836).
   if (!qp->pod().node_name().empty()) {
@@ -151,6 +160,7 @@ void Scheduler::ScheduleOne(QueuedPodInfoPtr qp) {
     bool report = true;
     if (fw->HasPostFilterPlugins()) {
       auto [post, status] = fw->RunPostFilter(pod, result.diagnosis);
+      if (status.IsSuccess() && DeletedWhilePreempting(uid, post)) post = {};
       after_requeue = std::move(post.after_requeue);
       report = !post.retry_unreported;
       result.diagnosis.post_filter_message = status.Message();
@@ -261,7 +271,7 @@ absl::StatusOr<sdk::PodInfoPtr> Scheduler::Assume(const v1::Pod& pod, const std:
   // node from its what-if verdicts; an assume undone later (ForgetPod)
   // changes the node again, and the batch treats it as dirty.
   batching_.Assumed(at.node_id, at.change_generation_before, at.change_generation_after);
-  if (assumed_hook_) assumed_hook_(assumed->uid());
+  if (clear_nomination_hook_) clear_nomination_hook_(assumed->uid());
   return assumed;
 }
 

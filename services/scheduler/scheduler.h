@@ -164,15 +164,19 @@ class Scheduler final : public ClusterEventHandler {
   bool RejectWaitingPod(std::string_view uid, const std::string& plugin, const std::string& message,
                         std::function<void()> released = nullptr);
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
-  // Called on the scheduling thread right after a pod is assumed on a node
-  // (kube-scheduler's assume: the pod's nomination goes, since it now counts
-  // on its node as assumed; a failed binding does not bring it back). Set
+  // Clears a pod's nomination; called on the scheduling thread right after a
+  // pod is assumed on a node (kube-scheduler's assume: the pod's nomination
+  // goes, since it now counts on its node as assumed; a failed binding does
+  // not bring it back), and for a pod deleted while its PostFilter nominated
+  // it (the deletion's event may have cleared the nomination first). Set
   // before Run.
   // The handler the adapter's events reach first, which forwards them here
   // (the preemption controller): the deletions a relist infers are sent
   // through it, as watched ones are. Set before Run.
   void SetEventFront(ClusterEventHandler* front) { event_front_ = front; }
-  void SetAssumedHook(std::function<void(const std::string& uid)> hook) { assumed_hook_ = std::move(hook); }
+  void SetClearNominationHook(std::function<void(const std::string& uid)> hook) {
+    clear_nomination_hook_ = std::move(hook);
+  }
 
  private:
   // schedule_one.cc
@@ -221,6 +225,9 @@ class Scheduler final : public ClusterEventHandler {
   Framework* FrameworkFor(const v1::Pod& pod) const;
   bool HasProfileFor(const v1::Pod& pod) const;
   bool StillPending(const std::string& uid) const;
+  // A pod whose PostFilter chose victims and nominated it, deleted meanwhile:
+  // the decision is withdrawn (true). False while the pod is pending.
+  bool DeletedWhilePreempting(const std::string& uid, PostFilterResult& post);
   // A failed scheduling attempt of the queue's cycle `scheduling_cycle`:
   // requeue, record the diagnosis, tell the adapter (condition + event)
   // unless `report` is false (PostFilterResult::retry_unreported).
@@ -291,7 +298,7 @@ class Scheduler final : public ClusterEventHandler {
   WaitingPods waiting_;
   gang::MemberRegistry gang_members_;
   std::function<void()> housekeeping_hook_;
-  std::function<void(const std::string& uid)> assumed_hook_;
+  std::function<void(const std::string& uid)> clear_nomination_hook_;
   ClusterEventHandler* event_front_ = nullptr;
 
   // Scheduling thread only (or the ScheduleNext caller).

@@ -5,6 +5,7 @@
 // background work (queue worker, binding pool) is awaited, never polled.
 #include "scheduler.h"
 
+#include <algorithm>
 #include <future>
 #include <map>
 #include <thread>
@@ -1842,6 +1843,153 @@ TEST_F(GangSchedulerTest, APodNamingNoExistingGroupIsAnOrdinaryPod) {
   Start();
   ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(BoundPods().size(), 1u);  // One pod per pop.
+}
+
+// ---- Gangs and PostFilter: members whose room is on its way, or deleted mid-pass
+
+// A PostFilter scripted per pod, that records what was carried out or
+// withdrawn. `on_call` runs first (a test's event arriving mid-cycle).
+class ScriptedPostFilter : public PostFilterPlugin {
+ public:
+  enum class Answer { kPreempt, kAwaitingVictims, kNoVictims };
+  struct Log {
+    std::vector<std::string> carried_out, withdrawn;
+  };
+  ScriptedPostFilter(std::map<std::string, Answer> answers, Log* log, std::function<void(const std::string&)> on_call = nullptr)
+      : answers_(std::move(answers)), log_(log), on_call_(std::move(on_call)) {}
+  std::string_view Name() const override { return "FakePreemption"; }
+  std::pair<PostFilterResult, sdk::Status> PostFilter(const v1::Pod& pod, const Diagnosis&) override {
+    const std::string name = pod.meta().name();
+    if (on_call_) on_call_(name);
+    auto it = answers_.find(name);
+    const Answer answer = it == answers_.end() ? Answer::kNoVictims : it->second;
+    PostFilterResult r;
+    if (answer == Answer::kAwaitingVictims) {
+      r.awaiting_victims = true;
+      return {std::move(r), sdk::Status(sdk::Code::kUnschedulable, "preemption: not eligible due to a terminating pod on the nominated node")};
+    }
+    if (answer == Answer::kNoVictims) return {std::move(r), sdk::Status(sdk::Code::kUnschedulable, "no victims")};
+    r.nominated_node_name = "node-1";
+    r.after_requeue = [log = log_, name] { log->carried_out.push_back(name); };
+    r.withdraw = [log = log_, name] { log->withdrawn.push_back(name); };
+    return {std::move(r), sdk::Status::Success()};
+  }
+
+ private:
+  std::map<std::string, Answer> answers_;
+  Log* log_;
+  std::function<void(const std::string&)> on_call_;
+};
+
+// A member whose victims are still terminating (popped with a sibling whose
+// victims went first) has its room on the way: it counts towards the
+// minimum, so the members that fit are placed rather than the pass undone
+// and the gang's room given up (the Permit waiters rejected, in a real profile).
+TEST_F(GangSchedulerTest, AMemberWhoseVictimsAreTerminatingCountsTowardsTheMinimum) {
+  ScriptedPostFilter::Log log;
+  BuildOptions o;
+  o.gang_plugin = true;
+  o.post_filter = std::make_unique<ScriptedPostFilter>(
+      std::map<std::string, ScriptedPostFilter::Answer>{{"train-2", ScriptedPostFilter::Answer::kAwaitingVictims}},
+      &log);
+  Build(std::move(o));
+  RoomFor(2);
+  AddGang("train", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1"}));
+  EXPECT_EQ(PatchedMessage("train-2"),
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to a terminating pod on the "
+            "nominated node.");
+  EXPECT_EQ(QueueOf("train-2"), QueueKind::kUnschedulable);
+  EXPECT_TRUE(log.carried_out.empty());
+  EXPECT_TRUE(log.withdrawn.empty());
+}
+
+// A member no node takes and with nothing on the way still fails the gang,
+// as before: the awaiting one is not the cause named.
+TEST_F(GangSchedulerTest, AnAwaitingMemberDoesNotMakeUpForOneThatFitsNowhere) {
+  ScriptedPostFilter::Log log;
+  BuildOptions o;
+  o.gang_plugin = true;
+  o.post_filter = std::make_unique<ScriptedPostFilter>(
+      std::map<std::string, ScriptedPostFilter::Answer>{{"train-1", ScriptedPostFilter::Answer::kAwaitingVictims}},
+      &log);
+  Build(std::move(o));
+  RoomFor(1);
+  AddGang("train", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(BoundPods().empty());
+  EXPECT_EQ(PatchedMessage("train-0"),
+            "pod group default/train (minMember 3): only 2 of 3 members can be placed together, so none is bound; "
+            "default/train-2: 0/1 nodes are available: 1 Insufficient cpu. no victims.");
+}
+
+// A member deleted while the pass runs counts for nothing: with minMember 2
+// the two left are enough, their preemptions are carried out, and the
+// deleted one's is withdrawn, its victims never evicted.
+TEST_F(GangSchedulerTest, AMemberDeletedDuringThePassIsNotCountedNorPreemptedFor) {
+  ScriptedPostFilter::Log log;
+  using A = ScriptedPostFilter::Answer;
+  BuildOptions o;
+  o.gang_plugin = true;
+  o.post_filter = std::make_unique<ScriptedPostFilter>(
+      std::map<std::string, A>{{"train-0", A::kPreempt}, {"train-1", A::kPreempt}, {"train-2", A::kPreempt}}, &log,
+      [this](const std::string& name) {
+        if (name == "train-1") scheduler_->OnObjectEvent(Deleted(MemberEvent("train-0", "train")));
+      });
+  Build(std::move(o));
+  RoomFor(0);
+  AddGang("train", 2, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(log.carried_out, (std::vector<std::string>{"train-1", "train-2"}));
+  EXPECT_EQ(log.withdrawn, (std::vector<std::string>{"train-0"}));
+  EXPECT_EQ(QueueOf("train-0"), std::nullopt);
+  EXPECT_EQ(PatchedMessage("train-0"), "");
+}
+
+// With minMember 3, the deletion leaves the gang short: nothing is carried
+// out, every preemption of the pass is withdrawn.
+TEST_F(GangSchedulerTest, AMemberDeletedDuringThePassLeavingTooFewEvictsNothing) {
+  ScriptedPostFilter::Log log;
+  using A = ScriptedPostFilter::Answer;
+  BuildOptions o;
+  o.gang_plugin = true;
+  o.post_filter = std::make_unique<ScriptedPostFilter>(
+      std::map<std::string, A>{{"train-0", A::kPreempt}, {"train-1", A::kPreempt}, {"train-2", A::kPreempt}}, &log,
+      [this](const std::string& name) {
+        if (name == "train-2") scheduler_->OnObjectEvent(Deleted(MemberEvent("train-0", "train")));
+      });
+  Build(std::move(o));
+  RoomFor(0);
+  AddGang("train", 3, 3);
+  Start();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_TRUE(log.carried_out.empty());
+  std::vector<std::string> withdrawn = log.withdrawn;
+  std::sort(withdrawn.begin(), withdrawn.end());
+  EXPECT_EQ(withdrawn, (std::vector<std::string>{"train-0", "train-1", "train-2"}));
+}
+
+// The same for a lone pod: deleted while its PostFilter chose victims, it
+// evicts nobody and keeps no nomination.
+TEST_F(SchedulerTest, APodDeletedWhileItsPostFilterPreemptsEvictsNobody) {
+  ScriptedPostFilter::Log log;
+  Build(false, std::make_unique<ScriptedPostFilter>(
+                   std::map<std::string, ScriptedPostFilter::Answer>{{"big", ScriptedPostFilter::Answer::kPreempt}},
+                   &log, [this](const std::string&) { scheduler_->OnObjectEvent(Deleted(PodEvent("big"))); }));
+  EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([](auto, auto) { return Answered(CycleAnswer(false)); }));
+  StartWithPod("big");
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_TRUE(log.carried_out.empty());
+  EXPECT_EQ(log.withdrawn, (std::vector<std::string>{"big"}));
+  EXPECT_EQ(QueueOf("big"), std::nullopt);
 }
 
 }  // namespace

@@ -190,6 +190,7 @@ std::pair<PostFilterResult, sdk::Status> Framework::RunPostFilterPlugins(
     }
     if (!rejected.after_requeue) rejected.after_requeue = std::move(result.after_requeue);
     rejected.retry_unreported |= result.retry_unreported;
+    rejected.awaiting_victims |= result.awaiting_victims;
     reasons.insert(reasons.end(), status.reasons().begin(), status.reasons().end());
   }
   return {std::move(rejected), sdk::Status(sdk::Code::kUnschedulable, std::move(reasons))};

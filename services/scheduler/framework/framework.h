@@ -381,9 +381,16 @@ struct PostFilterResult {
   // FailedScheduling event): its status would be replaced by the next cycle's.
   bool retry_unreported = false;
   // Run instead of after_requeue when the decision is not carried out (a
-  // gang member's preemption when the gang cannot be placed as a whole):
-  // undoes what PostFilter already changed (the nomination).
+  // gang member's preemption when the gang cannot be placed as a whole, or
+  // a preemptor deleted during its cycle): undoes what PostFilter already
+  // changed (the nomination).
   std::function<void()> withdraw;
+  // Not preempting because room is already being made for this pod: its own
+  // preemption's API calls are out, or lower-priority pods preempted on the
+  // node it is nominated to are terminating (kube-scheduler's "not eligible
+  // due to a terminating pod on the nominated node"). A gang counts such a
+  // member towards its minimum.
+  bool awaiting_victims = false;
 };
 
 class PostFilterPlugin {

@@ -817,9 +817,14 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     prediction.reset();
   };
   // 1) Eligibility.
+  // Lower-priority pods preempted on the node it is nominated to are on
+  // their way out, or its own preemption's calls are (a gang counts such a
+  // member as placed).
+  PostFilterResult awaiting;
+  awaiting.awaiting_victims = true;
   if (controller_.InFlight(uid)) {
     give_back();
-    return {{}, Unschedulable(kNotEligibleTerminating)};
+    return {std::move(awaiting), Unschedulable(kNotEligibleTerminating)};
   }
   std::string nominated = nominator.NominatedNode(uid);
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
@@ -829,6 +834,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   }
   if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
     give_back();
+    if (why == kNotEligibleTerminating) return {std::move(awaiting), Unschedulable(why)};
     return {{}, Unschedulable(why)};
   }
 
