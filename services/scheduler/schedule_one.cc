@@ -372,7 +372,7 @@ void Scheduler::AttemptFailed(QueuedPodInfoPtr qp, Framework* fw, uint64_t sched
   }
   PublishDecision(pod, unschedulable ? SchedulingDecision::Result::kUnschedulable : SchedulingDecision::Result::kError,
                   "", message, attempt, fw->name(), nominated_node != nullptr ? *nominated_node : "");
-  if (!report) return;
+  if (!report || !still_pending) return;
 
   // Tell the user: PodScheduled=False and a FailedScheduling event, as
   // kube-scheduler does. The condition is patched only when it changes.

@@ -1193,10 +1193,10 @@ absl::StatusOr<std::optional<absl::Duration>> SimTerminationGrace(const v1::Pod&
   auto it = pod.meta().annotations().find(std::string(kTerminationGraceAnnotation));
   if (it == pod.meta().annotations().end()) return std::nullopt;
   absl::Duration grace;
-  if (!absl::ParseDuration(it->second, &grace) || grace < absl::ZeroDuration()) {
+  if (!absl::ParseDuration(it->second, &grace) || grace < absl::ZeroDuration() || grace == absl::InfiniteDuration()) {
     return absl::InvalidArgumentError(absl::StrCat("metadata.annotations[", std::string(kTerminationGraceAnnotation),
                                                    "]: invalid duration \"", it->second,
-                                                   "\" (want one of at least zero, e.g. 500ms, 2s)"));
+                                                   "\" (want a finite one of at least zero, e.g. 500ms, 2s)"));
   }
   return grace;
 }

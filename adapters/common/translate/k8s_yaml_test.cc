@@ -216,7 +216,7 @@ TEST(K8sYamlTest, APodsTerminationGraceIsADuration) {
   auto grace = SimTerminationGrace(good->pods[0].pod);
   ASSERT_TRUE(grace.ok());
   EXPECT_EQ(*grace, absl::Milliseconds(300));
-  for (const std::string bad : {"soon", "-1s", ""}) {
+  for (const std::string bad : {"soon", "-1s", "", "inf"}) {
     auto loaded = LoadCluster({{"bad.yaml", pod(bad)}});
     ASSERT_FALSE(loaded.ok()) << bad;
     EXPECT_THAT(std::string(loaded.status().message()),

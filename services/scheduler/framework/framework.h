@@ -385,11 +385,11 @@ struct PostFilterResult {
   // a preemptor deleted during its cycle): undoes what PostFilter already
   // changed (the nomination).
   std::function<void()> withdraw;
-  // Not preempting because room is already being made for this pod: its own
-  // preemption's API calls are out, or lower-priority pods preempted on the
-  // node it is nominated to are terminating (kube-scheduler's "not eligible
-  // due to a terminating pod on the nominated node"). A gang counts such a
-  // member towards its minimum.
+  // Not preempting because room is already being made for this pod (kube-
+  // scheduler's "not eligible due to a terminating pod on the nominated
+  // node"), and the room is its own: its nomination stands and its own
+  // preemption's victims are still on that node. A gang counts such a member
+  // towards its minimum.
   bool awaiting_victims = false;
 };
 

@@ -305,6 +305,10 @@ void PreemptionController::OnObjectEvent(const v1::ObjectEvent& event) {
   scheduler_->OnObjectEvent(event);
   const bool finished = pod.phase() == v1::SUCCEEDED || pod.phase() == v1::FAILED;
   if (deleted) {
+    // Again, now that the scheduler no longer counts the pod pending: a
+    // PostFilter that nominated it in between (it still looked pending)
+    // would otherwise leave a nomination nothing clears.
+    nominator_.OnPodEvent(pod, deleted);
     absl::MutexLock lock(&mu_);
     gone_from_api_.erase(pod.meta().uid());  // The cache has caught up.
   }
@@ -797,6 +801,19 @@ DefaultPreemption::Prediction DefaultPreemption::PredictionOf(const std::string&
   return prediction;
 }
 
+bool DefaultPreemption::OwnVictimsOn(std::string_view preemptor_uid, const std::string& node) const {
+  auto it = evicting_.find(node);
+  const sdk::NodeInfo* info = snapshot_.Get(node);
+  if (it == evicting_.end() || info == nullptr) return false;
+  for (const Evicting& e : it->second) {
+    if (e.preemptor_uid != preemptor_uid) continue;
+    for (const std::string& victim : e.victims) {
+      if (info->FindPod(victim) != nullptr) return true;
+    }
+  }
+  return false;
+}
+
 std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1::Pod& pod,
                                                                        const Diagnosis& diagnosis) {
   const std::string& uid = pod.meta().uid();
@@ -817,14 +834,19 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     prediction.reset();
   };
   // 1) Eligibility.
-  // Lower-priority pods preempted on the node it is nominated to are on
-  // their way out, or its own preemption's calls are (a gang counts such a
-  // member as placed).
-  PostFilterResult awaiting;
-  awaiting.awaiting_victims = true;
+  // Not eligible while room is made for it. A gang counts the member as
+  // placed only while its own nomination stands and its own victims are still
+  // on that node: not for another's victims on a node someone hinted, nor
+  // once a higher-priority pod took the room.
+  const auto waiting = [&] {
+    PostFilterResult r;
+    const std::string node = nominator.NominatedNode(uid);
+    r.awaiting_victims = !node.empty() && OwnVictimsOn(uid, node);
+    return r;
+  };
   if (controller_.InFlight(uid)) {
     give_back();
-    return {std::move(awaiting), Unschedulable(kNotEligibleTerminating)};
+    return {waiting(), Unschedulable(kNotEligibleTerminating)};
   }
   std::string nominated = nominator.NominatedNode(uid);
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
@@ -834,7 +856,7 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
   }
   if (std::string why = PodEligibleToPreemptOthers(pod, snapshot_, nominated, nominated_status); !why.empty()) {
     give_back();
-    if (why == kNotEligibleTerminating) return {std::move(awaiting), Unschedulable(why)};
+    if (why == kNotEligibleTerminating) return {waiting(), Unschedulable(why)};
     return {{}, Unschedulable(why)};
   }
 

@@ -287,6 +287,9 @@ class DefaultPreemption final : public PostFilterPlugin {
   // A walk taken that no PostFilter used: the next TakeWalk returns it.
   void ReturnWalk(uint64_t walk);
   uint32_t OffsetOf(uint64_t walk, uint32_t n) const;
+  // Whether the pod's own preemption on `node` still has a victim in the
+  // snapshot (terminating, or its calls still out).
+  bool OwnVictimsOn(std::string_view preemptor_uid, const std::string& node) const;
 
   // This plugin's preemptions whose victims the snapshot may still hold, by
   // node: what the what-ifs of pods gone ask for (PredictDryRunOn). Kept

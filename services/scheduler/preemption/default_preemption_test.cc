@@ -247,6 +247,7 @@ TEST_F(DefaultPreemptionTest, ChoosesTheNodeWithTheLeastImportantVictimAndEvicts
   EXPECT_TRUE(controller_.InFlight("uid-preemptor"));
   auto [again, held] = plugin_->PostFilter(preemptor_, Failed());
   EXPECT_EQ(held.Message(), "preemption: not eligible due to a terminating pod on the nominated node.");
+  EXPECT_TRUE(again.awaiting_victims);  // Its room is on its way (a gang counts it).
   EXPECT_EQ(dry_runs_, 1);
 
   sink_.Reply(sink_.Of(v1::Action::kDeletePod)[0], v1::ActionResult::OK);
@@ -461,6 +462,12 @@ TEST_F(HeldPreemptorTest, HeldUntilItsCallsReturnedThenActivatedWhenTheLastVicti
   auto [again, why] = plugin_->PostFilter(preemptor_, Failed());
   EXPECT_EQ(why.Message(), "preemption: not eligible due to a terminating pod on the nominated node.");
   EXPECT_EQ(nominator_.NominatedNode("uid-preemptor"), "node-1");
+  EXPECT_TRUE(again.awaiting_victims);
+  // Once its nomination is gone (a higher-priority pod took the room), its
+  // victims no longer make room for it: a gang would not count it placed.
+  const std::string node = nominator_.Clear("uid-preemptor");
+  EXPECT_FALSE(plugin_->PostFilter(preemptor_, Failed()).first.awaiting_victims);
+  nominator_.Nominate(sdk::PodInfo::Create(preemptor_), node);
   EXPECT_TRUE(activated_.empty());
   ASSERT_TRUE(cache_.RemovePod("uid-low").ok());
   Delivered(MakePod("low", 10, 3000, "node-1"));
