@@ -1881,47 +1881,52 @@ class ScriptedPostFilter : public PostFilterPlugin {
   std::function<void(const std::string&)> on_call_;
 };
 
+// The gang "train" of three members, each answered by a ScriptedPostFilter;
+// node-1 takes `room` pods. Runs one pass.
+class GangPreemptionTest : public GangSchedulerTest {
+ protected:
+  using A = ScriptedPostFilter::Answer;
+  void Pass(int32_t min_member, size_t room, std::map<std::string, A> answers,
+            std::function<void(const std::string&)> on_call = nullptr) {
+    BuildOptions o;
+    o.gang_plugin = true;
+    o.post_filter = std::make_unique<ScriptedPostFilter>(std::move(answers), &log_, std::move(on_call));
+    Build(std::move(o));
+    RoomFor(room);
+    AddGang("train", min_member, 3);
+    Start();
+    ASSERT_TRUE(scheduler_->ScheduleNext());
+    scheduler_->WaitForBackgroundWork();
+  }
+  // Every member preempts; train-0 is deleted when `member`'s PostFilter runs.
+  void PassDeletingTrain0At(int32_t min_member, const std::string& member) {
+    Pass(min_member, 0, {{"train-0", A::kPreempt}, {"train-1", A::kPreempt}, {"train-2", A::kPreempt}},
+         [this, member](const std::string& name) {
+           if (name == member) scheduler_->OnObjectEvent(Deleted(MemberEvent("train-0", "train")));
+         });
+  }
+  ScriptedPostFilter::Log log_;
+};
+
 // A member whose victims are still terminating (popped with a sibling whose
 // victims went first) has its room on the way: it counts towards the
 // minimum, so the members that fit are placed rather than the pass undone
 // and the gang's room given up (the Permit waiters rejected, in a real profile).
-TEST_F(GangSchedulerTest, AMemberWhoseVictimsAreTerminatingCountsTowardsTheMinimum) {
-  ScriptedPostFilter::Log log;
-  BuildOptions o;
-  o.gang_plugin = true;
-  o.post_filter = std::make_unique<ScriptedPostFilter>(
-      std::map<std::string, ScriptedPostFilter::Answer>{{"train-2", ScriptedPostFilter::Answer::kAwaitingVictims}},
-      &log);
-  Build(std::move(o));
-  RoomFor(2);
-  AddGang("train", 3, 3);
-  Start();
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  scheduler_->WaitForBackgroundWork();
+TEST_F(GangPreemptionTest, AMemberWhoseVictimsAreTerminatingCountsTowardsTheMinimum) {
+  Pass(3, 2, {{"train-2", A::kAwaitingVictims}});
   EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1"}));
   EXPECT_EQ(PatchedMessage("train-2"),
             "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to a terminating pod on the "
             "nominated node.");
   EXPECT_EQ(QueueOf("train-2"), QueueKind::kUnschedulable);
-  EXPECT_TRUE(log.carried_out.empty());
-  EXPECT_TRUE(log.withdrawn.empty());
+  EXPECT_TRUE(log_.carried_out.empty());
+  EXPECT_TRUE(log_.withdrawn.empty());
 }
 
 // A member no node takes and with nothing on the way still fails the gang,
 // as before: the awaiting one is not the cause named.
-TEST_F(GangSchedulerTest, AnAwaitingMemberDoesNotMakeUpForOneThatFitsNowhere) {
-  ScriptedPostFilter::Log log;
-  BuildOptions o;
-  o.gang_plugin = true;
-  o.post_filter = std::make_unique<ScriptedPostFilter>(
-      std::map<std::string, ScriptedPostFilter::Answer>{{"train-1", ScriptedPostFilter::Answer::kAwaitingVictims}},
-      &log);
-  Build(std::move(o));
-  RoomFor(1);
-  AddGang("train", 3, 3);
-  Start();
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  scheduler_->WaitForBackgroundWork();
+TEST_F(GangPreemptionTest, AnAwaitingMemberDoesNotMakeUpForOneThatFitsNowhere) {
+  Pass(3, 1, {{"train-1", A::kAwaitingVictims}});
   EXPECT_TRUE(BoundPods().empty());
   EXPECT_EQ(PatchedMessage("train-0"),
             "pod group default/train (minMember 3): only 2 of 3 members can be placed together, so none is bound; "
@@ -1931,50 +1936,25 @@ TEST_F(GangSchedulerTest, AnAwaitingMemberDoesNotMakeUpForOneThatFitsNowhere) {
 // A member deleted while the pass runs counts for nothing: with minMember 2
 // the two left are enough, their preemptions are carried out, and the
 // deleted one's is withdrawn, its victims never evicted.
-TEST_F(GangSchedulerTest, AMemberDeletedDuringThePassIsNotCountedNorPreemptedFor) {
-  ScriptedPostFilter::Log log;
-  using A = ScriptedPostFilter::Answer;
-  BuildOptions o;
-  o.gang_plugin = true;
-  o.post_filter = std::make_unique<ScriptedPostFilter>(
-      std::map<std::string, A>{{"train-0", A::kPreempt}, {"train-1", A::kPreempt}, {"train-2", A::kPreempt}}, &log,
-      [this](const std::string& name) {
-        if (name == "train-1") scheduler_->OnObjectEvent(Deleted(MemberEvent("train-0", "train")));
-      });
-  Build(std::move(o));
-  RoomFor(0);
-  AddGang("train", 2, 3);
-  Start();
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  scheduler_->WaitForBackgroundWork();
-  EXPECT_EQ(log.carried_out, (std::vector<std::string>{"train-1", "train-2"}));
-  EXPECT_EQ(log.withdrawn, (std::vector<std::string>{"train-0"}));
+TEST_F(GangPreemptionTest, AMemberDeletedDuringThePassIsNotCountedNorPreemptedFor) {
+  PassDeletingTrain0At(2, "train-1");
+  EXPECT_EQ(log_.carried_out, (std::vector<std::string>{"train-1", "train-2"}));
+  EXPECT_EQ(log_.withdrawn, (std::vector<std::string>{"train-0"}));
   EXPECT_EQ(QueueOf("train-0"), std::nullopt);
   EXPECT_EQ(PatchedMessage("train-0"), "");
 }
 
 // With minMember 3, the deletion leaves the gang short: nothing is carried
-// out, every preemption of the pass is withdrawn.
-TEST_F(GangSchedulerTest, AMemberDeletedDuringThePassLeavingTooFewEvictsNothing) {
-  ScriptedPostFilter::Log log;
-  using A = ScriptedPostFilter::Answer;
-  BuildOptions o;
-  o.gang_plugin = true;
-  o.post_filter = std::make_unique<ScriptedPostFilter>(
-      std::map<std::string, A>{{"train-0", A::kPreempt}, {"train-1", A::kPreempt}, {"train-2", A::kPreempt}}, &log,
-      [this](const std::string& name) {
-        if (name == "train-2") scheduler_->OnObjectEvent(Deleted(MemberEvent("train-0", "train")));
-      });
-  Build(std::move(o));
-  RoomFor(0);
-  AddGang("train", 3, 3);
-  Start();
-  ASSERT_TRUE(scheduler_->ScheduleNext());
-  scheduler_->WaitForBackgroundWork();
-  EXPECT_TRUE(log.carried_out.empty());
-  std::vector<std::string> withdrawn = log.withdrawn;
+// out, every preemption of the pass is withdrawn, and the deleted member is
+// told nothing.
+TEST_F(GangPreemptionTest, AMemberDeletedDuringThePassLeavingTooFewEvictsNothing) {
+  PassDeletingTrain0At(3, "train-2");
+  EXPECT_TRUE(log_.carried_out.empty());
+  std::vector<std::string> withdrawn = log_.withdrawn;
   std::sort(withdrawn.begin(), withdrawn.end());
   EXPECT_EQ(withdrawn, (std::vector<std::string>{"train-0", "train-1", "train-2"}));
+  EXPECT_EQ(PatchedMessage("train-0"), "");
+  EXPECT_NE(PatchedMessage("train-1"), "");
 }
 
 // The same for a lone pod: deleted while its PostFilter chose victims, it
