@@ -498,9 +498,11 @@ class PreemptionTest(lib.IntegrationTest):
         self.assertEqual((g["outcome"], g["bound"]), ("bound", 4), g)
 
     def test_a_gang_member_whose_victim_goes_last_does_not_break_up_the_gang(self):
-        # As above, but the victims take different times to go: low-2 0.3 s,
-        # low-3 3 s. Once low-2 is gone, train-2 is tried with train-3 along
-        # (a gang is popped together) while low-3 still terminates. train-3's
+        # As above, but the victims take different times to go: low-2 1 s,
+        # low-3 4 s (a second is ample for every preemption's API calls to
+        # return, so train-3 is no longer held). Once low-2 is gone, train-2
+        # is tried with train-3 along (a gang is popped together) while low-3
+        # still terminates. train-3's
         # room is on its way, so it counts towards the minimum: train-2 is
         # placed and waits at Permit with train-0 and train-1, and the gang
         # binds once low-3 is gone. (Before, train-3 counted as a misfit: the
@@ -509,7 +511,7 @@ class PreemptionTest(lib.IntegrationTest):
         docs = [sp_group("train", 4)]
         for i in range(4):
             docs.append(node_yaml(f"node-{i}", cpu="2"))
-        for i, grace in ((2, "300ms"), (3, "3s")):
+        for i, grace in ((2, "1s"), (3, "4s")):
             doc = json.loads(pod(f"low-{i}", "2", 10, node=f"node-{i}"))
             doc["metadata"]["annotations"] = {"sim.podium.dev/termination-grace": grace}
             docs.append(json.dumps(doc) + "\n")
