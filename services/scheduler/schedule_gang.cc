@@ -99,14 +99,16 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
   std::vector<Failed> failed;
   std::vector<Preempting> preempting;
   const SchedulerMetrics::ProfileSeries& series = series_.at(fw);
-  // Members that have room on its way, so far.
-  const auto num_awaiting = [&failed] {
-    return static_cast<size_t>(std::count_if(failed.begin(), failed.end(), [](const Failed& f) { return f.awaiting_victims; }));
+  size_t awaiting = 0;  // Of `failed`, those whose room is on its way.
+  // What the pass assumed for a member, given back.
+  const auto unassume = [&](const Placed& p) {
+    fw->RunUnreserve(*p.assumed->pod, p.node, p.cycle_id);
+    (void)cache_.ForgetPod(p.qp->uid());
   };
   if (outcome.members + outcome.assigned >= min) {
     const size_t max_failures = outcome.members + outcome.assigned - min;
     for (const QueuedPodInfoPtr& m : members) {
-      if (failed.size() - num_awaiting() > max_failures) break;  // The minimum is out of reach.
+      if (failed.size() - awaiting > max_failures) break;  // The minimum is out of reach.
       const v1::Pod& member = m->pod();
       uint64_t cycle_id = ++cycle_id_;
       const absl::Time member_start = clock_.Now();
@@ -139,6 +141,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
           after_requeue = std::move(post.after_requeue);
           report = !post.retry_unreported;
           awaiting_victims = post.awaiting_victims;
+          awaiting += awaiting_victims ? 1 : 0;
         }
         failed.push_back({m, result.outcome, result.diagnosis.Message(), result.diagnosis.unschedulable_plugins,
                           std::move(result.diagnosis), std::move(after_requeue), report, awaiting_victims});
@@ -189,8 +192,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
       ++it;
       continue;
     }
-    fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
-    (void)cache_.ForgetPod(it->qp->uid());
+    unassume(*it);
     deleted(it->qp);
     it = placed.erase(it);
   }
@@ -198,8 +200,8 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     if (!f.awaiting_victims || StillPending(f.qp->uid())) continue;
     f.awaiting_victims = false;
     f.deleted = true;
+    --awaiting;
   }
-  const size_t awaiting = num_awaiting();
 
   if (!gang::Satisfied(group, placed.size() + preempting.size() + awaiting, outcome.assigned)) {
     // None of them: give back what the pass assumed and nominated, newest
@@ -207,10 +209,7 @@ bool Scheduler::ScheduleGang(const QueuedPodInfoPtr& first) {
     for (auto it = preempting.rbegin(); it != preempting.rend(); ++it) {
       if (it->post.withdraw) it->post.withdraw();
     }
-    for (auto it = placed.rbegin(); it != placed.rend(); ++it) {
-      fw->RunUnreserve(*it->assumed->pod, it->node, it->cycle_id);
-      (void)cache_.ForgetPod(it->qp->uid());
-    }
+    for (auto it = placed.rbegin(); it != placed.rend(); ++it) unassume(*it);
     outcome.placed = placed.size() + preempting.size() + awaiting;
     // The first member that fits nowhere, nor has room on its way.
     const auto misfit =

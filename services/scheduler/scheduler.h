@@ -164,16 +164,16 @@ class Scheduler final : public ClusterEventHandler {
   bool RejectWaitingPod(std::string_view uid, const std::string& plugin, const std::string& message,
                         std::function<void()> released = nullptr);
   void SetHousekeepingHook(std::function<void()> hook) { housekeeping_hook_ = std::move(hook); }
+  // The handler the adapter's events reach first, which forwards them here
+  // (the preemption controller): the deletions a relist infers are sent
+  // through it, as watched ones are. Set before Run.
+  void SetEventFront(ClusterEventHandler* front) { event_front_ = front; }
   // Clears a pod's nomination; called on the scheduling thread right after a
   // pod is assumed on a node (kube-scheduler's assume: the pod's nomination
   // goes, since it now counts on its node as assumed; a failed binding does
   // not bring it back), and for a pod deleted while its PostFilter nominated
   // it (the deletion's event may have cleared the nomination first). Set
   // before Run.
-  // The handler the adapter's events reach first, which forwards them here
-  // (the preemption controller): the deletions a relist infers are sent
-  // through it, as watched ones are. Set before Run.
-  void SetEventFront(ClusterEventHandler* front) { event_front_ = front; }
   void SetClearNominationHook(std::function<void(const std::string& uid)> hook) {
     clear_nomination_hook_ = std::move(hook);
   }

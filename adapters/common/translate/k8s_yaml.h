@@ -33,7 +33,7 @@ inline constexpr std::string_view kReplacesAnnotation = "sim.podium.dev/replaces
 // does not carry, made per pod for the simulator).
 inline constexpr std::string_view kTerminationGraceAnnotation = "sim.podium.dev/termination-grace";
 // The pod's kTerminationGraceAnnotation, nullopt without it; an error naming
-// the field when it is not a duration of at least zero.
+// the field when it is not a finite duration of at least zero.
 absl::StatusOr<std::optional<absl::Duration>> SimTerminationGrace(const v1::Pod& pod);
 
 // Built-in priority classes every Kubernetes cluster has.

@@ -834,21 +834,21 @@ std::pair<PostFilterResult, sdk::Status> DefaultPreemption::PostFilter(const v1:
     prediction.reset();
   };
   // 1) Eligibility.
+  const std::string own_nomination = nominator.NominatedNode(uid);
   // Not eligible while room is made for it. A gang counts the member as
   // placed only while its own nomination stands and its own victims are still
   // on that node: not for another's victims on a node someone hinted, nor
   // once a higher-priority pod took the room.
   const auto waiting = [&] {
     PostFilterResult r;
-    const std::string node = nominator.NominatedNode(uid);
-    r.awaiting_victims = !node.empty() && OwnVictimsOn(uid, node);
+    r.awaiting_victims = !own_nomination.empty() && OwnVictimsOn(uid, own_nomination);
     return r;
   };
   if (controller_.InFlight(uid)) {
     give_back();
     return {waiting(), Unschedulable(kNotEligibleTerminating)};
   }
-  std::string nominated = nominator.NominatedNode(uid);
+  std::string nominated = own_nomination;
   if (nominated.empty() && pod.node_name().empty()) nominated = pod.nominated_node_name();
   const sdk::Status* nominated_status = nullptr;
   for (const auto& [name, status] : diagnosis.node_statuses) {
