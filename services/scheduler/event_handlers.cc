@@ -19,6 +19,8 @@ void Scheduler::OnListBegin() {
   seen_pods_.clear();
   seen_nodes_.clear();
   listed_ = 0;
+  absl::MutexLock lock(&mu_);
+  listing_ = true;
 }
 
 void Scheduler::OnListEnd() {
@@ -52,6 +54,15 @@ void Scheduler::OnListEnd() {
     }
     relisting_ = false;
   }
+  std::vector<std::string> gated;
+  {
+    absl::MutexLock lock(&mu_);
+    listing_ = false;
+    gated.swap(gated_while_listing_);
+  }
+  // Queue work after the list's own (PreEnqueue runs on the queue worker):
+  // the pods asked while it arrived are asked again, with all of it in.
+  if (!gated.empty()) PostQueueWork([this, gated = std::move(gated)] { queue_.RetryGated(gated); });
   absl::MutexLock lock(&mu_);
   if (!synced_) {
     PODIUM_LOG(Info, "Cluster synced", {"nodes", nodes_.size()}, {"pods", pods_.size()});

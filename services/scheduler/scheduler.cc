@@ -122,6 +122,17 @@ sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   if (!gates.IsSuccess()) return gates;
   const Framework* fw = FrameworkFor(*pod.pod);
   if (fw == nullptr) return gates;
+  // Decided before anything is read: a list that ends during the plugin call
+  // leaves the count read before it partial. Noted pods are asked again
+  // after the list (OnListEnd), those still held are told then.
+  bool listing = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (listing_) {
+      listing = true;
+      gated_while_listing_.push_back(pod.pod->meta().uid());
+    }
+  }
   sdk::Status status = sdk::Status::Success();
   if (const std::string& group = pod.pod->pod_group(); !group.empty()) {
     const std::string& ns = pod.pod->meta().namespace_();
@@ -130,7 +141,7 @@ sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   } else {
     status = fw->RunPreEnqueue(*pod.pod);
   }
-  if (status.IsSuccess()) return status;
+  if (status.IsSuccess() || listing) return status;
   // Tell the user why the pod does not enter the queue (the API server says
   // the same for schedulingGates): PodScheduled=False, reason SchedulingGated.
   const std::string message = absl::StrCat(status.plugin().empty() ? "" : status.plugin() + ": ", status.Message());

@@ -107,7 +107,8 @@ class Scheduler final : public ClusterEventHandler {
   // plugins of the pod's profile. Called outside the queue's lock, on the
   // queue worker.
   // A pod a remote plugin holds gets PodScheduled=False, reason
-  // SchedulingGated, with the plugin's message (once per change).
+  // SchedulingGated, with the plugin's message (once per change; held
+  // back while a list arrives, see listing_).
   sdk::Status PreEnqueue(const sdk::PodInfo& pod);
 
   // A plugin allowed or rejected a pod waiting at Permit (gRPC reader
@@ -321,6 +322,13 @@ class Scheduler final : public ClusterEventHandler {
   // The event thread listed list_sync_every objects since the scheduling
   // thread last brought the mirrors up (Options::list_sync_every).
   bool list_sync_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  // Between a list's begin and its end the scheduler's view is partial (a
+  // gang's other members may be further down the list): PreEnqueue notes
+  // each pod it asks meanwhile and tells none it is held (no SchedulingGated
+  // patch); they are asked again once the list is in. A list cut short
+  // leaves its pods to the next list's end.
+  bool listing_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> gated_while_listing_ ABSL_GUARDED_BY(mu_);
   // Pods that are pending and ours to schedule (a failed attempt of a pod
   // deleted meanwhile is not requeued).
   absl::flat_hash_set<std::string> pending_uids_ ABSL_GUARDED_BY(mu_);

@@ -265,6 +265,7 @@ class SchedulerTest : public testing::Test {
     // for PodGroup add/update only, as Coscheduling is (and more).
     bool gang_plugin = false;
     bool fit_on_pod_delete = false;  // Fit is registered for Pod/Delete too (no hint).
+    bool gang_pre_enqueue = false;  // "Gang" is a remote PreEnqueue plugin too (implies pre_enqueue).
     std::vector<FrameworkPtr> extra_profiles;
   };
 
@@ -284,6 +285,11 @@ class SchedulerTest : public testing::Test {
       spec.plugins[v1::PERMIT] = {{"Gang", 0}};
       spec.plugins[v1::RESERVE] = {{"Gang", 0}};
       spec.processes["Gang"] = &host_;
+    }
+    if (o.gang_pre_enqueue) {
+      spec.plugins[v1::PRE_ENQUEUE] = {{"Gang", 0}};
+      spec.processes["Gang"] = &host_;
+      o.pre_enqueue = true;
     }
     if (o.gang_plugin) spec.pod_group_members_only.insert("Gang");
     std::vector<FrameworkPtr> profiles;
@@ -1831,6 +1837,78 @@ TEST_F(GangSchedulerTest, AMemberStillGatedHoldsTheGangBackQuietly) {
   ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(cycles_.load(), 3);
   EXPECT_EQ(BoundPods().size(), 3u);
+}
+
+// Coscheduling's PreEnqueue holds a member until minMember pods exist. While
+// the first list arrives, what the scheduler has seen of a gang is partial:
+// no member is told "fewer than minMember pods exist" because its siblings
+// were further down the list. Those still held once the list is in are told,
+// once each.
+class GangListTest : public GangSchedulerTest {
+ protected:
+  void BuildWithGangPreEnqueue() {
+    BuildOptions o;
+    o.gang_pre_enqueue = true;
+    Build(std::move(o));
+    EXPECT_CALL(host_, Call(_, _)).WillRepeatedly(Invoke([this](v1::SchedulerToPlugin req, auto) {
+      if (req.has_cycle()) {
+        ++cycles_;
+        return Answered(CycleAnswer(true));
+      }
+      v1::PluginToScheduler a = StatusAnswer();
+      if (req.has_pre_enqueue() && req.pre_enqueue().pod_group_pods() <
+                                       static_cast<uint32_t>(req.pre_enqueue().pod_group().min_member())) {
+        sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "fewer than minMember pods exist")
+            .WithPlugin("Gang")
+            .ToProto(a.mutable_status()->add_statuses());
+      }
+      return Answered(a);
+    }));
+  }
+  size_t GatedPatches() {
+    size_t n = 0;
+    for (size_t from = 0;;) {
+      std::optional<size_t> i = sink_.Find(v1::Action::kPatchPodStatus, from);
+      if (!i) return n;
+      const v1::Action a = sink_.action(*i);
+      if (a.patch_pod_status().conditions_size() > 0 &&
+          a.patch_pod_status().conditions(0).reason() == "SchedulingGated") {
+        ++n;
+      }
+      from = *i + 1;
+    }
+  }
+};
+
+TEST_F(GangListTest, MembersListedBeforeTheirSiblingsAreNotToldTheyAreFew) {
+  BuildWithGangPreEnqueue();
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  for (int i = 0; i < 3; ++i) {
+    scheduler_->OnObjectEvent(MemberEvent(Name("train", i), "train"));
+    scheduler_->WaitForBackgroundWork();  // Its PreEnqueue ran before the next member was listed.
+  }
+  Start();
+  EXPECT_EQ(GatedPatches(), 0u);
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods().size(), 3u);
+}
+
+TEST_F(GangListTest, MembersStillFewWhenTheListIsInAreToldOnce) {
+  BuildWithGangPreEnqueue();
+  AddGang("train", 3, 2);
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(GatedPatches(), 0u);
+  Start();
+  EXPECT_EQ(GatedPatches(), 2u);
+  EXPECT_EQ(PatchedMessage("train-0"), "Gang: fewer than minMember pods exist");
+  EXPECT_EQ(PatchedMessage("train-1"), "Gang: fewer than minMember pods exist");
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kGated);
+  // The third member, watched after the list: all three go.
+  scheduler_->OnObjectEvent(MemberEvent("train-2", "train"));
+  scheduler_->WaitForBackgroundWork();
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods().size(), 3u);
+  EXPECT_EQ(GatedPatches(), 2u);
 }
 
 // A pod naming a group that does not exist is scheduled as an ordinary pod

@@ -513,11 +513,7 @@ std::vector<QueuedPodInfo> SchedulingQueue::PopGroupMembers(
 
 size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::string_view group,
                                           std::string_view except_uid) {
-  struct Asked {
-    sdk::PodInfoPtr pod;
-    uint64_t pool_stay;
-  };
-  std::vector<Asked> asked;
+  std::vector<GatedAsk> asked;
   {
     absl::MutexLock lock(&mu_);
     auto g = members_by_group_.find(PodKey(namespace_, group));
@@ -528,8 +524,28 @@ size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::stri
       }
     }
   }
+  return AskGatedAgain(asked);
+}
+
+size_t SchedulingQueue::RetryGated(const std::vector<std::string>& uids) {
+  std::vector<GatedAsk> asked;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& uid : uids) {
+      auto it = pods_.find(uid);
+      if (it == pods_.end()) continue;
+      Entry* e = it->second.get();
+      if (e->info.gated && !e->held && unschedulable_pods_.contains(e)) {
+        asked.push_back({e->info.pod_info, e->pool_stay});
+      }
+    }
+  }
+  return AskGatedAgain(asked);
+}
+
+size_t SchedulingQueue::AskGatedAgain(const std::vector<GatedAsk>& asked) {
   size_t moved = 0;
-  for (const Asked& a : asked) {
+  for (const GatedAsk& a : asked) {
     sdk::Status gate = RunPreEnqueue(*a.pod);
     absl::MutexLock lock(&mu_);
     auto it = pods_.find(a.pod->uid());

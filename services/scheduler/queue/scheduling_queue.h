@@ -326,6 +326,10 @@ class SchedulingQueue {
   // outside the lock; those it lets through go to activeQ (e.g. when the last
   // member of their gang or the PodGroup appears). Returns how many moved.
   size_t RetryGatedMembers(std::string_view namespace_, std::string_view group, std::string_view except_uid = "");
+  // The same for the named pods that are still gated (unknown or ungated
+  // ones are skipped): e.g. those gated while a list was arriving, asked
+  // again once all of it is in.
+  size_t RetryGated(const std::vector<std::string>& uids);
 
   // The backoff for a pod with this many failed attempts (consecutive
   // errors, else unschedulable ones): initial * 2^(attempts-1),
@@ -383,6 +387,15 @@ class SchedulingQueue {
   bool ReadyToPop() const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   std::optional<QueuedPodInfo> PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   sdk::Status RunPreEnqueue(const sdk::PodInfo& pod) const;
+  // A gated pod as it was when asked to retry (its pool stay tells whether
+  // it changed meanwhile).
+  struct GatedAsk {
+    sdk::PodInfoPtr pod;
+    uint64_t pool_stay;
+  };
+  // Runs PreEnqueue for each (outside the lock) and moves those let through
+  // to activeQ. Returns how many moved.
+  size_t AskGatedAgain(const std::vector<GatedAsk>& asked) ABSL_LOCKS_EXCLUDED(mu_);
   void AddNew(sdk::PodInfoPtr pod) ABSL_LOCKS_EXCLUDED(mu_);
   void Detach(Entry* entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends the pod's hold (ungated, where it is); null when it is not held.

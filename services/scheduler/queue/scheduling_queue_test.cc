@@ -1403,6 +1403,26 @@ TEST_F(SchedulingQueueTest, RetryGatedMembersRunsPreEnqueueAgainForTheGroupsGate
   EXPECT_EQ(Where(q, "b1"), QueueKind::kGated);  // Not selected.
 }
 
+TEST_F(SchedulingQueueTest, RetryGatedAsksTheNamedGatedPodsAgain) {
+  std::atomic<bool> open{false};
+  SchedulingQueue::Options o = Opts();
+  o.pre_enqueue = [&open](const sdk::PodInfo& pod) {
+    if (open.load() && pod.uid() != "b1") return sdk::Status::Success();
+    return sdk::Status(sdk::Code::kUnschedulableAndUnresolvable, "held");
+  };
+  SchedulingQueue q(o);
+  q.Add(Member("a1", "a"));
+  q.Add(Member("a2", "a"));
+  q.Add(Member("b1", "b"));
+  open = true;
+  // a2 is not named; b1 is asked and still held; "gone" is unknown.
+  EXPECT_EQ(q.RetryGated({"a1", "b1", "gone"}), 1u);
+  EXPECT_EQ(Where(q, "a1"), QueueKind::kActive);
+  EXPECT_EQ(Where(q, "a2"), QueueKind::kGated);
+  EXPECT_EQ(Where(q, "b1"), QueueKind::kGated);
+  EXPECT_EQ(q.RetryGated({"a1"}), 0u);  // No longer gated: not asked again.
+}
+
 
 // The group index follows the pods: a member that leaves its gang (its label
 // changed), joins another or is deleted is found under its current group only;
