@@ -54,6 +54,15 @@ class FakeSink : public ActionSink {
     }
     return std::nullopt;
   }
+  // Every action of the kind, in the order sent.
+  std::vector<v1::Action> All(v1::Action::KindCase kind) {
+    absl::MutexLock lock(&mu_);
+    std::vector<v1::Action> out;
+    for (const auto& a : actions_) {
+      if (a.first.kind_case() == kind) out.push_back(a.first);
+    }
+    return out;
+  }
   size_t Count(v1::Action::KindCase kind) {
     absl::MutexLock lock(&mu_);
     size_t n = 0;
@@ -1461,24 +1470,17 @@ class GangSchedulerTest : public SchedulerTest {
   // The message of the pod's last PodScheduled=False patch; empty if none.
   std::string PatchedMessage(const std::string& name) {
     std::string message;
-    for (size_t from = 0;;) {
-      std::optional<size_t> i = sink_.Find(v1::Action::kPatchPodStatus, from);
-      if (!i) return message;
-      const v1::Action a = sink_.action(*i);
+    for (const v1::Action& a : sink_.All(v1::Action::kPatchPodStatus)) {
       if (a.patch_pod_status().pod().name() == name && a.patch_pod_status().conditions_size() > 0) {
         message = a.patch_pod_status().conditions(0).message();
       }
-      from = *i + 1;
     }
+    return message;
   }
   std::vector<std::string> BoundPods() {
     std::vector<std::string> out;
-    for (size_t from = 0;;) {
-      std::optional<size_t> i = sink_.Find(v1::Action::kBind, from);
-      if (!i) return out;
-      out.push_back(sink_.action(*i).bind().pod().name());
-      from = *i + 1;
-    }
+    for (const v1::Action& a : sink_.All(v1::Action::kBind)) out.push_back(a.bind().pod().name());
+    return out;
   }
   std::atomic<int> cycles_{0};
 };
@@ -1639,12 +1641,7 @@ TEST_F(BatchedGangTest, MembersAfterTheFirstReuseItsRanking) {
   scheduler_->WaitForBackgroundWork();
   EXPECT_EQ(BoundPods(), (std::vector<std::string>{"train-0", "train-1", "train-2"}));
   absl::flat_hash_set<std::string> nodes;
-  for (size_t from = 0;;) {
-    std::optional<size_t> i = sink_.Find(v1::Action::kBind, from);
-    if (!i) break;
-    nodes.insert(sink_.action(*i).bind().node_name());
-    from = *i + 1;
-  }
+  for (const v1::Action& a : sink_.All(v1::Action::kBind)) nodes.insert(a.bind().node_name());
   EXPECT_EQ(nodes.size(), 3u);  // One per node, as the verdicts require.
   const std::vector<v1::CycleRequest> requests = CycleRequests();
   ASSERT_EQ(requests.size(), 3u);
@@ -1867,16 +1864,11 @@ class GangListTest : public GangSchedulerTest {
   }
   size_t GatedPatches() {
     size_t n = 0;
-    for (size_t from = 0;;) {
-      std::optional<size_t> i = sink_.Find(v1::Action::kPatchPodStatus, from);
-      if (!i) return n;
-      const v1::Action a = sink_.action(*i);
-      if (a.patch_pod_status().conditions_size() > 0 &&
-          a.patch_pod_status().conditions(0).reason() == "SchedulingGated") {
-        ++n;
-      }
-      from = *i + 1;
+    for (const v1::Action& a : sink_.All(v1::Action::kPatchPodStatus)) {
+      n += a.patch_pod_status().conditions_size() > 0 &&
+           a.patch_pod_status().conditions(0).reason() == "SchedulingGated";
     }
+    return n;
   }
 };
 

@@ -519,7 +519,7 @@ size_t SchedulingQueue::RetryGatedMembers(std::string_view namespace_, std::stri
     auto g = members_by_group_.find(PodKey(namespace_, group));
     if (g == members_by_group_.end()) return 0;
     for (Entry* e : g->second) {
-      if (e->info.gated && !e->held && e->info.uid() != except_uid && unschedulable_pods_.contains(e)) {
+      if (Askable(e) && e->info.uid() != except_uid) {
         asked.push_back({e->info.pod_info, e->pool_stay});
       }
     }
@@ -533,14 +533,16 @@ size_t SchedulingQueue::RetryGated(const std::vector<std::string>& uids) {
     absl::MutexLock lock(&mu_);
     for (const std::string& uid : uids) {
       auto it = pods_.find(uid);
-      if (it == pods_.end()) continue;
-      Entry* e = it->second.get();
-      if (e->info.gated && !e->held && unschedulable_pods_.contains(e)) {
-        asked.push_back({e->info.pod_info, e->pool_stay});
+      if (it != pods_.end() && Askable(it->second.get())) {
+        asked.push_back({it->second->info.pod_info, it->second->pool_stay});
       }
     }
   }
   return AskGatedAgain(asked);
+}
+
+bool SchedulingQueue::Askable(const Entry* e) const {
+  return e->info.gated && !e->held && unschedulable_pods_.contains(e);
 }
 
 size_t SchedulingQueue::AskGatedAgain(const std::vector<GatedAsk>& asked) {
@@ -549,8 +551,7 @@ size_t SchedulingQueue::AskGatedAgain(const std::vector<GatedAsk>& asked) {
     sdk::Status gate = RunPreEnqueue(*a.pod);
     absl::MutexLock lock(&mu_);
     auto it = pods_.find(a.pod->uid());
-    if (it == pods_.end() || it->second->pool_stay != a.pool_stay || !it->second->info.gated ||
-        it->second->held || unschedulable_pods_.count(it->second.get()) == 0) {
+    if (it == pods_.end() || it->second->pool_stay != a.pool_stay || !Askable(it->second.get())) {
       continue;  // Changed meanwhile; the newer change decided.
     }
     Entry* e = it->second.get();

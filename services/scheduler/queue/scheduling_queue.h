@@ -393,6 +393,8 @@ class SchedulingQueue {
     sdk::PodInfoPtr pod;
     uint64_t pool_stay;
   };
+  // Gated, not held, and in the pool: a pod PreEnqueue may be asked again for.
+  bool Askable(const Entry* e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs PreEnqueue for each (outside the lock) and moves those let through
   // to activeQ. Returns how many moved.
   size_t AskGatedAgain(const std::vector<GatedAsk>& asked) ABSL_LOCKS_EXCLUDED(mu_);
