@@ -33,10 +33,11 @@ def workload(name, group, min_count):
         """)
 
 
-def member(name, cpu="1", label_group=None, scheduling_group=None, workload_ref=None):
+def member(name, cpu="1", label_group=None, scheduling_group=None, workload_ref=None, later=False):
     """A pod joining a gang the way its API says: the scheduler-plugins label,
-    spec.schedulingGroup, or spec.workloadRef (name, podGroup)."""
-    doc = pod_yaml(name, cpu=cpu)
+    spec.schedulingGroup, or spec.workloadRef (name, podGroup); created after
+    the cluster settled with `later`."""
+    doc = pod_yaml(name, cpu=cpu, annotations={"sim.podium.dev/create-later": "true"} if later else None)
     if label_group:
         doc = doc.replace("  namespace: default\n",
                           f"  namespace: default\n  labels:\n    scheduling.x-k8s.io/pod-group: {label_group}\n", 1)
@@ -107,6 +108,36 @@ class GangTest(lib.ScenarioTest):
                          "Coscheduling: waiting for pod group default/nowhere: it does not exist", held)
         g = report.gangs()["big"]
         self.assertEqual((g["outcome"], g["bound"]), ("waiting", 0), g)
+
+    def place_one_by_one(self, *docs):
+        """Places the cluster with its later pods created 200 ms apart, as a
+        job controller creates a gang's pods one after another."""
+        cluster = self.write("cluster.yaml", lib.cluster_yaml(*docs))
+        rc, out, err = self.run_sim(cluster, config=lib.config_path("default-plugins.yaml"),
+                                    extra=("--create-rate", "5"))
+        self.assertEqual(rc, 0, f"podium-sim failed:\n{err[-4000:]}")
+        report = lib.parse_report(out)
+        self.assertEqual(report.outcome, "completed", out[-4000:])
+        return report
+
+    def test_members_created_one_by_one_are_not_told_the_others_are_missing(self):
+        # The first three wait at PreEnqueue for the fourth, which comes 600 ms
+        # after the first: within --gated-status-delay-ms (1 s), so none is
+        # patched SchedulingGated, and the gang binds whole.
+        pods = [member(f"w-{i}", label_group="w", later=True) for i in range(4)]
+        report = self.place_one_by_one(sp_group("w", 4), node_yaml("n0", cpu="8"), *pods)
+        for i in range(4):
+            self.assertEqual(report.node_of(f"w-{i}"), "n0", report.raw)
+        self.assertEqual(report.raw["actions"]["patch_pod_status"], 0, report.raw["actions"])
+
+    def test_members_still_few_after_the_delay_are_told_once(self):
+        # Three of four ever come: each is told why, once, after the delay.
+        pods = [member(f"w-{i}", label_group="w", later=True) for i in range(3)]
+        report = self.place_one_by_one(sp_group("w", 4), node_yaml("n0", cpu="8"), *pods)
+        held = {p["name"]: p["message"] for p in report.raw.get("held_pods") or []}
+        self.assertEqual(held, {f"w-{i}": "Coscheduling: waiting for pod group default/w: fewer than minMember 4 "
+                                          "pods exist" for i in range(3)}, report.raw)
+        self.assertEqual(report.raw["actions"]["patch_pod_status"], 3, report.raw["actions"])
 
 
 if __name__ == "__main__":

@@ -517,8 +517,9 @@ class PreemptionTest(lib.IntegrationTest):
             doc["metadata"]["annotations"] = {"sim.podium.dev/termination-grace": grace}
             docs.append(json.dumps(doc) + "\n")
         # Listed with the cluster: created later, one by one, the first
-        # members may be held at PreEnqueue (and told so) before the last
-        # exists, a status patch more or less by timing.
+        # members may be held at PreEnqueue before the last exists (and told
+        # so if it takes longer than --gated-status-delay-ms), a status patch
+        # more or less by timing.
         docs += [self.gang_member(f"train-{i}", "2", 100, "train", later=False) for i in range(4)]
         report = self.run_cluster(*docs)
         self.assertEqual(self.deleted(report), ["default/low-2", "default/low-3"])

@@ -1,7 +1,8 @@
 // Periodic work (every 100 ms on the housekeeping thread): Permit timeouts,
 // kube-scheduler's backoffQ and unschedulable-pool flushes, expiry of assumed
-// pods whose bound update never came, and the gauges' hook. Plugin calls
-// (Unreserve of timed-out pods) go to the binding pool.
+// pods whose bound update never came, delayed SchedulingGated patches, and
+// the gauges' hook. Plugin calls (Unreserve of timed-out pods) go to the
+// binding pool.
 #include <cstdio>
 
 #include "logging/logger.h"
@@ -21,6 +22,7 @@ void Scheduler::Housekeeping() {
     PostBindingFailed(std::move(waiting), std::move(status), true);
   }
   DecideWaitsOfLostStreams();
+  SendDueGatedPatches(now);
   queue_.FlushBackoffQCompleted();
   if (now - last_unschedulable_flush_ >= options_.flush_unschedulable_interval) {
     last_unschedulable_flush_ = now;

@@ -70,6 +70,10 @@ ABSL_FLAG(int, action_coalesce_us, 2000,
           "While the scheduling loop has more pods to schedule right away, how long (microseconds) an "
           "action other than a bind may wait to share its message to the adapter with the next pods' "
           "(0 to 100000; 0: written at once); everything waiting is written when the loop waits");
+ABSL_FLAG(int, gated_status_delay_ms, 1000,
+          "How long (milliseconds) a pod a PreEnqueue plugin holds (a gang member whose siblings are not all "
+          "there yet) waits before its PodScheduled=False/SchedulingGated reason is patched; dropped if it "
+          "is let through or deleted meanwhile (0 to 600000; 0: at once)");
 ABSL_FLAG(int, plugin_wait_seconds, 30,
           "How long to wait at start for each plugin endpoint's handshake");
 // Access control and TLS (kube-apiserver's flag names where it has one).
@@ -252,6 +256,10 @@ int Run(std::vector<std::string> overrides) {
   const int action_coalesce_us = absl::GetFlag(FLAGS_action_coalesce_us);
   if (action_coalesce_us < 0 || action_coalesce_us > 100000) {
     return console.Fail(absl::StrCat("--action-coalesce-us: ", action_coalesce_us, " is not in [0, 100000]"));
+  }
+  const int gated_status_delay_ms = absl::GetFlag(FLAGS_gated_status_delay_ms);
+  if (gated_status_delay_ms < 0 || gated_status_delay_ms > 600000) {
+    return console.Fail(absl::StrCat("--gated-status-delay-ms: ", gated_status_delay_ms, " is not in [0, 600000]"));
   }
 
   // Configuration: everything read here, nothing read later.
@@ -464,6 +472,7 @@ int Run(std::vector<std::string> overrides) {
 
   Scheduler::Options scheduler_options;
   scheduler_options.max_binds_in_flight = static_cast<size_t>(max_binds_in_flight);
+  scheduler_options.gated_status_delay = absl::Milliseconds(gated_status_delay_ms);
   scheduler_options.batching.later_lookaheads = static_cast<size_t>(later_lookaheads);
   scheduler_options.batching.preemption_what_if_nodes = static_cast<uint32_t>(preemption_what_ifs);
   Scheduler scheduler(scheduler_options, cache, snapshot, queue, std::move(profiles), metrics,

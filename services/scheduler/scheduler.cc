@@ -5,6 +5,14 @@
 #include "pod_ref.h"
 
 namespace podium::scheduler {
+namespace {
+
+// What a held pod's SchedulingGated condition says: "plugin: message".
+std::string GatedMessage(const std::string& plugin, const std::string& message) {
+  return plugin.empty() ? std::string(message) : absl::StrCat(plugin, ": ", message);
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------- Scheduler
 
@@ -125,12 +133,23 @@ sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   // Decided before anything is read: a list that ends during the plugin call
   // leaves the count read before it partial. Noted pods are asked again
   // after the list (OnListEnd), those still held are told then.
+  // A patch still waiting out its delay is superseded by this answer; a pod
+  // held again keeps the first due time, so that a gang whose members keep
+  // arriving does not put its early members' reason off for ever.
+  const std::string& uid = pod.pod->meta().uid();
   bool listing = false;
+  std::optional<absl::Time> due;
   {
     absl::MutexLock lock(&mu_);
     if (listing_) {
       listing = true;
-      gated_while_listing_.push_back(pod.pod->meta().uid());
+      gated_while_listing_.push_back(uid);
+    }
+    if (!gated_patches_.empty()) {
+      if (auto it = gated_patches_.find(uid); it != gated_patches_.end()) {
+        due = it->second.due;
+        gated_patches_.erase(it);
+      }
     }
   }
   sdk::Status status = sdk::Status::Success();
@@ -144,7 +163,7 @@ sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   if (status.IsSuccess() || listing) return status;
   // Tell the user why the pod does not enter the queue (the API server says
   // the same for schedulingGates): PodScheduled=False, reason SchedulingGated.
-  const std::string message = absl::StrCat(status.plugin().empty() ? "" : status.plugin() + ": ", status.Message());
+  const std::string message = GatedMessage(status.plugin(), status.Message());
   for (const auto& c : pod.pod->conditions()) {
     if (c.type() == "PodScheduled" && c.status() == "False" && c.reason() == "SchedulingGated" &&
         c.message() == message) {
@@ -159,9 +178,40 @@ sdk::Status Scheduler::PreEnqueue(const sdk::PodInfo& pod) {
   c->set_status("False");
   c->set_reason("SchedulingGated");
   c->set_message(message);
-  c->set_last_transition_time_us(absl::ToUnixMicros(clock_.Now()));
-  SendAction(std::move(patch));
+  const absl::Time now = clock_.Now();
+  c->set_last_transition_time_us(absl::ToUnixMicros(now));
+  if (options_.gated_status_delay <= absl::ZeroDuration()) {
+    SendAction(std::move(patch));
+    return status;
+  }
+  absl::MutexLock lock(&mu_);
+  gated_patches_[uid] = GatedPatch{due.value_or(now + options_.gated_status_delay), message, std::move(patch)};
   return status;
+}
+
+void Scheduler::SendDueGatedPatches(absl::Time now) {
+  std::vector<GatedPatch> due;
+  {
+    absl::MutexLock lock(&mu_);
+    if (gated_patches_.empty()) return;
+    for (auto it = gated_patches_.begin(); it != gated_patches_.end();) {
+      if (it->second.due <= now) {
+        due.push_back(std::move(it->second));
+        gated_patches_.erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (GatedPatch& p : due) {
+    // Deleted, let through, or held for another reason since: not sent.
+    std::optional<QueuedPodSummary> queued = queue_.Find(p.patch.patch_pod_status().pod().uid());
+    if (!queued || queued->queue != QueueKind::kGated ||
+        GatedMessage(queued->gating_plugin, queued->message) != p.message) {
+      continue;
+    }
+    SendAction(std::move(p.patch));
+  }
 }
 
 void Scheduler::SendAction(v1::Action action, ActionSink::ResultCallback on_result) {

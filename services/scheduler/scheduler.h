@@ -75,6 +75,12 @@ class Scheduler final : public ClusterEventHandler {
     // objects, so that the host takes the cluster in as it is listed rather
     // than all of it with the first pod's request. 0: only once idle.
     size_t list_sync_every = 1024;
+    // A pod PreEnqueue holds (a gang member whose siblings are not all there
+    // yet) is told why, PodScheduled=False with reason SchedulingGated, only
+    // once it has been held this long: the members of a gang created one by
+    // one are not each told that the others are missing when the last
+    // arrives within the delay (kube-scheduler tells none). Zero: at once.
+    absl::Duration gated_status_delay = absl::Seconds(1);
     // Tests drive cycles (ScheduleNext) and Housekeeping themselves.
     bool run_scheduling_thread = true;
     bool run_housekeeping_thread = true;
@@ -108,7 +114,8 @@ class Scheduler final : public ClusterEventHandler {
   // queue worker.
   // A pod a remote plugin holds gets PodScheduled=False, reason
   // SchedulingGated, with the plugin's message (once per change; held
-  // back while a list arrives, see listing_).
+  // back while a list arrives, see listing_, and for
+  // Options::gated_status_delay).
   sdk::Status PreEnqueue(const sdk::PodInfo& pod);
 
   // A plugin allowed or rejected a pod waiting at Permit (gRPC reader
@@ -152,6 +159,9 @@ class Scheduler final : public ClusterEventHandler {
   // that endpoint's failure policy says, at once rather than at the wait's
   // timeout: rejected (Fail) or allowed by that plugin (Ignore).
   void DecideWaitsOfLostStreams() ABSL_EXCLUSIVE_LOCKS_REQUIRED(housekeeping_mu_);
+  // Sends the delayed SchedulingGated patches that are due, of pods still
+  // held with the message they were held with (PreEnqueue).
+  void SendDueGatedPatches(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(housekeeping_mu_);
   // Blocks until the queue worker and the binding pool ran what was posted
   // before the call (tests; shutdown).
   void WaitForBackgroundWork();
@@ -329,6 +339,15 @@ class Scheduler final : public ClusterEventHandler {
   // leaves its pods to the next list's end.
   bool listing_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::string> gated_while_listing_ ABSL_GUARDED_BY(mu_);
+  // SchedulingGated patches waiting out Options::gated_status_delay, by pod
+  // uid. Housekeeping sends those due whose pod the queue still holds with
+  // the same message; a pod PreEnqueue lets through drops its own.
+  struct GatedPatch {
+    absl::Time due;
+    std::string message;
+    v1::Action patch;
+  };
+  absl::flat_hash_map<std::string, GatedPatch> gated_patches_ ABSL_GUARDED_BY(mu_);
   // Pods that are pending and ours to schedule (a failed attempt of a pod
   // deleted meanwhile is not requeued).
   absl::flat_hash_set<std::string> pending_uids_ ABSL_GUARDED_BY(mu_);

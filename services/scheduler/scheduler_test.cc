@@ -338,6 +338,7 @@ class SchedulerTest : public testing::Test {
     so.diagnoses = diagnosis_options_;
     so.max_binds_in_flight = max_binds_in_flight_;
     so.list_sync_every = list_sync_every_;
+    so.gated_status_delay = gated_status_delay_;
     scheduler_ = std::make_unique<Scheduler>(so, cache_, snapshot_, *queue_, std::move(profiles), metrics_,
                                              clock_);
     scheduler_->SetActionSink(&sink_);
@@ -392,6 +393,7 @@ class SchedulerTest : public testing::Test {
   DiagnosisStore::Options diagnosis_options_;
   size_t max_binds_in_flight_ = Scheduler::Options{}.max_binds_in_flight;
   size_t list_sync_every_ = Scheduler::Options{}.list_sync_every;
+  absl::Duration gated_status_delay_ = Scheduler::Options{}.gated_status_delay;
   bool run_scheduling_thread_ = false;
   std::unique_ptr<RemoteQueueingHintEvaluator> hints_;
   std::unique_ptr<SchedulingQueue> queue_;
@@ -1840,7 +1842,8 @@ TEST_F(GangSchedulerTest, AMemberStillGatedHoldsTheGangBackQuietly) {
 // the first list arrives, what the scheduler has seen of a gang is partial:
 // no member is told "fewer than minMember pods exist" because its siblings
 // were further down the list. Those still held once the list is in are told,
-// once each.
+// once each, when they have been held for gated_status_delay (1 s); members
+// created one by one within it are told nothing.
 class GangListTest : public GangSchedulerTest {
  protected:
   void BuildWithGangPreEnqueue() {
@@ -1891,6 +1894,11 @@ TEST_F(GangListTest, MembersStillFewWhenTheListIsInAreToldOnce) {
   scheduler_->WaitForBackgroundWork();
   EXPECT_EQ(GatedPatches(), 0u);
   Start();
+  clock_.Advance(absl::Milliseconds(999));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 0u);
+  clock_.Advance(absl::Milliseconds(1));
+  scheduler_->Housekeeping();
   EXPECT_EQ(GatedPatches(), 2u);
   EXPECT_EQ(PatchedMessage("train-0"), "Gang: fewer than minMember pods exist");
   EXPECT_EQ(PatchedMessage("train-1"), "Gang: fewer than minMember pods exist");
@@ -1900,7 +1908,85 @@ TEST_F(GangListTest, MembersStillFewWhenTheListIsInAreToldOnce) {
   scheduler_->WaitForBackgroundWork();
   ASSERT_TRUE(scheduler_->ScheduleNext());
   EXPECT_EQ(BoundPods().size(), 3u);
+  scheduler_->Housekeeping();
   EXPECT_EQ(GatedPatches(), 2u);
+}
+
+// A job controller creates a gang's pods one by one after the list: the
+// early members are held until the last arrives, within the delay, and no
+// member is told anything.
+TEST_F(GangListTest, MembersCreatedOneByOneWithinTheDelayAreNotTold) {
+  BuildWithGangPreEnqueue();
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  Start();
+  for (int i = 0; i < 3; ++i) {
+    scheduler_->OnObjectEvent(MemberEvent(Name("train", i), "train"));
+    scheduler_->WaitForBackgroundWork();
+    clock_.Advance(absl::Milliseconds(400));
+    scheduler_->Housekeeping();
+  }
+  ASSERT_TRUE(scheduler_->ScheduleNext());
+  EXPECT_EQ(BoundPods().size(), 3u);
+  clock_.Advance(absl::Seconds(2));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 0u);
+}
+
+// An update asks a held member again (so do its group's changes); it keeps
+// the due time of its first rejection, so that updates do not put its
+// reason off.
+TEST_F(GangListTest, AHeldMemberIsToldOnceAtItsFirstRejectionsDueTime) {
+  BuildWithGangPreEnqueue();
+  scheduler_->OnObjectEvent(GroupEvent("train", 4));
+  Start();
+  v1::ObjectEvent first = MemberEvent("train-0", "train");
+  scheduler_->OnObjectEvent(first);
+  scheduler_->WaitForBackgroundWork();
+  clock_.Advance(absl::Milliseconds(600));
+  (*first.mutable_pod()->mutable_meta()->mutable_labels())["touched"] = "yes";
+  scheduler_->OnObjectEvent(first);  // Asks train-0 again.
+  scheduler_->OnObjectEvent(MemberEvent("train-1", "train"));
+  scheduler_->WaitForBackgroundWork();
+  clock_.Advance(absl::Milliseconds(400));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 1u);
+  EXPECT_EQ(PatchedMessage("train-0"), "Gang: fewer than minMember pods exist");
+  EXPECT_EQ(PatchedMessage("train-1"), "");
+  clock_.Advance(absl::Milliseconds(600));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 2u);
+  EXPECT_EQ(PatchedMessage("train-1"), "Gang: fewer than minMember pods exist");
+  clock_.Advance(absl::Seconds(5));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 2u);
+}
+
+// A held member deleted before its delay ran out is not patched (the
+// adapter's patch of a gone pod would fail anyway).
+TEST_F(GangListTest, AMemberDeletedWhileHeldIsNotTold) {
+  BuildWithGangPreEnqueue();
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  Start();
+  const v1::ObjectEvent member = MemberEvent("train-0", "train");
+  scheduler_->OnObjectEvent(member);
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(QueueOf("train-0"), QueueKind::kGated);
+  scheduler_->OnObjectEvent(Deleted(member));
+  scheduler_->WaitForBackgroundWork();
+  clock_.Advance(absl::Seconds(2));
+  scheduler_->Housekeeping();
+  EXPECT_EQ(GatedPatches(), 0u);
+}
+
+// gated_status_delay 0: the reason goes with the rejection, as before.
+TEST_F(GangListTest, NoDelayTellsAtOnce) {
+  gated_status_delay_ = absl::ZeroDuration();
+  BuildWithGangPreEnqueue();
+  scheduler_->OnObjectEvent(GroupEvent("train", 3));
+  Start();
+  scheduler_->OnObjectEvent(MemberEvent("train-0", "train"));
+  scheduler_->WaitForBackgroundWork();
+  EXPECT_EQ(GatedPatches(), 1u);
 }
 
 // A pod naming a group that does not exist is scheduled as an ordinary pod
